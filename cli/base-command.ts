@@ -1,0 +1,67 @@
+/**
+ * The base of every command: the global flags (-C/--workspace, --debug, --force) and one place that turns
+ * errors into messages. A UserError prints its message and hint; anything else is a bug, printed with its
+ * stack only under --debug. Commands stay thin: parse, call one library function, render.
+ */
+import { Command, Flags, Interfaces } from '@oclif/core';
+import path from 'node:path';
+import { isUserError } from '../lib/errors.js';
+
+export type InferredFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
+export type InferredArgs<T extends typeof Command> = Interfaces.InferredArgs<T['args']>;
+
+export abstract class BaseCommand<T extends typeof Command> extends Command {
+  static override baseFlags = {
+    workspace: Flags.string({
+      char: 'C',
+      description: 'Workspace directory: holds the config, state, master secret and kubeconfig of one cluster.',
+      default: '.',
+      helpGroup: 'GLOBAL',
+    }),
+    debug: Flags.boolean({ description: 'Print debug output, and stack traces on errors.', helpGroup: 'GLOBAL' }),
+    force: Flags.boolean({
+      description: 'Skip safety checks that guard against mistakes (version compatibility and similar).',
+      helpGroup: 'GLOBAL',
+    }),
+  };
+
+  protected flags!: InferredFlags<T>;
+  protected args!: InferredArgs<T>;
+
+  /** The absolute workspace directory. */
+  protected get workspaceDir(): string {
+    return path.resolve(this.flags.workspace);
+  }
+
+  public override async init(): Promise<void> {
+    await super.init();
+    const { args, flags } = await this.parse({
+      flags: this.ctor.flags,
+      baseFlags: (super.ctor as typeof BaseCommand).baseFlags,
+      enableJsonFlag: this.ctor.enableJsonFlag,
+      args: this.ctor.args,
+      strict: this.ctor.strict,
+    });
+    this.flags = flags as InferredFlags<T>;
+    this.args = args as InferredArgs<T>;
+  }
+
+  protected override async catch(err: Error & { exitCode?: number; oclif?: { exit?: number } }): Promise<unknown> {
+    // oclif's own exit signal (this.exit()) passes through untouched.
+    if (err.oclif?.exit !== undefined && err.message.startsWith('EEXIT')) throw err;
+    const debug = (this.flags as { debug?: boolean } | undefined)?.debug ?? process.argv.includes('--debug');
+    const exitCode = isUserError(err) ? err.exitCode : (err.oclif?.exit ?? 1);
+    const hint = isUserError(err) ? err.hint : undefined;
+    const isBug = !isUserError(err) && err.oclif === undefined;
+    if (this.jsonEnabled()) {
+      process.stdout.write(`${JSON.stringify({ error: { message: err.message, ...(hint ? { hint } : {}) } }, null, 2)}\n`);
+    } else {
+      let out = `Error: ${err.message}\n`;
+      if (hint) out += `Hint: ${hint}\n`;
+      if (debug && err.stack) out += `\n${err.stack}\n`;
+      else if (isBug) out += 'This is a bug in constellation. Run again with --debug for details.\n';
+      process.stderr.write(out);
+    }
+    this.exit(exitCode);
+  }
+}

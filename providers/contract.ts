@@ -1,0 +1,138 @@
+/**
+ * The provider contract (DESIGN §9): what every provider (local, aws, azure, gcp, or a third-party package)
+ * implements. The CLI side creates and manages infrastructure; the node side answers metadata questions.
+ * Providers are loaded lazily by name (see ./registry.ts) so the CLI never loads a cloud SDK it does not use.
+ */
+
+export type ProviderName = 'local' | 'aws' | 'azure' | 'gcp' | (string & {});
+export type NodeRole = 'control-plane' | 'worker';
+
+/** One node group of the config (nodeGroups.<name>), as the provider needs it. */
+export interface NodeGroupSpec {
+  name: string;
+  role: NodeRole;
+  zone: string;
+  instanceType: string;
+  stateDiskSizeGB: number;
+  stateDiskType: string;
+  initialCount: number;
+}
+
+/** Everything `create` hands a provider. providerConfig is the config's `provider.<name>` section. */
+export interface CreateRequest {
+  /** Short random id of the cluster; every cloud resource carries it as tag/label constellation-uid. */
+  uid: string;
+  name: string;
+  image: string;
+  kubernetesVersion: string;
+  attestationVariant: string;
+  nodeGroups: NodeGroupSpec[];
+  /** bcrypt hash of the init secret; nodes read it from instance metadata. The secret itself never goes here. */
+  initSecretHash: string;
+  tags: Record<string, string>;
+  providerConfig: Record<string, unknown>;
+}
+
+/** What `create` returns; the CLI writes it to constellation-state.yaml `infrastructure`. */
+export interface CreateResult {
+  clusterEndpoint: string;
+  inClusterEndpoint: string;
+  apiServerCertSANs: string[];
+  /** Provider-specific ids kept under infrastructure.<provider> in the state file. */
+  providerState: Record<string, unknown>;
+}
+
+export type InstanceState = 'pending' | 'running' | 'stopped' | 'terminated' | 'unknown';
+
+export interface Instance {
+  /** Provider id of the instance (EC2 instance id, Azure VM resource id, GCE self link, local node name). */
+  id: string;
+  name: string;
+  role: NodeRole;
+  nodeGroup: string;
+  privateIp: string;
+  publicIp?: string;
+  state: InstanceState;
+}
+
+/** A resource the provider made, recorded in the workspace as soon as the cloud accepted it. */
+export interface RecordedResource {
+  /** Provider-defined kind, e.g. "aws:vpc", "azure:vmss", "local:node". */
+  kind: string;
+  /** The provider's id, enough to delete it. */
+  id: string;
+  name?: string;
+  /** ids of resources that must be deleted after this one (it depends on them). */
+  dependsOn?: string[];
+  data?: Record<string, unknown>;
+}
+
+/** Persistent record of what a provider made, so a re-run continues and terminate deletes exactly that. */
+export interface ResourceJournal {
+  list(): Promise<RecordedResource[]>;
+  /** Records (or updates, by id) a resource. Durable when the promise resolves. */
+  record(resource: RecordedResource): Promise<void>;
+  /** Forgets a resource after it was deleted. */
+  remove(id: string): Promise<void>;
+}
+
+export interface ProviderLogger {
+  debug(msg: string, fields?: Record<string, unknown>): void;
+  info(msg: string, fields?: Record<string, unknown>): void;
+  warn(msg: string, fields?: Record<string, unknown>): void;
+}
+
+/** Collaborators every infrastructure call gets. */
+export interface ProviderContext {
+  journal: ResourceJournal;
+  log: ProviderLogger;
+  /** Short, human progress lines for spinners ("creating load balancer"). */
+  progress?: (message: string) => void;
+  signal?: AbortSignal;
+  /** The workspace directory (the local provider keeps node folders below it). */
+  workspaceDir: string;
+}
+
+export interface TerminateOptions {
+  /** Also delete anything carrying this cluster's constellation-uid tag that the journal does not know. */
+  byTag?: boolean;
+}
+
+/** CLI side. Every method is idempotent and safe to call again after an interruption. */
+export interface InfrastructureProvider {
+  readonly name: ProviderName;
+  create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult>;
+  listInstances(ctx: ProviderContext): Promise<Instance[]>;
+  describeInstance(id: string, ctx: ProviderContext): Promise<Instance>;
+  scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void>;
+  /** Replaces one instance with a fresh one of the same group (upgrades); returns the new instance. */
+  replaceInstance(id: string, ctx: ProviderContext): Promise<Instance>;
+  /** Deletes what the journal recorded, in reverse dependency order; tolerates resources already gone. */
+  terminate(ctx: ProviderContext, options?: TerminateOptions): Promise<void>;
+}
+
+export interface InstanceMetadata {
+  name: string;
+  providerId: string;
+  role: NodeRole;
+  vpcIp: string;
+}
+
+/** Node side: what a bootstrapper asks its provider. */
+export interface NodeMetadata {
+  self(): Promise<InstanceMetadata>;
+  peers(): Promise<InstanceMetadata[]>;
+  /** host:port-less address of the control-plane load balancer. */
+  loadBalancerEndpoint(): Promise<string>;
+  /** bcrypt hash of the init secret. */
+  initSecretHash(): Promise<string>;
+}
+
+/** What a provider package exports (default export or named `provider`). */
+export interface ProviderModule {
+  readonly name: ProviderName;
+  /** Attestation variants this provider's nodes can produce; the first is the default. */
+  readonly attestationVariants: readonly string[];
+  infrastructure(options?: Record<string, unknown>): Promise<InfrastructureProvider> | InfrastructureProvider;
+  nodeMetadata(options?: Record<string, unknown>): Promise<NodeMetadata> | NodeMetadata;
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the local provider and the tests need, only when they are missing.
+# swtpm + swtpm-tools: a software TPM per node; tpm2-tools: cross-checks of our TPM client; iproute2: addresses.
+set -euo pipefail
+missing=()
+command -v swtpm >/dev/null 2>&1 || missing+=(swtpm)
+command -v swtpm_setup >/dev/null 2>&1 || missing+=(swtpm-tools)
+command -v tpm2_checkquote >/dev/null 2>&1 || missing+=(tpm2-tools)
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "Installing Debian packages: ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
