@@ -1,0 +1,84 @@
+/**
+ * The attestation contract (DESIGN §5) every variant implements: an Issuer on the node makes a document,
+ * a Validator on the verifier's side checks it. Encodings inside the document are fixed here so that
+ * issuers and validators written separately agree byte for byte.
+ */
+import { UserError } from '../errors.js';
+
+/**
+ * The attestation document, as JSON on the wire. Byte fields are standard base64.
+ * - `attestation`: the variant's evidence. For vTPM-based variants a VtpmAttestation.
+ * - `instanceInfo`: variant-specific bytes bound into the quote (e.g. Azure: SNP report + runtime data).
+ * - `userData`: what the attested side binds (for aTLS: SHA-256 of purpose, public key and request fields).
+ */
+export interface AttestationDocument {
+  variant: string;
+  attestation: VtpmAttestation | Record<string, unknown>;
+  instanceInfo: string;
+  userData: string;
+}
+
+/** vTPM evidence: the AK's TPMT_PUBLIC, one quote per PCR bank, optionally the TCG event log. */
+export interface VtpmAttestation {
+  akPublic: string;
+  quotes: VtpmQuote[];
+  eventLog?: string;
+}
+
+export interface VtpmQuote {
+  /** TPM algorithm id of the PCR bank: 11 = SHA-256, 12 = SHA-384 (4 = SHA-1 is refused by validators). */
+  hashAlg: number;
+  /** TPMS_ATTEST, base64. */
+  quote: string;
+  /** TPMT_SIGNATURE, base64. */
+  signature: string;
+  /** PCR index (decimal string) -> value, hex. */
+  pcrs: Record<string, string>;
+}
+
+/** One PCR's expected value (hex) and whether a mismatch only warns. The config's `measurements` map. */
+export interface Measurement {
+  expected: string;
+  warnOnly: boolean;
+}
+export type Measurements = Record<string, Measurement>;
+
+export interface PcrComparison {
+  index: number;
+  expected: string;
+  actual: string | undefined;
+  warnOnly: boolean;
+  match: boolean;
+}
+
+export interface ValidationResult {
+  userData: Uint8Array;
+  /** The PCR values of the verified quote (bank the validator compared), index -> value. */
+  pcrs: Map<number, Uint8Array>;
+  comparisons: PcrComparison[];
+  /** Human-readable warnings (warnOnly mismatches, and similar). */
+  warnings: string[];
+}
+
+/** Node side. `issue` must bind userData and nonce into the quote: qualifyingData = SHA-256(instanceInfo ‖ SHA-256(userData ‖ nonce)). */
+export interface Issuer {
+  readonly variant: string;
+  issue(userData: Uint8Array, nonce: Uint8Array): Promise<AttestationDocument>;
+}
+
+/** Verifier side. Throws AttestationError on any failure; returns only for evidence that passed every check. */
+export interface Validator {
+  readonly variant: string;
+  validate(document: AttestationDocument, nonce: Uint8Array): Promise<ValidationResult>;
+}
+
+/** Why a document was rejected. `comparisons` is set when PCRs were compared (so a report can show the table). */
+export class AttestationError extends UserError {
+  constructor(
+    message: string,
+    readonly comparisons?: PcrComparison[],
+    options: { hint?: string; cause?: unknown } = {},
+  ) {
+    super(message, options);
+  }
+}
