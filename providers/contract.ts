@@ -135,4 +135,27 @@ export interface ProviderModule {
   readonly attestationVariants: readonly string[];
   infrastructure(options?: Record<string, unknown>): Promise<InfrastructureProvider> | InfrastructureProvider;
   nodeMetadata(options?: Record<string, unknown>): Promise<NodeMetadata> | NodeMetadata;
+  /** Cloud providers only. */
+  iam?(options?: Record<string, unknown>): Promise<IamProvisioner> | IamProvisioner;
+}
+
+/** `iam create <provider>`: the identities nodes need. */
+export interface IamCreateRequest {
+  /** Name prefix of every identity made. */
+  prefix: string;
+  /** The provider section of the config as far as known (region, zone, project, subscription, ...). */
+  providerConfig: Record<string, unknown>;
+}
+
+export interface IamCreateResult {
+  /** Keys to set under `provider.<name>` in the config when the user passes --update-config. */
+  configUpdates: Record<string, unknown>;
+  /** Files to write into the workspace (e.g. a GCP service-account key), written 0600, never overwriting. */
+  files?: { name: string; content: string }[];
+}
+
+export interface IamProvisioner {
+  create(request: IamCreateRequest, ctx: ProviderContext): Promise<IamCreateResult>;
+  /** Deletes what create recorded in the journal. */
+  destroy(ctx: ProviderContext): Promise<void>;
 }

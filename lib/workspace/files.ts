@@ -1,0 +1,12 @@
+/** The workspace's file names (DESIGN §3), compatible with Constellation where Constellation names them. */
+export const CONFIG_FILE = 'constellation-conf.yaml';
+export const STATE_FILE = 'constellation-state.yaml';
+export const MASTER_SECRET_FILE = 'constellation-mastersecret.json';
+export const ADMIN_CONF_FILE = 'constellation-admin.conf';
+export const DEBUG_LOG_FILE = 'constellation-debug.log';
+/** The failing node's log after an unsuccessful `init`. */
+export const CLUSTER_LOG_FILE = 'constellation-cluster.log';
+/** What providers made (ResourceJournal), so a re-run continues and `terminate` deletes exactly that. */
+export const RESOURCES_FILE = 'constellation-resources.json';
+/** Present while a command changes the workspace; holds the owner's PID. */
+export const LOCK_FILE = '.constellation.lock';
