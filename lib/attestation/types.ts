@@ -82,3 +82,29 @@ export class AttestationError extends UserError {
     super(message, options);
   }
 }
+
+/** A variant's section of the config's `attestation` (measurements plus variant fields such as TCB minimums). */
+export interface VariantConfig {
+  measurements: Measurements;
+  [key: string]: unknown;
+}
+
+/** Looks up the AK a provider registered for an instance (local-vtpm; like GCP's shielded-instance identity). */
+export interface AkRegistry {
+  /** The registered TPMT_PUBLIC of the instance's AK, or undefined when the instance is unknown. */
+  lookup(instance: string): Promise<Uint8Array | undefined>;
+}
+
+/**
+ * Collaborators a validator may need. Each variant uses what applies to it; tests pass fakes.
+ * By convention every variant lives in `lib/attestation/variants/<variant>.ts` and exports
+ * `createValidator(config: VariantConfig, deps: ValidatorDeps): Validator`.
+ */
+export interface ValidatorDeps {
+  now?: () => Date;
+  warn?: (message: string) => void;
+  /** HTTP GET returning bytes (AMD KDS, Intel PCS); tests inject a fake, nothing reaches the internet. */
+  fetch?: (url: string) => Promise<Uint8Array>;
+  akRegistry?: AkRegistry;
+  [key: string]: unknown;
+}
