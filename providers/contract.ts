@@ -4,6 +4,8 @@
  * Providers are loaded lazily by name (see ./registry.ts) so the CLI never loads a cloud SDK it does not use.
  */
 
+import type { ValidatorDeps } from '../lib/attestation/types.js';
+
 export type ProviderName = 'local' | 'aws' | 'azure' | 'gcp' | (string & {});
 export type NodeRole = 'control-plane' | 'worker';
 
@@ -135,6 +137,11 @@ export interface ProviderModule {
   readonly attestationVariants: readonly string[];
   infrastructure(options?: Record<string, unknown>): Promise<InfrastructureProvider> | InfrastructureProvider;
   nodeMetadata(options?: Record<string, unknown>): Promise<NodeMetadata> | NodeMetadata;
+  /**
+   * Collaborators the provider's attestation variants need on the verifier side (join service, CLI):
+   * local → the AK registry of its metadata server; gcp → the shielded-instance identity client; ...
+   */
+  attestationDeps?(options?: Record<string, unknown>): Promise<Partial<ValidatorDeps>> | Partial<ValidatorDeps>;
   /** Cloud providers only. */
   iam?(options?: Record<string, unknown>): Promise<IamProvisioner> | IamProvisioner;
 }

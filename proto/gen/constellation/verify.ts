@@ -38,6 +38,21 @@ export interface GetAttestationResponse {
   document: Buffer;
 }
 
+export interface GetStatusRequest {
+}
+
+export interface NodeStatus {
+  name: string;
+  /** "control-plane" or "worker" */
+  role: string;
+  /** "waiting" (not yet initialized or joined), "initializing", "joining", "initialized", "joined", "refused", "failed" */
+  state: string;
+  /** Why the node is refused or failed (e.g. the join service's message naming the PCR); empty otherwise. */
+  reason: string;
+  /** Hex clusterID once the node belongs to a cluster. */
+  clusterId: string;
+}
+
 function createBaseGetAttestationRequest(): GetAttestationRequest {
   return { nonce: Buffer.alloc(0) };
 }
@@ -172,6 +187,195 @@ export const GetAttestationResponse: MessageFns<GetAttestationResponse> = {
   },
 };
 
+function createBaseGetStatusRequest(): GetStatusRequest {
+  return {};
+}
+
+export const GetStatusRequest: MessageFns<GetStatusRequest> = {
+  encode(_: GetStatusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): GetStatusRequest {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseGetStatusRequest();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(_: any): GetStatusRequest {
+    return {};
+  },
+
+  toJSON(_: GetStatusRequest): unknown {
+    const obj: any = {};
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<GetStatusRequest>, I>>(base?: I): GetStatusRequest {
+    return GetStatusRequest.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<GetStatusRequest>, I>>(_: I): GetStatusRequest {
+    const message = createBaseGetStatusRequest();
+    return message;
+  },
+};
+
+function createBaseNodeStatus(): NodeStatus {
+  return { name: "", role: "", state: "", reason: "", clusterId: "" };
+}
+
+export const NodeStatus: MessageFns<NodeStatus> = {
+  encode(message: NodeStatus, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.name !== "") {
+      writer.uint32(10).string(message.name);
+    }
+    if (message.role !== "") {
+      writer.uint32(18).string(message.role);
+    }
+    if (message.state !== "") {
+      writer.uint32(26).string(message.state);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    if (message.clusterId !== "") {
+      writer.uint32(42).string(message.clusterId);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): NodeStatus {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseNodeStatus();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.name = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.role = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.state = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.clusterId = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): NodeStatus {
+    return {
+      name: isSet(object.name) ? globalThis.String(object.name) : "",
+      role: isSet(object.role) ? globalThis.String(object.role) : "",
+      state: isSet(object.state) ? globalThis.String(object.state) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+      clusterId: isSet(object.clusterId)
+        ? globalThis.String(object.clusterId)
+        : isSet(object.cluster_id)
+        ? globalThis.String(object.cluster_id)
+        : "",
+    };
+  },
+
+  toJSON(message: NodeStatus): unknown {
+    const obj: any = {};
+    if (message.name !== "") {
+      obj.name = message.name;
+    }
+    if (message.role !== "") {
+      obj.role = message.role;
+    }
+    if (message.state !== "") {
+      obj.state = message.state;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    if (message.clusterId !== "") {
+      obj.clusterId = message.clusterId;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<NodeStatus>, I>>(base?: I): NodeStatus {
+    return NodeStatus.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<NodeStatus>, I>>(object: I): NodeStatus {
+    const message = createBaseNodeStatus();
+    message.name = object.name ?? "";
+    message.role = object.role ?? "";
+    message.state = object.state ?? "";
+    message.reason = object.reason ?? "";
+    message.clusterId = object.clusterId ?? "";
+    return message;
+  },
+};
+
 export type VerifyService = typeof VerifyService;
 export const VerifyService = {
   getAttestation: {
@@ -185,10 +389,22 @@ export const VerifyService = {
       Buffer.from(GetAttestationResponse.encode(value).finish()),
     responseDeserialize: (value: Buffer): GetAttestationResponse => GetAttestationResponse.decode(value),
   },
+  /** What the node's bootstrapper is doing; no secret, no attestation needed (`constellation status`). */
+  getStatus: {
+    path: "/constellation.verify.v1.Verify/GetStatus" as const,
+    requestStream: false as const,
+    responseStream: false as const,
+    requestSerialize: (value: GetStatusRequest): Buffer => Buffer.from(GetStatusRequest.encode(value).finish()),
+    requestDeserialize: (value: Buffer): GetStatusRequest => GetStatusRequest.decode(value),
+    responseSerialize: (value: NodeStatus): Buffer => Buffer.from(NodeStatus.encode(value).finish()),
+    responseDeserialize: (value: Buffer): NodeStatus => NodeStatus.decode(value),
+  },
 } as const;
 
 export interface VerifyServer extends UntypedServiceImplementation {
   getAttestation: handleUnaryCall<GetAttestationRequest, GetAttestationResponse>;
+  /** What the node's bootstrapper is doing; no secret, no attestation needed (`constellation status`). */
+  getStatus: handleUnaryCall<GetStatusRequest, NodeStatus>;
 }
 
 export interface VerifyClient extends Client {
@@ -206,6 +422,22 @@ export interface VerifyClient extends Client {
     metadata: Metadata,
     options: Partial<CallOptions>,
     callback: (error: ServiceError | null, response: GetAttestationResponse) => void,
+  ): ClientUnaryCall;
+  /** What the node's bootstrapper is doing; no secret, no attestation needed (`constellation status`). */
+  getStatus(
+    request: GetStatusRequest,
+    callback: (error: ServiceError | null, response: NodeStatus) => void,
+  ): ClientUnaryCall;
+  getStatus(
+    request: GetStatusRequest,
+    metadata: Metadata,
+    callback: (error: ServiceError | null, response: NodeStatus) => void,
+  ): ClientUnaryCall;
+  getStatus(
+    request: GetStatusRequest,
+    metadata: Metadata,
+    options: Partial<CallOptions>,
+    callback: (error: ServiceError | null, response: NodeStatus) => void,
   ): ClientUnaryCall;
 }
 
