@@ -1,0 +1,2 @@
+/** Key generation and derivation (DESIGN §4). See ./keys.ts. */
+export * from './keys.js';
