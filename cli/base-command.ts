@@ -1,10 +1,12 @@
 /**
  * The base of every command: the global flags (-C/--workspace, --debug, --force) and one place that turns
- * errors into messages. A UserError prints its message and hint; anything else is a bug, printed with its
- * stack only under --debug. Commands stay thin: parse, call one library function, render.
+ * errors into messages. A UserError prints its message and hint (a ConfigError one `<file>:<line>: <path>: <message>`
+ * line per problem); anything else is a bug, printed with its stack only under --debug. Commands stay thin: parse,
+ * call one library function, render. Nothing here may import a heavy library: every command's start-up pays for it.
  */
 import { Command, Flags, Interfaces } from '@oclif/core';
 import path from 'node:path';
+import { isConfigError } from '../lib/config/errors.js';
 import { isUserError } from '../lib/errors.js';
 
 export type InferredFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
@@ -54,8 +56,10 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     const hint = isUserError(err) ? err.hint : undefined;
     const isBug = !isUserError(err) && err.oclif === undefined;
     if (this.jsonEnabled()) {
-      process.stdout.write(`${JSON.stringify({ error: { message: err.message, ...(hint ? { hint } : {}) } }, null, 2)}\n`);
+      const issues = isConfigError(err) ? { file: err.file, issues: err.issues } : {};
+      process.stdout.write(`${JSON.stringify({ error: { message: err.message, ...(hint ? { hint } : {}), ...issues } }, null, 2)}\n`);
     } else {
+      // A ConfigError's message is its summary line followed by one indented line per issue.
       let out = `Error: ${err.message}\n`;
       if (hint) out += `Hint: ${hint}\n`;
       if (debug && err.stack) out += `\n${err.stack}\n`;

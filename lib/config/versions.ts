@@ -1,3 +1,6 @@
+/** Layout version of constellation-conf.yaml (Constellation's v4 layout). */
+export const CONFIG_VERSION = 'v4';
+
 /**
  * The Kubernetes versions this release supports: the one list every other module reads.
  * Newest last; DEFAULT_KUBERNETES_VERSION is what `config generate` writes.

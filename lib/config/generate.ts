@@ -1,0 +1,57 @@
+/**
+ * `config generate`: writes a fresh workspace's constellation-conf.yaml and the empty constellation-state.yaml.
+ * A file that exists is never overwritten: if either exists, neither is written; both writes are exclusive
+ * (link(2)), so a concurrent writer cannot slip in between the check and the write either.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { UserError } from '../errors.js';
+import { writeFileAtomic } from '../workspace/atomic-file.js';
+import { CONFIG_FILE, STATE_FILE } from '../workspace/files.js';
+import { emptyState, writeState } from '../workspace/state.js';
+import { defaultConfig, type DefaultConfigOptions } from './defaults.js';
+import { renderConfig, type RenderOptions } from './render.js';
+import type { Config } from './schema.js';
+
+export interface GeneratedFiles {
+  config: Config;
+  configFile: string;
+  stateFile: string;
+}
+
+export async function generateConfigFiles(
+  workspaceDir: string,
+  provider: string,
+  options: DefaultConfigOptions & RenderOptions = {},
+): Promise<GeneratedFiles> {
+  const config = defaultConfig(provider, options);
+  const configFile = path.join(workspaceDir, CONFIG_FILE);
+  const stateFile = path.join(workspaceDir, STATE_FILE);
+  const existing = (await Promise.all([configFile, stateFile].map(async (f) => ((await exists(f)) ? f : undefined)))).filter(
+    (f): f is string => f !== undefined,
+  );
+  if (existing.length > 0) {
+    throw new UserError(`${existing.map((f) => path.basename(f)).join(' and ')} already ${existing.length === 1 ? 'exists' : 'exist'} in ${workspaceDir}; nothing was written.`, {
+      hint: 'config generate never overwrites a workspace file. Move the file away if you really want a new config, or use another workspace (-C <dir>).',
+    });
+  }
+  await writeFileAtomic(configFile, renderConfig(config, options), { exclusive: true });
+  try {
+    await writeState(workspaceDir, emptyState(), { exclusive: true });
+  } catch (err) {
+    // Leave the workspace as it was: the config we just made goes again.
+    await fs.rm(configFile, { force: true });
+    throw err;
+  }
+  return { config, configFile, stateFile };
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await fs.lstat(file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+}

@@ -1,0 +1,35 @@
+/**
+ * Default measurements per attestation variant: `{ "<PCR index>": { expected: hex, warnOnly } }` (DESIGN §5).
+ * PCR meanings of our node images: 4 boot chain, 8 zero, 9 initramfs/cmdline, 11 unified kernel image,
+ * 12 and 13 zero, 15 clusterID (zero until the node joins a cluster). Firmware PCRs (0–3, 6, 7) differ per
+ * cloud and firmware release, so they only warn.
+ *
+ * We publish no cloud node images yet, so the cloud defaults use all-zero values: they have the right shape and
+ * policy (which PCRs are enforced) and a user replaces them with the values of the image they run. The local
+ * provider measures its node image at `create` and adds PCRs 4, 9 and 11 then.
+ */
+import type { Measurements } from '../attestation/types.js';
+import type { AttestationVariant } from './variants.js';
+
+export type { Measurement, Measurements } from '../attestation/types.js';
+
+/** Largest PCR index of a TPM 2.0 PC client (24 PCRs). */
+export const MAX_PCR_INDEX = 23;
+
+const ZERO_SHA256 = '0'.repeat(64);
+
+function pcrs(enforced: number[], warnOnly: number[]): Measurements {
+  const out: Measurements = {};
+  for (const index of [...enforced, ...warnOnly].sort((a, b) => a - b)) {
+    out[String(index)] = { expected: ZERO_SHA256, warnOnly: warnOnly.includes(index) };
+  }
+  return out;
+}
+
+const CLOUD_ENFORCED = [4, 8, 9, 11, 12, 13];
+const CLOUD_WARN_ONLY = [0, 1, 2, 3, 6, 7, 15];
+
+export function defaultMeasurements(variant: AttestationVariant): Measurements {
+  if (variant === 'local-vtpm') return pcrs([8, 12, 13], [15]);
+  return pcrs(CLOUD_ENFORCED, CLOUD_WARN_ONLY);
+}
