@@ -1,0 +1,78 @@
+/**
+ * The local cluster's "cloud": one detached process per cluster that runs the metadata server and the TCP load
+ * balancer on the gateway address <prefix>.1. Started by the CLI side (./cloud.ts) as
+ * `node cloud-daemon.js <cluster folder>/cloud.json`; it reports {type:'ready'} or {type:'error', code} over IPC
+ * (code EADDRINUSE tells the CLI that this address range is taken, so it tries the next one) and runs until SIGTERM.
+ * It keeps no state on disk: the CLI side registers the nodes again whenever it (re)starts the daemon.
+ */
+import { promises as fs } from 'node:fs';
+import type { Server } from 'node:http';
+import { fileURLToPath } from 'node:url';
+import { z } from 'zod';
+import { startLoadBalancer, type LoadBalancer } from './load-balancer.js';
+import { CloudRegistry, createMetadataServer } from './metadata-server.js';
+import { reportStartup } from './processes.js';
+
+export const cloudConfigSchema = z.object({
+  prefix: z.string().regex(/^127\.\d{1,3}\.\d{1,3}$/),
+  metadataPort: z.number().int().min(1).max(65535),
+  loadBalancerPorts: z.array(z.number().int().min(1).max(65535)),
+  controlTokenFile: z.string(),
+});
+export type CloudConfig = z.infer<typeof cloudConfigSchema>;
+
+export interface RunningCloud {
+  close(): Promise<void>;
+}
+
+/** Starts metadata server and load balancer; rejects with the bind error when an address is taken. */
+export async function startCloud(config: CloudConfig, controlToken: string): Promise<RunningCloud> {
+  const gateway = `${config.prefix}.1`;
+  const registry = new CloudRegistry();
+  const server: Server = createMetadataServer({ registry, gateway, controlToken });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(config.metadataPort, gateway, () => {
+      server.removeListener('error', reject);
+      resolve();
+    });
+  });
+  let lb: LoadBalancer;
+  try {
+    lb = await startLoadBalancer({ host: gateway, ports: config.loadBalancerPorts, backends: () => registry.controlPlaneAddresses() });
+  } catch (err) {
+    server.close();
+    throw err;
+  }
+  return {
+    async close() {
+      server.closeAllConnections();
+      await Promise.all([new Promise((resolve) => server.close(resolve)), lb.close()]);
+    },
+  };
+}
+
+async function main(configFile: string): Promise<void> {
+  let cloud: RunningCloud;
+  try {
+    const config = cloudConfigSchema.parse(JSON.parse(await fs.readFile(configFile, 'utf8')));
+    const token = (await fs.readFile(config.controlTokenFile, 'utf8')).trim();
+    cloud = await startCloud(config, token);
+    console.log(`${new Date().toISOString()} cloud daemon up on ${config.prefix}.1 (metadata :${config.metadataPort}, load balancer :${config.loadBalancerPorts.join(',')})`);
+  } catch (err) {
+    const e = err as NodeJS.ErrnoException;
+    console.error(`${new Date().toISOString()} cloud daemon failed: ${e.message}`);
+    reportStartup({ type: 'error', message: e.message, code: e.code });
+    process.exitCode = 1;
+    return;
+  }
+  for (const sig of ['SIGTERM', 'SIGINT'] as const) {
+    process.once(sig, () => {
+      console.log(`${new Date().toISOString()} cloud daemon stopping (${sig})`);
+      void cloud.close().then(() => process.exit(0));
+    });
+  }
+  reportStartup({ type: 'ready' });
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) void main(process.argv[2] ?? '');

@@ -1,0 +1,92 @@
+/**
+ * cluster.json: the local provider's own record of a cluster (uid, address prefix, node groups, nodes with their
+ * addresses, AKs and PIDs), so status, scaling, reboot and terminate work from any later CLI process.
+ * One ClusterStore per CLI operation holds it in memory; changes are written atomically, one after another, so
+ * nodes started in parallel never lose each other's updates.
+ */
+import { promises as fs } from 'node:fs';
+import { z } from 'zod';
+import { UserError } from '../../lib/errors.js';
+import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import type { ClusterPaths } from './layout.js';
+
+const pid = z.number().int().positive();
+
+const nodeRecordSchema = z.object({
+  group: z.string(),
+  role: z.enum(['control-plane', 'worker']),
+  /** Host number in the cluster's /24 (the address is <prefix>.<host>). */
+  host: z.number().int().min(2).max(254),
+  /** TPMT_PUBLIC of the node's AK, base64; set once, before the node first boots. */
+  akPublic: z.string().optional(),
+  swtpmPid: pid.optional(),
+  launcherPid: pid.optional(),
+});
+export type NodeRecord = z.infer<typeof nodeRecordSchema>;
+
+const clusterRecordSchema = z.object({
+  version: z.literal(1),
+  uid: z.string(),
+  name: z.string(),
+  /** 127.0.N: the cluster's /24; set once the cloud daemon has bound it. */
+  prefix: z.string().optional(),
+  metadataPort: z.number().int(),
+  cloudPid: pid.optional(),
+  initSecretHash: z.string(),
+  nodeGroups: z.record(
+    z.string(),
+    z.object({ role: z.enum(['control-plane', 'worker']), stateDiskSizeGB: z.number().positive(), count: z.number().int().min(0) }),
+  ),
+  /** Next index per role for node names (control-plane-<i>, worker-<i>); names are never reused. */
+  nextNodeIndex: z.record(z.string(), z.number().int().min(0)),
+  nodes: z.record(z.string(), nodeRecordSchema),
+});
+export type ClusterRecord = z.infer<typeof clusterRecordSchema>;
+
+export class ClusterStore {
+  private queue: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    readonly paths: ClusterPaths,
+    readonly record: ClusterRecord,
+  ) {}
+
+  /** The recorded cluster, or undefined when this workspace has none. */
+  static async load(paths: ClusterPaths): Promise<ClusterStore | undefined> {
+    let text: string;
+    try {
+      text = await fs.readFile(paths.clusterFile, 'utf8');
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+    let parsed;
+    try {
+      parsed = clusterRecordSchema.safeParse(JSON.parse(text));
+    } catch {
+      parsed = undefined;
+    }
+    if (!parsed?.success) {
+      const where = parsed ? ` at ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}` : ' (not JSON)';
+      throw new UserError(`The local cluster record ${paths.clusterFile} is invalid${where}.`, {
+        hint: 'Restore it from a backup, or run `constellation terminate` to remove the local cluster it described.',
+      });
+    }
+    return new ClusterStore(paths, parsed.data);
+  }
+
+  static async create(paths: ClusterPaths, record: ClusterRecord): Promise<ClusterStore> {
+    const store = new ClusterStore(paths, clusterRecordSchema.parse(record));
+    await store.update(() => {});
+    return store;
+  }
+
+  /** Changes the record and writes it; resolves when this change (and every earlier one) is on disk. */
+  update(change: (record: ClusterRecord) => void): Promise<void> {
+    change(this.record);
+    const write = () => writeFileAtomic(this.paths.clusterFile, `${JSON.stringify(this.record, null, 2)}\n`, { mode: 0o600 });
+    const run = this.queue.then(write, write);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+}

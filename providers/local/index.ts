@@ -1,0 +1,25 @@
+/**
+ * The local provider (DESIGN §9): a cluster of process nodes on this machine, each with its own software TPM,
+ * state-disk file and loopback address, behind a local metadata server and TCP load balancer.
+ * Nodes produce the local-vtpm attestation variant. Implementation modules load on first use, so loading the
+ * provider costs nothing until it is used.
+ */
+import type { ProviderModule } from '../contract.js';
+import type { LocalInfrastructureOptions } from './infrastructure.js';
+import type { LocalNodeMetadataOptions } from './node-metadata.js';
+
+const provider: ProviderModule = {
+  name: 'local',
+  attestationVariants: ['local-vtpm'],
+  async infrastructure(options?: Record<string, unknown>) {
+    const { LocalInfrastructure } = await import('./infrastructure.js');
+    return new LocalInfrastructure(options as LocalInfrastructureOptions | undefined);
+  },
+  async nodeMetadata(options?: Record<string, unknown>) {
+    const { LocalNodeMetadata } = await import('./node-metadata.js');
+    return new LocalNodeMetadata(options as LocalNodeMetadataOptions | undefined);
+  },
+};
+
+export default provider;
+export type { LocalInfrastructure, LocalInfrastructureOptions } from './infrastructure.js';

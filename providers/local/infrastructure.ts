@@ -1,0 +1,443 @@
+/**
+ * The local provider's CLI side (InfrastructureProvider): a cluster of process nodes on this machine.
+ * Per node: its swtpm (state in the node folder), a sparse state-disk file, an address <prefix>.10+ (control plane)
+ * or <prefix>.100+ (worker), and a detached launcher (./launcher.ts) that measures the image and runs the node
+ * program. Per cluster: the cloud daemon (metadata server + load balancer, ./cloud.ts) on <prefix>.1.
+ * Everything is recorded in cluster.json and the workspace's resource journal before or right after it exists,
+ * and every process carries its folder as owner mark, so any later CLI process continues an interrupted create or
+ * terminates whatever exists (see ./processes.ts). Nodes start in parallel.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { Measurements } from '../../lib/attestation/types.js';
+import { UserError } from '../../lib/errors.js';
+import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import type {
+  CreateRequest,
+  CreateResult,
+  InfrastructureProvider,
+  Instance,
+  InstanceState,
+  ProviderContext,
+} from '../contract.js';
+import { CloudControl, CLUSTER_RESOURCE_ID, CLOUD_RESOURCE_ID, ensureCloud, metadataUrl } from './cloud.js';
+import { ClusterStore, type ClusterRecord } from './cluster-record.js';
+import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
+import type { LaunchConfig } from './launcher.js';
+import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, METADATA_PORT, nodeAddress, nodePaths } from './layout.js';
+import { isOwnedBy, siblingModule, spawnDetached, stopOwnedProcesses } from './processes.js';
+
+export interface LocalInfrastructureOptions {
+  /** The node program the launcher starts, and the image directory it measures (entry must be inside it). */
+  nodeProgram?: { entry: string; imageDir: string };
+  /** The Node.js binary that runs the node program (measured into PCR 4). Default: the one running the CLI. */
+  nodeBinary?: string;
+  metadataPort?: number;
+  /** Randomness for choosing the first address range to probe (tests). */
+  random?: () => number;
+}
+
+/** The built bootstrapper: dist/bootstrapper/main.js in the image dist/, found from where this module runs. */
+export function defaultNodeProgram(): { entry: string; imageDir: string } {
+  const here = path.dirname(fileURLToPath(import.meta.url));
+  const parts = here.split(path.sep);
+  const distAt = parts.lastIndexOf('dist');
+  const imageDir = distAt >= 0 ? parts.slice(0, distAt + 1).join(path.sep) : path.resolve(here, '../../dist');
+  return { entry: path.join(imageDir, 'bootstrapper', 'main.js'), imageDir };
+}
+
+const nodeResourceId = (name: string) => `local-node/${name}`;
+
+export class LocalInfrastructure implements InfrastructureProvider {
+  readonly name = 'local';
+  readonly image: NodeImage;
+  private readonly metadataPort: number;
+  private readonly random?: () => number;
+
+  constructor(options: LocalInfrastructureOptions = {}) {
+    const program = options.nodeProgram ?? defaultNodeProgram();
+    this.image = {
+      nodeBinary: path.resolve(options.nodeBinary ?? process.execPath),
+      imageDir: path.resolve(program.imageDir),
+      entry: path.resolve(program.entry),
+    };
+    this.metadataPort = options.metadataPort ?? METADATA_PORT;
+    this.random = options.random;
+  }
+
+  /**
+   * The measurements (PCR 4, 8, 9, 11, 12, 13, SHA-256) of a node booted by this provider: every boot (create,
+   * reboot, scale, replace) starts the image this object was made with, as it is at that moment.
+   */
+  expectedMeasurements(): Promise<Measurements> {
+    return expectedImageMeasurements(this.image);
+  }
+
+  async create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult> {
+    const paths = clusterPaths(ctx.workspaceDir);
+    await fs.access(this.image.entry).catch(() => {
+      throw new UserError(`The node program ${this.image.entry} does not exist.`, {
+        hint: 'Build the project first (npm run build).',
+      });
+    });
+    await ctx.journal.record({ kind: 'local:cluster', id: CLUSTER_RESOURCE_ID, name: LOCAL_DIR, data: { dir: paths.dir } });
+    await fs.mkdir(paths.nodesDir, { recursive: true, mode: 0o700 });
+
+    let store = await ClusterStore.load(paths);
+    if (store && store.record.uid !== request.uid) {
+      throw new UserError(`This workspace already has a local cluster (uid ${store.record.uid}).`, {
+        hint: 'Terminate it first (constellation terminate), or use another workspace (-C <dir>).',
+      });
+    }
+    store ??= await ClusterStore.create(paths, {
+      version: 1,
+      uid: request.uid,
+      name: request.name,
+      metadataPort: this.metadataPort,
+      initSecretHash: request.initSecretHash,
+      nodeGroups: {},
+      nextNodeIndex: {},
+      nodes: {},
+    });
+    await store.update((r) => {
+      r.initSecretHash = request.initSecretHash;
+      for (const g of request.nodeGroups) {
+        r.nodeGroups[g.name] ??= { role: g.role, stateDiskSizeGB: g.stateDiskSizeGB, count: g.initialCount };
+      }
+      for (const [group, spec] of Object.entries(r.nodeGroups)) {
+        for (let n = this.groupMembers(r, group).length; n < spec.count; n++) this.addNode(r, group);
+      }
+    });
+    const names = Object.keys(store.record.nodes);
+    ctx.progress?.(`starting ${names.length} nodes`);
+    // The cloud daemon (which fixes the address range) starts while the nodes' TPMs are made.
+    const [cloud] = await settleAll([ensureCloud(store, ctx, this.random), ...names.map((name) => this.prepareNode(store, name, ctx))]);
+    await cloud.control.setCluster({ initSecretHash: store.record.initSecretHash });
+    await settleAll(names.map((name) => this.bootNode(store, name, cloud.control, ctx)));
+    const gateway = gatewayAddress(store.record.prefix as string);
+    return {
+      clusterEndpoint: gateway,
+      inClusterEndpoint: gateway,
+      apiServerCertSANs: [gateway],
+      providerState: { prefix: store.record.prefix, metadataUrl: cloud.control.metadataUrl, dir: LOCAL_DIR },
+    };
+  }
+
+  async listInstances(ctx: ProviderContext): Promise<Instance[]> {
+    const store = await ClusterStore.load(clusterPaths(ctx.workspaceDir));
+    if (!store) return [];
+    return Promise.all(Object.keys(store.record.nodes).sort().map((name) => this.instance(store, name, ctx)));
+  }
+
+  async describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
+    const store = await this.requireStore(ctx);
+    this.requireNode(store, id);
+    return this.instance(store, id, ctx);
+  }
+
+  async scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
+    if (!Number.isInteger(count) || count < 0) throw new UserError(`A node group's size must be a whole number >= 0, not ${count}.`);
+    const store = await this.requireStore(ctx);
+    const group = store.record.nodeGroups[nodeGroup];
+    if (!group) {
+      throw new UserError(`The local cluster has no node group "${nodeGroup}".`, {
+        hint: `Its node groups: ${Object.keys(store.record.nodeGroups).join(', ')}.`,
+      });
+    }
+    const cloud = await this.cloud(store, ctx);
+    const members = this.groupMembers(store.record, nodeGroup);
+    const added: string[] = [];
+    await store.update((r) => {
+      r.nodeGroups[nodeGroup].count = count;
+      for (let n = members.length; n < count; n++) added.push(this.addNode(r, nodeGroup));
+    });
+    await settleAll([
+      ...added.map((name) => this.ensureNode(store, name, cloud, ctx)),
+      ...members.slice(count).map((name) => this.removeNode(store, name, cloud, ctx)),
+    ]);
+  }
+
+  /** Starts a fresh node in the instance's group, then removes the instance (the control plane keeps its size). */
+  async replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
+    const store = await this.requireStore(ctx);
+    const old = this.requireNode(store, id);
+    const cloud = await this.cloud(store, ctx);
+    let name = '';
+    await store.update((r) => {
+      name = this.addNode(r, old.group);
+    });
+    await this.ensureNode(store, name, cloud, ctx);
+    await this.removeNode(store, id, cloud, ctx);
+    return this.instance(store, name, ctx);
+  }
+
+  /** A reboot: the node's processes stop, its TPM is reset and the launcher measures and starts the node again. */
+  async rebootNode(name: string, ctx: ProviderContext): Promise<void> {
+    const store = await this.requireStore(ctx);
+    this.requireNode(store, name);
+    const cloud = await this.cloud(store, ctx);
+    await this.ensureNode(store, name, cloud, ctx, { reboot: true });
+  }
+
+  async terminate(ctx: ProviderContext): Promise<void> {
+    const paths = clusterPaths(ctx.workspaceDir);
+    let record: ClusterRecord | undefined;
+    try {
+      record = (await ClusterStore.load(paths))?.record;
+    } catch (err) {
+      // A broken cluster.json must not keep anything alive: the journal and the owner marks still find it all.
+      ctx.log.warn('local cluster record unreadable; terminating from the journal and the process table', { error: String(err) });
+    }
+    const journal = (await ctx.journal.list()).filter((r) => r.kind.startsWith('local:'));
+    const nodes = new Map<string, number[]>();
+    const addPids = (name: string, ...pids: unknown[]) =>
+      nodes.set(name, [...(nodes.get(name) ?? []), ...pids.filter((p): p is number => typeof p === 'number')]);
+    for (const [name, n] of Object.entries(record?.nodes ?? {})) addPids(name, n.launcherPid, n.swtpmPid);
+    for (const r of journal) if (r.kind === 'local:node' && r.name) addPids(r.name, r.data?.launcherPid, r.data?.swtpmPid);
+    for (const name of await fs.readdir(paths.nodesDir).catch(() => [] as string[])) addPids(name);
+    ctx.progress?.(`stopping ${nodes.size} local nodes`);
+    await settleAll(
+      [...nodes].map(async ([name, pids]) => {
+        let dir: string;
+        try {
+          dir = nodePaths(ctx.workspaceDir, name).dir;
+        } catch {
+          return; // not a node folder of ours; removed with the cluster folder below
+        }
+        await stopOwnedProcesses(dir, pids);
+        await fs.rm(dir, { recursive: true, force: true, maxRetries: 5 });
+        await ctx.journal.remove(nodeResourceId(name));
+      }),
+    );
+    const cloudPids = [record?.cloudPid, ...journal.filter((r) => r.id === CLOUD_RESOURCE_ID).map((r) => r.data?.pid)];
+    await stopOwnedProcesses(
+      paths.dir,
+      cloudPids.filter((p): p is number => typeof p === 'number'),
+    );
+    await fs.rm(paths.dir, { recursive: true, force: true, maxRetries: 5 });
+    for (const r of journal) await ctx.journal.remove(r.id);
+  }
+
+  private async requireStore(ctx: ProviderContext): Promise<ClusterStore> {
+    const store = await ClusterStore.load(clusterPaths(ctx.workspaceDir));
+    if (!store) {
+      throw new UserError(`The workspace ${ctx.workspaceDir} has no local cluster.`, { hint: 'Create one first (constellation create).' });
+    }
+    return store;
+  }
+
+  private requireNode(store: ClusterStore, name: string): ClusterRecord['nodes'][string] {
+    const node = store.record.nodes[name];
+    if (!node) {
+      throw new UserError(`The local cluster has no node "${name}".`, {
+        hint: `Its nodes: ${Object.keys(store.record.nodes).sort().join(', ') || 'none'}.`,
+      });
+    }
+    return node;
+  }
+
+  /** The cloud daemon's control client; a freshly (re)started daemon gets every recorded node registered again. */
+  private async cloud(store: ClusterStore, ctx: ProviderContext): Promise<CloudControl> {
+    const { control, started } = await ensureCloud(store, ctx, this.random);
+    if (started) {
+      await control.setCluster({ initSecretHash: store.record.initSecretHash });
+      for (const [name, node] of Object.entries(store.record.nodes)) {
+        if (node.akPublic) {
+          await control.registerNode(name, { role: node.role, group: node.group, address: this.address(store.record, name), akPublic: node.akPublic });
+        }
+      }
+    }
+    return control;
+  }
+
+  private groupMembers(record: ClusterRecord, group: string): string[] {
+    const index = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1));
+    return Object.keys(record.nodes)
+      .filter((name) => record.nodes[name].group === group)
+      .sort((a, b) => index(a) - index(b));
+  }
+
+  /** Plans a node of the group (name and address) in the record; names are never reused within a cluster. */
+  private addNode(record: ClusterRecord, group: string): string {
+    const role = record.nodeGroups[group].role;
+    const index = record.nextNodeIndex[role] ?? 0;
+    const name = `${role}-${index}`;
+    record.nextNodeIndex[role] = index + 1;
+    const host = allocateHost(
+      role,
+      Object.values(record.nodes).map((n) => n.host),
+    );
+    record.nodes[name] = { group, role, host };
+    return name;
+  }
+
+  private async instance(store: ClusterStore, name: string, ctx: ProviderContext): Promise<Instance> {
+    const node = store.record.nodes[name];
+    const dir = nodePaths(ctx.workspaceDir, name).dir;
+    let state: InstanceState = 'pending';
+    if (node.launcherPid !== undefined) state = (await isOwnedBy(node.launcherPid, dir)) ? 'running' : 'stopped';
+    return {
+      id: name,
+      name,
+      role: node.role,
+      nodeGroup: node.group,
+      privateIp: this.address(store.record, name),
+      state,
+    };
+  }
+
+  /** The node's address; empty while the cluster has no address range yet (create was interrupted before). */
+  private address(record: ClusterRecord, name: string): string {
+    return record.prefix ? nodeAddress(record.prefix, record.nodes[name].host) : '';
+  }
+
+  /** Brings one node to "running": prepareNode, then bootNode. */
+  private async ensureNode(store: ClusterStore, name: string, cloud: CloudControl, ctx: ProviderContext, options: { reboot?: boolean } = {}): Promise<void> {
+    await this.prepareNode(store, name, ctx);
+    await this.bootNode(store, name, cloud, ctx, options);
+  }
+
+  private async recordNode(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
+    const node = store.record.nodes[name];
+    await ctx.journal.record({
+      kind: 'local:node',
+      id: nodeResourceId(name),
+      name,
+      dependsOn: [CLUSTER_RESOURCE_ID],
+      data: { dir: nodePaths(ctx.workspaceDir, name).dir, swtpmPid: node.swtpmPid, launcherPid: node.launcherPid },
+    });
+  }
+
+  /**
+   * What a node needs before it can boot, doing only what is missing: folder, state disk, a running swtpm, and the
+   * AK (read once, before the first boot, so it can be registered). Needs no address yet, so it runs while the
+   * cloud daemon starts.
+   */
+  private async prepareNode(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
+    ctx.signal?.throwIfAborted();
+    const node = store.record.nodes[name];
+    const np = nodePaths(ctx.workspaceDir, name);
+    await this.recordNode(store, name, ctx);
+    await fs.mkdir(np.tpmDir, { recursive: true, mode: 0o700 });
+    await createStateDisk(np.stateDisk, store.record.nodeGroups[node.group]?.stateDiskSizeGB ?? 1);
+
+    const { startSwtpm, swtpmPaths } = await import('../../lib/tpm/swtpm.js');
+    if (node.swtpmPid === undefined || !(await isOwnedBy(node.swtpmPid, np.dir))) {
+      // A launcher without its TPM is useless, and an orphaned swtpm would hold the TPM state.
+      await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0]);
+      const swtpm = await startSwtpm({ stateDir: np.tpmDir, detached: true });
+      await store.update(() => {
+        node.swtpmPid = swtpm.pid;
+        node.launcherPid = undefined;
+      });
+      await this.recordNode(store, name, ctx);
+    }
+    if (node.akPublic === undefined) {
+      const akPublic = Buffer.from(await readAttestationKey(swtpmPaths(np.tpmDir).serverSocket)).toString('base64');
+      await store.update(() => {
+        node.akPublic = akPublic;
+      });
+    }
+  }
+
+  /**
+   * Registers a prepared node (address, AK) with the metadata server and starts its launcher, unless it runs.
+   * With `reboot`, a running node's launcher and node program are stopped and started again (the launcher resets
+   * the TPM).
+   */
+  private async bootNode(store: ClusterStore, name: string, cloud: CloudControl, ctx: ProviderContext, options: { reboot?: boolean } = {}): Promise<void> {
+    ctx.signal?.throwIfAborted();
+    const node = store.record.nodes[name];
+    const np = nodePaths(ctx.workspaceDir, name);
+    const address = this.address(store.record, name);
+    await writeFileAtomic(np.address, `${address}\n`);
+    await cloud.registerNode(name, { role: node.role, group: node.group, address, akPublic: node.akPublic as string });
+
+    if (!options.reboot && node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, np.dir))) return;
+    // Everything of the node but its TPM: the launcher, the node program and whatever that started.
+    await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0], { keep: [node.swtpmPid as number] });
+    const { swtpmPaths } = await import('../../lib/tpm/swtpm.js');
+    const tpm = swtpmPaths(np.tpmDir);
+    const launch: LaunchConfig = {
+      name,
+      role: node.role,
+      address,
+      metadataUrl: metadataUrl(store.record.prefix as string, store.record.metadataPort),
+      nodeDir: np.dir,
+      stateDisk: np.stateDisk,
+      tpm: { serverSocket: tpm.serverSocket, ctrlSocket: tpm.ctrlSocket },
+      image: this.image,
+    };
+    await writeFileAtomic(np.launchConfig, `${JSON.stringify(launch, null, 2)}\n`);
+    ctx.progress?.(`booting ${name}`);
+    const { pid, message } = await spawnDetached({
+      file: siblingModule('launcher'),
+      args: [np.launchConfig],
+      owner: np.dir,
+      cwd: np.dir,
+      logFile: np.log,
+    });
+    await store.update(() => {
+      node.launcherPid = pid;
+    });
+    await this.recordNode(store, name, ctx);
+    await writeFileAtomic(np.launcherPid, `${pid}\n`);
+    if (message.type === 'error') {
+      throw new UserError(`Local node ${name} did not boot: ${message.message}`, { hint: `See its log: ${np.log}` });
+    }
+    ctx.log.debug('local node booted', { name, address, launcherPid: pid, programPid: message.programPid });
+  }
+
+  private async removeNode(store: ClusterStore, name: string, cloud: CloudControl, ctx: ProviderContext): Promise<void> {
+    const node = store.record.nodes[name];
+    const np = nodePaths(ctx.workspaceDir, name);
+    await cloud.unregisterNode(name);
+    await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
+    await fs.rm(np.dir, { recursive: true, force: true, maxRetries: 5 });
+    await store.update((r) => {
+      delete r.nodes[name];
+    });
+    await ctx.journal.remove(nodeResourceId(name));
+  }
+}
+
+/**
+ * Like Promise.all, but waits for every operation to end before rejecting with the first error, so nothing keeps
+ * running in the background after a failed create (the workspace lock is released only then).
+ */
+async function settleAll<T extends readonly unknown[]>(promises: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
+}
+
+/** A sparse file of the configured size (the node side encrypts and formats it); an existing disk is kept. */
+async function createStateDisk(file: string, sizeGB: number): Promise<void> {
+  let handle;
+  try {
+    handle = await fs.open(file, 'wx', 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return;
+    throw err;
+  }
+  try {
+    await handle.truncate(Math.round(sizeGB * 1024 ** 3));
+  } finally {
+    await handle.close();
+  }
+}
+
+/** The node's AK public area; the TPM derives the same key each time, so the node re-creates exactly this one. */
+async function readAttestationKey(serverSocket: string): Promise<Uint8Array> {
+  const { TpmClient } = await import('../../lib/tpm/client.js');
+  const client = await TpmClient.connect(serverSocket);
+  try {
+    const ak = await client.createAttestationKey();
+    await client.flushContext(ak.handle);
+    return ak.publicArea;
+  } finally {
+    client.close();
+  }
+}

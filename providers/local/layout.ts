@@ -1,0 +1,106 @@
+/**
+ * Where the local provider keeps its cluster in the workspace, and the fixed network numbers of a local cluster.
+ * One place for these names so the CLI side, the cloud daemon and the launcher agree on them.
+ *
+ *   <workspace>/constellation-local/
+ *     cluster.json            the provider's record: uid, address prefix, PIDs, nodes (CLI side writes it)
+ *     cloud.json, cloud.log   the cloud daemon's config and log (metadata server + load balancer)
+ *     control-token           bearer token of the daemon's control API (0600): only the CLI side registers nodes
+ *     nodes/<name>/           one folder per node: tpm/, state-disk.img, node.log, launch.json, launcher.pid, address
+ */
+import path from 'node:path';
+import type { NodeRole } from '../contract.js';
+import { UserError } from '../../lib/errors.js';
+
+export const LOCAL_DIR = 'constellation-local';
+
+/** The metadata server's port on the cluster's gateway address (<prefix>.1). */
+export const METADATA_PORT = 8080;
+/** Ports the load balancer forwards to the control-plane nodes (DESIGN §9): Kubernetes API, init, join, verify, recover. */
+export const LOAD_BALANCER_PORTS = [6443, 9000, 30090, 30081, 9999] as const;
+
+export interface ClusterPaths {
+  dir: string;
+  clusterFile: string;
+  cloudConfig: string;
+  cloudLog: string;
+  controlToken: string;
+  nodesDir: string;
+}
+
+export function clusterPaths(workspaceDir: string): ClusterPaths {
+  const dir = path.join(path.resolve(workspaceDir), LOCAL_DIR);
+  return {
+    dir,
+    clusterFile: path.join(dir, 'cluster.json'),
+    cloudConfig: path.join(dir, 'cloud.json'),
+    cloudLog: path.join(dir, 'cloud.log'),
+    controlToken: path.join(dir, 'control-token'),
+    nodesDir: path.join(dir, 'nodes'),
+  };
+}
+
+export interface NodePaths {
+  dir: string;
+  tpmDir: string;
+  stateDisk: string;
+  log: string;
+  launchConfig: string;
+  launcherPid: string;
+  address: string;
+}
+
+const NODE_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
+
+export function nodePaths(workspaceDir: string, name: string): NodePaths {
+  if (!NODE_NAME.test(name)) {
+    throw new UserError(`"${name}" is not a valid local node name.`, {
+      hint: 'Node names are lowercase letters, digits and dashes (as in "control-plane-default-0").',
+    });
+  }
+  const dir = path.join(clusterPaths(workspaceDir).nodesDir, name);
+  return {
+    dir,
+    tpmDir: path.join(dir, 'tpm'),
+    stateDisk: path.join(dir, 'state-disk.img'),
+    log: path.join(dir, 'node.log'),
+    launchConfig: path.join(dir, 'launch.json'),
+    launcherPid: path.join(dir, 'launcher.pid'),
+    address: path.join(dir, 'address'),
+  };
+}
+
+/** Host numbers inside the cluster's /24: .1 gateway (metadata + load balancer), control planes .10+, workers .100+. */
+const HOST_RANGES: Record<NodeRole, [first: number, last: number]> = {
+  'control-plane': [10, 99],
+  worker: [100, 254],
+};
+
+export function gatewayAddress(prefix: string): string {
+  return `${prefix}.1`;
+}
+
+/** The lowest free host number of the role's range, given the host numbers nodes already have. */
+export function allocateHost(role: NodeRole, taken: Iterable<number>): number {
+  const used = new Set(taken);
+  const [first, last] = HOST_RANGES[role];
+  for (let host = first; host <= last; host++) if (!used.has(host)) return host;
+  throw new UserError(`No free address left for another ${role} node.`, {
+    hint: `A local cluster has at most ${last - first + 1} ${role} nodes.`,
+  });
+}
+
+export function nodeAddress(prefix: string, host: number): string {
+  return `${prefix}.${host}`;
+}
+
+/**
+ * Candidate cluster prefixes 127.0.N (N = 2..254), starting at a random N so that clusters created at the same time
+ * (parallel tests, two workspaces) rarely probe the same range first. Which one is free is found by binding.
+ */
+export function candidatePrefixes(random: () => number = Math.random): string[] {
+  const first = 2;
+  const count = 253;
+  const start = Math.floor(random() * count);
+  return Array.from({ length: count }, (_, i) => `127.0.${first + ((start + i) % count)}`);
+}

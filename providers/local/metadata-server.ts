@@ -1,0 +1,175 @@
+/**
+ * The local cluster's metadata server (HTTP JSON, on <prefix>.1:8080): what a cloud's instance metadata service
+ * and identity API are for cloud nodes. It tells a node who it is (by the connection's source address: every node
+ * has its own loopback address), its peers, the load balancer, the init-secret hash, and the registered attestation
+ * key of any instance (the trust anchor of the local-vtpm variant).
+ * Only the provider registers and unregisters nodes: the control endpoints need the bearer token that the CLI side
+ * keeps in the workspace (constellation-local/control-token, 0600).
+ *
+ *   GET    /v1/self                  the caller's InstanceMetadata (403 for an unregistered source address)
+ *   GET    /v1/peers                 all nodes' InstanceMetadata
+ *   GET    /v1/load-balancer         {"endpoint": "<prefix>.1"}
+ *   GET    /v1/init-secret-hash      {"initSecretHash": "<bcrypt hash>"}
+ *   GET    /v1/ak/<instance>         {"akPublic": base64 TPMT_PUBLIC}, 404 for unknown instances
+ *   PUT    /v1/control/cluster       {"initSecretHash"}                       (token)
+ *   PUT    /v1/control/nodes/<name>  {"role","group","address","akPublic"}   (token)
+ *   DELETE /v1/control/nodes/<name>                                          (token)
+ */
+import { timingSafeEqual } from 'node:crypto';
+import http from 'node:http';
+import { z } from 'zod';
+import type { InstanceMetadata } from '../contract.js';
+
+export const registeredNodeSchema = z.object({
+  role: z.enum(['control-plane', 'worker']),
+  group: z.string().min(1),
+  address: z.ipv4(),
+  /** TPMT_PUBLIC of the node's attestation key, base64. */
+  akPublic: z.base64().min(1),
+});
+export type NodeRegistration = z.infer<typeof registeredNodeSchema>;
+export type RegisteredNode = NodeRegistration & { name: string };
+
+const clusterSettingsSchema = z.object({ initSecretHash: z.string() });
+
+/** What the metadata server and the load balancer know; the control API changes it. */
+export class CloudRegistry {
+  readonly nodes = new Map<string, RegisteredNode>();
+  initSecretHash = '';
+
+  byAddress(address: string): RegisteredNode | undefined {
+    for (const node of this.nodes.values()) if (node.address === address) return node;
+    return undefined;
+  }
+
+  controlPlaneAddresses(): string[] {
+    return [...this.nodes.values()]
+      .filter((n) => n.role === 'control-plane')
+      .sort((a, b) => a.name.localeCompare(b.name))
+      .map((n) => n.address);
+  }
+}
+
+export function instanceMetadata(node: RegisteredNode): InstanceMetadata {
+  return { name: node.name, providerId: `local://${node.name}`, role: node.role, vpcIp: node.address };
+}
+
+const MAX_BODY = 64 * 1024;
+
+class RequestError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+function readBody(req: http.IncomingMessage): Promise<unknown> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) reject(new RequestError(413, 'request body too large'));
+      else chunks.push(c);
+    });
+    req.on('error', reject);
+    req.on('end', () => {
+      try {
+        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
+      } catch {
+        reject(new RequestError(400, 'request body is not JSON'));
+      }
+    });
+  });
+}
+
+function parse<T>(schema: z.ZodType<T>, value: unknown): T {
+  const result = schema.safeParse(value);
+  if (!result.success) throw new RequestError(400, result.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+  return result.data;
+}
+
+/** IPv4-mapped IPv6 (::ffff:127.0.3.10) to plain IPv4. */
+function sourceAddress(req: http.IncomingMessage): string {
+  return (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
+}
+
+export interface MetadataServerOptions {
+  registry: CloudRegistry;
+  /** The gateway address, which is also the load balancer's. */
+  gateway: string;
+  controlToken: string;
+}
+
+export function createMetadataServer(options: MetadataServerOptions): http.Server {
+  const { registry } = options;
+  const token = Buffer.from(options.controlToken);
+
+  const authorized = (req: http.IncomingMessage): boolean => {
+    const given = Buffer.from((req.headers.authorization ?? '').replace(/^Bearer /, ''));
+    return given.length === token.length && timingSafeEqual(given, token);
+  };
+
+  const handle = async (req: http.IncomingMessage): Promise<unknown> => {
+    const url = new URL(req.url ?? '/', 'http://metadata');
+    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    if (parts[0] !== 'v1') throw new RequestError(404, 'not found');
+    const [, resource, name, extra] = parts;
+    if (req.method === 'GET' && parts.length === 2) {
+      switch (resource) {
+        case 'self': {
+          const node = registry.byAddress(sourceAddress(req));
+          if (!node) throw new RequestError(403, `${sourceAddress(req)} is not the address of a node of this cluster`);
+          return instanceMetadata(node);
+        }
+        case 'peers':
+          return [...registry.nodes.values()].map(instanceMetadata);
+        case 'load-balancer':
+          return { endpoint: options.gateway };
+        case 'init-secret-hash':
+          return { initSecretHash: registry.initSecretHash };
+      }
+    }
+    if (req.method === 'GET' && resource === 'ak' && name !== undefined && extra === undefined) {
+      const node = registry.nodes.get(name);
+      if (!node) throw new RequestError(404, `no attestation key registered for instance "${name}"`);
+      return { akPublic: node.akPublic };
+    }
+    if (resource === 'control') {
+      if (!authorized(req)) throw new RequestError(401, 'the control API needs the workspace control token');
+      const [, , what, nodeName] = parts;
+      if (req.method === 'PUT' && what === 'cluster' && nodeName === undefined) {
+        registry.initSecretHash = parse(clusterSettingsSchema, await readBody(req)).initSecretHash;
+        return {};
+      }
+      if (what === 'nodes' && nodeName !== undefined && parts.length === 4) {
+        if (req.method === 'PUT') {
+          const registration = parse(registeredNodeSchema, await readBody(req));
+          const holder = registry.byAddress(registration.address);
+          if (holder && holder.name !== nodeName) throw new RequestError(409, `${registration.address} belongs to ${holder.name}`);
+          registry.nodes.set(nodeName, { ...registration, name: nodeName });
+          return {};
+        }
+        if (req.method === 'DELETE') {
+          registry.nodes.delete(nodeName);
+          return {};
+        }
+      }
+    }
+    throw new RequestError(404, 'not found');
+  };
+
+  return http.createServer((req, res) => {
+    const reply = (status: number, body: unknown) => {
+      const data = JSON.stringify(body);
+      res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(data) });
+      res.end(data);
+    };
+    handle(req).then(
+      (body) => reply(200, body ?? {}),
+      (err: unknown) => reply(err instanceof RequestError ? err.status : 500, { error: err instanceof Error ? err.message : String(err) }),
+    );
+  });
+}

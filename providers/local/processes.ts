@@ -1,0 +1,182 @@
+/**
+ * The local provider's long-lived processes (cloud daemon, node launchers, swtpm): started detached so they outlive
+ * the CLI, found again from any later CLI process, and stopped only when they provably are ours.
+ *
+ * Ownership: every process we spawn carries CONSTELLATION_LOCAL_OWNER=<its folder> in its environment (the node
+ * program inherits it from its launcher); swtpm is recognised by its command line naming the node's TPM folder.
+ * A recorded PID is killed only when it still matches (PIDs get reused), and a sweep finds what a killed CLI never
+ * got to record. Linux /proc is the source of truth; the local provider runs on Linux only.
+ */
+import { spawn } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+
+export const OWNER_ENV = 'CONSTELLATION_LOCAL_OWNER';
+const SWTPM_PROGRAMS = new Set(['swtpm', 'swtpm_setup']);
+
+/** Node.js arguments that run a module file: TypeScript sources (tests, development) go through the tsx loader. */
+export function nodeArgsFor(file: string): string[] {
+  return file.endsWith('.ts') ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href, file] : [file];
+}
+
+/** A sibling module of this one, as a file: `.ts` when running from source, `.js` when running from dist/. */
+export function siblingModule(name: string): string {
+  const ext = import.meta.url.endsWith('.ts') ? '.ts' : '.js';
+  return fileURLToPath(new URL(`./${name}${ext}`, import.meta.url));
+}
+
+/** First message a detached child sends over IPC: it is up, or it failed (with an errno-like code when it has one). */
+export type StartupMessage = { type: 'ready'; [key: string]: unknown } | { type: 'error'; message: string; code?: string };
+
+/**
+ * Child side: sends the startup message and lets go of the IPC channel (after the message is written), so the
+ * CLI can exit. The CLI may be gone already (killed mid-create); then nobody listens, which is fine.
+ */
+export function reportStartup(message: StartupMessage): void {
+  if (!process.connected || !process.send) return;
+  process.send(message, undefined, undefined, () => {
+    if (process.connected) process.disconnect();
+  });
+}
+
+export interface DetachedSpawn {
+  file: string;
+  args: string[];
+  /** The folder that owns the process (becomes CONSTELLATION_LOCAL_OWNER). */
+  owner: string;
+  cwd: string;
+  /** stdout and stderr are appended here. */
+  logFile: string;
+}
+
+/**
+ * Starts a Node.js module in its own session (process group leader, survives the CLI) and waits for its first IPC
+ * message. Afterwards the CLI holds no handle on it.
+ */
+export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: number; message: StartupMessage }> {
+  const log = await fs.open(options.logFile, 'a', 0o600);
+  try {
+    const child = spawn(process.execPath, [...nodeArgsFor(options.file), ...options.args], {
+      cwd: options.cwd,
+      detached: true,
+      env: { ...process.env, [OWNER_ENV]: options.owner },
+      stdio: ['ignore', log.fd, log.fd, 'ipc'],
+    });
+    const message = await new Promise<StartupMessage>((resolve) => {
+      const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
+        resolve({ type: 'error', message: `exited (${signal ?? `code ${code}`}) before it was ready; see ${options.logFile}` });
+      child.once('message', (m) => {
+        child.off('exit', onExit);
+        resolve(m as StartupMessage);
+      });
+      child.once('exit', onExit);
+      child.once('error', (err) => resolve({ type: 'error', message: err.message }));
+    });
+    if (child.connected) child.disconnect();
+    child.unref();
+    if (child.pid === undefined) throw new Error(`could not start ${options.file}: ${message.type === 'error' ? message.message : ''}`);
+    return { pid: child.pid, message };
+  } finally {
+    await log.close();
+  }
+}
+
+async function readProc(pid: number, file: string): Promise<Buffer | undefined> {
+  try {
+    return await fs.readFile(`/proc/${pid}/${file}`);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Alive and not a zombie. */
+export async function isAlive(pid: number): Promise<boolean> {
+  const stat = await readProc(pid, 'stat');
+  if (!stat) return false;
+  // Field 3 (state) follows the parenthesised command name, which may itself contain spaces or parentheses.
+  const text = stat.toString('latin1');
+  const state = text.slice(text.lastIndexOf(')') + 2, text.lastIndexOf(')') + 3);
+  return state !== 'Z' && state !== 'X';
+}
+
+function underFolder(value: string, folder: string): boolean {
+  return value === folder || value.startsWith(`${folder}/`);
+}
+
+/** Whether the process belongs to `folder` (a node folder, or the cluster folder for everything of the cluster). */
+export async function isOwnedBy(pid: number, folder: string): Promise<boolean> {
+  if (pid === process.pid || !(await isAlive(pid))) return false;
+  const environ = await readProc(pid, 'environ');
+  if (environ) {
+    for (const entry of environ.toString('utf8').split('\0')) {
+      if (entry.startsWith(`${OWNER_ENV}=`) && underFolder(entry.slice(OWNER_ENV.length + 1), folder)) return true;
+    }
+  }
+  const cmdline = await readProc(pid, 'cmdline');
+  if (!cmdline) return false;
+  const argv = cmdline.toString('utf8').split('\0');
+  // swtpm (and swtpm_setup, which a killed CLI may leave running) name the node's TPM folder on their command line
+  // (dir=<node>/tpm, path=<node>/tpm/swtpm.sock, --tpmstate <node>/tpm).
+  return (
+    SWTPM_PROGRAMS.has(path.basename(argv[0] ?? '')) && argv.some((arg) => arg.split(/[=,]/).some((part) => underFolder(part, folder)))
+  );
+}
+
+/** Every live process that belongs to `folder`. */
+export async function findOwnedProcesses(folder: string): Promise<number[]> {
+  const pids = (await fs.readdir('/proc')).filter((e) => /^\d+$/.test(e)).map(Number);
+  const owned = await Promise.all(pids.map(async (pid) => ((await isOwnedBy(pid, folder)) ? pid : undefined)));
+  return owned.filter((pid): pid is number => pid !== undefined);
+}
+
+function signal(pid: number, sig: NodeJS.Signals, group: boolean): void {
+  try {
+    process.kill(group ? -pid : pid, sig);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
+  }
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+async function waitGone(pids: number[], timeoutMs: number): Promise<number[]> {
+  const deadline = Date.now() + timeoutMs;
+  let alive = pids;
+  for (;;) {
+    alive = (await Promise.all(alive.map(async (pid) => ((await isAlive(pid)) ? pid : undefined)))).filter(
+      (pid): pid is number => pid !== undefined,
+    );
+    if (alive.length === 0 || Date.now() >= deadline) return alive;
+    await sleep(20);
+  }
+}
+
+/**
+ * Stops the recorded PIDs that still belong to `folder`, their process groups (a launcher's node program and its
+ * children), and any other process of `folder` except `keep`: SIGTERM, then SIGKILL after `graceMs`. Resolves when
+ * all are gone. PIDs that are gone already or belong to someone else now are left alone.
+ */
+export async function stopOwnedProcesses(
+  folder: string,
+  recorded: number[],
+  options: { graceMs?: number; keep?: number[] } = {},
+): Promise<void> {
+  const keep = new Set(options.keep ?? []);
+  const ours = async (pid: number) => !keep.has(pid) && (await isOwnedBy(pid, folder));
+  const leaders = (await Promise.all(recorded.map(async (pid) => ((await ours(pid)) ? pid : undefined)))).filter(
+    (pid): pid is number => pid !== undefined,
+  );
+  const targets = [...new Set([...leaders, ...(await findOwnedProcesses(folder)).filter((pid) => !keep.has(pid))])];
+  if (targets.length === 0) return;
+  for (const pid of leaders) signal(pid, 'SIGTERM', true);
+  for (const pid of targets) signal(pid, 'SIGTERM', false);
+  const stubborn = await waitGone(targets, options.graceMs ?? 3000);
+  for (const pid of stubborn) {
+    if (leaders.includes(pid)) signal(pid, 'SIGKILL', true);
+    signal(pid, 'SIGKILL', false);
+  }
+  const left = await waitGone(stubborn, 2000);
+  if (left.length > 0) throw new Error(`processes ${left.join(', ')} of ${folder} did not exit after SIGKILL`);
+}

@@ -1,0 +1,50 @@
+/** The local provider as the registry loads it, and its address plan. */
+import assert from 'node:assert/strict';
+import { loadProvider } from '../../../providers/registry.js';
+import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
+import { allocateHost, candidatePrefixes, nodeAddress, nodePaths } from '../../../providers/local/layout.js';
+import { LocalNodeMetadata } from '../../../providers/local/node-metadata.js';
+
+describe('local provider: module and address plan', () => {
+  it('loads by name, produces local-vtpm, and builds its infrastructure and node metadata', async () => {
+    const provider = await loadProvider('local');
+    assert.equal(provider.name, 'local');
+    assert.deepEqual(provider.attestationVariants, ['local-vtpm']);
+    const infra = await provider.infrastructure({ nodeProgram: { entry: '/img/main.js', imageDir: '/img' } });
+    // (no instanceof: mocha may load this file as CommonJS while the registry imports the ES module)
+    assert.equal(infra.name, 'local');
+    assert.equal(typeof (infra as LocalInfrastructure).rebootNode, 'function');
+    assert.deepEqual((infra as LocalInfrastructure).image, { nodeBinary: process.execPath, imageDir: '/img', entry: '/img/main.js' });
+    const metadata = await provider.nodeMetadata({ metadataUrl: 'http://127.0.9.1:8080', nodeIp: '127.0.9.10' });
+    assert.equal(typeof metadata.self, 'function');
+    assert.equal(metadata.constructor.name, LocalNodeMetadata.name);
+  });
+
+  it('defaults the node program to the built bootstrapper in dist/', async () => {
+    const infra = new LocalInfrastructure();
+    assert.match(infra.image.entry, /\/dist\/bootstrapper\/main\.js$/);
+    assert.match(infra.image.imageDir, /\/dist$/);
+  });
+
+  it('gives control planes .10+ and workers .100+, lowest free first', () => {
+    assert.equal(allocateHost('control-plane', []), 10);
+    assert.equal(allocateHost('control-plane', [10, 11, 100]), 12);
+    assert.equal(allocateHost('worker', [10, 100, 102]), 101);
+    assert.equal(nodeAddress('127.0.7', 101), '127.0.7.101');
+    const full = Array.from({ length: 90 }, (_, i) => 10 + i);
+    assert.throws(() => allocateHost('control-plane', full), /No free address/);
+  });
+
+  it('probes every 127.0.N range (N = 2..254) once, from a random start', () => {
+    const all = candidatePrefixes(() => 0.5);
+    assert.equal(all.length, 253);
+    assert.equal(new Set(all).size, 253);
+    assert.ok(all.every((p) => /^127\.0\.(\d+)$/.test(p) && Number(p.split('.')[2]) >= 2 && Number(p.split('.')[2]) <= 254));
+    assert.notEqual(candidatePrefixes(() => 0)[0], candidatePrefixes(() => 0.99)[0]);
+  });
+
+  it('refuses node names that are not plain folder names', () => {
+    assert.throws(() => nodePaths('/ws', '../evil'), /not a valid local node name/);
+    assert.equal(nodePaths('/ws', 'worker-0').dir, '/ws/constellation-local/nodes/worker-0');
+  });
+});

@@ -1,0 +1,80 @@
+/** The TCP load balancer in-process: round-robin over control-plane backends, skipping ones that refuse. */
+import assert from 'node:assert/strict';
+import net from 'node:net';
+import { candidatePrefixes } from '../../../providers/local/layout.js';
+import { startLoadBalancer, type LoadBalancer } from '../../../providers/local/load-balancer.js';
+
+const PORT = 9000;
+
+function listen(server: net.Server, host: string): Promise<void> {
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(PORT, host, () => resolve());
+  });
+}
+
+/** Connects, sends a line, returns what the other side answered before closing (or '' when it was dropped). */
+function ask(host: string, line: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(PORT, host, () => socket.end(`${line}\n`));
+    let answer = '';
+    socket.on('data', (d: Buffer) => (answer += d.toString()));
+    socket.on('close', () => resolve(answer));
+    socket.on('error', reject);
+  });
+}
+
+describe('local provider: load balancer', () => {
+  let prefix: string;
+  let lb: LoadBalancer;
+  const backends: net.Server[] = [];
+  let registered: string[] = [];
+  const sources: string[] = [];
+
+  before(async () => {
+    // Another test process may use a range right now: take the first one where everything binds.
+    for (const candidate of candidatePrefixes()) {
+      const servers = ['10', '11'].map((host) =>
+        net.createServer((socket) => {
+          sources.push(socket.remoteAddress ?? '');
+          socket.once('data', (d: Buffer) => socket.end(`${candidate}.${host} got ${d.toString().trim()}`));
+        }),
+      );
+      try {
+        for (const [i, s] of servers.entries()) await listen(s, `${candidate}.${['10', '11'][i]}`);
+        lb = await startLoadBalancer({ host: `${candidate}.1`, ports: [PORT], backends: () => registered, connectTimeoutMs: 500 });
+      } catch {
+        for (const s of servers) s.close();
+        continue;
+      }
+      prefix = candidate;
+      backends.push(...servers);
+      return;
+    }
+  });
+
+  after(async () => {
+    await lb?.close();
+    for (const s of backends) s.close();
+  });
+
+  it('forwards round-robin to the backends, from the gateway address', async () => {
+    registered = [`${prefix}.10`, `${prefix}.11`];
+    const answers = [];
+    for (let i = 0; i < 4; i++) answers.push(await ask(`${prefix}.1`, `hello ${i}`));
+    assert.deepEqual(answers.sort(), [`${prefix}.10 got hello 0`, `${prefix}.10 got hello 2`, `${prefix}.11 got hello 1`, `${prefix}.11 got hello 3`].sort());
+    assert.ok(sources.every((s) => s === `${prefix}.1`), `sources: ${sources.join(', ')}`);
+  });
+
+  it('skips a backend that refuses connections', async () => {
+    registered = [`${prefix}.12`, `${prefix}.10`];
+    for (let i = 0; i < 3; i++) assert.equal(await ask(`${prefix}.1`, 'x'), `${prefix}.10 got x`);
+  });
+
+  it('drops the connection when no backend answers', async () => {
+    registered = [`${prefix}.12`];
+    assert.equal(await ask(`${prefix}.1`, 'x'), '');
+    registered = [];
+    assert.equal(await ask(`${prefix}.1`, 'x'), '');
+  });
+});

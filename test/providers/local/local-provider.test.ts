@@ -1,0 +1,243 @@
+/**
+ * The local provider end to end, with real processes: a 1+2 cluster of stand-in node programs (./fixtures), each
+ * with its own swtpm, launcher and loopback address, behind the cloud daemon's metadata server and load balancer.
+ */
+import assert from 'node:assert/strict';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { Instance } from '../../../providers/contract.js';
+import { ClusterStore } from '../../../providers/local/cluster-record.js';
+import { expectedPcrValues, imageEventDigests } from '../../../providers/local/image-measurement.js';
+import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
+import { measureBoot, swtpmLauncherTpm } from '../../../providers/local/launcher.js';
+import { clusterPaths, nodePaths } from '../../../providers/local/layout.js';
+import { localAkRegistry } from '../../../providers/local/node-metadata.js';
+import { findOwnedProcesses, isAlive } from '../../../providers/local/processes.js';
+import { makeImage, type TestImage } from './fixtures/image.js';
+import { createRequest, getJson, killLeftovers, tempDir, testContext, waitForJson } from './support.js';
+
+interface NodeInfo {
+  name: string;
+  role: string;
+  env: Record<string, string>;
+  pcrs: { sha256: Record<string, string>; sha384?: Record<string, string> };
+}
+
+describe('local provider: a 1+2 cluster of process nodes', function () {
+  this.timeout(60_000);
+  let tmp: string;
+  let ws: string;
+  let image: TestImage;
+  let infra: LocalInfrastructure;
+  let ctx: ReturnType<typeof testContext>;
+  let metadataUrl: string;
+  let gateway: string;
+
+  const info = (instance: Instance) => waitForJson<NodeInfo>(`http://${instance.privateIp}:9000/info`);
+  const instances = () => infra.listInstances(ctx);
+  const byName = async (name: string) => (await instances()).find((i) => i.name === name) as Instance;
+
+  /** The PCRs a booted node of the image must have, as the node reports them (hex, both banks). */
+  async function expectedPcrs(): Promise<NodeInfo['pcrs']> {
+    const values = expectedPcrValues(await imageEventDigests(infra.image));
+    const hex = (m: Map<number, Buffer>) => Object.fromEntries([...m].map(([i, v]) => [String(i), v.toString('hex')]));
+    return { sha256: hex(values.sha256), sha384: hex(values.sha384) };
+  }
+
+  before(async () => {
+    tmp = await tempDir('cl-local-');
+    ws = path.join(tmp, 'ws');
+    await fs.mkdir(ws);
+    image = await makeImage(path.join(tmp, 'image'));
+    infra = new LocalInfrastructure({ nodeProgram: { entry: image.entry, imageDir: image.imageDir } });
+    ctx = testContext(ws);
+    const result = await infra.create(createRequest(), ctx);
+    metadataUrl = result.providerState.metadataUrl as string;
+    gateway = result.clusterEndpoint;
+  });
+
+  after(async () => {
+    await infra.terminate(ctx).catch(() => undefined);
+    await killLeftovers(ws);
+    await fs.rm(tmp, { recursive: true, force: true });
+  });
+
+  it('creates one running node per planned instance, on its own address of the cluster range', async () => {
+    assert.match(gateway, /^127\.0\.\d+\.1$/);
+    const prefix = gateway.slice(0, -2);
+    assert.deepEqual(
+      (await instances()).map((i) => [i.name, i.role, i.nodeGroup, i.privateIp, i.state]),
+      [
+        ['control-plane-0', 'control-plane', 'control_plane_default', `${prefix}.10`, 'running'],
+        ['worker-0', 'worker', 'worker_default', `${prefix}.100`, 'running'],
+        ['worker-1', 'worker', 'worker_default', `${prefix}.101`, 'running'],
+      ],
+    );
+    const np = nodePaths(ws, 'worker-1');
+    assert.equal((await fs.stat(np.stateDisk)).size, 1024 ** 3);
+    assert.equal((await fs.stat(np.stateDisk)).mode & 0o777, 0o600);
+    assert.equal((await fs.readFile(np.address, 'utf8')).trim(), `${prefix}.101`);
+    assert.ok((await fs.stat(path.join(np.tpmDir, 'tpm2-00.permall'))).isFile());
+    const resources = (await ctx.journal.list()).map((r) => r.id).sort();
+    assert.deepEqual(resources, ['local-cloud', 'local-cluster', 'local-node/control-plane-0', 'local-node/worker-0', 'local-node/worker-1']);
+  });
+
+  it('starts the node program with its identity and measures the image into PCR 4, 9 and 11', async () => {
+    const expected = await expectedPcrs();
+    const measurements = await infra.expectedMeasurements();
+    assert.deepEqual(Object.keys(measurements).sort(), ['11', '12', '13', '4', '8', '9']);
+    assert.notEqual(measurements['9'].expected, '0'.repeat(64));
+    for (const instance of await instances()) {
+      const node = await info(instance);
+      assert.equal(node.name, instance.name);
+      assert.equal(node.env.NODE_IP, instance.privateIp);
+      assert.equal(node.env.NODE_ROLE, instance.role);
+      assert.equal(node.env.METADATA_URL, metadataUrl);
+      assert.equal(node.env.STATE_DISK, nodePaths(ws, instance.name).stateDisk);
+      assert.deepEqual(node.pcrs, expected, `${instance.name}'s PCRs`);
+      for (const [index, m] of Object.entries(measurements)) assert.equal(node.pcrs.sha256[index], m.expected);
+    }
+  });
+
+  it('answers each node its own metadata by source address, and peers, load balancer, init-secret hash', async () => {
+    for (const instance of await instances()) {
+      const base = `http://${instance.privateIp}:9000/metadata`;
+      assert.deepEqual(await waitForJson(`${base}/self`), {
+        name: instance.name,
+        providerId: `local://${instance.name}`,
+        role: instance.role,
+        vpcIp: instance.privateIp,
+      });
+      const peers = await waitForJson<{ name: string }[]>(`${base}/peers`);
+      assert.deepEqual(peers.map((p) => p.name).sort(), ['control-plane-0', 'worker-0', 'worker-1']);
+      assert.equal(await waitForJson(`${base}/lb`), gateway);
+      assert.equal(await waitForJson(`${base}/init-secret-hash`), createRequest().initSecretHash);
+    }
+    const stranger = await getJson(`${metadataUrl}/v1/self`, `${gateway.slice(0, -2)}.250`);
+    assert.equal(stranger.status, 403);
+  });
+
+  it('keeps node registration to the CLI side (the control API needs the workspace token)', async () => {
+    const intruder = await fetch(`${metadataUrl}/v1/control/nodes/evil`, {
+      method: 'PUT',
+      body: JSON.stringify({ role: 'worker', group: 'worker_default', address: `${gateway.slice(0, -2)}.200`, akPublic: 'AAAA' }),
+    });
+    assert.equal(intruder.status, 401);
+    assert.equal(await localAkRegistry(metadataUrl).lookup('evil'), undefined);
+  });
+
+  it('serves the registered AK of each node, and nothing for unknown instances', async () => {
+    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const registry = localAkRegistry(metadataUrl);
+    for (const [name, node] of Object.entries(store.record.nodes)) {
+      const ak = await registry.lookup(name);
+      assert.ok(ak && ak.length > 64, `an AK for ${name}`);
+      assert.equal(Buffer.from(ak).toString('base64'), node.akPublic);
+      assert.equal(Buffer.from(ak).readUInt16BE(0), 0x0023, 'TPMT_PUBLIC of an ECC key');
+    }
+    const aks = Object.values(store.record.nodes).map((n) => n.akPublic);
+    assert.equal(new Set(aks).size, 3, 'every node has its own TPM, so its own AK');
+    assert.equal(await registry.lookup('worker-99'), undefined);
+  });
+
+  it('knows no AK of a TPM it did not create, even one measured exactly like a node', async () => {
+    const { startSwtpm } = await import('../../../lib/tpm/swtpm.js');
+    const { TpmClient } = await import('../../../lib/tpm/client.js');
+    const rogue = await startSwtpm({ stateDir: path.join(tmp, 'rogue-tpm') });
+    try {
+      await measureBoot(infra.image, await swtpmLauncherTpm(rogue));
+      const client = await TpmClient.connect(rogue.serverSocket);
+      let rogueAk: Uint8Array;
+      try {
+        const pcrs = await client.pcrRead(0x0b, [4, 9, 11]);
+        for (const index of [4, 9, 11]) assert.equal(Buffer.from(pcrs.get(index) as Uint8Array).toString('hex'), (await expectedPcrs()).sha256[String(index)]);
+        rogueAk = (await client.createAttestationKey()).publicArea;
+      } finally {
+        client.close();
+      }
+      const registry = localAkRegistry(metadataUrl);
+      for (const instance of await instances()) {
+        assert.notDeepEqual(await registry.lookup(instance.name), rogueAk, `the AK registered for ${instance.name} is not the rogue's`);
+      }
+      assert.equal(await registry.lookup('rogue'), undefined);
+    } finally {
+      await rogue.stop();
+    }
+  });
+
+  it('forwards load-balancer connections to the control plane', async () => {
+    for (let i = 0; i < 3; i++) {
+      const node = await waitForJson<NodeInfo>(`http://${gateway}:9000/info`);
+      assert.equal(node.name, 'control-plane-0');
+    }
+  });
+
+  it('reboots a node: new processes, TPM reset, PCRs measured again', async () => {
+    const before = await byName('worker-0');
+    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const oldLauncher = store.record.nodes['worker-0'].launcherPid as number;
+    const oldSwtpm = store.record.nodes['worker-0'].swtpmPid as number;
+    await waitForJson(`http://${before.privateIp}:9000/extend-pcr-12`);
+    assert.notEqual((await info(before)).pcrs.sha256['12'], '0'.repeat(64));
+
+    await infra.rebootNode('worker-0', ctx);
+    const after = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    assert.notEqual(after.record.nodes['worker-0'].launcherPid, oldLauncher);
+    assert.equal(after.record.nodes['worker-0'].swtpmPid, oldSwtpm, 'same TPM, reset');
+    assert.equal(await isAlive(oldLauncher), false);
+    assert.deepEqual((await info(before)).pcrs, await expectedPcrs());
+  });
+
+  it('measures a changed image: one changed byte changes PCR 9 (and the manifest in PCR 11), not PCR 4', async () => {
+    const old = await infra.expectedMeasurements();
+    const payload = await fs.readFile(image.payload);
+    payload[100] ^= 1;
+    await fs.writeFile(image.payload, payload);
+    const changed = await infra.expectedMeasurements();
+    assert.notEqual(changed['9'].expected, old['9'].expected);
+    assert.notEqual(changed['11'].expected, old['11'].expected);
+    assert.equal(changed['4'].expected, old['4'].expected);
+
+    await infra.rebootNode('worker-1', ctx);
+    const node = await info(await byName('worker-1'));
+    assert.equal(node.pcrs.sha256['9'], changed['9'].expected);
+    assert.notEqual(node.pcrs.sha256['9'], old['9'].expected);
+  });
+
+  it('scales a node group up and down', async () => {
+    await infra.scaleNodeGroup('worker_default', 3, ctx);
+    const added = await byName('worker-2');
+    assert.equal(added.state, 'running');
+    assert.equal((await info(added)).name, 'worker-2');
+    assert.ok(await localAkRegistry(metadataUrl).lookup('worker-2'));
+
+    await infra.scaleNodeGroup('worker_default', 2, ctx);
+    assert.deepEqual((await instances()).map((i) => i.name), ['control-plane-0', 'worker-0', 'worker-1']);
+    assert.equal(await localAkRegistry(metadataUrl).lookup('worker-2'), undefined);
+    assert.deepEqual(await findOwnedProcesses(nodePaths(ws, 'worker-2').dir), []);
+    await assert.rejects(fs.stat(nodePaths(ws, 'worker-2').dir), { code: 'ENOENT' });
+    await assert.rejects(infra.scaleNodeGroup('nope', 1, ctx), /no node group "nope"/);
+  });
+
+  it('replaces an instance with a fresh one of its group', async () => {
+    const fresh = await infra.replaceInstance('worker-1', ctx);
+    assert.equal(fresh.name, 'worker-3');
+    assert.equal(fresh.nodeGroup, 'worker_default');
+    assert.equal(fresh.state, 'running');
+    assert.deepEqual((await instances()).map((i) => i.name), ['control-plane-0', 'worker-0', 'worker-3']);
+    await assert.rejects(fs.stat(nodePaths(ws, 'worker-1').dir), { code: 'ENOENT' });
+    await assert.rejects(infra.describeInstance('worker-1', ctx), /no node "worker-1"/);
+  });
+
+  it('terminates: no process and no node folder left, journal emptied', async () => {
+    const pids = await findOwnedProcesses(clusterPaths(ws).dir);
+    // cloud daemon + per node: swtpm, launcher, node program
+    assert.ok(pids.length >= 10, `expected the cluster's processes, found ${pids.length}`);
+    await infra.terminate(ctx);
+    for (const pid of pids) assert.equal(await isAlive(pid), false, `process ${pid} still runs`);
+    await assert.rejects(fs.stat(clusterPaths(ws).dir), { code: 'ENOENT' });
+    assert.deepEqual(await ctx.journal.list(), []);
+    assert.deepEqual(await infra.listInstances(ctx), []);
+    await infra.terminate(ctx); // again: nothing to do, no error
+  });
+});

@@ -1,0 +1,77 @@
+/** The metadata server in-process: identity by source address, AK registry, and a control API only the CLI can use. */
+import assert from 'node:assert/strict';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { requestJson } from '../../../providers/local/http-json.js';
+import { candidatePrefixes } from '../../../providers/local/layout.js';
+import { CloudRegistry, createMetadataServer } from '../../../providers/local/metadata-server.js';
+import { LocalNodeMetadata, localAkRegistry } from '../../../providers/local/node-metadata.js';
+import { CloudControl } from '../../../providers/local/cloud.js';
+
+describe('local provider: metadata server', () => {
+  const token = 'c'.repeat(64);
+  const ak = Buffer.from('an AK public area').toString('base64');
+  let server: Server;
+  let url: string;
+  let prefix: string;
+  let control: CloudControl;
+
+  before(async () => {
+    prefix = candidatePrefixes()[0];
+    server = createMetadataServer({ registry: new CloudRegistry(), gateway: `${prefix}.1`, controlToken: token });
+    await new Promise<void>((resolve) => server.listen(0, `${prefix}.1`, resolve));
+    url = `http://${prefix}.1:${(server.address() as AddressInfo).port}`;
+    control = new CloudControl(url, token);
+    await control.setCluster({ initSecretHash: '$2a$10$hash' });
+    await control.registerNode('control-plane-0', { role: 'control-plane', group: 'cp', address: `${prefix}.10`, akPublic: ak });
+    await control.registerNode('worker-0', { role: 'worker', group: 'w', address: `${prefix}.100`, akPublic: ak });
+  });
+
+  after(async () => {
+    server.closeAllConnections();
+    await new Promise((resolve) => server.close(resolve));
+  });
+
+  it('tells each node who it is by its source address', async () => {
+    const worker = new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.100` });
+    assert.deepEqual(await worker.self(), { name: 'worker-0', providerId: 'local://worker-0', role: 'worker', vpcIp: `${prefix}.100` });
+    const cp = new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.10` });
+    assert.equal((await cp.self()).name, 'control-plane-0');
+    assert.deepEqual((await cp.peers()).map((p) => [p.name, p.vpcIp]), [
+      ['control-plane-0', `${prefix}.10`],
+      ['worker-0', `${prefix}.100`],
+    ]);
+    assert.equal(await cp.loadBalancerEndpoint(), `${prefix}.1`);
+    assert.equal(await cp.initSecretHash(), '$2a$10$hash');
+    const stranger = new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.77` });
+    await assert.rejects(stranger.self(), /403|not the address of a node/);
+  });
+
+  it('serves registered AKs and nothing for unknown instances', async () => {
+    const registry = localAkRegistry(url);
+    assert.equal(Buffer.from((await registry.lookup('worker-0')) as Uint8Array).toString('base64'), ak);
+    assert.equal(await registry.lookup('worker-1'), undefined);
+  });
+
+  it('refuses control requests without the token, and bad registrations', async () => {
+    const body = { role: 'worker' as const, group: 'w', address: `${prefix}.101`, akPublic: ak };
+    await assert.rejects(requestJson(`${url}/v1/control/nodes/evil`, { method: 'PUT', body }), /control token/);
+    await assert.rejects(requestJson(`${url}/v1/control/nodes/evil`, { method: 'PUT', body, token: 'd'.repeat(64) }), /control token/);
+    await assert.rejects(requestJson(`${url}/v1/control/nodes/worker-0`, { method: 'DELETE' }), /control token/);
+    assert.equal(await localAkRegistry(url).lookup('evil'), undefined);
+    await assert.rejects(control.registerNode('evil', { ...body, address: 'not an ip' } as never), /address/);
+    await assert.rejects(control.registerNode('evil', { ...body, address: `${prefix}.10` }), /belongs to control-plane-0/);
+  });
+
+  it('forgets an unregistered node', async () => {
+    await control.registerNode('worker-9', { role: 'worker', group: 'w', address: `${prefix}.109`, akPublic: ak });
+    assert.ok(await localAkRegistry(url).lookup('worker-9'));
+    await control.unregisterNode('worker-9');
+    assert.equal(await localAkRegistry(url).lookup('worker-9'), undefined);
+    await assert.rejects(new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.109` }).self(), /403|not the address/);
+  });
+
+  it('needs METADATA_URL and NODE_IP on the node side', () => {
+    assert.throws(() => new LocalNodeMetadata({ metadataUrl: '', nodeIp: '' }), /needs METADATA_URL/);
+  });
+});

@@ -1,0 +1,74 @@
+/** Detached processes: they survive their parent's handle, are recognised by their owner mark, and only ours are stopped. */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { findOwnedProcesses, isAlive, isOwnedBy, spawnDetached, stopOwnedProcesses, type StartupMessage } from '../../../providers/local/processes.js';
+import { tempDir } from './support.js';
+
+const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'detached-child.ts');
+
+describe('local provider: detached processes', function () {
+  this.timeout(30_000);
+  let tmp: string;
+  let owner: string;
+  let stranger: ChildProcess | undefined;
+
+  beforeEach(async () => {
+    tmp = await tempDir('cl-proc-');
+    owner = path.join(tmp, 'nodes', 'n1');
+    await fs.mkdir(owner, { recursive: true });
+  });
+
+  afterEach(async () => {
+    await stopOwnedProcesses(tmp, []);
+    stranger?.kill('SIGKILL');
+    await fs.rm(tmp, { recursive: true, force: true });
+  });
+
+  const start = (mode: string) => spawnDetached({ file: CHILD, args: [mode], owner, cwd: owner, logFile: path.join(owner, 'log') });
+  const grandchildOf = (started: { message: StartupMessage }) => (started.message as { grandchildPid?: number }).grandchildPid as number;
+
+  it('starts a detached process that reports ready, recognised as owned by its folder and the folders above', async () => {
+    const { pid, message } = await start('ready');
+    assert.equal(message.type, 'ready');
+    const grandchild = grandchildOf({ message });
+    assert.equal(await isOwnedBy(pid, owner), true);
+    assert.equal(await isOwnedBy(grandchild, owner), true, 'children inherit the owner mark');
+    assert.equal(await isOwnedBy(pid, tmp), true);
+    assert.equal(await isOwnedBy(pid, path.join(tmp, 'nodes', 'n2')), false);
+    assert.equal(await isOwnedBy(pid, `${owner}0`), false, 'a folder name prefix is another folder');
+    const found = await findOwnedProcesses(owner);
+    // (tsx may add its esbuild service process: ours too, by inheritance)
+    assert.ok(found.includes(pid) && found.includes(grandchild), `found ${found.join(', ')}`);
+    assert.equal((await findOwnedProcesses(path.join(tmp, 'nodes', 'n2'))).length, 0);
+  });
+
+  it('stops a process and its children, but keeps what it is told to keep', async () => {
+    const first = await start('ready');
+    const second = await start('ready');
+    await stopOwnedProcesses(owner, [first.pid], { keep: [second.pid, grandchildOf(second)] });
+    assert.equal(await isAlive(first.pid), false);
+    assert.equal(await isAlive(grandchildOf(first)), false);
+    assert.equal(await isAlive(second.pid), true);
+    await stopOwnedProcesses(owner, []);
+    assert.equal(await isAlive(second.pid), false, 'found without a recorded PID');
+  });
+
+  it('never stops a recorded PID that is not ours (any more)', async () => {
+    stranger = spawn('sleep', ['600'], { stdio: 'ignore' });
+    await new Promise((resolve) => stranger?.once('spawn', resolve));
+    const pid = stranger.pid as number;
+    assert.equal(await isOwnedBy(pid, owner), false);
+    await stopOwnedProcesses(owner, [pid]);
+    assert.equal(await isAlive(pid), true);
+    assert.equal(await isOwnedBy(process.pid, owner), false);
+    assert.equal(await isAlive(2 ** 22 + 1), false);
+  });
+
+  it('passes on a failure report, with its code', async () => {
+    const { message } = await start('fail');
+    assert.deepEqual(message, { type: 'error', message: 'could not do it', code: 'EADDRINUSE' });
+  });
+});
