@@ -1,0 +1,28 @@
+/**
+ * The AWS provider (ProviderModule): infrastructure through the official AWS SDK for JavaScript v3, node
+ * metadata from the instance metadata service and the EC2/ELB APIs, IAM instance profiles for the nodes.
+ * Everything that loads the SDK is imported on first use, so `constellation --help` never loads it.
+ * Options: see ./options.ts (endpoints, static credentials, retry and polling delays, instrumentation).
+ */
+import type { ProviderModule } from '../contract.js';
+import { AWS_VARIANTS } from './confidential.js';
+import type { AwsProviderOptions } from './options.js';
+
+const provider: ProviderModule = {
+  name: 'aws',
+  attestationVariants: AWS_VARIANTS,
+  async infrastructure(options) {
+    const { AwsInfrastructure } = await import('./infrastructure.js');
+    return new AwsInfrastructure(options as AwsProviderOptions | undefined);
+  },
+  async nodeMetadata(options) {
+    const { AwsNodeMetadata } = await import('./metadata.js');
+    return new AwsNodeMetadata(options as AwsProviderOptions | undefined);
+  },
+  async iam(options) {
+    const { AwsIam } = await import('./iam.js');
+    return new AwsIam(options as AwsProviderOptions | undefined);
+  },
+};
+
+export default provider;

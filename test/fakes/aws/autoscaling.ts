@@ -1,0 +1,144 @@
+/**
+ * The fake's Auto Scaling API (AWS Query protocol): groups launch instances from their launch template up to
+ * the desired capacity (instances are Pending, then InService after the operation time), scale, terminate one
+ * instance, and force-delete (instances terminate, the group disappears after the operation time).
+ */
+import { launchInstance } from './ec2.js';
+import { applyFilters, type AutoScalingGroup, type FakeAwsState } from './state.js';
+import { AwsFault, list, num, required, str, type Params, type XmlValue } from './wire.js';
+
+type Handler = (s: FakeAwsState, p: Params) => Record<string, XmlValue>;
+
+function members(s: FakeAwsState, g: AutoScalingGroup) {
+  return [...s.instances.values()].filter((i) => i.groupName === g.name && s.instanceState(i) !== 'terminated');
+}
+
+/** Launches or terminates instances until the group runs its desired capacity. */
+function reconcile(s: FakeAwsState, g: AutoScalingGroup): void {
+  if (g.deletingAt !== undefined) return;
+  const live = members(s, g).filter((i) => i.terminatedAt === undefined);
+  for (let n = live.length; n < g.desired; n++) {
+    launchInstance(s, g.launchTemplateId, g.subnetIds[n % g.subnetIds.length], { ...g.propagated, 'aws:autoscaling:groupName': g.name }, g.name);
+  }
+  for (const extra of live.slice(g.desired)) extra.terminatedAt = s.now();
+}
+
+function groupXml(s: FakeAwsState, g: AutoScalingGroup): XmlValue {
+  return {
+    AutoScalingGroupName: g.name,
+    AutoScalingGroupARN: `arn:aws:autoscaling:${s.region}:${s.account}:autoScalingGroup:${g.name}`,
+    LaunchTemplate: { LaunchTemplateId: g.launchTemplateId, Version: '$Latest' },
+    MinSize: g.minSize,
+    MaxSize: g.maxSize,
+    DesiredCapacity: g.desired,
+    DefaultCooldown: 300,
+    AvailabilityZones: [...new Set(g.subnetIds.map((id) => s.subnets.get(id)?.zone ?? ''))],
+    HealthCheckType: 'EC2',
+    CreatedTime: new Date(g.createdAt).toISOString(),
+    VPCZoneIdentifier: g.subnetIds.join(','),
+    TargetGroupARNs: g.targetGroupArns,
+    Status: g.deletingAt !== undefined ? 'Delete in progress' : undefined,
+    Instances: members(s, g).map((i) => {
+      const state = s.instanceState(i);
+      return {
+        InstanceId: i.id,
+        InstanceType: i.instanceType,
+        AvailabilityZone: i.zone,
+        LifecycleState: state === 'pending' ? 'Pending' : state === 'running' ? 'InService' : 'Terminating',
+        HealthStatus: 'Healthy',
+        LaunchTemplate: { LaunchTemplateId: g.launchTemplateId, Version: '1' },
+        ProtectedFromScaleIn: false,
+      };
+    }),
+    Tags: Object.entries(g.tags).map(([Key, Value]) => ({
+      ResourceId: g.name,
+      ResourceType: 'auto-scaling-group',
+      Key,
+      Value,
+      PropagateAtLaunch: Key in g.propagated,
+    })),
+  };
+}
+
+function getGroup(s: FakeAwsState, name: string): AutoScalingGroup {
+  s.settle();
+  const g = s.autoScalingGroups.get(name);
+  if (!g) throw new AwsFault('ValidationError', `AutoScalingGroup name not found - AutoScalingGroup ${name} not found`);
+  return g;
+}
+
+function checkCapacity(g: AutoScalingGroup): void {
+  if (g.desired < g.minSize || g.desired > g.maxSize) {
+    throw new AwsFault('ValidationError', `Desired capacity:${g.desired} must be between the specified min size:${g.minSize} and max size:${g.maxSize}`);
+  }
+}
+
+export const autoscalingHandlers: Record<string, Handler> = {
+  CreateAutoScalingGroup(s, p) {
+    const name = required(p, 'AutoScalingGroupName');
+    s.settle();
+    if (s.autoScalingGroups.has(name)) throw new AwsFault('AlreadyExists', `AutoScalingGroup by this name already exists - A group with the name ${name} already exists`);
+    const ltId = str((p.LaunchTemplate ?? {}) as Params, 'LaunchTemplateId') ?? '';
+    if (!s.launchTemplates.has(ltId)) {
+      throw new AwsFault('ValidationError', `You must use a valid fully-formed launch template. The specified launch template, with template ID ${ltId}, does not exist.`);
+    }
+    const subnetIds = (str(p, 'VPCZoneIdentifier') ?? '').split(',').filter(Boolean);
+    for (const id of subnetIds) if (!s.subnets.has(id)) throw new AwsFault('ValidationError', `The subnet ID '${id}' does not exist`);
+    const targetGroupArns = list<string>(p, 'TargetGroupARNs');
+    for (const arn of targetGroupArns) if (!s.targetGroups.has(arn)) throw new AwsFault('ValidationError', `Target group ${arn} not found`);
+    const tags = list(p, 'Tags');
+    const g: AutoScalingGroup = {
+      name,
+      launchTemplateId: ltId,
+      minSize: num(p, 'MinSize') ?? 0,
+      maxSize: num(p, 'MaxSize') ?? 0,
+      desired: num(p, 'DesiredCapacity') ?? num(p, 'MinSize') ?? 0,
+      subnetIds,
+      targetGroupArns,
+      tags: Object.fromEntries(tags.map((t) => [str(t, 'Key') ?? '', str(t, 'Value') ?? ''])),
+      propagated: Object.fromEntries(tags.filter((t) => str(t, 'PropagateAtLaunch') === 'true').map((t) => [str(t, 'Key') ?? '', str(t, 'Value') ?? ''])),
+      createdAt: s.now(),
+    };
+    checkCapacity(g);
+    s.autoScalingGroups.set(name, g);
+    reconcile(s, g);
+    return {};
+  },
+  DescribeAutoScalingGroups(s, p) {
+    s.settle();
+    const names = list<string>(p, 'AutoScalingGroupNames');
+    let groups = [...s.autoScalingGroups.values()];
+    if (names.length > 0) groups = groups.filter((g) => names.includes(g.name));
+    groups = applyFilters(groups, p, () => undefined, 'Filters', 'Values');
+    return { AutoScalingGroups: groups.map((g) => groupXml(s, g)) };
+  },
+  UpdateAutoScalingGroup(s, p) {
+    const g = getGroup(s, required(p, 'AutoScalingGroupName'));
+    const next = { ...g, minSize: num(p, 'MinSize') ?? g.minSize, maxSize: num(p, 'MaxSize') ?? g.maxSize, desired: num(p, 'DesiredCapacity') ?? g.desired };
+    checkCapacity(next);
+    Object.assign(g, next);
+    reconcile(s, g);
+    return {};
+  },
+  TerminateInstanceInAutoScalingGroup(s, p) {
+    const id = required(p, 'InstanceId');
+    const instance = s.instances.get(id);
+    if (!instance?.groupName) throw new AwsFault('ValidationError', `Instance Id not found - No managed instance found for instance ID: ${id}`);
+    const g = getGroup(s, instance.groupName);
+    instance.terminatedAt ??= s.now();
+    if (str(p, 'ShouldDecrementDesiredCapacity') === 'true') g.desired = Math.max(g.minSize, g.desired - 1);
+    reconcile(s, g);
+    return { Activity: { ActivityId: s.newId('act'), AutoScalingGroupName: g.name, Description: `Terminating EC2 instance: ${id}`, StatusCode: 'InProgress', Progress: 0 } };
+  },
+  DeleteAutoScalingGroup(s, p) {
+    const g = getGroup(s, required(p, 'AutoScalingGroupName'));
+    if (g.deletingAt !== undefined) return {};
+    const live = members(s, g).filter((i) => i.terminatedAt === undefined);
+    if (live.length > 0 && str(p, 'ForceDelete') !== 'true') {
+      throw new AwsFault('ResourceInUse', 'You cannot delete an AutoScalingGroup while there are instances or pending Spot instance request(s) still in the group.');
+    }
+    for (const i of live) i.terminatedAt = s.now();
+    g.deletingAt = s.now();
+    return {};
+  },
+};
