@@ -1,0 +1,27 @@
+/**
+ * The Azure provider (DESIGN §9): confidential VM scale sets (SEV-SNP, TDX) or trusted-launch VMs behind a
+ * standard load balancer, made with the official Azure SDKs. This module only wires the parts together; each
+ * part is imported when first used so that loading the provider does not load an SDK.
+ */
+import type { ProviderModule } from '../contract.js';
+import { AZURE_VARIANTS } from './confidential.js';
+import { parseAzureOptions } from './options.js';
+
+const azure: ProviderModule = {
+  name: 'azure',
+  attestationVariants: AZURE_VARIANTS,
+  async infrastructure(options) {
+    const { AzureInfrastructure } = await import('./infrastructure.js');
+    return new AzureInfrastructure(parseAzureOptions(options));
+  },
+  async nodeMetadata(options) {
+    const { AzureNodeMetadata } = await import('./metadata.js');
+    return new AzureNodeMetadata(parseAzureOptions(options));
+  },
+  async iam(options) {
+    const { AzureIam } = await import('./iam.js');
+    return new AzureIam(parseAzureOptions(options));
+  },
+};
+
+export default azure;

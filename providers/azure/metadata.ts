@@ -1,0 +1,134 @@
+/**
+ * Node side of the Azure provider: what a bootstrapper asks about itself and its cluster. "Self" and the init
+ * secret hash come from the instance metadata service (IMDS, http://169.254.169.254, header Metadata: true),
+ * whose tags are the scale set's tags; peers and the load balancer come from Azure Resource Manager, found by
+ * the cluster's uid tag in the node's resource group, authenticated as the node's managed identity
+ * (DefaultAzureCredential picks it up on a VM).
+ */
+import type { InstanceMetadata, NodeMetadata, NodeRole } from '../contract.js';
+import { UserError } from '../../lib/errors.js';
+import { createAzureClients, type AzureClients } from './clients.js';
+import { toUserError } from './errors.js';
+import { IMDS_ENDPOINT, type AzureProviderOptions } from './options.js';
+import { parseResourceId, TAG_INIT_SECRET_HASH, TAG_ROLE, TAG_UID } from './plan.js';
+import { collect, listScaleSetMembers } from './scale-set-members.js';
+
+const IMDS_API_VERSION = '2021-02-01';
+
+/** The part of the IMDS instance document we read. */
+interface ImdsInstance {
+  compute: {
+    name: string;
+    resourceId: string;
+    subscriptionId: string;
+    resourceGroupName: string;
+    osProfile?: { computerName?: string };
+    tagsList?: { name: string; value: string }[];
+  };
+  network: { interface: { ipv4: { ipAddress: { privateIpAddress: string }[] } }[] };
+}
+
+/** Kubernetes' provider id of an Azure VM: "azure://" followed by the resource id (which starts with "/"). */
+export function providerIdOf(resourceId: string): string {
+  return `azure://${resourceId}`;
+}
+
+function roleOf(value: string | undefined): NodeRole {
+  return value === 'control-plane' ? 'control-plane' : 'worker';
+}
+
+export class AzureNodeMetadata implements NodeMetadata {
+  private instance?: Promise<ImdsInstance>;
+  private armClients?: Promise<AzureClients>;
+
+  constructor(private readonly options: AzureProviderOptions = {}) {}
+
+  /** The IMDS instance document, fetched once (it does not change while the node runs). */
+  private imds(): Promise<ImdsInstance> {
+    this.instance ??= (async () => {
+      const url = `${this.options.imdsEndpoint ?? IMDS_ENDPOINT}/metadata/instance?api-version=${IMDS_API_VERSION}`;
+      let response: Response;
+      try {
+        response = await fetch(url, { headers: { Metadata: 'true' }, signal: AbortSignal.timeout(10_000) });
+      } catch (err) {
+        throw new UserError(`The Azure instance metadata service (${url}) is not reachable: ${(err as Error).message}`, {
+          hint: 'The node-side Azure provider only works on an Azure VM.',
+          cause: err,
+        });
+      }
+      if (!response.ok) throw new UserError(`The Azure instance metadata service answered ${response.status} ${response.statusText}.`);
+      return (await response.json()) as ImdsInstance;
+    })();
+    this.instance.catch(() => (this.instance = undefined));
+    return this.instance;
+  }
+
+  private async tag(name: string): Promise<string | undefined> {
+    return (await this.imds()).compute.tagsList?.find((t) => t.name === name)?.value;
+  }
+
+  private async requiredTag(name: string): Promise<string> {
+    const value = await this.tag(name);
+    if (!value) throw new UserError(`This VM has no ${name} tag; it was not created by constellation.`);
+    return value;
+  }
+
+  private async clients(): Promise<AzureClients> {
+    const { compute } = await this.imds();
+    this.armClients ??= createAzureClients(compute.subscriptionId, this.options);
+    return this.armClients;
+  }
+
+  async self(): Promise<InstanceMetadata> {
+    const { compute, network } = await this.imds();
+    return {
+      name: compute.osProfile?.computerName || compute.name,
+      providerId: providerIdOf(compute.resourceId),
+      role: roleOf(await this.tag(TAG_ROLE)),
+      vpcIp: network.interface[0]?.ipv4.ipAddress[0]?.privateIpAddress ?? '',
+    };
+  }
+
+  async initSecretHash(): Promise<string> {
+    return this.requiredTag(TAG_INIT_SECRET_HASH);
+  }
+
+  async peers(): Promise<InstanceMetadata[]> {
+    const uid = await this.requiredTag(TAG_UID);
+    const { resourceGroupName } = (await this.imds()).compute;
+    const clients = await this.clients();
+    try {
+      const sets = (await collect(clients.compute.virtualMachineScaleSets.list(resourceGroupName))).filter((s) => s.tags?.[TAG_UID] === uid);
+      const perSet = await Promise.all(
+        sets.map(async (set) =>
+          (await listScaleSetMembers(clients, resourceGroupName, set.name!)).map((m) => ({
+            name: m.computerName,
+            providerId: providerIdOf(m.id),
+            role: roleOf(set.tags?.[TAG_ROLE]),
+            vpcIp: m.privateIp,
+          })),
+        ),
+      );
+      return perSet.flat();
+    } catch (err) {
+      throw toUserError(err, 'listing the cluster\'s VMs');
+    }
+  }
+
+  async loadBalancerEndpoint(): Promise<string> {
+    const uid = await this.requiredTag(TAG_UID);
+    const { resourceGroupName } = (await this.imds()).compute;
+    const clients = await this.clients();
+    try {
+      const lbs = (await collect(clients.network.loadBalancers.list(resourceGroupName))).filter((lb) => lb.tags?.[TAG_UID] === uid);
+      const ipId = lbs[0]?.frontendIPConfigurations?.[0]?.publicIPAddress?.id;
+      if (!ipId) throw new UserError(`No load balancer with ${TAG_UID}=${uid} in resource group ${resourceGroupName}.`);
+      const { resourceGroup, name } = parseResourceId(ipId);
+      const ip = await clients.network.publicIPAddresses.get(resourceGroup, name);
+      if (!ip.ipAddress) throw new UserError(`The load balancer's public IP ${name} has no address yet.`);
+      return ip.ipAddress;
+    } catch (err) {
+      throw toUserError(err, 'looking up the load balancer');
+    }
+  }
+}

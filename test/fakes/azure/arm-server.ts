@@ -1,0 +1,527 @@
+/**
+ * A fake Azure Resource Manager for tests and benchmarks: an HTTPS server on 127.0.0.1 (with its own test CA)
+ * that the unmodified Azure SDKs talk to. It keeps resources in memory by ARM id and speaks the wire formats
+ * the SDKs expect:
+ *   - PUT/PATCH/DELETE of network and compute resources are long-running: 201/200/202 with an
+ *     Azure-AsyncOperation header whose status goes InProgress -> Succeeded (or Failed) after `lroDurationMs`;
+ *     resource group deletion uses a Location header (202 while running, 200 when done);
+ *   - resource groups (PUT, HEAD), identities and role assignments answer synchronously;
+ *   - scale sets get VMs (and synthesized NICs with private IPs) matching sku.capacity;
+ *   - references between network resources are checked like Azure does: a PUT referring to a resource that does
+ *     not exist (or is not provisioned yet) fails, and deleting a resource that another one uses fails, so a
+ *     wrong creation or deletion order shows up in tests;
+ *   - faults can be injected per request (throttling 429/503 with Retry-After, quota and conflict errors,
+ *     failed operations), and every request is logged for assertions.
+ * Latency: `latencyMs` before every response and `lroDurationMs` per long-running operation (for the benchmark).
+ */
+import { randomUUID } from 'node:crypto';
+import https from 'node:https';
+import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { makeTestTls } from './test-ca.js';
+
+export const FAKE_TOKEN = 'fake-arm-token';
+export const FAKE_TENANT = '72f988bf-0000-0000-0000-000000000001';
+
+export interface LoggedRequest {
+  method: string;
+  /** Path without the query string. */
+  path: string;
+  query: URLSearchParams;
+  body: unknown;
+}
+
+export interface Fault {
+  method?: string;
+  /** Matched against the request path (a substring, case-insensitive, or a RegExp). */
+  path: string | RegExp;
+  /** HTTP status to answer with; omitted with asyncError (the request is accepted, its operation fails). */
+  status?: number;
+  code?: string;
+  message?: string;
+  headers?: Record<string, string>;
+  /** How many matching requests get the fault (default 1). */
+  times?: number;
+  /** The request is accepted but its long-running operation ends Failed with this error. */
+  asyncError?: { code: string; message: string };
+}
+
+interface Stored {
+  id: string;
+  body: Record<string, unknown>;
+}
+
+interface Reply {
+  status: number;
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+interface Operation {
+  id: string;
+  doneAt: number;
+  finished: boolean;
+  error?: { code: string; message: string };
+  finish: () => void;
+}
+
+export interface FakeArmOptions {
+  latencyMs?: number;
+  lroDurationMs?: number;
+}
+
+const SYNC_TYPES = ['microsoft.managedidentity/', 'microsoft.authorization/'];
+
+function segmentsOf(path: string): string[] {
+  return path.split('/').filter(Boolean);
+}
+
+function key(path: string): string {
+  return path.replace(/\/+$/, '').toLowerCase();
+}
+
+/** The ARM type of a resource path: "Microsoft.Network/loadBalancers" (children: ".../virtualMachines"). */
+function typeOf(path: string): string {
+  const segs = segmentsOf(path);
+  const p = segs.findIndex((s) => s.toLowerCase() === 'providers');
+  if (p < 0) return segs.length === 4 ? 'Microsoft.Resources/resourceGroups' : 'unknown';
+  const rest = segs.slice(p + 2);
+  return [segs[p + 1], ...rest.filter((_, i) => i % 2 === 0)].join('/');
+}
+
+/** A path names a collection when it ends in a type segment rather than a name. */
+function isCollection(path: string): boolean {
+  const segs = segmentsOf(path);
+  const p = segs.findIndex((s) => s.toLowerCase() === 'providers');
+  if (p < 0) return segs.length % 2 === 1;
+  return (segs.length - p - 2) % 2 === 1;
+}
+
+/** The top-level resource (…/providers/{ns}/{type}/{name}) of any id, e.g. the vnet of a subnet id. */
+function topLevelOf(id: string): string {
+  const segs = segmentsOf(id);
+  const p = segs.findIndex((s) => s.toLowerCase() === 'providers');
+  return p < 0 ? id : '/' + segs.slice(0, p + 4).join('/');
+}
+
+/** Every "id" that refers to another Azure resource in a request body. */
+function referencedIds(value: unknown, out: string[] = []): string[] {
+  if (Array.isArray(value)) for (const v of value) referencedIds(v, out);
+  else if (value && typeof value === 'object') {
+    for (const [k, v] of Object.entries(value)) {
+      if (k === 'id' && typeof v === 'string' && v.startsWith('/subscriptions/')) out.push(v);
+      else referencedIds(v, out);
+    }
+  }
+  return out;
+}
+
+function deepMerge(target: Record<string, unknown>, patch: Record<string, unknown>): Record<string, unknown> {
+  const result = { ...target };
+  for (const [k, v] of Object.entries(patch)) {
+    const current = result[k];
+    result[k] =
+      v && typeof v === 'object' && !Array.isArray(v) && current && typeof current === 'object' && !Array.isArray(current) && k !== 'tags'
+        ? deepMerge(current as Record<string, unknown>, v as Record<string, unknown>)
+        : v;
+  }
+  return result;
+}
+
+export class FakeArm {
+  readonly requests: LoggedRequest[] = [];
+  /** Resources by lowercased id. */
+  readonly resources = new Map<string, Stored>();
+  readonly faults: Fault[] = [];
+  /** Called for every request before it is answered (tests use it to interrupt a run at a chosen point). */
+  onRequest?: (request: LoggedRequest) => void;
+  latencyMs: number;
+  lroDurationMs: number;
+
+  private readonly operations = new Map<string, Operation>();
+  private nextIp = 4;
+  private nextPublicIp = 10;
+  private readonly nextInstance = new Map<string, number>();
+  private server!: https.Server;
+  url!: string;
+  caPem!: string;
+
+  private constructor(options: FakeArmOptions) {
+    this.latencyMs = options.latencyMs ?? 0;
+    this.lroDurationMs = options.lroDurationMs ?? 5;
+  }
+
+  static async start(options: FakeArmOptions = {}): Promise<FakeArm> {
+    const fake = new FakeArm(options);
+    const tls = makeTestTls();
+    fake.caPem = tls.caPem;
+    fake.server = https.createServer({ key: tls.keyPem, cert: tls.certPem }, (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        fake.handle(req.method ?? 'GET', req.url ?? '/', req.headers, Buffer.concat(chunks).toString('utf8')).then(
+          ({ status, body, headers }) => {
+            res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'x-ms-request-id': randomUUID(), ...headers });
+            res.end(body === undefined ? undefined : JSON.stringify(body));
+          },
+          (err: unknown) => {
+            res.writeHead(500, { 'content-type': 'application/json' });
+            res.end(JSON.stringify({ error: { code: 'FakeBug', message: String(err) } }));
+          },
+        );
+      });
+    });
+    await new Promise<void>((resolve) => fake.server.listen(0, '127.0.0.1', resolve));
+    fake.url = `https://127.0.0.1:${(fake.server.address() as AddressInfo).port}`;
+    return fake;
+  }
+
+  async stop(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  /** Options that point the Azure provider at this fake. */
+  providerOptions(extra: Record<string, unknown> = {}): Record<string, unknown> {
+    return {
+      endpoint: this.url,
+      credential: { getToken: async () => ({ token: FAKE_TOKEN, expiresOnTimestamp: Date.now() + 3600_000 }) },
+      tlsOptions: { ca: this.caPem },
+      retryOptions: { maxRetries: 4, retryDelayInMs: 1, maxRetryDelayInMs: 5 },
+      pollIntervalMs: 2,
+      principalRetryDelayMs: 1,
+      ...extra,
+    };
+  }
+
+  inject(fault: Fault): void {
+    this.faults.push({ times: 1, ...fault });
+  }
+
+  /** Ids of the resources that exist (top-level ones, without scale set VMs), sorted. */
+  resourceIds(): string[] {
+    return [...this.resources.values()].map((r) => r.id).filter((id) => !/\/virtualMachines\//i.test(id)).sort();
+  }
+
+  get(id: string): Record<string, unknown> | undefined {
+    return this.resources.get(key(id))?.body;
+  }
+
+  /** Requests with the given method whose path contains the fragment (case-insensitive). */
+  find(method: string, fragment: string): LoggedRequest[] {
+    return this.requests.filter((r) => r.method === method && r.path.toLowerCase().includes(fragment.toLowerCase()));
+  }
+
+  /** Adds a resource directly (e.g. an existing resource group), already provisioned. */
+  seed(id: string, body: Record<string, unknown>): void {
+    this.resources.set(key(id), { id, body: { id, name: segmentsOf(id).at(-1), type: typeOf(id), ...body } });
+  }
+
+  private finishDueOperations(): void {
+    const now = Date.now();
+    for (const op of this.operations.values()) {
+      if (!op.finished && op.doneAt <= now) {
+        op.finished = true;
+        op.finish();
+      }
+    }
+  }
+
+  private async handle(
+    method: string,
+    rawUrl: string,
+    headers: NodeJS.Dict<string | string[]>,
+    rawBody: string,
+  ): Promise<Reply> {
+    if (this.latencyMs > 0) await sleep(this.latencyMs);
+    // ARM tolerates "//" (the SDKs send it for scope parameters, e.g. /{scope}/providers/...); so does the fake.
+    const url = new URL(rawUrl.replace(/^\/+/, '/').replace(/\/{2,}/g, '/'), this.url);
+    const path = decodeURIComponent(url.pathname).replace(/\/+$/, '');
+    const body = rawBody ? (JSON.parse(rawBody) as Record<string, unknown>) : undefined;
+    const logged: LoggedRequest = { method, path, query: url.searchParams, body };
+    this.requests.push(logged);
+    this.onRequest?.(logged);
+    if (headers.authorization !== `Bearer ${FAKE_TOKEN}`) {
+      return error(401, 'AuthenticationFailed', 'Authentication failed. The Authorization header is missing or invalid.');
+    }
+    if (!url.searchParams.get('api-version')) return error(400, 'MissingApiVersionParameter', 'The api-version query parameter (?api-version=) is required for all requests.');
+    this.finishDueOperations();
+
+    const fault = this.faults.find(
+      (f) => (f.times ?? 1) > 0 && (!f.method || f.method === method) && (typeof f.path === 'string' ? path.toLowerCase().includes(f.path.toLowerCase()) : f.path.test(path)),
+    );
+    let asyncError: Fault['asyncError'];
+    if (fault) {
+      fault.times = (fault.times ?? 1) - 1;
+      if (fault.asyncError) asyncError = fault.asyncError;
+      else return { ...error(fault.status ?? 500, fault.code ?? 'InternalServerError', fault.message ?? 'Injected fault.'), headers: fault.headers };
+    }
+
+    const segs = segmentsOf(path);
+    const opIndex = segs.findIndex((s) => s.toLowerCase() === 'operations' || s.toLowerCase() === 'operationresults');
+    if (method === 'GET' && opIndex > 0 && segs[opIndex - 2]?.toLowerCase() === 'locations') return this.operationStatus(segs[opIndex], segs[opIndex + 1]);
+
+    if (/\/virtualMachineScaleSets\/[^/]+\/networkInterfaces$/i.test(path) && method === 'GET') return this.listScaleSetNics(path);
+    if (/^\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/resources$/i.test(path) && method === 'GET') return this.listByTag(path, url.searchParams);
+
+    switch (method) {
+      case 'HEAD':
+        return { status: this.resources.has(key(path)) ? 204 : 404 };
+      case 'GET':
+        return this.getOrList(path);
+      case 'PUT':
+        return this.put(path, body ?? {}, asyncError);
+      case 'PATCH':
+        return this.patch(path, body ?? {}, asyncError);
+      case 'DELETE':
+        return this.delete(path, asyncError);
+      default:
+        return error(405, 'MethodNotAllowed', `${method} is not supported`);
+    }
+  }
+
+  private getOrList(path: string): Reply {
+    const stored = this.resources.get(key(path));
+    if (stored) return { status: 200, body: stored.body };
+    if (isCollection(path)) {
+      const prefix = key(path) + '/';
+      const value = [...this.resources.entries()]
+        .filter(([k]) => k.startsWith(prefix) && !k.slice(prefix.length).includes('/'))
+        .map(([, r]) => r.body);
+      return { status: 200, body: { value } };
+    }
+    return notFound(path);
+  }
+
+  private isLongRunning(path: string): boolean {
+    const type = typeOf(path).toLowerCase();
+    return !SYNC_TYPES.some((t) => type.startsWith(t)) && type !== 'microsoft.resources/resourcegroups';
+  }
+
+  /** Checks that every network resource the body refers to exists and is provisioned. */
+  private checkReferences(path: string, body: Record<string, unknown>): Reply | undefined {
+    for (const ref of referencedIds(body)) {
+      if (!/\/providers\/Microsoft\.Network\//i.test(ref)) continue;
+      const top = topLevelOf(ref);
+      const selfRef = key(top) === key(path);
+      const owner = selfRef ? { properties: (body.properties ?? {}) as Record<string, unknown> } : this.resources.get(key(top))?.body;
+      if (!owner) return error(400, 'InvalidResourceReference', `Resource ${ref} referenced by resource ${path} was not found. Please make sure that the referenced resource exists, and that both resources are in the same region.`);
+      const state = (owner.properties as Record<string, unknown> | undefined)?.provisioningState;
+      if (!selfRef && state !== 'Succeeded') return error(400, 'ReferencedResourceNotProvisioned', `Cannot proceed with operation because resource ${top} used by resource ${path} is not in Succeeded state. Resource is in ${String(state)} state.`);
+      const child = segmentsOf(ref.slice(top.length));
+      if (child.length === 2) {
+        const list = (owner.properties as Record<string, unknown>)[child[0]] as { name?: string }[] | undefined;
+        if (!list?.some((c) => c.name?.toLowerCase() === child[1].toLowerCase())) {
+          return error(400, 'InvalidResourceReference', `Resource ${ref} referenced by resource ${path} was not found.`);
+        }
+      }
+    }
+    return undefined;
+  }
+
+  private startOperation(path: string, finish: () => void, asyncError?: Fault['asyncError']): string {
+    const id = randomUUID();
+    const segs = segmentsOf(path);
+    const p = segs.findIndex((s) => s.toLowerCase() === 'providers');
+    const namespace = p >= 0 ? segs[p + 1] : 'Microsoft.Resources';
+    this.operations.set(id, {
+      id,
+      doneAt: Date.now() + this.lroDurationMs,
+      finished: false,
+      error: asyncError,
+      finish: asyncError ? () => undefined : finish,
+    });
+    return `${this.url}/subscriptions/${segs[1]}/providers/${namespace}/locations/fakeregion/operations/${id}?api-version=2024-01-01`;
+  }
+
+  private operationStatus(kind: string, id: string): Reply {
+    const op = this.operations.get(id);
+    if (!op) return error(404, 'OperationNotFound', `Operation ${id} not found.`);
+    const running = !op.finished;
+    if (kind.toLowerCase() === 'operationresults') return { status: running ? 202 : 200, body: running ? undefined : {} };
+    return {
+      status: 200,
+      body: {
+        id,
+        name: id,
+        status: running ? 'InProgress' : op.error ? 'Failed' : 'Succeeded',
+        ...(op.error && !running ? { error: op.error } : {}),
+      },
+    };
+  }
+
+  private withDefaults(path: string, body: Record<string, unknown>, state: string): Record<string, unknown> {
+    const segs = segmentsOf(path);
+    const type = typeOf(path);
+    const properties: Record<string, unknown> = { ...((body.properties as Record<string, unknown>) ?? {}), provisioningState: state };
+    const lower = type.toLowerCase();
+    if (lower === 'microsoft.network/publicipaddresses' && !properties.ipAddress) properties.ipAddress = `20.1.0.${this.nextPublicIp++}`;
+    if (lower === 'microsoft.managedidentity/userassignedidentities') {
+      Object.assign(properties, { principalId: properties.principalId ?? randomUUID(), clientId: properties.clientId ?? randomUUID(), tenantId: FAKE_TENANT });
+    }
+    if (lower === 'microsoft.authorization/roleassignments') properties.scope = topLevelOf(path).replace(/\/providers\/Microsoft\.Authorization.*$/i, '');
+    // Sub-resources (subnets, pools, probes, ...) get their ids, as Azure returns them.
+    for (const [k, v] of Object.entries(properties)) {
+      if (Array.isArray(v) && v.every((x) => x && typeof x === 'object' && 'name' in x)) {
+        properties[k] = v.map((x: Record<string, unknown>) => ({ ...x, id: `${path}/${k}/${String(x.name)}` }));
+      }
+    }
+    return { ...body, id: path, name: segs.at(-1), type, properties };
+  }
+
+  private put(path: string, body: Record<string, unknown>, asyncError?: Fault['asyncError']): Reply {
+    if (isCollection(path)) return error(405, 'MethodNotAllowed', 'PUT on a collection');
+    const parentGroup = '/' + segmentsOf(path).slice(0, 4).join('/');
+    if (segmentsOf(path).length > 4 && !this.resources.has(key(parentGroup))) {
+      return error(404, 'ResourceGroupNotFound', `Resource group '${segmentsOf(path)[3]}' could not be found.`);
+    }
+    const invalid = this.checkReferences(path, body);
+    if (invalid) return invalid;
+    const existed = this.resources.has(key(path));
+    if (!this.isLongRunning(path)) {
+      const stored = this.withDefaults(path, body, 'Succeeded');
+      const previous = this.resources.get(key(path))?.body.properties as Record<string, unknown> | undefined;
+      if (previous?.principalId) Object.assign(stored.properties as object, { principalId: previous.principalId, clientId: previous.clientId });
+      this.resources.set(key(path), { id: path, body: stored });
+      return { status: existed ? 200 : 201, body: stored };
+    }
+    const stored = this.withDefaults(path, body, existed ? 'Updating' : 'Creating');
+    this.resources.set(key(path), { id: path, body: stored });
+    const operation = this.startOperation(path, () => this.provisioned(path), asyncError);
+    return { status: existed ? 200 : 201, body: stored, headers: { 'Azure-AsyncOperation': operation } };
+  }
+
+  private patch(path: string, body: Record<string, unknown>, asyncError?: Fault['asyncError']): Reply {
+    const stored = this.resources.get(key(path));
+    if (!stored) return notFound(path);
+    stored.body = deepMerge(stored.body, body);
+    (stored.body.properties as Record<string, unknown>).provisioningState = 'Updating';
+    const operation = this.startOperation(path, () => this.provisioned(path), asyncError);
+    return { status: 200, body: stored.body, headers: { 'Azure-AsyncOperation': operation } };
+  }
+
+  /** A long-running create or update finished: the resource is Succeeded; scale sets get their VMs. */
+  private provisioned(path: string): void {
+    const stored = this.resources.get(key(path));
+    if (!stored) return;
+    (stored.body.properties as Record<string, unknown>).provisioningState = 'Succeeded';
+    if (typeOf(path).toLowerCase() === 'microsoft.compute/virtualmachinescalesets') this.reconcileScaleSet(path);
+  }
+
+  private scaleSetVms(path: string): Stored[] {
+    const prefix = key(path) + '/virtualmachines/';
+    return [...this.resources.entries()].filter(([k]) => k.startsWith(prefix)).map(([, v]) => v);
+  }
+
+  private reconcileScaleSet(path: string): void {
+    const stored = this.resources.get(key(path))!;
+    const capacity = Number((stored.body.sku as { capacity?: number } | undefined)?.capacity ?? 0);
+    const vms = this.scaleSetVms(path);
+    const prefix = String(
+      ((stored.body.properties as Record<string, unknown>).virtualMachineProfile as { osProfile?: { computerNamePrefix?: string } } | undefined)?.osProfile
+        ?.computerNamePrefix ?? segmentsOf(path).at(-1),
+    );
+    for (let n = vms.length; n < capacity; n++) {
+      const instance = this.nextInstance.get(key(path)) ?? 0;
+      this.nextInstance.set(key(path), instance + 1);
+      const id = `${path}/virtualMachines/${instance}`;
+      this.resources.set(key(id), {
+        id,
+        body: {
+          id,
+          name: `${segmentsOf(path).at(-1)}_${instance}`,
+          type: 'Microsoft.Compute/virtualMachineScaleSets/virtualMachines',
+          instanceId: String(instance),
+          location: stored.body.location,
+          properties: {
+            provisioningState: 'Succeeded',
+            osProfile: { computerName: `${prefix}${instance.toString(36).padStart(6, '0')}` },
+            privateIp: `10.0.0.${this.nextIp++}`,
+          },
+        },
+      });
+    }
+    const surplus = vms.length - capacity;
+    if (surplus > 0) {
+      const byAge = vms.sort((a, b) => Number(b.body.instanceId) - Number(a.body.instanceId));
+      for (const vm of byAge.slice(0, surplus)) this.resources.delete(key(vm.id));
+    }
+  }
+
+  private listScaleSetNics(path: string): Reply {
+    const vmss = path.replace(/\/networkInterfaces$/i, '');
+    const value = this.scaleSetVms(vmss).map((vm) => ({
+      id: `${vm.id}/networkInterfaces/node-nic`,
+      name: 'node-nic',
+      properties: {
+        primary: true,
+        virtualMachine: { id: vm.id },
+        ipConfigurations: [
+          { id: `${vm.id}/networkInterfaces/node-nic/ipConfigurations/node-ip`, name: 'node-ip', properties: { primary: true, privateIPAddress: (vm.body.properties as { privateIp: string }).privateIp } },
+        ],
+      },
+    }));
+    return { status: 200, body: { value } };
+  }
+
+  private listByTag(path: string, query: URLSearchParams): Reply {
+    const group = key(path.replace(/\/resources$/i, ''));
+    const filter = /tagName eq '([^']+)' and tagValue eq '([^']+)'/.exec(query.get('$filter') ?? '');
+    const value = [...this.resources.values()]
+      .filter((r) => key(r.id).startsWith(group + '/providers/') && segmentsOf(r.id).length === 8)
+      .filter((r) => !filter || (r.body.tags as Record<string, string> | undefined)?.[filter[1]] === filter[2])
+      .map((r) => ({ id: r.id, name: r.body.name, type: r.body.type, location: r.body.location, tags: r.body.tags }));
+    return { status: 200, body: { value } };
+  }
+
+  /** Resources (other than `path` and its children) whose body refers to `path` or one of its sub-resources. */
+  private usersOf(path: string): string[] {
+    const target = key(path);
+    return [...this.resources.values()]
+      .filter((r) => !key(r.id).startsWith(target))
+      .filter((r) => referencedIds(r.body).some((ref) => key(topLevelOf(ref)) === target))
+      .map((r) => r.id);
+  }
+
+  private delete(path: string, asyncError?: Fault['asyncError']): Reply {
+    const vmMatch = /^(.*\/virtualMachineScaleSets\/[^/]+)\/virtualMachines\/([^/]+)$/i.exec(path);
+    const stored = this.resources.get(key(path));
+    if (!stored) return segmentsOf(path).length === 4 ? notFound(path) : { status: 204 };
+    const users = vmMatch ? [] : this.usersOf(path);
+    if (users.length > 0 && segmentsOf(path).length > 4) {
+      const type = String(stored.body.type).split('/').pop();
+      return error(400, 'InUseResourceCannotBeDeleted', `${type} ${path} is in use by ${users.join(', ')} and cannot be deleted.`);
+    }
+    const remove = () => {
+      const prefix = key(path);
+      for (const k of [...this.resources.keys()]) if (k === prefix || k.startsWith(prefix + '/')) this.resources.delete(k);
+      if (vmMatch) {
+        const set = this.resources.get(key(vmMatch[1]));
+        const sku = set?.body.sku as { capacity?: number } | undefined;
+        if (sku?.capacity) sku.capacity -= 1;
+      }
+    };
+    if (segmentsOf(path).length === 4) {
+      // Resource groups: Location-header polling, as Azure does.
+      const operation = this.startOperation(path, remove, asyncError).replace('/operations/', '/operationresults/');
+      return { status: 202, headers: { Location: operation } };
+    }
+    if (!this.isLongRunning(path)) {
+      remove();
+      return { status: 200, body: stored.body };
+    }
+    (stored.body.properties as Record<string, unknown>).provisioningState = 'Deleting';
+    const operation = this.startOperation(path, remove, asyncError);
+    return { status: 202, headers: { 'Azure-AsyncOperation': operation, Location: operation } };
+  }
+}
+
+function error(status: number, code: string, message: string): Reply {
+  return { status, body: { error: { code, message } } };
+}
+
+function notFound(path: string): Reply {
+  const segs = segmentsOf(path);
+  if (segs.length === 4) return error(404, 'ResourceGroupNotFound', `Resource group '${segs[3]}' could not be found.`);
+  return error(404, 'ResourceNotFound', `The Resource '${typeOf(path)}/${segs.at(-1)}' under resource group '${segs[3]}' was not found.`);
+}

@@ -1,0 +1,65 @@
+/**
+ * A fake Azure instance metadata service on 127.0.0.1: answers GET /metadata/instance (with the Metadata: true
+ * header IMDS requires) with the instance document of one scale set VM, built from the fake ARM's state.
+ */
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface FakeImds {
+  url: string;
+  requests: { path: string; metadataHeader?: string }[];
+  stop(): Promise<void>;
+}
+
+export interface ImdsVm {
+  name: string;
+  computerName: string;
+  resourceId: string;
+  subscriptionId: string;
+  resourceGroupName: string;
+  tags: Record<string, string>;
+  privateIp: string;
+}
+
+export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
+  const requests: FakeImds['requests'] = [];
+  const server = http.createServer((req, res) => {
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    requests.push({ path: url.pathname, metadataHeader: req.headers.metadata as string | undefined });
+    if (req.headers.metadata !== 'true') {
+      res.writeHead(400, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ error: 'Bad request. Required metadata header not specified' }));
+      return;
+    }
+    if (url.pathname !== '/metadata/instance' || !url.searchParams.get('api-version')) {
+      res.writeHead(404).end();
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(
+      JSON.stringify({
+        compute: {
+          name: vm.name,
+          resourceId: vm.resourceId,
+          subscriptionId: vm.subscriptionId,
+          resourceGroupName: vm.resourceGroupName,
+          vmScaleSetName: vm.resourceId.split('/')[8],
+          osProfile: { computerName: vm.computerName, adminUsername: 'constell' },
+          tags: Object.entries(vm.tags).map(([k, v]) => `${k}:${v}`).join(';'),
+          tagsList: Object.entries(vm.tags).map(([name, value]) => ({ name, value })),
+          location: 'westeurope',
+        },
+        network: { interface: [{ ipv4: { ipAddress: [{ privateIpAddress: vm.privateIp, publicIpAddress: '' }] } }] },
+      }),
+    );
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    requests,
+    stop: () => {
+      server.closeAllConnections();
+      return new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
