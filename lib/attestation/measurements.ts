@@ -1,0 +1,55 @@
+/**
+ * Comparing verified PCR values with the config's measurements (DESIGN §5, last step), and the mismatch report
+ * operators read: one line per PCR naming the expected and the actual value and whether it is enforced.
+ */
+import type { Measurements, PcrComparison } from './types.js';
+import { AttestationError } from './types.js';
+
+/** One comparison per measured PCR, ascending by index. A PCR missing from `pcrs` never matches. */
+export function comparePcrs(measurements: Measurements, pcrs: Map<number, Uint8Array>): PcrComparison[] {
+  return measuredIndices(measurements).map((index) => {
+    const m = measurements[String(index)];
+    const expected = m.expected.toLowerCase();
+    const value = pcrs.get(index);
+    const actual = value === undefined ? undefined : Buffer.from(value).toString('hex');
+    return { index, expected, actual, warnOnly: m.warnOnly, match: actual === expected };
+  });
+}
+
+/** "PCR 9: expected ab12…, got cd34… (enforced)" for every mismatch, one per line. */
+export function formatMismatchReport(comparisons: PcrComparison[]): string {
+  return comparisons
+    .filter((c) => !c.match)
+    .map(formatMismatch)
+    .join('\n');
+}
+
+export function formatMismatch(c: PcrComparison): string {
+  return `PCR ${c.index}: expected ${c.expected}, got ${c.actual ?? '(not in the quote)'} (${c.warnOnly ? 'warn only' : 'enforced'})`;
+}
+
+/** Checks the measurements themselves: indices 0–23, hex values of one length; returns the digest size in bytes. */
+export function validateMeasurements(measurements: Measurements): number | undefined {
+  let size: number | undefined;
+  for (const [key, m] of Object.entries(measurements)) {
+    const index = Number(key);
+    if (!Number.isInteger(index) || index < 0 || index > 23 || String(index) !== key) {
+      throw new AttestationError(`Measurement "${key}" is not a PCR index (0 to 23)`, undefined, { hint: 'Fix the measurements in the config.' });
+    }
+    if (typeof m?.expected !== 'string' || !/^([0-9a-fA-F]{2})+$/.test(m.expected) || typeof m.warnOnly !== 'boolean') {
+      throw new AttestationError(`Measurement of PCR ${key} needs a hex "expected" value and a boolean "warnOnly"`, undefined, { hint: 'Fix the measurements in the config.' });
+    }
+    const len = m.expected.length / 2;
+    if (size !== undefined && len !== size) {
+      throw new AttestationError(`Measurements mix digest sizes (${size} and ${len} bytes): all must be of one PCR bank`, undefined, { hint: 'Fix the measurements in the config.' });
+    }
+    size = len;
+  }
+  return size;
+}
+
+function measuredIndices(measurements: Measurements): number[] {
+  return Object.keys(measurements)
+    .map(Number)
+    .sort((a, b) => a - b);
+}

@@ -1,0 +1,53 @@
+/**
+ * The local-vtpm variant (DESIGN §5): nodes of the local provider, each with its own swtpm. Its AK is trusted
+ * only when it is, byte for byte, the AK the local provider registered for that instance when it created the
+ * node (like GCP's shielded-instance identity API). instanceInfo is the UTF-8 JSON `{"instance":"<node name>"}`.
+ */
+import { bytesEqual } from '../tpm-quote.js';
+import { AttestationError, type Validator, type ValidatorDeps, type VariantConfig } from '../types.js';
+import { createVtpmValidator } from '../vtpm-validator.js';
+
+export const VARIANT = 'local-vtpm';
+
+/** The instanceInfo of a local node. */
+export function localInstanceInfo(instance: string): Uint8Array {
+  return new TextEncoder().encode(JSON.stringify({ instance }));
+}
+
+export function createValidator(config: VariantConfig, deps: ValidatorDeps): Validator {
+  const registry = deps.akRegistry;
+  return createVtpmValidator({
+    variant: VARIANT,
+    measurements: config.measurements,
+    deps,
+    async trustAk(akPublic, instanceInfo) {
+      const instance = parseInstance(instanceInfo);
+      if (!registry) throw new AttestationError('local-vtpm: no AK registry to check the attestation key against');
+      const registered = await registry.lookup(instance);
+      if (!registered) {
+        throw new AttestationError(`local-vtpm: no attestation key is registered for instance "${instance}"`, undefined, {
+          hint: 'Only nodes the local provider created can attest.',
+        });
+      }
+      if (!bytesEqual(registered, akPublic)) {
+        throw new AttestationError(`local-vtpm: the attestation key differs from the one registered for instance "${instance}"`, undefined, {
+          hint: 'The node runs on another TPM than the provider created it with.',
+        });
+      }
+    },
+  });
+}
+
+function parseInstance(instanceInfo: Uint8Array): string {
+  let info: unknown;
+  try {
+    info = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(instanceInfo));
+  } catch {
+    throw new AttestationError('local-vtpm: instanceInfo is not UTF-8 JSON');
+  }
+  const instance = (info as { instance?: unknown } | null)?.instance;
+  if (typeof instance !== 'string' || instance === '' || Object.keys(info as object).length !== 1) {
+    throw new AttestationError('local-vtpm: instanceInfo must be {"instance":"<node name>"}');
+  }
+  return instance;
+}

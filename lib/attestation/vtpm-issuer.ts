@@ -1,0 +1,74 @@
+/**
+ * The node side of vTPM attestation (DESIGN §5): quotes the TPM's PCRs with the attestation key, binding
+ * instanceInfo, userData and the verifier's nonce through the qualifying data, and packs the document.
+ * PCRs are read after quoting and checked against the quote's digest, so a PCR extended in between cannot
+ * produce a document whose values and quote disagree (the issuer retries instead).
+ */
+import { UserError } from '../errors.js';
+import { hashAlgName, PCR_COUNT, TPM_ALG } from '../tpm/constants.js';
+import type { TpmClient } from '../tpm/client.js';
+import { TpmError } from '../tpm/client.js';
+import { parseTpmAttest, parseTpmSignature } from '../tpm/structures.js';
+import { bytesEqual, pcrDigest } from './tpm-quote.js';
+import type { AttestationDocument, Issuer } from './types.js';
+import { encodeVtpmAttestation, qualifyingData, type DecodedQuote } from './vtpm-document.js';
+
+export interface VtpmIssuerOptions {
+  variant: string;
+  tpm: TpmClient;
+  /** Variant-specific instance description bound into every quote (local-vtpm: `{"instance":"<node>"}`). */
+  instanceInfo?: Uint8Array;
+  /** PCRs to quote. Default all 24. */
+  pcrs?: number[];
+  /** PCR banks to quote, one quote each. Default SHA-256 only. */
+  banks?: number[];
+  /** Returns the TCG event log to attach, if the platform has one. */
+  eventLog?: () => Promise<Uint8Array | undefined>;
+}
+
+const ATTEMPTS = 3;
+
+export class VtpmIssuer implements Issuer {
+  readonly variant: string;
+
+  constructor(private readonly options: VtpmIssuerOptions) {
+    this.variant = options.variant;
+  }
+
+  async issue(userData: Uint8Array, nonce: Uint8Array): Promise<AttestationDocument> {
+    const instanceInfo = this.options.instanceInfo ?? new Uint8Array(0);
+    const extraData = qualifyingData(instanceInfo, userData, nonce);
+    const quotes: DecodedQuote[] = [];
+    for (const bank of this.options.banks ?? [TPM_ALG.SHA256]) quotes.push(await this.quoteBank(extraData, bank));
+    const ak = await this.options.tpm.attestationKey();
+    const eventLog = await this.options.eventLog?.();
+    return {
+      variant: this.variant,
+      attestation: encodeVtpmAttestation({ akPublic: ak.publicArea, quotes, eventLog }),
+      instanceInfo: Buffer.from(instanceInfo).toString('base64'),
+      userData: Buffer.from(userData).toString('base64'),
+    };
+  }
+
+  private async quoteBank(extraData: Uint8Array, hashAlg: number): Promise<DecodedQuote> {
+    const indices = this.options.pcrs ?? [...Array(PCR_COUNT).keys()];
+    const tpm = this.options.tpm;
+    let handle = (await tpm.attestationKey()).handle;
+    for (let attempt = 1; ; attempt++) {
+      let quoted: { quote: Uint8Array; signature: Uint8Array };
+      try {
+        quoted = await tpm.quote(handle, extraData, hashAlg, indices);
+      } catch (err) {
+        if (!(err instanceof TpmError) || attempt > 1) throw err;
+        handle = (await tpm.attestationKey({ renew: true })).handle; // e.g. TPM_RC_HANDLE after a reset
+        continue;
+      }
+      const pcrs = await tpm.pcrRead(hashAlg, indices);
+      const attest = parseTpmAttest(quoted.quote);
+      const sigHash = parseTpmSignature(quoted.signature).hashAlg;
+      const values = attest.quote.pcrSelect.flatMap((s) => s.pcrs.map((i) => pcrs.get(i)!));
+      if (bytesEqual(pcrDigest(sigHash, values), attest.quote.pcrDigest)) return { hashAlg, quote: quoted.quote, signature: quoted.signature, pcrs };
+      if (attempt >= ATTEMPTS) throw new UserError(`The TPM's ${hashAlgName(hashAlg)} PCRs kept changing while quoting`, { hint: 'Try again once the node has finished booting.' });
+    }
+  }
+}
