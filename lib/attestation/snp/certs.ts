@@ -1,0 +1,193 @@
+/**
+ * The certificates around an SEV-SNP report: reading PEM/DER input, AMD's VCEK/VLEK extensions (TCB,
+ * hardware id, product name), and the chain VCEK/VLEK → ASK/ASVK → ARK, which is trusted only when its ARK is
+ * byte for byte one of the roots we ship (or the caller's roots in tests).
+ */
+import { createHash, X509Certificate, type KeyObject } from 'node:crypto';
+import { AMD_CHAINS } from './amd-roots.js';
+import { decodeSmallInteger, DerError, OID, readCertificateFields, readDer } from './der.js';
+import { SNP_PRODUCTS, type SnpProduct, type SnpSigningKey, type TcbVersion } from './report.js';
+
+/** AMD's VCEK/VLEK extension OIDs (AMD "VCEK certificate and KDS interface specification", 57230). */
+export const AMD_OID = {
+  structVersion: '1.3.6.1.4.1.3704.1.1',
+  productName: '1.3.6.1.4.1.3704.1.2',
+  blSpl: '1.3.6.1.4.1.3704.1.3.1',
+  teeSpl: '1.3.6.1.4.1.3704.1.3.2',
+  snpSpl: '1.3.6.1.4.1.3704.1.3.3',
+  ucodeSpl: '1.3.6.1.4.1.3704.1.3.8',
+  fmcSpl: '1.3.6.1.4.1.3704.1.3.9',
+  hwId: '1.3.6.1.4.1.3704.1.4',
+  cspId: '1.3.6.1.4.1.3704.1.5',
+} as const;
+
+/** Trust anchors per product: the ARKs (and for convenience the full shipped chains). */
+export type AmdRoots = Partial<Record<SnpProduct, { vcek: string; vlek: string }>>;
+export const AMD_ROOTS: AmdRoots = AMD_CHAINS;
+
+export interface EndorsementKeyInfo {
+  /** CN=SEV-VCEK or CN=SEV-VLEK. */
+  kind: SnpSigningKey | undefined;
+  productName?: string;
+  tcb: Partial<TcbVersion>;
+  hwId?: Uint8Array;
+  cspId?: string;
+}
+
+const PEM_RE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+
+/** The DER bytes of each certificate in a PEM string (or of one DER certificate). */
+export function certificatesDer(input: string | Uint8Array): Uint8Array[] {
+  if (typeof input !== 'string') {
+    const text = Buffer.from(input.subarray(0, 64)).toString('latin1');
+    if (!text.includes('-----BEGIN')) return [input];
+    input = Buffer.from(input).toString('utf8');
+  }
+  return (input.match(PEM_RE) ?? []).map((pem) => {
+    const body = pem.replace(/-----(BEGIN|END) CERTIFICATE-----/g, '').replace(/\s+/g, '');
+    return new Uint8Array(Buffer.from(body, 'base64'));
+  });
+}
+
+export function commonName(cert: X509Certificate, field: 'subject' | 'issuer' = 'subject'): string | undefined {
+  for (const line of cert[field].split('\n')) if (line.startsWith('CN=')) return line.slice(3);
+  return undefined;
+}
+
+export function sha256Hex(...parts: Uint8Array[]): string {
+  const h = createHash('sha256');
+  for (const p of parts) h.update(p).update(Buffer.of(0));
+  return h.digest('hex');
+}
+
+/** Reads AMD's extensions of a VCEK or VLEK certificate. */
+export function readEndorsementKeyInfo(cert: X509Certificate, der: Uint8Array): EndorsementKeyInfo {
+  const { extensions } = readCertificateFields(der);
+  const int = (oid: string) => {
+    const v = extensions.get(oid);
+    return v === undefined ? undefined : decodeSmallInteger(readDer(v));
+  };
+  const text = (oid: string) => {
+    const v = extensions.get(oid);
+    if (v === undefined) return undefined;
+    const node = readDer(v);
+    return Buffer.from(node.content).toString('latin1');
+  };
+  const tcb: Partial<TcbVersion> = {};
+  const set = (key: keyof TcbVersion, oid: string) => {
+    const v = int(oid);
+    if (v !== undefined) tcb[key] = v;
+  };
+  set('bootloader', AMD_OID.blSpl);
+  set('tee', AMD_OID.teeSpl);
+  set('snp', AMD_OID.snpSpl);
+  set('microcode', AMD_OID.ucodeSpl);
+  set('fmc', AMD_OID.fmcSpl);
+  const cn = commonName(cert);
+  const hwId = extensions.get(AMD_OID.hwId);
+  return {
+    kind: cn === 'SEV-VCEK' ? 'vcek' : cn === 'SEV-VLEK' ? 'vlek' : undefined,
+    productName: text(AMD_OID.productName),
+    tcb,
+    hwId: hwId && Uint8Array.from(hwId),
+    cspId: text(AMD_OID.cspId),
+  };
+}
+
+/** The product named by an ASK/ASVK/ARK common name (SEV-Milan, SEV-VLEK-Genoa, ARK-Turin). */
+export function productFromCommonName(cn: string | undefined): SnpProduct | undefined {
+  const name = cn?.replace(/^(SEV-VLEK-|SEV-|ARK-)/, '');
+  return SNP_PRODUCTS.find((p) => p === name);
+}
+
+/** The product named by a VCEK's productName extension ("Milan-B0", "Genoa-B1", "Turin"). */
+export function productFromProductName(name: string | undefined): SnpProduct | undefined {
+  return SNP_PRODUCTS.find((p) => name === p || name?.startsWith(`${p}-`));
+}
+
+export interface VerifiedChain {
+  product: SnpProduct;
+  kind: SnpSigningKey;
+  key: KeyObject;
+  info: EndorsementKeyInfo;
+  /** Validity windows of the three certificates, checked on every use (the cache does not outlive them). */
+  validity: { name: string; notBefore: number; notAfter: number }[];
+}
+
+export interface ChainResult {
+  chain?: VerifiedChain;
+  /** Why the chain is not trusted (empty when `chain` is set). */
+  failures: string[];
+  /** The signing certificate's key and info even when the chain failed, so the report's own checks still run. */
+  key: KeyObject;
+  info: EndorsementKeyInfo;
+  product?: SnpProduct;
+  validity: VerifiedChain['validity'];
+}
+
+function parseCert(der: Uint8Array, what: string): X509Certificate {
+  try {
+    return new X509Certificate(der);
+  } catch (cause) {
+    throw new DerError(`${what} is not a valid X.509 certificate (${(cause as Error).message})`);
+  }
+}
+
+function isPss384(der: Uint8Array): boolean {
+  const f = readCertificateFields(der);
+  return f.signatureAlgorithm === OID.rsassaPss && f.signatureHash === OID.sha384;
+}
+
+/**
+ * Verifies signing certificate → ASK/ASVK → ARK against `roots`. Signature and structure checks only; the
+ * certificates' validity at a given time is left to the caller (so that a verified chain can be cached).
+ */
+export function verifyChain(signingDer: Uint8Array, chainDer: Uint8Array[], roots: AmdRoots): ChainResult {
+  const failures: string[] = [];
+  const signing = parseCert(signingDer, 'the VCEK/VLEK certificate');
+  const info = readEndorsementKeyInfo(signing, signingDer);
+  const key = signing.publicKey;
+  const window = (name: string, c: X509Certificate) => ({ name, notBefore: Date.parse(c.validFrom), notAfter: Date.parse(c.validTo) });
+  const validity = [window(info.kind?.toUpperCase() ?? 'signing certificate', signing)];
+  if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'secp384r1') {
+    failures.push('the VCEK/VLEK certificate does not hold an ECDSA P-384 key');
+  }
+  if (chainDer.length < 1 || chainDer.length > 2) {
+    return { failures: [...failures, `the certificate chain has ${chainDer.length} certificates; expected the ASK or ASVK, then the ARK`], key, info, validity };
+  }
+  const ask = parseCert(chainDer[0], 'the ASK/ASVK certificate');
+  const askProduct = productFromCommonName(commonName(ask));
+  const askKind: SnpSigningKey = commonName(ask)?.startsWith('SEV-VLEK-') ? 'vlek' : 'vcek';
+  const product = askProduct ?? productFromProductName(info.productName);
+  validity.push(window(commonName(ask) ?? 'ASK', ask));
+
+  // The trust anchor: the chain's ARK (or, when the chain holds only the ASK, the shipped ARK of its product)
+  // must be one of the known roots, compared byte for byte.
+  let arkDer: Uint8Array | undefined = chainDer[1];
+  let arkProduct: SnpProduct | undefined;
+  for (const p of SNP_PRODUCTS) {
+    const known = roots[p] && certificatesDer(roots[p].vcek)[1];
+    if (!known) continue;
+    if (arkDer === undefined && p === product) arkDer = known;
+    if (arkDer && Buffer.from(known).equals(arkDer)) arkProduct = p;
+  }
+  if (!arkDer) return { failures: [...failures, `no AMD root (ARK) is known for product ${product ?? 'unknown'}`], key, info, product, validity };
+  const ark = parseCert(arkDer, 'the ARK certificate');
+  validity.push(window(commonName(ark) ?? 'ARK', ark));
+  if (!arkProduct) {
+    failures.push(`the chain's root (CN=${commonName(ark)}) is not AMD's ARK for ${SNP_PRODUCTS.join(', ')}`);
+  } else if (askProduct !== arkProduct) {
+    failures.push(`the ASK/ASVK (CN=${commonName(ask)}) is not for the ARK's product ${arkProduct}`);
+  }
+  if (!isPss384(chainDer[0]) || !isPss384(signingDer)) failures.push('a certificate in the chain is not signed with RSA-PSS SHA-384');
+  if (!ask.verify(ark.publicKey)) failures.push(`the ASK/ASVK (CN=${commonName(ask)}) is not signed by the ARK (CN=${commonName(ark)})`);
+  if (!signing.verify(ask.publicKey)) failures.push(`the ${info.kind?.toUpperCase() ?? 'signing'} certificate is not signed by the ASK/ASVK (CN=${commonName(ask)})`);
+  if (info.kind === undefined) failures.push(`the signing certificate (CN=${commonName(signing)}) is neither a VCEK nor a VLEK`);
+  else if (info.kind !== askKind) failures.push(`a ${info.kind.toUpperCase()} must chain to ${info.kind === 'vcek' ? 'an ASK' : 'an ASVK'}, not CN=${commonName(ask)}`);
+  const named = productFromProductName(info.productName);
+  if (info.productName !== undefined && named !== product) {
+    failures.push(`the ${info.kind?.toUpperCase() ?? 'signing'} certificate is for ${info.productName}, the chain for ${product ?? 'an unknown product'}`);
+  }
+  if (failures.length > 0 || !arkProduct || !info.kind) return { failures, key, info, product: arkProduct ?? product, validity };
+  return { failures, key, info, product: arkProduct, validity, chain: { product: arkProduct, kind: info.kind, key, info, validity } };
+}

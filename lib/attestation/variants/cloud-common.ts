@@ -1,0 +1,179 @@
+/**
+ * What the cloud variants share: reading a variant's instanceInfo (base64 JSON, validated with zod), the AK
+ * of a document as a key, the SNP evidence check (VCEK from the evidence or AMD's KDS, config TCB minimums),
+ * Azure's paravisor runtime-data binding (used by azure-sev-snp and azure-tdx) and certificate chains to
+ * pinned roots (trusted launch). Not a variant itself.
+ */
+import { createHash, X509Certificate, type KeyObject } from 'node:crypto';
+import type { z } from 'zod';
+import { parseTpmPublic, publicKeyFromTpmPublic, type TpmPublic } from '../../tpm/structures.js';
+import { TPM_ALG } from '../../tpm/constants.js';
+import { AttestationError, type AttestationDocument, type ValidatorDeps, type VariantConfig } from '../types.js';
+import { kdsClientFor, type Fetcher } from '../snp/kds.js';
+import { parseSnpReport } from '../snp/report.js';
+import { SnpVerifier, type VerifiedSnpReport } from '../snp/verify.js';
+import type { AmdRoots } from '../snp/certs.js';
+import type { TcbVersion } from '../snp/report.js';
+
+/** Checks that a document's AK is trustworthy for a variant; throws AttestationError otherwise. */
+export type AkTrust = (document: AttestationDocument, akPublic: Uint8Array) => Promise<void>;
+
+/** Test and advanced injection points beyond ValidatorDeps' documented ones. */
+export interface CloudDeps extends ValidatorDeps {
+  /** Trusted AMD roots per product (default: AMD's, shipped). */
+  amdRoots?: AmdRoots;
+  /** Trusted Intel roots, PEM (default: Intel's SGX Root CA, shipped). */
+  intelRoots?: string[];
+  /** Trusted Microsoft roots for vTPM AK certificates, PEM (default: shipped). */
+  microsoftRoots?: string[];
+}
+
+export function base64(what: string, value: string): Uint8Array {
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value)) throw new AttestationError(`${what} is not standard base64`);
+  return new Uint8Array(Buffer.from(value, 'base64'));
+}
+
+/** Decodes `document.instanceInfo` (base64 of JSON) and validates it against the variant's schema. */
+export function readInstanceInfo<T>(variant: string, document: AttestationDocument, schema: z.ZodType<T>): T {
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(base64('instanceInfo', document.instanceInfo)).toString('utf8'));
+  } catch (cause) {
+    throw new AttestationError(`${variant}: the document's instanceInfo is not base64-encoded JSON`, undefined, { cause });
+  }
+  const parsed = schema.safeParse(json);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new AttestationError(`${variant}: instanceInfo.${issue.path.join('.') || '(root)'}: ${issue.message}`);
+  }
+  return parsed.data;
+}
+
+export interface AkKey {
+  publicArea: TpmPublic;
+  key: KeyObject;
+  /** DER SubjectPublicKeyInfo of the AK, as bound by AWS and GCP SNP reports. */
+  spki: Uint8Array;
+}
+
+export function akKey(variant: string, akPublic: Uint8Array): AkKey {
+  try {
+    const publicArea = parseTpmPublic(akPublic);
+    const key = publicKeyFromTpmPublic(publicArea);
+    return { publicArea, key, spki: new Uint8Array(key.export({ type: 'spki', format: 'der' })) };
+  } catch (cause) {
+    throw new AttestationError(`${variant}: the attestation key is not a valid TPMT_PUBLIC (${(cause as Error).message})`, undefined, { cause });
+  }
+}
+
+export function sha512(b: Uint8Array): Uint8Array {
+  return new Uint8Array(createHash('sha512').update(b).digest());
+}
+
+/** The config's minimum TCB of an SNP variant (keys bootloaderVersion, teeVersion, snpVersion, microcodeVersion). */
+export function snpMinimumTcb(config: VariantConfig): Partial<TcbVersion> {
+  const pick = (key: string) => (typeof config[key] === 'number' ? (config[key] as number) : undefined);
+  const out: Partial<TcbVersion> = {};
+  const set = (k: keyof TcbVersion, key: string) => {
+    const v = pick(key);
+    if (v !== undefined) out[k] = v;
+  };
+  set('bootloader', 'bootloaderVersion');
+  set('tee', 'teeVersion');
+  set('snp', 'snpVersion');
+  set('microcode', 'microcodeVersion');
+  return out;
+}
+
+export interface SnpEvidence {
+  report: Uint8Array;
+  /** VCEK or VLEK, PEM or DER; fetched from AMD's KDS (VCEK only) when absent. */
+  signingCert?: string | Uint8Array;
+  certChain?: string;
+}
+
+/** Verifies an SNP report with the variant's verifier, fetching a missing VCEK through deps.fetch. */
+export async function verifySnpEvidence(
+  variant: string,
+  verifier: SnpVerifier,
+  evidence: SnpEvidence,
+  options: { deps: ValidatorDeps; minimumTcb: Partial<TcbVersion>; reportData?: Uint8Array },
+): Promise<VerifiedSnpReport> {
+  let signingCert = evidence.signingCert;
+  if (signingCert === undefined) {
+    const parsed = parseSnpReport(evidence.report);
+    if (parsed.signingKey === 'vlek') throw new AttestationError(`${variant}: the report is signed by a VLEK, but the evidence carries no VLEK certificate`);
+    const fetch = options.deps.fetch as Fetcher | undefined;
+    if (!fetch) throw new AttestationError(`${variant}: the evidence carries no VCEK and this verifier has no way to fetch it from AMD`);
+    signingCert = await kdsClientFor(fetch).vcek(parsed.product, parsed.chipId, parsed.reportedTcb);
+  }
+  return verifier.verify(evidence.report, {
+    signingCert,
+    certChain: evidence.certChain,
+    now: options.deps.now?.(),
+    minimumTcb: options.minimumTcb,
+    reportData: options.reportData,
+  });
+}
+
+/**
+ * Azure's paravisor (HCL) binding: the TEE report's REPORT_DATA[0:32] is SHA-256 of the runtime data (JSON),
+ * whose key "HCLAkPub" is the vTPM's attestation key. Proves the AK lives in the attested VM.
+ */
+export function verifyHclRuntimeData(variant: string, runtimeData: Uint8Array, reportData: Uint8Array, ak: AkKey): void {
+  const digest = createHash('sha256').update(runtimeData).digest();
+  if (!digest.equals(reportData.subarray(0, 32))) {
+    throw new AttestationError(`${variant}: the report's REPORT_DATA does not bind the paravisor runtime data (SHA-256 differs)`);
+  }
+  let parsed: { keys?: { kid?: string; kty?: string; n?: string; e?: string }[] };
+  try {
+    parsed = JSON.parse(Buffer.from(runtimeData).toString('utf8'));
+  } catch (cause) {
+    throw new AttestationError(`${variant}: the paravisor runtime data is not JSON`, undefined, { cause });
+  }
+  const keys = Array.isArray(parsed.keys) ? parsed.keys : [];
+  const hclKey = keys.find((k) => k.kid === 'HCLAkPub') ?? keys[0];
+  if (!hclKey) throw new AttestationError(`${variant}: the paravisor runtime data holds no attestation key`);
+  const area = ak.publicArea;
+  if (area.type !== TPM_ALG.RSA || hclKey.kty !== 'RSA' || !hclKey.n || !hclKey.e) {
+    throw new AttestationError(`${variant}: the paravisor's attestation key and the quote's AK are not both RSA keys`);
+  }
+  const n = Buffer.from(hclKey.n, 'base64url');
+  const e = Buffer.from(hclKey.e, 'base64url').reduce((acc, b) => acc * 256 + b, 0);
+  const akE = area.parameters.exponent === 0 ? 65537 : area.parameters.exponent;
+  if (!n.equals(area.unique.n) || e !== akE) {
+    throw new AttestationError(`${variant}: the quote's attestation key is not the one in the paravisor runtime data (HCLAkPub)`);
+  }
+}
+
+/**
+ * Verifies `leaf` up through `intermediates` to one of `roots` (compared byte for byte), each certificate valid
+ * at `now` and each issuer a CA. Returns the leaf's certificate; throws AttestationError saying what failed.
+ */
+export function verifyCertChain(what: string, leafDer: Uint8Array, intermediatesDer: Uint8Array[], rootsDer: Uint8Array[], now: Date): X509Certificate {
+  const parse = (der: Uint8Array) => {
+    try {
+      return new X509Certificate(der);
+    } catch (cause) {
+      throw new AttestationError(`${what}: a certificate is not valid X.509`, undefined, { cause });
+    }
+  };
+  const leaf = parse(leafDer);
+  const pool = [...intermediatesDer, ...rootsDer].map((der) => ({ der, cert: parse(der) }));
+  const isRoot = (der: Uint8Array) => rootsDer.some((r) => Buffer.from(r).equals(der));
+  const valid = (c: X509Certificate) => now.getTime() >= Date.parse(c.validFrom) && now.getTime() <= Date.parse(c.validTo);
+  let current = { der: leafDer, cert: leaf };
+  for (let depth = 0; depth < 6; depth++) {
+    if (!valid(current.cert)) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" is not valid at ${now.toISOString()}`);
+    if (isRoot(current.der)) return leaf;
+    const issuer = pool.find((p) => p.cert.ca && current.cert.checkIssued(p.cert) && current.cert.verify(p.cert.publicKey));
+    if (!issuer) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" does not chain to a trusted root`);
+    current = issuer;
+  }
+  throw new AttestationError(`${what}: the certificate chain is too long`);
+}
+
+/** The AK of the document must be the key in `cert`. */
+export function sameKey(a: KeyObject, b: KeyObject): boolean {
+  return Buffer.from(a.export({ type: 'spki', format: 'der' })).equals(b.export({ type: 'spki', format: 'der' }));
+}
