@@ -1,0 +1,126 @@
+/**
+ * One join or rejoin call, from the JoinHello to the sealed ticket or the refusal (DESIGN §6, §7), whatever
+ * transport carries the stream: the JoinHello is checked for form, then the node attests (fresh nonce; the
+ * document must pass the validator of the current attestation config and its userData must bind the
+ * purpose "join"/"rejoin", the node's ephemeral key and every JoinHello field), and only then is a ticket
+ * made and sealed to that key. A refusal is a Failure naming what failed (e.g. the PCR with expected and
+ * actual value) with nothing sealed. Every decision is logged with node name, verdict and reason, never a
+ * key or token. server.ts puts this behind gRPC.
+ */
+import { joinHelloBoundFields, joinServerAdapter, verifierServer, type DuplexStream } from '../lib/atls/index.js';
+import { createValidator as registryValidator } from '../lib/attestation/registry.js';
+import { AttestationError, type Validator, type ValidatorDeps, type VariantConfig } from '../lib/attestation/types.js';
+import { UserError } from '../lib/errors.js';
+import type { Logger } from '../lib/logging/index.js';
+import type { Clock } from '../lib/pki/cluster-pki.js';
+import { JoinTicket, RejoinTicket, type JoinHello, type JoinRequest, type JoinResponse } from '../proto/gen/constellation/join.js';
+import { BootstrapTokenIssuer, MemoryTokenSink, type TokenSink } from './bootstrap-token.js';
+import { ServiceFilesWatcher, type ServiceConfig } from './service-files.js';
+import { JoinTicketIssuer, type TicketKind } from './ticket-issuer.js';
+
+export type ValidatorFactory = (variant: string, config: VariantConfig, deps: ValidatorDeps) => Validator | Promise<Validator>;
+
+export interface JoinHandlerOptions {
+  /** The directory of the join service's files (service-files.ts). */
+  filesDir: string;
+  /** Collaborators of the validators (e.g. the provider's AK registry). */
+  validatorDeps: ValidatorDeps;
+  logger: Logger;
+  clock?: Clock;
+  /** Where bootstrap tokens are registered (the Kubernetes backend's); default: kept in memory. */
+  tokenSink?: TokenSink;
+  /** Default: lib/attestation/registry's createValidator. */
+  createValidator?: ValidatorFactory;
+  /** Longest wait for any one message of a node; default 30 s. */
+  stepTimeoutMs?: number;
+}
+
+export interface JoinHandler {
+  /** Serves one call to its end; never throws (a refusal is logged and sent to the node). */
+  serve(call: DuplexStream<JoinResponse, JoinRequest>, kind: TicketKind, peer: string): Promise<void>;
+}
+
+/** Loads the service files (a UserError when they are incomplete or invalid) and returns the handler. */
+export async function createJoinHandler(options: JoinHandlerOptions): Promise<JoinHandler> {
+  const createValidator = options.createValidator ?? registryValidator;
+  const clock = options.clock ?? (() => new Date());
+  const logger = options.logger;
+  const tokens = new BootstrapTokenIssuer({ sink: options.tokenSink ?? new MemoryTokenSink(clock), clock });
+  const tickets = new JoinTicketIssuer({ tokens, clock });
+
+  // One validator per loaded configuration, built when it loads: a config whose validator cannot be built
+  // (unknown variant, malformed measurements) is refused like a malformed file, keeping the last good one.
+  const validators = new WeakMap<ServiceConfig, Validator>();
+  const watcher = new ServiceFilesWatcher(options.filesDir, {
+    logger,
+    accept: async (config) => {
+      const deps: ValidatorDeps = { now: clock, warn: (message) => logger.warn('attestation warning', { message }), ...options.validatorDeps };
+      const all = [config.attestation.config, ...(config.attestation.previous ?? [])];
+      validators.set(config, acceptAny(await Promise.all(all.map((c) => createValidator(config.attestation.variant, c, deps)))));
+    },
+  });
+  await watcher.start();
+
+  return {
+    async serve(call, kind, peer) {
+      const config = await watcher.current();
+      let hello: JoinHello | undefined;
+      try {
+        const session = await verifierServer(call, joinServerAdapter, {
+          purpose: kind,
+          peer: `the node at ${peer}`,
+          timeoutMs: options.stepTimeoutMs,
+          validator: validators.get(config)!,
+          hello: {
+            what: 'the join request',
+            bound: (message) => {
+              if (message.kind?.$case !== 'hello') throw new UserError('The first message of a join must be the join request (JoinHello).');
+              hello = message.kind.value;
+              tickets.checkHello(hello, kind);
+              return joinHelloBoundFields(hello);
+            },
+          },
+          secrets: async () =>
+            kind === 'join'
+              ? JoinTicket.encode(await tickets.joinTicket(hello!, config)).finish()
+              : RejoinTicket.encode(tickets.rejoinTicket(hello!, config)).finish(),
+        });
+        session.channel.end();
+        logger.info(`${kind} ticket issued`, { ...describe(hello, peer, kind), verdict: 'accepted', configGeneration: config.generation, warnings: session.peer.result.warnings });
+      } catch (err) {
+        const userError = err instanceof UserError;
+        (userError ? logger.warn : logger.error)(`${kind} refused`, {
+          ...describe(hello, peer, kind),
+          verdict: 'refused',
+          reason: userError ? err.message : `internal error: ${(err as Error)?.message ?? String(err)}`,
+          configGeneration: config.generation,
+        });
+      }
+    },
+  };
+}
+
+/** Accepts what any of the validators accepts (current measurements first); a refusal reports the first's reason. */
+function acceptAny(validators: Validator[]): Validator {
+  if (validators.length === 1) return validators[0];
+  return {
+    variant: validators[0].variant,
+    async validate(document, nonce) {
+      let first: unknown;
+      for (const validator of validators) {
+        try {
+          return await validator.validate(document, nonce);
+        } catch (err) {
+          if (!(err instanceof AttestationError)) throw err;
+          first ??= err;
+        }
+      }
+      throw first;
+    },
+  };
+}
+
+/** What a decision's log line says about the node (as the node sent it: unverified when refused). */
+function describe(hello: JoinHello | undefined, peer: string, kind: TicketKind) {
+  return { kind, peer, nodeName: hello?.nodeName, diskUuid: hello?.diskUuid, controlPlane: hello?.isControlPlane };
+}

@@ -1,0 +1,74 @@
+/**
+ * What the join service hands a node that passed attestation (DESIGN §7), as pure logic over the current
+ * configuration: a JoinTicket (state-disk key for the node's disk, measurement salt and secret, a kubelet
+ * certificate from its CSR, API endpoint, a fresh 15-minute bootstrap token, discovery hash, Kubernetes
+ * version, and for control-plane nodes the cluster PKI plus the join service's own files) or a RejoinTicket
+ * (disk key and measurement secret, for a rebooted node). The server calls checkHello before attestation
+ * (so a malformed request fails fast) and the ticket methods only after it passed.
+ */
+import { deriveMeasurementSecret, deriveStateDiskKey } from '../lib/kms/index.js';
+import { UserError } from '../lib/errors.js';
+import { checkNodeName, discoveryTokenCaCertHash, signKubeletCertificate, type Clock } from '../lib/pki/cluster-pki.js';
+import type { JoinHello, JoinTicket, RejoinTicket } from '../proto/gen/constellation/join.js';
+import type { BootstrapTokenIssuer } from './bootstrap-token.js';
+import { controlPlaneFiles, type ServiceConfig } from './service-files.js';
+
+export type TicketKind = 'join' | 'rejoin';
+
+const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/;
+
+export interface JoinTicketIssuerOptions {
+  tokens: BootstrapTokenIssuer;
+  clock: Clock;
+}
+
+export class JoinTicketIssuer {
+  /** Per loaded configuration: the discovery hash, computed once. */
+  private readonly discoveryHashes = new WeakMap<ServiceConfig, string>();
+
+  constructor(private readonly options: JoinTicketIssuerOptions) {}
+
+  /** A UserError naming what is wrong with the request; nothing about it is trusted before attestation. */
+  checkHello(hello: JoinHello, kind: TicketKind): void {
+    checkNodeName(hello.nodeName);
+    if (!UUID.test(hello.diskUuid)) {
+      throw new UserError(`The disk UUID "${hello.diskUuid}" is not a UUID (xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx).`);
+    }
+    if (kind === 'join' && hello.certificateRequest.length === 0) {
+      throw new UserError('The join request has no certificate request for the kubelet.');
+    }
+  }
+
+  async joinTicket(hello: JoinHello, config: ServiceConfig): Promise<JoinTicket> {
+    const kubeletCert = signKubeletCertificate(config.pki, hello.certificateRequest, { nodeName: hello.nodeName, clock: this.options.clock });
+    const token = await this.options.tokens.issue();
+    return {
+      stateDiskKey: Buffer.from(deriveStateDiskKey(config.masterSecret, hello.diskUuid)),
+      measurementSalt: Buffer.from(config.measurementSalt),
+      measurementSecret: Buffer.from(deriveMeasurementSecret(config.masterSecret)),
+      kubeletCert: Buffer.from(kubeletCert),
+      apiServerEndpoint: config.cluster.apiServerEndpoint,
+      token: token.token,
+      tokenExpiresAt: Math.floor(token.expiresAt.getTime() / 1000),
+      discoveryTokenCaCertHash: this.discoveryHash(config),
+      controlPlaneFiles: hello.isControlPlane ? controlPlaneFiles(config) : [],
+      kubernetesVersion: config.cluster.kubernetesVersion,
+    };
+  }
+
+  rejoinTicket(hello: JoinHello, config: ServiceConfig): RejoinTicket {
+    return {
+      stateDiskKey: Buffer.from(deriveStateDiskKey(config.masterSecret, hello.diskUuid)),
+      measurementSecret: Buffer.from(deriveMeasurementSecret(config.masterSecret)),
+    };
+  }
+
+  private discoveryHash(config: ServiceConfig): string {
+    let hash = this.discoveryHashes.get(config);
+    if (hash === undefined) {
+      hash = discoveryTokenCaCertHash(config.pki.files['ca.crt']);
+      this.discoveryHashes.set(config, hash);
+    }
+    return hash;
+  }
+}

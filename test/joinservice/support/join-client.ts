@@ -1,0 +1,71 @@
+/**
+ * The node side of a join, for tests and the bench: connects to the join service, sends the JoinHello,
+ * attests with `issuer`, and returns the opened ticket, or the error, plus every response case that came
+ * over the wire (so tests can assert that a refused node got no Sealed message).
+ */
+import { webcrypto } from 'node:crypto';
+import type { Issuer } from '../../../lib/attestation/types.js';
+import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../../../lib/atls/index.js';
+import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello, type JoinResponse } from '../../../proto/gen/constellation/join.js';
+import * as x509 from '../../../lib/x509.js';
+
+let connections = 0;
+let credentials: ReturnType<typeof createAttestedClientCredentials> | undefined;
+/** Made once: building TLS credentials loads the root store (tens of ms), a cost a real node pays once per boot. */
+const clientCredentials = () => (credentials ??= createAttestedClientCredentials());
+
+export interface JoinAttempt<T> {
+  ticket?: T;
+  error?: Error;
+  /** The oneof cases of every response, in order. */
+  responses: string[];
+}
+
+export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'join'): Promise<JoinAttempt<JoinTicket>>;
+export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'rejoin'): Promise<JoinAttempt<RejoinTicket>>;
+export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'join' | 'rejoin'): Promise<JoinAttempt<JoinTicket | RejoinTicket>> {
+  // Own channel options per call: grpc-js would otherwise share one connection between clients.
+  const client = new JoinServiceClient(address, await clientCredentials(), { ...attestedChannelOptions, 'test.connection': ++connections });
+  const call = kind === 'join' ? client.issueJoinTicket() : client.issueRejoinTicket();
+  const responses: string[] = [];
+  call.on('data', (message: JoinResponse) => responses.push(message.kind?.$case ?? 'empty'));
+  try {
+    const session = await attestedClient(call, joinClientAdapter, {
+      purpose: kind,
+      peer: 'the join service',
+      issuer,
+      bound: joinHelloBoundFields(hello),
+      hello: { kind: { $case: 'hello', value: hello } },
+      timeoutMs: 10_000,
+    });
+    session.channel.end();
+    return { ticket: kind === 'join' ? JoinTicket.decode(session.secrets) : RejoinTicket.decode(session.secrets), responses };
+  } catch (error) {
+    return { error: error as Error, responses };
+  } finally {
+    client.close();
+  }
+}
+
+/** A kubelet CSR (DER) made with @peculiar/x509, an implementation independent of the one that signs it. */
+export async function kubeletCsr(ips: string[] = ['10.0.0.7']): Promise<Buffer> {
+  const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
+  const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
+  const csr = await x509.Pkcs10CertificateRequestGenerator.create({
+    name: 'CN=node',
+    keys,
+    signingAlgorithm: algorithm,
+    extensions: [new x509.SubjectAlternativeNameExtension(ips.map((value) => ({ type: 'ip' as const, value })))],
+  });
+  return Buffer.from(csr.rawData);
+}
+
+export function hello(fields: Partial<JoinHello> = {}): JoinHello {
+  return {
+    diskUuid: '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d',
+    certificateRequest: Buffer.alloc(0),
+    isControlPlane: false,
+    nodeName: 'worker-0',
+    ...fields,
+  };
+}

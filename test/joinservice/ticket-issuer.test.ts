@@ -1,0 +1,93 @@
+import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { BootstrapTokenIssuer, MemoryTokenSink, TOKEN_PATTERN, TOKEN_TTL_MS } from '../../joinservice/bootstrap-token.js';
+import { readServiceFiles, serviceFilesFromControlPlaneFiles, SERVICE_FILE_PATHS, type ServiceConfig } from '../../joinservice/service-files.js';
+import { JoinTicketIssuer } from '../../joinservice/ticket-issuer.js';
+import { deriveMeasurementSecret, deriveStateDiskKey } from '../../lib/kms/index.js';
+import { discoveryTokenCaCertHash, PKI_FILE_NAMES } from '../../lib/pki/cluster-pki.js';
+import { hello, kubeletCsr } from './support/join-client.js';
+import { makeServiceDir, TEST_NOW, type TestServiceDir } from './support/service-dir.js';
+import { imagePcrs, measurementsFor } from './support/software-vtpm.js';
+
+describe('joinservice/ticket-issuer', () => {
+  let service: TestServiceDir;
+  let config: ServiceConfig;
+  let sink: MemoryTokenSink;
+  let issuer: JoinTicketIssuer;
+  const clock = () => TEST_NOW;
+
+  before(async () => {
+    service = await makeServiceDir(measurementsFor(imagePcrs()));
+    config = await readServiceFiles(service.dir);
+  });
+  after(() => service.remove());
+  beforeEach(() => {
+    sink = new MemoryTokenSink(clock);
+    issuer = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink, clock }), clock });
+  });
+
+  it('gives a worker its disk key, the measurement values, a kubelet certificate, a token and the discovery hash, but no CA files', async () => {
+    const request = hello({ certificateRequest: await kubeletCsr(['10.0.0.7']), nodeName: 'worker-7' });
+    issuer.checkHello(request, 'join');
+    const ticket = await issuer.joinTicket(request, config);
+
+    assert.deepEqual(new Uint8Array(ticket.stateDiskKey), deriveStateDiskKey(service.masterSecret, request.diskUuid));
+    assert.deepEqual(new Uint8Array(ticket.measurementSecret), deriveMeasurementSecret(service.masterSecret));
+    assert.deepEqual(new Uint8Array(ticket.measurementSalt), new Uint8Array(service.contents.measurementSalt));
+    assert.equal(ticket.apiServerEndpoint, '127.0.0.1:6443');
+    assert.equal(ticket.kubernetesVersion, 'v1.31.1');
+    assert.match(ticket.token, TOKEN_PATTERN);
+    assert.ok(sink.isValid(ticket.token), 'the token was registered');
+    assert.equal(ticket.tokenExpiresAt, (TEST_NOW.getTime() + TOKEN_TTL_MS) / 1000);
+    assert.equal(ticket.discoveryTokenCaCertHash, discoveryTokenCaCertHash(service.pki['ca.crt']));
+    assert.deepEqual(ticket.controlPlaneFiles, []);
+
+    const cert = new X509Certificate(ticket.kubeletCert);
+    assert.ok(cert.verify(new X509Certificate(service.pki['ca.crt']).publicKey));
+    assert.match(cert.subject, /CN=system:node:worker-7/);
+    assert.equal(cert.subjectAltName, 'DNS:worker-7, IP Address:10.0.0.7');
+  });
+
+  it('derives the disk key of the disk the node names (upper-case UUIDs derive like lower-case)', async () => {
+    const a = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), diskUuid: 'AAAAAAAA-0000-4000-8000-000000000001' }), config);
+    const b = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), diskUuid: 'aaaaaaaa-0000-4000-8000-000000000002' }), config);
+    assert.deepEqual(new Uint8Array(a.stateDiskKey), deriveStateDiskKey(service.masterSecret, 'aaaaaaaa-0000-4000-8000-000000000001'));
+    assert.notDeepEqual(a.stateDiskKey, b.stateDiskKey);
+  });
+
+  it('gives a control-plane node the cluster PKI by kubeadm names and the join service files, enough to run its own join service', async () => {
+    const ticket = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), isControlPlane: true, nodeName: 'cp-1' }), config);
+    const names = ticket.controlPlaneFiles.map((f) => f.name).sort();
+    for (const name of PKI_FILE_NAMES) assert.ok(names.includes(name), name);
+    for (const name of ['joinservice/master-secret.json', 'joinservice/attestation-config.json', 'joinservice/measurement-salt', 'joinservice/cluster.json']) {
+      assert.ok(names.includes(name), name);
+    }
+    const byName = new Map(ticket.controlPlaneFiles.map((f) => [f.name, f.data.toString()]));
+    assert.equal(byName.get('ca.key'), service.pki['ca.key']);
+    assert.equal(byName.get('etcd/ca.crt'), service.pki['etcd/ca.crt']);
+    const restored = serviceFilesFromControlPlaneFiles(ticket.controlPlaneFiles);
+    assert.deepEqual([...restored.keys()].sort(), [...SERVICE_FILE_PATHS].sort());
+  });
+
+  it('gives a rejoining node only its disk key and the measurement secret', () => {
+    const request = hello();
+    issuer.checkHello(request, 'rejoin');
+    const ticket = issuer.rejoinTicket(request, config);
+    assert.deepEqual(Object.keys(ticket).sort(), ['measurementSecret', 'stateDiskKey']);
+    assert.deepEqual(new Uint8Array(ticket.stateDiskKey), deriveStateDiskKey(service.masterSecret, request.diskUuid));
+    assert.equal(sink.size, 0, 'no token for a rejoin');
+  });
+
+  it('checkHello names a bad disk UUID, a bad node name and a missing CSR', () => {
+    assert.throws(() => issuer.checkHello(hello({ diskUuid: 'measurementSecret' }), 'rejoin'), /"measurementSecret" is not a UUID/);
+    assert.throws(() => issuer.checkHello(hello({ nodeName: 'Worker_1' }), 'rejoin'), /not a valid node name/);
+    assert.throws(() => issuer.checkHello(hello(), 'join'), /no certificate request/);
+  });
+
+  it('issues no token when the CSR is bad', async () => {
+    const csr = await kubeletCsr();
+    csr[csr.length - 3] ^= 0xff;
+    await assert.rejects(issuer.joinTicket(hello({ certificateRequest: csr }), config), /certificate request is not valid/);
+    assert.equal(sink.size, 0);
+  });
+});
