@@ -1,0 +1,58 @@
+/**
+ * The backend "none", for local process nodes: Kubernetes is not run. The cluster still does everything else in
+ * the design (attestation, the join service, state disks, PCR 15); this backend says so plainly instead of
+ * pretending, returns the admin kubeconfig lib/pki made (its server is never answered), and records in its work
+ * directory what init and join received, without secrets, so operators and tests can see it.
+ */
+import path from 'node:path';
+import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import type { BackendOptions, InitParams, JoinParams, KubernetesBackend } from './types.js';
+
+export const NOT_RUN_NOTICE =
+  'Kubernetes is not run on local process nodes (backend none): the cluster runs attestation, the join service and the state disks, but no API server';
+
+export class NoneBackend implements KubernetesBackend {
+  readonly name = 'none' as const;
+
+  constructor(private readonly options: Pick<BackendOptions, 'workDir'>) {}
+
+  async init(p: InitParams): Promise<{ kubeconfig: Uint8Array; message: string }> {
+    await this.record('init', {
+      nodeName: p.nodeName,
+      nodeIp: p.nodeIp,
+      clusterName: p.clusterName,
+      kubernetesVersion: p.kubernetesVersion,
+      apiServerEndpoint: p.apiServerEndpoint,
+      certSANs: p.certSANs,
+      serviceCIDR: p.serviceCIDR,
+      podCIDR: p.podCIDR,
+      pkiFiles: Object.keys(p.pkiFiles).sort(),
+    });
+    const message = `${NOT_RUN_NOTICE}.`;
+    p.log.info(message, { backend: this.name });
+    return { kubeconfig: p.adminKubeconfig, message };
+  }
+
+  async join(p: JoinParams): Promise<{ message: string }> {
+    const role = p.isControlPlane ? 'control-plane node' : 'worker';
+    await this.record('join', {
+      nodeName: p.nodeName,
+      nodeIp: p.nodeIp,
+      role,
+      kubernetesVersion: p.kubernetesVersion,
+      apiServerEndpoint: p.apiServerEndpoint,
+      discoveryTokenCaCertHash: p.discoveryTokenCaCertHash,
+      kubeletCertificate: p.kubeletCert !== undefined,
+      controlPlaneFiles: Object.keys(p.controlPlaneFiles).sort(),
+    });
+    const message = `${NOT_RUN_NOTICE}: ${p.nodeName} joined the cluster as a ${role}, but no kubelet runs on it.`;
+    p.log.info(message, { backend: this.name });
+    return { message };
+  }
+
+  /** <workDir>/kubernetes-none-<step>.json: names and public values only (no token, keys or file contents). */
+  private record(step: 'init' | 'join', received: Record<string, unknown>): Promise<void> {
+    const file = path.join(this.options.workDir, `kubernetes-none-${step}.json`);
+    return writeFileAtomic(file, `${JSON.stringify({ backend: this.name, step, received }, null, 2)}\n`);
+  }
+}

@@ -1,0 +1,70 @@
+/**
+ * What the bootstrapper asks of Kubernetes (DESIGN §7): initialize the cluster on the first node, join every other
+ * node. Backends: ./none.ts (local process nodes, no Kubernetes) and ./kubeadm.ts (node images with kubeadm).
+ * The cluster PKI and the join material come from our own code (lib/pki, the join service), so both backends get
+ * the same inputs.
+ */
+import { UserError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logging/index.js';
+import type { Exec } from './exec.js';
+
+export type BackendName = 'none' | 'kubeadm';
+export const BACKEND_NAMES: readonly BackendName[] = ['none', 'kubeadm'];
+
+export interface InitParams {
+  nodeName: string;
+  nodeIp: string;
+  clusterName: string;
+  kubernetesVersion: string;
+  /** host:port clients use for the API server (the load balancer). */
+  apiServerEndpoint: string;
+  certSANs: string[];
+  serviceCIDR: string;
+  podCIDR?: string;
+  /** The cluster PKI by kubeadm's file names (ca.crt, ca.key, front-proxy-ca.*, etcd/ca.*, sa.key, sa.pub). */
+  pkiFiles: Record<string, Uint8Array>;
+  /** The admin kubeconfig made by lib/pki. */
+  adminKubeconfig: Uint8Array;
+  log: Logger;
+}
+
+export interface JoinParams {
+  nodeName: string;
+  nodeIp: string;
+  apiServerEndpoint: string;
+  /** Bootstrap token "abcdef.0123456789abcdef": a secret, never logged. */
+  token: string;
+  /** "sha256:<hex>" of the cluster CA's SubjectPublicKeyInfo. */
+  discoveryTokenCaCertHash: string;
+  /** The kubelet certificate the join service signed from the node's CSR (PEM)... */
+  kubeletCert?: Uint8Array;
+  /** ...and the private key of that CSR (PEM); the certificate is installed only with its key. */
+  kubeletKey?: Uint8Array;
+  isControlPlane: boolean;
+  /** For control-plane nodes: the cluster CA files by kubeadm's names. */
+  controlPlaneFiles: Record<string, Uint8Array>;
+  kubernetesVersion: string;
+  log: Logger;
+}
+
+export interface KubernetesBackend {
+  readonly name: BackendName;
+  init(p: InitParams): Promise<{ kubeconfig: Uint8Array; message: string }>;
+  join(p: JoinParams): Promise<{ message: string }>;
+}
+
+export interface BackendOptions {
+  /** Where a backend keeps its own files (generated configs, records). */
+  workDir: string;
+  /** Runs kubeadm; default: child_process with the PATH of `env`. */
+  exec?: Exec;
+  /** Where the cluster PKI goes (kubeadm's certificatesDir); default /etc/kubernetes/pki. */
+  pkiDir?: string;
+  /** Where kubeadm writes the admin kubeconfig; default /etc/kubernetes/admin.conf. */
+  adminConfPath?: string;
+  /** The environment kubeadm runs with (PATH finds it); default process.env. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Kubernetes could not be set up; the message says which step failed and (redacted) why. */
+export class KubernetesBackendError extends UserError {}

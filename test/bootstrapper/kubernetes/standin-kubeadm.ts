@@ -1,0 +1,105 @@
+/**
+ * A stand-in `kubeadm` for tests (no real kubeadm is installable here): a small Node script written into a temp
+ * directory that goes first on PATH. It checks its arguments, parses the config file with the `yaml` package, checks
+ * the documents' kinds and API version and that the PKI files are in place, records each call (arguments and parsed
+ * documents) in calls.jsonl, prints kubeadm-like output that contains tokens (so tests see them redacted) and, for
+ * init, writes an admin.conf. With STANDIN_FAIL=1 it fails the way kubeadm does, echoing the token on stderr.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { REPO_ROOT } from '../../support/cli.js';
+
+/** The bootstrap token the stand-in's init "makes" and prints, as kubeadm init does. */
+export const PRINTED_INIT_TOKEN = 'k8sini.t0kenpr1nt3dby1n';
+export const PRINTED_CERTIFICATE_KEY = 'a3f1c9e2b4d6a8f0a3f1c9e2b4d6a8f0a3f1c9e2b4d6a8f0a3f1c9e2b4d6a8f0';
+export const ADMIN_CONF_CONTENT = 'apiVersion: v1\nkind: Config\n# written by the stand-in kubeadm\n';
+
+export interface StandinCall {
+  args: string[];
+  docs: Record<string, unknown>[];
+  configMode: number;
+}
+
+const SCRIPT = String.raw`#!/usr/bin/env node
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const YAML = require(process.env.STANDIN_YAML);
+const fail = (msg) => { process.stderr.write('stand-in kubeadm: ' + msg + '\n'); process.exit(3); };
+const args = process.argv.slice(2);
+const cmd = args[0];
+const configFile = args[args.indexOf('--config') + 1];
+const expected = cmd === 'init' ? ['init', '--config', configFile, '--skip-phases=preflight'] : ['join', '--config', configFile];
+if (!configFile || JSON.stringify(args) !== JSON.stringify(expected)) fail('unexpected arguments: ' + args.join(' '));
+const docs = YAML.parseAllDocuments(fs.readFileSync(configFile, 'utf8')).map((d) => {
+  if (d.errors.length) fail('config is not YAML: ' + d.errors[0].message);
+  return d.toJS();
+});
+for (const d of docs) if (d.apiVersion !== 'kubeadm.k8s.io/v1beta4') fail('apiVersion ' + d.apiVersion);
+const kinds = docs.map((d) => d.kind).join(',');
+const pkiDir = process.env.STANDIN_PKI_DIR;
+const needFiles = (names) => { for (const f of names) if (!fs.existsSync(path.join(pkiDir, f))) fail('missing ' + f + ' in ' + pkiDir); };
+const caFiles = ['ca.crt', 'ca.key', 'front-proxy-ca.crt', 'front-proxy-ca.key', 'etcd/ca.crt', 'etcd/ca.key', 'sa.key', 'sa.pub'];
+if (cmd === 'init') {
+  if (kinds !== 'InitConfiguration,ClusterConfiguration') fail('kinds ' + kinds);
+  if (docs[1].certificatesDir !== pkiDir) fail('certificatesDir ' + docs[1].certificatesDir);
+  needFiles(caFiles);
+} else {
+  if (kinds !== 'JoinConfiguration') fail('kinds ' + kinds);
+  if (!docs[0].discovery || !docs[0].discovery.bootstrapToken || !docs[0].discovery.bootstrapToken.token) fail('no bootstrap token');
+  if (docs[0].controlPlane) needFiles(caFiles);
+}
+fs.appendFileSync(path.join(process.env.STANDIN_DIR, 'calls.jsonl'),
+  JSON.stringify({ args, docs, configMode: fs.statSync(configFile).mode & 0o777 }) + '\n');
+if (process.env.STANDIN_FAIL) {
+  const token = cmd === 'join' ? docs[0].discovery.bootstrapToken.token : 'none';
+  process.stdout.write('[preflight] Running pre-flight checks\n');
+  process.stderr.write('I0101 discovery.go:52] using token ' + token + '\n');
+  process.stderr.write('error execution phase kubelet-start: could not authenticate with token ' + token + '\n');
+  process.stderr.write('To see the stack trace of this error execute with --v=5 or higher\n');
+  process.exit(1);
+}
+if (cmd === 'init') {
+  fs.writeFileSync(process.env.STANDIN_ADMIN_CONF, ${JSON.stringify(ADMIN_CONF_CONTENT)});
+  process.stdout.write('Your Kubernetes control-plane has initialized successfully!\n');
+  process.stdout.write('  kubeadm join ' + docs[1].controlPlaneEndpoint + ' --token ${PRINTED_INIT_TOKEN} \\\n');
+  process.stdout.write('    --control-plane --certificate-key ${PRINTED_CERTIFICATE_KEY}\n');
+} else {
+  process.stderr.write('[discovery] using token ' + docs[0].discovery.bootstrapToken.token + '\n');
+  process.stdout.write('This node has joined the cluster');
+}
+`;
+
+export interface Standin {
+  /** The environment to run kubeadm with: the stand-in first on PATH. */
+  env: NodeJS.ProcessEnv;
+  pkiDir: string;
+  adminConf: string;
+  calls(): Promise<StandinCall[]>;
+}
+
+/** Installs the stand-in as <dir>/bin/kubeadm. */
+export async function installStandinKubeadm(dir: string): Promise<Standin> {
+  const bin = path.join(dir, 'bin');
+  await fs.mkdir(bin, { recursive: true });
+  await fs.writeFile(path.join(bin, 'kubeadm'), SCRIPT, { mode: 0o755 });
+  const pkiDir = path.join(dir, 'etc/kubernetes/pki');
+  const adminConf = path.join(dir, 'etc/kubernetes/admin.conf');
+  const env = {
+    ...process.env,
+    PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}`,
+    STANDIN_DIR: dir,
+    STANDIN_YAML: path.join(REPO_ROOT, 'node_modules/yaml'),
+    STANDIN_PKI_DIR: pkiDir,
+    STANDIN_ADMIN_CONF: adminConf,
+  };
+  return {
+    env,
+    pkiDir,
+    adminConf,
+    async calls() {
+      const text = await fs.readFile(path.join(dir, 'calls.jsonl'), 'utf8').catch(() => '');
+      return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as StandinCall);
+    },
+  };
+}
