@@ -1,0 +1,279 @@
+/**
+ * `iam create gcp` / `iam destroy` (IamProvisioner): the identities a GCP cluster needs, made through the IAM
+ * and Resource Manager REST APIs with the auth client of the Compute SDK (no IAM client library is in the
+ * dependency set; google-auth-library's request() is the official transport for these APIs):
+ *
+ *   cluster service account (PREFIX-sa) ── key (the CLI's credentials file, gcpServiceAccountKey.json)
+ *            │                                 and project roles to manage instances, networks, disks
+ *   node service account (PREFIX-vm) ─── custom role PREFIX_node (read instances, groups, load balancer,
+ *                                         shielded-VM identities) and log writing, bound on the project
+ *
+ * Every resource is journaled when GCP accepted it; bindings are journaled before the policy is written (a
+ * removal of a binding that never landed is harmless). destroy deletes what was journaled, in reverse order.
+ * The key's private data goes only into the returned file, never into the journal or a log.
+ */
+import { UserError } from '../../lib/errors.js';
+import type { IamCreateRequest, IamCreateResult, IamProvisioner, ProviderContext, RecordedResource } from '../contract.js';
+import { GcpCompute, type RestAuthClient } from './clients.js';
+import { gcpErrorInfo, isAlreadyExists, isNotFound, toUserError } from './errors.js';
+import { DEFAULT_RETRY, type GcpProviderOptions } from './options.js';
+import { gcpName } from './plan.js';
+import { withRetry, type RetryPolicy } from './retry.js';
+import { runTaskGraph, TaskFailedError, TaskGraphError } from './task-graph.js';
+
+export const KEY_FILE = 'gcpServiceAccountKey.json';
+
+/** What the CLI's service account needs to create and delete a cluster. */
+export const CLUSTER_ROLES = [
+  'roles/compute.instanceAdmin.v1',
+  'roles/compute.networkAdmin',
+  'roles/compute.securityAdmin',
+  'roles/compute.storageAdmin',
+  'roles/iam.serviceAccountUser',
+] as const;
+
+/** What a node asks the Compute API (peers, load balancer, join service's attestation checks). */
+export const NODE_PERMISSIONS = [
+  'compute.instances.get',
+  'compute.instances.list',
+  'compute.instances.getShieldedInstanceIdentity',
+  'compute.instanceGroupManagers.get',
+  'compute.instanceGroupManagers.list',
+  'compute.addresses.get',
+  'compute.addresses.list',
+  'compute.forwardingRules.get',
+  'compute.forwardingRules.list',
+  'compute.zones.list',
+] as const;
+const NODE_EXTRA_ROLES = ['roles/logging.logWriter'] as const;
+
+const KIND = {
+  serviceAccount: 'gcp:iam-service-account',
+  role: 'gcp:iam-role',
+  binding: 'gcp:iam-binding',
+  key: 'gcp:iam-key',
+} as const;
+
+const POLICY_ATTEMPTS = 8;
+
+interface Policy {
+  version?: number;
+  etag?: string;
+  bindings?: { role: string; members: string[] }[];
+}
+
+interface Endpoints {
+  iam: string;
+  resourceManager: string;
+}
+
+export class GcpIam implements IamProvisioner {
+  constructor(private readonly options: GcpProviderOptions = {}) {}
+
+  async create(request: IamCreateRequest, ctx: ProviderContext): Promise<IamCreateResult> {
+    const project = request.providerConfig.project;
+    if (typeof project !== 'string' || project === '') {
+      throw new UserError('iam create gcp needs the GCP project.', { hint: 'Pass --projectID (or set provider.gcp.project in the config).' });
+    }
+    const prefix = gcpName(request.prefix).slice(0, 24).replace(/-+$/, '');
+    if (!/^[a-z][-a-z0-9]{2,}$/.test(prefix)) {
+      throw new UserError(`The prefix "${request.prefix}" cannot name GCP service accounts.`, { hint: 'Use 3 to 24 lowercase letters, digits and dashes, starting with a letter.' });
+    }
+    const rest = await this.rest(ctx);
+    const clusterId = `${prefix}-sa`;
+    const nodeId = `${prefix}-vm`;
+    const roleId = `${prefix.replace(/-/g, '_')}_node`;
+    const clusterEmail = `${clusterId}@${project}.iam.gserviceaccount.com`;
+    const nodeEmail = `${nodeId}@${project}.iam.gserviceaccount.com`;
+    const roleName = `projects/${project}/roles/${roleId}`;
+    const accountId = (email: string) => `projects/${project}/serviceAccounts/${email}`;
+    const bindings = [
+      ...CLUSTER_ROLES.map((role) => ({ role, member: `serviceAccount:${clusterEmail}`, deps: [accountId(clusterEmail)] })),
+      { role: roleName, member: `serviceAccount:${nodeEmail}`, deps: [accountId(nodeEmail), roleName] },
+      ...NODE_EXTRA_ROLES.map((role) => ({ role, member: `serviceAccount:${nodeEmail}`, deps: [accountId(nodeEmail)] })),
+    ];
+    let keyContent = '';
+
+    const tasks = [
+      { id: 'cluster-account', deps: [], run: () => this.ensureAccount(rest, ctx, project, clusterId, 'Constellation: creates and manages the cluster (the CLI)') },
+      { id: 'node-account', deps: [], run: () => this.ensureAccount(rest, ctx, project, nodeId, 'Constellation: the nodes') },
+      { id: 'node-role', deps: [], run: () => this.ensureRole(rest, ctx, project, roleId) },
+      { id: 'bindings', deps: ['cluster-account', 'node-account', 'node-role'], run: () => this.addBindings(rest, ctx, project, bindings) },
+      {
+        id: 'key',
+        deps: ['cluster-account'],
+        run: async () => {
+          keyContent = await this.createKey(rest, ctx, project, clusterEmail);
+        },
+      },
+    ];
+    try {
+      await runTaskGraph(tasks, { stopOnError: true, signal: ctx.signal });
+    } catch (err) {
+      const cause = err instanceof TaskFailedError ? err.cause : err;
+      const userError = toUserError('Creating the GCP identities', cause);
+      throw new UserError(userError.message, { hint: `${userError.hint ? `${userError.hint} ` : ''}Run \`constellation iam create gcp\` again to continue, or \`constellation iam destroy\` to delete what was made.`, cause });
+    }
+    const { region, zone } = request.providerConfig;
+    return {
+      configUpdates: {
+        project,
+        ...(typeof region === 'string' && region ? { region } : {}),
+        ...(typeof zone === 'string' && zone ? { zone } : {}),
+        serviceAccountKeyPath: KEY_FILE,
+        IAMServiceAccountVM: nodeEmail,
+      },
+      files: [{ name: KEY_FILE, content: keyContent }],
+    };
+  }
+
+  async destroy(ctx: ProviderContext): Promise<void> {
+    const records = (await ctx.journal.list()).filter((r) => (Object.values(KIND) as string[]).includes(r.kind));
+    if (records.length === 0) return;
+    const rest = await this.rest(ctx);
+    // Each record is deleted after every record that depends on it.
+    const tasks = records.map((r) => ({
+      id: r.id,
+      deps: records.filter((other) => other.dependsOn?.includes(r.id)).map((other) => other.id),
+      run: async () => {
+        await this.deleteRecorded(rest, ctx, r);
+        await ctx.journal.remove(r.id);
+      },
+    }));
+    try {
+      await runTaskGraph(tasks, { stopOnError: false, signal: ctx.signal });
+    } catch (err) {
+      if (!(err instanceof TaskGraphError)) throw err;
+      const messages = err.failures.map((f) => toUserError(`Deleting ${f.taskId}`, f.cause).message);
+      throw new UserError(`Deleting the GCP identities failed: ${messages.join('; ')}`, {
+        hint: 'Run `constellation iam destroy` again: the workspace still lists what is left.',
+        cause: err,
+      });
+    }
+  }
+
+  private async rest(ctx: ProviderContext): Promise<RestApi> {
+    const api = await GcpCompute.open(this.options, this.options.keyFilename);
+    const endpoints = {
+      iam: (this.options.iamEndpoint ?? 'https://iam.googleapis.com').replace(/\/$/, ''),
+      resourceManager: (this.options.resourceManagerEndpoint ?? 'https://cloudresourcemanager.googleapis.com').replace(/\/$/, ''),
+    };
+    return new RestApi(await api.authClient(), endpoints, { ...DEFAULT_RETRY, ...this.options.retry }, ctx.signal);
+  }
+
+  private async ensureAccount(rest: RestApi, ctx: ProviderContext, project: string, accountId: string, description: string): Promise<void> {
+    const email = `${accountId}@${project}.iam.gserviceaccount.com`;
+    ctx.progress?.(`creating service account ${email}`);
+    try {
+      await rest.call('POST', `${rest.endpoints.iam}/v1/projects/${project}/serviceAccounts`, {
+        accountId,
+        serviceAccount: { displayName: accountId, description },
+      });
+    } catch (err) {
+      if (!isAlreadyExists(err)) throw toUserError(`Creating service account ${email}`, err);
+    }
+    await ctx.journal.record({ kind: KIND.serviceAccount, id: `projects/${project}/serviceAccounts/${email}`, name: email, data: { project, email } });
+  }
+
+  private async ensureRole(rest: RestApi, ctx: ProviderContext, project: string, roleId: string): Promise<void> {
+    ctx.progress?.(`creating custom role ${roleId}`);
+    try {
+      await rest.call('POST', `${rest.endpoints.iam}/v1/projects/${project}/roles`, {
+        roleId,
+        role: { title: `Constellation node (${roleId})`, description: 'What Constellation nodes read from the Compute API.', includedPermissions: [...NODE_PERMISSIONS], stage: 'GA' },
+      });
+    } catch (err) {
+      if (!isAlreadyExists(err)) {
+        throw toUserError(`Creating custom role ${roleId}`, err);
+      }
+    }
+    await ctx.journal.record({ kind: KIND.role, id: `projects/${project}/roles/${roleId}`, name: roleId, data: { project } });
+  }
+
+  private async addBindings(rest: RestApi, ctx: ProviderContext, project: string, bindings: { role: string; member: string; deps: string[] }[]): Promise<void> {
+    ctx.progress?.('granting the service accounts their roles');
+    for (const b of bindings) {
+      await ctx.journal.record({ kind: KIND.binding, id: `projects/${project}/iamPolicy/${b.role}/${b.member}`, dependsOn: b.deps, data: { project, role: b.role, member: b.member } });
+    }
+    await this.updatePolicy(rest, project, (policy) => {
+      for (const b of bindings) {
+        const binding = (policy.bindings ??= []).find((x) => x.role === b.role);
+        if (!binding) policy.bindings.push({ role: b.role, members: [b.member] });
+        else if (!binding.members.includes(b.member)) binding.members.push(b.member);
+      }
+    });
+  }
+
+  private async createKey(rest: RestApi, ctx: ProviderContext, project: string, email: string): Promise<string> {
+    // A key's private part is returned only once: a key made by an earlier, interrupted run is useless. Replace it.
+    for (const old of (await ctx.journal.list()).filter((r) => r.kind === KIND.key)) {
+      await this.deleteRecorded(rest, ctx, old);
+      await ctx.journal.remove(old.id);
+    }
+    ctx.progress?.(`creating a key for ${email}`);
+    const accountId = `projects/${project}/serviceAccounts/${email}`;
+    let key: { name: string; privateKeyData: string };
+    try {
+      key = await rest.call('POST', `${rest.endpoints.iam}/v1/projects/${project}/serviceAccounts/${encodeURIComponent(email)}/keys`, {
+        privateKeyType: 'TYPE_GOOGLE_CREDENTIALS_FILE',
+        keyAlgorithm: 'KEY_ALG_RSA_2048',
+      });
+    } catch (err) {
+      throw toUserError(`Creating a key for ${email}`, err);
+    }
+    await ctx.journal.record({ kind: KIND.key, id: key.name, dependsOn: [accountId], data: { project } });
+    return Buffer.from(key.privateKeyData, 'base64').toString('utf8');
+  }
+
+  /** Read-modify-write of the project's IAM policy, repeated when another writer got in between (etag). */
+  private async updatePolicy(rest: RestApi, project: string, change: (policy: Policy) => void): Promise<void> {
+    const base = `${rest.endpoints.resourceManager}/v1/projects/${project}`;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        const policy = await rest.call<Policy>('POST', `${base}:getIamPolicy`, {});
+        change(policy);
+        await rest.call('POST', `${base}:setIamPolicy`, { policy });
+        return;
+      } catch (err) {
+        const { status, reason } = gcpErrorInfo(err);
+        if (status === 409 && reason === 'ABORTED' && attempt < POLICY_ATTEMPTS) continue;
+        throw toUserError(`Updating the IAM policy of project ${project}`, err);
+      }
+    }
+  }
+
+  private async deleteRecorded(rest: RestApi, ctx: ProviderContext, record: RecordedResource): Promise<void> {
+    const project = String(record.data?.project ?? '');
+    ctx.progress?.(`deleting ${record.name ?? record.id}`);
+    if (record.kind === KIND.binding) {
+      const { role, member } = record.data as { role: string; member: string };
+      await this.updatePolicy(rest, project, (policy) => {
+        for (const b of policy.bindings ?? []) if (b.role === role) b.members = b.members.filter((m) => m !== member);
+        policy.bindings = (policy.bindings ?? []).filter((b) => b.members.length > 0);
+      });
+      return;
+    }
+    // Service accounts, roles and keys are deleted by their resource name.
+    const path = record.id.replace(/serviceAccounts\/([^/]+)/, (_, email: string) => `serviceAccounts/${encodeURIComponent(email)}`);
+    try {
+      await rest.call('DELETE', `${rest.endpoints.iam}/v1/${path}`);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+}
+
+/** JSON over the auth client, with retries of throttled calls. */
+class RestApi {
+  constructor(
+    private readonly auth: RestAuthClient,
+    readonly endpoints: Endpoints,
+    private readonly retry: RetryPolicy,
+    private readonly signal?: AbortSignal,
+  ) {}
+
+  async call<T = unknown>(method: string, url: string, data?: unknown): Promise<T> {
+    const response = await withRetry(() => this.auth.request<T>({ url, method, ...(data === undefined ? {} : { data }) }), this.retry, { signal: this.signal });
+    return response.data;
+  }
+}

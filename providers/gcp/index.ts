@@ -1,0 +1,33 @@
+/**
+ * The GCP provider (ProviderModule): confidential VMs (SEV-SNP, SEV-ES) in managed instance groups behind a
+ * regional network load balancer, made with the official @google-cloud/compute SDK; node metadata from the
+ * GCE metadata server and the Compute API; service accounts, a custom role and a key for `iam create gcp`;
+ * the shielded-VM identity lookup the gcp-sev-* validators need. Every part that loads the SDK is imported
+ * on first use, so `constellation --help` never loads it. Options: ./options.ts.
+ */
+import type { ProviderModule } from '../contract.js';
+import { GCP_VARIANTS } from './confidential.js';
+import type { GcpProviderOptions } from './options.js';
+
+const provider: ProviderModule = {
+  name: 'gcp',
+  attestationVariants: GCP_VARIANTS,
+  async infrastructure(options) {
+    const { GcpInfrastructure } = await import('./infrastructure.js');
+    return new GcpInfrastructure(options as GcpProviderOptions | undefined);
+  },
+  async nodeMetadata(options) {
+    const { GcpNodeMetadata } = await import('./metadata.js');
+    return new GcpNodeMetadata(options as GcpProviderOptions | undefined);
+  },
+  async iam(options) {
+    const { GcpIam } = await import('./iam.js');
+    return new GcpIam(options as GcpProviderOptions | undefined);
+  },
+  async attestationDeps(options) {
+    const { shieldedIdentityClient } = await import('./shielded-identity.js');
+    return { gcpShieldedIdentity: shieldedIdentityClient(options as GcpProviderOptions | undefined) };
+  },
+};
+
+export default provider;

@@ -1,0 +1,96 @@
+/**
+ * `iam create gcp` / `iam destroy` against the fake IAM and Resource Manager APIs: service accounts, custom
+ * role, project policy bindings, key file and config updates; idempotent re-runs; etag conflicts; destroy.
+ */
+import assert from 'node:assert/strict';
+import provider from '../../../providers/gcp/index.js';
+import { CLUSTER_ROLES, KEY_FILE, NODE_PERMISSIONS } from '../../../providers/gcp/iam.js';
+import { GcpInfrastructure } from '../../../providers/gcp/infrastructure.js';
+import { FakeGcp } from '../../fakes/gcp/server.js';
+import { createRequest, PROJECT, providerContext } from './support.js';
+
+describe('GCP iam create / destroy (fake IAM API)', () => {
+  let fake: FakeGcp;
+  before(async () => {
+    fake = await FakeGcp.start();
+  });
+  beforeEach(() => fake.reset());
+  after(async () => {
+    await fake.close();
+  });
+
+  const request = { prefix: 'myconst', providerConfig: { project: PROJECT, region: 'europe-west3', zone: 'europe-west3-b' } };
+  const clusterEmail = `myconst-sa@${PROJECT}.iam.gserviceaccount.com`;
+  const nodeEmail = `myconst-vm@${PROJECT}.iam.gserviceaccount.com`;
+
+  it('makes the service accounts, the node role, the bindings and the key file', async () => {
+    const iam = await provider.iam!(fake.providerOptions());
+    const result = await iam.create(request, providerContext());
+    assert.deepEqual(result.configUpdates, {
+      project: PROJECT,
+      region: 'europe-west3',
+      zone: 'europe-west3-b',
+      serviceAccountKeyPath: KEY_FILE,
+      IAMServiceAccountVM: nodeEmail,
+    });
+    assert.equal(result.files?.length, 1);
+    const key = JSON.parse(result.files![0]!.content) as { type: string; client_email: string };
+    assert.equal(result.files![0]!.name, 'gcpServiceAccountKey.json');
+    assert.deepEqual([key.type, key.client_email], ['service_account', clusterEmail]);
+
+    assert.deepEqual([...fake.iam.serviceAccounts.keys()].sort(), [clusterEmail, nodeEmail]);
+    const role = fake.iam.roles.get(`projects/${PROJECT}/roles/myconst_node`) as { includedPermissions: string[] };
+    assert.deepEqual(role.includedPermissions, [...NODE_PERMISSIONS]);
+    const bindings = fake.iam.policies.get(PROJECT)!.bindings;
+    for (const r of CLUSTER_ROLES) assert.deepEqual(bindings.find((b) => b.role === r)?.members, [`serviceAccount:${clusterEmail}`]);
+    assert.deepEqual(bindings.find((b) => b.role === `projects/${PROJECT}/roles/myconst_node`)?.members, [`serviceAccount:${nodeEmail}`]);
+    assert.equal(fake.iam.keys.size, 1);
+  });
+
+  it('continues after a failure, retries an etag conflict, and destroy removes exactly what it made', async () => {
+    // Someone else's binding must survive destroy.
+    fake.iam.policies.set(PROJECT, { version: 1, etag: 'BwAAAA==', bindings: [{ role: 'roles/viewer', members: ['user:alice@example.com'] }] });
+    fake.inject({ match: /:setIamPolicy$/, status: 403, message: 'Policy update access denied.', grpcStatus: 'PERMISSION_DENIED' });
+    const ctx = providerContext();
+    const iam = await provider.iam!(fake.providerOptions());
+    await assert.rejects(iam.create(request, ctx), (err: Error & { hint?: string }) => /Policy update access denied/.test(err.message) && /iam destroy/.test(err.hint ?? ''));
+
+    fake.inject({ match: /:setIamPolicy$/, status: 409, message: 'There were concurrent policy changes.', grpcStatus: 'ABORTED' });
+    await iam.create(request, ctx);
+    assert.equal(fake.calls(/\/serviceAccounts$/).length, 4, 'the re-run asked again and adopted the existing accounts');
+    assert.equal(fake.iam.serviceAccounts.size, 2);
+    assert.equal(fake.iam.keys.size, 1);
+
+    // The infrastructure's terminate leaves IAM records alone.
+    await new GcpInfrastructure(fake.providerOptions()).terminate(ctx);
+    assert.equal(fake.iam.serviceAccounts.size, 2);
+
+    await iam.destroy(ctx);
+    assert.equal(fake.iam.serviceAccounts.size, 0);
+    assert.equal(fake.iam.roles.size, 0);
+    assert.equal(fake.iam.keys.size, 0);
+    assert.deepEqual(fake.iam.policies.get(PROJECT)!.bindings, [{ role: 'roles/viewer', members: ['user:alice@example.com'] }]);
+    assert.deepEqual(await ctx.journal.list(), []);
+    await iam.destroy(ctx); // nothing left: a no-op
+  });
+
+  it('needs a project and a usable prefix', async () => {
+    const iam = await provider.iam!(fake.providerOptions());
+    await assert.rejects(iam.create({ prefix: 'x', providerConfig: {} }, providerContext()), /needs the GCP project/);
+    await assert.rejects(iam.create({ prefix: '1', providerConfig: { project: PROJECT } }, providerContext()), /cannot name GCP service accounts/);
+    assert.equal(fake.requests.length, 0);
+  });
+
+  it('keeps IAM and infrastructure records apart in one journal', async () => {
+    const ctx = providerContext();
+    const iam = await provider.iam!(fake.providerOptions());
+    await iam.create(request, ctx);
+    const infra = new GcpInfrastructure(fake.providerOptions());
+    await infra.create(createRequest(), ctx);
+    await iam.destroy(ctx);
+    assert.equal(fake.compute.list('networks').length, 1);
+    await infra.terminate(ctx);
+    assert.deepEqual(fake.compute.list(), []);
+    assert.deepEqual(await ctx.journal.list(), []);
+  });
+});

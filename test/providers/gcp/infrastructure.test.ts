@@ -1,0 +1,308 @@
+/**
+ * The GCP InfrastructureProvider against the fake Compute API: what create sends (confidential settings,
+ * labels, metadata, state disk, ports, health checks), the dependency order, idempotence and recovery
+ * (re-run, interruption, adoption), throttling, permanent errors, terminate (journal and by tag) and the
+ * instance operations.
+ */
+import assert from 'node:assert/strict';
+import { MemoryResourceJournal } from '../../../lib/workspace/resource-journal.js';
+import { UserError } from '../../../lib/errors.js';
+import type { RecordedResource } from '../../../providers/contract.js';
+import { CreateFailedError } from '../../../providers/gcp/errors.js';
+import { GcpInfrastructure } from '../../../providers/gcp/infrastructure.js';
+import { LOAD_BALANCER_PORTS } from '../../../providers/gcp/plan.js';
+import { FakeGcp } from '../../fakes/gcp/server.js';
+import { createRequest, INIT_SECRET_HASH, PROJECT, providerContext, ZONE } from './support.js';
+
+type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+
+describe('GCP infrastructure (fake Compute API)', function () {
+  let fake: FakeGcp;
+  let infra: GcpInfrastructure;
+
+  // One fake and one provider (its SDK clients are costly to make) for all tests; the fake is reset before each.
+  before(async () => {
+    fake = await FakeGcp.start();
+    infra = new GcpInfrastructure(fake.providerOptions());
+  });
+  beforeEach(() => fake.reset({ operationMs: 3 }));
+  after(async () => {
+    await fake.close();
+  });
+
+  const inserts = (collection: string) => fake.calls(new RegExp(`^POST .*/${collection}$`)).map((r) => r.body as Json);
+  const insertCount = () => fake.calls(/^POST .*\/[A-Za-z]+$/).filter((r) => !/\/(wait|resize|deleteInstances|listManagedInstances)$/.test(r.path)).length;
+
+  describe('create', () => {
+    it('makes confidential instance templates with the state disk, labels and node metadata', async () => {
+      await infra.create(createRequest(), providerContext());
+      const templates = inserts('instanceTemplates');
+      assert.equal(templates.length, 2);
+      const cp = templates.find((t) => t.name.includes('control-plane'))!.properties;
+      assert.deepEqual(cp.confidentialInstanceConfig, { confidentialInstanceType: 'SEV_SNP', enableConfidentialCompute: true });
+      assert.deepEqual(cp.shieldedInstanceConfig, { enableVtpm: true, enableIntegrityMonitoring: true, enableSecureBoot: true });
+      assert.equal(cp.scheduling.onHostMaintenance, 'TERMINATE');
+      assert.equal(cp.minCpuPlatform, 'AMD Milan');
+      assert.equal(cp.machineType, 'n2d-standard-4');
+      const stateDisk = cp.disks.find((d: Json) => d.deviceName === 'state-disk');
+      assert.deepEqual([stateDisk.boot, stateDisk.autoDelete, stateDisk.initializeParams.diskSizeGb, stateDisk.initializeParams.diskType], [false, true, '30', 'pd-ssd']);
+      const boot = cp.disks.find((d: Json) => d.boot);
+      assert.equal(boot.initializeParams.sourceImage, createRequest().image);
+      assert.deepEqual(cp.labels, { team: 'platform', 'constellation-uid': 'a1b2c3d4', 'constellation-role': 'control-plane', 'constellation-node-group': 'control_plane_default' });
+      const metadata = Object.fromEntries(cp.metadata.items.map((i: Json) => [i.key, i.value]));
+      assert.equal(metadata['constellation-init-secret-hash'], INIT_SECRET_HASH);
+      assert.equal(metadata['constellation-uid'], 'a1b2c3d4');
+      assert.equal(metadata['constellation-role'], 'control-plane');
+      assert.equal(metadata['constellation-node-group'], 'control_plane_default');
+      assert.match(metadata['constellation-load-balancer'], /^203\.0\.113\.\d+$/);
+      assert.deepEqual(cp.serviceAccounts[0].email, 'vm@fake-project.iam.gserviceaccount.com');
+      const worker = templates.find((t) => t.name.includes('worker'))!.properties;
+      assert.equal(worker.labels['constellation-role'], 'worker');
+      assert.equal(worker.disks.find((d: Json) => d.deviceName === 'state-disk').initializeParams.diskSizeGb, '50');
+
+      const groups = inserts('instanceGroupManagers');
+      assert.deepEqual(groups.map((g) => g.targetSize).sort(), [2, 3]);
+      // Instances made from the templates carry the labels nodes and terminate look for.
+      const instances = fake.compute.list('instances');
+      assert.equal(instances.length, 5);
+      assert.ok(instances.every((i) => (i.labels as Json)['constellation-uid'] === 'a1b2c3d4'));
+    });
+
+    it('uses SEV (not SNP) for gcp-sev-es and accepts c2d machines', async () => {
+      const request = createRequest({ attestationVariant: 'gcp-sev-es' });
+      request.nodeGroups[1]!.instanceType = 'c2d-standard-8';
+      await infra.create(request, providerContext());
+      const templates = inserts('instanceTemplates').map((t) => t.properties);
+      assert.ok(templates.every((p) => p.confidentialInstanceConfig.confidentialInstanceType === 'SEV'));
+      assert.ok(templates.every((p) => p.minCpuPlatform === undefined));
+      assert.deepEqual(templates.map((p) => p.machineType).sort(), ['c2d-standard-8', 'n2d-standard-4']);
+    });
+
+    it('refuses machine types that cannot run the variant, before any call', async () => {
+      const request = createRequest();
+      request.nodeGroups[0]!.instanceType = 'c2d-standard-4';
+      await assert.rejects(infra.create(request, providerContext()), (err: unknown) => err instanceof UserError && /c2d-standard-4 cannot run gcp-sev-snp/.test(err.message));
+      await assert.rejects(infra.create(createRequest({ attestationVariant: 'aws-sev-snp' }), providerContext()), /does not run on GCP/);
+      await assert.rejects(infra.create(createRequest({ providerConfig: { region: 'r', zone: 'z' } }), providerContext()), /provider\.gcp\.project/);
+      assert.equal(fake.requests.length, 0);
+    });
+
+    it('opens the ports of DESIGN §9 with a health check, backend service and forwarding rule each', async () => {
+      const result = await infra.create(createRequest(), providerContext());
+      const ports = LOAD_BALANCER_PORTS.map(String).sort();
+      const publicRule = inserts('firewalls').find((f) => f.name.endsWith('-public'))!;
+      assert.deepEqual([...publicRule.allowed[0].ports].sort(), ports);
+      assert.deepEqual(publicRule.sourceRanges, ['0.0.0.0/0']);
+      const checks = inserts('healthChecks');
+      assert.deepEqual(checks.map((c) => String(c.tcpHealthCheck?.port ?? c.httpsHealthCheck?.port)).sort(), ports);
+      const backends = inserts('backendServices');
+      assert.equal(backends.length, ports.length);
+      for (const b of backends) {
+        assert.equal(b.healthChecks.length, 1);
+        // Only the control plane serves these ports.
+        assert.deepEqual(b.backends.map((x: Json) => x.group.split('/').pop()), ['constell-a1b2c3d4-control-plane-default']);
+      }
+      const rules = inserts('forwardingRules');
+      assert.deepEqual(rules.map((r) => r.portRange).sort(), ports);
+      assert.ok(rules.every((r) => r.IPAddress.endsWith('/addresses/constell-a1b2c3d4-lb') && r.labels['constellation-uid'] === 'a1b2c3d4'));
+      const address = fake.compute.list('addresses')[0]!;
+      assert.equal(result.clusterEndpoint, address.address);
+      assert.deepEqual(result.apiServerCertSANs, [address.address]);
+      assert.equal(inserts('routers')[0]!.nats[0].sourceSubnetworkIpRangesToNat, 'ALL_SUBNETWORKS_ALL_IP_RANGES');
+    });
+
+    it('sends independent inserts concurrently and dependent ones after their dependencies', async () => {
+      fake.operationMs = 30;
+      await infra.create(createRequest(), providerContext());
+      const order = fake.requests.filter((r) => r.method === 'POST' && !r.path.endsWith('/wait')).map((r) => r.path.split('/').pop());
+      const first = (c: string) => order.indexOf(c);
+      const last = (c: string) => order.lastIndexOf(c);
+      // Network, address and all health checks go out before the first dependent insert.
+      assert.ok(last('healthChecks') < first('subnetworks'));
+      assert.ok(first('addresses') < first('subnetworks'));
+      assert.ok(first('networks') < first('subnetworks'));
+      assert.ok(last('instanceTemplates') < first('instanceGroupManagers'));
+      assert.ok(last('instanceGroupManagers') < first('backendServices'));
+      assert.ok(last('backendServices') < first('forwardingRules'));
+    });
+
+    it('records every resource with its dependencies, and a second run changes nothing', async () => {
+      const ctx = providerContext();
+      await infra.create(createRequest(), ctx);
+      const records = await ctx.journal.list();
+      assert.equal(records.length, 25);
+      assert.ok(records.every((r) => r.data?.state === 'created' && r.kind.startsWith('gcp:')));
+      const rule = records.find((r) => r.id.endsWith('/forwardingRules/constell-a1b2c3d4-fr-6443'))!;
+      assert.deepEqual(rule.dependsOn, [
+        `projects/${PROJECT}/regions/europe-west3/backendServices/constell-a1b2c3d4-bs-6443`,
+        `projects/${PROJECT}/regions/europe-west3/addresses/constell-a1b2c3d4-lb`,
+      ]);
+      const before = insertCount();
+      const again = await infra.create(createRequest(), ctx);
+      assert.equal(insertCount(), before);
+      assert.match(again.clusterEndpoint, /^203\.0\.113\./);
+    });
+  });
+
+  describe('recovery', () => {
+    it('continues an interrupted create without inserting anything twice', async () => {
+      fake.operationMs = 20;
+      const controller = new AbortController();
+      const journal = new MemoryResourceJournal();
+      const record = journal.record.bind(journal);
+      journal.record = async (r: RecordedResource) => {
+        await record(r);
+        if ((await journal.list()).length >= 9) controller.abort(new Error('interrupted'));
+      };
+      const err = await infra.create(createRequest(), providerContext(journal, controller.signal)).then(() => undefined, (e: unknown) => e);
+      assert.ok(err instanceof CreateFailedError && err.canRollBack, String(err));
+      const recorded = await journal.list();
+      assert.ok(recorded.length >= 9 && recorded.length < 25, `recorded ${recorded.length}`);
+      assert.ok(recorded.some((r) => r.data?.state === 'creating'), 'some operation was still running');
+
+      journal.record = record;
+      const postsBefore = fake.requests.length;
+      await infra.create(createRequest(), providerContext(journal));
+      assert.equal((await journal.list()).length, 25);
+      // Nothing the first run had recorded was inserted again (an insert in flight at the interruption may be
+      // sent again: GCP answers alreadyExists and the resource is adopted).
+      const reinserted = fake.requests
+        .slice(postsBefore)
+        .filter((r) => r.method === 'POST' && !r.path.endsWith('/wait'))
+        .map((r) => `${r.path.replace(/^\/compute\/v1\//, '')}/${(r.body as Json).name}`);
+      for (const r of recorded) assert.ok(!reinserted.includes(r.id), `${r.id} was inserted again`);
+      assert.equal(fake.compute.list('instances').length, 5);
+      assert.equal(fake.compute.list('forwardingRules').length, 5);
+    });
+
+    it('adopts a resource GCP accepted before the journal could record it', async () => {
+      const journal = new MemoryResourceJournal();
+      const record = journal.record.bind(journal);
+      let failed = false;
+      journal.record = async (r: RecordedResource) => {
+        if (!failed && r.id.endsWith('/subnetworks/constell-a1b2c3d4-nodes')) {
+          failed = true;
+          throw new Error('disk full');
+        }
+        await record(r);
+      };
+      await assert.rejects(infra.create(createRequest(), providerContext(journal)), CreateFailedError);
+      await infra.create(createRequest(), providerContext(journal));
+      assert.equal(inserts('subnetworks').length, 2, 'the second insert was answered with alreadyExists');
+      assert.ok((await journal.list()).some((r) => r.id.endsWith('/subnetworks/constell-a1b2c3d4-nodes')));
+      assert.equal((await journal.list()).length, 25);
+    });
+
+    it('retries throttled (429) and unavailable (503) calls', async () => {
+      fake.inject({ match: /^POST .*\/global\/networks/, status: 429, reason: 'rateLimitExceeded', times: 2 });
+      fake.inject({ match: /\/operations\/.*\/wait/, status: 503, times: 1 });
+      fake.inject({ match: /^GET .*\/addresses\//, status: 503, times: 1 });
+      await infra.create(createRequest(), providerContext());
+      assert.equal(inserts('networks').length, 3);
+      assert.equal(fake.compute.list('forwardingRules').length, 5);
+    });
+
+    it('reports a failed operation with GCP\'s message and offers to roll back; terminate then cleans up', async () => {
+      fake.failOperation({ match: /instanceGroupManagers$/, code: 'QUOTA_EXCEEDED', message: "Quota 'CPUS' exceeded.  Limit: 24.0 in region europe-west3." });
+      const ctx = providerContext();
+      const err = await infra.create(createRequest(), ctx).then(() => undefined, (e: unknown) => e);
+      assert.ok(err instanceof CreateFailedError, String(err));
+      assert.equal(err.canRollBack, true);
+      assert.match(err.message, /Quota 'CPUS' exceeded/);
+      assert.match(err.message, /QUOTA_EXCEEDED/);
+      assert.match(err.message, /managed instance group/);
+      assert.ok(err.hint?.includes('terminate'));
+      assert.equal(fake.compute.list('forwardingRules').length, 0, 'nothing after the failed step was started');
+      assert.ok((await ctx.journal.list()).length > 0);
+
+      await infra.terminate(ctx);
+      assert.deepEqual(fake.compute.list(), []);
+      assert.deepEqual(await ctx.journal.list(), []);
+    });
+
+    it('reports a refused request with GCP\'s message', async () => {
+      fake.inject({ match: /^POST .*\/firewalls/, status: 403, reason: 'forbidden', message: "Required 'compute.firewalls.create' permission for 'projects/fake-project'" });
+      const err = await infra.create(createRequest(), providerContext()).then(() => undefined, (e: unknown) => e);
+      assert.ok(err instanceof CreateFailedError, String(err));
+      assert.match(err.message, /Required 'compute\.firewalls\.create' permission/);
+      assert.match(err.message, /firewall rule/);
+    });
+  });
+
+  describe('terminate', () => {
+    it('deletes everything in reverse dependency order and leaves the fake empty', async () => {
+      const ctx = providerContext();
+      await infra.create(createRequest(), ctx);
+      fake.requests.length = 0;
+      await infra.terminate(ctx);
+      assert.deepEqual(fake.compute.list(), []);
+      assert.deepEqual(await ctx.journal.list(), []);
+      const order = fake.calls(/^DELETE /).map((r) => r.path.split('/').slice(-2, -1)[0]);
+      const first = (c: string) => order.indexOf(c);
+      const last = (c: string) => order.lastIndexOf(c);
+      assert.ok(last('forwardingRules') < first('backendServices'));
+      assert.ok(last('backendServices') < first('instanceGroupManagers'));
+      assert.ok(last('instanceGroupManagers') < first('instanceTemplates'));
+      assert.ok(last('instanceTemplates') < first('subnetworks'));
+      assert.ok(last('subnetworks') < first('networks'));
+      assert.equal(order.filter((c) => c === 'networks').length, 1);
+    });
+
+    it('tolerates resources that are already gone', async () => {
+      const ctx = providerContext();
+      await infra.create(createRequest(), ctx);
+      const gone = [...fake.compute.resources.keys()].filter((k) => /\/(forwardingRules|healthChecks)\//.test(k) && !k.includes('fr-9000'));
+      for (const k of gone.filter((k) => k.includes('forwardingRules'))) fake.compute.resources.delete(k);
+      await infra.terminate(ctx);
+      assert.deepEqual(fake.compute.list(), []);
+      assert.deepEqual(await ctx.journal.list(), []);
+    });
+
+    it('with byTag also deletes resources of the cluster that the journal lost', async () => {
+      const ctx = providerContext();
+      await infra.create(createRequest(), ctx);
+      for (const r of await ctx.journal.list()) {
+        if (!r.id.includes('/networks/')) await ctx.journal.remove(r.id);
+      }
+      await infra.terminate(ctx, { byTag: true });
+      assert.deepEqual(fake.compute.list(), []);
+    });
+
+    it('without byTag deletes exactly what was recorded', async () => {
+      const ctx = providerContext();
+      await infra.create(createRequest(), ctx);
+      const other = providerContext();
+      await infra.create(createRequest({ uid: 'other000' }), other);
+      await infra.terminate(ctx);
+      assert.ok(fake.compute.list().length > 0);
+      assert.ok(fake.compute.list().every((r) => String(r.name).includes('other000') || String(r.selfLink).includes('other000')));
+    });
+  });
+
+  describe('instances', () => {
+    it('lists, describes, scales and replaces instances', async () => {
+      const ctx = providerContext();
+      await infra.create(createRequest(), ctx);
+      const listed = await infra.listInstances(ctx);
+      assert.equal(listed.length, 5);
+      assert.deepEqual(listed.filter((i) => i.role === 'control-plane').map((i) => i.nodeGroup), Array(3).fill('control_plane_default'));
+      assert.ok(listed.every((i) => i.state === 'running' && /^192\.168\.178\.\d+$/.test(i.privateIp) && i.id.startsWith(`projects/${PROJECT}/zones/${ZONE}/instances/`)));
+
+      const one = await infra.describeInstance(listed[0]!.id, ctx);
+      assert.deepEqual(one, listed[0]);
+      await assert.rejects(infra.describeInstance(`projects/${PROJECT}/zones/${ZONE}/instances/nope`, ctx), /does not exist/);
+
+      await infra.scaleNodeGroup('worker_default', 4, ctx);
+      assert.equal((await infra.listInstances(ctx)).filter((i) => i.role === 'worker').length, 4);
+      await assert.rejects(infra.scaleNodeGroup('nope', 1, ctx), /no node group named "nope"/);
+
+      const old = listed.find((i) => i.role === 'control-plane')!;
+      const fresh = await infra.replaceInstance(old.id, ctx);
+      assert.notEqual(fresh.name, old.name);
+      assert.equal(fresh.nodeGroup, old.nodeGroup);
+      const after = await infra.listInstances(ctx);
+      assert.ok(!after.some((i) => i.id === old.id));
+      assert.equal(after.filter((i) => i.role === 'control-plane').length, 3);
+    });
+  });
+});
