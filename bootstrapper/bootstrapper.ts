@@ -1,0 +1,142 @@
+/**
+ * The bootstrapper daemon (DESIGN §7), with every collaborator a parameter so tests run whole nodes in-process.
+ * At start it serves the verify service (every node), the init server (control-plane nodes) and, when its state
+ * disk is already formatted (a reboot), the recovery server; in parallel its join client asks for a join ticket
+ * (fresh disk) or a rejoin ticket (formatted disk). The node lock decides between init, join and recovery.
+ */
+import type { ServerDuplexStream } from '@grpc/grpc-js';
+import type { Issuer } from '../lib/attestation/types.js';
+import { InitService, type InitRequest, type InitResponse } from '../proto/gen/constellation/init.js';
+import { RecoveryService, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
+import { VerifyService } from '../proto/gen/constellation/verify.js';
+import type { NodeMetadata } from '../providers/contract.js';
+import {
+  DEFAULT_PORTS,
+  type BootstrapperTpm,
+  type Clock,
+  type JoinServiceSettings,
+  type KubernetesBackend,
+  type Logger,
+  type NodeIdentity,
+  type ServicePorts,
+  type StateDisk,
+} from './collaborators.js';
+import { describeError } from './errors.js';
+import { startNodeServer, type NodeServer } from './grpc-server.js';
+import { InitServer } from './init-server.js';
+import { JoinClient, type RetryPolicy } from './join-client.js';
+import { NodeLock } from './node-lock.js';
+import { NodeSetup } from './node-setup.js';
+import { NodeStatusTracker } from './node-status.js';
+import { RecoveryServer } from './recovery-server.js';
+import { createVerifyService } from './verify-server.js';
+
+export interface BootstrapperDeps {
+  node: NodeIdentity;
+  /** The node's TPM connection (shared with the issuer: swtpm serves one connection). */
+  tpm: BootstrapperTpm;
+  issuer: Issuer;
+  metadata: NodeMetadata;
+  stateDisk: StateDisk;
+  backend: KubernetesBackend;
+  joinService: JoinServiceSettings;
+  logger: Logger;
+  /** The tail of the node's log for init failures; default: nothing. */
+  logTail?: () => Uint8Array;
+  clock?: Clock;
+  /** Address the servers bind; default the node's IP. */
+  host?: string;
+  ports?: Partial<ServicePorts>;
+  retry?: RetryPolicy;
+  /** Longest wait for one message of a peer. */
+  stepTimeoutMs?: number;
+}
+
+export interface Bootstrapper {
+  status: NodeStatusTracker;
+  lock: NodeLock;
+  /** The bound ports (init and recovery only where they run). */
+  ports: { verify: number; init?: number; recovery?: number };
+  /** Stops the join client and every server of the node (its join service too). The TPM and disk stay open. */
+  close(): Promise<void>;
+}
+
+export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrapper> {
+  const { node, logger } = deps;
+  const clock = deps.clock ?? (() => new Date());
+  const ports = { ...DEFAULT_PORTS, ...deps.ports };
+  const host = deps.host ?? node.ip;
+  const lock = new NodeLock();
+  const status = new NodeStatusTracker(node.name, node.role);
+  const setup = new NodeSetup({
+    tpm: deps.tpm,
+    stateDisk: deps.stateDisk,
+    logger,
+    clock,
+    joinService: { ...deps.joinService, host, port: ports.join },
+  });
+  const servers: NodeServer[] = [];
+  const started: Bootstrapper['ports'] = { verify: 0 };
+  const stop = new AbortController();
+  let joining: Promise<void> = Promise.resolve();
+
+  const close = async () => {
+    stop.abort();
+    await joining;
+    await Promise.all(servers.map((s) => s.close()));
+    await setup.close();
+  };
+
+  try {
+    const verify = await startNodeServer('verify service', VerifyService, createVerifyService(deps.issuer, status), { host, port: ports.verify });
+    servers.push(verify);
+    started.verify = verify.port;
+
+    const rebooted = await deps.stateDisk.isFormatted();
+    const common = { node, issuer: deps.issuer, lock, status, setup, stateDisk: deps.stateDisk, logger, stepTimeoutMs: deps.stepTimeoutMs };
+    if (node.role === 'control-plane') {
+      const init = new InitServer({
+        ...common,
+        metadata: deps.metadata,
+        backend: deps.backend,
+        joinServiceDir: deps.joinService.dir,
+        clock,
+        logTail: deps.logTail ?? (() => new Uint8Array(0)),
+      });
+      const server = await startNodeServer('init server', InitService, {
+        init: (call: ServerDuplexStream<InitRequest, InitResponse>) => void init.handle(call),
+      }, { host, port: ports.init });
+      servers.push(server);
+      started.init = server.port;
+    }
+    if (rebooted) {
+      const recovery = new RecoveryServer(common);
+      const server = await startNodeServer('recovery server', RecoveryService, {
+        recover: (call: ServerDuplexStream<RecoverRequest, RecoverResponse>) => void recovery.handle(call),
+      }, { host, port: ports.recovery });
+      servers.push(server);
+      started.recovery = server.port;
+    }
+
+    const kind = rebooted ? 'rejoin' : 'join';
+    logger.info('bootstrapper started', { node: node.name, role: node.role, address: node.ip, diskUuid: deps.stateDisk.uuid, mode: kind, ports: started });
+    const join = new JoinClient({
+      ...common,
+      metadata: deps.metadata,
+      backend: deps.backend,
+      joinServicePort: ports.join,
+      joinServiceDir: deps.joinService.dir,
+      retry: deps.retry,
+    });
+    // Whoever takes the lock (init, recovery, or the join client itself) ends the search for a join service.
+    lock.onLocked(() => stop.abort());
+    joining = join.run(kind, stop.signal).catch((err: unknown) => {
+      logger.error('the join client stopped', { reason: describeError(err) });
+      status.set('failed', { reason: describeError(err) });
+    });
+  } catch (err) {
+    await close();
+    throw err;
+  }
+  return { status, lock, ports: started, close };
+}

@@ -1,0 +1,330 @@
+/**
+ * The init server (DESIGN §6, §7; port 9000, control-plane nodes): the CLI verifies this node's attestation
+ * and seals it the cluster's secrets; the node checks the init secret against the bcrypt hash from its
+ * metadata, takes the node lock, derives the keys, extends PCR 15, formats its state disk, makes the cluster
+ * PKI, writes and starts the join service, brings up the Kubernetes backend, streams Progress, and seals the
+ * InitResult back to the CLI (or sends a Failure with the tail of its log).
+ *
+ * Retrying is safe: an Init carrying the same master secret and init secret as the one this node took (a CLI
+ * killed mid-init runs init again) joins the running attempt or gets the same InitResult, and one whose first
+ * attempt failed runs the (idempotent) steps again. Any other Init after the lock is refused.
+ */
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { ServerDuplexStream } from '@grpc/grpc-js';
+import bcrypt from 'bcryptjs';
+import type { AttestationConfigFile } from '../joinservice/service-files.js';
+import { writeServiceFiles } from '../joinservice/service-files.js';
+import type { Issuer, VariantConfig } from '../lib/attestation/types.js';
+import { attestedServer, initServerAdapter } from '../lib/atls/index.js';
+import { UserError } from '../lib/errors.js';
+import {
+  deriveClusterId,
+  deriveMeasurementSecret,
+  deriveStateDiskKey,
+  MEASUREMENT_SALT_LENGTH,
+  MIN_MASTER_KEY_LENGTH,
+  MIN_MASTER_SALT_LENGTH,
+  type MasterSecret,
+} from '../lib/kms/index.js';
+import { createAdminKubeconfig, createClusterPki, loadClusterPki, type PkiFiles } from '../lib/pki/cluster-pki.js';
+import { InitResult, InitSecrets, type InitRequest, type InitResponse } from '../proto/gen/constellation/init.js';
+import type { NodeMetadata } from '../providers/contract.js';
+import type { Clock, KubernetesBackend, Logger, NodeIdentity, StateDisk } from './collaborators.js';
+import { withPort } from './addresses.js';
+import { describeError } from './errors.js';
+import type { NodeLock } from './node-lock.js';
+import type { NodeSetup } from './node-setup.js';
+import type { NodeStatusTracker } from './node-status.js';
+
+export const API_SERVER_PORT = 6443;
+const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
+const DEFAULT_CLUSTER_NAME = 'constellation';
+
+export type ProgressListener = (step: string, message: string) => void;
+
+export interface InitServerOptions {
+  node: NodeIdentity;
+  issuer: Issuer;
+  metadata: NodeMetadata;
+  lock: NodeLock;
+  status: NodeStatusTracker;
+  setup: NodeSetup;
+  stateDisk: StateDisk;
+  backend: KubernetesBackend;
+  /** Where the join service's files go (NODE_DIR/joinservice). */
+  joinServiceDir: string;
+  logger: Logger;
+  clock: Clock;
+  /** The tail of this node's log, sent with a Failure. */
+  logTail: () => Uint8Array;
+  /** Longest wait for one message of the CLI. */
+  stepTimeoutMs?: number;
+}
+
+/** InitSecrets, checked. */
+interface CheckedInitSecrets {
+  master: MasterSecret;
+  initSecret: Uint8Array;
+  measurementSalt: Uint8Array;
+  kubernetesVersion: string;
+  clusterName: string;
+  apiServerCertSans: string[];
+  serviceCidr: string;
+  attestation: AttestationConfigFile;
+}
+
+interface InitAttempt {
+  fingerprint: Buffer;
+  running?: Promise<InitResult>;
+  result?: InitResult;
+}
+
+export class InitServer {
+  private attempt: InitAttempt | undefined;
+  private readonly listeners = new Set<ProgressListener>();
+  private pki: PkiFiles | undefined;
+  private adminKubeconfig: string | undefined;
+  private readonly logger: Logger;
+
+  constructor(private readonly options: InitServerOptions) {
+    this.logger = options.logger.child({ component: 'init' });
+  }
+
+  /** The gRPC handler of Init.Init. Never throws: every outcome is logged and, where possible, told to the CLI. */
+  async handle(call: ServerDuplexStream<InitRequest, InitResponse>): Promise<void> {
+    const peer = `the CLI at ${call.getPeer()}`;
+    let session;
+    try {
+      session = await attestedServer(call, initServerAdapter, { purpose: 'init', issuer: this.options.issuer, peer, timeoutMs: this.options.stepTimeoutMs });
+    } catch (err) {
+      // The CLI rejected this node's attestation (it ends the stream and sends nothing) or went away.
+      this.logger.warn('init request ended before any secret arrived', { peer, reason: describeError(err) });
+      return;
+    }
+    this.logger.info('init secrets received', { peer });
+    const channel = session.channel;
+    const progress: ProgressListener = (step, message) => {
+      try {
+        channel.send({ kind: 'progress', value: { step, message } });
+      } catch {
+        // The CLI went away; init goes on, and a re-run of init picks up the result.
+      }
+    };
+    try {
+      const result = await this.initialize(InitSecrets.decode(session.secrets), progress);
+      channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(InitResult.encode(result).finish()) } });
+      channel.end();
+      this.logger.info('init result sent', { peer });
+    } catch (err) {
+      const reason = describeError(err);
+      this.logger.error('init failed', { peer, reason });
+      channel.fail(reason, this.options.logTail());
+    }
+  }
+
+  /**
+   * Initializes the cluster on this node with `secrets` (already received over the attested channel), calling
+   * `onProgress` for each step. A UserError says why it was refused or what failed.
+   */
+  async initialize(secrets: InitSecrets, onProgress: ProgressListener = () => {}): Promise<InitResult> {
+    const checked = checkInitSecrets(secrets);
+    const fingerprint = fingerprintOf(checked);
+    if (!this.attempt) {
+      await this.checkInitSecret(checked.initSecret);
+      // Another Init may have taken the node while bcrypt ran.
+      if (!this.attempt) {
+        await this.refuseIfTaken();
+        this.attempt = { fingerprint };
+      }
+    }
+    const attempt = this.attempt;
+    if (!timingSafeEqual(attempt.fingerprint, fingerprint)) {
+      throw new UserError('This node is already initialized (or being initialized) with another master secret or init secret.', {
+        hint: 'Run init with the master secret of the cluster this node belongs to, or initialize a new cluster on new nodes.',
+      });
+    }
+    if (attempt.result) {
+      onProgress('done', 'this node was already initialized with these secrets; sending the same result again');
+      return attempt.result;
+    }
+    this.listeners.add(onProgress);
+    try {
+      if (attempt.running) onProgress('init', 'an init with these secrets is already running on this node; waiting for it');
+      attempt.running ??= this.run(checked).then(
+        (result) => {
+          attempt.result = result;
+          attempt.running = undefined;
+          return result;
+        },
+        (err: unknown) => {
+          attempt.running = undefined;
+          throw err;
+        },
+      );
+      return await attempt.running;
+    } finally {
+      this.listeners.delete(onProgress);
+    }
+  }
+
+  private async checkInitSecret(initSecret: Uint8Array): Promise<void> {
+    const hash = await this.options.metadata.initSecretHash();
+    // The CLI hashes the init secret's hex form; a secret that is text itself is compared as it is too.
+    const candidates = [Buffer.from(initSecret).toString('hex')];
+    const text = asText(initSecret);
+    if (text !== undefined) candidates.unshift(text);
+    for (const candidate of candidates) {
+      if (await bcrypt.compare(candidate, hash)) return;
+    }
+    this.logger.warn('init refused: wrong init secret');
+    throw new UserError('The init secret is wrong: it does not match the hash this node got from its provider.', {
+      hint: 'Run init from the workspace that created this cluster (its constellation-state.yaml holds the init secret).',
+    });
+  }
+
+  private async refuseIfTaken(): Promise<void> {
+    if (this.options.lock.owner === 'join') {
+      throw new UserError('This node has joined (or is joining) a cluster, so it cannot be initialized.', {
+        hint: 'Initialize a cluster through a control-plane node that belongs to none.',
+      });
+    }
+    if (await this.options.stateDisk.isFormatted()) {
+      throw new UserError("This node's state disk is already formatted: the node belonged to a cluster before it rebooted.", {
+        hint: 'It rejoins that cluster by itself; if no control-plane node of it runs any more, use `constellation recover`.',
+      });
+    }
+    if (!this.options.lock.tryLock('init')) {
+      throw new UserError('This node is already taken by another init or join.');
+    }
+  }
+
+  private emit(step: string, message: string): void {
+    this.logger.info(message, { step });
+    for (const listener of this.listeners) listener(step, message);
+  }
+
+  /** The steps after the lock; each is safe to run again when an earlier attempt failed. */
+  private async run(secrets: CheckedInitSecrets): Promise<InitResult> {
+    const { node, setup, stateDisk, status, clock } = this.options;
+    status.set('initializing');
+    try {
+      const measurementSecret = deriveMeasurementSecret(secrets.master);
+      const clusterId = deriveClusterId(measurementSecret, secrets.measurementSalt);
+      this.emit('keys', `derived the cluster keys; clusterID ${Buffer.from(clusterId).toString('hex')}`);
+
+      await setup.extendClusterPcr(clusterId);
+      this.emit('pcr15', 'extended PCR 15 with the clusterID');
+
+      const how = await setup.openStateDisk(deriveStateDiskKey(secrets.master, stateDisk.uuid));
+      await setup.writeClusterRecord({
+        origin: 'init',
+        role: node.role,
+        clusterId: Buffer.from(clusterId).toString('hex'),
+        measurementSalt: Buffer.from(secrets.measurementSalt).toString('hex'),
+      });
+      this.emit('state-disk', `${how} the state disk ${stateDisk.uuid} with its derived key`);
+
+      this.pki ??= createClusterPki({ clock, clusterName: secrets.clusterName });
+      const pki = loadClusterPki(this.pki);
+      this.emit('pki', 'created the cluster PKI (CA, front-proxy CA, etcd CA, service-account key)');
+
+      const apiServerEndpoint = withPort(await this.options.metadata.loadBalancerEndpoint(), API_SERVER_PORT);
+      await writeServiceFiles(this.options.joinServiceDir, {
+        attestation: secrets.attestation,
+        masterSecret: secrets.master,
+        measurementSalt: secrets.measurementSalt,
+        cluster: { apiServerEndpoint, kubernetesVersion: secrets.kubernetesVersion },
+        pki: this.pki,
+      });
+      const joinService = await setup.startJoinService();
+      this.emit('join-service', `join service listening on ${node.ip}:${joinService.port}`);
+
+      this.adminKubeconfig ??= await createAdminKubeconfig({ pki, clusterName: secrets.clusterName, server: `https://${apiServerEndpoint}`, clock });
+      const kubernetes = await this.options.backend.init({
+        nodeName: node.name,
+        nodeIp: node.ip,
+        clusterName: secrets.clusterName,
+        kubernetesVersion: secrets.kubernetesVersion,
+        apiServerEndpoint,
+        certSANs: secrets.apiServerCertSans,
+        serviceCIDR: secrets.serviceCidr,
+        pkiFiles: Object.fromEntries(Object.entries(this.pki).map(([name, text]) => [name, Buffer.from(text)])),
+        adminKubeconfig: Buffer.from(this.adminKubeconfig),
+        log: this.logger.child({ component: `kubernetes-${this.options.backend.name}` }),
+      });
+      this.emit('kubernetes', kubernetes.message);
+
+      status.set('initialized', { clusterId });
+      this.emit('done', 'the cluster is initialized');
+      return { kubeconfig: Buffer.from(kubernetes.kubeconfig), clusterId: Buffer.from(clusterId), kubernetesBackend: this.options.backend.name };
+    } catch (err) {
+      status.set('failed', { reason: describeError(err) });
+      throw err;
+    }
+  }
+}
+
+/** Checks what the CLI sent, before anything is derived or locked. Messages never quote a secret. */
+export function checkInitSecrets(secrets: InitSecrets): CheckedInitSecrets {
+  const problem = (what: string) => new UserError(`The init request is malformed: ${what}.`, { hint: 'Use a CLI of the same version as the nodes.' });
+  if (secrets.masterKey.length < MIN_MASTER_KEY_LENGTH) throw problem(`the master key has ${secrets.masterKey.length} bytes, at least ${MIN_MASTER_KEY_LENGTH} are required`);
+  if (secrets.masterSalt.length < MIN_MASTER_SALT_LENGTH) throw problem(`the master salt has ${secrets.masterSalt.length} bytes, at least ${MIN_MASTER_SALT_LENGTH} are required`);
+  if (secrets.measurementSalt.length !== MEASUREMENT_SALT_LENGTH) throw problem(`the measurement salt has ${secrets.measurementSalt.length} bytes, not ${MEASUREMENT_SALT_LENGTH}`);
+  if (secrets.initSecret.length === 0) throw problem('it carries no init secret');
+  if (!secrets.kubernetesVersion) throw problem('it names no Kubernetes version');
+  return {
+    master: { key: new Uint8Array(secrets.masterKey), salt: new Uint8Array(secrets.masterSalt) },
+    initSecret: new Uint8Array(secrets.initSecret),
+    measurementSalt: new Uint8Array(secrets.measurementSalt),
+    kubernetesVersion: secrets.kubernetesVersion,
+    clusterName: secrets.clusterName || DEFAULT_CLUSTER_NAME,
+    apiServerCertSans: secrets.apiServerCertSans,
+    serviceCidr: secrets.serviceCidr || DEFAULT_SERVICE_CIDR,
+    attestation: parseAttestationConfig(secrets.attestationConfig, problem),
+  };
+}
+
+/**
+ * The attestation config the join service starts with: `{"variant", "config": {"measurements", ...}}` (the
+ * join service's file format); `{"variant", "measurements", ...}` is accepted too.
+ */
+function parseAttestationConfig(bytes: Uint8Array, problem: (what: string) => UserError): AttestationConfigFile {
+  if (bytes.length === 0) throw problem('it carries no attestation config');
+  let json: unknown;
+  try {
+    json = JSON.parse(Buffer.from(bytes).toString('utf8'));
+  } catch {
+    throw problem('its attestation config is not JSON');
+  }
+  const value = json as { variant?: unknown; config?: unknown; measurements?: unknown; previous?: unknown };
+  if (typeof value !== 'object' || value === null || typeof value.variant !== 'string' || value.variant === '') {
+    throw problem('its attestation config names no variant');
+  }
+  if (typeof value.config === 'object' && value.config !== null) return value as AttestationConfigFile;
+  if (typeof value.measurements === 'object' && value.measurements !== null) {
+    const { variant, ...config } = value as { variant: string } & VariantConfig;
+    return { variant, config };
+  }
+  throw problem('its attestation config has no measurements');
+}
+
+/** Identifies an init attempt by the secrets it carried (a hash kept in memory, compared in constant time). */
+function fingerprintOf(secrets: CheckedInitSecrets): Buffer {
+  const hash = createHash('sha256').update('constellation init attempt');
+  for (const part of [secrets.master.key, secrets.master.salt, secrets.initSecret, secrets.measurementSalt]) {
+    const length = Buffer.alloc(4);
+    length.writeUInt32BE(part.length);
+    hash.update(length).update(part);
+  }
+  return hash.digest();
+}
+
+/** The bytes as text, when they are printable UTF-8 (an init secret sent as its hex or base64 string). */
+function asText(bytes: Uint8Array): string | undefined {
+  try {
+    const text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+    return /^[\x21-\x7e]+$/.test(text) ? text : undefined;
+  } catch {
+    return undefined;
+  }
+}

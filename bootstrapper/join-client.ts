@@ -1,0 +1,245 @@
+/**
+ * The join client (DESIGN §7), running on every node in parallel with the init server until the node lock is
+ * taken. It finds a join service through the provider's metadata (the load balancer first, then the other
+ * control-plane nodes), attests itself with a JoinHello bound into its document, and on a ticket takes the
+ * lock, extends PCR 15, formats (join) or unlocks (rejoin) its state disk and joins Kubernetes; a control-plane
+ * node then hosts a join service too.
+ *
+ * A join service that cannot be reached is retried quietly (the cluster may not be up yet); one that refuses
+ * the node (its Failure names the PCR that differs) puts the node in state `refused` with that reason, and it
+ * keeps asking, with a capped backoff, since a fixed node or updated measurements may be accepted later.
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CONTROL_PLANE_SERVICE_PREFIX, serviceFilesFromControlPlaneFiles, writeRawServiceFiles } from '../joinservice/service-files.js';
+import type { Issuer } from '../lib/attestation/types.js';
+import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../lib/atls/index.js';
+import { deriveClusterId } from '../lib/kms/index.js';
+import { pem } from '../lib/pki/cluster-pki.js';
+import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello } from '../proto/gen/constellation/join.js';
+import type { NodeMetadata } from '../providers/contract.js';
+import type { KubernetesBackend, Logger, NodeIdentity, StateDisk } from './collaborators.js';
+import { describeError, peerRefusal } from './errors.js';
+import { withPort } from './addresses.js';
+import { createKubeletCsr, type KubeletCsr } from './kubelet-csr.js';
+import type { NodeLock } from './node-lock.js';
+import type { NodeSetup } from './node-setup.js';
+import type { NodeStatusTracker } from './node-status.js';
+
+export type JoinKind = 'join' | 'rejoin';
+
+export interface RetryPolicy {
+  /** First wait after a failed round, in ms; doubles each round. */
+  initialMs: number;
+  /** Longest wait after a round in which a join service refused the node, in ms. */
+  maxMs: number;
+  /** Longest wait after a round in which no join service answered (the cluster is coming up: ask often), in ms. */
+  unreachableMaxMs: number;
+}
+
+export const DEFAULT_RETRY: RetryPolicy = { initialMs: 250, maxMs: 5_000, unreachableMaxMs: 500 };
+
+export interface JoinClientOptions {
+  node: NodeIdentity;
+  issuer: Issuer;
+  metadata: NodeMetadata;
+  lock: NodeLock;
+  status: NodeStatusTracker;
+  setup: NodeSetup;
+  stateDisk: StateDisk;
+  backend: KubernetesBackend;
+  /** Port of the join services to ask (and of this node's own, once it hosts one). */
+  joinServicePort: number;
+  /** Directory for the join service's files on a control-plane node. */
+  joinServiceDir: string;
+  logger: Logger;
+  retry?: RetryPolicy;
+  /** Longest wait for one message of the join service. */
+  stepTimeoutMs?: number;
+}
+
+type Attempt = { ticket: Uint8Array } | { refused: string } | { unreachable: string };
+
+/** Files of the kubelet's key and certificate on the state disk. */
+export const KUBELET_KEY_FILE = 'kubelet/kubelet.key';
+export const KUBELET_CERT_FILE = 'kubelet/kubelet.crt';
+
+export class JoinClient {
+  private readonly logger: Logger;
+  private csr: KubeletCsr | undefined;
+
+  constructor(private readonly options: JoinClientOptions) {
+    this.logger = options.logger.child({ component: 'join' });
+  }
+
+  /** Asks until the node holds a ticket and has used it, until the lock is taken by init, or until `signal` aborts. */
+  async run(kind: JoinKind, signal: AbortSignal): Promise<void> {
+    const { lock, status } = this.options;
+    const retry = this.options.retry ?? DEFAULT_RETRY;
+    const hello = await this.hello(kind);
+    let wait = retry.initialMs;
+    let round = 0;
+    while (!signal.aborted && !lock.locked) {
+      round++;
+      let refused = false;
+      const endpoints = await this.discover();
+      if (endpoints.length === 0 && round === 1) this.logger.info('no join service endpoint known yet; asking the metadata again');
+      for (const address of endpoints) {
+        if (signal.aborted || lock.locked) return;
+        const attempt = await this.attempt(address, kind, hello, signal);
+        if ('ticket' in attempt) {
+          // A rejoin ticket's key must open the disk before the node commits to it (a wrong one changes nothing).
+          if (kind === 'rejoin' && !(await this.unlockWith(attempt.ticket, address))) {
+            refused = true;
+            break;
+          }
+          if (!lock.tryLock('join')) {
+            this.logger.info(`${kind} ticket received, but this node was initialized meanwhile; the ticket is not used`);
+            return;
+          }
+          await this.complete(kind, attempt.ticket);
+          return;
+        }
+        if ('refused' in attempt) {
+          if (status.get().reason !== attempt.refused) this.logger.warn(`${kind} refused by the join service`, { address, reason: attempt.refused });
+          status.set('refused', { reason: attempt.refused });
+          refused = true;
+          break;
+        }
+        this.logger.debug('join service not reachable', { address, reason: attempt.unreachable, round });
+      }
+      try {
+        await sleep(wait, undefined, { signal });
+      } catch {
+        return; // aborted
+      }
+      wait = Math.min(wait * 2, refused ? retry.maxMs : retry.unreachableMaxMs);
+    }
+  }
+
+  /** The load balancer, then every other control-plane node (each host:port of the join service). */
+  private async discover(): Promise<string[]> {
+    const { metadata, node, joinServicePort } = this.options;
+    const out: string[] = [];
+    try {
+      out.push(withPort(await metadata.loadBalancerEndpoint(), joinServicePort));
+    } catch (err) {
+      this.logger.debug('no load balancer endpoint from the metadata', { reason: describeError(err) });
+    }
+    try {
+      for (const peer of await metadata.peers()) {
+        if (peer.role === 'control-plane' && peer.vpcIp !== node.ip) out.push(withPort(peer.vpcIp, joinServicePort));
+      }
+    } catch (err) {
+      this.logger.debug('no peers from the metadata', { reason: describeError(err) });
+    }
+    return [...new Set(out)];
+  }
+
+  private async hello(kind: JoinKind): Promise<JoinHello> {
+    const { node, stateDisk } = this.options;
+    if (kind === 'join') this.csr ??= await createKubeletCsr(node.name, node.ip);
+    return {
+      diskUuid: stateDisk.uuid,
+      certificateRequest: kind === 'join' ? Buffer.from(this.csr!.csr) : Buffer.alloc(0),
+      isControlPlane: node.role === 'control-plane',
+      nodeName: node.name,
+    };
+  }
+
+  private async attempt(address: string, kind: JoinKind, hello: JoinHello, signal: AbortSignal): Promise<Attempt> {
+    const client = new JoinServiceClient(address, await createAttestedClientCredentials(), attestedChannelOptions);
+    const call = kind === 'join' ? client.issueJoinTicket() : client.issueRejoinTicket();
+    const abort = () => call.cancel();
+    signal.addEventListener('abort', abort, { once: true });
+    try {
+      const session = await attestedClient(call, joinClientAdapter, {
+        purpose: kind,
+        peer: `the join service at ${address}`,
+        issuer: this.options.issuer,
+        bound: joinHelloBoundFields(hello),
+        hello: { kind: { $case: 'hello', value: hello } },
+        timeoutMs: this.options.stepTimeoutMs,
+      });
+      session.channel.end();
+      return { ticket: session.secrets };
+    } catch (err) {
+      const refusal = peerRefusal(err);
+      return refusal !== undefined ? { refused: refusal } : { unreachable: describeError(err) };
+    } finally {
+      signal.removeEventListener('abort', abort);
+      client.close();
+    }
+  }
+
+  private async unlockWith(sealed: Uint8Array, address: string): Promise<boolean> {
+    try {
+      await this.options.setup.openStateDisk(RejoinTicket.decode(sealed).stateDiskKey);
+      return true;
+    } catch (err) {
+      const reason = `the rejoin ticket from ${address} does not unlock the state disk: ${describeError(err)}`;
+      this.logger.error('rejoin ticket not used', { reason });
+      this.options.status.set('failed', { reason });
+      return false;
+    }
+  }
+
+  /** Uses a ticket; the node holds the lock. A failure here leaves the node `failed` (it cannot take another ticket). */
+  private async complete(kind: JoinKind, sealed: Uint8Array): Promise<void> {
+    const { status, node } = this.options;
+    status.set('joining');
+    try {
+      const clusterId = kind === 'join' ? await this.join(JoinTicket.decode(sealed)) : await this.rejoin(RejoinTicket.decode(sealed));
+      status.set('joined', { clusterId });
+      this.logger.info(`${kind === 'join' ? 'joined' : 'rejoined'} the cluster`, { clusterId: Buffer.from(clusterId).toString('hex'), role: node.role });
+    } catch (err) {
+      const reason = describeError(err);
+      status.set('failed', { reason });
+      this.logger.error(`${kind} failed after the ticket arrived`, { reason });
+    }
+  }
+
+  private async join(ticket: JoinTicket): Promise<Uint8Array> {
+    const { setup, stateDisk, node, backend } = this.options;
+    const clusterId = deriveClusterId(ticket.measurementSecret, ticket.measurementSalt);
+    await setup.extendClusterPcr(clusterId);
+    await setup.openStateDisk(ticket.stateDiskKey);
+    await setup.writeClusterRecord({
+      origin: 'join',
+      role: node.role,
+      clusterId: Buffer.from(clusterId).toString('hex'),
+      measurementSalt: Buffer.from(ticket.measurementSalt).toString('hex'),
+    });
+    const kubeletKey = Buffer.from(this.csr!.privateKeyPem);
+    const kubeletCert = Buffer.from(pem('CERTIFICATE', ticket.kubeletCert));
+    await stateDisk.writeFile(KUBELET_KEY_FILE, kubeletKey);
+    await stateDisk.writeFile(KUBELET_CERT_FILE, kubeletCert);
+    const isControlPlane = node.role === 'control-plane';
+    const kubernetes = await backend.join({
+      nodeName: node.name,
+      nodeIp: node.ip,
+      apiServerEndpoint: ticket.apiServerEndpoint,
+      token: ticket.token,
+      discoveryTokenCaCertHash: ticket.discoveryTokenCaCertHash,
+      kubeletCert,
+      kubeletKey,
+      isControlPlane,
+      // The Kubernetes PKI only; the join service's own files (the master secret among them) stay with it.
+      controlPlaneFiles: Object.fromEntries(
+        ticket.controlPlaneFiles.filter((f) => !f.name.startsWith(CONTROL_PLANE_SERVICE_PREFIX)).map((f) => [f.name, f.data]),
+      ),
+      kubernetesVersion: ticket.kubernetesVersion,
+      log: this.logger.child({ component: `kubernetes-${backend.name}` }),
+    });
+    this.logger.info(kubernetes.message);
+    if (isControlPlane) {
+      await writeRawServiceFiles(this.options.joinServiceDir, serviceFilesFromControlPlaneFiles(ticket.controlPlaneFiles));
+      const service = await setup.startJoinService();
+      this.logger.info('hosting a join service', { address: `${node.ip}:${service.port}` });
+    }
+    return clusterId;
+  }
+
+  private rejoin(ticket: RejoinTicket): Promise<Uint8Array> {
+    return this.options.setup.resume(ticket.stateDiskKey, ticket.measurementSecret, { hostJoinService: this.options.node.role === 'control-plane' });
+  }
+}

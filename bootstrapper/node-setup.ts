@@ -1,0 +1,158 @@
+/**
+ * The steps a node takes once it holds a cluster's secrets, shared by init, join, rejoin and recovery, each
+ * safe to repeat (an init retried after a failure runs them again): extend PCR 15 with the clusterID (once per
+ * boot), format or unlock the state disk, keep the node's cluster record on the encrypted disk (what a rejoin
+ * needs to recompute the clusterID), and host a join service on control-plane nodes.
+ */
+import { createHash } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { UserError } from '../lib/errors.js';
+import { CLUSTER_ID_LENGTH, deriveClusterId, MEASUREMENT_SALT_LENGTH } from '../lib/kms/index.js';
+import { TPM_ALG } from '../lib/tpm/constants.js';
+import { startJoinService, type JoinServiceHandle } from '../joinservice/server.js';
+import { SERVICE_FILE_PATHS } from '../joinservice/service-files.js';
+import type { BootstrapperTpm, Clock, JoinServiceSettings, Logger, StateDisk } from './collaborators.js';
+
+/** The PCR that says which cluster a node belongs to (DESIGN §4). */
+export const CLUSTER_PCR = 15;
+
+/** The node's cluster record on its state disk. Not secret on its own, but kept on the encrypted disk anyway. */
+export const CLUSTER_RECORD_FILE = 'constellation/cluster.json';
+
+export interface ClusterRecord {
+  /** How the node came into the cluster. */
+  origin: 'init' | 'join';
+  role: string;
+  /** Hex. */
+  clusterId: string;
+  /** Hex; with the measurement secret (from a rejoin ticket) it gives the clusterID again. */
+  measurementSalt: string;
+}
+
+const BANK_HASHES: Record<number, string> = { [TPM_ALG.SHA256]: 'sha256', [TPM_ALG.SHA384]: 'sha384' };
+
+export interface NodeSetupOptions {
+  tpm: BootstrapperTpm;
+  stateDisk: StateDisk;
+  logger: Logger;
+  clock: Clock;
+  joinService: JoinServiceSettings & { host: string; port: number };
+}
+
+export class NodeSetup {
+  private extendedWith: Buffer | undefined;
+  private diskOpen = false;
+  private joinService: Promise<JoinServiceHandle> | undefined;
+
+  constructor(private readonly options: NodeSetupOptions) {}
+
+  /**
+   * Extends PCR 15 with the clusterID in every allocated SHA-256/SHA-384 bank: PCR15 = H(0 ‖ H(clusterID)).
+   * Once per boot; a second call with the same clusterID does nothing, another clusterID is refused.
+   */
+  async extendClusterPcr(clusterId: Uint8Array): Promise<void> {
+    if (clusterId.length !== CLUSTER_ID_LENGTH) throw new UserError(`A clusterID has ${CLUSTER_ID_LENGTH} bytes, got ${clusterId.length}.`);
+    if (this.extendedWith) {
+      if (this.extendedWith.equals(clusterId)) return;
+      throw new UserError('PCR 15 already holds another clusterID: this node belongs to another cluster until it reboots.');
+    }
+    const banks = (await this.options.tpm.pcrBanks()).filter((b) => BANK_HASHES[b.hashAlg] && b.pcrs.includes(CLUSTER_PCR));
+    if (banks.length === 0) throw new UserError('The TPM has no SHA-256 or SHA-384 bank with PCR 15.');
+    await this.options.tpm.pcrExtend(
+      CLUSTER_PCR,
+      banks.map((b) => ({ hashAlg: b.hashAlg, digest: new Uint8Array(createHash(BANK_HASHES[b.hashAlg]).update(clusterId).digest()) })),
+    );
+    this.extendedWith = Buffer.from(clusterId);
+    this.options.logger.info('extended PCR 15 with the clusterID', { clusterId: Buffer.from(clusterId).toString('hex') });
+  }
+
+  /**
+   * Formats the state disk with `key` on first use, unlocks it otherwise (a wrong key is refused by the disk).
+   * Once open, later calls (a retried init, a rejoin after its key was checked) return at once.
+   */
+  async openStateDisk(key: Uint8Array): Promise<'formatted' | 'unlocked'> {
+    const disk = this.options.stateDisk;
+    if (this.diskOpen) return 'unlocked';
+    if (await disk.isFormatted()) {
+      await disk.unlock(key);
+      this.diskOpen = true;
+      this.options.logger.info('state disk unlocked', { diskUuid: disk.uuid });
+      return 'unlocked';
+    }
+    await disk.format(key);
+    this.diskOpen = true;
+    this.options.logger.info('state disk formatted', { diskUuid: disk.uuid });
+    return 'formatted';
+  }
+
+  async writeClusterRecord(record: ClusterRecord): Promise<void> {
+    await this.options.stateDisk.writeFile(CLUSTER_RECORD_FILE, Buffer.from(`${JSON.stringify(record)}\n`));
+  }
+
+  /** The record written at init or join; a UserError when the (unlocked) disk has none. */
+  async readClusterRecord(): Promise<ClusterRecord & { measurementSaltBytes: Uint8Array }> {
+    const bytes = await this.options.stateDisk.readFile(CLUSTER_RECORD_FILE);
+    let record: Partial<ClusterRecord> | undefined;
+    try {
+      record = bytes ? (JSON.parse(Buffer.from(bytes).toString('utf8')) as Partial<ClusterRecord>) : undefined;
+    } catch {
+      record = undefined;
+    }
+    const salt = typeof record?.measurementSalt === 'string' ? Buffer.from(record.measurementSalt, 'hex') : Buffer.alloc(0);
+    if (!record || salt.length !== MEASUREMENT_SALT_LENGTH) {
+      throw new UserError(`The state disk ${this.options.stateDisk.uuid} holds no valid cluster record (${CLUSTER_RECORD_FILE}).`, {
+        hint: 'The node was interrupted while it first joined; reset its state disk and let it join again.',
+      });
+    }
+    return { ...(record as ClusterRecord), measurementSaltBytes: new Uint8Array(salt) };
+  }
+
+  /**
+   * Back into the cluster after a reboot (rejoin ticket or recovery): unlock the disk, recompute the clusterID
+   * from the measurement secret and the salt on the disk, extend PCR 15, and on a control-plane node that
+   * hosted a join service before, start it again. Returns the clusterID.
+   */
+  async resume(diskKey: Uint8Array, measurementSecret: Uint8Array, options: { hostJoinService: boolean }): Promise<Uint8Array> {
+    await this.openStateDisk(diskKey);
+    const record = await this.readClusterRecord();
+    const clusterId = deriveClusterId(measurementSecret, record.measurementSaltBytes);
+    if (Buffer.from(clusterId).toString('hex') !== record.clusterId) {
+      throw new UserError('The measurement secret does not give the clusterID this node recorded: it belongs to another cluster.');
+    }
+    await this.extendClusterPcr(clusterId);
+    if (options.hostJoinService && (await this.hasJoinServiceFiles())) await this.startJoinService();
+    return clusterId;
+  }
+
+  /** Whether the join service's files are all in place (a control-plane node that initialized or joined before). */
+  async hasJoinServiceFiles(): Promise<boolean> {
+    const dir = this.options.joinService.dir;
+    const present = await Promise.all(SERVICE_FILE_PATHS.map((name) => fs.access(path.join(dir, name)).then(() => true, () => false)));
+    return present.every(Boolean);
+  }
+
+  /** Starts the join service on this node from its files (once; later calls return the same service). */
+  startJoinService(): Promise<JoinServiceHandle> {
+    const settings = this.options.joinService;
+    this.joinService ??= startJoinService({
+      host: settings.host,
+      port: settings.port,
+      filesDir: settings.dir,
+      validatorDeps: settings.validatorDeps,
+      createValidator: settings.createValidator,
+      tokenSink: settings.tokenSink,
+      logger: this.options.logger,
+      clock: this.options.clock,
+    });
+    // A start that failed may be tried again (e.g. by a retried init).
+    this.joinService.catch(() => (this.joinService = undefined));
+    return this.joinService;
+  }
+
+  async close(): Promise<void> {
+    const service = this.joinService;
+    this.joinService = undefined;
+    await service?.then((s) => s.close(), () => undefined);
+  }
+}

@@ -1,0 +1,182 @@
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { openFileStateDisk } from '../../bootstrapper/state-disk.js';
+import { requestVerifiedAttestation } from '../../lib/atls/index.js';
+import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedPcr15 } from '../../lib/kms/index.js';
+import { cliInit, cliRecover, getStatus, TestCluster, type TestNode } from './support/test-cluster.js';
+
+const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
+
+function logged(node: TestNode): Array<Record<string, unknown>> {
+  return node.log.map((line) => JSON.parse(line) as Record<string, unknown>);
+}
+
+/** No secret of the cluster in any node's log. */
+function assertNoSecretsLogged(cluster: TestCluster): void {
+  const secrets = [cluster.masterKey, cluster.masterSalt, cluster.initSecret];
+  for (const node of cluster.nodes) {
+    const text = node.log.join('\n');
+    for (const secret of secrets) {
+      assert.ok(!text.includes(secret.toString('hex')) && !text.includes(secret.toString('base64')), `a secret is in ${node.name}'s log`);
+    }
+    assert.ok(!text.includes('PRIVATE KEY'), `a private key is in ${node.name}'s log`);
+  }
+}
+
+describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', function () {
+  this.timeout(60_000);
+  let cluster: TestCluster;
+  let cp: TestNode;
+  let worker: TestNode;
+  const clusterId = () => deriveClusterId(deriveMeasurementSecret({ key: cluster.masterKey, salt: cluster.masterSalt }), cluster.measurementSalt);
+
+  before(async function () {
+    if (!hasSwtpm) this.skip();
+    cluster = await TestCluster.create();
+    cp = await cluster.startNode({ name: 'cp-0', ip: '127.0.0.2', role: 'control-plane' });
+  });
+  after(async () => {
+    if (cluster) assertNoSecretsLogged(cluster);
+    await cluster?.close();
+  });
+
+  it('refuses init with a wrong init secret, and the node stays unlocked', async () => {
+    const outcome = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets({ initSecret: Buffer.alloc(32, 7) }));
+    assert.equal(outcome.result, undefined);
+    assert.match(outcome.error!.message, /init secret is wrong/);
+    // The Failure carries the tail of the node's log.
+    assert.match(Buffer.from((outcome.error as Error & { log: Uint8Array }).log).toString(), /init refused: wrong init secret/);
+    assert.equal(cp.bootstrapper.lock.locked, false);
+    assert.equal(cp.bootstrapper.status.get().state, 'waiting');
+    assert.equal(await cp.disk.isFormatted(), false);
+  });
+
+  it('sends no secret to a node whose PCRs do not match the config, and says which PCR differs', async () => {
+    const wrong = { ...cluster.measurements, '9': { expected: 'ab'.repeat(32), warnOnly: false } };
+    const logStart = cp.log.length;
+    const outcome = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(wrong), cluster.initSecrets());
+    assert.match(outcome.error!.message, /PCR 9/);
+    assert.deepEqual(outcome.sent, ['challenge'], 'the CLI sent the challenge and nothing sealed');
+    // The node saw the exchange end before any secret arrived.
+    const linesOfThisInit = () => logged(cp).slice(logStart);
+    await waitUntil(() => linesOfThisInit().some((l) => l.msg === 'init request ended before any secret arrived'));
+    assert.ok(!linesOfThisInit().some((l) => l.msg === 'init secrets received'));
+    assert.equal(cp.bootstrapper.lock.locked, false);
+    assert.equal(await cp.disk.isFormatted(), false);
+  });
+
+  it('initializes: progress per step, the InitResult, PCR 15 = expectedPcr15(clusterID), the disk formatted with the derived key', async () => {
+    const outcome = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets());
+    assert.equal(outcome.error, undefined, outcome.error?.message);
+    assert.deepEqual(outcome.progress, ['keys', 'pcr15', 'state-disk', 'pki', 'join-service', 'kubernetes', 'done']);
+    const result = outcome.result!;
+    assert.deepEqual(new Uint8Array(result.clusterId), clusterId());
+    assert.equal(result.kubernetesBackend, 'none');
+    assert.match(Buffer.from(result.kubeconfig).toString(), /kubernetes-admin/);
+    assert.match(Buffer.from(result.kubeconfig).toString(), /server: https:\/\/127\.0\.0\.2:6443/);
+
+    assert.deepEqual(new Uint8Array(await cp.pcr(15)), expectedPcr15(clusterId()));
+    assert.equal(cp.bootstrapper.lock.owner, 'init');
+    const status = await getStatus(cp.address(cp.bootstrapper.ports.verify));
+    assert.deepEqual({ ...status }, { name: 'cp-0', role: 'control-plane', state: 'initialized', reason: '', clusterId: Buffer.from(clusterId()).toString('hex') });
+
+    // The disk is formatted with HKDF(master, "key-" + uuid): a second handle unlocks with that key, not with another.
+    const disk = await openFileStateDisk(path.join(cp.dir, 'state-disk.img'));
+    try {
+      await assert.rejects(disk.unlock(Buffer.alloc(32, 1)));
+      await disk.unlock(deriveStateDiskKey({ key: cluster.masterKey, salt: cluster.masterSalt }, disk.uuid));
+    } finally {
+      await disk.close();
+    }
+    assert.ok(existsSync(path.join(cp.dir, 'joinservice', 'master-secret.json')));
+  });
+
+  it('answers a re-run init with the same secrets with the same result, and refuses another master secret', async () => {
+    const again = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets());
+    assert.equal(again.error, undefined, again.error?.message);
+    assert.deepEqual(new Uint8Array(again.result!.clusterId), clusterId());
+
+    const other = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets({ masterKey: Buffer.alloc(32, 9) }));
+    assert.equal(other.result, undefined);
+    assert.match(other.error!.message, /already initialized/);
+    assert.ok(other.sent.includes('sealedSecrets'));
+    assert.equal(cp.bootstrapper.status.get().state, 'initialized');
+  });
+
+  it('joins a worker through the join service: same clusterID, PCR 15, a formatted disk; GetStatus says joined', async () => {
+    worker = await cluster.startNode({ name: 'worker-0', ip: '127.0.0.3', role: 'worker' });
+    const status = await worker.bootstrapper.status.waitFor('joined', 'failed', 'refused');
+    assert.equal(status.state, 'joined', status.reason);
+    assert.equal(status.clusterId, Buffer.from(clusterId()).toString('hex'));
+    assert.deepEqual(new Uint8Array(await worker.pcr(15)), expectedPcr15(clusterId()));
+    assert.equal(await worker.disk.isFormatted(), true);
+    assert.equal((await getStatus(worker.address(worker.bootstrapper.ports.verify))).state, 'joined');
+
+    // The verify service proves the worker belongs to this cluster: PCR 15 as expected.
+    const withPcr15 = { ...cluster.measurements, '15': { expected: Buffer.from(expectedPcr15(clusterId())).toString('hex'), warnOnly: false } };
+    const verified = await requestVerifiedAttestation(worker.address(worker.bootstrapper.ports.verify), { validator: cluster.validator(withPcr15) });
+    assert.ok(verified.result.comparisons.every((c) => c.match));
+
+    await worker.disk.writeFile('app/data', Buffer.from('written before the restart'));
+  });
+
+  it('rejoins a restarted worker: the same disk key, and the data written before the restart is still there', async () => {
+    const uuid = worker.disk.uuid;
+    await worker.reboot();
+    assert.equal(worker.disk.uuid, uuid);
+    assert.equal(worker.bootstrapper.ports.recovery !== undefined, true, 'a rebooted node serves recovery');
+    const status = await worker.bootstrapper.status.waitFor('joined', 'failed');
+    assert.equal(status.state, 'joined', status.reason);
+    assert.deepEqual(new Uint8Array(await worker.pcr(15)), expectedPcr15(clusterId()));
+    assert.equal(Buffer.from((await worker.disk.readFile('app/data'))!).toString(), 'written before the restart');
+    assert.ok(logged(worker).some((l) => l.msg === 'bootstrapper started' && l.mode === 'rejoin'));
+    assert.ok(logged(cp).some((l) => l.msg === 'rejoin ticket issued' && l.nodeName === 'worker-0'));
+  });
+
+  it('refuses a node that is not registered with the provider, though its PCRs are right', async () => {
+    const stranger = await cluster.startNode({ name: 'stranger', ip: '127.0.0.4', role: 'worker', register: false });
+    const status = await stranger.bootstrapper.status.waitFor('refused', 'joined');
+    assert.equal(status.state, 'refused');
+    assert.match(status.reason, /no attestation key is registered for instance "stranger"/);
+    assert.equal(stranger.bootstrapper.lock.locked, false);
+    assert.equal(await stranger.disk.isFormatted(), false);
+    assert.equal((await getStatus(stranger.address(stranger.bootstrapper.ports.verify))).reason, status.reason);
+  });
+
+  it('refuses a worker whose image changed, naming the PCR', async () => {
+    const tampered = await cluster.startNode({ name: 'tampered', ip: '127.0.0.5', role: 'worker', tamperedImage: true });
+    const status = await tampered.bootstrapper.status.waitFor('refused', 'joined');
+    assert.equal(status.state, 'refused');
+    assert.match(status.reason, /PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64}/);
+    assert.equal(await tampered.disk.isFormatted(), false);
+  });
+
+  it('recovers a rebooted control plane with no join service left, through the recovery server', async () => {
+    await cp.reboot();
+    assert.equal(cp.bootstrapper.status.get().state, 'waiting');
+    const address = cp.address(cp.bootstrapper.ports.recovery!);
+    const wrong = await cliRecover(address, cluster.validator(), { masterKey: Buffer.alloc(32, 3), masterSalt: cluster.masterSalt });
+    assert.match(wrong.error!.message, /does not unlock state disk/);
+    assert.equal(cp.bootstrapper.lock.locked, false, 'a wrong master secret changes nothing');
+
+    const outcome = await cliRecover(address, cluster.validator(), { masterKey: cluster.masterKey, masterSalt: cluster.masterSalt });
+    assert.equal(outcome.error, undefined, outcome.error?.message);
+    assert.equal(outcome.result, cp.disk.uuid);
+    assert.equal(cp.bootstrapper.status.get().state, 'joined');
+    assert.deepEqual(new Uint8Array(await cp.pcr(15)), expectedPcr15(clusterId()));
+
+    // Its join service runs again: a rebooted worker rejoins.
+    await worker.reboot();
+    assert.equal((await worker.bootstrapper.status.waitFor('joined', 'failed')).state, 'joined');
+  });
+});
+
+async function waitUntil(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error('condition not met in time');
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

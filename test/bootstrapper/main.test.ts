@@ -1,0 +1,131 @@
+import assert from 'node:assert/strict';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { randomBytes, randomInt } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import type http from 'node:http';
+import os from 'node:os';
+import path from 'node:path';
+import bcrypt from 'bcryptjs';
+import * as localVtpm from '../../lib/attestation/variants/local-vtpm.js';
+import { TpmClient } from '../../lib/tpm/client.js';
+import { TPM_ALG } from '../../lib/tpm/constants.js';
+import { startSwtpm, type SwtpmHandle } from '../../lib/tpm/swtpm.js';
+import { CloudRegistry, createMetadataServer } from '../../providers/local/metadata-server.js';
+import { localAkRegistry } from '../../providers/local/node-metadata.js';
+import { InitSecrets } from '../../proto/gen/constellation/init.js';
+import { REPO_ROOT } from '../support/cli.js';
+import { cliInit, getStatus } from './support/test-cluster.js';
+
+const MAIN = path.join(REPO_ROOT, 'bootstrapper/main.ts');
+const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
+
+interface Run {
+  child: ChildProcess;
+  output: () => string;
+  exited: Promise<number | null>;
+}
+
+function runMain(env: NodeJS.ProcessEnv): Run {
+  const child = spawn(process.execPath, ['--import', 'tsx', MAIN], { cwd: REPO_ROOT, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let output = '';
+  child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
+  child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  return { child, output: () => output, exited };
+}
+
+describe('bootstrapper/main (the node program as a process)', function () {
+  this.timeout(60_000);
+
+  it('refuses to start without its environment, naming the variables, without a stack trace', async () => {
+    const run = runMain({ NODE_NAME: 'cp-0' });
+    assert.equal(await run.exited, 1);
+    const line = JSON.parse(run.output().trim().split('\n').at(-1)!) as { level: string; msg: string; reason: string };
+    assert.equal(line.level, 'error');
+    assert.equal(line.msg, 'the bootstrapper cannot start');
+    assert.match(line.reason, /NODE_IP is not set/);
+    assert.match(line.reason, /TPM_SOCKET is not set/);
+    assert.doesNotMatch(run.output(), /\n\s+at /);
+  });
+
+  describe('with a swtpm, a state disk and the local metadata server', () => {
+    const ip = `127.1.${randomInt(2, 250)}.10`;
+    const gateway = ip.replace(/\.10$/, '.1');
+    const initSecret = randomBytes(32).toString('hex');
+    let dir: string;
+    let swtpm: SwtpmHandle | undefined;
+    let metadata: http.Server | undefined;
+    let run: Run | undefined;
+    let metadataUrl: string;
+    const measurements: Record<string, { expected: string; warnOnly: boolean }> = {};
+
+    before(async function () {
+      if (!hasSwtpm) this.skip();
+      dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bootstrapper-main-'));
+      swtpm = await startSwtpm({ stateDir: path.join(dir, 'tpm') });
+      const tpm = await TpmClient.connect(swtpm.serverSocket);
+      const ak = (await tpm.attestationKey()).publicArea;
+      for (const [i, v] of await tpm.pcrRead(TPM_ALG.SHA256, [4, 9, 11])) measurements[String(i)] = { expected: Buffer.from(v).toString('hex'), warnOnly: false };
+      tpm.close(); // swtpm serves one connection: the bootstrapper's
+      const registry = new CloudRegistry();
+      registry.initSecretHash = bcrypt.hashSync(initSecret, 4);
+      registry.nodes.set('cp-0', { name: 'cp-0', role: 'control-plane', group: 'control_plane_default', address: ip, akPublic: Buffer.from(ak).toString('base64') });
+      metadata = createMetadataServer({ registry, gateway, controlToken: 'test-token' });
+      await new Promise<void>((resolve) => metadata!.listen(0, gateway, resolve));
+      metadataUrl = `http://${gateway}:${(metadata.address() as { port: number }).port}`;
+      await fs.writeFile(path.join(dir, 'state-disk.img'), '');
+      await fs.truncate(path.join(dir, 'state-disk.img'), 1024 * 1024);
+    });
+    after(async () => {
+      if (run && run.child.exitCode === null) {
+        run.child.kill('SIGKILL');
+        await run.exited;
+      }
+      await swtpm?.stop();
+      await new Promise((resolve) => (metadata ? metadata.close(resolve) : resolve(undefined)));
+      if (dir) await fs.rm(dir, { recursive: true, force: true });
+    });
+
+    it('serves status and init on the node address, logs JSON lines without secrets, and exits 0 on SIGTERM', async () => {
+      run = runMain({
+        NODE_NAME: 'cp-0',
+        NODE_IP: ip,
+        NODE_ROLE: 'control-plane',
+        METADATA_URL: metadataUrl,
+        TPM_SOCKET: swtpm!.serverSocket,
+        STATE_DISK: path.join(dir, 'state-disk.img'),
+        NODE_DIR: dir,
+      });
+      while (!run.output().includes('"bootstrapper started"')) {
+        if (run.child.exitCode !== null) assert.fail(`the bootstrapper exited: ${run.output()}`);
+        await new Promise((resolve) => setTimeout(resolve, 50));
+      }
+      assert.equal((await getStatus(`${ip}:30081`)).state, 'waiting');
+
+      const masterKey = randomBytes(32);
+      const validator = localVtpm.createValidator({ measurements }, { akRegistry: localAkRegistry(metadataUrl) });
+      const outcome = await cliInit(
+        `${ip}:9000`,
+        validator,
+        InitSecrets.fromPartial({
+          masterKey,
+          masterSalt: randomBytes(32),
+          initSecret: Buffer.from(initSecret),
+          measurementSalt: randomBytes(32),
+          kubernetesVersion: 'v1.31.1',
+          attestationConfig: Buffer.from(JSON.stringify({ variant: 'local-vtpm', config: { measurements } })),
+        }),
+      );
+      assert.equal(outcome.error, undefined, outcome.error?.message);
+      assert.equal(outcome.result!.kubernetesBackend, 'none');
+      assert.equal((await getStatus(`${ip}:30081`)).state, 'initialized');
+
+      run.child.kill('SIGTERM');
+      assert.equal(await run.exited, 0);
+      const lines = run.output().trim().split('\n').map((l) => JSON.parse(l) as { msg: string });
+      assert.ok(lines.some((l) => l.msg === 'shutting down'));
+      assert.ok(!run.output().includes(masterKey.toString('hex')) && !run.output().includes(masterKey.toString('base64')));
+      assert.ok(!run.output().includes(initSecret));
+    });
+  });
+});

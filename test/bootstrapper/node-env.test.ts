@@ -1,0 +1,41 @@
+import assert from 'node:assert/strict';
+import { readNodeEnv } from '../../bootstrapper/node-env.js';
+import { UserError } from '../../lib/errors.js';
+
+const ENV = {
+  NODE_NAME: 'worker-0',
+  NODE_IP: '127.0.5.100',
+  NODE_ROLE: 'worker',
+  METADATA_URL: 'http://127.0.5.1:8080',
+  TPM_SOCKET: '/tmp/n/tpm/swtpm.sock',
+  STATE_DISK: '/tmp/n/state-disk.img',
+  NODE_DIR: '/tmp/n',
+};
+
+describe('bootstrapper/node-env', () => {
+  it('reads the launcher environment, with defaults for provider and backend', () => {
+    assert.deepEqual(readNodeEnv(ENV), {
+      name: 'worker-0',
+      ip: '127.0.5.100',
+      role: 'worker',
+      metadataUrl: 'http://127.0.5.1:8080',
+      tpmSocket: '/tmp/n/tpm/swtpm.sock',
+      stateDisk: '/tmp/n/state-disk.img',
+      nodeDir: '/tmp/n',
+      provider: 'local',
+      backend: 'none',
+    });
+  });
+
+  it('names every missing or malformed variable in one UserError', () => {
+    const { NODE_DIR: _dir, ...missing } = ENV;
+    assert.throws(
+      () => readNodeEnv({ ...missing, NODE_IP: 'not-an-ip', NODE_ROLE: 'boss' }),
+      (err: Error) =>
+        err instanceof UserError &&
+        /NODE_IP must be an IP address/.test(err.message) &&
+        /NODE_ROLE must be "control-plane" or "worker"/.test(err.message) &&
+        /NODE_DIR is not set/.test(err.message),
+    );
+  });
+});
