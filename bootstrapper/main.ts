@@ -10,7 +10,6 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { localInstanceInfo, VARIANT as LOCAL_VTPM } from '../lib/attestation/variants/local-vtpm.js';
-import type { ValidatorDeps } from '../lib/attestation/types.js';
 import { VtpmIssuer } from '../lib/attestation/vtpm-issuer.js';
 import { createLogger, type Logger } from '../lib/logging/index.js';
 import { TpmClient } from '../lib/tpm/client.js';
@@ -72,26 +71,12 @@ async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array
     metadata,
     stateDisk,
     backend: createBackend(env.backend, { workDir: path.join(env.nodeDir, 'kubernetes') }),
-    joinService: { dir: path.join(env.nodeDir, JOIN_SERVICE_DIR), validatorDeps: await validatorDeps(env, provider.attestationDeps?.bind(provider), providerOptions) },
+    joinService: { dir: path.join(env.nodeDir, JOIN_SERVICE_DIR), validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) } },
     logger,
     logTail: () => tail.snapshot(),
   });
   cleanup.push(() => bootstrapper.close());
   return bootstrapper;
-}
-
-/** The provider's verifier collaborators; for the local provider at least its AK registry. */
-async function validatorDeps(
-  env: NodeEnv,
-  attestationDeps: ((options?: Record<string, unknown>) => Promise<Partial<ValidatorDeps>> | Partial<ValidatorDeps>) | undefined,
-  options: Record<string, unknown>,
-): Promise<ValidatorDeps> {
-  const deps: ValidatorDeps = { ...(await attestationDeps?.(options)) };
-  if (!deps.akRegistry && env.provider === 'local') {
-    const { localAkRegistry } = await import('../providers/local/node-metadata.js');
-    deps.akRegistry = localAkRegistry(env.metadataUrl, { localAddress: env.ip });
-  }
-  return deps;
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) void main();

@@ -19,6 +19,13 @@ const provider: ProviderModule = {
     const { LocalNodeMetadata } = await import('./node-metadata.js');
     return new LocalNodeMetadata(options as LocalNodeMetadataOptions | undefined);
   },
+  /** The AK registry of the cluster's metadata server: local-vtpm trusts only the AKs registered there. */
+  async attestationDeps(options?: Record<string, unknown>) {
+    const { localAkRegistry } = await import('./node-metadata.js');
+    const metadataUrl = (options?.metadataUrl as string | undefined) ?? process.env.METADATA_URL;
+    if (!metadataUrl) throw new Error('local provider: attestationDeps needs the metadata server URL (options.metadataUrl).');
+    return { akRegistry: localAkRegistry(metadataUrl, { localAddress: options?.localAddress as string | undefined }) };
+  },
 };
 
 export default provider;
