@@ -1,13 +1,81 @@
+import { Flags } from '@oclif/core';
+import { promises as fs } from 'node:fs';
 import { BaseCommand } from '../../base-command.js';
-import { UserError } from '../../../lib/errors.js';
 
 export default class MiniUp extends BaseCommand<typeof MiniUp> {
-  static override description = 'Create and initialize a whole cluster on this machine with the local provider.';
-  static override examples = ['<%= config.bin %> mini up'];
+  static override summary = 'Create and initialize a whole cluster on this machine with the local provider.';
+  static override description = `One command for config generate local, create, init, and waiting until every node has joined. Each node is a set of processes on this machine with its own software TPM (swtpm), encrypted state-disk file and loopback address; a metadata server and a load balancer play the cloud. The nodes run the bootstrapper built in dist/ (npm run build).
 
-  public async run(): Promise<void> {
-    throw new UserError('`mini up` is not yet available in this build: the local provider has not landed yet.', {
-      hint: 'Track the local-cluster work in the project issues; `constellation config generate local` already works.',
-    });
+The workspace gets the usual files: constellation-conf.yaml, constellation-state.yaml, constellation-mastersecret.json, constellation-admin.conf, and the node folders under constellation-local/.
+
+If mini up is interrupted at any point, run it again in the same workspace: it continues where it stopped (it never makes a second master secret). \`constellation mini down\` removes the cluster and the files.`;
+
+  static override examples = [
+    { description: 'A cluster of 1 control-plane node and 1 worker in the current directory:', command: '<%= config.bin %> <%= command.id %>' },
+    { description: '1 control-plane node and 2 workers in a new directory:', command: '<%= config.bin %> <%= command.id %> -w 2 -C ./mini' },
+  ];
+
+  static override flags = {
+    'control-plane-nodes': Flags.integer({
+      char: 'c',
+      description: 'Number of control-plane nodes (default 1; a continued run keeps its earlier count).',
+      min: 1,
+      max: 90,
+    }),
+    'worker-nodes': Flags.integer({
+      char: 'w',
+      description: 'Number of worker nodes (default 1; a continued run keeps its earlier count).',
+      min: 0,
+      max: 150,
+    }),
+    yes: Flags.boolean({ char: 'y', description: 'Do not ask before continuing a cluster an earlier mini up left in the workspace.' }),
+  };
+
+  static override enableJsonFlag = true;
+
+  public async run(): Promise<{ clusterId: string; kubeconfigFile: string; nodes: { name: string; role: string; address: string; state: string }[] }> {
+    const [{ confirmIfInteractive }, { withWorkspaceSession }, { miniUp }, { runWithSteps, rendererFor }, { exists }, { CONFIG_FILE }] = await Promise.all([
+      import('../../../lib/cluster/confirm.js'),
+      import('../../../lib/cluster/session.js'),
+      import('../../../lib/cluster/mini.js'),
+      import('../../../lib/cluster/reporter.js'),
+      import('../../../lib/cluster/workspace.js'),
+      import('../../../lib/workspace/files.js'),
+    ]);
+    await fs.mkdir(this.workspaceDir, { recursive: true });
+    if (
+      (await exists(`${this.workspaceDir}/${CONFIG_FILE}`)) &&
+      !(await confirmIfInteractive(`${this.workspaceDir} holds a cluster config from an earlier run. Continue that cluster?`, { yes: this.flags.yes }))
+    ) {
+      this.log('Nothing was changed. `constellation mini down` removes the earlier cluster; or use another directory (-C <dir>).');
+      this.exit(1);
+    }
+    const steps = [
+      { id: 'config', title: 'Writing the config' },
+      { id: 'create', title: 'Creating the local nodes' },
+      { id: 'init', title: 'Initializing the cluster' },
+      { id: 'join', title: 'Waiting for every node to join' },
+    ] as const;
+    const result = await withWorkspaceSession(this.workspaceDir, 'mini up', ({ workspaceDir, journal, log }) =>
+      runWithSteps(steps, rendererFor(process.stdout, this.jsonEnabled()), (report) =>
+        miniUp({
+          workspaceDir,
+          journal,
+          log,
+          controlPlanes: this.flags['control-plane-nodes'],
+          workers: this.flags['worker-nodes'],
+          progress: report,
+        }),
+      ),
+    );
+    if (!this.jsonEnabled()) {
+      this.log(`Cluster ${result.clusterId} is up: ${result.nodes.length} nodes joined (${result.nodes.map((n) => n.name).join(', ')}).`);
+      if (result.kubernetesBackend === 'none') {
+        this.log('Kubernetes backend: none: the nodes run attestation, the join service and encrypted state disks, but no Kubernetes.');
+      }
+      this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
+      this.log('`constellation status` shows the nodes; `constellation mini down` removes the cluster.');
+    }
+    return { clusterId: result.clusterId, kubeconfigFile: result.kubeconfigFile, nodes: result.nodes };
   }
 }

@@ -1,0 +1,44 @@
+import { Flags } from '@oclif/core';
+import { BaseCommand } from '../base-command.js';
+
+export default class Terminate extends BaseCommand<typeof Terminate> {
+  static override summary = 'Delete the cluster: everything its provider made. The master secret stays.';
+  static override description = `Deletes everything the provider recorded for this workspace (local provider: every node process, swtpm, state disk and node folder, the metadata server and load balancer; cloud providers: instances, networks, load balancers), resets constellation-state.yaml to empty and removes constellation-admin.conf. constellation-mastersecret.json and the config stay.
+
+Works after any interruption, also of create or of an earlier terminate: run it again until it succeeds. Asks for confirmation unless -y is given; without a terminal, -y is required.`;
+
+  static override examples = [
+    { description: 'Terminate the cluster of the current workspace (asks first):', command: '<%= config.bin %> <%= command.id %>' },
+    { description: 'In a script, without asking:', command: '<%= config.bin %> <%= command.id %> -y -C ./my-cluster' },
+  ];
+
+  static override flags = {
+    yes: Flags.boolean({ char: 'y', description: 'Do not ask for confirmation (needed when there is no terminal).' }),
+  };
+
+  static override enableJsonFlag = true;
+
+  public async run(): Promise<{ provider: string | null; removedFiles: string[] } | undefined> {
+    const [{ confirmDestruction }, { withWorkspaceSession }, { terminateCluster }, { runWithSteps, rendererFor }] = await Promise.all([
+      import('../../lib/cluster/confirm.js'),
+      import('../../lib/cluster/session.js'),
+      import('../../lib/cluster/terminate.js'),
+      import('../../lib/cluster/reporter.js'),
+    ]);
+    const question = `Terminate the cluster in ${this.workspaceDir}? Everything its provider made is deleted (the master secret stays).`;
+    if (!(await confirmDestruction(question, { yes: this.flags.yes }))) {
+      this.log('Nothing was terminated.');
+      return undefined;
+    }
+    const result = await withWorkspaceSession(this.workspaceDir, 'terminate', ({ workspaceDir, journal, log }) =>
+      runWithSteps([{ id: 'terminate', title: 'Terminating the cluster' }], rendererFor(process.stdout, this.jsonEnabled()), (report) =>
+        terminateCluster({ workspaceDir, journal, log, progress: (m) => report('terminate', m) }),
+      ),
+    );
+    if (!this.jsonEnabled()) {
+      this.log(result.provider ? `Terminated the ${result.provider} cluster.` : 'The workspace had no cluster; nothing to terminate.');
+      if (result.masterSecretKept) this.log('The master secret (constellation-mastersecret.json) was kept.');
+    }
+    return { provider: result.provider ?? null, removedFiles: result.removedFiles };
+  }
+}

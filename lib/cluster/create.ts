@@ -1,0 +1,137 @@
+/**
+ * `create` (DESIGN §1 step 2): asks the config's provider for the cluster's infrastructure and records it in the
+ * state file. The uid and the init secret are made once and written to the state BEFORE the provider is called,
+ * so a create killed at any point re-runs with the same ones: the provider continues what it recorded in the
+ * journal, and the nodes' init-secret hash always belongs to the secret in the state. The nodes get only the bcrypt
+ * hash of the init secret. A provider that knows its image's measurements (the local provider: PCRs 4, 9, 11 of the
+ * node image it boots) has them written into the config first, so the config matches what the nodes will show.
+ */
+import { randomBytes } from 'node:crypto';
+import type { CreateRequest, InfrastructureProvider, NodeGroupSpec, ResourceJournal } from '../../providers/contract.js';
+import type { Measurements } from '../attestation/types.js';
+import { attestationVariantOf, loadConfig, providerOf, type Config } from '../config/index.js';
+import { UserError } from '../errors.js';
+import type { RandomSource } from '../kms/index.js';
+import type { Logger } from '../logging/index.js';
+import { emptyState, statePath, writeState } from '../workspace/state.js';
+import { editConfig } from './config-edit.js';
+import { readStateOrEmpty, TERMINATE_HINT } from './workspace.js';
+
+/** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */
+const UID_BYTES = 4;
+const INIT_SECRET_BYTES = 32;
+const BCRYPT_COST = 10;
+
+export interface CreateOptions {
+  workspaceDir: string;
+  provider: InfrastructureProvider;
+  journal: ResourceJournal;
+  log: Logger;
+  progress?: (message: string) => void;
+  random?: RandomSource;
+  signal?: AbortSignal;
+}
+
+export interface CreateClusterResult {
+  uid: string;
+  clusterEndpoint: string;
+  /** True when an interrupted create was continued (same uid and init secret). */
+  resumed: boolean;
+}
+
+/** A provider that can tell the measurements of the image its nodes boot (the local provider). */
+interface MeasuringProvider {
+  expectedMeasurements(): Promise<Measurements>;
+}
+
+function isMeasuring(provider: InfrastructureProvider): provider is InfrastructureProvider & MeasuringProvider {
+  return typeof (provider as Partial<MeasuringProvider>).expectedMeasurements === 'function';
+}
+
+/**
+ * The password bcrypt hashes for the nodes: the init secret as lowercase hex (64 characters, under bcrypt's
+ * 72-byte limit). A node compares hex(InitSecrets.init_secret) with the hash it reads from its metadata.
+ */
+export function initSecretPassword(initSecret: Uint8Array): string {
+  return Buffer.from(initSecret).toString('hex');
+}
+
+export async function createCluster(options: CreateOptions): Promise<CreateClusterResult> {
+  const { workspaceDir, provider, log } = options;
+  const random = options.random ?? randomBytes;
+  let config = await loadConfig(workspaceDir);
+  const providerName = providerOf(config);
+  if (providerName !== provider.name) throw new Error(`createCluster: config is for ${providerName}, provider is ${provider.name}`);
+
+  const state = await readStateOrEmpty(workspaceDir);
+  if (state.clusterValues.clusterID) {
+    throw new UserError(`The workspace ${workspaceDir} already has an initialized cluster (cluster ID ${state.clusterValues.clusterID}).`, {
+      hint: 'Run `constellation terminate` to remove it first, or create the new cluster in another workspace (-C <dir>).',
+    });
+  }
+  const resumed = state.infrastructure.uid !== '';
+  if (resumed) {
+    if (!state.infrastructure.initSecret) throw new UserError(`The state file ${statePath(workspaceDir)} has a uid but no init secret.`, { hint: TERMINATE_HINT });
+    log.info('continuing an earlier create', { uid: state.infrastructure.uid });
+  } else {
+    state.infrastructure = {
+      ...emptyState().infrastructure,
+      uid: Buffer.from(random(UID_BYTES)).toString('hex'),
+      initSecret: Buffer.from(random(INIT_SECRET_BYTES)).toString('hex'),
+      name: config.name,
+    };
+    // Persisted before anything exists, so a killed create continues with the same identity.
+    await writeState(workspaceDir, state);
+    log.info('new cluster identity', { uid: state.infrastructure.uid });
+  }
+
+  if (isMeasuring(provider)) {
+    options.progress?.('measuring the node image');
+    config = await editConfig(workspaceDir, { measurements: await provider.expectedMeasurements() });
+  }
+
+  const { default: bcrypt } = await import('bcryptjs');
+  const initSecretHash = await bcrypt.hash(initSecretPassword(Buffer.from(state.infrastructure.initSecret, 'hex')), BCRYPT_COST);
+  const request: CreateRequest = {
+    uid: state.infrastructure.uid,
+    name: config.name,
+    image: config.image,
+    kubernetesVersion: config.kubernetesVersion,
+    attestationVariant: attestationVariantOf(config),
+    nodeGroups: nodeGroupSpecs(config),
+    initSecretHash,
+    tags: config.tags,
+    providerConfig: ((config.provider as Record<string, unknown>)[providerName] ?? {}) as Record<string, unknown>,
+  };
+  log.info('creating infrastructure', { provider: providerName, nodeGroups: request.nodeGroups.map((g) => `${g.name}=${g.initialCount}`) });
+  const result = await provider.create(request, {
+    journal: options.journal,
+    log,
+    progress: options.progress,
+    signal: options.signal,
+    workspaceDir,
+  });
+
+  state.infrastructure = {
+    ...state.infrastructure,
+    clusterEndpoint: result.clusterEndpoint,
+    inClusterEndpoint: result.inClusterEndpoint,
+    apiServerCertSANs: result.apiServerCertSANs,
+    [providerName]: result.providerState,
+  };
+  await writeState(workspaceDir, state);
+  log.info('infrastructure created', { clusterEndpoint: result.clusterEndpoint });
+  return { uid: state.infrastructure.uid, clusterEndpoint: result.clusterEndpoint, resumed };
+}
+
+function nodeGroupSpecs(config: Config): NodeGroupSpec[] {
+  return Object.entries(config.nodeGroups).map(([name, g]) => ({
+    name,
+    role: g.role,
+    zone: g.zone,
+    instanceType: g.instanceType,
+    stateDiskSizeGB: g.stateDiskSizeGB,
+    stateDiskType: g.stateDiskType,
+    initialCount: g.initialCount,
+  }));
+}

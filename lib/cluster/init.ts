@@ -1,0 +1,209 @@
+/**
+ * `init` (DESIGN §1 step 3): sends the master secret to the first control-plane node, but only after that node
+ * proved by attestation that it runs what the config's measurements expect. Everything a re-run needs is written
+ * BEFORE anything is sent: the master secret (constellation-mastersecret.json, written once, never overwritten;
+ * an existing one is reused) and the measurement salt (in the state). So an init killed at any point re-runs with
+ * the same secrets, and the node (which recognises a repeated init with the same secrets) answers the same result.
+ * On success the state gets clusterValues (clusterID, measurement salt) and the workspace the admin kubeconfig.
+ * On a node's failure its log goes to constellation-cluster.log.
+ */
+import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { Validator, ValidatorDeps, VariantConfig } from '../attestation/types.js';
+import { attestationConfigOf, attestationVariantOf, loadConfig, providerOf } from '../config/index.js';
+import { UserError } from '../errors.js';
+import {
+  deriveClusterId,
+  deriveMeasurementSecret,
+  generateMasterSecret,
+  generateMeasurementSalt,
+  type MasterSecret,
+  type RandomSource,
+} from '../kms/index.js';
+import type { Logger } from '../logging/index.js';
+import { FileExistsError, writeFileAtomic } from '../workspace/atomic-file.js';
+import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE } from '../workspace/files.js';
+import { masterSecretPath, readMasterSecret, writeMasterSecret } from '../workspace/master-secret.js';
+import { readState, writeState } from '../workspace/state.js';
+import { INIT_PORT, InitFailedError, runInitExchange } from './init-exchange.js';
+import { attestationDepsFor, providerStateOf } from './provider.js';
+import { TERMINATE_HINT } from './workspace.js';
+
+export type ValidatorFactory = (variant: string, config: VariantConfig, deps: ValidatorDeps) => Promise<Validator>;
+
+export interface InitOptions {
+  workspaceDir: string;
+  log: Logger;
+  progress?: (message: string) => void;
+  random?: RandomSource;
+  /** Collaborators of the validator; default: the provider's attestation deps for the cluster in the state. */
+  validatorDeps?: Partial<ValidatorDeps>;
+  /** Default: lib/attestation/registry's createValidator. */
+  createValidator?: ValidatorFactory;
+  /** The bootstrapper's init port on the cluster endpoint (9000). */
+  port?: number;
+  connectTimeoutMs?: number;
+  stepTimeoutMs?: number;
+}
+
+export interface InitClusterResult {
+  /** Hex. */
+  clusterId: string;
+  /** The node's Kubernetes backend ("none" on local process nodes, "kubeadm" on node images that run Kubernetes). */
+  kubernetesBackend: string;
+  kubeconfigFile: string;
+  /** Where an earlier, different kubeconfig was moved to (it is never overwritten). */
+  previousKubeconfigFile?: string;
+  /** The state already recorded this cluster as initialized: nothing was sent. */
+  alreadyInitialized: boolean;
+  /** Attestation warnings (warnOnly PCRs that differ). */
+  warnings: string[];
+}
+
+export async function initCluster(options: InitOptions): Promise<InitClusterResult> {
+  const { workspaceDir, log } = options;
+  const random = options.random ?? randomBytes;
+  const config = await loadConfig(workspaceDir);
+  const state = await readState(workspaceDir);
+  const infra = state.infrastructure;
+  if (!infra.clusterEndpoint) {
+    throw new UserError(
+      infra.uid ? 'The cluster\'s creation did not finish: the state has no cluster endpoint yet.' : 'This workspace has no cluster yet: the state has no infrastructure.',
+      { hint: infra.uid ? 'Run `constellation create` again to finish it, then `constellation init`.' : 'Run `constellation create` first.' },
+    );
+  }
+  const kubeconfigFile = path.join(workspaceDir, ADMIN_CONF_FILE);
+
+  if (state.clusterValues.clusterID) {
+    // Initialized before: never make a new master secret here, the cluster's own is needed.
+    const master = await readMasterSecret(workspaceDir);
+    const clusterId = expectedClusterId(master, Buffer.from(state.clusterValues.measurementSalt, 'hex'));
+    if (clusterId !== state.clusterValues.clusterID.toLowerCase()) {
+      throw new UserError(
+        `The master secret ${masterSecretPath(workspaceDir)} does not belong to the cluster in the state (cluster ID ${state.clusterValues.clusterID}).`,
+        { hint: `The cluster was initialized with another master secret; restore that one from your backup. ${TERMINATE_HINT}` },
+      );
+    }
+    log.info('cluster already initialized', { clusterId });
+    return { clusterId, kubernetesBackend: '', kubeconfigFile, alreadyInitialized: true, warnings: [] };
+  }
+
+  const master = await masterSecretForInit(workspaceDir, random, log);
+  if (!state.clusterValues.measurementSalt) {
+    // Persisted before it is sent: a re-run sends the same salt, so the node derives the same clusterID.
+    state.clusterValues.measurementSalt = Buffer.from(generateMeasurementSalt(random)).toString('hex');
+    await writeState(workspaceDir, state);
+  }
+  const measurementSalt = Buffer.from(state.clusterValues.measurementSalt, 'hex');
+
+  const providerName = providerOf(config);
+  const variant = attestationVariantOf(config);
+  const attestationConfig = attestationConfigOf(config);
+  const warnings: string[] = [];
+  const deps: ValidatorDeps = {
+    ...(options.validatorDeps ?? (await attestationDepsFor(providerName, providerStateOf(state, providerName)))),
+    warn: (message: string) => {
+      warnings.push(message);
+      log.warn('attestation warning', { message });
+    },
+  };
+  const factory = options.createValidator ?? (await import('../attestation/registry.js')).createValidator;
+  const validator = await factory(variant, attestationConfig, deps);
+
+  const address = `${infra.clusterEndpoint}:${options.port ?? INIT_PORT}`;
+  log.info('initializing', { address, variant });
+  options.progress?.(`connecting to the bootstrapper at ${address}`);
+  let result;
+  try {
+    result = await runInitExchange({
+      address,
+      validator,
+      connectTimeoutMs: options.connectTimeoutMs,
+      stepTimeoutMs: options.stepTimeoutMs,
+      progress: (step, message) => {
+        log.debug('init progress', { step, message });
+        options.progress?.(message || step);
+      },
+      secrets: {
+        masterKey: Buffer.from(master.key),
+        masterSalt: Buffer.from(master.salt),
+        initSecret: Buffer.from(infra.initSecret, 'hex'),
+        measurementSalt,
+        kubernetesVersion: config.kubernetesVersion,
+        clusterName: infra.name || config.name,
+        apiServerCertSans: infra.apiServerCertSANs,
+        serviceCidr: config.serviceCIDR,
+        attestationConfig: Buffer.from(JSON.stringify({ variant, config: attestationConfig })),
+      },
+    });
+  } catch (err) {
+    if (err instanceof InitFailedError) throw await failedInit(workspaceDir, err, log);
+    throw err;
+  }
+
+  const clusterId = Buffer.from(result.clusterId).toString('hex');
+  const expected = expectedClusterId(master, measurementSalt);
+  if (clusterId !== expected) {
+    throw new UserError(`The node reports cluster ID ${clusterId}, but this workspace's master secret and salt give ${expected}.`, {
+      hint: `The node was initialized by another workspace or with another master secret. ${TERMINATE_HINT}`,
+    });
+  }
+  const previousKubeconfigFile = await writeKubeconfig(kubeconfigFile, result.kubeconfig, log);
+  state.clusterValues.clusterID = clusterId;
+  await writeState(workspaceDir, state);
+  log.info('cluster initialized', { clusterId, kubernetesBackend: result.kubernetesBackend });
+  return { clusterId, kubernetesBackend: result.kubernetesBackend, kubeconfigFile, previousKubeconfigFile, alreadyInitialized: false, warnings };
+}
+
+/** The workspace's master secret: the existing file, else a new one written (exclusively) now. */
+async function masterSecretForInit(workspaceDir: string, random: RandomSource, log: Logger): Promise<MasterSecret> {
+  try {
+    await fs.access(masterSecretPath(workspaceDir));
+    log.info('reusing the existing master secret', { file: MASTER_SECRET_FILE });
+    return await readMasterSecret(workspaceDir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+  }
+  const secret = generateMasterSecret(random);
+  try {
+    await writeMasterSecret(workspaceDir, secret);
+  } catch (err) {
+    // Someone wrote one between the check and the write: theirs counts, ours was never used.
+    if (err instanceof FileExistsError) return readMasterSecret(workspaceDir);
+    throw err;
+  }
+  log.info('wrote a new master secret', { file: MASTER_SECRET_FILE });
+  return secret;
+}
+
+function expectedClusterId(master: MasterSecret, measurementSalt: Uint8Array): string {
+  return Buffer.from(deriveClusterId(deriveMeasurementSecret(master), measurementSalt)).toString('hex');
+}
+
+/** Writes the kubeconfig; a different existing one is moved aside (never overwritten) and its new name returned. */
+async function writeKubeconfig(file: string, kubeconfig: Uint8Array, log: Logger): Promise<string | undefined> {
+  try {
+    await writeFileAtomic(file, kubeconfig, { exclusive: true, mode: 0o600 });
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof FileExistsError)) throw err;
+  }
+  if (Buffer.from(kubeconfig).equals(await fs.readFile(file))) return undefined;
+  const aside = `${file}.${new Date().toISOString().replace(/[:.]/g, '-')}.old`;
+  await fs.rename(file, aside);
+  await writeFileAtomic(file, kubeconfig, { exclusive: true, mode: 0o600 });
+  log.warn('moved an earlier kubeconfig aside', { file: aside });
+  return aside;
+}
+
+/** Writes the node's log to constellation-cluster.log and says where it is. */
+async function failedInit(workspaceDir: string, err: InitFailedError, log: Logger): Promise<UserError> {
+  const logFile = path.join(workspaceDir, CLUSTER_LOG_FILE);
+  await writeFileAtomic(logFile, err.nodeLog, { mode: 0o600 });
+  log.error('the node failed to initialize', { message: err.nodeMessage, logFile });
+  return new UserError(err.message, {
+    hint: `The node's log is in ${logFile}. Fix the cause, then run \`constellation init\` again: the master secret in ${MASTER_SECRET_FILE} is kept and reused.`,
+    cause: err,
+  });
+}

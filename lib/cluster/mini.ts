@@ -1,0 +1,216 @@
+/**
+ * `mini up` / `mini down`: a whole cluster on this machine with the local provider, in one command.
+ * mini up = config generate local (with the node counts asked for) → create → init → wait until every node has
+ * joined. Each step first looks at what the workspace already holds, so running mini up again after it was killed
+ * at any point continues where it stopped: an existing config and state are used, create continues with the uid and
+ * init secret it persisted, init reuses the master secret and salt it wrote before sending. mini down = terminate,
+ * then removal of every workspace file mini up made, the master secret included.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
+import { generateConfigFiles, loadConfig, providerOf, type Config } from '../config/index.js';
+import { UserError } from '../errors.js';
+import type { RandomSource } from '../kms/index.js';
+import type { Logger } from '../logging/index.js';
+import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, CONFIG_FILE, MASTER_SECRET_FILE, RESOURCES_FILE, STATE_FILE } from '../workspace/files.js';
+import { editConfig } from './config-edit.js';
+import { createCluster } from './create.js';
+import { initCluster, type InitOptions } from './init.js';
+import { loadInfrastructure } from './provider.js';
+import { clusterStatus, summarizeStatus, type NodeStatusEntry } from './status.js';
+import { terminateCluster } from './terminate.js';
+import { exists, readStateOrEmpty } from './workspace.js';
+
+export const MINI_STEPS = ['config', 'create', 'init', 'join'] as const;
+export type MiniStep = (typeof MINI_STEPS)[number];
+
+const CONTROL_PLANE_GROUP = 'control_plane_default';
+const WORKER_GROUP = 'worker_default';
+export const DEFAULT_CONTROL_PLANES = 1;
+export const DEFAULT_WORKERS = 1;
+
+export interface MiniUpOptions {
+  workspaceDir: string;
+  journal: ResourceJournal;
+  log: Logger;
+  /** Undefined: the default (1), or the earlier run's count when continuing one. */
+  controlPlanes?: number;
+  workers?: number;
+  /** A step begins (message undefined) or reports a detail. */
+  progress?: (step: MiniStep, message?: string) => void;
+  random?: RandomSource;
+  /** Default: the local provider's infrastructure. */
+  provider?: InfrastructureProvider;
+  /** Passed to init (tests). */
+  init?: Pick<InitOptions, 'createValidator' | 'validatorDeps' | 'port' | 'connectTimeoutMs'>;
+  /** How long to wait for every node to join. */
+  joinTimeoutMs?: number;
+  pollIntervalMs?: number;
+  statusPort?: number;
+  sleep?: (ms: number) => Promise<void>;
+  now?: () => number;
+}
+
+export interface MiniUpResult {
+  clusterId: string;
+  kubernetesBackend: string;
+  kubeconfigFile: string;
+  /** The run continued a workspace an earlier mini up left. */
+  continued: boolean;
+  nodes: NodeStatusEntry[];
+}
+
+export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
+  const { workspaceDir, log } = options;
+  const step = (s: MiniStep, message?: string) => options.progress?.(s, message);
+  checkCount('control-plane', options.controlPlanes, 1, 90);
+  checkCount('worker', options.workers, 0, 150);
+
+  step('config');
+  const { continued } = await prepareConfig(options);
+  if (continued) step('config', 'continuing the cluster of an earlier run in this workspace');
+
+  const provider = options.provider ?? (await loadInfrastructure('local'));
+  const state = await readStateOrEmpty(workspaceDir);
+  if (!state.clusterValues.clusterID) {
+    step('create');
+    await createCluster({ workspaceDir, provider, journal: options.journal, log, random: options.random, progress: (m) => step('create', m) });
+  }
+
+  step('init');
+  const init = await initCluster({ workspaceDir, log, random: options.random, progress: (m) => step('init', m), ...options.init });
+
+  step('join');
+  const nodes = await waitUntilJoined(provider, init.clusterId, options);
+  return { clusterId: init.clusterId, kubernetesBackend: init.kubernetesBackend, kubeconfigFile: init.kubeconfigFile, continued, nodes };
+}
+
+/** The local provider's address ranges hold 90 control-plane and 155 worker nodes. */
+function checkCount(role: string, count: number | undefined, min: number, max: number): void {
+  if (count !== undefined && (!Number.isInteger(count) || count < min || count > max)) {
+    throw new UserError(`The number of ${role} nodes must be a whole number from ${min} to ${max}, not ${count}.`);
+  }
+}
+
+/**
+ * A fresh workspace gets a local config with the node counts asked for. A workspace of an earlier run keeps its
+ * config; counts that differ from it are applied only while nothing was created yet.
+ */
+async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boolean }> {
+  const { workspaceDir, log } = options;
+  const [hasConfig, hasState] = await Promise.all([exists(path.join(workspaceDir, CONFIG_FILE)), exists(path.join(workspaceDir, STATE_FILE))]);
+  const wanted = (config?: Config) => ({
+    [CONTROL_PLANE_GROUP]: options.controlPlanes ?? config?.nodeGroups[CONTROL_PLANE_GROUP]?.initialCount ?? DEFAULT_CONTROL_PLANES,
+    [WORKER_GROUP]: options.workers ?? config?.nodeGroups[WORKER_GROUP]?.initialCount ?? DEFAULT_WORKERS,
+  });
+  if (!hasConfig) {
+    if (hasState) {
+      throw new UserError(`The workspace ${workspaceDir} has a state file (${STATE_FILE}) but no config.`, {
+        hint: `Restore ${CONFIG_FILE}, or run \`constellation terminate\` and remove ${STATE_FILE}; or use a new directory (-C <dir>).`,
+      });
+    }
+    await generateConfigFiles(workspaceDir, 'local');
+    await editConfig(workspaceDir, { initialCounts: wanted() });
+    log.info('generated a local config', wanted());
+    return { continued: false };
+  }
+
+  // Leniently first: a cloud config that is still incomplete must get this message, not a list of empty fields.
+  const provider = providerOf(await loadConfig(workspaceDir, { allowIncomplete: true }));
+  if (provider !== 'local') {
+    throw new UserError(`The workspace ${workspaceDir} holds a config for the ${provider} provider; mini up runs local clusters only.`, {
+      hint: 'Run mini up in a new, empty directory (-C <dir>).',
+    });
+  }
+  const config = await loadConfig(workspaceDir);
+  const counts = wanted(config);
+  const differs = Object.entries(counts).some(([group, n]) => config.nodeGroups[group]?.initialCount !== n);
+  if (differs) {
+    const state = await readStateOrEmpty(workspaceDir);
+    if (state.infrastructure.uid) {
+      const have = `${config.nodeGroups[CONTROL_PLANE_GROUP]?.initialCount ?? 0} control-plane and ${config.nodeGroups[WORKER_GROUP]?.initialCount ?? 0} worker nodes`;
+      throw new UserError(`The cluster in ${workspaceDir} was started with ${have}; the flags ask for another size.`, {
+        hint: 'Run mini up without -c/-w to continue it, or `constellation mini down` first to start over.',
+      });
+    }
+    await editConfig(workspaceDir, { initialCounts: counts });
+  }
+  log.info('continuing with the existing config', counts);
+  return { continued: true };
+}
+
+/** Polls status until every node has joined, or no node is still on its way (then the refused ones are named). */
+async function waitUntilJoined(provider: InfrastructureProvider, clusterId: string, options: MiniUpOptions): Promise<NodeStatusEntry[]> {
+  const now = options.now ?? Date.now;
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  const deadline = now() + (options.joinTimeoutMs ?? 120_000);
+  let last = '';
+  for (;;) {
+    const status = await clusterStatus({
+      workspaceDir: options.workspaceDir,
+      provider,
+      journal: options.journal,
+      log: options.log,
+      clusterId,
+      port: options.statusPort,
+      timeoutMs: 2000,
+    });
+    const summary = summarizeStatus(status);
+    if (summary !== last) options.progress?.('join', summary);
+    last = summary;
+    const pending = status.nodes.filter((n) => ['waiting', 'joining', 'unreachable'].includes(n.state));
+    const bad = status.nodes.filter((n) => n.state !== 'joined' && !pending.includes(n));
+    if (status.nodes.length > 0 && pending.length === 0 && bad.length === 0) return status.nodes;
+    if (pending.length === 0 || now() >= deadline) {
+      const listed = [...bad, ...pending].map((n) => `  ${n.name}: ${n.state}${n.reason ? ` (${n.reason})` : ''}`).join('\n');
+      throw new UserError(`Not every node joined the cluster (${summary}):\n${listed}`, {
+        hint:
+          bad.some((n) => n.state === 'refused')
+            ? 'A refused node does not run what the config\'s measurements expect. `constellation status` shows the current state; `constellation mini down` removes the cluster.'
+            : 'Nodes may still be starting: `constellation status` shows their state, and running mini up again waits again. `constellation mini down` removes the cluster.',
+      });
+    }
+    await sleep(options.pollIntervalMs ?? 250);
+  }
+}
+
+export interface MiniDownOptions {
+  workspaceDir: string;
+  journal: ResourceJournal;
+  log: Logger;
+  progress?: (message: string) => void;
+  /** Default: the local provider. */
+  provider?: InfrastructureProvider;
+}
+
+/** The workspace files mini up makes (the debug log stays: it records this run too). */
+export const MINI_FILES = [CONFIG_FILE, STATE_FILE, MASTER_SECRET_FILE, ADMIN_CONF_FILE, RESOURCES_FILE, CLUSTER_LOG_FILE] as const;
+
+export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles: string[] }> {
+  const { workspaceDir } = options;
+  if (await exists(path.join(workspaceDir, CONFIG_FILE))) {
+    let provider: string | undefined;
+    try {
+      provider = providerOf(await loadConfig(workspaceDir, { allowIncomplete: true }));
+    } catch {
+      // An unreadable config does not stop the clean-up; terminate finds the provider elsewhere.
+    }
+    if (provider !== undefined && provider !== 'local') {
+      throw new UserError(`The workspace ${workspaceDir} holds a ${provider} cluster; mini down removes local clusters only.`, {
+        hint: 'Use `constellation terminate` for a cloud cluster.',
+      });
+    }
+  }
+  const result = await terminateCluster(options);
+  const removedFiles = [...result.removedFiles];
+  for (const name of MINI_FILES) {
+    const file = path.join(workspaceDir, name);
+    if (await exists(file)) {
+      await fs.rm(file);
+      removedFiles.push(file);
+    }
+  }
+  options.log.info('mini down removed the workspace files', { files: removedFiles.map((f) => path.basename(f)) });
+  return { removedFiles };
+}

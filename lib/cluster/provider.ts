@@ -1,0 +1,46 @@
+/**
+ * Which provider a workspace's cluster belongs to, its infrastructure side, and the collaborators its attestation
+ * variant needs on the CLI side. Providers load lazily through providers/registry.ts, so only the one in use loads.
+ */
+import type { InfrastructureProvider } from '../../providers/contract.js';
+import type { ValidatorDeps } from '../attestation/types.js';
+import type { Config } from '../config/index.js';
+import type { State } from '../workspace/state.js';
+
+/** The infrastructure side of a provider; cloud providers get their config section and the cluster's uid as options. */
+export async function loadInfrastructure(name: string, options: Record<string, unknown> = {}): Promise<InfrastructureProvider> {
+  const { loadProvider } = await import('../../providers/registry.js');
+  const provider = await loadProvider(name);
+  return provider.infrastructure(name === 'local' ? {} : options);
+}
+
+/** Options for a provider's infrastructure(): its config section (region, project, ...) and the uid once known. */
+export function infrastructureOptions(config: Config | undefined, state: State | undefined, name: string): Record<string, unknown> {
+  const section = (config?.provider as Record<string, Record<string, unknown> | undefined> | undefined)?.[name] ?? {};
+  const uid = state?.infrastructure.uid;
+  return { ...section, ...(uid ? { uid } : {}) };
+}
+
+/** The provider's section of the state (infrastructure.<provider>): what its create returned as providerState. */
+export function providerStateOf(state: State, name: string): Record<string, unknown> {
+  return ((state.infrastructure as Record<string, unknown>)[name] as Record<string, unknown> | undefined) ?? {};
+}
+
+/**
+ * What the provider's attestation variants need to validate a node from the CLI: the provider's attestationDeps(),
+ * given its state section. The local provider's AK registry is its metadata server (providerState.metadataUrl).
+ */
+export async function attestationDepsFor(name: string, providerState: Record<string, unknown>): Promise<Partial<ValidatorDeps>> {
+  const { loadProvider } = await import('../../providers/registry.js');
+  const provider = await loadProvider(name);
+  return (await provider.attestationDeps?.(providerState)) ?? {};
+}
+
+/** The infrastructure side of the provider of the workspace's config. */
+export async function workspaceInfrastructure(workspaceDir: string): Promise<InfrastructureProvider> {
+  const [{ loadConfig, providerOf }, { readStateOrEmpty }] = await Promise.all([import('../config/index.js'), import('./workspace.js')]);
+  const config = await loadConfig(workspaceDir);
+  const state = await readStateOrEmpty(workspaceDir);
+  const name = providerOf(config);
+  return loadInfrastructure(name, infrastructureOptions(config, state, name));
+}

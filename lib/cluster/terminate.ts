@@ -1,0 +1,76 @@
+/**
+ * `terminate`: the provider deletes everything it recorded for this workspace (processes, node folders, cloud
+ * resources), then the workspace forgets the cluster: the state goes back to empty and the admin kubeconfig, which
+ * names a cluster that no longer exists, is removed. The master secret stays (it still decrypts backups of state
+ * disks); `mini down` removes it too. Works from any interrupted state: the provider is found from the config, else
+ * the state, else the resource journal, and the provider's terminate tolerates what is already gone.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
+import { loadConfig, providerOf, type Config } from '../config/index.js';
+import type { Logger } from '../logging/index.js';
+import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE } from '../workspace/files.js';
+import { emptyState, statePath, writeState, type State } from '../workspace/state.js';
+import { infrastructureOptions, loadInfrastructure } from './provider.js';
+import { exists, readStateOrEmpty } from './workspace.js';
+
+export interface TerminateOptions {
+  workspaceDir: string;
+  journal: ResourceJournal;
+  log: Logger;
+  progress?: (message: string) => void;
+  /** Default: the provider of the workspace, loaded by name. */
+  provider?: InfrastructureProvider;
+}
+
+export interface TerminateResult {
+  /** The provider whose resources were deleted; undefined when the workspace had nothing to delete. */
+  provider?: string;
+  /** Workspace files removed (the admin kubeconfig). */
+  removedFiles: string[];
+  /** The workspace has a master secret, and it stays. */
+  masterSecretKept: boolean;
+}
+
+const PROVIDER_SECTIONS = ['local', 'aws', 'azure', 'gcp'] as const;
+
+export async function terminateCluster(options: TerminateOptions): Promise<TerminateResult> {
+  const { workspaceDir, journal, log } = options;
+  const config = await loadConfigIfPresent(workspaceDir, log);
+  const state = await readStateOrEmpty(workspaceDir);
+  const providerName = options.provider?.name ?? (config ? providerOf(config) : await providerFromRecords(state, journal));
+  const removedFiles: string[] = [];
+  if (providerName) {
+    const provider = options.provider ?? (await loadInfrastructure(providerName, infrastructureOptions(config, state, providerName)));
+    options.progress?.(`deleting what the ${providerName} provider made`);
+    log.info('terminating', { provider: providerName, uid: state.infrastructure.uid });
+    await provider.terminate({ journal, log, progress: options.progress, workspaceDir });
+  }
+  if (await exists(statePath(workspaceDir))) await writeState(workspaceDir, emptyState());
+  const kubeconfig = path.join(workspaceDir, ADMIN_CONF_FILE);
+  if (await exists(kubeconfig)) {
+    await fs.rm(kubeconfig);
+    removedFiles.push(kubeconfig);
+  }
+  log.info('terminated', { provider: providerName });
+  return { provider: providerName, removedFiles, masterSecretKept: await exists(path.join(workspaceDir, MASTER_SECRET_FILE)) };
+}
+
+/** The config, or undefined when there is none or it does not load (terminate must still clean up). */
+async function loadConfigIfPresent(workspaceDir: string, log: Logger): Promise<Config | undefined> {
+  if (!(await exists(path.join(workspaceDir, CONFIG_FILE)))) return undefined;
+  try {
+    return await loadConfig(workspaceDir);
+  } catch (err) {
+    log.warn('config unreadable; finding the provider from the state and the journal', { error: (err as Error).message });
+    return undefined;
+  }
+}
+
+async function providerFromRecords(state: State, journal: ResourceJournal): Promise<string | undefined> {
+  const fromState = PROVIDER_SECTIONS.find((p) => (state.infrastructure as Record<string, unknown>)[p] !== undefined);
+  if (fromState) return fromState;
+  const kinds = (await journal.list()).map((r) => r.kind.split(':')[0]);
+  return kinds.find((k) => k !== undefined && k !== '');
+}

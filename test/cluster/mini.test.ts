@@ -1,0 +1,106 @@
+import assert from 'node:assert/strict';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { miniDown, miniUp, type MiniStep, type MiniUpOptions } from '../../lib/cluster/mini.js';
+import { generateConfigFiles, loadConfig } from '../../lib/config/index.js';
+import { nullLogger } from '../../lib/logging/index.js';
+import { CONFIG_FILE, DEBUG_LOG_FILE, MASTER_SECRET_FILE, STATE_FILE } from '../../lib/workspace/files.js';
+import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
+import type { NodeStatus } from '../../proto/gen/constellation/verify.js';
+import { MeasuringMemoryProvider, StandInIssuer, standInValidatorFactory, startStandInNode, type StandInNode } from './support/stand-in.js';
+import { IMAGE_MEASUREMENTS, NODE_PCRS, tempDir } from './support/workspace.js';
+
+describe('miniUp and miniDown', () => {
+  let ws: string;
+  let node: StandInNode;
+  let provider: MeasuringMemoryProvider;
+  let answer: NodeStatus;
+  const joined: NodeStatus = { name: 'n', role: 'worker', state: 'joined', reason: '', clusterId: '' };
+
+  beforeEach(async () => {
+    ws = await tempDir();
+    provider = new MeasuringMemoryProvider(IMAGE_MEASUREMENTS);
+    answer = joined;
+    node = await startStandInNode({ issuer: new StandInIssuer(NODE_PCRS), status: () => answer });
+  });
+  afterEach(async () => {
+    await node.close();
+    await fs.rm(ws, { recursive: true, force: true });
+  });
+
+  const up = (extra: Partial<MiniUpOptions> = {}) =>
+    miniUp({
+      workspaceDir: ws,
+      journal: new MemoryResourceJournal(),
+      log: nullLogger,
+      provider,
+      init: { createValidator: standInValidatorFactory, validatorDeps: {}, port: node.port },
+      statusPort: node.port,
+      pollIntervalMs: 10,
+      ...extra,
+    });
+
+  it('writes a local config with the node counts, creates, initializes and waits until every node joined', async () => {
+    const steps: MiniStep[] = [];
+    const result = await up({ controlPlanes: 1, workers: 2, progress: (step, message) => message === undefined && steps.push(step) });
+    assert.deepEqual(steps, ['config', 'create', 'init', 'join']);
+    const config = await loadConfig(ws);
+    assert.equal(config.nodeGroups.control_plane_default.initialCount, 1);
+    assert.equal(config.nodeGroups.worker_default.initialCount, 2);
+    assert.deepEqual(
+      provider.requests[0].nodeGroups.map((g) => g.initialCount),
+      [1, 2],
+    );
+    assert.equal(result.nodes.length, 3);
+    assert.equal(result.continued, false);
+    assert.match(result.clusterId, /^[0-9a-f]{64}$/);
+  });
+
+  it('run again, continues the earlier cluster: no second create, no second init, the same master secret', async () => {
+    const first = await up({ workers: 2 });
+    const secret = await fs.readFile(path.join(ws, MASTER_SECRET_FILE));
+    const steps: MiniStep[] = [];
+    const second = await up({ progress: (step, message) => message === undefined && steps.push(step) });
+    assert.equal(second.continued, true);
+    assert.equal(second.clusterId, first.clusterId);
+    assert.deepEqual(steps, ['config', 'init', 'join']);
+    assert.equal(provider.requests.length, 1);
+    assert.equal(node.received.length, 1);
+    assert.deepEqual(await fs.readFile(path.join(ws, MASTER_SECRET_FILE)), secret);
+  });
+
+  it('names refused nodes and their reasons', async () => {
+    answer = { ...joined, state: 'refused', reason: 'PCR 9: expected 09…, got ee… (enforced)' };
+    await assert.rejects(up(), (err: Error & { hint?: string }) => {
+      assert.match(err.message, /Not every node joined the cluster \(0 of 2 nodes joined; 2 refused\)/);
+      assert.match(err.message, /worker-0: refused \(PCR 9: expected/);
+      assert.match(err.hint ?? '', /constellation status/);
+      return true;
+    });
+  });
+
+  it('refuses a workspace of a cloud config, and a different size for a cluster already started', async () => {
+    const cloud = await tempDir();
+    try {
+      await generateConfigFiles(cloud, 'gcp');
+      await assert.rejects(up({ workspaceDir: cloud }), /config for the gcp provider; mini up runs local clusters only/);
+    } finally {
+      await fs.rm(cloud, { recursive: true, force: true });
+    }
+    await up();
+    await assert.rejects(up({ workers: 3 }), (err: Error & { hint?: string }) => {
+      assert.match(err.message, /was started with 1 control-plane and 1 worker nodes/);
+      assert.match(err.hint ?? '', /mini down/);
+      return true;
+    });
+  });
+
+  it('mini down terminates and removes the files mini up made, the master secret included', async () => {
+    await up();
+    await fs.writeFile(path.join(ws, DEBUG_LOG_FILE), '{}\n');
+    const { removedFiles } = await miniDown({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger, provider });
+    assert.equal(provider.terminated, 1);
+    for (const name of [CONFIG_FILE, STATE_FILE, MASTER_SECRET_FILE]) assert.ok(removedFiles.includes(path.join(ws, name)), name);
+    assert.deepEqual(await fs.readdir(ws), [DEBUG_LOG_FILE]);
+  });
+});

@@ -1,0 +1,48 @@
+import assert from 'node:assert/strict';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { withWorkspaceSession } from '../../lib/cluster/session.js';
+import { acquireWorkspaceLock } from '../../lib/workspace/lock.js';
+import { DEBUG_LOG_FILE, LOCK_FILE } from '../../lib/workspace/files.js';
+import { tempDir } from './support/workspace.js';
+
+describe('withWorkspaceSession', () => {
+  let ws: string;
+  beforeEach(async () => {
+    ws = await tempDir();
+  });
+  afterEach(async () => {
+    await fs.rm(ws, { recursive: true, force: true });
+  });
+
+  it('holds the workspace lock while it runs, logs start and end, and releases the lock', async () => {
+    await withWorkspaceSession(ws, 'create', async ({ log }) => {
+      await assert.rejects(acquireWorkspaceLock(ws, 'init'), /in use by another constellation command: "create"/);
+      log.info('working', { initSecret: 'abcdef' });
+    });
+    await assert.rejects(fs.access(path.join(ws, LOCK_FILE)));
+    const lines = (await fs.readFile(path.join(ws, DEBUG_LOG_FILE), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    assert.deepEqual(
+      lines.map((l) => l.msg),
+      ['command started', 'working', 'command finished'],
+    );
+    assert.equal(lines[1].command, 'create');
+    assert.notEqual(lines[1].initSecret, 'abcdef', 'secrets are redacted');
+  });
+
+  it('logs the error and releases the lock when the command fails', async () => {
+    await assert.rejects(
+      withWorkspaceSession(ws, 'init', async () => {
+        throw new Error('boom');
+      }),
+      /boom/,
+    );
+    const log = await fs.readFile(path.join(ws, DEBUG_LOG_FILE), 'utf8');
+    assert.match(log, /"msg":"command failed".*"error":"boom"/);
+    await (await acquireWorkspaceLock(ws, 'again')).release();
+  });
+
+  it('refuses a workspace directory that does not exist', async () => {
+    await assert.rejects(withWorkspaceSession(path.join(ws, 'missing'), 'create', async () => undefined), /does not exist/);
+  });
+});

@@ -1,0 +1,54 @@
+import assert from 'node:assert/strict';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { createCluster } from '../../lib/cluster/create.js';
+import { terminateCluster } from '../../lib/cluster/terminate.js';
+import { nullLogger } from '../../lib/logging/index.js';
+import { generateMasterSecret } from '../../lib/kms/index.js';
+import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE } from '../../lib/workspace/files.js';
+import { writeMasterSecret } from '../../lib/workspace/master-secret.js';
+import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
+import { emptyState, readState } from '../../lib/workspace/state.js';
+import { MemoryProvider } from './support/stand-in.js';
+import { localWorkspace } from './support/workspace.js';
+
+describe('terminateCluster', () => {
+  let ws: string;
+  beforeEach(async () => {
+    ws = await localWorkspace();
+  });
+  afterEach(async () => {
+    await fs.rm(ws, { recursive: true, force: true });
+  });
+
+  it('has the provider delete its resources, empties the state, removes the kubeconfig, keeps the master secret', async () => {
+    const provider = new MemoryProvider();
+    const journal = new MemoryResourceJournal();
+    await createCluster({ workspaceDir: ws, provider, journal, log: nullLogger });
+    await writeMasterSecret(ws, generateMasterSecret());
+    const secret = await fs.readFile(path.join(ws, MASTER_SECRET_FILE));
+    await fs.writeFile(path.join(ws, ADMIN_CONF_FILE), 'kubeconfig');
+
+    const result = await terminateCluster({ workspaceDir: ws, journal, log: nullLogger, provider });
+    assert.equal(provider.terminated, 1);
+    assert.equal(result.provider, 'local');
+    assert.deepEqual(await readState(ws), emptyState());
+    assert.equal(await fs.access(path.join(ws, ADMIN_CONF_FILE)).then(() => true, () => false), false);
+    assert.deepEqual(await fs.readFile(path.join(ws, MASTER_SECRET_FILE)), secret);
+    assert.ok(await fs.access(path.join(ws, CONFIG_FILE)).then(() => true));
+  });
+
+  it('cleans up a workspace without a config: the provider is found from the journal', async () => {
+    await fs.rm(path.join(ws, CONFIG_FILE));
+    const journal = new MemoryResourceJournal([{ kind: 'local:cluster', id: 'local-cluster' }]);
+    const result = await terminateCluster({ workspaceDir: ws, journal, log: nullLogger });
+    assert.equal(result.provider, 'local');
+    assert.deepEqual(await journal.list(), []);
+  });
+
+  it('does nothing where nothing was made', async () => {
+    await fs.rm(path.join(ws, CONFIG_FILE));
+    const result = await terminateCluster({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger });
+    assert.equal(result.provider, undefined);
+  });
+});

@@ -1,0 +1,129 @@
+/**
+ * Helpers for the end-to-end tests: a private copy of the built CLI (its dist/ is the local nodes' image, so a test
+ * can change a byte of it without touching the repository's build, and a rebuild elsewhere cannot change the
+ * measurements under a running test), running that CLI in a workspace, polling, and cleaning up every process a
+ * workspace's cluster started.
+ */
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { clusterPaths } from '../../providers/local/layout.js';
+import { findOwnedProcesses } from '../../providers/local/processes.js';
+import { REPO_ROOT, type CliResult } from '../support/cli.js';
+
+export interface CliCopy {
+  root: string;
+  cli: string;
+  /** The node image the copy's local provider boots (its dist/). */
+  imageDir: string;
+}
+
+export async function tempDir(prefix: string): Promise<string> {
+  return fs.mkdtemp(path.join(os.tmpdir(), prefix));
+}
+
+/** Copies bin/, dist/, package.json and the oclif manifest; node_modules is linked. Needs a build (npm run build). */
+export async function copyBuiltCli(dir: string): Promise<CliCopy> {
+  const root = path.join(dir, 'cli');
+  await fs.mkdir(root, { recursive: true });
+  for (const entry of ['bin', 'dist', 'package.json', 'oclif.manifest.json']) {
+    await fs.cp(path.join(REPO_ROOT, entry), path.join(root, entry), { recursive: true });
+  }
+  await fs.symlink(path.join(REPO_ROOT, 'node_modules'), path.join(root, 'node_modules'));
+  return { root, cli: path.join(root, 'bin', 'constellation'), imageDir: path.join(root, 'dist') };
+}
+
+/** Runs the copy's CLI in workspace `ws` (-C), without a terminal. */
+export function run(copy: CliCopy, ws: string, args: string[]): Promise<CliResult> {
+  return new Promise((resolve) => {
+    const child = execFile(process.execPath, [copy.cli, ...args, '-C', ws], { cwd: ws, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+    });
+    child.stdin?.end();
+  });
+}
+
+/** Starts the copy's CLI without waiting for it (to kill it part-way). */
+export function start(copy: CliCopy, ws: string, args: string[]): ChildProcess {
+  return spawn(process.execPath, [copy.cli, ...args, '-C', ws], { cwd: ws, stdio: 'ignore' });
+}
+
+/** Polls `check` every 10 ms until it returns a value other than undefined/false. */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined && value !== false) return value;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+}
+
+export async function exists(file: string): Promise<boolean> {
+  return fs.access(file).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** Every live process carrying the workspace's local-cluster owner mark. */
+export function clusterProcesses(ws: string): Promise<number[]> {
+  return findOwnedProcesses(clusterPaths(ws).dir);
+}
+
+/** Last resort after a test: `terminate -y`, then SIGKILL whatever of the workspace still runs. */
+export async function cleanUp(copy: CliCopy, ws: string): Promise<void> {
+  await run(copy, ws, ['terminate', '-y']).catch(() => undefined);
+  for (const pid of await clusterProcesses(ws)) {
+    try {
+      process.kill(pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+  }
+}
+
+export interface NodeStatusJson {
+  name: string;
+  role: string;
+  address: string;
+  state: string;
+  reason?: string;
+}
+
+export async function status(copy: CliCopy, ws: string): Promise<NodeStatusJson[]> {
+  const res = await run(copy, ws, ['status', '--json']);
+  if (res.code !== 0) throw new Error(`status failed: ${res.stderr}`);
+  return (JSON.parse(res.stdout) as { nodes: NodeStatusJson[] }).nodes;
+}
+
+/** The node side of a join attempt, played by the test: JoinHello + attestation with `issuer`, over the real wire. */
+export async function attemptJoin(
+  address: string,
+  issuer: import('../../lib/attestation/types.js').Issuer,
+  hello: import('../../proto/gen/constellation/join.js').JoinHello,
+): Promise<{ error?: Error; responses: string[] }> {
+  const atls = await import('../../lib/atls/index.js');
+  const { JoinServiceClient } = await import('../../proto/gen/constellation/join.js');
+  const client = new JoinServiceClient(address, await atls.createAttestedClientCredentials(), atls.attestedChannelOptions);
+  const call = client.issueJoinTicket();
+  const responses: string[] = [];
+  call.on('data', (message: { kind?: { $case: string } }) => responses.push(message.kind?.$case ?? 'empty'));
+  try {
+    const session = await atls.attestedClient(call, atls.joinClientAdapter, {
+      purpose: 'join',
+      peer: 'the join service',
+      issuer,
+      bound: atls.joinHelloBoundFields(hello),
+      hello: { kind: { $case: 'hello', value: hello } },
+      timeoutMs: 20_000,
+    });
+    session.channel.end();
+    return { responses };
+  } catch (error) {
+    return { error: error as Error, responses };
+  } finally {
+    client.close();
+  }
+}
