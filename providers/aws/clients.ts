@@ -13,7 +13,7 @@ import { setMaxListeners } from 'node:events';
 import type { ProviderLogger } from '../contract.js';
 import { toUserError } from './errors.js';
 import type { AwsProviderOptions, AwsService } from './options.js';
-import { currentTask, whileWaiting } from './task-graph.js';
+import { currentTask, whileWaiting } from '../common/task-graph.js';
 
 // The SDK warns on every run that its releases after January 2027 need Node 22; this project pins SDK
 // versions that run on Node 20 (DESIGN §11), so the warning is noise for users.

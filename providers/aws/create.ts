@@ -77,7 +77,7 @@ import {
   TAG,
   toTagList,
 } from './resources.js';
-import { runTaskGraph, TaskGraphError, type Task } from './task-graph.js';
+import { runTaskGraph, TaskGraphError, type Task } from '../common/task-graph.js';
 
 /** The config's provider.aws section, as far as create needs it. */
 export interface AwsConfig {

@@ -27,7 +27,7 @@ import { deleteInReverseOrder } from './delete-order.js';
 import { awsErrorCode, CreateFailedError, isNotFound, toUserError } from './errors.js';
 import type { AwsProviderOptions } from './options.js';
 import { IAM_KIND, isIamResource, recordData } from './resources.js';
-import { runTaskGraph, TaskGraphError, type Task } from './task-graph.js';
+import { runTaskGraph, TaskGraphError, type Task } from '../common/task-graph.js';
 
 /** Marks identities made by `iam create` with their prefix, so a re-run can adopt what it made before. */
 const PREFIX_TAG = 'constellation-iam-prefix';

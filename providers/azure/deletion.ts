@@ -1,15 +1,16 @@
 /**
  * Deleting what the Azure provider recorded: one typed SDK call per resource kind, resources already gone
- * count as deleted, and a deletion graph that runs independent deletions concurrently while a resource is only
- * deleted after everything that uses it (scale sets before the load balancer and network, the network before
- * the NAT gateway and security group, public IPs after their users, the resource group last).
- * Shared by terminate and `iam destroy`.
+ * count as deleted, and the shared reverse-dependency deleter (../common/delete-order.ts) that runs independent
+ * deletions concurrently while a resource is only deleted after everything that uses it: its recorded dependents,
+ * and by kind (scale sets before the load balancer and network, the network before the NAT gateway and security
+ * group, public IPs after their users, the resource group last). Shared by terminate and `iam destroy`.
  */
 import type { RecordedResource, ResourceJournal } from '../contract.js';
 import type { AzureClients, AzureIamClients } from './clients.js';
 import { isNotFound, toUserError } from './errors.js';
 import { parseResourceId, type AzureResourceKind } from './plan.js';
-import { runTaskGraph, type GraphTask } from './task-graph.js';
+import { deleteInReverseDependencyOrder } from '../common/delete-order.js';
+import { TaskGraphError } from '../common/task-graph.js';
 
 /** Lower ranks are deleted first: nothing of a higher rank uses a resource of a lower one. */
 const DELETE_RANK: Record<AzureResourceKind, number> = {
@@ -86,27 +87,26 @@ export async function deleteResource(resource: RecordedResource, ctx: DeletionCo
 
 /**
  * Deletes the resources in reverse dependency order, concurrently where nothing orders them, and forgets each
- * recorded one as soon as it is gone (so an interrupted run continues where it stopped).
+ * recorded one as soon as it is gone (so an interrupted run continues where it stopped). A failure rejects with
+ * the first failed deletion's own error, after the deletions already running have finished.
  */
 export async function deleteAll(resources: RecordedResource[], recordedIds: Set<string>, ctx: DeletionContext): Promise<void> {
-  const known = resources.filter((r) => isAzureKind(r.kind));
   const rank = (r: RecordedResource) => DELETE_RANK[r.kind as AzureResourceKind];
-  const tasks: GraphTask[] = known.map((resource) => ({
-    id: resource.id,
-    // A resource waits for the deletion of everything that uses it: its recorded dependents, and resources of
-    // lower rank (unless the record says it is the one using them).
-    dependsOn: known
-      .filter((other) => {
-        if (other === resource) return false;
-        if ((other.dependsOn ?? []).includes(resource.id)) return true;
-        return rank(other) < rank(resource) && !(resource.dependsOn ?? []).includes(other.id);
-      })
-      .map((other) => other.id),
-    run: async () => {
-      ctx.progress?.(`deleting ${resource.kind.replace('azure:', '')} ${resource.name ?? parseResourceId(resource.id).name}`);
-      await deleteResource(resource, ctx);
-      if (recordedIds.has(resource.id)) await ctx.journal.remove(resource.id);
-    },
-  }));
-  await runTaskGraph(tasks, { signal: ctx.signal });
+  try {
+    await deleteInReverseDependencyOrder(
+      resources.filter((r) => isAzureKind(r.kind)),
+      {
+        deleteOne: (resource) => deleteResource(resource, ctx),
+        journal: ctx.journal,
+        forget: (resource) => recordedIds.has(resource.id),
+        // A lower rank goes first, unless the record says the higher-ranked resource is the one using it.
+        deleteBefore: (first, then) => rank(first) < rank(then) && !(then.dependsOn ?? []).includes(first.id),
+        describe: (resource) => `${resource.kind.replace('azure:', '')} ${resource.name ?? parseResourceId(resource.id).name}`,
+        progress: ctx.progress,
+        signal: ctx.signal,
+      },
+    );
+  } catch (err) {
+    throw err instanceof TaskGraphError ? err.cause : err;
+  }
 }

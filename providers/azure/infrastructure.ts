@@ -22,7 +22,7 @@ import type { AzureProviderOptions } from './options.js';
 import { kindOfType, parseAzureConfig, parseResourceId, planResources, TAG_UID, type AzureConfig, type PlannedResource } from './plan.js';
 import { collect, listScaleSetMembers, type ScaleSetMember } from './scale-set-members.js';
 import { throwawaySshPublicKey } from './ssh-key.js';
-import { runTaskGraph } from './task-graph.js';
+import { runTaskGraphRethrowingFirst as runTaskGraph } from '../common/task-graph.js';
 
 interface RecordData {
   uid: string;

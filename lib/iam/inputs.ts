@@ -1,0 +1,60 @@
+/**
+ * What `iam create <cloud>` hands the provider: the values given on the command line, completed from the
+ * workspace config's provider section when the workspace has a config for that cloud (empty fields, which
+ * `config generate` leaves for the identities, do not count). A zone given without a region implies its region.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { CONFIG_FILE } from '../workspace/files.js';
+
+export type IamCloud = 'aws' | 'azure' | 'gcp';
+export const IAM_CLOUDS: readonly IamCloud[] = ['aws', 'azure', 'gcp'];
+
+export interface IamInputs {
+  /** Everything known: the given values over the config's. What the provider gets as providerConfig. */
+  providerConfig: Record<string, unknown>;
+  /** Only the values given on the command line (and a region derived from a given zone). */
+  given: Record<string, string>;
+  /** The config's provider, when the workspace has a readable config. */
+  configProvider?: string;
+  /** Why the workspace's config could not be read (its values are then not used). */
+  configProblem?: string;
+}
+
+/** "us-east-2a" → "us-east-2" (AWS), "europe-west3-a" → "europe-west3" (GCP). */
+export function regionOfZone(cloud: IamCloud, zone: string): string | undefined {
+  if (cloud === 'aws') return /^([a-z]{2}(?:-[a-z]+)+-\d+)[a-z]$/.exec(zone)?.[1];
+  if (cloud === 'gcp') return /^([a-z]+-[a-z]+\d+)-[a-z]$/.exec(zone)?.[1];
+  return undefined;
+}
+
+export async function resolveIamInputs(workspaceDir: string, cloud: IamCloud, flags: Record<string, string | undefined>): Promise<IamInputs> {
+  const given = Object.fromEntries(Object.entries(flags).filter((e): e is [string, string] => typeof e[1] === 'string' && e[1] !== ''));
+  if (given.zone && !given.region) {
+    const region = regionOfZone(cloud, given.zone);
+    if (region) given.region = region;
+  }
+  const { provider, section, problem } = await configSection(workspaceDir);
+  const fromConfig = provider === cloud ? Object.fromEntries(Object.entries(section).filter(([, v]) => v !== '' && v !== undefined)) : {};
+  return { providerConfig: { ...fromConfig, ...given }, given, configProvider: provider, configProblem: problem };
+}
+
+/**
+ * The provider section of the workspace's config, read leniently: a missing or broken config gives no defaults
+ * (the command warns about a broken one; `--update-config` refuses it, naming the line).
+ */
+async function configSection(workspaceDir: string): Promise<{ provider?: string; section: Record<string, unknown>; problem?: string }> {
+  try {
+    await fs.access(path.join(workspaceDir, CONFIG_FILE));
+  } catch {
+    return { section: {} };
+  }
+  const { loadConfig, providerOf } = await import('../config/index.js');
+  try {
+    const config = await loadConfig(workspaceDir, { allowIncomplete: true });
+    const provider = providerOf(config);
+    return { provider, section: { ...((config.provider as Record<string, Record<string, unknown> | undefined>)[provider] ?? {}) } };
+  } catch (err) {
+    return { section: {}, problem: (err as Error).message };
+  }
+}

@@ -1,0 +1,28 @@
+/**
+ * The IAM part of the workspace's resource journal. `iam create` and `create` record into the same journal
+ * (constellation-resources.json), and not every provider's IAM kinds say "iam" (Azure's resource group, identity and
+ * role assignments are plain Azure kinds). So every record made through this view is marked, and the view lists only
+ * marked records and records of the `<provider>:iam-*` kinds: `iam destroy` never sees, and so never deletes, a
+ * cluster's resources, and `iam create` never adopts one (e.g. the cluster's resource group) as its own.
+ */
+import type { RecordedResource, ResourceJournal } from '../../providers/contract.js';
+
+/** Key in a record's data that marks it as made by `iam create`. */
+export const IAM_MARK = 'madeByIamCreate';
+
+export function isIamRecord(r: RecordedResource): boolean {
+  return r.data?.[IAM_MARK] === true || /^[^:]+:iam-/.test(r.kind);
+}
+
+/** The provider a record belongs to: the part of its kind before the colon ("aws:iam-role" → "aws"). */
+export function providerOfRecord(r: RecordedResource): string {
+  return r.kind.split(':')[0];
+}
+
+export function iamJournalView(journal: ResourceJournal): ResourceJournal {
+  return {
+    list: async () => (await journal.list()).filter(isIamRecord),
+    record: (r) => journal.record({ ...r, data: { ...r.data, [IAM_MARK]: true } }),
+    remove: (id) => journal.remove(id),
+  };
+}
