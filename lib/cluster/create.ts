@@ -16,6 +16,7 @@ import type { Logger } from '../logging/index.js';
 import { emptyState, statePath, writeState } from '../workspace/state.js';
 import { editConfig } from './config-edit.js';
 import { readStateOrEmpty, TERMINATE_HINT } from './workspace.js';
+import { clusterJournalView } from '../iam/journal-view.js';
 
 /** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */
 const UID_BYTES = 4;
@@ -105,7 +106,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
   };
   log.info('creating infrastructure', { provider: providerName, nodeGroups: request.nodeGroups.map((g) => `${g.name}=${g.initialCount}`) });
   const result = await provider.create(request, {
-    journal: options.journal,
+    journal: clusterJournalView(options.journal),
     log,
     progress: options.progress,
     signal: options.signal,

@@ -7,6 +7,7 @@
 import type { Instance, InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
 import type { NodeStatus } from '../../proto/gen/constellation/verify.js';
 import type { Logger } from '../logging/index.js';
+import { clusterJournalView } from '../iam/journal-view.js';
 
 export const VERIFY_PORT = 30081;
 
@@ -38,7 +39,7 @@ export interface StatusOptions {
 }
 
 export async function clusterStatus(options: StatusOptions): Promise<ClusterStatus> {
-  const instances = await options.provider.listInstances({ journal: options.journal, log: options.log, workspaceDir: options.workspaceDir });
+  const instances = await options.provider.listInstances({ journal: clusterJournalView(options.journal), log: options.log, workspaceDir: options.workspaceDir });
   const nodes = await Promise.all(instances.map((instance) => nodeStatus(instance, options)));
   return { nodes };
 }

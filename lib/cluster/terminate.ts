@@ -14,6 +14,7 @@ import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE } from '../workspace/f
 import { emptyState, statePath, writeState, type State } from '../workspace/state.js';
 import { infrastructureOptions, loadInfrastructure } from './provider.js';
 import { exists, readStateOrEmpty } from './workspace.js';
+import { clusterJournalView } from '../iam/journal-view.js';
 
 export interface TerminateOptions {
   workspaceDir: string;
@@ -36,7 +37,8 @@ export interface TerminateResult {
 const PROVIDER_SECTIONS = ['local', 'aws', 'azure', 'gcp'] as const;
 
 export async function terminateCluster(options: TerminateOptions): Promise<TerminateResult> {
-  const { workspaceDir, journal, log } = options;
+  const { workspaceDir, log } = options;
+  const journal = clusterJournalView(options.journal);
   const config = await loadConfigIfPresent(workspaceDir, log);
   const state = await readStateOrEmpty(workspaceDir);
   const providerName = options.provider?.name ?? (config ? providerOf(config) : await providerFromRecords(state, journal));

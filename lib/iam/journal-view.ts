@@ -4,6 +4,8 @@
  * role assignments are plain Azure kinds). So every record made through this view is marked, and the view lists only
  * marked records and records of the `<provider>:iam-*` kinds: `iam destroy` never sees, and so never deletes, a
  * cluster's resources, and `iam create` never adopts one (e.g. the cluster's resource group) as its own.
+ * `clusterJournalView` is the other half: what `create`, `status` and `terminate` hand a provider, so a cluster's
+ * terminate never deletes an identity `iam create` made (even one it reused, such as a resource group).
  */
 import type { RecordedResource, ResourceJournal } from '../../providers/contract.js';
 
@@ -24,5 +26,22 @@ export function iamJournalView(journal: ResourceJournal): ResourceJournal {
     list: async () => (await journal.list()).filter(isIamRecord),
     record: (r) => journal.record({ ...r, data: { ...r.data, [IAM_MARK]: true } }),
     remove: (id) => journal.remove(id),
+  };
+}
+
+export function clusterJournalView(journal: ResourceJournal): ResourceJournal {
+  return {
+    list: async () => (await journal.list()).filter((r) => !isIamRecord(r)),
+    // A resource iam create made and the cluster reuses stays iam's: recording it again must not take it over.
+    record: async (r) => {
+      const existing = (await journal.list()).find((x) => x.id === r.id);
+      if (existing && isIamRecord(existing)) return;
+      await journal.record(r);
+    },
+    remove: async (id) => {
+      const existing = (await journal.list()).find((x) => x.id === id);
+      if (existing && isIamRecord(existing)) return;
+      await journal.remove(id);
+    },
   };
 }
