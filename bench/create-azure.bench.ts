@@ -11,7 +11,7 @@ import { performance } from 'node:perf_hooks';
 import { AzureInfrastructure } from '../providers/azure/infrastructure.js';
 import { parseAzureOptions } from '../providers/azure/options.js';
 import { parseAzureConfig, planResources } from '../providers/azure/plan.js';
-import { criticalPath } from '../providers/azure/task-graph.js';
+import { criticalPath } from '../providers/common/task-graph.js';
 import { MemoryResourceJournal } from '../lib/workspace/resource-journal.js';
 import type { CreateRequest, ProviderContext } from '../providers/contract.js';
 import { FakeArm } from '../test/fakes/azure/arm-server.js';
