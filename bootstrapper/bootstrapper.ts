@@ -4,7 +4,8 @@
  * disk is already formatted (a reboot), the recovery server; in parallel its join client asks for a join ticket
  * (fresh disk) or a rejoin ticket (formatted disk). The node lock decides between init, join and recovery.
  */
-import type { ServerDuplexStream } from '@grpc/grpc-js';
+import type { ServerDuplexStream, ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js';
+import { startAttestedServer, type AttestedServer } from '../lib/atls/index.js';
 import type { Issuer } from '../lib/attestation/types.js';
 import { InitService, type InitRequest, type InitResponse } from '../proto/gen/constellation/init.js';
 import { RecoveryService, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
@@ -18,11 +19,11 @@ import {
   type KubernetesBackend,
   type Logger,
   type NodeIdentity,
+  type NodeRoleOptions,
   type ServicePorts,
   type StateDisk,
 } from './collaborators.js';
 import { describeError } from './errors.js';
-import { startNodeServer, type NodeServer } from './grpc-server.js';
 import { InitServer } from './init-server.js';
 import { JoinClient, type RetryPolicy } from './join-client.js';
 import { NodeLock } from './node-lock.js';
@@ -61,6 +62,9 @@ export interface Bootstrapper {
   close(): Promise<void>;
 }
 
+/** How long the node's servers let running calls finish when the node shuts down. */
+const SHUTDOWN_GRACE_MS = 2_000;
+
 export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrapper> {
   const { node, logger } = deps;
   const clock = deps.clock ?? (() => new Date());
@@ -75,7 +79,9 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     clock,
     joinService: { ...deps.joinService, host, port: ports.join },
   });
-  const servers: NodeServer[] = [];
+  const servers: AttestedServer[] = [];
+  const serve = (what: string, service: ServiceDefinition, implementation: UntypedServiceImplementation, port: number) =>
+    startAttestedServer({ what, service, implementation, host, port, shutdownGraceMs: SHUTDOWN_GRACE_MS });
   const started: Bootstrapper['ports'] = { verify: 0 };
   const stop = new AbortController();
   let joining: Promise<void> = Promise.resolve();
@@ -88,12 +94,12 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
   };
 
   try {
-    const verify = await startNodeServer('verify service', VerifyService, createVerifyService(deps.issuer, status), { host, port: ports.verify });
+    const verify = await serve('verify service', VerifyService, createVerifyService(deps.issuer, status), ports.verify);
     servers.push(verify);
     started.verify = verify.port;
 
     const rebooted = await deps.stateDisk.isFormatted();
-    const common = { node, issuer: deps.issuer, lock, status, setup, stateDisk: deps.stateDisk, logger, stepTimeoutMs: deps.stepTimeoutMs };
+    const common: NodeRoleOptions = { node, issuer: deps.issuer, lock, status, setup, stateDisk: deps.stateDisk, logger, stepTimeoutMs: deps.stepTimeoutMs };
     if (node.role === 'control-plane') {
       const init = new InitServer({
         ...common,
@@ -103,17 +109,17 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
         clock,
         logTail: deps.logTail ?? (() => new Uint8Array(0)),
       });
-      const server = await startNodeServer('init server', InitService, {
+      const server = await serve('init server', InitService, {
         init: (call: ServerDuplexStream<InitRequest, InitResponse>) => void init.handle(call),
-      }, { host, port: ports.init });
+      }, ports.init);
       servers.push(server);
       started.init = server.port;
     }
     if (rebooted) {
       const recovery = new RecoveryServer(common);
-      const server = await startNodeServer('recovery server', RecoveryService, {
+      const server = await serve('recovery server', RecoveryService, {
         recover: (call: ServerDuplexStream<RecoverRequest, RecoverResponse>) => void recovery.handle(call),
-      }, { host, port: ports.recovery });
+      }, ports.recovery);
       servers.push(server);
       started.recovery = server.port;
     }

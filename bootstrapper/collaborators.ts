@@ -4,14 +4,18 @@
  * The state disk and the Kubernetes backend are other modules' interfaces; re-exported here so the rest of
  * the bootstrapper names them in one place.
  */
-import type { ValidatorDeps } from '../lib/attestation/types.js';
+import type { Issuer, ValidatorDeps } from '../lib/attestation/types.js';
 import type { Logger } from '../lib/logging/index.js';
 import type { TpmClient } from '../lib/tpm/client.js';
 import type { ValidatorFactory } from '../joinservice/server.js';
 import type { TokenSink } from '../joinservice/bootstrap-token.js';
 import type { NodeRole } from '../providers/contract.js';
+import type { NodeLock } from './node-lock.js';
+import type { NodeSetup } from './node-setup.js';
+import type { NodeStatusTracker } from './node-status.js';
+import type { StateDisk } from './state-disk/types.js';
 
-export type { StateDisk } from './state-disk/types.js';
+export type { StateDisk };
 export type { InitParams, JoinParams, KubernetesBackend } from './kubernetes/backend.js';
 
 /** Who this node is (from the environment the launcher sets). */
@@ -20,6 +24,19 @@ export interface NodeIdentity {
   /** The node's address: every server binds to it, and peers reach it there. */
   ip: string;
   role: NodeRole;
+}
+
+/** What the node's roles (init server, join client, recovery server) share: who the node is and its state. */
+export interface NodeRoleOptions {
+  node: NodeIdentity;
+  issuer: Issuer;
+  lock: NodeLock;
+  status: NodeStatusTracker;
+  setup: NodeSetup;
+  stateDisk: StateDisk;
+  logger: Logger;
+  /** Longest wait for one message of a peer. */
+  stepTimeoutMs?: number;
 }
 
 /** The TPM operations the bootstrapper needs besides the issuer's (which shares the same connection). */

@@ -14,8 +14,8 @@ import type { ServerDuplexStream } from '@grpc/grpc-js';
 import bcrypt from 'bcryptjs';
 import type { AttestationConfigFile } from '../joinservice/service-files.js';
 import { writeServiceFiles } from '../joinservice/service-files.js';
-import type { Issuer, VariantConfig } from '../lib/attestation/types.js';
-import { attestedServer, initServerAdapter } from '../lib/atls/index.js';
+import type { VariantConfig } from '../lib/attestation/types.js';
+import { initServerAdapter } from '../lib/atls/index.js';
 import { UserError } from '../lib/errors.js';
 import {
   deriveClusterId,
@@ -29,12 +29,10 @@ import {
 import { createAdminKubeconfig, createClusterPki, loadClusterPki, type PkiFiles } from '../lib/pki/cluster-pki.js';
 import { InitResult, InitSecrets, type InitRequest, type InitResponse } from '../proto/gen/constellation/init.js';
 import type { NodeMetadata } from '../providers/contract.js';
-import type { Clock, KubernetesBackend, Logger, NodeIdentity, StateDisk } from './collaborators.js';
+import type { Clock, KubernetesBackend, Logger, NodeRoleOptions } from './collaborators.js';
 import { withPort } from './addresses.js';
+import { serveCliCall } from './cli-call.js';
 import { describeError } from './errors.js';
-import type { NodeLock } from './node-lock.js';
-import type { NodeSetup } from './node-setup.js';
-import type { NodeStatusTracker } from './node-status.js';
 
 export const API_SERVER_PORT = 6443;
 const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
@@ -42,23 +40,14 @@ const DEFAULT_CLUSTER_NAME = 'constellation';
 
 export type ProgressListener = (step: string, message: string) => void;
 
-export interface InitServerOptions {
-  node: NodeIdentity;
-  issuer: Issuer;
+export interface InitServerOptions extends NodeRoleOptions {
   metadata: NodeMetadata;
-  lock: NodeLock;
-  status: NodeStatusTracker;
-  setup: NodeSetup;
-  stateDisk: StateDisk;
   backend: KubernetesBackend;
   /** Where the join service's files go (NODE_DIR/joinservice). */
   joinServiceDir: string;
-  logger: Logger;
   clock: Clock;
   /** The tail of this node's log, sent with a Failure. */
   logTail: () => Uint8Array;
-  /** Longest wait for one message of the CLI. */
-  stepTimeoutMs?: number;
 }
 
 /** InitSecrets, checked. */
@@ -91,35 +80,23 @@ export class InitServer {
   }
 
   /** The gRPC handler of Init.Init. Never throws: every outcome is logged and, where possible, told to the CLI. */
-  async handle(call: ServerDuplexStream<InitRequest, InitResponse>): Promise<void> {
-    const peer = `the CLI at ${call.getPeer()}`;
-    let session;
-    try {
-      session = await attestedServer(call, initServerAdapter, { purpose: 'init', issuer: this.options.issuer, peer, timeoutMs: this.options.stepTimeoutMs });
-    } catch (err) {
-      // The CLI rejected this node's attestation (it ends the stream and sends nothing) or went away.
-      this.logger.warn('init request ended before any secret arrived', { peer, reason: describeError(err) });
-      return;
-    }
-    this.logger.info('init secrets received', { peer });
-    const channel = session.channel;
-    const progress: ProgressListener = (step, message) => {
-      try {
-        channel.send({ kind: 'progress', value: { step, message } });
-      } catch {
-        // The CLI went away; init goes on, and a re-run of init picks up the result.
-      }
-    };
-    try {
+  handle(call: ServerDuplexStream<InitRequest, InitResponse>): Promise<void> {
+    const { issuer, stepTimeoutMs, logTail } = this.options;
+    const options = { purpose: 'init' as const, issuer, logger: this.logger, stepTimeoutMs, failureMessage: 'init failed', failureLog: logTail };
+    return serveCliCall(call, initServerAdapter, options, async (session, peer) => {
+      this.logger.info('init secrets received', { peer });
+      const progress: ProgressListener = (step, message) => {
+        try {
+          session.channel.send({ kind: 'progress', value: { step, message } });
+        } catch {
+          // The CLI went away; init goes on, and a re-run of init picks up the result.
+        }
+      };
       const result = await this.initialize(InitSecrets.decode(session.secrets), progress);
-      channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(InitResult.encode(result).finish()) } });
-      channel.end();
+      session.channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(InitResult.encode(result).finish()) } });
+      session.channel.end();
       this.logger.info('init result sent', { peer });
-    } catch (err) {
-      const reason = describeError(err);
-      this.logger.error('init failed', { peer, reason });
-      channel.fail(reason, this.options.logTail());
-    }
+    });
   }
 
   /**

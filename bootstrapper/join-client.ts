@@ -11,19 +11,15 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CONTROL_PLANE_SERVICE_PREFIX, serviceFilesFromControlPlaneFiles, writeRawServiceFiles } from '../joinservice/service-files.js';
-import type { Issuer } from '../lib/attestation/types.js';
 import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../lib/atls/index.js';
 import { deriveClusterId } from '../lib/kms/index.js';
 import { pem } from '../lib/pki/cluster-pki.js';
 import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello } from '../proto/gen/constellation/join.js';
 import type { NodeMetadata } from '../providers/contract.js';
-import type { KubernetesBackend, Logger, NodeIdentity, StateDisk } from './collaborators.js';
+import type { KubernetesBackend, Logger, NodeRoleOptions } from './collaborators.js';
 import { describeError, peerRefusal } from './errors.js';
 import { withPort } from './addresses.js';
 import { createKubeletCsr, type KubeletCsr } from './kubelet-csr.js';
-import type { NodeLock } from './node-lock.js';
-import type { NodeSetup } from './node-setup.js';
-import type { NodeStatusTracker } from './node-status.js';
 
 export type JoinKind = 'join' | 'rejoin';
 
@@ -38,23 +34,14 @@ export interface RetryPolicy {
 
 export const DEFAULT_RETRY: RetryPolicy = { initialMs: 250, maxMs: 5_000, unreachableMaxMs: 500 };
 
-export interface JoinClientOptions {
-  node: NodeIdentity;
-  issuer: Issuer;
+export interface JoinClientOptions extends NodeRoleOptions {
   metadata: NodeMetadata;
-  lock: NodeLock;
-  status: NodeStatusTracker;
-  setup: NodeSetup;
-  stateDisk: StateDisk;
   backend: KubernetesBackend;
   /** Port of the join services to ask (and of this node's own, once it hosts one). */
   joinServicePort: number;
   /** Directory for the join service's files on a control-plane node. */
   joinServiceDir: string;
-  logger: Logger;
   retry?: RetryPolicy;
-  /** Longest wait for one message of the join service. */
-  stepTimeoutMs?: number;
 }
 
 type Attempt = { ticket: Uint8Array } | { refused: string } | { unreachable: string };

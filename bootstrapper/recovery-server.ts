@@ -7,27 +7,15 @@
  * it answers RecoverDone with its disk UUID. It runs in parallel with the rejoin client; whichever wins takes the lock.
  */
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import type { Issuer } from '../lib/attestation/types.js';
-import { attestedServer, recoverServerAdapter } from '../lib/atls/index.js';
+import { recoverServerAdapter } from '../lib/atls/index.js';
 import { UserError } from '../lib/errors.js';
 import { deriveMeasurementSecret, deriveStateDiskKey, MIN_MASTER_KEY_LENGTH, MIN_MASTER_SALT_LENGTH } from '../lib/kms/index.js';
 import { RecoverSecrets, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
-import type { Logger, NodeIdentity, StateDisk } from './collaborators.js';
+import { serveCliCall } from './cli-call.js';
+import type { Logger, NodeRoleOptions } from './collaborators.js';
 import { describeError } from './errors.js';
-import type { NodeLock } from './node-lock.js';
-import type { NodeSetup } from './node-setup.js';
-import type { NodeStatusTracker } from './node-status.js';
 
-export interface RecoveryServerOptions {
-  node: NodeIdentity;
-  issuer: Issuer;
-  lock: NodeLock;
-  status: NodeStatusTracker;
-  setup: NodeSetup;
-  stateDisk: StateDisk;
-  logger: Logger;
-  stepTimeoutMs?: number;
-}
+export type RecoveryServerOptions = NodeRoleOptions;
 
 export class RecoveryServer {
   private readonly logger: Logger;
@@ -37,24 +25,14 @@ export class RecoveryServer {
   }
 
   /** The gRPC handler of Recovery.Recover. Never throws. */
-  async handle(call: ServerDuplexStream<RecoverRequest, RecoverResponse>): Promise<void> {
-    const peer = `the CLI at ${call.getPeer()}`;
-    let session;
-    try {
-      session = await attestedServer(call, recoverServerAdapter, { purpose: 'recover', issuer: this.options.issuer, peer, timeoutMs: this.options.stepTimeoutMs });
-    } catch (err) {
-      this.logger.warn('recover request ended before any secret arrived', { peer, reason: describeError(err) });
-      return;
-    }
-    try {
+  handle(call: ServerDuplexStream<RecoverRequest, RecoverResponse>): Promise<void> {
+    const { issuer, stepTimeoutMs, stateDisk } = this.options;
+    const options = { purpose: 'recover' as const, issuer, logger: this.logger, stepTimeoutMs, failureMessage: 'recovery failed' };
+    return serveCliCall(call, recoverServerAdapter, options, async (session) => {
       await this.recover(RecoverSecrets.decode(session.secrets));
-      session.channel.sendOther({ kind: { $case: 'done', value: { diskUuid: this.options.stateDisk.uuid } } });
+      session.channel.sendOther({ kind: { $case: 'done', value: { diskUuid: stateDisk.uuid } } });
       session.channel.end();
-    } catch (err) {
-      const reason = describeError(err);
-      this.logger.error('recovery failed', { peer, reason });
-      session.channel.fail(reason);
-    }
+    });
   }
 
   async recover(secrets: RecoverSecrets): Promise<void> {

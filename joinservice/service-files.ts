@@ -23,6 +23,7 @@ import type { Logger } from '../lib/logging/index.js';
 import { loadClusterPki, PKI_FILE_NAMES, type ClusterPki, type PkiFiles } from '../lib/pki/cluster-pki.js';
 import { writeFileAtomic } from '../lib/workspace/atomic-file.js';
 import { masterSecretToJson, parseMasterSecret } from '../lib/workspace/master-secret.js';
+import { readRequiredFile } from '../lib/workspace/required-file.js';
 import type { ControlPlaneFile } from '../proto/gen/constellation/join.js';
 
 export const SERVICE_FILES = {
@@ -140,7 +141,8 @@ export function serviceFilesFromControlPlaneFiles(files: readonly ControlPlaneFi
 /** Reads and checks the whole directory. Throws a UserError naming the file that is missing or wrong. */
 export async function readServiceFiles(dir: string, generation = 1): Promise<ServiceConfig> {
   const raw = new Map<string, Buffer>();
-  await Promise.all(SERVICE_FILE_PATHS.map(async (name) => raw.set(name, await readFile(dir, name))));
+  const hint = `The join service directory holds ${SERVICE_FILE_PATHS.join(', ')}.`;
+  await Promise.all(SERVICE_FILE_PATHS.map(async (name) => raw.set(name, await readRequiredFile(path.join(dir, name), 'the join service file', hint))));
   const text = (name: string) => raw.get(name)!.toString('utf8');
   const where = (name: string) => path.join(dir, name);
 
@@ -236,19 +238,6 @@ export class ServiceFilesWatcher {
   private async readIdentity(): Promise<string> {
     const stats = await Promise.all(SERVICE_FILE_PATHS.map((name) => fs.stat(path.join(this.dir, name), { bigint: true })));
     return stats.map((s) => `${s.ino}:${s.size}:${s.mtimeNs}`).join(',');
-  }
-}
-
-async function readFile(dir: string, name: string): Promise<Buffer> {
-  try {
-    return await fs.readFile(path.join(dir, name));
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new UserError(`The join service file ${path.join(dir, name)} does not exist.`, {
-        hint: `The join service directory holds ${SERVICE_FILE_PATHS.join(', ')}.`,
-      });
-    }
-    throw new UserError(`Cannot read ${path.join(dir, name)}: ${(err as Error).message}`, { cause: err });
   }
 }
 

@@ -12,7 +12,7 @@ const TLS_SERVER_NAME = 'constellation';
 /** Server credentials with a self-signed certificate made now (valid for a year). */
 export async function createAttestedServerCredentials(): Promise<ServerCredentials> {
   const { ServerCredentials } = await import('@grpc/grpc-js');
-  const { cert, key } = createSelfSignedCertificate(TLS_SERVER_NAME);
+  const { cert, key } = await createSelfSignedCertificate(TLS_SERVER_NAME);
   return ServerCredentials.createSsl(null, [{ private_key: Buffer.from(key), cert_chain: Buffer.from(cert) }], false);
 }
 

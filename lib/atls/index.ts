@@ -8,6 +8,7 @@ export * from './document.js';
 export * from './exchange.js';
 export * from './keys.js';
 export * from './seal.js';
+export * from './server.js';
 export * from './services.js';
 export * from './user-data.js';
 export * from './verify-service.js';

@@ -1,6 +1,7 @@
 /**
  * X.509 certificates and PKCS#10 requests at the speed of the signature itself: building a certificate's DER
- * (RFC 5280) and signing it with node:crypto, and reading a certificate request and checking its signature.
+ * (RFC 5280, with the encoder of lib/der.ts) and signing it with node:crypto, and reading a certificate request
+ * and checking its signature.
  *
  * Written here rather than with @peculiar/x509 because that library spends about 7 ms of JavaScript ASN.1
  * work per kubelet certificate on our machines (parse and verify the request, build and sign the
@@ -14,11 +15,13 @@ import { isIPv4, isIPv6 } from 'node:net';
 import {
   bitString,
   bool,
+  certificateFields,
   children,
   decodeOid,
   DerError,
   expectTag,
   explicit,
+  extensionsOf,
   nullValue,
   octetString,
   oid,
@@ -30,8 +33,7 @@ import {
   tlv,
   unsignedInteger,
   utf8String,
-  type Element,
-} from './der.js';
+} from '../der.js';
 
 export const OID = {
   commonName: '2.5.4.3',
@@ -150,8 +152,8 @@ export function keyIdentifier(spki: Buffer): Buffer {
 
 /** The issuer view of a CA certificate (DER): its subject Name and key identifier (its SKI, else computed). */
 export function issuerFromCertificate(certDer: Buffer, privateKey: KeyObject): Issuer {
-  const fields = tbsFields(certDer);
-  const ski = extensionsOf(fields.extensions).get(OID.subjectKeyIdentifier);
+  const fields = certificateFields(readOnly(certDer, TAG.SEQUENCE, 'certificate'));
+  const ski = fields.extensions.get(OID.subjectKeyIdentifier);
   return {
     name: fields.subject.raw,
     keyIdentifier: ski ? readOnly(ski, TAG.OCTET_STRING, 'subjectKeyIdentifier').content : keyIdentifier(fields.publicKey.raw),
@@ -168,7 +170,7 @@ export interface CertificateRequest {
 
 /** Reads a PKCS#10 request (DER) and checks its signature. Throws DerError on anything malformed or unverified. */
 export function readCertificateRequest(der: Uint8Array): CertificateRequest {
-  const [info, algorithm, signature] = children(readOnly(Buffer.from(der), TAG.SEQUENCE, 'certificate request'));
+  const [info, algorithm, signature] = children(readOnly(der, TAG.SEQUENCE, 'certificate request'));
   expectTag(info, TAG.SEQUENCE, 'certificationRequestInfo');
   const [version, , spki, attributes] = children(info);
   expectTag(version, TAG.INTEGER, 'version');
@@ -208,33 +210,6 @@ function readSubjectAltName(value: Buffer): { dnsNames: string[]; ipAddresses: s
     if (name.tag === 0x87) ipAddresses.push(ipString(name.content));
   }
   return { dnsNames, ipAddresses };
-}
-
-interface TbsFields {
-  subject: Element;
-  publicKey: Element;
-  extensions: Element | undefined;
-}
-
-function tbsFields(certDer: Buffer): TbsFields {
-  const [tbs] = children(readOnly(certDer, TAG.SEQUENCE, 'certificate'));
-  const fields = children(expectTag(tbs, TAG.SEQUENCE, 'tbsCertificate'));
-  const base = fields[0]?.tag === 0xa0 ? 1 : 0; // explicit version present
-  const subject = expectTag(fields[base + 4], TAG.SEQUENCE, 'subject');
-  const publicKey = expectTag(fields[base + 5], TAG.SEQUENCE, 'subjectPublicKeyInfo');
-  const extensions = fields.slice(base + 6).find((f) => f.tag === 0xa3);
-  return { subject, publicKey, extensions: extensions ? children(extensions)[0] : undefined };
-}
-
-/** Extensions (a SEQUENCE of Extension) by OID -> extnValue content. */
-function extensionsOf(extensions: Element | undefined): Map<string, Buffer> {
-  const out = new Map<string, Buffer>();
-  if (!extensions) return out;
-  for (const ext of children(expectTag(extensions, TAG.SEQUENCE, 'extensions'))) {
-    const parts = children(expectTag(ext, TAG.SEQUENCE, 'extension'));
-    out.set(decodeOid(parts[0]), expectTag(parts[parts.length - 1], TAG.OCTET_STRING, 'extnValue').content);
-  }
-  return out;
 }
 
 function signatureAlgorithm(key: KeyObject): { algorithm: Buffer; digest: string } {

@@ -21,7 +21,7 @@ import {
   subjectAltName,
   type Issuer,
 } from './certificates.js';
-import { DerError } from './der.js';
+import { DerError } from '../der.js';
 
 export const PKI_FILE_NAMES = ['ca.crt', 'ca.key', 'front-proxy-ca.crt', 'front-proxy-ca.key', 'etcd/ca.crt', 'etcd/ca.key', 'sa.key', 'sa.pub'] as const;
 export type PkiFileName = (typeof PKI_FILE_NAMES)[number];

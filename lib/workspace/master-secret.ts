@@ -4,12 +4,12 @@
  * Reading checks the file strictly (standard base64, key >= 16 bytes, salt >= 32 bytes) and no error
  * message ever quotes the file's content, which is the secret.
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../errors.js';
 import { MIN_MASTER_KEY_LENGTH, MIN_MASTER_SALT_LENGTH, type MasterSecret } from '../kms/keys.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { MASTER_SECRET_FILE } from './files.js';
+import { readRequiredFile } from './required-file.js';
 
 export type { MasterSecret } from '../kms/keys.js';
 
@@ -22,18 +22,8 @@ export function masterSecretPath(workspaceDir: string): string {
 
 export async function readMasterSecret(workspaceDir: string): Promise<MasterSecret> {
   const file = masterSecretPath(workspaceDir);
-  let text: string;
-  try {
-    text = await fs.readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new UserError(`The master secret ${file} does not exist.`, {
-        hint: 'Run the command in the workspace of this cluster (-C <dir>), or restore the file from your backup.',
-      });
-    }
-    throw err;
-  }
-  return parseMasterSecret(text, file);
+  const text = await readRequiredFile(file, 'the master secret', 'Run the command in the workspace of this cluster (-C <dir>), or restore the file from your backup.');
+  return parseMasterSecret(text.toString('utf8'), file);
 }
 
 /** Parses the file's content; `file` only names it in messages. */

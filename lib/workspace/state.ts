@@ -3,13 +3,13 @@
  * infrastructure and what `init` made (clusterID, measurement salt). Validated with zod; errors name the
  * file, the key path and the YAML line. infrastructure.initSecret is a secret: no message quotes a value.
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { LineCounter, parseDocument, stringify, isMap, isPair, isScalar, isSeq, type Document } from 'yaml';
 import { z } from 'zod';
 import { UserError } from '../errors.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { STATE_FILE } from './files.js';
+import { readRequiredFile } from './required-file.js';
 
 export const STATE_VERSION = 'v1';
 
@@ -70,18 +70,8 @@ export function emptyState(): State {
 
 export async function readState(workspaceDir: string): Promise<State> {
   const file = statePath(workspaceDir);
-  let text: string;
-  try {
-    text = await fs.readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-      throw new UserError(`The state file ${file} does not exist.`, {
-        hint: 'Run `constellation create` first, or run the command in the workspace of this cluster (-C <dir>).',
-      });
-    }
-    throw err;
-  }
-  return parseState(text, file);
+  const text = await readRequiredFile(file, 'the state file', 'Run `constellation create` first, or run the command in the workspace of this cluster (-C <dir>).');
+  return parseState(text.toString('utf8'), file);
 }
 
 /** Parses and validates the file's content; `file` only names it in messages. */

@@ -9,8 +9,13 @@ import { startJoinService, type JoinServiceHandle } from '../../joinservice/serv
 import { SERVICE_FILES } from '../../joinservice/service-files.js';
 import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../../lib/atls/index.js';
 import type { Issuer, Measurements } from '../../lib/attestation/types.js';
+import { localInstanceInfo, VARIANT } from '../../lib/attestation/variants/local-vtpm.js';
+import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
 import { deriveMeasurementSecret, deriveStateDiskKey } from '../../lib/kms/index.js';
 import { createLogger } from '../../lib/logging/index.js';
+import { TpmClient } from '../../lib/tpm/client.js';
+import { TPM_ALG } from '../../lib/tpm/constants.js';
+import { startSwtpm } from '../../lib/tpm/swtpm.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { JoinServiceClient } from '../../proto/gen/constellation/join.js';
 import { hello, kubeletCsr, requestTicket } from './support/join-client.js';
@@ -211,13 +216,6 @@ describe('joinservice/server (swtpm nodes, VtpmIssuer, local-vtpm validator from
 
   /** A node with its own swtpm, measured like the node image. */
   async function swtpmNode(instance: string): Promise<SwtpmNode> {
-    const [{ startSwtpm }, { TpmClient }, { TPM_ALG }, { VtpmIssuer }, { VARIANT, localInstanceInfo }] = await Promise.all([
-      import('../../lib/tpm/swtpm.js'),
-      import('../../lib/tpm/client.js'),
-      import('../../lib/tpm/constants.js'),
-      import('../../lib/attestation/vtpm-issuer.js'),
-      import('../../lib/attestation/variants/local-vtpm.js'),
-    ]);
     const swtpm = await startSwtpm({ stateDir: path.join(tmp, instance) });
     const tpm = await TpmClient.connect(swtpm.serverSocket).catch(async (err) => {
       await swtpm.stop();

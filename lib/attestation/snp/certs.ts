@@ -5,7 +5,7 @@
  */
 import { createHash, X509Certificate, type KeyObject } from 'node:crypto';
 import { AMD_CHAINS } from './amd-roots.js';
-import { decodeSmallInteger, DerError, OID, readCertificateFields, readDer } from './der.js';
+import { certificateFields, children, decodeOid, decodeSmallInteger, DerError, expectTag, readElement, TAG } from '../../der.js';
 import { SNP_PRODUCTS, type SnpProduct, type SnpSigningKey, type TcbVersion } from './report.js';
 
 /** AMD's VCEK/VLEK extension OIDs (AMD "VCEK certificate and KDS interface specification", 57230). */
@@ -60,23 +60,32 @@ export function sha256Hex(...parts: Uint8Array[]): string {
   return h.digest('hex');
 }
 
+/**
+ * The extensions of a DER certificate. Bytes after the certificate are ignored, as node:crypto's
+ * X509Certificate (which parsed the same bytes first) ignores them.
+ */
+function extensionsOf(der: Uint8Array): Map<string, Buffer> {
+  return certificateFields(readElement(der)).extensions;
+}
+
+/** An extension whose value is a DER string (AMD's productName and cspId are IA5Strings). */
+function textExtension(extensions: Map<string, Buffer>, oid: string): string | undefined {
+  const value = extensions.get(oid);
+  return value === undefined ? undefined : readElement(value).content.toString('latin1');
+}
+
+/** The productName extension of a VCEK ("Milan-B0"), if it has one. */
+export function endorsementKeyProductName(der: Uint8Array): string | undefined {
+  return textExtension(extensionsOf(der), AMD_OID.productName);
+}
+
 /** Reads AMD's extensions of a VCEK or VLEK certificate. */
 export function readEndorsementKeyInfo(cert: X509Certificate, der: Uint8Array): EndorsementKeyInfo {
-  const { extensions } = readCertificateFields(der);
-  const int = (oid: string) => {
-    const v = extensions.get(oid);
-    return v === undefined ? undefined : decodeSmallInteger(readDer(v));
-  };
-  const text = (oid: string) => {
-    const v = extensions.get(oid);
-    if (v === undefined) return undefined;
-    const node = readDer(v);
-    return Buffer.from(node.content).toString('latin1');
-  };
+  const extensions = extensionsOf(der);
   const tcb: Partial<TcbVersion> = {};
   const set = (key: keyof TcbVersion, oid: string) => {
-    const v = int(oid);
-    if (v !== undefined) tcb[key] = v;
+    const value = extensions.get(oid);
+    if (value !== undefined) tcb[key] = decodeSmallInteger(readElement(value));
   };
   set('bootloader', AMD_OID.blSpl);
   set('tee', AMD_OID.teeSpl);
@@ -87,10 +96,10 @@ export function readEndorsementKeyInfo(cert: X509Certificate, der: Uint8Array): 
   const hwId = extensions.get(AMD_OID.hwId);
   return {
     kind: cn === 'SEV-VCEK' ? 'vcek' : cn === 'SEV-VLEK' ? 'vlek' : undefined,
-    productName: text(AMD_OID.productName),
+    productName: textExtension(extensions, AMD_OID.productName),
     tcb,
     hwId: hwId && Uint8Array.from(hwId),
-    cspId: text(AMD_OID.cspId),
+    cspId: textExtension(extensions, AMD_OID.cspId),
   };
 }
 
@@ -133,9 +142,15 @@ function parseCert(der: Uint8Array, what: string): X509Certificate {
   }
 }
 
+const RSASSA_PSS = '1.2.840.113549.1.1.10';
+const SHA384 = '2.16.840.1.101.3.4.2.2';
+
+/** Whether a certificate is signed with RSASSA-PSS over SHA-384 (an absent hashAlgorithm means SHA-1, RFC 4055). */
 function isPss384(der: Uint8Array): boolean {
-  const f = readCertificateFields(der);
-  return f.signatureAlgorithm === OID.rsassaPss && f.signatureHash === OID.sha384;
+  const [algorithm, params] = children(certificateFields(readElement(der)).signatureAlgorithm);
+  if (decodeOid(algorithm) !== RSASSA_PSS || params?.tag !== TAG.SEQUENCE) return false;
+  const hashAlgorithm = children(params).find((field) => field.tag === 0xa0);
+  return hashAlgorithm !== undefined && decodeOid(children(expectTag(children(hashAlgorithm)[0], TAG.SEQUENCE, 'hashAlgorithm'))[0]) === SHA384;
 }
 
 /**

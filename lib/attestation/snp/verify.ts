@@ -9,8 +9,8 @@
  */
 import { timingSafeEqual, verify as cryptoVerify } from 'node:crypto';
 import { AttestationError } from '../types.js';
-import { AMD_OID, AMD_ROOTS, certificatesDer, productFromProductName, sha256Hex, verifyChain, type AmdRoots, type ChainResult } from './certs.js';
-import { DerError, readCertificateFields, readDer } from './der.js';
+import { DerError } from '../../der.js';
+import { AMD_ROOTS, certificatesDer, endorsementKeyProductName, productFromProductName, sha256Hex, verifyChain, type AmdRoots, type ChainResult } from './certs.js';
 import { formatTcb, parseSnpReport, productFromCpuid, SNP_SIGNED_SIZE, SnpFormatError, type SnpReport, type TcbVersion } from './report.js';
 
 /** The check that failed: lets callers and tests tell reasons apart without matching message text. */
@@ -162,8 +162,7 @@ export class SnpVerifier {
   }
 
   private defaultChain(report: SnpReport, signingDer: Uint8Array): string {
-    const productName = readCertificateFields(signingDer).extensions.get(AMD_OID.productName);
-    const product = productFromCpuid(report.cpuid) ?? productFromProductName(productName && Buffer.from(readDer(productName).content).toString('latin1')) ?? 'Milan';
+    const product = productFromCpuid(report.cpuid) ?? productFromProductName(endorsementKeyProductName(signingDer)) ?? 'Milan';
     const chains = this.roots[product];
     if (!chains) throw new DerError(`no certificate chain was given and none is known for ${product}`);
     return chains[report.signingKey];

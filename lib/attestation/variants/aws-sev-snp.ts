@@ -8,32 +8,19 @@
  */
 import { z } from 'zod';
 import type { Validator, VariantConfig } from '../types.js';
-import { SnpVerifier } from '../snp/verify.js';
-import { akKey, base64, readInstanceInfo, sha512, snpMinimumTcb, verifySnpEvidence, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { akKey, readInstanceInfo, sha512, snpEvidenceCheck, snpEvidenceFields, type AkTrust, type CloudDeps } from './cloud-common.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'aws-sev-snp';
 
-export const instanceInfoSchema = z.object({
-  attestationReport: z.string().min(1),
-  vlek: z.string().optional(),
-  vcek: z.string().optional(),
-  certChain: z.string().optional(),
-});
+export const instanceInfoSchema = z.object({ ...snpEvidenceFields, vlek: z.string().optional() });
 export type AwsSevSnpInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 export function awsSevSnpTrust(config: VariantConfig, deps: CloudDeps = {}): AkTrust {
-  const verifier = new SnpVerifier({ roots: deps.amdRoots });
-  const minimumTcb = snpMinimumTcb(config);
+  const checkSnp = snpEvidenceCheck(VARIANT, config, deps);
   return async (document, akPublic) => {
     const info = readInstanceInfo(VARIANT, document, instanceInfoSchema);
-    const ak = akKey(VARIANT, akPublic);
-    await verifySnpEvidence(
-      VARIANT,
-      verifier,
-      { report: base64('instanceInfo.attestationReport', info.attestationReport), signingCert: info.vlek ?? info.vcek, certChain: info.certChain },
-      { deps, minimumTcb, reportData: sha512(ak.spki) },
-    );
+    await checkSnp(info, { signingCert: info.vlek, reportData: sha512(akKey(VARIANT, akPublic).spki) });
   };
 }
 

@@ -9,18 +9,13 @@
  */
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
-import { SnpVerifier, type VerifiedSnpReport } from '../snp/verify.js';
-import { akKey, base64, readInstanceInfo, snpMinimumTcb, verifyHclRuntimeData, verifySnpEvidence, type AkTrust, type CloudDeps } from './cloud-common.js';
+import type { VerifiedSnpReport } from '../snp/verify.js';
+import { akKey, base64, readInstanceInfo, snpEvidenceCheck, snpEvidenceFields, verifyHclRuntimeData, type AkTrust, type CloudDeps } from './cloud-common.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'azure-sev-snp';
 
-export const instanceInfoSchema = z.object({
-  attestationReport: z.string().min(1),
-  runtimeData: z.string().min(1),
-  vcek: z.string().optional(),
-  certChain: z.string().optional(),
-});
+export const instanceInfoSchema = z.object({ ...snpEvidenceFields, runtimeData: z.string().min(1) });
 export type AzureSevSnpInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 interface FirmwareSignerConfig {
@@ -46,17 +41,11 @@ function checkFirmwareSigner(config: VariantConfig, report: VerifiedSnpReport, w
 
 /** The AK is trusted when the SNP report verifies and binds runtime data holding exactly this AK. */
 export function azureSevSnpTrust(config: VariantConfig, deps: CloudDeps = {}): AkTrust {
-  const verifier = new SnpVerifier({ roots: deps.amdRoots });
-  const minimumTcb = snpMinimumTcb(config);
+  const checkSnp = snpEvidenceCheck(VARIANT, config, deps);
   return async (document, akPublic) => {
     const info = readInstanceInfo(VARIANT, document, instanceInfoSchema);
     const ak = akKey(VARIANT, akPublic);
-    const report = await verifySnpEvidence(
-      VARIANT,
-      verifier,
-      { report: base64('instanceInfo.attestationReport', info.attestationReport), signingCert: info.vcek, certChain: info.certChain },
-      { deps, minimumTcb },
-    );
+    const report = await checkSnp(info);
     checkFirmwareSigner(config, report, deps.warn ?? (() => {}));
     verifyHclRuntimeData(VARIANT, base64('instanceInfo.runtimeData', info.runtimeData), report.reportData, ak);
   };

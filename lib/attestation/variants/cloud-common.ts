@@ -5,7 +5,7 @@
  * pinned roots (trusted launch). Not a variant itself.
  */
 import { createHash, X509Certificate, type KeyObject } from 'node:crypto';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { parseTpmPublic, publicKeyFromTpmPublic, type TpmPublic } from '../../tpm/structures.js';
 import { TPM_ALG } from '../../tpm/constants.js';
 import { AttestationError, type AttestationDocument, type ValidatorDeps, type VariantConfig } from '../types.js';
@@ -71,7 +71,7 @@ export function sha512(b: Uint8Array): Uint8Array {
 }
 
 /** The config's minimum TCB of an SNP variant (keys bootloaderVersion, teeVersion, snpVersion, microcodeVersion). */
-export function snpMinimumTcb(config: VariantConfig): Partial<TcbVersion> {
+function snpMinimumTcb(config: VariantConfig): Partial<TcbVersion> {
   const pick = (key: string) => (typeof config[key] === 'number' ? (config[key] as number) : undefined);
   const out: Partial<TcbVersion> = {};
   const set = (k: keyof TcbVersion, key: string) => {
@@ -85,35 +85,43 @@ export function snpMinimumTcb(config: VariantConfig): Partial<TcbVersion> {
   return out;
 }
 
-export interface SnpEvidence {
-  report: Uint8Array;
-  /** VCEK or VLEK, PEM or DER; fetched from AMD's KDS (VCEK only) when absent. */
-  signingCert?: string | Uint8Array;
+/** The instanceInfo fields that carry SNP evidence; each SNP variant's schema adds its own. */
+export const snpEvidenceFields = {
+  attestationReport: z.string().min(1),
+  /** VCEK, PEM; fetched from AMD's KDS when absent. */
+  vcek: z.string().optional(),
+  /** ASK/ASVK and ARK, PEM; default: AMD's. */
+  certChain: z.string().optional(),
+};
+
+export interface SnpEvidenceInfo {
+  attestationReport: string;
+  vcek?: string;
   certChain?: string;
 }
 
-/** Verifies an SNP report with the variant's verifier, fetching a missing VCEK through deps.fetch. */
-export async function verifySnpEvidence(
-  variant: string,
-  verifier: SnpVerifier,
-  evidence: SnpEvidence,
-  options: { deps: ValidatorDeps; minimumTcb: Partial<TcbVersion>; reportData?: Uint8Array },
-): Promise<VerifiedSnpReport> {
-  let signingCert = evidence.signingCert;
-  if (signingCert === undefined) {
-    const parsed = parseSnpReport(evidence.report);
-    if (parsed.signingKey === 'vlek') throw new AttestationError(`${variant}: the report is signed by a VLEK, but the evidence carries no VLEK certificate`);
-    const fetch = options.deps.fetch as Fetcher | undefined;
-    if (!fetch) throw new AttestationError(`${variant}: the evidence carries no VCEK and this verifier has no way to fetch it from AMD`);
-    signingCert = await kdsClientFor(fetch).vcek(parsed.product, parsed.chipId, parsed.reportedTcb);
-  }
-  return verifier.verify(evidence.report, {
-    signingCert,
-    certChain: evidence.certChain,
-    now: options.deps.now?.(),
-    minimumTcb: options.minimumTcb,
-    reportData: options.reportData,
-  });
+export type SnpEvidenceCheck = (info: SnpEvidenceInfo, options?: { signingCert?: string; reportData?: Uint8Array }) => Promise<VerifiedSnpReport>;
+
+/**
+ * An SNP variant's evidence check: one verifier per validator (it caches verified chains) with the config's TCB
+ * minimums. The report is signed by `signingCert` (default: the instanceInfo's VCEK, else the VCEK fetched from
+ * AMD through deps.fetch); `reportData`, when given, must be its REPORT_DATA.
+ */
+export function snpEvidenceCheck(variant: string, config: VariantConfig, deps: CloudDeps): SnpEvidenceCheck {
+  const verifier = new SnpVerifier({ roots: deps.amdRoots });
+  const minimumTcb = snpMinimumTcb(config);
+  return async (info, options = {}) => {
+    const report = base64('instanceInfo.attestationReport', info.attestationReport);
+    let signingCert: string | Uint8Array | undefined = options.signingCert ?? info.vcek;
+    if (signingCert === undefined) {
+      const parsed = parseSnpReport(report);
+      if (parsed.signingKey === 'vlek') throw new AttestationError(`${variant}: the report is signed by a VLEK, but the evidence carries no VLEK certificate`);
+      const fetch = deps.fetch as Fetcher | undefined;
+      if (!fetch) throw new AttestationError(`${variant}: the evidence carries no VCEK and this verifier has no way to fetch it from AMD`);
+      signingCert = await kdsClientFor(fetch).vcek(parsed.product, parsed.chipId, parsed.reportedTcb);
+    }
+    return verifier.verify(report, { signingCert, certChain: info.certChain, now: deps.now?.(), minimumTcb, reportData: options.reportData });
+  };
 }
 
 /**

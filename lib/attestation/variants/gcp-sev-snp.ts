@@ -8,33 +8,22 @@
  */
 import { z } from 'zod';
 import type { Validator, VariantConfig } from '../types.js';
-import { SnpVerifier } from '../snp/verify.js';
-import { akKey, base64, readInstanceInfo, sha512, snpMinimumTcb, verifySnpEvidence, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { akKey, readInstanceInfo, sha512, snpEvidenceCheck, snpEvidenceFields, type AkTrust, type CloudDeps } from './cloud-common.js';
 import { gcpInstanceSchema, verifyGcpShieldedAk } from './gcp-sev-es.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'gcp-sev-snp';
 
-export const instanceInfoSchema = gcpInstanceSchema.extend({
-  attestationReport: z.string().min(1),
-  vcek: z.string().optional(),
-  certChain: z.string().optional(),
-});
+export const instanceInfoSchema = gcpInstanceSchema.extend(snpEvidenceFields);
 export type GcpSevSnpInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 export function gcpSevSnpTrust(config: VariantConfig, deps: CloudDeps = {}): AkTrust {
-  const verifier = new SnpVerifier({ roots: deps.amdRoots });
-  const minimumTcb = snpMinimumTcb(config);
+  const checkSnp = snpEvidenceCheck(VARIANT, config, deps);
   return async (document, akPublic) => {
     const info = readInstanceInfo(VARIANT, document, instanceInfoSchema);
     const ak = akKey(VARIANT, akPublic);
     await verifyGcpShieldedAk(VARIANT, { projectId: info.projectId, zone: info.zone, instanceName: info.instanceName }, ak, akPublic, deps);
-    await verifySnpEvidence(
-      VARIANT,
-      verifier,
-      { report: base64('instanceInfo.attestationReport', info.attestationReport), signingCert: info.vcek, certChain: info.certChain },
-      { deps, minimumTcb, reportData: sha512(ak.spki) },
-    );
+    await checkSnp(info, { reportData: sha512(ak.spki) });
   };
 }
 

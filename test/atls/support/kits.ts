@@ -1,8 +1,6 @@
 /**
  * Attestation kits for the channel tests and the bench: an issuer for the node, a validator factory for the
  * verifier, and the node's PCR values. The software stand-in always works; the swtpm kit needs swtpm.
- * Modules are imported statically: under mocha+tsx a dynamic import() loads a second instance of a module,
- * and errors thrown by it would fail `instanceof` checks against the first.
  */
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';

@@ -3,8 +3,8 @@
  * attested credentials, and a client interceptor that records every message crossing the wire in both
  * directions (and can alter one, playing a man in the middle), so tests assert what each side really sent.
  */
-import { InterceptingCall, Server, type Interceptor, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
-import { attestedChannelOptions, createAttestedClientCredentials, createAttestedServerCredentials } from '../../../lib/atls/index.js';
+import { InterceptingCall, type Interceptor, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
+import { attestedChannelOptions, createAttestedClientCredentials, startAttestedServer } from '../../../lib/atls/index.js';
 
 export interface WireEntry {
   from: 'client' | 'server';
@@ -57,15 +57,10 @@ export interface TestServer {
 }
 
 export async function startTestServer(service: ServiceDefinition, implementation: UntypedServiceImplementation): Promise<TestServer> {
-  const server = new Server();
-  server.addService(service, implementation);
-  const credentials = await createAttestedServerCredentials();
-  const port = await new Promise<number>((resolve, reject) =>
-    server.bindAsync('127.0.0.1:0', credentials, (err, p) => (err ? reject(err) : resolve(p))),
-  );
+  const server = await startAttestedServer({ what: 'test server', service, implementation, host: '127.0.0.1', port: 0, shutdownGraceMs: 0 });
   return {
-    address: `127.0.0.1:${port}`,
-    stop: async () => server.forceShutdown(),
+    address: `127.0.0.1:${server.port}`,
+    stop: () => server.close(),
   };
 }
 

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { TPM_ALG, TPMA_OBJECT } from '../../../lib/tpm/constants.js';
 import { encodeTpmPublic } from '../../../lib/tpm/structures.js';
-import type { AttestationDocument } from '../../../lib/attestation/types.js';
+import { AttestationError, type AttestationDocument } from '../../../lib/attestation/types.js';
 
 export interface TestAk {
   akPublic: Uint8Array;
@@ -38,11 +38,11 @@ export function documentWith(variant: string, instanceInfo: unknown): Attestatio
   return { variant, attestation: { akPublic: '', quotes: [] }, instanceInfo: b64(JSON.stringify(instanceInfo)), userData: '' };
 }
 
-/** Resolves when `p` rejects with an error whose message matches `re`. */
+/** Resolves when `p` rejects with an AttestationError whose message matches `re`. */
 export async function rejectsWith(p: Promise<unknown>, re: RegExp): Promise<void> {
   await assert.rejects(p, (err: Error) => {
+    assert.ok(err instanceof AttestationError, `expected an AttestationError, got ${String(err)}`);
     assert.match(err.message, re);
-    assert.equal(err.name.endsWith('Error'), true);
     return true;
   });
 }

@@ -67,6 +67,14 @@ describe('gcp-sev-es AK trust', () => {
     await gcpSevEsTrust({ measurements }, { gcpShieldedIdentity: async () => ({ akCertDer: cert.der }) })(documentWith('gcp-sev-es', instance), ak.akPublic);
   });
 
+  it('trusts the AK that GCP returns only as a public key (signingKey.ekPub as SubjectPublicKeyInfo DER)', async () => {
+    const spki = (key: TestAk) => new Uint8Array(key.key.export({ type: 'spki', format: 'der' }));
+    const doc = documentWith('gcp-sev-es', instance);
+    await gcpSevEsTrust({ measurements }, { gcpShieldedIdentity: async () => ({ akSpkiDer: spki(ak) }) })(doc, ak.akPublic);
+    await rejectsWith(gcpSevEsTrust({ measurements }, { gcpShieldedIdentity: async () => ({ akSpkiDer: spki(makeAk()) }) })(doc, ak.akPublic), /not the one GCP registered for instance node-0/);
+    await rejectsWith(gcpSevEsTrust({ measurements }, { gcpShieldedIdentity: async () => ({ akSpkiDer: spki(ak).subarray(3) }) })(doc, ak.akPublic), /GCP's AK public key is malformed/);
+  });
+
   it('rejects another AK, a missing client, a failing lookup and an empty answer', async () => {
     const doc = documentWith('gcp-sev-es', instance);
     await rejectsWith(gcpSevEsTrust({ measurements }, { gcpShieldedIdentity: async () => ({ akPublic: makeAk().akPublic }) })(doc, ak.akPublic), /not the one GCP registered/);

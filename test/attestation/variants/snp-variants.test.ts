@@ -149,6 +149,14 @@ describe('SNP variants with a test CA', () => {
       assert.deepEqual(seen, [instance]);
     });
 
+    it('trusts the AK when GCP returns only its public key (SubjectPublicKeyInfo), and rejects another one', async () => {
+      const report = makeSnpReport({ reportData: akDigest(ak) }, vcek);
+      const doc = documentWith('gcp-sev-snp', { ...instance, attestationReport: b64(report), vcek: vcek.cert.pem, certChain: ca.vcekChain });
+      const spki = (key: TestAk) => new Uint8Array(key.key.export({ type: 'spki', format: 'der' }));
+      await gcpSevSnpTrust(config, { now, amdRoots: ca.roots, gcpShieldedIdentity: async () => ({ akSpkiDer: spki(ak) }) })(doc, ak.akPublic);
+      await rejectsWith(gcpSevSnpTrust(config, { now, amdRoots: ca.roots, gcpShieldedIdentity: async () => ({ akSpkiDer: spki(makeAk()) }) })(doc, ak.akPublic), /not the one GCP registered/);
+    });
+
     it('rejects when GCP registered another AK, even with a valid report', async () => {
       const report = makeSnpReport({ reportData: akDigest(ak) }, vcek);
       const trust = gcpSevSnpTrust(config, { now, amdRoots: ca.roots, gcpShieldedIdentity: async () => ({ akPublic: makeAk().akPublic }) });

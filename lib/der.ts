@@ -1,8 +1,16 @@
 /**
- * The few DER (X.690) encodings and a bounds-checked reader that the cluster PKI needs to build certificates
- * and read certificate requests. See certificates.ts for why these are ours and not a library's.
+ * The project's one DER (X.690) module: the few encodings the cluster PKI uses to build certificates, a
+ * bounds-checked reader, and the X.509 fields that the PKI (issuer name, key, extensions) and the SEV-SNP
+ * verifier (signature algorithm, AMD's VCEK/VLEK extensions) read.
+ *
+ * Our own code rather than @peculiar/x509 (lib/x509.ts) for speed: that library's JavaScript ASN.1 work costs
+ * about 7 ms per kubelet certificate, over ten times the signature, and the join service signs one per joining
+ * node (see lib/pki/certificates.ts); the SNP verifier reads a VCEK's extensions on every cold verification,
+ * next to signature checks that take well under a millisecond. node:crypto verifies certificates but exposes
+ * neither arbitrary extensions nor a way to build them.
+ *
  * The reader accepts definite lengths and single-byte tags only (all that X.509 and PKCS#10 use) and throws
- * DerError on anything that runs past its container, so a malformed request can never read out of bounds.
+ * DerError on anything that runs past its container, so malformed input can never read out of bounds.
  */
 
 export class DerError extends Error {}
@@ -51,8 +59,8 @@ export function unsignedInteger(magnitude: Uint8Array): Buffer {
 
 export function oid(dotted: string): Buffer {
   const [first, second, ...rest] = dotted.split('.').map(Number);
-  const bytes = [40 * first + second];
-  for (const arc of rest) {
+  const bytes: number[] = [];
+  for (const arc of [40 * first + second, ...rest]) {
     const chunk = [arc & 0x7f];
     for (let v = Math.floor(arc / 128); v > 0; v = Math.floor(v / 128)) chunk.unshift((v & 0x7f) | 0x80);
     bytes.push(...chunk);
@@ -85,8 +93,11 @@ export interface Element {
   content: Buffer;
 }
 
-/** Reads the element at `offset`; `end` bounds it (by default the buffer's end). */
-export function readElement(buf: Buffer, offset = 0, end = buf.length): Element {
+const asBuffer = (bytes: Uint8Array) => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+
+/** Reads the element at `offset`; `end` bounds it (by default the input's end). Bytes after it are not looked at. */
+export function readElement(input: Uint8Array, offset = 0, end = input.length): Element {
+  const buf = asBuffer(input);
   if (offset + 2 > end) throw new DerError('truncated element');
   const tag = buf[offset];
   if ((tag & 0x1f) === 0x1f) throw new DerError('multi-byte tags are not supported');
@@ -104,10 +115,10 @@ export function readElement(buf: Buffer, offset = 0, end = buf.length): Element 
   return { tag, raw: buf.subarray(offset, offset + header + length), content: buf.subarray(offset + header, offset + header + length) };
 }
 
-/** Reads a whole buffer as exactly one element of `tag`. */
-export function readOnly(buf: Buffer, tag: number, what: string): Element {
-  const element = readElement(buf);
-  if (element.raw.length !== buf.length) throw new DerError(`${what} has trailing bytes`);
+/** Reads a whole input as exactly one element of `tag`. */
+export function readOnly(input: Uint8Array, tag: number, what: string): Element {
+  const element = readElement(input);
+  if (element.raw.length !== input.length) throw new DerError(`${what} has trailing bytes`);
   return expectTag(element, tag, what);
 }
 
@@ -144,4 +155,50 @@ export function decodeOid(element: Element): string {
   const first = arcs.shift()!;
   const top = first < 80 ? Math.floor(first / 40) : 2;
   return [top, first - top * 40, ...arcs].join('.');
+}
+
+/** A non-negative INTEGER that fits a JavaScript number (TCB security patch levels, structure versions). */
+export function decodeSmallInteger(element: Element): number {
+  if (element.tag !== TAG.INTEGER || element.content.length === 0 || element.content.length > 6) throw new DerError('expected a small INTEGER');
+  if (element.content[0] & 0x80) throw new DerError('expected a non-negative INTEGER');
+  let value = 0;
+  for (const byte of element.content) value = value * 256 + byte;
+  return value;
+}
+
+// ---- X.509 certificate fields (RFC 5280 §4.1)
+
+export interface CertificateFields {
+  subject: Element;
+  /** The SubjectPublicKeyInfo SEQUENCE. */
+  publicKey: Element;
+  /** The outer signatureAlgorithm AlgorithmIdentifier SEQUENCE. */
+  signatureAlgorithm: Element;
+  /** extnID -> extnValue (the OCTET STRING's contents). */
+  extensions: Map<string, Buffer>;
+}
+
+/** The fields of a certificate element (read with readOnly, or readElement where trailing bytes are tolerated). */
+export function certificateFields(certificate: Element): CertificateFields {
+  const [tbs, signatureAlgorithm] = children(expectTag(certificate, TAG.SEQUENCE, 'certificate'));
+  const fields = children(expectTag(tbs, TAG.SEQUENCE, 'tbsCertificate'));
+  const base = fields[0]?.tag === 0xa0 ? 1 : 0; // explicit version present
+  const extensions = fields.slice(base + 6).find((f) => f.tag === 0xa3);
+  return {
+    subject: expectTag(fields[base + 4], TAG.SEQUENCE, 'subject'),
+    publicKey: expectTag(fields[base + 5], TAG.SEQUENCE, 'subjectPublicKeyInfo'),
+    signatureAlgorithm: expectTag(signatureAlgorithm, TAG.SEQUENCE, 'signatureAlgorithm'),
+    extensions: extensionsOf(extensions && children(extensions)[0]),
+  };
+}
+
+/** Extensions (a SEQUENCE of Extension) by OID -> extnValue content. */
+export function extensionsOf(extensions: Element | undefined): Map<string, Buffer> {
+  const out = new Map<string, Buffer>();
+  if (!extensions) return out;
+  for (const ext of children(expectTag(extensions, TAG.SEQUENCE, 'extensions'))) {
+    const parts = children(expectTag(ext, TAG.SEQUENCE, 'extension'));
+    out.set(decodeOid(parts[0]), expectTag(parts[parts.length - 1], TAG.OCTET_STRING, 'extnValue').content);
+  }
+  return out;
 }

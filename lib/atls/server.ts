@@ -1,0 +1,63 @@
+/**
+ * A gRPC server that carries attested channels (the node's init, verify and recovery servers, the join
+ * service): TLS with a fresh self-signed certificate (credentials.ts; attestation inside the channel
+ * authenticates the server, DESIGN §6), bound to host:port. Closing lets running calls finish for a grace
+ * period, then cuts them off, so a process shuts down promptly on SIGTERM.
+ */
+import type { ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js';
+import { UserError } from '../errors.js';
+import { createAttestedServerCredentials } from './credentials.js';
+
+export interface AttestedServerOptions {
+  /** Names the server in errors, e.g. "init server". */
+  what: string;
+  service: ServiceDefinition;
+  implementation: UntypedServiceImplementation;
+  host: string;
+  /** 0 picks a free port. */
+  port: number;
+  /** How long close() lets running calls finish. */
+  shutdownGraceMs: number;
+}
+
+export interface AttestedServer {
+  /** The bound port (the requested one, or the one the OS picked for 0). */
+  port: number;
+  /** Stops accepting calls, lets running ones finish (at most the grace period), then stops. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** The address a gRPC server binds: host:port, IPv6 hosts in brackets. */
+export function bindAddress(host: string, port: number): string {
+  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+}
+
+export async function startAttestedServer(options: AttestedServerOptions): Promise<AttestedServer> {
+  const { Server } = await import('@grpc/grpc-js');
+  const server = new Server();
+  server.addService(options.service, options.implementation);
+  const target = bindAddress(options.host, options.port);
+  const credentials = await createAttestedServerCredentials();
+  const port = await new Promise<number>((resolve, reject) => {
+    server.bindAsync(target, credentials, (err, bound) =>
+      err
+        ? reject(new UserError(`The ${options.what} cannot listen on ${target}: ${err.message}`, { hint: 'Is another process using the port?', cause: err }))
+        : resolve(bound),
+    );
+  });
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    close: () =>
+      (closing ??= new Promise<void>((resolve) => {
+        const force = setTimeout(() => {
+          server.forceShutdown();
+          resolve();
+        }, options.shutdownGraceMs);
+        server.tryShutdown(() => {
+          clearTimeout(force);
+          resolve();
+        });
+      })),
+  };
+}

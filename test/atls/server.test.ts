@@ -1,0 +1,59 @@
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import grpc from '@grpc/grpc-js';
+import { bindAddress, createVerifyHandler, requestVerifiedAttestation, startAttestedServer, type AttestedServer } from '../../lib/atls/index.js';
+import { UserError } from '../../lib/errors.js';
+import { VerifyService } from '../../proto/gen/constellation/verify.js';
+import { FakeAttester, FakeValidator } from './support/fake-attestation.js';
+
+describe('atls/server', () => {
+  const servers: AttestedServer[] = [];
+  afterEach(async () => {
+    await Promise.all(servers.splice(0).map((s) => s.close()));
+  });
+
+  const pcrs = { '15': '11'.repeat(32) };
+  const attester = new FakeAttester(pcrs);
+  const start = async (port: number) => {
+    const server = await startAttestedServer({
+      what: 'verify service',
+      service: VerifyService,
+      implementation: { ...createVerifyHandler(attester), getStatus: () => undefined },
+      host: '127.0.0.1',
+      port,
+      shutdownGraceMs: 1_000,
+    });
+    servers.push(server);
+    return server;
+  };
+
+  it('binds IPv6 hosts in brackets', () => {
+    assert.equal(bindAddress('fd00::1', 9000), '[fd00::1]:9000');
+    assert.equal(bindAddress('127.0.0.1', 0), '127.0.0.1:0');
+  });
+
+  it('serves attested calls over TLS on the port it picked, and closes once however often asked', async () => {
+    const server = await start(0);
+    assert.ok(server.port > 0);
+    const validator = new FakeValidator({ '15': { expected: '11'.repeat(32), warnOnly: false } }, [attester.akPublic]);
+    const peer = await requestVerifiedAttestation(`127.0.0.1:${server.port}`, { validator, nonce: randomBytes(32) });
+    assert.deepEqual(peer.result.comparisons.map((c) => c.match), [true]);
+    const first = server.close();
+    assert.equal(server.close(), first);
+    await first;
+  });
+
+  it('names the server and the address when the port is taken', async () => {
+    const taken = await start(0);
+    grpc.setLogVerbosity(grpc.logVerbosity.NONE); // grpc-js would log the failed bind itself
+    try {
+      await assert.rejects(
+        start(taken.port),
+        (err: Error) =>
+          err instanceof UserError && err.message.startsWith(`The verify service cannot listen on 127.0.0.1:${taken.port}`) && /another process/.test(err.hint ?? ''),
+      );
+    } finally {
+      grpc.setLogVerbosity(grpc.logVerbosity.ERROR);
+    }
+  });
+});
