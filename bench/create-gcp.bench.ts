@@ -9,7 +9,7 @@ import { performance } from 'node:perf_hooks';
 import { MemoryResourceJournal } from '../lib/workspace/resource-journal.js';
 import { GcpInfrastructure } from '../providers/gcp/infrastructure.js';
 import { buildPlan } from '../providers/gcp/plan.js';
-import { longestChain } from '../providers/gcp/task-graph.js';
+import { criticalPath } from '../providers/common/task-graph.js';
 import { FakeGcp } from '../test/fakes/gcp/server.js';
 import { createRequest, providerContext } from '../test/providers/gcp/support.js';
 
@@ -29,10 +29,10 @@ export default async function (out: (line: string) => void): Promise<void> {
     const steps = buildPlan(createRequest()).steps;
     const stepCost = CALL_MS + Math.max(CALL_MS, OPERATION_MS);
     const graph = steps.map((s) => ({ id: s.key, deps: s.deps }));
-    const createPath = longestChain(graph, (id) => stepCost + (steps.find((s) => s.key === id)!.readBack ? CALL_MS : 0));
+    const createPath = criticalPath(graph, (id) => stepCost + (steps.find((s) => s.key === id)!.readBack ? CALL_MS : 0));
     // Deleting runs the graph backwards: a resource goes after everything that depends on it.
     const reversed = steps.map((s) => ({ id: s.key, deps: steps.filter((o) => o.deps.includes(s.key)).map((o) => o.key) }));
-    const terminatePath = longestChain(reversed, () => stepCost);
+    const terminatePath = criticalPath(reversed, () => stepCost);
 
     const ctx = providerContext(new MemoryResourceJournal());
     let start = performance.now();
@@ -43,9 +43,9 @@ export default async function (out: (line: string) => void): Promise<void> {
     const terminateMs = performance.now() - start;
     if (fake.compute.list().length !== 0) throw new Error('terminate left resources in the fake');
 
-    const line = (what: string, wall: number, path: { total: number; chain: string[] }) =>
+    const line = (what: string, wall: number, path: { length: number; path: string[] }) =>
       `${what} (${steps.length} resources, ${CALL_MS} ms/call, ${OPERATION_MS} ms/operation): wall ${Math.round(wall)} ms, ` +
-      `critical path ${path.total} ms (${path.chain.join(' > ')}), ratio ${(wall / path.total).toFixed(2)} (target <= ${TARGET})`;
+      `critical path ${path.length} ms (${path.path.join(' > ')}), ratio ${(wall / path.length).toFixed(2)} (target <= ${TARGET})`;
     out(line('create', createMs, createPath));
     out(line('terminate', terminateMs, terminatePath));
   } finally {

@@ -1,3 +1,4 @@
+import { Flags } from '@oclif/core';
 import { BaseCommand } from '../base-command.js';
 
 export default class Create extends BaseCommand<typeof Create> {
@@ -6,29 +7,43 @@ export default class Create extends BaseCommand<typeof Create> {
 
 With the local provider, the nodes are processes on this machine (one swtpm, state-disk file and loopback address each), and create writes the measurements of the node image it boots (PCRs 4, 9, 11) into the config.
 
-An interrupted create (Ctrl-C, a killed terminal) continues when run again: the uid and init secret are kept, and the provider continues from what it recorded in constellation-resources.json. \`constellation terminate\` removes whatever was made.`;
+An interrupted create (Ctrl-C, a killed terminal) continues when run again: the uid and init secret are kept, and the provider continues from what it recorded in constellation-resources.json.
+
+When the cloud refuses a step (a quota, a missing permission), create shows the cloud's message and offers to roll back, that is to delete what it created so far: on a terminal it asks (default yes); -y rolls back without asking; without a terminal and without -y nothing is deleted, and create names the two ways on: \`constellation create\` again continues, \`constellation terminate\` deletes. Either way create exits with an error.`;
 
   static override examples = [
     { description: 'Create the cluster of the config in the current directory:', command: '<%= config.bin %> <%= command.id %>' },
     { description: 'Create the cluster of another workspace:', command: '<%= config.bin %> <%= command.id %> -C ./my-cluster' },
+    { description: 'In a script: if the cloud refuses a step, delete what was made without asking:', command: '<%= config.bin %> <%= command.id %> -y' },
   ];
+
+  static override flags = {
+    yes: Flags.boolean({ char: 'y', description: 'If create fails half-way, roll back (delete what it made so far) without asking.' }),
+  };
 
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ uid: string; clusterEndpoint: string; resumed: boolean }> {
-    const [{ withWorkspaceSession }, { workspaceInfrastructure }, { createCluster }, { runWithSteps, rendererFor }] = await Promise.all([
+    const [{ withWorkspaceSession }, { workspaceInfrastructure }, { createClusterWithRollBack }, { runWithSteps, rendererFor }] = await Promise.all([
       import('../../lib/cluster/session.js'),
       import('../../lib/cluster/provider.js'),
       import('../../lib/cluster/create.js'),
       import('../../lib/cluster/reporter.js'),
     ]);
-    const result = await withWorkspaceSession(this.workspaceDir, 'create', async ({ workspaceDir, journal, log }) => {
-      const provider = await workspaceInfrastructure(workspaceDir);
-      return runWithSteps([{ id: 'create', title: `Creating the cluster (${provider.name} provider)` }], rendererFor(process.stdout, this.jsonEnabled()), (report) =>
-        createCluster({ workspaceDir, provider, journal, log, progress: (m) => report('create', m) }),
-      );
-    });
-    if (!this.jsonEnabled()) {
+    const json = this.jsonEnabled();
+    const renderer = rendererFor(process.stdout, json);
+    const result = await withWorkspaceSession(this.workspaceDir, 'create', async ({ workspaceDir, journal, log }) =>
+      createClusterWithRollBack({
+        workspaceDir,
+        provider: await workspaceInfrastructure(workspaceDir),
+        journal,
+        log,
+        // Under --json nobody is asked, and only the JSON result or error is printed.
+        rollBack: { yes: this.flags.yes, ...(json ? { interactive: false } : {}), say: (line) => { if (!json) this.log(line); } },
+        runStep: (title, fn) => runWithSteps([{ id: 'step', title }], renderer, (report) => fn((message) => report('step', message))),
+      }),
+    );
+    if (!json) {
       this.log(`${result.resumed ? 'Continued the creation of' : 'Created'} cluster ${result.uid}; endpoint ${result.clusterEndpoint}.`);
       this.log('Next: `constellation init` initializes it.');
     }

@@ -5,34 +5,41 @@ export default class Terminate extends BaseCommand<typeof Terminate> {
   static override summary = 'Delete the cluster: everything its provider made. The master secret stays.';
   static override description = `Deletes everything the provider recorded for this workspace (local provider: every node process, swtpm, state disk and node folder, the metadata server and load balancer; cloud providers: instances, networks, load balancers), resets constellation-state.yaml to empty and removes constellation-admin.conf. constellation-mastersecret.json and the config stay.
 
-Works after any interruption, also of create or of an earlier terminate: run it again until it succeeds. Asks for confirmation unless -y is given; without a terminal, -y is required.`;
+Works after any interruption, also of create or of an earlier terminate: run it again until it succeeds. Asks for confirmation unless -y is given; without a terminal, -y is required.
+
+With --by-tag (cloud providers), it also deletes every resource that carries the cluster's constellation-uid tag (GCP: label, or the cluster's name prefix) but is not recorded in constellation-resources.json, e.g. one the cloud accepted just before create was killed.`;
 
   static override examples = [
     { description: 'Terminate the cluster of the current workspace (asks first):', command: '<%= config.bin %> <%= command.id %>' },
     { description: 'In a script, without asking:', command: '<%= config.bin %> <%= command.id %> -y -C ./my-cluster' },
+    { description: 'After a crash, also delete what carries the cluster\'s tag but was never recorded:', command: '<%= config.bin %> <%= command.id %> --by-tag' },
   ];
 
   static override flags = {
     yes: Flags.boolean({ char: 'y', description: 'Do not ask for confirmation (needed when there is no terminal).' }),
+    'by-tag': Flags.boolean({ description: "Also delete unrecorded resources tagged with the cluster's constellation-uid (cloud providers only)." }),
   };
 
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ provider: string | null; removedFiles: string[] } | undefined> {
-    const [{ confirmDestruction }, { withWorkspaceSession }, { terminateCluster }, { runWithSteps, rendererFor }] = await Promise.all([
+    const [{ confirmDestruction }, { withWorkspaceSession }, { checkTerminateByTag, terminateCluster }, { runWithSteps, rendererFor }] = await Promise.all([
       import('../../lib/cluster/confirm.js'),
       import('../../lib/cluster/session.js'),
       import('../../lib/cluster/terminate.js'),
       import('../../lib/cluster/reporter.js'),
     ]);
-    const question = `Terminate the cluster in ${this.workspaceDir}? Everything its provider made is deleted (the master secret stays).`;
+    const byTag = this.flags['by-tag'];
+    if (byTag) await checkTerminateByTag(this.workspaceDir);
+    const what = byTag ? "Everything its provider made, and everything tagged with the cluster's uid, is deleted" : 'Everything its provider made is deleted';
+    const question = `Terminate the cluster in ${this.workspaceDir}? ${what} (the master secret stays).`;
     if (!(await confirmDestruction(question, { yes: this.flags.yes }))) {
       this.log('Nothing was terminated.');
       return undefined;
     }
     const result = await withWorkspaceSession(this.workspaceDir, 'terminate', ({ workspaceDir, journal, log }) =>
       runWithSteps([{ id: 'terminate', title: 'Terminating the cluster' }], rendererFor(process.stdout, this.jsonEnabled()), (report) =>
-        terminateCluster({ workspaceDir, journal, log, progress: (m) => report('terminate', m) }),
+        terminateCluster({ workspaceDir, journal, log, byTag, progress: (m) => report('terminate', m) }),
       ),
     );
     if (!this.jsonEnabled()) {

@@ -5,8 +5,14 @@
  * journal, and the nodes' init-secret hash always belongs to the secret in the state. The nodes get only the bcrypt
  * hash of the init secret. A provider that knows its image's measurements (the local provider: PCRs 4, 9, 11 of the
  * node image it boots) has them written into the config first, so the config matches what the nodes will show.
+ *
+ * `createClusterWithRollBack` is what the command runs: when the provider fails half-way with an error that says
+ * `canRollBack` (everything it made is in the journal), it offers the roll back: with -y it rolls back, on a
+ * terminal it asks (default yes), without a terminal it leaves everything and names the commands that continue or
+ * delete it. The roll back is `terminate` (./terminate.ts) with the same provider, inside the same workspace session.
  */
 import { randomBytes } from 'node:crypto';
+import path from 'node:path';
 import type { CreateRequest, InfrastructureProvider, NodeGroupSpec, ResourceJournal } from '../../providers/contract.js';
 import type { Measurements } from '../attestation/types.js';
 import { attestationVariantOf, loadConfig, providerOf, type Config } from '../config/index.js';
@@ -15,6 +21,7 @@ import type { RandomSource } from '../kms/index.js';
 import type { Logger } from '../logging/index.js';
 import { emptyState, statePath, writeState } from '../workspace/state.js';
 import { editConfig } from './config-edit.js';
+import { terminateCluster } from './terminate.js';
 import { readStateOrEmpty, TERMINATE_HINT } from './workspace.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 
@@ -135,4 +142,78 @@ function nodeGroupSpecs(config: Config): NodeGroupSpec[] {
     stateDiskType: g.stateDiskType,
     initialCount: g.initialCount,
   }));
+}
+
+export const ROLL_BACK_QUESTION = 'Roll back: delete what was created so far?';
+
+export interface RollBackOptions {
+  /** -y: roll back without asking. */
+  yes: boolean;
+  /** Whether a person can answer (default: stdin and stdout are terminals). */
+  interactive?: boolean;
+  /** Asks a yes/no question (default: an inquirer confirmation that defaults to yes). */
+  ask?: (question: string) => Promise<boolean>;
+  /** Shows a line to the person running the command. */
+  say: (line: string) => void;
+}
+
+/** Runs one step of the command, reporting progress lines (the CLI shows a step list); default: just runs it. */
+export type StepRunner = <T>(title: string, fn: (progress: (message: string) => void) => Promise<T>) => Promise<T>;
+
+export interface CreateWithRollBackOptions extends Omit<CreateOptions, 'progress'> {
+  rollBack: RollBackOptions;
+  runStep?: StepRunner;
+}
+
+/** A provider error after which everything made so far is in the journal, so terminate can delete it. */
+function canRollBack(err: unknown): err is Error {
+  return err instanceof Error && (err as { canRollBack?: unknown }).canRollBack === true;
+}
+
+/** createCluster, and when the provider failed half-way, the roll back (see the module header). */
+export async function createClusterWithRollBack(options: CreateWithRollBackOptions): Promise<CreateClusterResult> {
+  const { rollBack, workspaceDir, provider, journal, log } = options;
+  const runStep: StepRunner = options.runStep ?? ((_title, fn) => fn(() => undefined));
+  try {
+    return await runStep(`Creating the cluster (${provider.name} provider)`, (progress) => createCluster({ ...options, progress }));
+  } catch (err) {
+    if (!canRollBack(err)) throw err;
+    if (!(await decideRollBack(err.message, rollBack))) {
+      const inWorkspace = path.resolve(workspaceDir) === process.cwd() ? '' : ` -C ${shellWord(workspaceDir)}`;
+      rollBack.say('Not rolled back: what was created so far stays, and the workspace records it.');
+      rollBack.say(`  constellation create${inWorkspace}     continues where create stopped`);
+      rollBack.say(`  constellation terminate${inWorkspace}  deletes what was created`);
+      log.info('create failed; not rolled back');
+      throw err;
+    }
+    log.info('create failed; rolling back');
+    try {
+      await runStep('Rolling back: deleting what was created', (progress) => terminateCluster({ workspaceDir, journal, log, provider, progress }));
+    } catch (rollBackError) {
+      throw new UserError(`${err.message}\nRolling back failed too: ${(rollBackError as Error).message}`, {
+        hint: 'What is not deleted yet is still recorded in the workspace: run `constellation terminate` to delete it.',
+        cause: rollBackError,
+      });
+    }
+    rollBack.say('Rolled back: everything create had made is deleted.');
+    const causeHint = err.cause instanceof UserError ? err.cause.hint : undefined;
+    throw new UserError(err.message, {
+      hint: `${causeHint ? `${causeHint} ` : ''}Fix the cause, then run \`constellation create\` again.`,
+      cause: err,
+    });
+  }
+}
+
+/** -y rolls back; without a person to ask, nothing is rolled back; else the person decides (default yes). */
+async function decideRollBack(failure: string, o: RollBackOptions): Promise<boolean> {
+  if (o.yes) return true;
+  if (!(o.interactive ?? Boolean(process.stdin.isTTY && process.stdout.isTTY))) return false;
+  o.say(`Create failed: ${failure}`);
+  const ask = o.ask ?? (async (message: string) => (await import('@inquirer/prompts')).confirm({ message, default: true }));
+  return ask(ROLL_BACK_QUESTION);
+}
+
+/** A path as one shell word (quoted when it holds anything but safe characters). */
+function shellWord(word: string): string {
+  return /^[\w./@%+=:,-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }

@@ -4,13 +4,17 @@
  * names a cluster that no longer exists, is removed. The master secret stays (it still decrypts backups of state
  * disks); `mini down` removes it too. Works from any interrupted state: the provider is found from the config, else
  * the state, else the resource journal, and the provider's terminate tolerates what is already gone.
+ * `byTag` also has a cloud provider delete what carries the cluster's constellation-uid tag but was never recorded
+ * (a crash between the cloud accepting a resource and the journal write); the local provider has no tags.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
 import { loadConfig, providerOf, type Config } from '../config/index.js';
-import type { Logger } from '../logging/index.js';
+import { UserError } from '../errors.js';
+import { nullLogger, type Logger } from '../logging/index.js';
 import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE } from '../workspace/files.js';
+import { FileResourceJournal } from '../workspace/resource-journal.js';
 import { emptyState, statePath, writeState, type State } from '../workspace/state.js';
 import { infrastructureOptions, loadInfrastructure } from './provider.js';
 import { exists, readStateOrEmpty } from './workspace.js';
@@ -23,6 +27,8 @@ export interface TerminateOptions {
   progress?: (message: string) => void;
   /** Default: the provider of the workspace, loaded by name. */
   provider?: InfrastructureProvider;
+  /** Also delete resources tagged with the cluster's uid that the journal does not know (cloud providers). */
+  byTag?: boolean;
 }
 
 export interface TerminateResult {
@@ -39,15 +45,15 @@ const PROVIDER_SECTIONS = ['local', 'aws', 'azure', 'gcp'] as const;
 export async function terminateCluster(options: TerminateOptions): Promise<TerminateResult> {
   const { workspaceDir, log } = options;
   const journal = clusterJournalView(options.journal);
-  const config = await loadConfigIfPresent(workspaceDir, log);
-  const state = await readStateOrEmpty(workspaceDir);
-  const providerName = options.provider?.name ?? (config ? providerOf(config) : await providerFromRecords(state, journal));
+  const { config, state, name: found } = await findProvider(workspaceDir, journal, log);
+  const providerName = options.provider?.name ?? found;
+  if (options.byTag) refuseByTagWithout(providerName);
   const removedFiles: string[] = [];
   if (providerName) {
     const provider = options.provider ?? (await loadInfrastructure(providerName, infrastructureOptions(config, state, providerName)));
-    options.progress?.(`deleting what the ${providerName} provider made`);
-    log.info('terminating', { provider: providerName, uid: state.infrastructure.uid });
-    await provider.terminate({ journal, log, progress: options.progress, workspaceDir });
+    options.progress?.(`deleting what the ${providerName} provider made${options.byTag ? ', and what carries its tag' : ''}`);
+    log.info('terminating', { provider: providerName, uid: state.infrastructure.uid, byTag: options.byTag === true });
+    await provider.terminate({ journal, log, progress: options.progress, workspaceDir }, options.byTag ? { byTag: true } : undefined);
   }
   if (await exists(statePath(workspaceDir))) await writeState(workspaceDir, emptyState());
   const kubeconfig = path.join(workspaceDir, ADMIN_CONF_FILE);
@@ -57,6 +63,29 @@ export async function terminateCluster(options: TerminateOptions): Promise<Termi
   }
   log.info('terminated', { provider: providerName });
   return { provider: providerName, removedFiles, masterSecretKept: await exists(path.join(workspaceDir, MASTER_SECRET_FILE)) };
+}
+
+/**
+ * Refuses `terminate --by-tag` for a workspace whose provider has no tags (local), before anything is asked or
+ * deleted. Reads the workspace only.
+ */
+export async function checkTerminateByTag(workspaceDir: string): Promise<void> {
+  const { name } = await findProvider(workspaceDir, clusterJournalView(new FileResourceJournal(workspaceDir)), nullLogger);
+  refuseByTagWithout(name);
+}
+
+function refuseByTagWithout(providerName: string | undefined): void {
+  if (providerName !== 'local') return;
+  throw new UserError('--by-tag works only for a cloud provider: the local provider tags nothing.', {
+    hint: 'Run `constellation terminate` without --by-tag: the local provider finds every process it started by its owner mark, also ones it never recorded.',
+  });
+}
+
+/** The provider whose cluster the workspace has: from the config, else the state, else the resource journal. */
+async function findProvider(workspaceDir: string, journal: ResourceJournal, log: Logger): Promise<{ config?: Config; state: State; name?: string }> {
+  const config = await loadConfigIfPresent(workspaceDir, log);
+  const state = await readStateOrEmpty(workspaceDir);
+  return { config, state, name: config ? providerOf(config) : await providerFromRecords(state, journal) };
 }
 
 /** The config, or undefined when there is none or it does not load (terminate must still clean up). */

@@ -3,8 +3,10 @@
  * starts as soon as every task it depends on has finished, so independent cloud calls overlap while the order
  * stays explicit in code. When several tasks become ready at once, the one with the longest chain of dependents
  * starts first (each start costs CPU for serialising and signing a request, so the chain deciding the total time
- * is not kept waiting behind leaves). After the first failure no further task starts; tasks already running may
- * finish (so whatever they made gets recorded), then the failure is thrown as a TaskGraphError. Also: the graph
+ * is not kept waiting behind leaves). Two ways to react to a failure (`onFailure`): 'stop' (create; the default)
+ * starts no further task, lets tasks already running finish (so whatever they made gets recorded) and throws the
+ * first failure as a TaskGraphError; 'skip-dependents' (terminate, destroy) keeps starting every task whose
+ * dependencies all succeeded, never starts one that depends on a failed task, and throws all failures. Also: the graph
  * check (unique ids, known dependencies, no cycle), the critical path the benchmarks compare wall time with, and
  * instrumentation (start/end hooks; currentTask() tells code which task it runs in, through AsyncLocalStorage).
  *
@@ -36,6 +38,8 @@ export interface TaskContext {
 
 export interface RunOptions {
   signal?: AbortSignal;
+  /** What a failed task stops: every task not started yet ('stop', default) or only its dependents. */
+  onFailure?: 'stop' | 'skip-dependents';
   /** Called when a task starts and ends (debug lines, instrumentation). */
   onTaskStart?: (task: Task) => void;
   onTaskEnd?: (task: Task, error?: unknown) => void;
@@ -46,11 +50,16 @@ export class TaskGraphError extends Error {
     /** id of the first task that failed, or "(aborted)" when the signal stopped the graph. */
     readonly task: string,
     override readonly cause: unknown,
-    /** Other tasks that failed while the first failure let running tasks finish. */
+    /** The other tasks that failed: ones running when the first failed, with 'skip-dependents' any later one. */
     readonly otherFailures: { task: string; error: unknown }[],
   ) {
     super(`task ${task} failed: ${cause instanceof Error ? cause.message : String(cause)}`);
     this.name = 'TaskGraphError';
+  }
+
+  /** Every failure, the first one first. */
+  get failures(): { task: string; error: unknown }[] {
+    return [{ task: this.task, error: this.cause }, ...this.otherFailures];
   }
 }
 
@@ -133,7 +142,9 @@ export async function runTaskGraph(tasks: readonly Task[], options: RunOptions =
   const running = new Map<string, Promise<void>>();
   const failures: { task: string; error: unknown }[] = [];
 
+  // A failed task never gets a result, so its dependents (and theirs) never become ready.
   const ready = (t: Task) => !started.has(t.id) && dependenciesOf(t).every((d) => results.has(d));
+  const keepGoing = options.onFailure === 'skip-dependents';
 
   const start = (t: Task) => {
     started.add(t.id);
@@ -155,7 +166,7 @@ export async function runTaskGraph(tasks: readonly Task[], options: RunOptions =
   };
 
   for (;;) {
-    if (failures.length === 0 && !options.signal?.aborted) {
+    if ((failures.length === 0 || keepGoing) && !options.signal?.aborted) {
       for (const t of byPriority) if (ready(t)) start(t);
     }
     if (running.size === 0) break;

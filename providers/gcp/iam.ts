@@ -14,12 +14,13 @@
  */
 import { UserError } from '../../lib/errors.js';
 import type { IamCreateRequest, IamCreateResult, IamProvisioner, ProviderContext, RecordedResource } from '../contract.js';
+import { deleteInReverseDependencyOrder } from '../common/delete-order.js';
+import { runTaskGraph, TaskGraphError } from '../common/task-graph.js';
 import { GcpCompute, type RestAuthClient } from './clients.js';
 import { gcpErrorInfo, isAlreadyExists, isNotFound, toUserError } from './errors.js';
 import { DEFAULT_RETRY, type GcpProviderOptions } from './options.js';
 import { gcpName } from './plan.js';
 import { withRetry, type RetryPolicy } from './retry.js';
-import { runTaskGraph, TaskFailedError, TaskGraphError } from './task-graph.js';
 
 export const KEY_FILE = 'gcpServiceAccountKey.json';
 
@@ -108,9 +109,9 @@ export class GcpIam implements IamProvisioner {
       },
     ];
     try {
-      await runTaskGraph(tasks, { stopOnError: true, signal: ctx.signal });
+      await runTaskGraph(tasks, { signal: ctx.signal });
     } catch (err) {
-      const cause = err instanceof TaskFailedError ? err.cause : err;
+      const cause = err instanceof TaskGraphError ? err.cause : err;
       const userError = toUserError('Creating the GCP identities', cause);
       throw new UserError(userError.message, { hint: `${userError.hint ? `${userError.hint} ` : ''}Run \`constellation iam create gcp\` again to continue, or \`constellation iam destroy\` to delete what was made.`, cause });
     }
@@ -131,20 +132,18 @@ export class GcpIam implements IamProvisioner {
     const records = (await ctx.journal.list()).filter((r) => (Object.values(KIND) as string[]).includes(r.kind));
     if (records.length === 0) return;
     const rest = await this.rest(ctx);
-    // Each record is deleted after every record that depends on it.
-    const tasks = records.map((r) => ({
-      id: r.id,
-      deps: records.filter((other) => other.dependsOn?.includes(r.id)).map((other) => other.id),
-      run: async () => {
-        await this.deleteRecorded(rest, ctx, r);
-        await ctx.journal.remove(r.id);
-      },
-    }));
     try {
-      await runTaskGraph(tasks, { stopOnError: false, signal: ctx.signal });
+      // Each record is deleted after every record that depends on it; a failure skips only those.
+      await deleteInReverseDependencyOrder(records, {
+        deleteOne: (r) => this.deleteRecorded(rest, ctx, r),
+        journal: ctx.journal,
+        onFailure: 'skip-dependents',
+        signal: ctx.signal,
+      });
     } catch (err) {
       if (!(err instanceof TaskGraphError)) throw err;
-      const messages = err.failures.map((f) => toUserError(`Deleting ${f.taskId}`, f.cause).message);
+      if (err.task === '(aborted)') throw err.cause;
+      const messages = err.failures.map((f) => toUserError(`Deleting ${f.task}`, f.error).message);
       throw new UserError(`Deleting the GCP identities failed: ${messages.join('; ')}`, {
         hint: 'Run `constellation iam destroy` again: the workspace still lists what is left.',
         cause: err,

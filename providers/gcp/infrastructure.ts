@@ -18,13 +18,13 @@ import type {
   RecordedResource,
   TerminateOptions,
 } from '../contract.js';
+import { runTaskGraph, TaskGraphError } from '../common/task-graph.js';
 import { GcpCompute, journalKind, KINDS, parseRefId, refId, type GcpResource, type Operation } from './clients.js';
 import { CreateFailedError, GcpOperationError, isAlreadyExists, isNotFound, toUserError } from './errors.js';
 import { instanceId, parseInstanceId, toInstance, type GceInstance } from './instances.js';
 import { DEFAULT_POLL_INTERVAL_MS, type GcpProviderOptions } from './options.js';
 import { buildPlan, labelValue, LABEL_UID, type PlanStep } from './plan.js';
 import { sleep } from './retry.js';
-import { TaskFailedError, runTaskGraph } from './task-graph.js';
 import { terminateRecorded } from './terminate.js';
 
 /** What the journal keeps about an operation in flight, to resume waiting for it. */
@@ -60,7 +60,7 @@ export class GcpInfrastructure implements InfrastructureProvider {
       run: () => this.ensure(api, step, { ctx, recorded, outputs, dependsOn: step.deps.map((d) => idByKey.get(d)!), extraData }),
     }));
     try {
-      await runTaskGraph(tasks, { stopOnError: true, signal: ctx.signal });
+      await runTaskGraph(tasks, { signal: ctx.signal });
     } catch (err) {
       throw this.createFailed(err, plan.steps, ctx.signal);
     }
@@ -152,10 +152,10 @@ export class GcpInfrastructure implements InfrastructureProvider {
     if (signal?.aborted) {
       return new CreateFailedError('Creating the GCP infrastructure was interrupted.', { cause: err });
     }
-    if (err instanceof TaskFailedError) {
-      const step = steps.find((s) => s.key === err.taskId);
-      const cause = err.cause instanceof UserError ? err.cause : toUserError(`Creating ${step ? KINDS[step.ref.kind].label : err.taskId}`, err.cause);
-      return new CreateFailedError(`Creating the GCP infrastructure stopped: ${cause.message}`, { step: err.taskId, cause, hint: cause.hint });
+    if (err instanceof TaskGraphError) {
+      const step = steps.find((s) => s.key === err.task);
+      const cause = err.cause instanceof UserError ? err.cause : toUserError(`Creating ${step ? KINDS[step.ref.kind].label : err.task}`, err.cause);
+      return new CreateFailedError(`Creating the GCP infrastructure stopped: ${cause.message}`, { step: err.task, cause, hint: cause.hint });
     }
     return err instanceof UserError ? err : toUserError('Creating the GCP infrastructure', err);
   }

@@ -3,8 +3,9 @@
  * connection), with exponential backoff and full jitter. The compute REST transport (gaxios under gax) does not
  * retry these for mutations, so every call the provider makes goes through here; inserts are safe to repeat
  * because names are deterministic (a repeat answers "already exists", which callers treat as success).
- * Hand-written: a dozen lines, and no retry library is in the dependency set. Generic; the other cloud
- * providers have their own copies, which could move to lib/.
+ * Hand-written: a dozen lines, and no retry library is in the dependency set. GCP's own: the AWS and Azure SDKs
+ * retry throttled calls themselves (their providers only configure the SDKs' policies). `sleep` rejects with the
+ * signal's reason (not an AbortError like node:timers/promises), which is how every GCP call reports an abort.
  */
 import { isRetryable } from './errors.js';
 

@@ -1,20 +1,22 @@
 /**
  * Terminate on GCP: deletes exactly the resources the journal recorded (and, with byTag, anything else whose
  * name carries the cluster's prefix or whose labels carry its uid — not every GCP kind has labels), in
- * reverse dependency order and concurrently where independent. A resource already gone counts as deleted;
- * one GCP still reports in use (instance groups linger briefly after their manager) is retried. Each
- * resource leaves the journal when it is gone, so an interrupted terminate continues where it stopped.
+ * reverse dependency order and concurrently where independent, through the shared deleter
+ * (../common/delete-order.ts). A resource already gone counts as deleted; one GCP still reports in use
+ * (instance groups linger briefly after their manager) is retried. A failed delete skips only what waits for
+ * it: everything else is still deleted, and every failure is reported. Each resource leaves the journal when it
+ * is gone, so an interrupted terminate continues where it stopped.
  */
 import { UserError } from '../../lib/errors.js';
 import type { ProviderContext, RecordedResource } from '../contract.js';
+import { deleteInReverseDependencyOrder } from '../common/delete-order.js';
+import { TaskGraphError } from '../common/task-graph.js';
 import { GcpCompute, journalKind, KINDS, parseRefId, refId, type GcpKind, type GcpResource, type ResourceRef } from './clients.js';
-import { isInUse, isNotFound, toUserError } from './errors.js';
+import { gcpErrorInfo, isInUse, isNotFound, toUserError } from './errors.js';
 import { DEFAULT_IN_USE_RETRIES, DEFAULT_POLL_INTERVAL_MS, type GcpProviderOptions } from './options.js';
 import { labelValue, LABEL_UID, namePrefix } from './plan.js';
-import { sleep } from './retry.js';
-import { runTaskGraph, TaskGraphError } from './task-graph.js';
 
-/** Which kinds a kind refers to: it must be deleted before them (used for resources found by tag). */
+/** Which kinds a kind refers to: it must be deleted before them (also orders resources found by tag). */
 const KIND_DEPENDENCIES: Record<GcpKind, GcpKind[]> = {
   forwardingRule: ['backendService', 'address'],
   backendService: ['healthCheck', 'instanceGroupManager'],
@@ -30,11 +32,6 @@ const KIND_DEPENDENCIES: Record<GcpKind, GcpKind[]> = {
 
 const INFRASTRUCTURE_KINDS = new Set((Object.keys(KINDS) as GcpKind[]).map(journalKind));
 
-interface Doomed {
-  ref: ResourceRef;
-  dependsOn: Set<string>;
-}
-
 export async function terminateRecorded(
   api: GcpCompute,
   records: RecordedResource[],
@@ -42,58 +39,53 @@ export async function terminateRecorded(
   options: { byTag: boolean; providerOptions: GcpProviderOptions },
 ): Promise<void> {
   // The journal may also hold IAM records (iam create): those are iam destroy's.
-  const infra = records.filter((r) => INFRASTRUCTURE_KINDS.has(r.kind) && parseRefId(r.id));
-  const doomed = new Map<string, Doomed>(infra.map((r) => [r.id, { ref: parseRefId(r.id)!, dependsOn: new Set(r.dependsOn ?? []) }]));
+  const doomed = records.filter((r) => INFRASTRUCTURE_KINDS.has(r.kind) && parseRefId(r.id));
   if (options.byTag) {
-    for (const ref of await discover(api, infra, options.providerOptions, ctx)) {
+    const known = new Set(doomed.map((r) => r.id));
+    for (const ref of await discover(api, doomed, options.providerOptions, ctx)) {
       const id = refId(ref);
-      if (!doomed.has(id)) doomed.set(id, { ref, dependsOn: new Set() });
+      if (!known.has(id)) doomed.push({ kind: journalKind(ref.kind), id, name: ref.name });
+      known.add(id);
     }
   }
-  for (const item of doomed.values()) {
-    for (const [id, other] of doomed) if (KIND_DEPENDENCIES[item.ref.kind].includes(other.ref.kind)) item.dependsOn.add(id);
-  }
-  const entries = [...doomed];
-  const tasks = entries.map(([id, item]) => ({
-    id,
-    // A resource goes after everything that refers to it.
-    deps: entries.filter(([, other]) => other.dependsOn.has(id)).map(([otherId]) => otherId),
-    run: () => deleteOne(api, id, item.ref, ctx, options.providerOptions),
-  }));
+  const refOf = (r: RecordedResource) => parseRefId(r.id)!;
+  const label = (r: RecordedResource) => `${KINDS[refOf(r).kind].label} ${refOf(r).name}`;
+  const call = { signal: ctx.signal };
   try {
-    await runTaskGraph(tasks, { stopOnError: false, signal: ctx.signal });
+    await deleteInReverseDependencyOrder(doomed, {
+      deleteOne: async (r) => {
+        try {
+          const op = await api.delete(refOf(r), call);
+          if (op) await api.waitForOperation(op, refOf(r).project, call);
+        } catch (err) {
+          if (!isNotFound(err)) throw err;
+        }
+        ctx.log.debug('gcp: deleted', { id: r.id });
+      },
+      journal: ctx.journal,
+      // A resource goes before the kinds it refers to.
+      deleteBefore: (first, then) => KIND_DEPENDENCIES[refOf(first).kind].includes(refOf(then).kind),
+      inUseRetry: {
+        inUse: (err) => (isInUse(err) ? (gcpErrorInfo(err).reason ?? 'in use') : undefined),
+        attempts: (options.providerOptions.inUseRetries ?? DEFAULT_IN_USE_RETRIES) + 1,
+        delayMs: options.providerOptions.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS,
+      },
+      onFailure: 'skip-dependents',
+      describe: label,
+      progress: ctx.progress,
+      log: ctx.log,
+      signal: ctx.signal,
+    });
   } catch (err) {
     if (!(err instanceof TaskGraphError)) throw err;
-    const messages = err.failures.map((f) => (f.cause as Error)?.message ?? String(f.cause));
-    throw new UserError(`Terminating the GCP infrastructure failed for ${err.failures.length} resource(s): ${messages.join('; ')}`, {
+    if (err.task === '(aborted)') throw err.cause;
+    const byId = new Map(doomed.map((r) => [r.id, r]));
+    const messages = err.failures.map((f) => toUserError(`Deleting ${label(byId.get(f.task)!)}`, f.error).message);
+    throw new UserError(`Terminating the GCP infrastructure failed for ${messages.length} resource(s): ${messages.join('; ')}`, {
       hint: 'Run `constellation terminate` again: the workspace still lists what is left.',
       cause: err,
     });
   }
-}
-
-async function deleteOne(api: GcpCompute, id: string, ref: ResourceRef, ctx: ProviderContext, options: GcpProviderOptions): Promise<void> {
-  const what = `${KINDS[ref.kind].label} ${ref.name}`;
-  const call = { signal: ctx.signal };
-  const retries = options.inUseRetries ?? DEFAULT_IN_USE_RETRIES;
-  ctx.progress?.(`deleting ${what}`);
-  for (let attempt = 0; ; attempt++) {
-    try {
-      const op = await api.delete(ref, call);
-      if (op) await api.waitForOperation(op, ref.project, call);
-      break;
-    } catch (err) {
-      if (isNotFound(err)) break;
-      if (isInUse(err) && attempt < retries) {
-        ctx.log.debug('gcp: resource still in use, retrying delete', { id });
-        await sleep(options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, ctx.signal);
-        continue;
-      }
-      throw toUserError(`Deleting ${what}`, err);
-    }
-  }
-  await ctx.journal.remove(id);
-  ctx.log.debug('gcp: deleted', { id });
 }
 
 /** Resources of the cluster the journal does not know: by name prefix or uid label. */

@@ -2,15 +2,27 @@ import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { createCluster } from '../../lib/cluster/create.js';
-import { terminateCluster } from '../../lib/cluster/terminate.js';
+import { checkTerminateByTag, terminateCluster } from '../../lib/cluster/terminate.js';
+import { generateConfigFiles } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { generateMasterSecret } from '../../lib/kms/index.js';
 import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE } from '../../lib/workspace/files.js';
 import { writeMasterSecret } from '../../lib/workspace/master-secret.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 import { emptyState, readState } from '../../lib/workspace/state.js';
+import type { ProviderContext, TerminateOptions } from '../../providers/contract.js';
 import { MemoryProvider } from './support/stand-in.js';
-import { localWorkspace } from './support/workspace.js';
+import { localWorkspace, tempDir } from './support/workspace.js';
+
+/** Records the options each terminate got. */
+class RecordingProvider extends MemoryProvider {
+  readonly terminateOptions: (TerminateOptions | undefined)[] = [];
+
+  override async terminate(_ctx?: ProviderContext, options?: TerminateOptions): Promise<void> {
+    this.terminateOptions.push(options);
+    await super.terminate();
+  }
+}
 
 describe('terminateCluster', () => {
   let ws: string;
@@ -50,5 +62,33 @@ describe('terminateCluster', () => {
     await fs.rm(path.join(ws, CONFIG_FILE));
     const result = await terminateCluster({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger });
     assert.equal(result.provider, undefined);
+  });
+
+  it('byTag has a cloud provider also delete what carries the cluster tag; without it the provider is not asked to', async () => {
+    const provider = new RecordingProvider('aws');
+    await terminateCluster({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger, provider, byTag: true });
+    await terminateCluster({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger, provider });
+    assert.deepEqual(provider.terminateOptions, [{ byTag: true }, undefined]);
+  });
+
+  it('refuses byTag for the local provider before anything is deleted', async () => {
+    const provider = new RecordingProvider('local');
+    const refused = (err: Error & { hint?: string }) => /--by-tag/.test(err.message) && /local provider/.test(err.message) && /without --by-tag/.test(err.hint ?? '');
+    await assert.rejects(terminateCluster({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger, provider, byTag: true }), refused);
+    assert.equal(provider.terminated, 0);
+    await assert.rejects(checkTerminateByTag(ws), refused, 'the command checks before it asks');
+  });
+
+  it('the early --by-tag check finds the provider like terminate does, and lets clouds pass', async () => {
+    const aws = await tempDir();
+    try {
+      await generateConfigFiles(aws, 'aws');
+      await checkTerminateByTag(aws);
+      await fs.rm(path.join(ws, CONFIG_FILE));
+      await fs.writeFile(path.join(ws, 'constellation-resources.json'), JSON.stringify({ version: 1, resources: [{ kind: 'local:cluster', id: 'local-cluster' }] }));
+      await assert.rejects(checkTerminateByTag(ws), /local provider/, 'without a config, the journal names the provider');
+    } finally {
+      await fs.rm(aws, { recursive: true, force: true });
+    }
   });
 });

@@ -101,4 +101,26 @@ describe('common reverse-dependency deleter', () => {
     assert.deepEqual(deleted, ['gateway'], 'the running delete finished; nothing new started');
     assert.deepEqual((await journal.list()).map((r) => r.id), ['vpc', 'subnet', 'instance']);
   });
+
+  it("with onFailure 'skip-dependents' deletes everything that does not wait for the failed resource", async () => {
+    const disk: RecordedResource[] = [
+      { kind: 'x:disk', id: 'disk' },
+      { kind: 'x:attachment', id: 'attachment', dependsOn: ['disk'] },
+    ];
+    const journal = new MemoryResourceJournal([...RESOURCES, ...disk]);
+    const deleted: string[] = [];
+    const err = await deleteInReverseDependencyOrder([...RESOURCES, ...disk], {
+      journal,
+      onFailure: 'skip-dependents',
+      deleteOne: async (r) => {
+        if (r.id === 'instance') throw new Error('refused');
+        await tick();
+        deleted.push(r.id);
+      },
+    }).catch((e: unknown) => e);
+    assert.ok(err instanceof TaskGraphError);
+    assert.equal(err.task, 'instance');
+    assert.deepEqual(deleted.sort(), ['attachment', 'disk', 'gateway'], 'the disk started after the failure');
+    assert.deepEqual((await journal.list()).map((r) => r.id), ['vpc', 'subnet', 'instance']);
+  });
 });

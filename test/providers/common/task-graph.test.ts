@@ -1,7 +1,7 @@
 /**
  * The shared task runner behind the cloud providers' create, terminate and IAM: dependency order, concurrency,
  * longest-chain-first scheduling, failure and abort behaviour, graph checks, instrumentation, critical path.
- * (Merged from the AWS and Azure providers' own tests of their former copies.)
+ * (Merged from the AWS, Azure and GCP providers' own tests of their former copies.)
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'mocha';
@@ -25,7 +25,40 @@ function gate(): { promise: Promise<void>; open: () => void } {
   return { promise, open };
 }
 
+/** A task that logs its start and end and finishes (or fails) when the test opens its gate. */
+function gated(id: string, deps: string[], log: string[], gates: Map<string, () => void>, fail = false): Task {
+  return {
+    id,
+    deps,
+    run: () =>
+      new Promise<void>((resolve, reject) => {
+        log.push(`start ${id}`);
+        gates.set(id, () => {
+          log.push(`end ${id}`);
+          if (fail) reject(new Error(`${id} broke`));
+          else resolve();
+        });
+      }),
+  };
+}
+
 describe('common task graph', () => {
+  it('starts a task only when its last dependency has ended', async () => {
+    const log: string[] = [];
+    const gates = new Map<string, () => void>();
+    const done = runTaskGraph([gated('a', [], log, gates), gated('b', [], log, gates), gated('c', ['a', 'b'], log, gates)]);
+    await tick();
+    assert.deepEqual(log, ['start a', 'start b']);
+    gates.get('a')!();
+    await tick();
+    assert.deepEqual(log, ['start a', 'start b', 'end a']);
+    gates.get('b')!();
+    await tick();
+    assert.deepEqual(log.slice(-2), ['end b', 'start c']);
+    gates.get('c')!();
+    await done;
+  });
+
   it('starts each task once its dependencies are done, and independent tasks together', async () => {
     const events: string[] = [];
     const task = (id: string, deps: string[] = []) => ({
@@ -93,6 +126,53 @@ describe('common task graph', () => {
     assert.equal(err.task, 'fails');
     assert.match(err.message, /boom/);
     assert.deepEqual(finished, ['slow']);
+  });
+
+  it('after a failure does not start even a task whose own dependencies succeeded', async () => {
+    const log: string[] = [];
+    const gates = new Map<string, () => void>();
+    const done = runTaskGraph([gated('a', [], log, gates, true), gated('b', [], log, gates), gated('c', ['b'], log, gates)]).catch((e: unknown) => e);
+    await tick();
+    gates.get('a')!();
+    await tick();
+    gates.get('b')!();
+    const err = await done;
+    assert.ok(err instanceof TaskGraphError && err.task === 'a');
+    assert.ok(log.includes('end b') && !log.includes('start c'));
+  });
+
+  it("onFailure 'skip-dependents': runs what it can, skips the dependents of failures, reports all failures", async () => {
+    const ran: string[] = [];
+    const task = (id: string, deps: string[], fail = false): Task => ({
+      id,
+      deps,
+      run: async () => {
+        ran.push(id);
+        if (fail) throw new Error(`${id} broke`);
+      },
+    });
+    const err = await runTaskGraph([task('a', [], true), task('b', ['a']), task('e', ['b']), task('c', []), task('d', ['c'], true)], {
+      onFailure: 'skip-dependents',
+    }).catch((e: unknown) => e);
+    assert.ok(err instanceof TaskGraphError);
+    assert.deepEqual(err.failures.map((f) => f.task).sort(), ['a', 'd']);
+    assert.deepEqual(err.failures.map((f) => (f.error as Error).message).sort(), ['a broke', 'd broke']);
+    assert.deepEqual(ran.sort(), ['a', 'c', 'd'], 'b and e (after the failed a) never ran');
+  });
+
+  it("onFailure 'skip-dependents': an abort still stops starting tasks", async () => {
+    const abort = new AbortController();
+    const ran: string[] = [];
+    const err = await runTaskGraph(
+      [
+        { id: 'a', run: async () => { ran.push('a'); abort.abort(); } },
+        { id: 'b', deps: ['a'], run: async () => void ran.push('b') },
+      ],
+      { signal: abort.signal, onFailure: 'skip-dependents' },
+    ).catch((e: unknown) => e);
+    assert.ok(err instanceof TaskGraphError);
+    assert.equal(err.task, '(aborted)');
+    assert.deepEqual(ran, ['a']);
   });
 
   it('reports the other failures of tasks that were running', async () => {
@@ -185,5 +265,13 @@ describe('common task graph', () => {
     ];
     const cost: Record<string, number> = { rg: 1, ip: 2, lb: 3, nsg: 10, vmss: 4 };
     assert.deepEqual(criticalPath(tasks, (id) => cost[id]), { length: 15, path: ['rg', 'nsg', 'vmss'] });
+    const withDeps = [
+      { id: 'net', deps: [] },
+      { id: 'subnet', deps: ['net'] },
+      { id: 'hc', deps: [] },
+      { id: 'bs', deps: ['hc', 'subnet'] },
+    ];
+    const weights: Record<string, number> = { net: 2, subnet: 2, hc: 1, bs: 3 };
+    assert.deepEqual(criticalPath(withDeps, (id) => weights[id]), { length: 7, path: ['net', 'subnet', 'bs'] });
   });
 });

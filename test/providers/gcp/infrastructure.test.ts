@@ -258,6 +258,35 @@ describe('GCP infrastructure (fake Compute API)', function () {
       assert.deepEqual(await ctx.journal.list(), []);
     });
 
+    it('retries a delete GCP refuses while the resource is still in use', async () => {
+      const ctx = providerContext();
+      await infra.create(createRequest(), ctx);
+      fake.inject({ match: /^DELETE .*\/global\/networks\//, status: 400, reason: 'resourceInUseByAnotherResource', message: 'The network is already being used', times: 3 });
+      await infra.terminate(ctx);
+      assert.deepEqual(fake.compute.list(), []);
+      assert.equal(fake.calls(/^DELETE .*\/global\/networks\//).length, 4, 'three refusals, then the delete');
+    });
+
+    it('after a failed delete still deletes everything that does not wait for it, reports it, and a re-run finishes', async () => {
+      const ctx = providerContext();
+      await infra.create(createRequest(), ctx);
+      const firewalls = fake.compute.list('firewalls').length;
+      assert.ok(firewalls > 0);
+      fake.inject({ match: /^DELETE .*\/firewalls\//, status: 403, reason: 'forbidden', message: "Required 'compute.firewalls.delete' permission", times: firewalls });
+      const err = await infra.terminate(ctx).then(() => undefined, (e: unknown) => e);
+      assert.ok(err instanceof UserError, String(err));
+      assert.match(err.message, new RegExp(`failed for ${firewalls} resource\\(s\\): Deleting firewall rule .*compute\\.firewalls\\.delete`));
+      assert.match(err.hint ?? '', /constellation terminate/);
+      const left = fake.compute.list().map((r) => String(r.selfLink).split('/').slice(-2, -1)[0]);
+      assert.deepEqual([...new Set(left)].sort(), ['firewalls', 'networks'], 'only the firewall rules and the network they use are left');
+      assert.ok((await ctx.journal.list()).every((r) => /\/(firewalls|networks)\//.test(r.id)), 'the journal lists exactly what is left');
+      assert.equal((await ctx.journal.list()).length, left.length);
+
+      await infra.terminate(ctx);
+      assert.deepEqual(fake.compute.list(), []);
+      assert.deepEqual(await ctx.journal.list(), []);
+    });
+
     it('with byTag also deletes resources of the cluster that the journal lost', async () => {
       const ctx = providerContext();
       await infra.create(createRequest(), ctx);
