@@ -80,10 +80,12 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
               return joinHelloBoundFields(hello);
             },
           },
-          secrets: async () =>
-            kind === 'join'
+          secrets: async (peer) => {
+            tickets.checkIdentity(hello!, peer.result.instance);
+            return kind === 'join'
               ? JoinTicket.encode(await tickets.joinTicket(hello!, config)).finish()
-              : RejoinTicket.encode(tickets.rejoinTicket(hello!, config)).finish(),
+              : RejoinTicket.encode(tickets.rejoinTicket(hello!, config)).finish();
+          },
         });
         session.channel.end();
         logger.info(`${kind} ticket issued`, { ...describe(hello, peer, kind), verdict: 'accepted', configGeneration: config.generation, warnings: session.peer.result.warnings });

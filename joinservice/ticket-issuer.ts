@@ -4,9 +4,10 @@
  * certificate from its CSR, API endpoint, a fresh 15-minute bootstrap token, discovery hash, Kubernetes
  * version, and for control-plane nodes the cluster PKI plus the join service's own files) or a RejoinTicket
  * (disk key and measurement secret, for a rebooted node). The server calls checkHello before attestation
- * (so a malformed request fails fast) and the ticket methods only after it passed.
+ * (so a malformed request fails fast), checkIdentity after it passed, and the ticket methods only then.
  */
 import { deriveMeasurementSecret, deriveStateDiskKey } from '../lib/kms/index.js';
+import { AttestationError, type AttestedInstance } from '../lib/attestation/types.js';
 import { UserError } from '../lib/errors.js';
 import { checkNodeName, discoveryTokenCaCertHash, signKubeletCertificate, type Clock } from '../lib/pki/cluster-pki.js';
 import type { JoinHello, JoinTicket, RejoinTicket } from '../proto/gen/constellation/join.js';
@@ -36,6 +37,24 @@ export class JoinTicketIssuer {
     }
     if (kind === 'join' && hello.certificateRequest.length === 0) {
       throw new UserError('The join request has no certificate request for the kubelet.');
+    }
+  }
+
+  /**
+   * Who may receive what. Every node runs the same image, so the quote alone cannot tell a worker from a control
+   * plane: the attested instance can. The node name must be the attested instance's (the kubelet certificate is
+   * issued for that name), and control-plane files (the cluster CA keys, the master secret) go only to an instance
+   * the provider created as a control-plane node.
+   */
+  checkIdentity(hello: JoinHello, instance: AttestedInstance | undefined): void {
+    if (instance && hello.nodeName !== instance.name) {
+      throw new AttestationError(`The join request names node "${hello.nodeName}", but the attestation comes from instance "${instance.name}".`);
+    }
+    if (hello.isControlPlane && instance?.role !== 'control-plane') {
+      const who = !instance
+        ? 'the attestation does not identify the instance'
+        : `the provider created instance "${instance.name}" as ${instance.role ? `a ${instance.role} node` : 'a node of unknown role'}`;
+      throw new AttestationError(`A control-plane ticket was asked for, but ${who}: the cluster's CA keys go only to control-plane nodes.`);
     }
   }
 

@@ -51,7 +51,19 @@ export interface PcrComparison {
   match: boolean;
 }
 
+/**
+ * The instance a variant's AK trust vouches for: the AK belongs to this instance, and the provider says what
+ * role it created the instance with. Attestation proves the software; only this proves *which* node it is —
+ * every node runs the same image, so a worker's quote looks like a control plane's.
+ */
+export interface AttestedInstance {
+  name: string;
+  role?: 'control-plane' | 'worker';
+}
+
 export interface ValidationResult {
+  /** Set by variants whose AK trust names an instance (local-vtpm: the node the provider registered the AK for). */
+  instance?: AttestedInstance;
   userData: Uint8Array;
   /** The PCR values of the verified quote (bank the validator compared), index -> value. */
   pcrs: Map<number, Uint8Array>;
@@ -93,6 +105,8 @@ export interface VariantConfig {
 export interface AkRegistry {
   /** The registered TPMT_PUBLIC of the instance's AK, or undefined when the instance is unknown. */
   lookup(instance: string): Promise<Uint8Array | undefined>;
+  /** The role the provider created the instance with, or undefined when unknown. */
+  role?(instance: string): Promise<'control-plane' | 'worker' | undefined>;
 }
 
 /**

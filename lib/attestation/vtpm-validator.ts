@@ -12,11 +12,14 @@
 import { hashAlgName, TPM_ALG } from '../tpm/constants.js';
 import { comparePcrs, formatMismatch, formatMismatchReport, validateMeasurements } from './measurements.js';
 import { verifyTpmQuote } from './tpm-quote.js';
-import { AttestationError, type AttestationDocument, type Measurements, type ValidationResult, type Validator, type ValidatorDeps } from './types.js';
+import { AttestationError, type AttestationDocument, type AttestedInstance, type Measurements, type ValidationResult, type Validator, type ValidatorDeps } from './types.js';
 import { decodeBase64Field, decodeVtpmAttestation, qualifyingData } from './vtpm-document.js';
 
-/** Throws (preferably AttestationError) unless the AK is trusted for this instance. */
-export type TrustAk = (akPublic: Uint8Array, instanceInfo: Uint8Array, document: AttestationDocument) => Promise<void>;
+/**
+ * Throws (preferably AttestationError) unless the AK is trusted for this instance; returns the instance when the
+ * variant's rule identifies one (it then appears in the ValidationResult).
+ */
+export type TrustAk = (akPublic: Uint8Array, instanceInfo: Uint8Array, document: AttestationDocument) => Promise<AttestedInstance | void>;
 
 export interface VtpmValidatorOptions {
   variant: string;
@@ -52,8 +55,9 @@ export function createVtpmValidator(options: VtpmValidatorOptions): Validator {
       const userData = decodeBase64Field('userData', document.userData);
 
       // 1. The AK: everything after this rests on it.
+      let instance: AttestedInstance | void;
       try {
-        await trustAk(evidence.akPublic, instanceInfo, document);
+        instance = await trustAk(evidence.akPublic, instanceInfo, document);
       } catch (err) {
         if (err instanceof AttestationError) throw err;
         throw new AttestationError(`The attestation key is not trusted: ${(err as Error).message}`, undefined, { cause: err });
@@ -85,7 +89,7 @@ export function createVtpmValidator(options: VtpmValidatorOptions): Validator {
       }
       const warnings = comparisons.filter((c) => !c.match).map(formatMismatch);
       for (const w of warnings) options.deps?.warn?.(w);
-      return { userData, pcrs: quote.pcrs, comparisons, warnings };
+      return { ...(instance ? { instance } : {}), userData, pcrs: quote.pcrs, comparisons, warnings };
     },
   };
 }

@@ -57,15 +57,21 @@ export class LocalNodeMetadata implements NodeMetadata {
 /** The AK registry of a local cluster: the AK the provider registered for an instance, or undefined. */
 export function localAkRegistry(metadataUrl: string, options: { localAddress?: string } = {}): AkRegistry {
   const base = metadataUrl.replace(/\/$/, '');
+  const registered = async (instance: string) => {
+    try {
+      return await requestJson<{ akPublic: string; role: 'control-plane' | 'worker' }>(`${base}/v1/ak/${encodeURIComponent(instance)}`, options);
+    } catch (err) {
+      if (err instanceof HttpStatusError && err.status === 404) return undefined;
+      throw err;
+    }
+  };
   return {
     async lookup(instance: string): Promise<Uint8Array | undefined> {
-      try {
-        const { akPublic } = await requestJson<{ akPublic: string }>(`${base}/v1/ak/${encodeURIComponent(instance)}`, options);
-        return new Uint8Array(Buffer.from(akPublic, 'base64'));
-      } catch (err) {
-        if (err instanceof HttpStatusError && err.status === 404) return undefined;
-        throw err;
-      }
+      const node = await registered(instance);
+      return node && new Uint8Array(Buffer.from(node.akPublic, 'base64'));
+    },
+    async role(instance: string) {
+      return (await registered(instance))?.role;
     },
   };
 }

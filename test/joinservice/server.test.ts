@@ -81,9 +81,9 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
   });
   after(() => stopHarness(h));
 
-  function node(name: string, pcrs = goodPcrs, registered = true): SoftwareVtpm {
+  function node(name: string, pcrs = goodPcrs, registered = true, role: 'control-plane' | 'worker' = 'worker'): SoftwareVtpm {
     const vtpm = new SoftwareVtpm(name, pcrs);
-    if (registered) h.registry.register(name, vtpm.akPublic);
+    if (registered) h.registry.register(name, vtpm.akPublic, role);
     return vtpm;
   }
 
@@ -108,13 +108,27 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
   });
 
   it('gives an attested control-plane node the CA files; a rejoining node gets its disk key back', async () => {
-    const cp = await requestTicket(h.address, node('cp-1'), hello({ nodeName: 'cp-1', isControlPlane: true, certificateRequest: await kubeletCsr() }), 'join');
+    const cp = await requestTicket(h.address, node('cp-1', goodPcrs, true, 'control-plane'), hello({ nodeName: 'cp-1', isControlPlane: true, certificateRequest: await kubeletCsr() }), 'join');
     assert.equal(cp.error, undefined);
     assert.equal(cp.ticket!.controlPlaneFiles.find((f) => f.name === 'ca.key')?.data.toString(), h.service.pki['ca.key']);
 
     const rejoin = await requestTicket(h.address, node('worker-2'), hello({ nodeName: 'worker-2' }), 'rejoin');
     assert.equal(rejoin.error, undefined);
     assert.deepEqual(new Uint8Array(rejoin.ticket!.stateDiskKey), deriveStateDiskKey(h.service.masterSecret, hello().diskUuid));
+  });
+
+  it('refuses control-plane files to a node the provider created as a worker: no ticket, no CA key', async () => {
+    const attempt = await requestTicket(h.address, node('worker-5'), hello({ nodeName: 'worker-5', isControlPlane: true, certificateRequest: await kubeletCsr() }), 'join');
+    assert.equal(attempt.ticket, undefined);
+    assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
+    assert.match(attempt.error!.message, /control-plane ticket was asked for, but the provider created instance "worker-5" as a worker node/);
+  });
+
+  it('refuses a join request that names another node than the attested instance', async () => {
+    const attempt = await requestTicket(h.address, node('worker-6'), hello({ nodeName: 'worker-1', certificateRequest: await kubeletCsr() }), 'join');
+    assert.equal(attempt.ticket, undefined);
+    assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
+    assert.match(attempt.error!.message, /names node "worker-1", but the attestation comes from instance "worker-6"/);
   });
 
   it('refuses a worker whose image changed: the message names the PCR, expected and actual; no ticket, no token', async () => {

@@ -66,15 +66,19 @@ export class SoftwareVtpm implements Issuer {
   }
 }
 
-/** The provider's record of which AK each instance has (what the local metadata server answers). */
+/** The provider's record of which AK and role each instance has (what the local metadata server answers). */
 export class TestAkRegistry implements AkRegistry {
-  private readonly aks = new Map<string, Uint8Array>();
+  private readonly nodes = new Map<string, { akPublic: Uint8Array; role: 'control-plane' | 'worker' }>();
 
-  register(instance: string, akPublic: Uint8Array): void {
-    this.aks.set(instance, akPublic);
+  register(instance: string, akPublic: Uint8Array, role: 'control-plane' | 'worker' = 'worker'): void {
+    this.nodes.set(instance, { akPublic, role });
   }
 
   async lookup(instance: string): Promise<Uint8Array | undefined> {
-    return this.aks.get(instance);
+    return this.nodes.get(instance)?.akPublic;
+  }
+
+  async role(instance: string): Promise<'control-plane' | 'worker' | undefined> {
+    return this.nodes.get(instance)?.role;
   }
 }
