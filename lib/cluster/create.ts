@@ -12,7 +12,6 @@
  * delete it. The roll back is `terminate` (./terminate.ts) with the same provider, inside the same workspace session.
  */
 import { randomBytes } from 'node:crypto';
-import path from 'node:path';
 import type { CreateRequest, InfrastructureProvider, NodeGroupSpec, ResourceJournal } from '../../providers/contract.js';
 import type { Measurements } from '../attestation/types.js';
 import { attestationVariantOf, loadConfig, providerOf, type Config } from '../config/index.js';
@@ -22,7 +21,7 @@ import type { Logger } from '../logging/index.js';
 import { emptyState, statePath, writeState } from '../workspace/state.js';
 import { editConfig } from './config-edit.js';
 import { terminateCluster } from './terminate.js';
-import { readStateOrEmpty, TERMINATE_HINT } from './workspace.js';
+import { readStateOrEmpty, TERMINATE_HINT, workspaceArg } from './workspace.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 
 /** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */
@@ -179,7 +178,7 @@ export async function createClusterWithRollBack(options: CreateWithRollBackOptio
   } catch (err) {
     if (!canRollBack(err)) throw err;
     if (!(await decideRollBack(err.message, rollBack))) {
-      const inWorkspace = path.resolve(workspaceDir) === process.cwd() ? '' : ` -C ${shellWord(workspaceDir)}`;
+      const inWorkspace = workspaceArg(workspaceDir);
       rollBack.say('Not rolled back: what was created so far stays, and the workspace records it.');
       rollBack.say(`  constellation create${inWorkspace}     continues where create stopped`);
       rollBack.say(`  constellation terminate${inWorkspace}  deletes what was created`);
@@ -211,9 +210,4 @@ async function decideRollBack(failure: string, o: RollBackOptions): Promise<bool
   o.say(`Create failed: ${failure}`);
   const ask = o.ask ?? (async (message: string) => (await import('@inquirer/prompts')).confirm({ message, default: true }));
   return ask(ROLL_BACK_QUESTION);
-}
-
-/** A path as one shell word (quoted when it holds anything but safe characters). */
-function shellWord(word: string): string {
-  return /^[\w./@%+=:,-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }

@@ -1,5 +1,6 @@
 /** Small workspace helpers the cluster commands share: file existence, the state of a workspace that may have none. */
 import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { emptyState, readState, statePath, type State } from '../workspace/state.js';
 
 /** What to do when a workspace cannot continue. */
@@ -17,4 +18,11 @@ export async function exists(file: string): Promise<boolean> {
 /** The state file, or an empty one when the workspace has none yet (a config written by hand, or none at all). */
 export async function readStateOrEmpty(workspaceDir: string): Promise<State> {
   return (await exists(statePath(workspaceDir))) ? readState(workspaceDir) : emptyState();
+}
+
+/** " -C <dir>" for a command line the user is told to run, or "" when the workspace is the current directory. */
+export function workspaceArg(workspaceDir: string): string {
+  if (path.resolve(workspaceDir) === process.cwd()) return '';
+  const word = /^[\w./@%+=:,-]+$/.test(workspaceDir) ? workspaceDir : `'${workspaceDir.replace(/'/g, `'\\''`)}'`;
+  return ` -C ${word}`;
 }

@@ -34,7 +34,7 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ clusterId: string; kubeconfigFile: string; nodes: { name: string; role: string; address: string; state: string }[] }> {
-    const [{ confirmIfInteractive }, { withWorkspaceSession }, { miniUp }, { runWithSteps, rendererFor }, { exists }, { CONFIG_FILE }] = await Promise.all([
+    const [{ confirmIfInteractive }, { withWorkspaceSession }, { miniUp }, { runWithSteps, rendererFor }, { exists, workspaceArg }, { CONFIG_FILE }] = await Promise.all([
       import('../../../lib/cluster/confirm.js'),
       import('../../../lib/cluster/session.js'),
       import('../../../lib/cluster/mini.js'),
@@ -74,7 +74,8 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
         this.log('Kubernetes backend: none: the nodes run attestation, the join service and encrypted state disks, but no Kubernetes.');
       }
       this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
-      this.log('`constellation status` shows the nodes; `constellation mini down` removes the cluster.');
+      const ws = workspaceArg(this.workspaceDir);
+      this.log(`\`constellation status${ws}\` shows the nodes; \`constellation mini down${ws}\` removes the cluster.`);
     }
     return { clusterId: result.clusterId, kubeconfigFile: result.kubeconfigFile, nodes: result.nodes };
   }
