@@ -1,10 +1,14 @@
 /**
  * Attested channel latency: one full attested exchange (Challenge → Evidence → validate → Sealed → done, the
- * Recover service) against one plain TLS unary gRPC call (Verify.GetStatus) on the same machine, both on a
- * fresh connection each (as init, join and recover are used) and on a warm one. Target: attested <= 5x plain.
+ * Recover service) against one plain TLS unary gRPC call (Verify.GetStatus) on the same machine, on a warm
+ * connection (the headline, and the strict reading of the target: both pay only their own messages) and on a
+ * fresh connection each (as init, join and recover are used: both also pay a TLS handshake).
+ * Target: attested p50 <= 5x plain p50. Attested and plain calls alternate in blocks, so both see the same
+ * machine load; the load average is printed with the numbers.
  * The attester is swtpm-backed when this machine has swtpm and the vTPM issuer is built, else the software
  * stand-in of the tests; the output says which.
  */
+import os from 'node:os';
 import type { ServerDuplexStream, ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
 import { attestedServer, recoverClientAdapter, recoverServerAdapter, verifierClient } from '../lib/atls/index.js';
 import { RecoverSecrets, RecoveryClient, RecoveryService, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
@@ -12,8 +16,9 @@ import { VerifyClient, VerifyService, type GetStatusRequest, type NodeStatus } f
 import { openAttestationKit } from '../test/atls/support/kits.js';
 import { clientOptions, startTestServer } from '../test/atls/support/wire.js';
 
-const ROUNDS = 200;
-const WARMUP = 20;
+const ROUNDS = 300;
+const WARMUP = 100;
+const BLOCK = 25;
 const TARGET_RATIO = 5;
 
 export default async function bench(out: (line: string) => void): Promise<void> {
@@ -54,24 +59,26 @@ export default async function bench(out: (line: string) => void): Promise<void> 
   const own = () => ({ ...options, 'bench.connection': ++n });
 
   try {
-    out(`attester: ${kit.description}; ${ROUNDS} rounds each`);
+    out(`attester: ${kit.description}; ${ROUNDS} rounds each, attested and plain in alternating blocks of ${BLOCK}; load average ${os.loadavg()[0].toFixed(1)} on ${os.availableParallelism()} CPUs`);
     const warmRecovery = new RecoveryClient(server.address, credentials, options);
     const warmVerify = new VerifyClient(server.address, credentials, options);
     const cases: Array<[string, () => Promise<void>, () => Promise<void>]> = [
+      ['warm connection (headline: the target is judged on this one)', () => attested(warmRecovery), () => plain(warmVerify)],
       [
         'fresh connection',
         fresh(() => new RecoveryClient(server.address, credentials, own()), attested),
         fresh(() => new VerifyClient(server.address, credentials, own()), plain),
       ],
-      ['warm connection', () => attested(warmRecovery), () => plain(warmVerify)],
     ];
     for (const [name, attestedRun, plainRun] of cases) {
-      const a = await measure(attestedRun);
-      const p = await measure(plainRun);
+      const [a, p] = await measure(attestedRun, plainRun);
       const ratio = a.p50 / p.p50;
-      out(`${name}: attested exchange p50 ${fmt(a.p50)} p99 ${fmt(a.p99)} | plain TLS call p50 ${fmt(p.p50)} p99 ${fmt(p.p99)}`);
-      out(`${name}: ratio p50 ${ratio.toFixed(2)}x, p99 ${(a.p99 / p.p99).toFixed(2)}x (target <= ${TARGET_RATIO}x: ${ratio <= TARGET_RATIO ? 'met' : 'NOT met'})`);
+      const verdict = (r: number) => (r <= TARGET_RATIO ? 'met' : 'NOT met');
+      out(`${name}:`);
+      out(`  attested exchange p50 ${fmt(a.p50)} p99 ${fmt(a.p99)} | plain TLS unary call p50 ${fmt(p.p50)} p99 ${fmt(p.p99)}`);
+      out(`  ratio p50 ${ratio.toFixed(2)}x (target <= ${TARGET_RATIO}x: ${verdict(ratio)}), p99 ${(a.p99 / p.p99).toFixed(2)}x (<= ${TARGET_RATIO}x: ${verdict(a.p99 / p.p99)})`);
     }
+    out(`load average after: ${os.loadavg()[0].toFixed(1)}`);
     warmRecovery.close();
     warmVerify.close();
   } finally {
@@ -80,14 +87,32 @@ export default async function bench(out: (line: string) => void): Promise<void> 
   }
 }
 
-async function measure(run: () => Promise<void>): Promise<{ p50: number; p99: number }> {
-  for (let i = 0; i < WARMUP; i++) await run();
-  const times: number[] = [];
-  for (let i = 0; i < ROUNDS; i++) {
-    const start = process.hrtime.bigint();
-    await run();
-    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+interface Percentiles {
+  p50: number;
+  p99: number;
+}
+
+/**
+ * Runs `a` and `b` in alternating blocks (after a warm-up) and returns the percentiles of each, in ms. Blocks,
+ * not single rounds: a call right after the other kind pays for that one's leftovers (stream teardown,
+ * collected garbage), which would blur both numbers; alternating blocks still share the machine's load.
+ */
+async function measure(a: () => Promise<void>, b: () => Promise<void>): Promise<[Percentiles, Percentiles]> {
+  for (const run of [a, b]) for (let i = 0; i < WARMUP; i++) await run();
+  const times: [number[], number[]] = [[], []];
+  for (let block = 0; block < ROUNDS / BLOCK; block++) {
+    for (const [j, run] of [a, b].entries()) {
+      for (let i = 0; i < BLOCK; i++) {
+        const start = process.hrtime.bigint();
+        await run();
+        times[j].push(Number(process.hrtime.bigint() - start) / 1e6);
+      }
+    }
   }
+  return [percentiles(times[0]), percentiles(times[1])];
+}
+
+function percentiles(times: number[]): Percentiles {
   times.sort((x, y) => x - y);
   return { p50: times[Math.floor(times.length * 0.5)], p99: times[Math.min(times.length - 1, Math.floor(times.length * 0.99))] };
 }

@@ -61,7 +61,8 @@ export class AtlsChannel<Out, In> {
   readonly timeoutMs: number;
   private readonly queue: In[] = [];
   private waiter: (() => void) | undefined;
-  private closedBecause: UserError | undefined;
+  /** Why the stream closed, made only when a receive needs it (most streams close after their last message). */
+  private closedBecause: (() => UserError) | undefined;
 
   constructor(
     private readonly stream: DuplexStream<Out, In>,
@@ -74,14 +75,17 @@ export class AtlsChannel<Out, In> {
       this.queue.push(message);
       this.wake();
     });
-    const closed = (err: UserError) => {
-      this.closedBecause ??= err;
+    const closed = (reason: () => UserError) => {
+      if (!this.closedBecause) {
+        let error: UserError | undefined;
+        this.closedBecause = () => (error ??= reason());
+      }
       this.wake();
     };
-    stream.on('end', () => closed(new UserError(`${capitalize(this.peer)} closed the connection.`)));
-    stream.on('close', () => closed(new UserError(`The connection to ${this.peer} closed.`)));
-    stream.on('cancelled', () => closed(new UserError(`${capitalize(this.peer)} cancelled the exchange.`)));
-    stream.on('error', (err) => closed(streamError(this.peer, err)));
+    stream.on('end', () => closed(() => new UserError(`${capitalize(this.peer)} closed the connection.`)));
+    stream.on('close', () => closed(() => new UserError(`The connection to ${this.peer} closed.`)));
+    stream.on('cancelled', () => closed(() => new UserError(`${capitalize(this.peer)} cancelled the exchange.`)));
+    stream.on('error', (err) => closed(() => streamError(this.peer, err)));
   }
 
   /** Whether this direction can carry a message of that kind (init and recover requests cannot carry a Failure). */
@@ -131,8 +135,10 @@ export class AtlsChannel<Out, In> {
       const settle = (): boolean => {
         const message = this.queue.shift();
         if (message !== undefined) resolve(message);
-        else if (this.closedBecause) reject(new UserError(`${this.closedBecause.message} This side was waiting for ${what}.`, { cause: this.closedBecause }));
-        else return false;
+        else if (this.closedBecause) {
+          const cause = this.closedBecause();
+          reject(new UserError(`${cause.message} This side was waiting for ${what}.`, { cause }));
+        } else return false;
         return true;
       };
       if (settle()) return;

@@ -21,7 +21,7 @@ import { AttestationError, type AttestationDocument, type Issuer, type Validatio
 import { UserError } from '../errors.js';
 import { AtlsChannel, PeerFailureError, type DuplexStream, type WireAdapter } from './channel.js';
 import { parseAttestationDocument } from './document.js';
-import { generateEphemeralKeyPair, importPublicKey } from './keys.js';
+import { checkPublicKey, generateEphemeralKeyPair } from './keys.js';
 import { seal, unseal, type ExchangeBinding } from './seal.js';
 import { attestedUserData, type Purpose } from './user-data.js';
 
@@ -142,7 +142,7 @@ export async function checkEvidence(
   expected: { validator: Validator; purpose: Purpose; nonce: Uint8Array; verifierPublicKey?: Uint8Array; bound?: BoundFields },
 ): Promise<VerifiedPeer> {
   // The verify service has no ephemeral key (nothing is sealed); every other purpose must bring a valid one.
-  if (expected.purpose !== 'verify') await importPublicKey(evidence.publicKey);
+  if (expected.purpose !== 'verify') checkPublicKey(evidence.publicKey);
   const document = parseAttestationDocument(evidence.document);
   const result = await expected.validator.validate(document, expected.nonce);
   const userData = attestedUserData({
@@ -164,12 +164,14 @@ async function verifyAndSeal<Out, In>(channel: AtlsChannel<Out, In>, options: Ve
   const nonce = (options.randomBytes ?? nodeRandomBytes)(NONCE_LENGTH);
   const binding: ExchangeBinding = { purpose: options.purpose, nonce };
   try {
-    const own = options.expectReply ? await generateEphemeralKeyPair() : undefined;
+    const own = options.expectReply ? generateEphemeralKeyPair() : undefined;
     const verifierPublicKey = own?.publicKey ?? new Uint8Array(0);
     channel.send({ kind: 'challenge', value: { nonce: Buffer.from(nonce), verifierPublicKey: Buffer.from(verifierPublicKey) } });
+    // The sealing key is made while the evidence is on its way; it seals this exchange's one message.
+    const sealingKey = generateEphemeralKeyPair();
     const evidence = (await channel.receive(['evidence'], 'the attestation evidence')).value;
     const peer = await checkEvidence(evidence, { validator: options.validator, purpose: options.purpose, nonce, verifierPublicKey, bound });
-    const jwe = await seal(await options.secrets(peer), peer.publicKey, binding);
+    const jwe = seal(await options.secrets(peer), peer.publicKey, binding, sealingKey);
     channel.send({ kind: 'sealed', value: { jwe } });
     return {
       peer,
@@ -188,19 +190,20 @@ async function verifyAndSeal<Out, In>(channel: AtlsChannel<Out, In>, options: Ve
 
 async function attestAndReceive<Out, In>(channel: AtlsChannel<Out, In>, options: AttestedOptions): Promise<AttestedSession<Out, In>> {
   try {
+    // Made while the challenge is on its way: a fresh key for this exchange alone, off the critical path.
+    const keys = generateEphemeralKeyPair();
     const challenge = (await channel.receive(['challenge'], 'the challenge')).value;
     if (challenge.nonce.length !== NONCE_LENGTH) {
       throw new UserError(`The verifier sent a ${challenge.nonce.length}-byte nonce; a fresh ${NONCE_LENGTH}-byte nonce is required.`);
     }
     const verifierPublicKey = new Uint8Array(challenge.verifierPublicKey);
-    if (verifierPublicKey.length > 0) await importPublicKey(verifierPublicKey);
+    if (verifierPublicKey.length > 0) checkPublicKey(verifierPublicKey);
     const binding: ExchangeBinding = { purpose: options.purpose, nonce: new Uint8Array(challenge.nonce) };
-    const keys = await generateEphemeralKeyPair();
     const userData = attestedUserData({ purpose: options.purpose, publicKey: keys.publicKey, verifierPublicKey, bound: options.bound });
     const document = await options.issuer.issue(userData, binding.nonce);
     channel.send({ kind: 'evidence', value: { document: Buffer.from(JSON.stringify(document)), publicKey: Buffer.from(keys.publicKey) } });
     const sealed = (await channel.receive(['sealed'], 'the sealed secrets (a verifier that rejects this attestation sends none)')).value;
-    const secrets = await unseal(sealed.jwe, keys.privateKey, binding);
+    const secrets = unseal(sealed.jwe, keys.privateKey, binding);
     return {
       secrets,
       binding,

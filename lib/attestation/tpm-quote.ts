@@ -4,7 +4,7 @@
  * qualifying data, and its PCR digest equals the digest of exactly the PCR values handed in. Only after this
  * are those PCR values evidence.
  */
-import { constants, createHash, timingSafeEqual, verify } from 'node:crypto';
+import { constants, createHash, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
 import { ECC_CURVES, hashAlgInfo, hashAlgName, TPM_ALG, TPMA_OBJECT } from '../tpm/constants.js';
 import { TpmFormatError } from '../tpm/marshal.js';
 import { parseTpmAttest, parseTpmPublic, parseTpmSignature, publicKeyFromTpmPublic, type TpmAttest, type TpmPublic, type TpmSignature } from '../tpm/structures.js';
@@ -32,7 +32,7 @@ export function verifyTpmQuote(evidence: TpmQuoteEvidence): TpmAttest {
   const ak = parsed('attestation key (TPMT_PUBLIC)', () => parseTpmPublic(evidence.akPublic));
   checkAkAttributes(ak);
   const signature = parsed('quote signature (TPMT_SIGNATURE)', () => parseTpmSignature(evidence.signature));
-  verifySignature(ak, signature, evidence.quote);
+  verifySignature(evidence.akPublic, ak, signature, evidence.quote);
 
   const attest = parsed('quote (TPMS_ATTEST)', () => parseTpmAttest(evidence.quote));
   if (!bytesEqual(attest.extraData, evidence.qualifyingData)) {
@@ -80,14 +80,14 @@ function checkAkAttributes(ak: TpmPublic): void {
   }
 }
 
-function verifySignature(ak: TpmPublic, sig: TpmSignature, message: Uint8Array): void {
+function verifySignature(akPublic: Uint8Array, ak: TpmPublic, sig: TpmSignature, message: Uint8Array): void {
   const keyScheme = ak.parameters.scheme;
   if (keyScheme.scheme !== TPM_ALG.NULL && (keyScheme.scheme !== sig.sigAlg || keyScheme.hashAlg !== sig.hashAlg)) {
     throw new AttestationError("The quote's signature scheme differs from the attestation key's scheme");
   }
   const hash = hashAlgInfo(sig.hashAlg);
   if (!hash || sig.hashAlg === TPM_ALG.SHA1) throw new AttestationError(`Quote signatures with ${hashAlgName(sig.hashAlg)} are not accepted`);
-  const key = parsed('attestation key', () => publicKeyFromTpmPublic(ak));
+  const key = parsed('attestation key', () => akKey(akPublic, ak));
   let ok: boolean;
   if (sig.sigAlg === TPM_ALG.ECDSA) {
     if (ak.type !== TPM_ALG.ECC) throw new AttestationError('An ECDSA signature from an RSA attestation key');
@@ -103,6 +103,25 @@ function verifySignature(ak: TpmPublic, sig: TpmSignature, message: Uint8Array):
     ok = verify(hash.name, message, { key, padding, saltLength: constants.RSA_PSS_SALTLEN_AUTO }, sig.sig);
   }
   if (!ok) throw new AttestationError('The quote signature does not verify with the attestation key: the quote was altered or signed by another key');
+}
+
+/**
+ * The AK's public key object, remembered by its public area: building one from a JWK takes ~65 µs, as long
+ * as the signature check itself, and a verifier sees the same few AKs again and again. The key is a pure
+ * function of those bytes, so a remembered one is exactly what a fresh build would give.
+ */
+const akKeys = new Map<string, KeyObject>();
+const AK_KEYS_KEPT = 1024;
+
+function akKey(akPublic: Uint8Array, ak: TpmPublic): KeyObject {
+  const id = Buffer.from(akPublic).toString('base64');
+  let key = akKeys.get(id);
+  if (key === undefined) {
+    key = publicKeyFromTpmPublic(ak);
+    if (akKeys.size >= AK_KEYS_KEPT) akKeys.delete(akKeys.keys().next().value!);
+    akKeys.set(id, key);
+  }
+  return key;
 }
 
 function parsed<T>(what: string, parse: () => T): T {

@@ -170,6 +170,19 @@ describe('vTPM issuer and validator (DESIGN §5) with a real swtpm', () => {
     await rejects(v.validate({ ...doc, attestation: { akPublic: 'AAAA', quotes: [] } }, nonce), /attestation.quotes holds no quote/);
     await rejects(v.validate({ ...doc, userData: 'not base64!' }, nonce), /userData is not standard base64/);
   });
+
+  // Last: it extends a PCR. The issuer reuses the values it read last only while the quote's digest proves them.
+  it('carries a PCR extended between two documents with its new value, which the validator compares', async () => {
+    const before = await fresh();
+    await validator(measure(pcrs256, [16])).validate(before.doc, before.nonce);
+    await client.pcrExtend(16, [{ hashAlg: TPM_ALG.SHA256, digest: new Uint8Array(32).fill(7) }]);
+    const now = await client.pcrRead(TPM_ALG.SHA256, [16]);
+    assert.notDeepEqual(now.get(16), pcrs256.get(16));
+    const after = await fresh();
+    assert.equal(vtpm(after.doc).quotes[0].pcrs['16'], Buffer.from(now.get(16)!).toString('hex'));
+    await validator(measure(now, [16])).validate(after.doc, after.nonce);
+    await rejects(validator(measure(pcrs256, [16])).validate(after.doc, after.nonce), /PCR 16: expected/);
+  });
 });
 
 function flipBase64(value: string, at: number): string {

@@ -122,7 +122,7 @@ export function exchangeSuite(openKit: () => Promise<AttestationKit>): void {
     }
 
     it("rejects evidence whose public key a man in the middle replaced with its own", async () => {
-      const attacker = await generateEphemeralKeyPair();
+      const attacker = generateEphemeralKeyPair();
       const outcome = await runInit({
         issuer: kit.issuer,
         validator: kit.validator(matching(kit)),
