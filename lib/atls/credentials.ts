@@ -22,5 +22,5 @@ export async function createAttestedClientCredentials(): Promise<ChannelCredenti
   return credentials.createSsl(null, null, null, { rejectUnauthorized: false, checkServerIdentity: () => undefined });
 }
 
-/** Channel options to pass with createAttestedClientCredentials(). */
-export const attestedChannelOptions: ChannelOptions = { 'grpc.ssl_target_name_override': TLS_SERVER_NAME };
+/** Channel options to pass with createAttestedClientCredentials(); no channelz (nothing reads it: per-call bookkeeping only). */
+export const attestedChannelOptions: ChannelOptions = { 'grpc.ssl_target_name_override': TLS_SERVER_NAME, 'grpc.enable_channelz': 0 };

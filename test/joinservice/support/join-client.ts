@@ -9,7 +9,6 @@ import { attestedChannelOptions, attestedClient, createAttestedClientCredentials
 import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello, type JoinResponse } from '../../../proto/gen/constellation/join.js';
 import * as x509 from '../../../lib/x509.js';
 
-let connections = 0;
 let credentials: ReturnType<typeof createAttestedClientCredentials> | undefined;
 /** Made once: building TLS credentials loads the root store (tens of ms), a cost a real node pays once per boot. */
 const clientCredentials = () => (credentials ??= createAttestedClientCredentials());
@@ -24,8 +23,9 @@ export interface JoinAttempt<T> {
 export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'join'): Promise<JoinAttempt<JoinTicket>>;
 export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'rejoin'): Promise<JoinAttempt<RejoinTicket>>;
 export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'join' | 'rejoin'): Promise<JoinAttempt<JoinTicket | RejoinTicket>> {
-  // Own channel options per call: grpc-js would otherwise share one connection between clients.
-  const client = new JoinServiceClient(address, await clientCredentials(), { ...attestedChannelOptions, 'test.connection': ++connections });
+  // Its own subchannel pool: its own connection, as each node has (grpc-js would otherwise share one between
+  // clients, and search one process-wide pool that grows with every client).
+  const client = new JoinServiceClient(address, await clientCredentials(), { ...attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
   const call = kind === 'join' ? client.issueJoinTicket() : client.issueRejoinTicket();
   const responses: string[] = [];
   call.on('data', (message: JoinResponse) => responses.push(message.kind?.$case ?? 'empty'));
