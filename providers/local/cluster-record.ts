@@ -33,6 +33,8 @@ const clusterRecordSchema = z.object({
   metadataPort: z.number().int(),
   cloudPid: pid.optional(),
   initSecretHash: z.string(),
+  /** The config's provider.local.kubernetesBackend, handed to every node. */
+  kubernetesBackend: z.enum(['none', 'kubeadm']).default('none'),
   nodeGroups: z.record(
     z.string(),
     z.object({ role: z.enum(['control-plane', 'worker']), stateDiskSizeGB: z.number().positive(), count: z.number().int().min(0) }),

@@ -96,12 +96,14 @@ export class LocalInfrastructure implements InfrastructureProvider {
       name: request.name,
       metadataPort: this.metadataPort,
       initSecretHash: request.initSecretHash,
+      kubernetesBackend: kubernetesBackendOf(request),
       nodeGroups: {},
       nextNodeIndex: {},
       nodes: {},
     });
     await store.update((r) => {
       r.initSecretHash = request.initSecretHash;
+      r.kubernetesBackend = kubernetesBackendOf(request);
       for (const g of request.nodeGroups) {
         r.nodeGroups[g.name] ??= { role: g.role, stateDiskSizeGB: g.stateDiskSizeGB, count: g.initialCount };
       }
@@ -368,6 +370,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       stateDisk: np.stateDisk,
       tpm: { serverSocket: tpm.serverSocket, ctrlSocket: tpm.ctrlSocket },
       image: this.image,
+      kubernetesBackend: store.record.kubernetesBackend,
     };
     await writeFileAtomic(np.launchConfig, `${JSON.stringify(launch, null, 2)}\n`);
     ctx.progress?.(`booting ${name}`);
@@ -440,4 +443,9 @@ async function readAttestationKey(serverSocket: string): Promise<Uint8Array> {
   } finally {
     client.close();
   }
+}
+
+/** The config's provider.local.kubernetesBackend (validated by the config schema); "none" when unset. */
+function kubernetesBackendOf(request: CreateRequest): 'none' | 'kubeadm' {
+  return request.providerConfig.kubernetesBackend === 'kubeadm' ? 'kubeadm' : 'none';
 }

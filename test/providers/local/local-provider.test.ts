@@ -51,7 +51,8 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     image = await makeImage(path.join(tmp, 'image'));
     infra = new LocalInfrastructure({ nodeProgram: { entry: image.entry, imageDir: image.imageDir } });
     ctx = testContext(ws);
-    const result = await infra.create(createRequest(), ctx);
+    // kubeadm: the config's provider.local.kubernetesBackend must reach every node (the stand-in runs no backend).
+    const result = await infra.create(createRequest({ providerConfig: { kubernetesBackend: 'kubeadm' } }), ctx);
     metadataUrl = result.providerState.metadataUrl as string;
     gateway = result.clusterEndpoint;
   });
@@ -94,6 +95,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       assert.equal(node.env.NODE_ROLE, instance.role);
       assert.equal(node.env.METADATA_URL, metadataUrl);
       assert.equal(node.env.STATE_DISK, nodePaths(ws, instance.name).stateDisk);
+      assert.equal(node.env.KUBERNETES_BACKEND, 'kubeadm', 'the config\'s provider.local.kubernetesBackend');
       assert.deepEqual(node.pcrs, expected, `${instance.name}'s PCRs`);
       for (const [index, m] of Object.entries(measurements)) assert.equal(node.pcrs.sha256[index], m.expected);
     }
