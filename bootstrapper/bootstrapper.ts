@@ -77,7 +77,13 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     stateDisk: deps.stateDisk,
     logger,
     clock,
-    joinService: { ...deps.joinService, host, port: ports.join },
+    joinService: {
+      ...deps.joinService,
+      // The join service (after init, or on a joined control-plane node) registers its tokens through the backend.
+      tokenSink: deps.joinService.tokenSink ?? deps.backend.tokenSink(logger.child({ component: `kubernetes-${deps.backend.name}` })),
+      host,
+      port: ports.join,
+    },
   });
   const servers: AttestedServer[] = [];
   const serve = (what: string, service: ServiceDefinition, implementation: UntypedServiceImplementation, port: number) =>

@@ -61,7 +61,7 @@ export interface JoinServiceSettings {
   validatorDeps: ValidatorDeps;
   /** Default: lib/attestation/registry's createValidator. */
   createValidator?: ValidatorFactory;
-  /** Where bootstrap tokens are registered; default in memory (backend none). */
+  /** Where bootstrap tokens are registered; default: the Kubernetes backend's sink (kubeadm: the API server; none: memory). */
   tokenSink?: TokenSink;
 }
 

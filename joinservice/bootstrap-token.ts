@@ -1,10 +1,12 @@
 /**
  * Kubernetes bootstrap tokens for joining nodes: kubeadm's format `[a-z0-9]{6}.[a-z0-9]{16}` (token id and
  * secret), valid 15 minutes from the injected clock. Each ticket gets its own token, registered through a
- * TokenSink before it leaves the join service: the kubeadm backend registers it with the API server (e.g.
- * `kubeadm token create <token> --ttl 15m`), the `none` backend only records it (MemoryTokenSink).
+ * TokenSink before it leaves the join service: the Kubernetes backend's sink (bootstrapper/kubernetes: kubeadm
+ * registers it with the API server, `none` keeps it in memory). A token whose registration failed is never
+ * handed out: issue() fails, and with it the join.
  */
 import { randomBytes as nodeRandomBytes } from 'node:crypto';
+import { UserError } from '../lib/errors.js';
 
 export const TOKEN_TTL_MS = 15 * 60_000;
 export const TOKEN_PATTERN = /^[a-z0-9]{6}\.[a-z0-9]{16}$/;
@@ -72,11 +74,22 @@ export class BootstrapTokenIssuer {
     this.ttlMs = options.ttlMs ?? TOKEN_TTL_MS;
   }
 
-  /** A fresh token, registered with the sink, expiring ttl after now. */
+  /**
+   * A fresh token, expiring ttl after now, returned only once the sink registered it. When the sink refuses with
+   * a UserError, so does this, saying that no ticket is issued (the join service sends that to the node).
+   */
   async issue(): Promise<BootstrapToken> {
     const id = this.randomString(6);
     const token: BootstrapToken = { token: `${id}.${this.randomString(16)}`, id, expiresAt: new Date(this.clock().getTime() + this.ttlMs) };
-    await this.options.sink.register(token);
+    try {
+      await this.options.sink.register(token);
+    } catch (err) {
+      if (!(err instanceof UserError)) throw err;
+      throw new UserError(`The bootstrap token for this join could not be registered with Kubernetes, so no ticket was issued: ${err.message}`, {
+        hint: err.hint,
+        cause: err,
+      });
+    }
     return token;
   }
 

@@ -3,11 +3,14 @@
  * kubeadm's certificatesDir (kubeadm then signs the API server's and etcd's own certificates with those CAs), runs
  * `kubeadm init --config <file> --skip-phases=preflight` and returns the admin.conf kubeadm wrote. join writes the
  * CA files of a control-plane node and the kubelet certificate, runs `kubeadm join --config <file>` and removes the
- * config afterwards (it holds the bootstrap token). kubeadm's output goes to the log line by line; bootstrap tokens
- * and certificate keys are cut out of it first, and out of error messages.
+ * config afterwards (it holds the bootstrap token). Its token sink registers each bootstrap token the node's join
+ * service issues with `kubeadm token create <token> --ttl 15m0s --kubeconfig <admin.conf>`, which needs the admin
+ * kubeconfig only a control-plane node has. kubeadm's output goes to the log line by line; bootstrap tokens and
+ * certificate keys are cut out of it first, and out of arguments and error messages.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { TOKEN_TTL_MS, type BootstrapToken, type TokenSink } from '../../joinservice/bootstrap-token.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { spawnExec, type Exec, type ExecResult } from './exec.js';
@@ -19,6 +22,9 @@ export const DEFAULT_ADMIN_CONF = '/etc/kubernetes/admin.conf';
 const KUBEADM = 'kubeadm';
 const ERROR_TAIL_LINES = 20;
 const REDACTED = '[redacted]';
+/** kubeadm's --ttl as a Go duration ("15m0s"): the lifetime the join service gives every token. */
+export const KUBEADM_TOKEN_TTL = `${Math.floor(TOKEN_TTL_MS / 60_000)}m${(TOKEN_TTL_MS % 60_000) / 1000}s`;
+export const KUBEADM_TOKEN_DESCRIPTION = 'constellation join ticket';
 /** Any bootstrap token kubeadm prints (init prints the one it made), and --certificate-key values. */
 const TOKEN_PATTERN = /\b[a-z0-9]{6}\.[a-z0-9]{16}\b/g;
 const CERTIFICATE_KEY_PATTERN = /(--certificate-key[= ]+)[0-9a-fA-F]+/g;
@@ -73,6 +79,24 @@ export class KubeadmBackend implements KubernetesBackend {
     return { message: `${p.nodeName} joined the Kubernetes cluster at https://${p.apiServerEndpoint} as a ${role} (kubeadm).` };
   }
 
+  tokenSink(log: Logger): TokenSink {
+    return { register: (token) => this.registerToken(token, log) };
+  }
+
+  private async registerToken(token: BootstrapToken, log: Logger): Promise<void> {
+    await fs.access(this.adminConfPath).catch((err: NodeJS.ErrnoException) => {
+      const what = err.code === 'ENOENT' ? 'has no admin kubeconfig' : `cannot read its admin kubeconfig (${err.code ?? err.message})`;
+      throw new KubernetesBackendError(
+        `This node ${what} at ${this.adminConfPath}, so it cannot register the bootstrap token with the API server.`,
+        { hint: 'Only a control-plane node that initialized the cluster or joined it as a control-plane node has one (kubeadm writes it); a joining node retries.' },
+      );
+    });
+    const args = ['token', 'create', token.token, '--ttl', KUBEADM_TOKEN_TTL, '--description', KUBEADM_TOKEN_DESCRIPTION, '--kubeconfig', this.adminConfPath];
+    await this.run('token create', args, log, [token.token]);
+    // The token id is public (kubeadm names the token's Secret after it); the log's redaction would hide a "tokenId" field.
+    log.info(`bootstrap token ${token.id} registered with the API server`, { expiresAt: token.expiresAt.toISOString() });
+  }
+
   /** Files by kubeadm's names relative to the PKI directory: private keys 0600, the rest 0644. */
   private async writePki(files: Record<string, Uint8Array>): Promise<void> {
     for (const [name, data] of Object.entries(files)) {
@@ -84,9 +108,9 @@ export class KubeadmBackend implements KubernetesBackend {
     }
   }
 
-  private async run(step: 'init' | 'join', args: string[], log: Logger, secrets: string[]): Promise<void> {
+  private async run(step: 'init' | 'join' | 'token create', args: string[], log: Logger, secrets: string[]): Promise<void> {
     const clean = (text: string) => redactOutput(text, secrets);
-    log.info(`running kubeadm ${step}`, { args });
+    log.info(`running kubeadm ${step}`, { args: args.map(clean) });
     let result: ExecResult;
     try {
       result = await this.exec(KUBEADM, args, {

@@ -1,10 +1,12 @@
 /**
  * The backend "none", for local process nodes: Kubernetes is not run. The cluster still does everything else in
  * the design (attestation, the join service, state disks, PCR 15); this backend says so plainly instead of
- * pretending, returns the admin kubeconfig lib/pki made (its server is never answered), and records in its work
- * directory what init and join received, without secrets, so operators and tests can see it.
+ * pretending, returns the admin kubeconfig lib/pki made (its server is never answered), records in its work
+ * directory what init and join received, without secrets, so operators and tests can see it, and keeps the
+ * bootstrap tokens the join service issues in memory (there is no API server to register them with).
  */
 import path from 'node:path';
+import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type { BackendOptions, InitParams, JoinParams, KubernetesBackend } from './types.js';
 
@@ -13,8 +15,14 @@ export const NOT_RUN_NOTICE =
 
 export class NoneBackend implements KubernetesBackend {
   readonly name = 'none' as const;
+  /** The tokens issued by this node's join service (one sink for the life of the backend). */
+  private readonly tokens = new MemoryTokenSink();
 
   constructor(private readonly options: Pick<BackendOptions, 'workDir'>) {}
+
+  tokenSink(): MemoryTokenSink {
+    return this.tokens;
+  }
 
   async init(p: InitParams): Promise<{ kubeconfig: Uint8Array; message: string }> {
     await this.record('init', {

@@ -1,11 +1,12 @@
 /**
  * What the bootstrapper asks of Kubernetes (DESIGN §7): initialize the cluster on the first node, join every other
- * node. Backends: ./none.ts (local process nodes, no Kubernetes) and ./kubeadm.ts (node images with kubeadm).
- * The cluster PKI and the join material come from our own code (lib/pki, the join service), so both backends get
- * the same inputs.
+ * node, and register the bootstrap tokens the node's join service hands out. Backends: ./none.ts (local process
+ * nodes, no Kubernetes) and ./kubeadm.ts (node images with kubeadm). The cluster PKI and the join material come
+ * from our own code (lib/pki, the join service), so both backends get the same inputs.
  */
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
+import type { TokenSink } from '../../joinservice/bootstrap-token.js';
 import type { Exec } from './exec.js';
 
 export type BackendName = 'none' | 'kubeadm';
@@ -51,6 +52,11 @@ export interface KubernetesBackend {
   readonly name: BackendName;
   init(p: InitParams): Promise<{ kubeconfig: Uint8Array; message: string }>;
   join(p: JoinParams): Promise<{ message: string }>;
+  /**
+   * Where this node's join service registers each bootstrap token before a ticket carries it, so the API server
+   * accepts the token when the joining node presents it. A register that fails refuses that join.
+   */
+  tokenSink(log: Logger): TokenSink;
 }
 
 export interface BackendOptions {
@@ -60,7 +66,7 @@ export interface BackendOptions {
   exec?: Exec;
   /** Where the cluster PKI goes (kubeadm's certificatesDir); default /etc/kubernetes/pki. */
   pkiDir?: string;
-  /** Where kubeadm writes the admin kubeconfig; default /etc/kubernetes/admin.conf. */
+  /** Where kubeadm writes the admin kubeconfig (and reads it to register tokens); default /etc/kubernetes/admin.conf. */
   adminConfPath?: string;
   /** The environment kubeadm runs with (PATH finds it); default process.env. */
   env?: NodeJS.ProcessEnv;

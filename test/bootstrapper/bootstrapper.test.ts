@@ -3,8 +3,10 @@ import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { openFileStateDisk } from '../../bootstrapper/state-disk.js';
+import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 import { requestVerifiedAttestation } from '../../lib/atls/index.js';
 import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedPcr15 } from '../../lib/kms/index.js';
+import { nullLogger } from '../../lib/logging/index.js';
 import { cliInit, cliRecover, getStatus, TestCluster, type TestNode } from './support/test-cluster.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
@@ -109,6 +111,10 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
     worker = await cluster.startNode({ name: 'worker-0', ip: '127.0.0.3', role: 'worker' });
     const status = await worker.bootstrapper.status.waitFor('joined', 'failed', 'refused');
     assert.equal(status.state, 'joined', status.reason);
+    // The control plane's join service registered the worker's bootstrap token through the control plane's backend.
+    const tokens = cp.backend.tokenSink(nullLogger);
+    assert.ok(tokens instanceof MemoryTokenSink);
+    assert.equal(tokens.size, 1);
     assert.equal(status.clusterId, Buffer.from(clusterId()).toString('hex'));
     assert.deepEqual(new Uint8Array(await worker.pcr(15)), expectedPcr15(clusterId()));
     assert.equal(await worker.disk.isFormatted(), true);

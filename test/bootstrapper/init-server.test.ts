@@ -15,6 +15,7 @@ import { nullLogger } from '../../lib/logging/index.js';
 import { TPM_ALG } from '../../lib/tpm/constants.js';
 import type { TpmDigest } from '../../lib/tpm/client.js';
 import { InitSecrets } from '../../proto/gen/constellation/init.js';
+import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 
 const INIT_SECRET = 'a'.repeat(64);
 
@@ -31,6 +32,9 @@ class CountingBackend implements KubernetesBackend {
   }
   async join() {
     return { message: 'ok' };
+  }
+  tokenSink() {
+    return new MemoryTokenSink();
   }
 }
 

@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { BootstrapTokenIssuer, MemoryTokenSink, TOKEN_PATTERN, TOKEN_TTL_MS, type BootstrapToken, type TokenSink } from '../../joinservice/bootstrap-token.js';
+import { UserError } from '../../lib/errors.js';
 
 describe('joinservice/bootstrap-token', () => {
   it('issues kubeadm-format tokens that expire 15 minutes after the clock\'s now', async () => {
@@ -47,5 +48,39 @@ describe('joinservice/bootstrap-token', () => {
   it('fails the issue when the sink cannot register the token', async () => {
     const issuer = new BootstrapTokenIssuer({ sink: { register: async () => { throw new Error('API server unreachable'); } } });
     await assert.rejects(issuer.issue(), /API server unreachable/);
+  });
+
+  it('returns the token only once the sink\'s register resolved', async () => {
+    let finish!: () => void;
+    let registered: BootstrapToken | undefined;
+    const sink: TokenSink = {
+      register: (token) => new Promise<void>((resolve) => {
+        registered = token;
+        finish = resolve;
+      }),
+    };
+    let issued: BootstrapToken | undefined;
+    const issuing = new BootstrapTokenIssuer({ sink }).issue().then((t) => (issued = t));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.ok(registered, 'register was called');
+    assert.equal(issued, undefined, 'no token before register resolved');
+    finish();
+    await issuing;
+    assert.equal(issued!.token, registered.token);
+  });
+
+  it('says that no ticket is issued when the sink refuses the token with a UserError, keeping its reason and hint', async () => {
+    const refusal = new UserError('kubeadm token create failed with exit code 1: Unauthorized', { hint: 'The full output is in the node log.' });
+    const issuer = new BootstrapTokenIssuer({ sink: { register: async () => { throw refusal; } } });
+    await assert.rejects(issuer.issue(), (err: unknown) => {
+      assert.ok(err instanceof UserError);
+      assert.equal(
+        err.message,
+        'The bootstrap token for this join could not be registered with Kubernetes, so no ticket was issued: kubeadm token create failed with exit code 1: Unauthorized',
+      );
+      assert.equal(err.hint, refusal.hint);
+      assert.equal(err.cause, refusal);
+      return true;
+    });
   });
 });

@@ -10,6 +10,7 @@ import {
   type InitParams,
   type JoinParams,
 } from '../../../bootstrapper/kubernetes/backend.js';
+import { MemoryTokenSink, type BootstrapToken } from '../../../joinservice/bootstrap-token.js';
 import { createLogger, type Logger } from '../../../lib/logging/index.js';
 import { ADMIN_CONF_CONTENT, installStandinKubeadm, PRINTED_CERTIFICATE_KEY, PRINTED_INIT_TOKEN, type Standin } from './standin-kubeadm.js';
 
@@ -17,6 +18,10 @@ const CA_FILES = ['ca.crt', 'ca.key', 'front-proxy-ca.crt', 'front-proxy-ca.key'
 const pkiFiles = () => Object.fromEntries(CA_FILES.map((name) => [name, Buffer.from(`contents of ${name}\n`)]));
 const hex = (n: number) => randomBytes(n).toString('hex');
 const newToken = () => `${hex(3)}.${hex(8)}`;
+const bootstrapToken = (): BootstrapToken => {
+  const token = newToken();
+  return { token, id: token.split('.')[0]!, expiresAt: new Date(Date.now() + 15 * 60_000) };
+};
 
 function collectingLogger(): { log: Logger; lines: string[] } {
   const lines: string[] = [];
@@ -99,6 +104,17 @@ describe('bootstrapper/kubernetes', () => {
       assert.equal(record.received.kubeletCertificate, true);
       assert.ok(!text.includes(p.token) && !text.includes(p.token.split('.')[1]!));
       assert.ok(!lines.join('\n').includes(p.token.split('.')[1]!));
+    });
+
+    it('keeps the join service\'s tokens in memory, one sink for the backend', async () => {
+      const { log } = collectingLogger();
+      const backend = createBackend('none', { workDir });
+      const sink = backend.tokenSink(log);
+      assert.ok(sink instanceof MemoryTokenSink);
+      assert.equal(backend.tokenSink(log), sink);
+      const token = bootstrapToken();
+      await sink.register(token);
+      assert.ok(sink.isValid(token.token));
     });
   });
 
@@ -194,6 +210,60 @@ describe('bootstrapper/kubernetes', () => {
       const secretHalf = p.token.split('.')[1]!;
       assert.ok(!err.message.includes(secretHalf) && !lines.join('\n').includes(secretHalf));
       await assert.rejects(fs.stat(path.join(workDir, 'kubeadm-join.yaml')), 'the config with the token is removed after a failure too');
+    });
+
+    describe('token sink', () => {
+      const tokenCreateArgs = (token: string) =>
+        ['token', 'create', token, '--ttl', '15m0s', '--description', 'constellation join ticket', '--kubeconfig', standin.adminConf];
+
+      it('registers a token with kubeadm token create: the token, --ttl 15m0s and the admin kubeconfig; the token is not logged', async () => {
+        await fs.mkdir(path.dirname(standin.adminConf), { recursive: true });
+        await fs.writeFile(standin.adminConf, ADMIN_CONF_CONTENT);
+        const { log, lines } = collectingLogger();
+        const token = bootstrapToken();
+        await backend().tokenSink(log).register(token);
+
+        const [call, ...more] = await standin.calls();
+        assert.equal(more.length, 0);
+        assert.deepEqual(call!.args, tokenCreateArgs(token.token));
+        const log_ = lines.join('\n');
+        assert.match(log_, /running kubeadm token create/);
+        assert.ok(log_.includes(`bootstrap token ${token.id} registered with the API server`), 'the public token id is logged');
+        assert.ok(!log_.includes(token.token.split('.')[1]!), 'the token secret is not logged (kubeadm printed it)');
+      });
+
+      it('refuses clearly on a node without the admin kubeconfig, without running kubeadm', async () => {
+        const { log } = collectingLogger();
+        const token = bootstrapToken();
+        await assert.rejects(backend().tokenSink(log).register(token), (err: Error) => {
+          assert.ok(err instanceof KubernetesBackendError);
+          assert.equal(err.message, `This node has no admin kubeconfig at ${standin.adminConf}, so it cannot register the bootstrap token with the API server.`);
+          assert.match(err.hint ?? '', /Only a control-plane node that initialized the cluster or joined it as a control-plane node has one/);
+          assert.ok(!err.message.includes(token.token.split('.')[1]!));
+          return true;
+        });
+        assert.deepEqual(await standin.calls(), []);
+      });
+
+      it('a failing kubeadm token create surfaces the tail of its stderr without the token', async () => {
+        await fs.mkdir(path.dirname(standin.adminConf), { recursive: true });
+        await fs.writeFile(standin.adminConf, ADMIN_CONF_CONTENT);
+        const { log, lines } = collectingLogger();
+        const token = bootstrapToken();
+        const failing = createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, adminConfPath: standin.adminConf, env: { ...standin.env, STANDIN_FAIL: '1' } });
+        const err = await failing.tokenSink(log).register(token).then(
+          () => assert.fail('the token was registered'),
+          (e: unknown) => e,
+        );
+        assert.ok(err instanceof KubernetesBackendError);
+        assert.match(err.message, /^kubeadm token create failed with exit code 1:/);
+        assert.match(err.message, /creating token \[redacted\]/);
+        assert.match(err.message, new RegExp(`failed to create or update bootstrap token with name bootstrap-token-${token.id}: Unauthorized`));
+        assert.match(err.message, /To see the stack trace/);
+        const secretHalf = token.token.split('.')[1]!;
+        assert.ok(!err.message.includes(secretHalf) && !lines.join('\n').includes(secretHalf));
+        assert.deepEqual((await standin.calls()).map((c) => c.args), [tokenCreateArgs(token.token)]);
+      });
     });
 
     it('says so when kubeadm is not installed', async () => {

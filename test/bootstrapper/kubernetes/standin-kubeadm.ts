@@ -3,7 +3,9 @@
  * directory that goes first on PATH. It checks its arguments, parses the config file with the `yaml` package, checks
  * the documents' kinds and API version and that the PKI files are in place, records each call (arguments and parsed
  * documents) in calls.jsonl, prints kubeadm-like output that contains tokens (so tests see them redacted) and, for
- * init, writes an admin.conf. With STANDIN_FAIL=1 it fails the way kubeadm does, echoing the token on stderr.
+ * init, writes an admin.conf. `token create <token> --ttl <d> --description <text> --kubeconfig <file>` needs the
+ * kubeconfig to exist, is recorded the same way (no documents) and prints the token, as kubeadm does. With
+ * STANDIN_FAIL=1 every command fails the way kubeadm does, echoing the token on stderr.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -28,6 +30,24 @@ const YAML = require(process.env.STANDIN_YAML);
 const fail = (msg) => { process.stderr.write('stand-in kubeadm: ' + msg + '\n'); process.exit(3); };
 const args = process.argv.slice(2);
 const cmd = args[0];
+const record = (docs, configMode) => fs.appendFileSync(path.join(process.env.STANDIN_DIR, 'calls.jsonl'), JSON.stringify({ args, docs, configMode }) + '\n');
+if (cmd === 'token') {
+  const [, sub, token, ttlFlag, , descriptionFlag, , kubeconfigFlag, kubeconfig] = args;
+  if (args.length !== 9 || sub !== 'create' || ttlFlag !== '--ttl' || descriptionFlag !== '--description' || kubeconfigFlag !== '--kubeconfig') {
+    fail('unexpected arguments: ' + args.join(' '));
+  }
+  if (!/^[a-z0-9]{6}\.[a-z0-9]{16}$/.test(token)) fail('token is not of the form [a-z0-9]{6}.[a-z0-9]{16}');
+  if (!fs.existsSync(kubeconfig)) fail('failed to load admin kubeconfig: open ' + kubeconfig + ': no such file or directory');
+  record([], 0);
+  if (process.env.STANDIN_FAIL) {
+    process.stderr.write('I0101 token.go:121] creating token ' + token + '\n');
+    process.stderr.write('failed to create or update bootstrap token with name bootstrap-token-' + token.split('.')[0] + ': Unauthorized\n');
+    process.stderr.write('To see the stack trace of this error execute with --v=5 or higher\n');
+    process.exit(1);
+  }
+  process.stdout.write(token + '\n');
+  process.exit(0);
+}
 const configFile = args[args.indexOf('--config') + 1];
 const expected = cmd === 'init' ? ['init', '--config', configFile, '--skip-phases=preflight'] : ['join', '--config', configFile];
 if (!configFile || JSON.stringify(args) !== JSON.stringify(expected)) fail('unexpected arguments: ' + args.join(' '));
@@ -49,8 +69,7 @@ if (cmd === 'init') {
   if (!docs[0].discovery || !docs[0].discovery.bootstrapToken || !docs[0].discovery.bootstrapToken.token) fail('no bootstrap token');
   if (docs[0].controlPlane) needFiles(caFiles);
 }
-fs.appendFileSync(path.join(process.env.STANDIN_DIR, 'calls.jsonl'),
-  JSON.stringify({ args, docs, configMode: fs.statSync(configFile).mode & 0o777 }) + '\n');
+record(docs, fs.statSync(configFile).mode & 0o777);
 if (process.env.STANDIN_FAIL) {
   const token = cmd === 'join' ? docs[0].discovery.bootstrapToken.token : 'none';
   process.stdout.write('[preflight] Running pre-flight checks\n');

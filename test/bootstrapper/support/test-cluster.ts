@@ -12,7 +12,7 @@ import path from 'node:path';
 import type { ClientDuplexStream } from '@grpc/grpc-js';
 import bcrypt from 'bcryptjs';
 import { runBootstrapper, type Bootstrapper } from '../../../bootstrapper/bootstrapper.js';
-import { createBackend } from '../../../bootstrapper/kubernetes/backend.js';
+import { createBackend, type KubernetesBackend } from '../../../bootstrapper/kubernetes/backend.js';
 import { openFileStateDisk, type FileStateDisk } from '../../../bootstrapper/state-disk.js';
 import {
   attestedChannelOptions,
@@ -79,6 +79,8 @@ export interface TestNodeOptions {
 
 export class TestNode {
   bootstrapper!: Bootstrapper;
+  /** The Kubernetes backend of the current boot (none); its token sink holds what the node's join service issued. */
+  backend!: KubernetesBackend;
   disk!: FileStateDisk;
   readonly log: string[] = [];
   akPublic!: Uint8Array;
@@ -125,13 +127,14 @@ export class TestNode {
       await this.tpm.pcrExtend(index, [{ hashAlg: TPM_ALG.SHA256, digest: createHash('sha256').update(part).digest() }]);
     }
     this.disk = await openFileStateDisk(path.join(this.dir, 'state-disk.img'));
+    this.backend = createBackend('none', { workDir: path.join(this.dir, 'kubernetes') });
     this.bootstrapper = await runBootstrapper({
       node: { name: this.name, ip: this.options.ip, role: this.options.role },
       tpm: this.tpm,
       issuer: new VtpmIssuer({ variant: localVtpm.VARIANT, tpm: this.tpm, instanceInfo: localVtpm.localInstanceInfo(this.name) }),
       metadata: this.cluster.provider.metadataFor(this.name),
       stateDisk: this.disk,
-      backend: createBackend('none', { workDir: path.join(this.dir, 'kubernetes') }),
+      backend: this.backend,
       joinService: { dir: path.join(this.dir, 'joinservice'), validatorDeps: { akRegistry: this.cluster.provider } },
       logger: createLogger((line) => this.log.push(line), { node: this.name }),
       logTail: () => Buffer.from(this.log.slice(-50).join('\n')),
