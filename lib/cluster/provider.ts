@@ -7,11 +7,11 @@ import type { ValidatorDeps } from '../attestation/types.js';
 import type { Config } from '../config/index.js';
 import type { State } from '../workspace/state.js';
 
-/** The infrastructure side of a provider; cloud providers get their config section and the cluster's uid as options. */
+/** The infrastructure side of a provider, given its config section and the cluster's uid (a provider ignores what it does not use). */
 export async function loadInfrastructure(name: string, options: Record<string, unknown> = {}): Promise<InfrastructureProvider> {
   const { loadProvider } = await import('../../providers/registry.js');
   const provider = await loadProvider(name);
-  return provider.infrastructure(name === 'local' ? {} : options);
+  return provider.infrastructure(options);
 }
 
 /** Options for a provider's infrastructure(): its config section (region, project, ...) and the uid once known. */

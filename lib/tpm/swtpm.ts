@@ -11,6 +11,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { UserError } from '../errors.js';
 import { TpmClient } from './client.js';
+import { processIsAlive } from '../process.js';
 
 export interface SwtpmOptions {
   /** Directory of the TPM's persistent state (created when missing). The sockets and swtpm.log live here too. */
@@ -117,7 +118,7 @@ export async function stopSwtpm(target: { ctrlSocket: string; pid: number; exite
   const goneWithin = exited
     ? (ms: number) => Promise.race([exited.then(() => true), sleep(ms, undefined, { ref: false }).then(() => false)])
     : (ms: number) => waitForPidExit(pid, ms);
-  if (!exited && !isAlive(pid)) return;
+  if (!exited && !processIsAlive(pid)) return;
   try {
     await swtpmCtrl(target.ctrlSocket, CMD_SHUTDOWN, new Uint8Array(0), 4);
   } catch {
@@ -214,14 +215,6 @@ async function logTail(logFile: string): Promise<string> {
   return text.trim() ? ` swtpm log: ${text.trim().split('\n').slice(-5).join(' | ')}` : '';
 }
 
-function isAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 function signal(pid: number, sig: NodeJS.Signals): void {
   try {
@@ -234,7 +227,7 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 /** Polls for the end of a process that is not our child; true when it ended within `ms`. */
 async function waitForPidExit(pid: number, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
-  while (isAlive(pid)) {
+  while (processIsAlive(pid)) {
     if (Date.now() > deadline) return false;
     await sleep(20);
   }

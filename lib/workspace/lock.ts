@@ -13,6 +13,9 @@ import path from 'node:path';
 import { UserError } from '../errors.js';
 import { FileExistsError, writeFileAtomic } from './atomic-file.js';
 import { LOCK_FILE } from './files.js';
+import { processIsAlive } from '../process.js';
+
+export { processIsAlive };
 
 export interface LockInfo {
   pid: number;
@@ -173,12 +176,3 @@ function parseLockInfo(text: string): LockInfo | undefined {
   }
 }
 
-/** process.kill(pid, 0) checks existence without sending a signal; EPERM means it exists under another user. */
-export function processIsAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}

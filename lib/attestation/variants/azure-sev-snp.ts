@@ -10,7 +10,8 @@
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
 import type { VerifiedSnpReport } from '../snp/verify.js';
-import { akKey, base64, readInstanceInfo, snpEvidenceCheck, snpEvidenceFields, verifyHclRuntimeData, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { akKey, readInstanceInfo, snpEvidenceCheck, snpEvidenceFields, verifyHclRuntimeData, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { decodeBase64Field } from '../vtpm-document.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'azure-sev-snp';
@@ -47,7 +48,7 @@ export function azureSevSnpTrust(config: VariantConfig, deps: CloudDeps = {}): A
     const ak = akKey(VARIANT, akPublic);
     const report = await checkSnp(info);
     checkFirmwareSigner(config, report, deps.warn ?? (() => {}));
-    verifyHclRuntimeData(VARIANT, base64('instanceInfo.runtimeData', info.runtimeData), report.reportData, ak);
+    verifyHclRuntimeData(VARIANT, decodeBase64Field('instanceInfo.runtimeData', info.runtimeData), report.reportData, ak);
   };
 }
 

@@ -11,7 +11,8 @@
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
 import { TdxVerifier, type VerifyTdxQuoteOptions } from '../tdx/verify.js';
-import { akKey, base64, readInstanceInfo, verifyHclRuntimeData, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { akKey, readInstanceInfo, verifyHclRuntimeData, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { decodeBase64Field } from '../vtpm-document.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'azure-tdx';
@@ -44,8 +45,8 @@ export function azureTdxTrust(config: VariantConfig, deps: CloudDeps = {}): AkTr
   return async (document, akPublic) => {
     const info = readInstanceInfo(VARIANT, document, instanceInfoSchema);
     const ak = akKey(VARIANT, akPublic);
-    const quote = verifier.verify(base64('instanceInfo.attestationReport', info.attestationReport), { ...options, now: deps.now?.() });
-    verifyHclRuntimeData(VARIANT, base64('instanceInfo.runtimeData', info.runtimeData), quote.body.reportData, ak);
+    const quote = verifier.verify(decodeBase64Field('instanceInfo.attestationReport', info.attestationReport), { ...options, now: deps.now?.() });
+    verifyHclRuntimeData(VARIANT, decodeBase64Field('instanceInfo.runtimeData', info.runtimeData), quote.body.reportData, ak);
   };
 }
 

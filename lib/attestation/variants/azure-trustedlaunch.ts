@@ -9,7 +9,8 @@
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
 import { certificatesDer } from '../snp/certs.js';
-import { akKey, base64, readInstanceInfo, sameKey, verifyCertChain, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { akKey, readInstanceInfo, sameKey, verifyCertChain, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { decodeBase64Field } from '../vtpm-document.js';
 import { MICROSOFT_VTPM_ROOTS } from './microsoft-roots.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
@@ -23,8 +24,8 @@ export function azureTrustedLaunchTrust(_config: VariantConfig, deps: CloudDeps 
   return async (document, akPublic) => {
     const info = readInstanceInfo(VARIANT, document, instanceInfoSchema);
     const ak = akKey(VARIANT, akPublic);
-    const intermediates = (info.intermediates ?? []).map((c, i) => base64(`instanceInfo.intermediates[${i}]`, c));
-    const cert = verifyCertChain(`${VARIANT}: AK certificate`, base64('instanceInfo.akCert', info.akCert), intermediates, roots, deps.now?.() ?? new Date());
+    const intermediates = (info.intermediates ?? []).map((c, i) => decodeBase64Field(`instanceInfo.intermediates[${i}]`, c));
+    const cert = verifyCertChain(`${VARIANT}: AK certificate`, decodeBase64Field('instanceInfo.akCert', info.akCert), intermediates, roots, deps.now?.() ?? new Date());
     if (!sameKey(cert.publicKey, ak.key)) throw new AttestationError(`${VARIANT}: the AK certificate is not for the quote's attestation key`);
   };
 }

@@ -14,6 +14,7 @@ import { parseSnpReport } from '../snp/report.js';
 import { SnpVerifier, type VerifiedSnpReport } from '../snp/verify.js';
 import type { AmdRoots } from '../snp/certs.js';
 import type { TcbVersion } from '../snp/report.js';
+import { decodeBase64Field } from '../vtpm-document.js';
 
 /** Checks that a document's AK is trustworthy for a variant; throws AttestationError otherwise. */
 export type AkTrust = (document: AttestationDocument, akPublic: Uint8Array) => Promise<void>;
@@ -28,16 +29,11 @@ export interface CloudDeps extends ValidatorDeps {
   microsoftRoots?: string[];
 }
 
-export function base64(what: string, value: string): Uint8Array {
-  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(value)) throw new AttestationError(`${what} is not standard base64`);
-  return new Uint8Array(Buffer.from(value, 'base64'));
-}
-
 /** Decodes `document.instanceInfo` (base64 of JSON) and validates it against the variant's schema. */
 export function readInstanceInfo<T>(variant: string, document: AttestationDocument, schema: z.ZodType<T>): T {
   let json: unknown;
   try {
-    json = JSON.parse(Buffer.from(base64('instanceInfo', document.instanceInfo)).toString('utf8'));
+    json = JSON.parse(Buffer.from(decodeBase64Field('instanceInfo', document.instanceInfo)).toString('utf8'));
   } catch (cause) {
     throw new AttestationError(`${variant}: the document's instanceInfo is not base64-encoded JSON`, undefined, { cause });
   }
@@ -111,7 +107,7 @@ export function snpEvidenceCheck(variant: string, config: VariantConfig, deps: C
   const verifier = new SnpVerifier({ roots: deps.amdRoots });
   const minimumTcb = snpMinimumTcb(config);
   return async (info, options = {}) => {
-    const report = base64('instanceInfo.attestationReport', info.attestationReport);
+    const report = decodeBase64Field('instanceInfo.attestationReport', info.attestationReport);
     let signingCert: string | Uint8Array | undefined = options.signingCert ?? info.vcek;
     if (signingCert === undefined) {
       const parsed = parseSnpReport(report);
