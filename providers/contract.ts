@@ -5,6 +5,9 @@
  */
 
 import type { ValidatorDeps } from '../lib/attestation/types.js';
+import type { ResourceJournal } from '../lib/workspace/resource-journal.js';
+
+export type { RecordedResource, ResourceJournal } from '../lib/workspace/resource-journal.js';
 
 export type ProviderName = 'local' | 'aws' | 'azure' | 'gcp' | (string & {});
 export type NodeRole = 'control-plane' | 'worker';
@@ -55,27 +58,6 @@ export interface Instance {
   privateIp: string;
   publicIp?: string;
   state: InstanceState;
-}
-
-/** A resource the provider made, recorded in the workspace as soon as the cloud accepted it. */
-export interface RecordedResource {
-  /** Provider-defined kind, e.g. "aws:vpc", "azure:vmss", "local:node". */
-  kind: string;
-  /** The provider's id, enough to delete it. */
-  id: string;
-  name?: string;
-  /** ids of resources that must be deleted after this one (it depends on them). */
-  dependsOn?: string[];
-  data?: Record<string, unknown>;
-}
-
-/** Persistent record of what a provider made, so a re-run continues and terminate deletes exactly that. */
-export interface ResourceJournal {
-  list(): Promise<RecordedResource[]>;
-  /** Records (or updates, by id) a resource. Durable when the promise resolves. */
-  record(resource: RecordedResource): Promise<void>;
-  /** Forgets a resource after it was deleted. */
-  remove(id: string): Promise<void>;
 }
 
 export interface ProviderLogger {

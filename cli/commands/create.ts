@@ -25,10 +25,10 @@ When the cloud refuses a step (a quota, a missing permission), create shows the 
 
   public async run(): Promise<{ uid: string; clusterEndpoint: string; resumed: boolean }> {
     const [{ withWorkspaceSession }, { workspaceInfrastructure }, { createClusterWithRollBack }, { runWithSteps, rendererFor }] = await Promise.all([
-      import('../../lib/cluster/session.js'),
-      import('../../lib/cluster/provider.js'),
-      import('../../lib/cluster/create.js'),
-      import('../../lib/cluster/reporter.js'),
+      import('../cluster/session.js'),
+      import('../cluster/provider.js'),
+      import('../cluster/create.js'),
+      import('../cluster/reporter.js'),
     ]);
     const json = this.jsonEnabled();
     const renderer = rendererFor(process.stdout, json);

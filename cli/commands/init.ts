@@ -17,9 +17,9 @@ If the node's measurements differ from the config, nothing is sent and the error
 
   public async run(): Promise<{ clusterId: string; kubernetesBackend: string; kubeconfigFile: string; alreadyInitialized: boolean }> {
     const [{ withWorkspaceSession }, { initCluster }, { runWithSteps, rendererFor }] = await Promise.all([
-      import('../../lib/cluster/session.js'),
-      import('../../lib/cluster/init.js'),
-      import('../../lib/cluster/reporter.js'),
+      import('../cluster/session.js'),
+      import('../cluster/init.js'),
+      import('../cluster/reporter.js'),
     ]);
     const result = await withWorkspaceSession(this.workspaceDir, 'init', ({ workspaceDir, log }) =>
       runWithSteps([{ id: 'init', title: 'Initializing the cluster' }], rendererFor(process.stdout, this.jsonEnabled()), (report) =>

@@ -1,5 +1,5 @@
 import { BaseCommand } from '../base-command.js';
-import type { ClusterStatus } from '../../lib/cluster/status.js';
+import type { ClusterStatus } from '../cluster/status.js';
 
 export default class Status extends BaseCommand<typeof Status> {
   static override summary = "Show every node of the cluster: role, address, and whether it has joined.";
@@ -16,10 +16,10 @@ Takes no lock and changes nothing, so it can run while another command works in 
 
   public async run(): Promise<ClusterStatus> {
     const [{ withDebugLog }, { workspaceInfrastructure }, { clusterStatus, summarizeStatus }, { readStateOrEmpty }, { FileResourceJournal }] = await Promise.all([
-      import('../../lib/cluster/session.js'),
-      import('../../lib/cluster/provider.js'),
-      import('../../lib/cluster/status.js'),
-      import('../../lib/cluster/workspace.js'),
+      import('../cluster/session.js'),
+      import('../cluster/provider.js'),
+      import('../cluster/status.js'),
+      import('../../lib/workspace/state.js'),
       import('../../lib/workspace/resource-journal.js'),
     ]);
     const status = await withDebugLog(this.workspaceDir, 'status', async (log) => {

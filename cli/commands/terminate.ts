@@ -23,17 +23,17 @@ With --by-tag (cloud providers), it also deletes every resource that carries the
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ provider: string | null; removedFiles: string[] } | undefined> {
-    const [{ confirmDestruction }, { withWorkspaceSession }, { checkTerminateByTag, terminateCluster }, { runWithSteps, rendererFor }] = await Promise.all([
-      import('../../lib/cluster/confirm.js'),
-      import('../../lib/cluster/session.js'),
-      import('../../lib/cluster/terminate.js'),
-      import('../../lib/cluster/reporter.js'),
+    const [{ confirm }, { withWorkspaceSession }, { checkTerminateByTag, terminateCluster }, { runWithSteps, rendererFor }] = await Promise.all([
+      import('../confirm.js'),
+      import('../cluster/session.js'),
+      import('../cluster/terminate.js'),
+      import('../cluster/reporter.js'),
     ]);
     const byTag = this.flags['by-tag'];
     if (byTag) await checkTerminateByTag(this.workspaceDir);
     const what = byTag ? "Everything its provider made, and everything tagged with the cluster's uid, is deleted" : 'Everything its provider made is deleted';
     const question = `Terminate the cluster in ${this.workspaceDir}? ${what} (the master secret stays).`;
-    if (!(await confirmDestruction(question, { yes: this.flags.yes }))) {
+    if (!(await confirm(question, { yes: this.flags.yes }))) {
       this.log('Nothing was terminated.');
       return undefined;
     }

@@ -7,7 +7,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../errors.js';
 import { writeFileAtomic } from '../workspace/atomic-file.js';
-import { CONFIG_FILE, STATE_FILE } from '../workspace/files.js';
+import { CONFIG_FILE, pathExists, STATE_FILE } from '../workspace/files.js';
 import { emptyState, writeState } from '../workspace/state.js';
 import { defaultConfig, type DefaultConfigOptions } from './defaults.js';
 import { renderConfig, type RenderOptions } from './render.js';
@@ -27,7 +27,7 @@ export async function generateConfigFiles(
   const config = defaultConfig(provider, options);
   const configFile = path.join(workspaceDir, CONFIG_FILE);
   const stateFile = path.join(workspaceDir, STATE_FILE);
-  const existing = (await Promise.all([configFile, stateFile].map(async (f) => ((await exists(f)) ? f : undefined)))).filter(
+  const existing = (await Promise.all([configFile, stateFile].map(async (f) => ((await pathExists(f)) ? f : undefined)))).filter(
     (f): f is string => f !== undefined,
   );
   if (existing.length > 0) {
@@ -44,14 +44,4 @@ export async function generateConfigFiles(
     throw err;
   }
   return { config, configFile, stateFile };
-}
-
-async function exists(file: string): Promise<boolean> {
-  try {
-    await fs.lstat(file);
-    return true;
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
-    throw err;
-  }
 }

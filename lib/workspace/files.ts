@@ -1,4 +1,6 @@
 /** The workspace's file names (DESIGN §3), compatible with Constellation where Constellation names them. */
+import { promises as fs } from 'node:fs';
+
 export const CONFIG_FILE = 'constellation-conf.yaml';
 export const STATE_FILE = 'constellation-state.yaml';
 export const MASTER_SECRET_FILE = 'constellation-mastersecret.json';
@@ -10,3 +12,14 @@ export const CLUSTER_LOG_FILE = 'constellation-cluster.log';
 export const RESOURCES_FILE = 'constellation-resources.json';
 /** Present while a command changes the workspace; holds the owner's PID. */
 export const LOCK_FILE = '.constellation.lock';
+
+/** Whether something (a file, a directory, a dangling symlink) is at `file`; other errors than ENOENT are thrown. */
+export async function pathExists(file: string): Promise<boolean> {
+  try {
+    await fs.lstat(file);
+    return true;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return false;
+    throw err;
+  }
+}

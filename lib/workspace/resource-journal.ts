@@ -1,5 +1,5 @@
 /**
- * The resource journal (providers/contract.ts ResourceJournal): what a provider made, recorded as soon as
+ * The resource journal: what a provider made, recorded as soon as
  * the cloud accepted it, so a re-run continues and `terminate` deletes exactly that.
  * FileResourceJournal keeps it in constellation-resources.json (`{"version":1,"resources":[...]}`, atomic
  * writes, mode 0600). Operations of one journal run one after another, so concurrent record() calls from
@@ -10,10 +10,30 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import type { RecordedResource, ResourceJournal } from '../../providers/contract.js';
 import { UserError } from '../errors.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { RESOURCES_FILE } from './files.js';
+
+/** A resource the provider made, recorded in the workspace as soon as the cloud accepted it. */
+export interface RecordedResource {
+  /** Provider-defined kind, e.g. "aws:vpc", "azure:vmss", "local:node". */
+  kind: string;
+  /** The provider's id, enough to delete it. */
+  id: string;
+  name?: string;
+  /** ids of resources that must be deleted after this one (it depends on them). */
+  dependsOn?: string[];
+  data?: Record<string, unknown>;
+}
+
+/** Persistent record of what a provider made, so a re-run continues and terminate deletes exactly that. */
+export interface ResourceJournal {
+  list(): Promise<RecordedResource[]>;
+  /** Records (or updates, by id) a resource. Durable when the promise resolves. */
+  record(resource: RecordedResource): Promise<void>;
+  /** Forgets a resource after it was deleted. */
+  remove(id: string): Promise<void>;
+}
 
 const JOURNAL_VERSION = 1;
 

@@ -8,7 +8,7 @@ import { LineCounter, parseDocument, stringify, isMap, isPair, isScalar, isSeq, 
 import { z } from 'zod';
 import { UserError } from '../errors.js';
 import { writeFileAtomic } from './atomic-file.js';
-import { STATE_FILE } from './files.js';
+import { pathExists, STATE_FILE } from './files.js';
 import { readRequiredFile } from './required-file.js';
 
 export const STATE_VERSION = 'v1';
@@ -66,6 +66,11 @@ export function emptyState(): State {
     },
     clusterValues: { clusterID: '', measurementSalt: '' },
   };
+}
+
+/** The state file, or an empty one when the workspace has none yet (a config written by hand, or none at all). */
+export async function readStateOrEmpty(workspaceDir: string): Promise<State> {
+  return (await pathExists(statePath(workspaceDir))) ? readState(workspaceDir) : emptyState();
 }
 
 export async function readState(workspaceDir: string): Promise<State> {

@@ -3,8 +3,8 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import bcrypt from 'bcryptjs';
 import { parseDocument } from 'yaml';
-import { terminateCluster } from '../../lib/cluster/terminate.js';
-import { createCluster, createClusterWithRollBack, initSecretPassword, ROLL_BACK_QUESTION, type RollBackOptions } from '../../lib/cluster/create.js';
+import { terminateCluster } from '../../cli/cluster/terminate.js';
+import { createCluster, createClusterWithRollBack, initSecretPassword, ROLL_BACK_QUESTION, type RollBackOptions } from '../../cli/cluster/create.js';
 import { UserError } from '../../lib/errors.js';
 import { generateConfigFiles, loadConfig, measurementsOf } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
@@ -229,11 +229,11 @@ describe('createClusterWithRollBack', () => {
 });
 
 /**
- * The same through lib/cluster with the real Azure and GCP providers against their fakes. (The CLI cannot be pointed
+ * The same through cli/cluster with the real Azure and GCP providers against their fakes. (The CLI cannot be pointed
  * at these fakes from outside: neither SDK takes its API endpoint from the environment, and the fakes need an auth
  * client or a test CA; test/cli/cloud-aws.test.ts runs the CLI against the fake AWS.)
  */
-describe('create and terminate through lib/cluster against the Azure and GCP fakes', () => {
+describe('create and terminate through cli/cluster against the Azure and GCP fakes', () => {
   let ws: string;
   let said: string[];
   afterEach(async () => {

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
-import { createCluster } from '../../lib/cluster/create.js';
-import { initCluster, type InitOptions } from '../../lib/cluster/init.js';
+import { createCluster } from '../../cli/cluster/create.js';
+import { initCluster, type InitOptions } from '../../cli/cluster/init.js';
 import { deriveClusterId, deriveMeasurementSecret } from '../../lib/kms/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE } from '../../lib/workspace/files.js';

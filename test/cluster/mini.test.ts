@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { miniDown, miniUp, type MiniStep, type MiniUpOptions } from '../../lib/cluster/mini.js';
+import { miniDown, miniUp, type MiniStep, type MiniUpOptions } from '../../cli/cluster/mini.js';
 import { generateConfigFiles, loadConfig } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { CONFIG_FILE, DEBUG_LOG_FILE, MASTER_SECRET_FILE, STATE_FILE } from '../../lib/workspace/files.js';

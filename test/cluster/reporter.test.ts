@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { runWithSteps } from '../../lib/cluster/reporter.js';
+import { runWithSteps } from '../../cli/cluster/reporter.js';
 
 const steps = [
   { id: 'a', title: 'Step A' },

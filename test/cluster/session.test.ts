@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { withWorkspaceSession } from '../../lib/cluster/session.js';
+import { withWorkspaceSession } from '../../cli/cluster/session.js';
 import { acquireWorkspaceLock } from '../../lib/workspace/lock.js';
 import { DEBUG_LOG_FILE, LOCK_FILE } from '../../lib/workspace/files.js';
 import { tempDir } from './support/workspace.js';

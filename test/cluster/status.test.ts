@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { clusterStatus, summarizeStatus } from '../../lib/cluster/status.js';
+import { clusterStatus, summarizeStatus } from '../../cli/cluster/status.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 import type { Instance } from '../../providers/contract.js';

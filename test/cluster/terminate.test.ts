@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { createCluster } from '../../lib/cluster/create.js';
-import { checkTerminateByTag, terminateCluster } from '../../lib/cluster/terminate.js';
+import { createCluster } from '../../cli/cluster/create.js';
+import { checkTerminateByTag, terminateCluster } from '../../cli/cluster/terminate.js';
 import { generateConfigFiles } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { generateMasterSecret } from '../../lib/kms/index.js';

@@ -1,5 +1,5 @@
 /**
- * lib/iam: createIam / destroyIam with a stub provider (files, journal view, checks before anything is made) and
+ * cli/iam: createIam / destroyIam with a stub provider (files, journal view, checks before anything is made) and
  * with the real Azure provider against the fake ARM (config update, a cluster's resources left alone).
  */
 import assert from 'node:assert/strict';
@@ -9,7 +9,7 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'mocha';
 import { generateConfigFiles, loadConfig } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
-import { confirmAction, createIam, destroyIam, IAM_MARK, iamJournalView, listIamIdentities, regionOfZone, resolveIamInputs } from '../../lib/iam/index.js';
+import { createIam, destroyIam, IAM_MARK, iamJournalView, listIamIdentities, regionOfZone, resolveIamInputs } from '../../cli/iam/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { FileResourceJournal, MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 import type { IamCreateRequest, IamProvisioner, ProviderModule, RecordedResource } from '../../providers/contract.js';
@@ -35,7 +35,7 @@ function stubProvider(name: string, files: { name: string; content: string }[] =
   return { calls, loadProvider: async () => (calls.load++, module) };
 }
 
-describe('lib/iam', function () {
+describe('cli/iam', function () {
   let dir: string;
   beforeEach(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'lib-iam-'));
@@ -139,11 +139,6 @@ describe('lib/iam', function () {
     const broken = await resolveIamInputs(dir, 'gcp', {});
     assert.deepEqual(broken.providerConfig, {});
     assert.match(broken.configProblem ?? '', /unknownKey/);
-  });
-
-  it('confirmation: -y goes ahead; without a terminal it refuses, naming -y', async () => {
-    assert.equal(await confirmAction('Delete?', { yes: true, interactive: false }), true);
-    await assert.rejects(confirmAction('Delete?', { yes: false, interactive: false }), (e: UserError) => /no terminal/.test(e.message) && /-y/.test(e.hint ?? ''));
   });
 
   describe('with the Azure provider (fake ARM)', function () {

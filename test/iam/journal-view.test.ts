@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { clusterJournalView, iamJournalView } from '../../lib/iam/journal-view.js';
+import { clusterJournalView, iamJournalView } from '../../cli/iam/journal-view.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 
 // create/terminate and iam create/destroy share one journal; each side must see and change only its own records.

@@ -2,7 +2,7 @@ import { Args, Flags } from '@oclif/core';
 import path from 'node:path';
 import { BaseCommand } from '../../base-command.js';
 import { UserError } from '../../../lib/errors.js';
-import type { CreateIamResult, IamCloud } from '../../../lib/iam/index.js';
+import type { CreateIamResult, IamCloud } from '../../iam/index.js';
 import { CONFIG_FILE } from '../../../lib/workspace/files.js';
 
 /** Flag name → provider.<cloud> config key, per cloud: which flags a cloud takes and where they end up. */
@@ -52,8 +52,8 @@ Every identity is recorded in the workspace as soon as the cloud made it: an int
 
   public async run(): Promise<CreateIamResult | { created: false }> {
     const cloud = this.args.cloud as IamCloud;
-    const { confirmAction, createIam, resolveIamInputs } = await import('../../../lib/iam/index.js');
-    const { withWorkspaceSession } = await import('../../../lib/cluster/session.js');
+    const [{ confirm }, { createIam, resolveIamInputs }] = await Promise.all([import('../../confirm.js'), import('../../iam/index.js')]);
+    const { withWorkspaceSession } = await import('../../cluster/session.js');
     const raw = this.flags as unknown as Record<string, string | undefined>;
     const allCloudFlags = new Set(Object.values(CLOUD_FLAGS).flatMap((f) => Object.keys(f)));
     const misplaced = [...allCloudFlags].filter((flag) => raw[flag] !== undefined && !(flag in CLOUD_FLAGS[cloud]));
@@ -71,7 +71,7 @@ Every identity is recorded in the workspace as soon as the cloud made it: an int
       const shown = [`prefix=${this.flags.prefix}`, ...inputKeys.map((key) => `${key}=${String(inputs.providerConfig[key])}`)];
       this.log(`${CLOUD_NAMES[cloud]} identities to create: ${shown.join(', ')}`);
     }
-    if (!(await confirmAction(`Create the ${CLOUD_NAMES[cloud]} identities?`, { yes: this.flags.yes }))) {
+    if (!(await confirm(`Create the ${CLOUD_NAMES[cloud]} identities?`, { yes: this.flags.yes }))) {
       this.log('Nothing was created.');
       return { created: false };
     }

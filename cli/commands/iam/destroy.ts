@@ -1,6 +1,6 @@
 import { Flags } from '@oclif/core';
 import { BaseCommand } from '../../base-command.js';
-import type { DestroyIamResult } from '../../../lib/iam/index.js';
+import type { DestroyIamResult } from '../../iam/index.js';
 
 export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
   static override summary = 'Delete the cloud identities `iam create` made in this workspace.';
@@ -18,8 +18,8 @@ export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
   static override enableJsonFlag = true;
 
   public async run(): Promise<DestroyIamResult> {
-    const { confirmAction, destroyIam, listIamIdentities } = await import('../../../lib/iam/index.js');
-    const { withWorkspaceSession } = await import('../../../lib/cluster/session.js');
+    const [{ confirm }, { destroyIam, listIamIdentities }] = await Promise.all([import('../../confirm.js'), import('../../iam/index.js')]);
+    const { withWorkspaceSession } = await import('../../cluster/session.js');
     const result = await withWorkspaceSession(this.workspaceDir, 'iam destroy', async ({ journal, log }) => {
       const identities = await listIamIdentities(journal);
       if (identities.length === 0) return { providers: [], destroyed: [] };
@@ -27,7 +27,7 @@ export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
         this.log('Identities to delete:');
         for (const i of identities) this.log(`  ${i.kind} ${i.id}`);
       }
-      if (!(await confirmAction(`Delete these ${identities.length} identities?`, { yes: this.flags.yes }))) return undefined;
+      if (!(await confirm(`Delete these ${identities.length} identities?`, { yes: this.flags.yes }))) return undefined;
       return destroyIam({
         workspaceDir: this.workspaceDir,
         journal,

@@ -19,14 +19,14 @@ Refuses workspaces of cloud clusters (use \`constellation terminate\`). Asks for
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ removedFiles: string[] } | undefined> {
-    const [{ confirmDestruction }, { withWorkspaceSession }, { miniDown }, { runWithSteps, rendererFor }] = await Promise.all([
-      import('../../../lib/cluster/confirm.js'),
-      import('../../../lib/cluster/session.js'),
-      import('../../../lib/cluster/mini.js'),
-      import('../../../lib/cluster/reporter.js'),
+    const [{ confirm }, { withWorkspaceSession }, { miniDown }, { runWithSteps, rendererFor }] = await Promise.all([
+      import('../../confirm.js'),
+      import('../../cluster/session.js'),
+      import('../../cluster/mini.js'),
+      import('../../cluster/reporter.js'),
     ]);
     const question = `Remove the local cluster in ${this.workspaceDir} and its files, including the master secret?`;
-    if (!(await confirmDestruction(question, { yes: this.flags.yes }))) {
+    if (!(await confirm(question, { yes: this.flags.yes }))) {
       this.log('Nothing was removed.');
       return undefined;
     }

@@ -34,17 +34,17 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ clusterId: string; kubeconfigFile: string; nodes: { name: string; role: string; address: string; state: string }[] }> {
-    const [{ confirmIfInteractive }, { withWorkspaceSession }, { miniUp }, { runWithSteps, rendererFor }, { exists, workspaceArg }, { CONFIG_FILE }] = await Promise.all([
-      import('../../../lib/cluster/confirm.js'),
-      import('../../../lib/cluster/session.js'),
-      import('../../../lib/cluster/mini.js'),
-      import('../../../lib/cluster/reporter.js'),
-      import('../../../lib/cluster/workspace.js'),
+    const [{ confirmIfInteractive }, { withWorkspaceSession }, { miniUp }, { runWithSteps, rendererFor }, { workspaceArg }, { CONFIG_FILE, pathExists }] = await Promise.all([
+      import('../../confirm.js'),
+      import('../../cluster/session.js'),
+      import('../../cluster/mini.js'),
+      import('../../cluster/reporter.js'),
+      import('../../cluster/next-steps.js'),
       import('../../../lib/workspace/files.js'),
     ]);
     await fs.mkdir(this.workspaceDir, { recursive: true });
     if (
-      (await exists(`${this.workspaceDir}/${CONFIG_FILE}`)) &&
+      (await pathExists(`${this.workspaceDir}/${CONFIG_FILE}`)) &&
       !(await confirmIfInteractive(`${this.workspaceDir} holds a cluster config from an earlier run. Continue that cluster?`, { yes: this.flags.yes }))
     ) {
       this.log('Nothing was changed. `constellation mini down` removes the earlier cluster; or use another directory (-C <dir>).');

@@ -1,5 +1,5 @@
 /**
- * Stand-ins for unit tests of lib/cluster: a software "attestation" (issuer + validator comparing PCR values, bound
+ * Stand-ins for unit tests of cli/cluster: a software "attestation" (issuer + validator comparing PCR values, bound
  * to nonce and userData like the real thing), an in-process node serving Init (port 0) and GetStatus over the real
  * gRPC services and lib/atls, and an in-memory InfrastructureProvider.
  */

@@ -3,9 +3,9 @@
  * variant needs on the CLI side. Providers load lazily through providers/registry.ts, so only the one in use loads.
  */
 import type { InfrastructureProvider } from '../../providers/contract.js';
-import type { ValidatorDeps } from '../attestation/types.js';
-import type { Config } from '../config/index.js';
-import type { State } from '../workspace/state.js';
+import type { ValidatorDeps } from '../../lib/attestation/types.js';
+import type { Config } from '../../lib/config/index.js';
+import type { State } from '../../lib/workspace/state.js';
 
 /** The infrastructure side of a provider, given its config section and the cluster's uid (a provider ignores what it does not use). */
 export async function loadInfrastructure(name: string, options: Record<string, unknown> = {}): Promise<InfrastructureProvider> {
@@ -38,7 +38,7 @@ export async function attestationDepsFor(name: string, providerState: Record<str
 
 /** The infrastructure side of the provider of the workspace's config. */
 export async function workspaceInfrastructure(workspaceDir: string): Promise<InfrastructureProvider> {
-  const [{ loadConfig, providerOf }, { readStateOrEmpty }] = await Promise.all([import('../config/index.js'), import('./workspace.js')]);
+  const [{ loadConfig, providerOf }, { readStateOrEmpty }] = await Promise.all([import('../../lib/config/index.js'), import('../../lib/workspace/state.js')]);
   const config = await loadConfig(workspaceDir);
   const state = await readStateOrEmpty(workspaceDir);
   const name = providerOf(config);

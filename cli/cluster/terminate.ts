@@ -10,14 +10,13 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
-import { loadConfig, providerOf, type Config } from '../config/index.js';
-import { UserError } from '../errors.js';
-import { nullLogger, type Logger } from '../logging/index.js';
-import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE } from '../workspace/files.js';
-import { FileResourceJournal } from '../workspace/resource-journal.js';
-import { emptyState, statePath, writeState, type State } from '../workspace/state.js';
+import { loadConfig, providerOf, type Config } from '../../lib/config/index.js';
+import { UserError } from '../../lib/errors.js';
+import { nullLogger, type Logger } from '../../lib/logging/index.js';
+import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists } from '../../lib/workspace/files.js';
+import { FileResourceJournal } from '../../lib/workspace/resource-journal.js';
+import { emptyState, readStateOrEmpty, statePath, writeState, type State } from '../../lib/workspace/state.js';
 import { infrastructureOptions, loadInfrastructure } from './provider.js';
-import { exists, readStateOrEmpty } from './workspace.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 
 export interface TerminateOptions {
@@ -55,14 +54,14 @@ export async function terminateCluster(options: TerminateOptions): Promise<Termi
     log.info('terminating', { provider: providerName, uid: state.infrastructure.uid, byTag: options.byTag === true });
     await provider.terminate({ journal, log, progress: options.progress, workspaceDir }, options.byTag ? { byTag: true } : undefined);
   }
-  if (await exists(statePath(workspaceDir))) await writeState(workspaceDir, emptyState());
+  if (await pathExists(statePath(workspaceDir))) await writeState(workspaceDir, emptyState());
   const kubeconfig = path.join(workspaceDir, ADMIN_CONF_FILE);
-  if (await exists(kubeconfig)) {
+  if (await pathExists(kubeconfig)) {
     await fs.rm(kubeconfig);
     removedFiles.push(kubeconfig);
   }
   log.info('terminated', { provider: providerName });
-  return { provider: providerName, removedFiles, masterSecretKept: await exists(path.join(workspaceDir, MASTER_SECRET_FILE)) };
+  return { provider: providerName, removedFiles, masterSecretKept: await pathExists(path.join(workspaceDir, MASTER_SECRET_FILE)) };
 }
 
 /**
@@ -90,7 +89,7 @@ async function findProvider(workspaceDir: string, journal: ResourceJournal, log:
 
 /** The config, or undefined when there is none or it does not load (terminate must still clean up). */
 async function loadConfigIfPresent(workspaceDir: string, log: Logger): Promise<Config | undefined> {
-  if (!(await exists(path.join(workspaceDir, CONFIG_FILE)))) return undefined;
+  if (!(await pathExists(path.join(workspaceDir, CONFIG_FILE)))) return undefined;
   try {
     return await loadConfig(workspaceDir);
   } catch (err) {

@@ -6,7 +6,7 @@
  */
 import type { Instance, InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
 import type { NodeStatus } from '../../proto/gen/constellation/verify.js';
-import type { Logger } from '../logging/index.js';
+import type { Logger } from '../../lib/logging/index.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 
 export const VERIFY_PORT = 30081;
@@ -99,7 +99,7 @@ export async function getNodeStatus(address: string, timeoutMs: number): Promise
   const [{ VerifyClient }, { Metadata }, { createAttestedClientCredentials, attestedChannelOptions }] = await Promise.all([
     import('../../proto/gen/constellation/verify.js'),
     import('@grpc/grpc-js'),
-    import('../atls/credentials.js'),
+    import('../../lib/atls/credentials.js'),
   ]);
   const client = new VerifyClient(address, await createAttestedClientCredentials(), attestedChannelOptions);
   try {

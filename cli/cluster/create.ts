@@ -13,15 +13,15 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { CreateRequest, InfrastructureProvider, NodeGroupSpec, ResourceJournal } from '../../providers/contract.js';
-import type { Measurements } from '../attestation/types.js';
-import { attestationVariantOf, loadConfig, providerOf, type Config } from '../config/index.js';
-import { UserError } from '../errors.js';
-import type { RandomSource } from '../kms/index.js';
-import type { Logger } from '../logging/index.js';
-import { emptyState, statePath, writeState } from '../workspace/state.js';
+import type { Measurements } from '../../lib/attestation/types.js';
+import { attestationVariantOf, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
+import { UserError } from '../../lib/errors.js';
+import type { RandomSource } from '../../lib/kms/index.js';
+import type { Logger } from '../../lib/logging/index.js';
+import { emptyState, readStateOrEmpty, statePath, writeState } from '../../lib/workspace/state.js';
 import { editConfig } from './config-edit.js';
 import { terminateCluster } from './terminate.js';
-import { readStateOrEmpty, TERMINATE_HINT, workspaceArg } from './workspace.js';
+import { TERMINATE_HINT, workspaceArg } from './next-steps.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 
 /** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */

@@ -5,7 +5,7 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { CONFIG_FILE } from '../workspace/files.js';
+import { CONFIG_FILE } from '../../lib/workspace/files.js';
 
 export type IamCloud = 'aws' | 'azure' | 'gcp';
 export const IAM_CLOUDS: readonly IamCloud[] = ['aws', 'azure', 'gcp'];
@@ -49,7 +49,7 @@ async function configSection(workspaceDir: string): Promise<{ provider?: string;
   } catch {
     return { section: {} };
   }
-  const { loadConfig, providerOf } = await import('../config/index.js');
+  const { loadConfig, providerOf } = await import('../../lib/config/index.js');
   try {
     const config = await loadConfig(workspaceDir, { allowIncomplete: true });
     const provider = providerOf(config);

@@ -5,9 +5,9 @@
  * cannot carry a Failure); a Failure from the node surfaces as InitFailedError with the node's log.
  * grpc-js and the generated code load on first use.
  */
-import type { Validator } from '../attestation/types.js';
-import { PeerFailureError } from '../atls/channel.js';
-import { UserError } from '../errors.js';
+import type { Validator } from '../../lib/attestation/types.js';
+import { PeerFailureError } from '../../lib/atls/channel.js';
+import { UserError } from '../../lib/errors.js';
 import type { InitResult, InitSecrets } from '../../proto/gen/constellation/init.js';
 
 export const INIT_PORT = 9000;
@@ -37,7 +37,7 @@ export class InitFailedError extends UserError {
 export async function runInitExchange(options: InitExchangeOptions): Promise<InitResult> {
   const [{ InitClient, InitSecrets: InitSecretsCodec, InitResult: InitResultCodec }, atls] = await Promise.all([
     import('../../proto/gen/constellation/init.js'),
-    import('../atls/index.js'),
+    import('../../lib/atls/index.js'),
   ]);
   const peer = `the bootstrapper at ${options.address}`;
   const client = new InitClient(options.address, await atls.createAttestedClientCredentials(), {

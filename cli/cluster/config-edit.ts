@@ -8,10 +8,10 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { isMap, isScalar, parseDocument, type Document, type YAMLMap } from 'yaml';
-import type { Measurements } from '../attestation/types.js';
-import { parseConfig, VARIANT_CONFIG_KEY_LIST, type Config } from '../config/index.js';
-import { writeFileAtomic } from '../workspace/atomic-file.js';
-import { CONFIG_FILE } from '../workspace/files.js';
+import type { Measurements } from '../../lib/attestation/types.js';
+import { parseConfig, VARIANT_CONFIG_KEY_LIST, type Config } from '../../lib/config/index.js';
+import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { CONFIG_FILE } from '../../lib/workspace/files.js';
 
 export interface ConfigEdits {
   /** initialCount by node-group name. */

@@ -9,18 +9,18 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
-import { generateConfigFiles, loadConfig, providerOf, type Config } from '../config/index.js';
-import { UserError } from '../errors.js';
-import type { RandomSource } from '../kms/index.js';
-import type { Logger } from '../logging/index.js';
-import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, CONFIG_FILE, MASTER_SECRET_FILE, RESOURCES_FILE, STATE_FILE } from '../workspace/files.js';
+import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
+import { UserError } from '../../lib/errors.js';
+import type { RandomSource } from '../../lib/kms/index.js';
+import type { Logger } from '../../lib/logging/index.js';
+import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, RESOURCES_FILE, STATE_FILE } from '../../lib/workspace/files.js';
+import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import { editConfig } from './config-edit.js';
 import { createCluster } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
 import { loadInfrastructure } from './provider.js';
 import { clusterStatus, summarizeStatus, type NodeStatusEntry } from './status.js';
 import { terminateCluster } from './terminate.js';
-import { exists, readStateOrEmpty } from './workspace.js';
 
 export const MINI_STEPS = ['config', 'create', 'init', 'join'] as const;
 export type MiniStep = (typeof MINI_STEPS)[number];
@@ -99,7 +99,7 @@ function checkCount(role: string, count: number | undefined, min: number, max: n
  */
 async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boolean }> {
   const { workspaceDir, log } = options;
-  const [hasConfig, hasState] = await Promise.all([exists(path.join(workspaceDir, CONFIG_FILE)), exists(path.join(workspaceDir, STATE_FILE))]);
+  const [hasConfig, hasState] = await Promise.all([pathExists(path.join(workspaceDir, CONFIG_FILE)), pathExists(path.join(workspaceDir, STATE_FILE))]);
   const wanted = (config?: Config) => ({
     [CONTROL_PLANE_GROUP]: options.controlPlanes ?? config?.nodeGroups[CONTROL_PLANE_GROUP]?.initialCount ?? DEFAULT_CONTROL_PLANES,
     [WORKER_GROUP]: options.workers ?? config?.nodeGroups[WORKER_GROUP]?.initialCount ?? DEFAULT_WORKERS,
@@ -189,7 +189,7 @@ export const MINI_FILES = [CONFIG_FILE, STATE_FILE, MASTER_SECRET_FILE, ADMIN_CO
 
 export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles: string[] }> {
   const { workspaceDir } = options;
-  if (await exists(path.join(workspaceDir, CONFIG_FILE))) {
+  if (await pathExists(path.join(workspaceDir, CONFIG_FILE))) {
     let provider: string | undefined;
     try {
       provider = providerOf(await loadConfig(workspaceDir, { allowIncomplete: true }));
@@ -206,7 +206,7 @@ export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles
   const removedFiles = [...result.removedFiles];
   for (const name of MINI_FILES) {
     const file = path.join(workspaceDir, name);
-    if (await exists(file)) {
+    if (await pathExists(file)) {
       await fs.rm(file);
       removedFiles.push(file);
     }

@@ -10,9 +10,9 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { Validator, ValidatorDeps, VariantConfig } from '../attestation/types.js';
-import { attestationConfigOf, attestationVariantOf, loadConfig, providerOf } from '../config/index.js';
-import { UserError } from '../errors.js';
+import type { Validator, ValidatorDeps, VariantConfig } from '../../lib/attestation/types.js';
+import { attestationConfigOf, attestationVariantOf, loadConfig, providerOf } from '../../lib/config/index.js';
+import { UserError } from '../../lib/errors.js';
 import {
   deriveClusterId,
   deriveMeasurementSecret,
@@ -20,15 +20,15 @@ import {
   generateMeasurementSalt,
   type MasterSecret,
   type RandomSource,
-} from '../kms/index.js';
-import type { Logger } from '../logging/index.js';
-import { FileExistsError, writeFileAtomic } from '../workspace/atomic-file.js';
-import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE } from '../workspace/files.js';
-import { masterSecretPath, readMasterSecret, writeMasterSecret } from '../workspace/master-secret.js';
-import { readState, writeState } from '../workspace/state.js';
+} from '../../lib/kms/index.js';
+import type { Logger } from '../../lib/logging/index.js';
+import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE } from '../../lib/workspace/files.js';
+import { masterSecretPath, readMasterSecret, writeMasterSecret } from '../../lib/workspace/master-secret.js';
+import { readState, writeState } from '../../lib/workspace/state.js';
 import { INIT_PORT, InitFailedError, runInitExchange } from './init-exchange.js';
 import { attestationDepsFor, providerStateOf } from './provider.js';
-import { TERMINATE_HINT } from './workspace.js';
+import { TERMINATE_HINT } from './next-steps.js';
 
 export type ValidatorFactory = (variant: string, config: VariantConfig, deps: ValidatorDeps) => Promise<Validator>;
 
@@ -108,7 +108,7 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
       log.warn('attestation warning', { message });
     },
   };
-  const factory = options.createValidator ?? (await import('../attestation/registry.js')).createValidator;
+  const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;
   const validator = await factory(variant, attestationConfig, deps);
 
   const address = `${infra.clusterEndpoint}:${options.port ?? INIT_PORT}`;

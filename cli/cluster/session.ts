@@ -7,11 +7,11 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { ResourceJournal } from '../../providers/contract.js';
-import { UserError } from '../errors.js';
-import { createDebugLog, type Logger } from '../logging/index.js';
-import { DEBUG_LOG_FILE } from '../workspace/files.js';
-import { acquireWorkspaceLock } from '../workspace/lock.js';
-import { FileResourceJournal } from '../workspace/resource-journal.js';
+import { UserError } from '../../lib/errors.js';
+import { createDebugLog, type Logger } from '../../lib/logging/index.js';
+import { DEBUG_LOG_FILE } from '../../lib/workspace/files.js';
+import { acquireWorkspaceLock } from '../../lib/workspace/lock.js';
+import { FileResourceJournal } from '../../lib/workspace/resource-journal.js';
 
 export interface WorkspaceSession {
   workspaceDir: string;

@@ -9,12 +9,11 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { IamProvisioner, ProviderContext, ProviderLogger, ProviderModule, RecordedResource, ResourceJournal } from '../../providers/contract.js';
-import { UserError } from '../errors.js';
-import { FileExistsError, writeFileAtomic } from '../workspace/atomic-file.js';
-import { CONFIG_FILE } from '../workspace/files.js';
+import { UserError } from '../../lib/errors.js';
+import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { CONFIG_FILE } from '../../lib/workspace/files.js';
 import { iamJournalView, providerOfRecord } from './journal-view.js';
 
-export { confirmAction, type ConfirmOptions } from './confirm.js';
 export { iamJournalView, isIamRecord, IAM_MARK } from './journal-view.js';
 export { IAM_CLOUDS, regionOfZone, resolveIamInputs, type IamCloud, type IamInputs } from './inputs.js';
 
@@ -82,7 +81,7 @@ export async function createIam(o: CreateIamOptions): Promise<CreateIamResult> {
   const files = await writeIamFiles(o.workspaceDir, result.files ?? []);
   const configUpdates = { ...o.alsoInConfig, ...result.configUpdates };
   if (o.updateConfig) {
-    const { updateConfigProviderFields } = await import('../config/index.js');
+    const { updateConfigProviderFields } = await import('../../lib/config/index.js');
     await updateConfigProviderFields(o.workspaceDir, configUpdates);
   }
   o.log.info('iam create: done', { provider: o.provider, configKeys: Object.keys(configUpdates), files: files.length });
@@ -145,7 +144,7 @@ function identities(records: RecordedResource[]): IamIdentity[] {
 
 /** --update-config needs the workspace's config, for the same cloud; checked before anything is made. */
 async function checkConfigForUpdate(workspaceDir: string, provider: string): Promise<void> {
-  const { loadConfig, providerOf } = await import('../config/index.js');
+  const { loadConfig, providerOf } = await import('../../lib/config/index.js');
   const config = await loadConfig(workspaceDir, { allowIncomplete: true });
   const configProvider = providerOf(config);
   if (configProvider !== provider) {

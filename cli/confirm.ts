@@ -1,0 +1,33 @@
+/**
+ * The yes/no question before a command destroys or changes something (terminate, mini down, iam create/destroy,
+ * upgrade apply): an inquirer confirmation on a terminal, answered in advance with -y. Without a terminal and
+ * without -y the command refuses rather than guessing. @inquirer/prompts loads only when a question is asked.
+ */
+import { UserError } from '../lib/errors.js';
+
+export interface ConfirmOptions {
+  /** -y / --yes was given. */
+  yes: boolean;
+  /** Whether a person can answer (stdin and stdout are terminals); a parameter for tests. */
+  interactive?: boolean;
+  /** Asks the question; default: an inquirer confirmation that defaults to "no". */
+  ask?: (message: string) => Promise<boolean>;
+}
+
+const isInteractive = (options: ConfirmOptions) => options.interactive ?? Boolean(process.stdin.isTTY && process.stdout.isTTY);
+
+/** Resolves true when the action may go ahead, false when the user said no; refuses without a terminal and -y. */
+export async function confirm(question: string, options: ConfirmOptions): Promise<boolean> {
+  if (options.yes) return true;
+  if (!isInteractive(options)) {
+    throw new UserError(`${question} There is no terminal to ask on.`, { hint: 'Pass -y (--yes) to confirm in advance.' });
+  }
+  const ask = options.ask ?? (async (message: string) => (await import('@inquirer/prompts')).confirm({ message, default: false }));
+  return ask(question);
+}
+
+/** A question that only a person at a terminal gets; scripts (no terminal) and -y go ahead. */
+export async function confirmIfInteractive(question: string, options: ConfirmOptions): Promise<boolean> {
+  if (options.yes || !isInteractive(options)) return true;
+  return confirm(question, { ...options, interactive: true });
+}
