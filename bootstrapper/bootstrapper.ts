@@ -11,26 +11,30 @@ import { InitService, type InitRequest, type InitResponse } from '../proto/gen/c
 import { RecoveryService, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
 import { VerifyService } from '../proto/gen/constellation/verify.js';
 import type { NodeMetadata } from '../providers/contract.js';
-import {
-  DEFAULT_PORTS,
-  type BootstrapperTpm,
-  type Clock,
-  type JoinServiceSettings,
-  type KubernetesBackend,
-  type Logger,
-  type NodeIdentity,
-  type NodeRoleOptions,
-  type ServicePorts,
-  type StateDisk,
-} from './collaborators.js';
+import { systemClock, type Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logging/index.js';
+import type { KubernetesBackend } from './kubernetes/backend.js';
+import type { NodeIdentity, NodeRoleOptions } from './node-role.js';
+import type { StateDisk } from './state-disk/types.js';
 import { describeError } from './errors.js';
 import { InitServer } from './init-server.js';
 import { JoinClient, type RetryPolicy } from './join-client.js';
 import { NodeLock } from './node-lock.js';
-import { NodeSetup } from './node-setup.js';
+import { NodeSetup, type BootstrapperTpm, type JoinServiceSettings } from './node-setup.js';
 import { NodeStatusTracker } from './node-status.js';
 import { RecoveryServer } from './recovery-server.js';
 import { createVerifyService } from './verify-server.js';
+
+/** Ports of the node's services (DESIGN §6); tests pass 0 for ephemeral ports where nothing else must find them. */
+export interface ServicePorts {
+  init: number;
+  verify: number;
+  /** Where this node's join service listens AND where the join client looks for other nodes' join services. */
+  join: number;
+  recovery: number;
+}
+
+export const DEFAULT_PORTS: ServicePorts = { init: 9000, verify: 30081, join: 30090, recovery: 9999 };
 
 export interface BootstrapperDeps {
   node: NodeIdentity;
@@ -67,7 +71,7 @@ const SHUTDOWN_GRACE_MS = 2_000;
 
 export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrapper> {
   const { node, logger } = deps;
-  const clock = deps.clock ?? (() => new Date());
+  const clock = deps.clock ?? systemClock;
   const ports = { ...DEFAULT_PORTS, ...deps.ports };
   const host = deps.host ?? node.ip;
   const lock = new NodeLock();

@@ -6,7 +6,7 @@
  */
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { attestedServer, type AttestedSession, type Purpose, type WireAdapter } from '../lib/atls/index.js';
-import type { NodeRoleOptions } from './collaborators.js';
+import type { NodeRoleOptions } from './node-role.js';
 import { describeError } from './errors.js';
 
 export interface CliCallOptions extends Pick<NodeRoleOptions, 'issuer' | 'logger' | 'stepTimeoutMs'> {

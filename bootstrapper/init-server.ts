@@ -29,7 +29,10 @@ import {
 import { createAdminKubeconfig, createClusterPki, loadClusterPki, type PkiFiles } from '../lib/pki/cluster-pki.js';
 import { InitResult, InitSecrets, type InitRequest, type InitResponse } from '../proto/gen/constellation/init.js';
 import type { NodeMetadata } from '../providers/contract.js';
-import type { Clock, KubernetesBackend, Logger, NodeRoleOptions } from './collaborators.js';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logging/index.js';
+import type { KubernetesBackend } from './kubernetes/backend.js';
+import type { NodeRoleOptions } from './node-role.js';
 import { withPort } from './addresses.js';
 import { serveCliCall } from './cli-call.js';
 import { describeError } from './errors.js';

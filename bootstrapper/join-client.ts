@@ -9,14 +9,16 @@
  * the node (its Failure names the PCR that differs) puts the node in state `refused` with that reason, and it
  * keeps asking, with a capped backoff, since a fixed node or updated measurements may be accepted later.
  */
-import { setTimeout as sleep } from 'node:timers/promises';
 import { CONTROL_PLANE_SERVICE_PREFIX, serviceFilesFromControlPlaneFiles, writeRawServiceFiles } from '../joinservice/service-files.js';
 import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../lib/atls/index.js';
 import { deriveClusterId } from '../lib/kms/index.js';
 import { pem } from '../lib/pki/cluster-pki.js';
 import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello } from '../proto/gen/constellation/join.js';
 import type { NodeMetadata } from '../providers/contract.js';
-import type { KubernetesBackend, Logger, NodeRoleOptions } from './collaborators.js';
+import { realSleep, type Sleep } from '../lib/clock.js';
+import type { Logger } from '../lib/logging/index.js';
+import type { KubernetesBackend } from './kubernetes/backend.js';
+import type { NodeRoleOptions } from './node-role.js';
 import { describeError, peerRefusal } from './errors.js';
 import { withPort } from './addresses.js';
 import { createKubeletCsr, type KubeletCsr } from './kubelet-csr.js';
@@ -42,6 +44,8 @@ export interface JoinClientOptions extends NodeRoleOptions {
   /** Directory for the join service's files on a control-plane node. */
   joinServiceDir: string;
   retry?: RetryPolicy;
+  /** Waits between rounds; default: real time. */
+  sleep?: Sleep;
 }
 
 type Attempt = { ticket: Uint8Array } | { refused: string } | { unreachable: string };
@@ -95,7 +99,7 @@ export class JoinClient {
         this.logger.debug('join service not reachable', { address, reason: attempt.unreachable, round });
       }
       try {
-        await sleep(wait, undefined, { signal });
+        await (this.options.sleep ?? realSleep)(wait, signal);
       } catch {
         return; // aborted
       }

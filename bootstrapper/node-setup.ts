@@ -12,7 +12,13 @@ import { CLUSTER_ID_LENGTH, deriveClusterId, MEASUREMENT_SALT_LENGTH } from '../
 import { TPM_ALG } from '../lib/tpm/constants.js';
 import { startJoinService, type JoinServiceHandle } from '../joinservice/server.js';
 import { SERVICE_FILE_PATHS } from '../joinservice/service-files.js';
-import type { BootstrapperTpm, Clock, JoinServiceSettings, Logger, StateDisk } from './collaborators.js';
+import type { ValidatorDeps } from '../lib/attestation/types.js';
+import type { Clock } from '../lib/clock.js';
+import type { Logger } from '../lib/logging/index.js';
+import type { TpmClient } from '../lib/tpm/client.js';
+import type { TokenSink } from '../joinservice/bootstrap-token.js';
+import type { ValidatorFactory } from '../joinservice/server.js';
+import type { StateDisk } from './state-disk/types.js';
 
 /** The PCR that says which cluster a node belongs to (DESIGN §4). */
 export const CLUSTER_PCR = 15;
@@ -28,6 +34,21 @@ export interface ClusterRecord {
   clusterId: string;
   /** Hex; with the measurement secret (from a rejoin ticket) it gives the clusterID again. */
   measurementSalt: string;
+}
+
+/** The TPM operations the bootstrapper needs besides the issuer's (which shares the same connection). */
+export type BootstrapperTpm = Pick<TpmClient, 'pcrExtend' | 'pcrBanks'>;
+
+/** What a join service started on this node (after init, or on a control-plane node after joining) needs. */
+export interface JoinServiceSettings {
+  /** Directory of the join service's files (NODE_DIR/joinservice). */
+  dir: string;
+  /** The provider's attestation collaborators (local: the AK registry). */
+  validatorDeps: ValidatorDeps;
+  /** Default: lib/attestation/registry's createValidator. */
+  createValidator?: ValidatorFactory;
+  /** Where bootstrap tokens are registered; default: the Kubernetes backend's sink (kubeadm: the API server; none: memory). */
+  tokenSink?: TokenSink;
 }
 
 const BANK_HASHES: Record<number, string> = { [TPM_ALG.SHA256]: 'sha256', [TPM_ALG.SHA384]: 'sha384' };

@@ -12,7 +12,8 @@ import { UserError } from '../lib/errors.js';
 import { deriveMeasurementSecret, deriveStateDiskKey, MIN_MASTER_KEY_LENGTH, MIN_MASTER_SALT_LENGTH } from '../lib/kms/index.js';
 import { RecoverSecrets, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
 import { serveCliCall } from './cli-call.js';
-import type { Logger, NodeRoleOptions } from './collaborators.js';
+import type { Logger } from '../lib/logging/index.js';
+import type { NodeRoleOptions } from './node-role.js';
 import { describeError } from './errors.js';
 
 export type RecoveryServerOptions = NodeRoleOptions;

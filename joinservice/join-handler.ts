@@ -12,7 +12,7 @@ import { createValidator as registryValidator } from '../lib/attestation/registr
 import { AttestationError, type Validator, type ValidatorDeps, type VariantConfig } from '../lib/attestation/types.js';
 import { UserError } from '../lib/errors.js';
 import type { Logger } from '../lib/logging/index.js';
-import type { Clock } from '../lib/pki/cluster-pki.js';
+import type { Clock } from '../lib/clock.js';
 import { JoinTicket, RejoinTicket, type JoinHello, type JoinRequest, type JoinResponse } from '../proto/gen/constellation/join.js';
 import { BootstrapTokenIssuer, MemoryTokenSink, type TokenSink } from './bootstrap-token.js';
 import { ServiceFilesWatcher, type ServiceConfig } from './service-files.js';

@@ -9,7 +9,8 @@
 import { deriveMeasurementSecret, deriveStateDiskKey } from '../lib/kms/index.js';
 import { AttestationError, type AttestedInstance } from '../lib/attestation/types.js';
 import { UserError } from '../lib/errors.js';
-import { checkNodeName, discoveryTokenCaCertHash, signKubeletCertificate, type Clock } from '../lib/pki/cluster-pki.js';
+import type { Clock } from '../lib/clock.js';
+import { checkNodeName, discoveryTokenCaCertHash, signKubeletCertificate } from '../lib/pki/cluster-pki.js';
 import type { JoinHello, JoinTicket, RejoinTicket } from '../proto/gen/constellation/join.js';
 import type { BootstrapTokenIssuer } from './bootstrap-token.js';
 import { controlPlaneFiles, type ServiceConfig } from './service-files.js';

@@ -7,6 +7,7 @@
  */
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, X509Certificate, type KeyObject } from 'node:crypto';
 import { isIP } from 'node:net';
+import type { Clock } from '../clock.js';
 import { UserError } from '../errors.js';
 import {
   basicConstraints,
@@ -40,8 +41,6 @@ const ADMIN_USER = 'kubernetes-admin';
 const ADMIN_ORGANIZATION = 'system:masters';
 /** Kubernetes node names are DNS-1123 subdomains. */
 const NODE_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-export type Clock = () => Date;
 
 /** A loaded PKI: its files, and the cluster CA ready to sign. */
 export interface ClusterPki {

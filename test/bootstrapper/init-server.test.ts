@@ -4,7 +4,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import bcrypt from 'bcryptjs';
-import type { InitParams, KubernetesBackend } from '../../bootstrapper/collaborators.js';
+import type { InitParams, KubernetesBackend } from '../../bootstrapper/kubernetes/backend.js';
 import { checkInitSecrets, InitServer } from '../../bootstrapper/init-server.js';
 import { NodeLock } from '../../bootstrapper/node-lock.js';
 import { NodeSetup } from '../../bootstrapper/node-setup.js';
