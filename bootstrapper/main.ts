@@ -1,7 +1,7 @@
 /**
  * The bootstrapper's entry, the program the node launcher starts (dist/bootstrapper/main.js): reads the node's
  * environment, wires the real collaborators (the node's one TPM connection shared by the issuer and PCR 15, the
- * provider's node metadata and AK registry, the file state disk, the Kubernetes backend) and runs
+ * provider's node metadata and AK registry, the gocryptfs state disk, the Kubernetes backend) and runs
  * runBootstrapper. Logs JSON lines to stdout (the launcher sends them to NODE_DIR/node.log), never a secret.
  * SIGTERM/SIGINT close the servers, the TPM connection and the disk, then exit 0.
  * The issuer is the local-vtpm one (the nodes this program runs on are the local provider's); cloud node images
@@ -19,9 +19,9 @@ import { describeError } from './errors.js';
 import { createBackend } from './kubernetes/backend.js';
 import { LogTail } from './log-tail.js';
 import { readNodeEnv, type NodeEnv } from './node-env.js';
-import { openFileStateDisk } from './state-disk.js';
+import { openGocryptfsStateDisk } from './state-disk.js';
 
-/** The folder below NODE_DIR where the join service's files live on control-plane nodes. */
+/** The folder of the state disk where the join service's files live on control-plane nodes. */
 export const JOIN_SERVICE_DIR = 'joinservice';
 
 export async function main(): Promise<void> {
@@ -59,7 +59,7 @@ export async function main(): Promise<void> {
 async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array<() => Promise<void> | void>): Promise<Bootstrapper> {
   const tpm = await TpmClient.connect(env.tpmSocket);
   cleanup.push(() => tpm.close());
-  const stateDisk = await openFileStateDisk(env.stateDisk);
+  const stateDisk = await openGocryptfsStateDisk({ diskDir: env.stateDisk, mountPoint: env.stateDir });
   cleanup.push(() => stateDisk.close());
   const provider = await loadProvider(env.provider);
   const providerOptions = { metadataUrl: env.metadataUrl, nodeIp: env.ip, localAddress: env.ip };
@@ -70,8 +70,8 @@ async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array
     issuer: new VtpmIssuer({ variant: LOCAL_VTPM, tpm, instanceInfo: localInstanceInfo(env.name) }),
     metadata,
     stateDisk,
-    backend: createBackend(env.backend, { workDir: path.join(env.nodeDir, 'kubernetes') }),
-    joinService: { dir: path.join(env.nodeDir, JOIN_SERVICE_DIR), validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) } },
+    backend: createBackend(env.backend, { workDir: path.join(stateDisk.mountPoint, 'kubernetes') }),
+    joinService: { dir: path.join(stateDisk.mountPoint, JOIN_SERVICE_DIR), validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) } },
     logger,
     logTail: () => tail.snapshot(),
   });

@@ -1,6 +1,6 @@
 /**
  * The bootstrapper's environment: who the node is and where its TPM, state disk and folder are. The local
- * provider's launcher sets these (NODE_NAME, NODE_IP, NODE_ROLE, METADATA_URL, TPM_SOCKET, STATE_DISK,
+ * provider's launcher sets these (NODE_NAME, NODE_IP, NODE_ROLE, METADATA_URL, TPM_SOCKET, STATE_DISK, STATE_DIR,
  * NODE_DIR); a missing or malformed one is a UserError naming the variable, never a stack trace.
  */
 import { isIP } from 'node:net';
@@ -14,7 +14,10 @@ export interface NodeEnv {
   role: NodeRole;
   metadataUrl: string;
   tpmSocket: string;
+  /** The state disk (local nodes: the folder of the gocryptfs disk). */
   stateDisk: string;
+  /** Where the unlocked state disk is mounted. */
+  stateDir: string;
   nodeDir: string;
   /** Provider whose node metadata this node asks (CONSTELLATION_PROVIDER, default "local"). */
   provider: string;
@@ -31,6 +34,7 @@ const envSchema = z.object({
   METADATA_URL: nonEmpty('the metadata server URL').refine((v) => /^https?:\/\/\S+$/.test(v), 'must be an http(s) URL'),
   TPM_SOCKET: nonEmpty('the path of the TPM socket'),
   STATE_DISK: nonEmpty('the path of the state disk'),
+  STATE_DIR: nonEmpty('the directory where the state disk is mounted'),
   NODE_DIR: nonEmpty('the node\'s folder'),
   CONSTELLATION_PROVIDER: z.string().min(1).default('local'),
   KUBERNETES_BACKEND: z.enum(['none', 'kubeadm'], { error: 'must be "none" or "kubeadm"' }).default('none'),
@@ -41,7 +45,7 @@ export function readNodeEnv(env: NodeJS.ProcessEnv = process.env): NodeEnv {
   if (!parsed.success) {
     const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
     throw new UserError(`The bootstrapper's environment is incomplete: ${problems.join('; ')}.`, {
-      hint: 'The node launcher sets NODE_NAME, NODE_IP, NODE_ROLE, METADATA_URL, TPM_SOCKET, STATE_DISK and NODE_DIR; set them when running the bootstrapper by hand.',
+      hint: 'The node launcher sets NODE_NAME, NODE_IP, NODE_ROLE, METADATA_URL, TPM_SOCKET, STATE_DISK, STATE_DIR and NODE_DIR; set them when running the bootstrapper by hand.',
     });
   }
   const e = parsed.data;
@@ -52,6 +56,7 @@ export function readNodeEnv(env: NodeJS.ProcessEnv = process.env): NodeEnv {
     metadataUrl: e.METADATA_URL,
     tpmSocket: e.TPM_SOCKET,
     stateDisk: e.STATE_DISK,
+    stateDir: e.STATE_DIR,
     nodeDir: e.NODE_DIR,
     provider: e.CONSTELLATION_PROVIDER,
     backend: e.KUBERNETES_BACKEND,

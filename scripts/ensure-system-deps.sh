@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the local provider and the tests need, only when they are missing.
-# swtpm + swtpm-tools: a software TPM per node; tpm2-tools: cross-checks of our TPM client; iproute2: addresses.
+# swtpm + swtpm-tools: a software TPM per node; tpm2-tools: cross-checks of our TPM client; iproute2: addresses;
+# gocryptfs + fuse3: the local nodes' encrypted state directories; etcd-server: the control planes' cluster store.
 set -euo pipefail
 missing=()
 command -v swtpm >/dev/null 2>&1 || missing+=(swtpm)
 command -v swtpm_setup >/dev/null 2>&1 || missing+=(swtpm-tools)
 command -v tpm2_checkquote >/dev/null 2>&1 || missing+=(tpm2-tools)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v gocryptfs >/dev/null 2>&1 || missing+=(gocryptfs)
+command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
+command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "Installing Debian packages: ${missing[*]}" >&2
 SUDO=""

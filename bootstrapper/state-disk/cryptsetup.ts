@@ -8,14 +8,13 @@
  *   format(key)     `cryptsetup luksFormat --type luks2 --cipher aes-xts-plain64 --key-size 512 --key-file -` with the
  *                   disk key on stdin, then mkfs on the opened mapping
  *   unlock(key)     `cryptsetup open --key-file - <device> state`; LUKS rejects a wrong key ("No key available")
- *   read/write      the mapped device /dev/mapper/state
- *   readFile/...    files on the file system mounted from /dev/mapper/state
+ *   mountPoint      the file system (ext4) on /dev/mapper/state, mounted there; readFile/writeFile below it
  *   close()         unmount, `cryptsetup close state`
  */
 import { StateDiskError, type StateDisk } from './types.js';
 
 export async function cryptsetupStateDisk(device: string): Promise<StateDisk> {
   throw new StateDiskError(`LUKS state disks (cryptsetup) are not available on this machine; cannot open ${device}.`, {
-    hint: 'Local process nodes use a state-disk file (openFileStateDisk); LUKS is for cloud node images.',
+    hint: 'Local process nodes use an encrypted directory (openGocryptfsStateDisk); LUKS is for cloud node images.',
   });
 }

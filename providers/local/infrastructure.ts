@@ -322,7 +322,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     const np = nodePaths(ctx.workspaceDir, name);
     await this.recordNode(store, name, ctx);
     await fs.mkdir(np.tpmDir, { recursive: true, mode: 0o700 });
-    await createStateDisk(np.stateDisk, store.record.nodeGroups[node.group]?.stateDiskSizeGB ?? 1);
+    await fs.mkdir(np.stateDisk, { recursive: true, mode: 0o700 });
 
     const { startSwtpm, swtpmPaths } = await import('../../lib/tpm/swtpm.js');
     if (node.swtpmPid === undefined || !(await isOwnedBy(node.swtpmPid, np.dir))) {
@@ -368,6 +368,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       metadataUrl: metadataUrl(store.record.prefix as string, store.record.metadataPort),
       nodeDir: np.dir,
       stateDisk: np.stateDisk,
+      stateDir: np.stateDir,
       tpm: { serverSocket: tpm.serverSocket, ctrlSocket: tpm.ctrlSocket },
       image: this.image,
       kubernetesBackend: store.record.kubernetesBackend,
@@ -414,22 +415,6 @@ async function settleAll<T extends readonly unknown[]>(promises: T): Promise<{ -
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
   return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
-}
-
-/** A sparse file of the configured size (the node side encrypts and formats it); an existing disk is kept. */
-async function createStateDisk(file: string, sizeGB: number): Promise<void> {
-  let handle;
-  try {
-    handle = await fs.open(file, 'wx', 0o600);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return;
-    throw err;
-  }
-  try {
-    await handle.truncate(Math.round(sizeGB * 1024 ** 3));
-  } finally {
-    await handle.close();
-  }
 }
 
 /** The node's AK public area; the TPM derives the same key each time, so the node re-creates exactly this one. */

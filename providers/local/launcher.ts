@@ -4,7 +4,7 @@
  *   1. resets the node's TPM through swtpm's control channel (PCRs back to zero: a reboot),
  *   2. measures the node image (./image-measurement.ts) into PCR 4, 9 and 11 of every allocated SHA-256/SHA-384 bank,
  *   3. closes its TPM connection (swtpm serves one connection at a time) and starts the node program with
- *      NODE_NAME, NODE_IP, NODE_ROLE, METADATA_URL, TPM_SOCKET, STATE_DISK, NODE_DIR and KUBERNETES_BACKEND,
+ *      NODE_NAME, NODE_IP, NODE_ROLE, METADATA_URL, TPM_SOCKET, STATE_DISK, STATE_DIR, NODE_DIR and KUBERNETES_BACKEND,
  *   4. reports {type:'ready', programPid} over IPC, then stays the node program's parent: it passes SIGTERM/SIGINT on
  *      and exits with the program. It restarts nothing on its own; rebooting is the provider's job.
  * Its stdout/stderr (and the node program's) go to the node's node.log.
@@ -23,6 +23,7 @@ export const launchConfigSchema = z.object({
   metadataUrl: z.string(),
   nodeDir: z.string(),
   stateDisk: z.string(),
+  stateDir: z.string(),
   tpm: z.object({ serverSocket: z.string(), ctrlSocket: z.string() }),
   image: z.object({ nodeBinary: z.string(), imageDir: z.string(), entry: z.string() }),
   /** The config's provider.local.kubernetesBackend. */
@@ -61,6 +62,7 @@ export function nodeProgramEnv(config: LaunchConfig): Record<string, string> {
     METADATA_URL: config.metadataUrl,
     TPM_SOCKET: config.tpm.serverSocket,
     STATE_DISK: config.stateDisk,
+    STATE_DIR: config.stateDir,
     NODE_DIR: config.nodeDir,
     KUBERNETES_BACKEND: config.kubernetesBackend,
   };

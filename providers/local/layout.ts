@@ -6,7 +6,8 @@
  *     cluster.json            the provider's record: uid, address prefix, PIDs, nodes (CLI side writes it)
  *     cloud.json, cloud.log   the cloud daemon's config and log (metadata server + load balancer)
  *     control-token           bearer token of the daemon's control API (0600): only the CLI side registers nodes
- *     nodes/<name>/           one folder per node: tpm/, state-disk.img, node.log, launch.json, launcher.pid, address
+ *     nodes/<name>/           one folder per node: tpm/, state-disk/ (encrypted), state/ (its mount point), node.log,
+ *                             launch.json, launcher.pid, address
  */
 import path from 'node:path';
 import type { NodeRole } from '../contract.js';
@@ -43,7 +44,10 @@ export function clusterPaths(workspaceDir: string): ClusterPaths {
 export interface NodePaths {
   dir: string;
   tpmDir: string;
+  /** The state disk: a folder with its UUID and gocryptfs's ciphertext (the node encrypts it). */
   stateDisk: string;
+  /** Where the node mounts its unlocked state disk. */
+  stateDir: string;
   log: string;
   launchConfig: string;
   launcherPid: string;
@@ -62,7 +66,8 @@ export function nodePaths(workspaceDir: string, name: string): NodePaths {
   return {
     dir,
     tpmDir: path.join(dir, 'tpm'),
-    stateDisk: path.join(dir, 'state-disk.img'),
+    stateDisk: path.join(dir, 'state-disk'),
+    stateDir: path.join(dir, 'state'),
     log: path.join(dir, 'node.log'),
     launchConfig: path.join(dir, 'launch.json'),
     launcherPid: path.join(dir, 'launcher.pid'),

@@ -12,6 +12,7 @@ import { promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { detachMountsUnder } from '../../lib/mounts.js';
 
 export const OWNER_ENV = 'CONSTELLATION_LOCAL_OWNER';
 const SWTPM_PROGRAMS = new Set(['swtpm', 'swtpm_setup']);
@@ -156,7 +157,8 @@ async function waitGone(pids: number[], timeoutMs: number): Promise<number[]> {
 /**
  * Stops the recorded PIDs that still belong to `folder`, their process groups (a launcher's node program and its
  * children), and any other process of `folder` except `keep`: SIGTERM, then SIGKILL after `graceMs`. Resolves when
- * all are gone. PIDs that are gone already or belong to someone else now are left alone.
+ * all are gone, and the FUSE mounts below `folder` whose servers were among them (a node's gocryptfs state
+ * directory) are detached. PIDs that are gone already or belong to someone else now are left alone.
  */
 export async function stopOwnedProcesses(
   folder: string,
@@ -169,7 +171,7 @@ export async function stopOwnedProcesses(
     (pid): pid is number => pid !== undefined,
   );
   const targets = [...new Set([...leaders, ...(await findOwnedProcesses(folder)).filter((pid) => !keep.has(pid))])];
-  if (targets.length === 0) return;
+  if (targets.length === 0) return detachMountsUnder(folder);
   for (const pid of leaders) signal(pid, 'SIGTERM', true);
   for (const pid of targets) signal(pid, 'SIGTERM', false);
   const stubborn = await waitGone(targets, options.graceMs ?? 3000);
@@ -179,4 +181,5 @@ export async function stopOwnedProcesses(
   }
   const left = await waitGone(stubborn, 2000);
   if (left.length > 0) throw new Error(`processes ${left.join(', ')} of ${folder} did not exit after SIGKILL`);
+  await detachMountsUnder(folder);
 }

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { openFileStateDisk } from '../../bootstrapper/state-disk.js';
+import { openGocryptfsStateDisk } from '../../bootstrapper/state-disk.js';
 import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 import { requestVerifiedAttestation } from '../../lib/atls/index.js';
 import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedPcr15 } from '../../lib/kms/index.js';
@@ -85,14 +85,14 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
     assert.deepEqual({ ...status }, { name: 'cp-0', role: 'control-plane', state: 'initialized', reason: '', clusterId: Buffer.from(clusterId()).toString('hex') });
 
     // The disk is formatted with HKDF(master, "key-" + uuid): a second handle unlocks with that key, not with another.
-    const disk = await openFileStateDisk(path.join(cp.dir, 'state-disk.img'));
+    const disk = await openGocryptfsStateDisk({ diskDir: path.join(cp.dir, 'state-disk'), mountPoint: path.join(cp.dir, 'second-view') });
     try {
       await assert.rejects(disk.unlock(Buffer.alloc(32, 1)));
       await disk.unlock(deriveStateDiskKey({ key: cluster.masterKey, salt: cluster.masterSalt }, disk.uuid));
     } finally {
       await disk.close();
     }
-    assert.ok(existsSync(path.join(cp.dir, 'joinservice', 'master-secret.json')));
+    assert.ok(existsSync(path.join(cp.disk.mountPoint, 'joinservice', 'master-secret.json')), 'the join service keeps its files on the state disk');
   });
 
   it('answers a re-run init with the same secrets with the same result, and refuses another master secret', async () => {
@@ -164,7 +164,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
     assert.equal(cp.bootstrapper.status.get().state, 'waiting');
     const address = cp.address(cp.bootstrapper.ports.recovery!);
     const wrong = await cliRecover(address, cluster.validator(), { masterKey: Buffer.alloc(32, 3), masterSalt: cluster.masterSalt });
-    assert.match(wrong.error!.message, /does not unlock state disk/);
+    assert.match(wrong.error!.message, /does not unlock the state disk/);
     assert.equal(cp.bootstrapper.lock.locked, false, 'a wrong master secret changes nothing');
 
     const outcome = await cliRecover(address, cluster.validator(), { masterKey: cluster.masterKey, masterSalt: cluster.masterSalt });

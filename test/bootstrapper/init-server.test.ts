@@ -9,7 +9,7 @@ import { checkInitSecrets, InitServer } from '../../bootstrapper/init-server.js'
 import { NodeLock } from '../../bootstrapper/node-lock.js';
 import { NodeSetup } from '../../bootstrapper/node-setup.js';
 import { NodeStatusTracker } from '../../bootstrapper/node-status.js';
-import { openFileStateDisk, type FileStateDisk } from '../../bootstrapper/state-disk.js';
+import { PlainStateDisk } from '../support/plain-state-disk.js';
 import type { Issuer } from '../../lib/attestation/types.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { TPM_ALG } from '../../lib/tpm/constants.js';
@@ -40,7 +40,7 @@ class CountingBackend implements KubernetesBackend {
 
 describe('bootstrapper/init-server', () => {
   let dir: string;
-  let disk: FileStateDisk;
+  let disk: PlainStateDisk;
   let extended: TpmDigest[][];
   let setup: NodeSetup;
 
@@ -82,10 +82,7 @@ describe('bootstrapper/init-server', () => {
 
   beforeEach(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'init-server-'));
-    const file = path.join(dir, 'disk.img');
-    await fs.writeFile(file, '');
-    await fs.truncate(file, 1024 * 1024);
-    disk = await openFileStateDisk(file);
+    disk = new PlainStateDisk(path.join(dir, 'state'));
     extended = [];
     setup = new NodeSetup({
       tpm: {

@@ -93,7 +93,8 @@ describe('bootstrapper/main (the node program as a process)', function () {
         NODE_ROLE: 'control-plane',
         METADATA_URL: metadataUrl,
         TPM_SOCKET: swtpm!.serverSocket,
-        STATE_DISK: path.join(dir, 'state-disk.img'),
+        STATE_DISK: path.join(dir, 'state-disk'),
+        STATE_DIR: path.join(dir, 'state'),
         NODE_DIR: dir,
       });
       while (!run.output().includes('"bootstrapper started"')) {

@@ -8,7 +8,8 @@ const ENV = {
   NODE_ROLE: 'worker',
   METADATA_URL: 'http://127.0.5.1:8080',
   TPM_SOCKET: '/tmp/n/tpm/swtpm.sock',
-  STATE_DISK: '/tmp/n/state-disk.img',
+  STATE_DISK: '/tmp/n/state-disk',
+  STATE_DIR: '/tmp/n/state',
   NODE_DIR: '/tmp/n',
 };
 
@@ -20,7 +21,8 @@ describe('bootstrapper/node-env', () => {
       role: 'worker',
       metadataUrl: 'http://127.0.5.1:8080',
       tpmSocket: '/tmp/n/tpm/swtpm.sock',
-      stateDisk: '/tmp/n/state-disk.img',
+      stateDisk: '/tmp/n/state-disk',
+      stateDir: '/tmp/n/state',
       nodeDir: '/tmp/n',
       provider: 'local',
       backend: 'none',

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { openFileStateDisk } from '../../bootstrapper/state-disk.js';
+import { openGocryptfsStateDisk } from '../../bootstrapper/state-disk.js';
 import { CLUSTER_RECORD_FILE } from '../../bootstrapper/node-setup.js';
 import { createKubeletCsr } from '../../bootstrapper/kubelet-csr.js';
 import { createValidator } from '../../lib/attestation/registry.js';
@@ -119,7 +119,7 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
     }
     const refused = await waitFor('worker-2 to be refused', async () => (await status(copy, ws)).find((n) => n.name === 'worker-2' && n.state === 'refused'));
     assert.match(refused.reason ?? '', /PCR 9\b/);
-    const disk = await openFileStateDisk(nodePaths(ws, 'worker-2').stateDisk);
+    const disk = await openGocryptfsStateDisk({ diskDir: nodePaths(ws, 'worker-2').stateDisk, mountPoint: path.join(tmp, 'view-worker-2') });
     try {
       assert.equal(await disk.isFormatted(), false, 'a refused node got no disk key');
     } finally {
@@ -172,13 +172,15 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
     const master = await readMasterSecret(ws);
     const np = nodePaths(ws, 'worker-0');
     const marker = randomBytes(4096);
-    const before = await openFileStateDisk(np.stateDisk);
+    // A second view of the node's disk, mounted by the test with the key derived from the master secret.
+    const view = { diskDir: np.stateDisk, mountPoint: path.join(tmp, 'view-worker-0') };
+    const before = await openGocryptfsStateDisk(view);
     let record: Uint8Array | undefined;
     const uuid = before.uuid;
     try {
       await before.unlock(deriveStateDiskKey(master, uuid));
       record = await before.readFile(CLUSTER_RECORD_FILE);
-      await before.write(1 << 20, marker);
+      await before.writeFile('app/marker', marker);
     } finally {
       await before.close();
     }
@@ -190,12 +192,12 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
     const worker0 = (await status(copy, ws)).find((n) => n.name === 'worker-0');
     assert.equal(worker0?.state, 'joined');
 
-    const after = await openFileStateDisk(np.stateDisk);
+    const after = await openGocryptfsStateDisk(view);
     try {
       assert.equal(after.uuid, uuid);
       await after.unlock(deriveStateDiskKey(master, uuid)); // the key the node unlocked it with: a wrong one is refused
       assert.deepEqual(await after.readFile(CLUSTER_RECORD_FILE), record);
-      assert.deepEqual(Buffer.from(await after.read(1 << 20, marker.length)), marker);
+      assert.deepEqual(Buffer.from((await after.readFile('app/marker'))!), marker);
     } finally {
       await after.close();
     }

@@ -1,6 +1,6 @@
 /**
  * In-process nodes for the bootstrapper tests: each node has its own swtpm (PCRs 4, 9, 11 measured like the
- * local launcher does), its own file state disk, its own loopback address and a real runBootstrapper; the
+ * local launcher does), its own gocryptfs state disk, its own loopback address and a real runBootstrapper; the
  * provider is played by an in-test metadata (NodeMetadata) and AK registry. Also the CLI's side of init and
  * recover (verifier as gRPC client), recording what it put on the wire.
  */
@@ -13,7 +13,7 @@ import type { ClientDuplexStream } from '@grpc/grpc-js';
 import bcrypt from 'bcryptjs';
 import { runBootstrapper, type Bootstrapper } from '../../../bootstrapper/bootstrapper.js';
 import { createBackend, type KubernetesBackend } from '../../../bootstrapper/kubernetes/backend.js';
-import { openFileStateDisk, type FileStateDisk } from '../../../bootstrapper/state-disk.js';
+import { openGocryptfsStateDisk, type GocryptfsStateDisk } from '../../../bootstrapper/state-disk.js';
 import {
   attestedChannelOptions,
   createAttestedClientCredentials,
@@ -34,7 +34,6 @@ import { VerifyClient, type NodeStatus } from '../../../proto/gen/constellation/
 import type { InstanceMetadata, NodeMetadata, NodeRole } from '../../../providers/contract.js';
 
 export const KUBERNETES_VERSION = 'v1.31.1';
-const DISK_BYTES = 4 * 1024 * 1024;
 const STEP_TIMEOUT_MS = 20_000;
 
 /** A port that was free a moment ago (for the join service, which every node must find at the same port). */
@@ -81,7 +80,7 @@ export class TestNode {
   bootstrapper!: Bootstrapper;
   /** The Kubernetes backend of the current boot (none); its token sink holds what the node's join service issued. */
   backend!: KubernetesBackend;
-  disk!: FileStateDisk;
+  disk!: GocryptfsStateDisk;
   readonly log: string[] = [];
   akPublic!: Uint8Array;
 
@@ -96,9 +95,6 @@ export class TestNode {
   static async start(cluster: TestCluster, options: TestNodeOptions): Promise<TestNode> {
     const dir = path.join(cluster.dir, options.name);
     await fs.mkdir(dir, { recursive: true });
-    const handle = await fs.open(path.join(dir, 'state-disk.img'), 'w');
-    await handle.truncate(DISK_BYTES);
-    await handle.close();
     const swtpm = await startSwtpm({ stateDir: path.join(dir, 'tpm') });
     let tpm: TpmClient | undefined;
     try {
@@ -126,8 +122,8 @@ export class TestNode {
       const part = index === 9 && this.options.tamperedImage ? 'tampered initramfs' : `image part ${index}`;
       await this.tpm.pcrExtend(index, [{ hashAlg: TPM_ALG.SHA256, digest: createHash('sha256').update(part).digest() }]);
     }
-    this.disk = await openFileStateDisk(path.join(this.dir, 'state-disk.img'));
-    this.backend = createBackend('none', { workDir: path.join(this.dir, 'kubernetes') });
+    this.disk = await openGocryptfsStateDisk({ diskDir: path.join(this.dir, 'state-disk'), mountPoint: path.join(this.dir, 'state') });
+    this.backend = createBackend('none', { workDir: path.join(this.disk.mountPoint, 'kubernetes') });
     this.bootstrapper = await runBootstrapper({
       node: { name: this.name, ip: this.options.ip, role: this.options.role },
       tpm: this.tpm,
@@ -135,7 +131,7 @@ export class TestNode {
       metadata: this.cluster.provider.metadataFor(this.name),
       stateDisk: this.disk,
       backend: this.backend,
-      joinService: { dir: path.join(this.dir, 'joinservice'), validatorDeps: { akRegistry: this.cluster.provider } },
+      joinService: { dir: path.join(this.disk.mountPoint, 'joinservice'), validatorDeps: { akRegistry: this.cluster.provider } },
       logger: createLogger((line) => this.log.push(line), { node: this.name }),
       logTail: () => Buffer.from(this.log.slice(-50).join('\n')),
       ports: { init: 0, verify: 0, recovery: 0, join: this.cluster.joinPort },

@@ -75,8 +75,8 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       ],
     );
     const np = nodePaths(ws, 'worker-1');
-    assert.equal((await fs.stat(np.stateDisk)).size, 1024 ** 3);
-    assert.equal((await fs.stat(np.stateDisk)).mode & 0o777, 0o600);
+    assert.ok((await fs.stat(np.stateDisk)).isDirectory(), 'the state disk is a folder the node encrypts (gocryptfs)');
+    assert.equal((await fs.stat(np.stateDisk)).mode & 0o777, 0o700);
     assert.equal((await fs.readFile(np.address, 'utf8')).trim(), `${prefix}.101`);
     assert.ok((await fs.stat(path.join(np.tpmDir, 'tpm2-00.permall'))).isFile());
     const resources = (await ctx.journal.list()).map((r) => r.id).sort();
@@ -95,6 +95,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       assert.equal(node.env.NODE_ROLE, instance.role);
       assert.equal(node.env.METADATA_URL, metadataUrl);
       assert.equal(node.env.STATE_DISK, nodePaths(ws, instance.name).stateDisk);
+      assert.equal(node.env.STATE_DIR, nodePaths(ws, instance.name).stateDir);
       assert.equal(node.env.KUBERNETES_BACKEND, 'kubeadm', 'the config\'s provider.local.kubernetesBackend');
       assert.deepEqual(node.pcrs, expected, `${instance.name}'s PCRs`);
       for (const [index, m] of Object.entries(measurements)) assert.equal(node.pcrs.sha256[index], m.expected);

@@ -1,0 +1,220 @@
+/**
+ * The state disk of local process nodes: an encrypted directory with gocryptfs (FUSE), mounted at the node's state
+ * directory. The "disk" is a folder the provider made for the node:
+ *
+ *   <diskDir>/uuid      the disk's UUID, plaintext (like a cloud disk's serial: readable before the key is known)
+ *   <diskDir>/cipher/   gocryptfs's ciphertext: file contents and names encrypted, nothing readable without the key
+ *   <diskDir>/gocryptfs.log  gocryptfs's own messages
+ *
+ * format(key) runs `gocryptfs -init` with the hex of the derived disk key as password (gocryptfs makes a random
+ * master key and wraps it with scrypt(password); the password is 32 random bytes, so a minimal scrypt cost is
+ * enough), then mounts. unlock(key) mounts; gocryptfs refuses a wrong password (exit 12) without changing anything.
+ * close() unmounts. A node that was killed leaves a dead FUSE mount behind; opening the disk at the next boot clears
+ * it, as a VM boots with nothing mounted. The key goes to gocryptfs on stdin, never on a command line.
+ */
+import { spawn } from 'node:child_process';
+import { randomUUID as nodeRandomUUID } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { detachMount, mountPointsUnder } from '../../lib/mounts.js';
+import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { StateDiskError, type StateDisk } from './types.js';
+
+export interface GocryptfsStateDiskOptions {
+  /** The disk folder (uuid + cipher/). */
+  diskDir: string;
+  /** Where the decrypted file system is mounted while the disk is open. */
+  mountPoint: string;
+  gocryptfsBinary?: string;
+  fusermountBinary?: string;
+  /** Makes the UUID of a new disk; a parameter so tests can pin it. */
+  randomUUID?: () => string;
+}
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+/** gocryptfs's exit code for a wrong password. */
+const WRONG_PASSWORD = 12;
+/** scrypt cost 2^10: the password is a 32-byte random key, so stretching it buys nothing. */
+const SCRYPT_N = '10';
+
+/** Opens (and on first use creates) the disk folder; clears a dead mount an earlier boot left. */
+export async function openGocryptfsStateDisk(options: GocryptfsStateDiskOptions): Promise<GocryptfsStateDisk> {
+  await fs.mkdir(options.diskDir, { recursive: true, mode: 0o700 });
+  const uuidFile = path.join(options.diskDir, 'uuid');
+  let uuid = await readUuid(uuidFile);
+  if (uuid === undefined) {
+    try {
+      await writeFileAtomic(uuidFile, `${(options.randomUUID ?? nodeRandomUUID)().toLowerCase()}\n`, { exclusive: true, mode: 0o600 });
+    } catch (err) {
+      if (!(err instanceof FileExistsError)) throw err;
+    }
+    uuid = await readUuid(uuidFile);
+  }
+  if (uuid === undefined) throw new StateDiskError(`The state disk ${options.diskDir} has no valid UUID in ${uuidFile}.`);
+  const disk = new GocryptfsStateDisk(options, uuid);
+  await disk.clearDeadMount();
+  await fs.mkdir(options.mountPoint, { recursive: true, mode: 0o700 });
+  return disk;
+}
+
+async function readUuid(file: string): Promise<string | undefined> {
+  let text: string;
+  try {
+    text = await fs.readFile(file, 'utf8');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+  const uuid = text.trim();
+  if (!UUID.test(uuid)) throw new StateDiskError(`${file} does not hold a disk UUID.`, { hint: 'The disk folder is damaged; replace the node.' });
+  return uuid;
+}
+
+export class GocryptfsStateDisk implements StateDisk {
+  readonly mountPoint: string;
+  private readonly cipherDir: string;
+  /** gocryptfs's messages (never the key: that goes on stdin). */
+  private readonly logFile: string;
+  private mounted = false;
+  private closed = false;
+
+  constructor(
+    private readonly options: GocryptfsStateDiskOptions,
+    readonly uuid: string,
+  ) {
+    this.mountPoint = path.resolve(options.mountPoint);
+    this.cipherDir = path.join(options.diskDir, 'cipher');
+    this.logFile = path.join(options.diskDir, 'gocryptfs.log');
+  }
+
+  async isFormatted(): Promise<boolean> {
+    return fs.access(path.join(this.cipherDir, 'gocryptfs.conf')).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  async format(key: Uint8Array): Promise<void> {
+    this.checkOpen();
+    if (await this.isFormatted()) throw new StateDiskError(`The state disk ${this.uuid} is formatted already; it is unlocked, never formatted again.`);
+    checkKey(key);
+    // A folder left by a format that was killed half-way holds no data yet: start it again.
+    await fs.rm(this.cipherDir, { recursive: true, force: true });
+    await fs.mkdir(this.cipherDir, { mode: 0o700 });
+    const init = await this.gocryptfs(['-init', '-q', '-nosyslog', '-scryptn', SCRYPT_N, this.cipherDir], key);
+    if (init.code !== 0) throw new StateDiskError(`gocryptfs could not format the state disk ${this.uuid}: ${init.stderr || `exit code ${init.code}`}`);
+    await this.mount(key);
+  }
+
+  async unlock(key: Uint8Array): Promise<void> {
+    this.checkOpen();
+    if (!(await this.isFormatted())) throw new StateDiskError(`The state disk ${this.uuid} is not formatted; there is nothing to unlock.`);
+    checkKey(key);
+    await this.mount(key);
+  }
+
+  async readFile(name: string): Promise<Uint8Array | undefined> {
+    try {
+      return new Uint8Array(await fs.readFile(this.pathOf(name)));
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  async writeFile(name: string, data: Uint8Array): Promise<void> {
+    const file = this.pathOf(name);
+    await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
+    await writeFileAtomic(file, data, { mode: 0o600 });
+  }
+
+  /** Unmounts; gocryptfs exits with its mount. Later calls but close() fail. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (!this.mounted) return;
+    this.mounted = false;
+    const result = await run(this.options.fusermountBinary ?? 'fusermount3', ['-u', this.mountPoint]);
+    // Busy (a process still has a file open): detach it now, the kernel finishes when the last file closes.
+    if (result.code !== 0) await detachMount(this.mountPoint, this.options.fusermountBinary);
+  }
+
+  /** A mount whose gocryptfs is gone answers every access with ENOTCONN: detach it. */
+  async clearDeadMount(): Promise<void> {
+    if ((await mountPointsUnder(this.mountPoint)).includes(this.mountPoint)) await detachMount(this.mountPoint, this.options.fusermountBinary);
+  }
+
+  private async mount(key: Uint8Array): Promise<void> {
+    if (this.mounted) return;
+    await this.clearDeadMount();
+    await fs.mkdir(this.mountPoint, { recursive: true, mode: 0o700 });
+    // gocryptfs forks a daemon that serves the mount; the parent exits 0 once the mount is ready.
+    const result = await this.gocryptfs(['-q', '-nosyslog', this.cipherDir, this.mountPoint], key);
+    if (result.code === WRONG_PASSWORD) {
+      throw new StateDiskError(`The key does not unlock the state disk ${this.uuid}; nothing was changed.`, {
+        hint: 'The disk belongs to another cluster, or the master secret is not the one the cluster was initialized with.',
+      });
+    }
+    if (result.code !== 0) throw new StateDiskError(`gocryptfs could not mount the state disk ${this.uuid}: ${result.stderr || `exit code ${result.code}`}`);
+    this.mounted = true;
+  }
+
+  private gocryptfs(args: string[], key: Uint8Array): Promise<RunResult> {
+    return run(this.options.gocryptfsBinary ?? 'gocryptfs', args, { input: Buffer.from(key).toString('hex'), logFile: this.logFile });
+  }
+
+  private pathOf(name: string): string {
+    this.checkOpen();
+    if (!this.mounted) throw new StateDiskError(`The state disk ${this.uuid} is locked; unlock it first.`);
+    const file = path.resolve(this.mountPoint, name);
+    if (name === '' || path.isAbsolute(name) || !file.startsWith(`${this.mountPoint}${path.sep}`)) {
+      throw new StateDiskError(`"${name}" is not a file name inside the state disk.`);
+    }
+    return file;
+  }
+
+  private checkOpen(): void {
+    if (this.closed) throw new StateDiskError(`The state disk ${this.uuid} is closed.`);
+  }
+}
+
+function checkKey(key: Uint8Array): void {
+  if (key.length !== 32) throw new StateDiskError(`A state-disk key has 32 bytes, got ${key.length}.`);
+}
+
+interface RunResult {
+  code: number;
+  /** What the program wrote to stderr during this run (its tail). */
+  stderr: string;
+}
+
+/**
+ * Runs a program with `input` on stdin; its stderr goes to `logFile` (appended). A pipe would not do: gocryptfs's
+ * daemon child inherits stderr, and a Go program dies of SIGPIPE when it writes to a closed one.
+ */
+async function run(file: string, args: string[], options: { input?: string; logFile?: string } = {}): Promise<RunResult> {
+  const log = options.logFile ? await fs.open(options.logFile, 'a+', 0o600) : undefined;
+  const start = log ? (await log.stat()).size : 0;
+  try {
+    const code = await new Promise<number>((resolve, reject) => {
+      const child = spawn(file, args, { stdio: ['pipe', 'ignore', log ? log.fd : 'ignore'] });
+      child.once('error', (err: NodeJS.ErrnoException) => {
+        reject(err.code === 'ENOENT' ? new StateDiskError(`${file} is not installed.`, { hint: 'Install gocryptfs and fuse3 (npm run setup does).' }) : err);
+      });
+      child.once('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 128 : 1)));
+      child.stdin!.on('error', () => undefined);
+      child.stdin!.end(options.input ?? '');
+    });
+    let stderr = '';
+    if (log && code !== 0) {
+      const { size } = await log.stat();
+      const length = Math.min(size - start, 4096);
+      const buffer = Buffer.alloc(length);
+      await log.read(buffer, 0, length, size - length);
+      stderr = buffer.toString('utf8').trim();
+    }
+    return { code, stderr };
+  } finally {
+    await log?.close();
+  }
+}
