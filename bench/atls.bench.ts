@@ -12,7 +12,7 @@ import os from 'node:os';
 import type { ServerDuplexStream, ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
 import { attestedServer, recoverClientAdapter, recoverServerAdapter, verifierClient } from '../lib/atls/index.js';
 import { RecoverSecrets, RecoveryClient, RecoveryService, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
-import { VerifyClient, VerifyService, type GetStatusRequest, type NodeStatus } from '../proto/gen/constellation/verify.js';
+import { NodeStatus, VerifyClient, VerifyService, type GetStatusRequest } from '../proto/gen/constellation/verify.js';
 import { openAttestationKit } from '../test/atls/support/kits.js';
 import { clientOptions, startTestServer } from '../test/atls/support/wire.js';
 
@@ -28,14 +28,14 @@ export default async function bench(out: (line: string) => void): Promise<void> 
     recover: (call: ServerDuplexStream<RecoverRequest, RecoverResponse>) =>
       void attestedServer(call, recoverServerAdapter, { purpose: 'recover', issuer: kit.issuer, peer: 'the CLI' }).then(
         (session) => {
-          session.channel.sendOther({ kind: { $case: 'done', value: { diskUuid: 'bench' } } });
+          session.channel.sendOther({ kind: { $case: 'done', value: { nodeName: '', diskUuid: 'bench' } } });
           session.channel.end();
         },
         () => undefined,
       ),
     getAttestation: (_call: unknown, callback: sendUnaryData<never>) => callback({ code: 12 }),
     getStatus: (_call: ServerUnaryCall<GetStatusRequest, NodeStatus>, callback: sendUnaryData<NodeStatus>) =>
-      callback(null, { name: 'bench', role: 'worker', state: 'joined', reason: '', clusterId: '' }),
+      callback(null, NodeStatus.fromPartial({ name: 'bench', role: 'worker', state: 'joined' })),
   });
   const { credentials, options } = await clientOptions();
   const secrets = RecoverSecrets.encode({ masterKey: Buffer.alloc(32, 1), masterSalt: Buffer.alloc(32, 2) }).finish();

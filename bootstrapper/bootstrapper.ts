@@ -24,6 +24,10 @@ import { NodeSetup, type BootstrapperTpm, type JoinServiceSettings } from './nod
 import { NodeStatusTracker } from './node-status.js';
 import { RecoveryServer } from './recovery-server.js';
 import { createVerifyService } from './verify-server.js';
+import { IMAGE_PCRS, imageMeasurementsDigest } from '../lib/attestation/measurements.js';
+import { cliVersion } from '../lib/config/package-info.js';
+import type { TpmClient } from '../lib/tpm/client.js';
+import { TPM_ALG } from '../lib/tpm/constants.js';
 
 /** Ports of the node's services (DESIGN §6); tests pass 0 for ephemeral ports where nothing else must find them. */
 export interface ServicePorts {
@@ -39,7 +43,7 @@ export const DEFAULT_PORTS: ServicePorts = { init: 9000, verify: 30081, join: 30
 export interface BootstrapperDeps {
   node: NodeIdentity;
   /** The node's TPM connection (shared with the issuer: swtpm serves one connection). */
-  tpm: BootstrapperTpm;
+  tpm: BootstrapperTpm & Pick<TpmClient, 'pcrRead'>;
   issuer: Issuer;
   metadata: NodeMetadata;
   stateDisk: StateDisk;
@@ -55,6 +59,8 @@ export interface BootstrapperDeps {
   retry?: RetryPolicy;
   /** Longest wait for one message of a peer. */
   stepTimeoutMs?: number;
+  /** The version of the image the node booted ("local" for the local provider's current build); reported by GetStatus. */
+  imageVersion?: string;
 }
 
 export interface Bootstrapper {
@@ -75,7 +81,12 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
   const ports = { ...DEFAULT_PORTS, ...deps.ports };
   const host = deps.host ?? node.ip;
   const lock = new NodeLock();
-  const status = new NodeStatusTracker(node.name, node.role);
+  const status = new NodeStatusTracker(node.name, node.role, {
+    attestationVariant: deps.issuer.variant,
+    imageVersion: deps.imageVersion ?? '',
+    imageMeasurementsDigest: await bootedImageDigest(deps.tpm),
+    microserviceVersion: cliVersion(),
+  });
   const setup = new NodeSetup({
     tpm: deps.tpm,
     stateDisk: deps.stateDisk,
@@ -132,6 +143,8 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
       }, ports.recovery);
       servers.push(server);
       started.recovery = server.port;
+      // Back in the cluster (rejoined or recovered), the node has nothing to recover: `recover` stops finding it.
+      lock.onLocked(() => void server.close());
     }
 
     const kind = rebooted ? 'rejoin' : 'join';
@@ -155,4 +168,11 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     throw err;
   }
   return { status, lock, ports: started, close };
+}
+
+/** The digest of the image PCRs (SHA-256 bank) as the launcher measured them before this program started. */
+async function bootedImageDigest(tpm: BootstrapperTpm & Pick<TpmClient, 'pcrRead'>): Promise<string> {
+  const banks = await tpm.pcrBanks();
+  if (!banks.some((b) => b.hashAlg === TPM_ALG.SHA256)) return '';
+  return imageMeasurementsDigest(await tpm.pcrRead(TPM_ALG.SHA256, [...IMAGE_PCRS]));
 }

@@ -186,6 +186,7 @@ export class InitServer {
   /** The steps after the lock; each is safe to run again when an earlier attempt failed. */
   private async run(secrets: CheckedInitSecrets): Promise<InitResult> {
     const { node, setup, stateDisk, status, clock } = this.options;
+    status.attested('accepted', 'the CLI (init)', { now: clock() });
     status.set('initializing');
     try {
       const measurementSecret = deriveMeasurementSecret(secrets.master);
@@ -201,7 +202,10 @@ export class InitServer {
         role: node.role,
         clusterId: Buffer.from(clusterId).toString('hex'),
         measurementSalt: Buffer.from(secrets.measurementSalt).toString('hex'),
+        kubernetesVersion: secrets.kubernetesVersion,
       });
+      if (how === 'formatted') await setup.recordClusterEntry('init');
+      status.setKubernetesVersion(secrets.kubernetesVersion);
       this.emit('state-disk', `${how} the state disk ${stateDisk.uuid} with its derived key`);
 
       this.pki ??= createClusterPki({ clock, clusterName: secrets.clusterName });

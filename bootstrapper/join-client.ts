@@ -78,6 +78,7 @@ export class JoinClient {
         if (signal.aborted || lock.locked) return;
         const attempt = await this.attempt(address, kind, hello, signal);
         if ('ticket' in attempt) {
+          status.attested('accepted', `the join service at ${address}`);
           // A rejoin ticket's key must open the disk before the node commits to it (a wrong one changes nothing).
           if (kind === 'rejoin' && !(await this.unlockWith(attempt.ticket, address))) {
             refused = true;
@@ -93,17 +94,34 @@ export class JoinClient {
         if ('refused' in attempt) {
           if (status.get().reason !== attempt.refused) this.logger.warn(`${kind} refused by the join service`, { address, reason: attempt.refused });
           status.set('refused', { reason: attempt.refused });
+          status.attested('refused', `the join service at ${address}`, { reason: attempt.refused });
           refused = true;
           break;
         }
         this.logger.debug('join service not reachable', { address, reason: attempt.unreachable, round });
       }
+      if (!refused && kind === 'rejoin') this.noJoinServiceAnswers();
       try {
         await (this.options.sleep ?? realSleep)(wait, signal);
       } catch {
         return; // aborted
       }
       wait = Math.min(wait * 2, refused ? retry.maxMs : retry.unreachableMaxMs);
+    }
+  }
+
+  /**
+   * A rebooted node that no join service answers: a control-plane node waits for `constellation recover` (its
+   * recovery server runs), a worker for a control plane to come back.
+   */
+  private noJoinServiceAnswers(): void {
+    const { status, node } = this.options;
+    const current = status.get().state;
+    if (current !== 'waiting' && current !== 'awaiting-recovery') return;
+    if (node.role === 'control-plane') {
+      status.set('awaiting-recovery', { reason: 'no join service answers: run `constellation recover` if every control-plane node rebooted' });
+    } else {
+      status.set('waiting', { reason: 'no join service answers yet: it rejoins once a control-plane node is back' });
     }
   }
 
@@ -180,6 +198,7 @@ export class JoinClient {
     status.set('joining');
     try {
       const clusterId = kind === 'join' ? await this.join(JoinTicket.decode(sealed)) : await this.rejoin(RejoinTicket.decode(sealed));
+      await this.options.setup.recordClusterEntry(kind);
       status.set('joined', { clusterId });
       this.logger.info(`${kind === 'join' ? 'joined' : 'rejoined'} the cluster`, { clusterId: Buffer.from(clusterId).toString('hex'), role: node.role });
     } catch (err) {
@@ -199,7 +218,9 @@ export class JoinClient {
       role: node.role,
       clusterId: Buffer.from(clusterId).toString('hex'),
       measurementSalt: Buffer.from(ticket.measurementSalt).toString('hex'),
+      kubernetesVersion: ticket.kubernetesVersion,
     });
+    this.options.status.setKubernetesVersion(ticket.kubernetesVersion);
     const kubeletKey = Buffer.from(this.csr!.privateKeyPem);
     const kubeletCert = Buffer.from(pem('CERTIFICATE', ticket.kubeletCert));
     await stateDisk.writeFile(KUBELET_KEY_FILE, kubeletKey);
@@ -230,7 +251,12 @@ export class JoinClient {
     return clusterId;
   }
 
-  private rejoin(ticket: RejoinTicket): Promise<Uint8Array> {
-    return this.options.setup.resume(ticket.stateDiskKey, ticket.measurementSecret, { hostJoinService: this.options.node.role === 'control-plane' });
+  private async rejoin(ticket: RejoinTicket): Promise<Uint8Array> {
+    const { clusterId, record } = await this.options.setup.resume(ticket.stateDiskKey, ticket.measurementSecret, {
+      hostJoinService: this.options.node.role === 'control-plane',
+      how: 'rejoin',
+    });
+    this.options.status.setKubernetesVersion(record.kubernetesVersion ?? '');
+    return clusterId;
   }
 }

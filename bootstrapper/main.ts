@@ -74,6 +74,7 @@ async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array
     joinService: { dir: path.join(stateDisk.mountPoint, JOIN_SERVICE_DIR), validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) } },
     logger,
     logTail: () => tail.snapshot(),
+    imageVersion: env.imageVersion,
   });
   cleanup.push(() => bootstrapper.close());
   return bootstrapper;

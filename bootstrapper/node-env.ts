@@ -23,6 +23,8 @@ export interface NodeEnv {
   provider: string;
   /** Kubernetes backend (KUBERNETES_BACKEND, default "none"). */
   backend: 'none' | 'kubeadm';
+  /** The image's version (IMAGE_VERSION, default "local"), reported by `constellation status`. */
+  imageVersion: string;
 }
 
 const nonEmpty = (what: string) => z.string({ error: `is not set; it must be ${what}` }).min(1, `is empty; it must be ${what}`);
@@ -38,6 +40,7 @@ const envSchema = z.object({
   NODE_DIR: nonEmpty('the node\'s folder'),
   CONSTELLATION_PROVIDER: z.string().min(1).default('local'),
   KUBERNETES_BACKEND: z.enum(['none', 'kubeadm'], { error: 'must be "none" or "kubeadm"' }).default('none'),
+  IMAGE_VERSION: z.string().min(1).default('local'),
 });
 
 export function readNodeEnv(env: NodeJS.ProcessEnv = process.env): NodeEnv {
@@ -60,5 +63,6 @@ export function readNodeEnv(env: NodeJS.ProcessEnv = process.env): NodeEnv {
     nodeDir: e.NODE_DIR,
     provider: e.CONSTELLATION_PROVIDER,
     backend: e.KUBERNETES_BACKEND,
+    imageVersion: e.IMAGE_VERSION,
   };
 }

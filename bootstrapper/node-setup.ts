@@ -26,6 +26,11 @@ export const CLUSTER_PCR = 15;
 /** The node's cluster record on its state disk. Not secret on its own, but kept on the encrypted disk anyway. */
 export const CLUSTER_RECORD_FILE = 'constellation/cluster.json';
 
+/** One JSON line per time the node came into its cluster (init, join, rejoin, recover), oldest first. */
+export const BOOT_HISTORY_FILE = 'constellation/boots.jsonl';
+
+export type ClusterEntry = 'init' | 'join' | 'rejoin' | 'recover';
+
 export interface ClusterRecord {
   /** How the node came into the cluster. */
   origin: 'init' | 'join';
@@ -34,6 +39,8 @@ export interface ClusterRecord {
   clusterId: string;
   /** Hex; with the measurement secret (from a rejoin ticket) it gives the clusterID again. */
   measurementSalt: string;
+  /** The Kubernetes version the node was initialized or joined with (absent in records of older nodes). */
+  kubernetesVersion?: string;
 }
 
 /** The TPM operations the bootstrapper needs besides the issuer's (which shares the same connection). */
@@ -129,12 +136,23 @@ export class NodeSetup {
     return { ...(record as ClusterRecord), measurementSaltBytes: new Uint8Array(salt) };
   }
 
+  /** Appends to the node's boot history on its state disk (the disk is open). */
+  async recordClusterEntry(how: ClusterEntry): Promise<void> {
+    const earlier = (await this.options.stateDisk.readFile(BOOT_HISTORY_FILE)) ?? new Uint8Array(0);
+    const line = `${JSON.stringify({ time: this.options.clock().toISOString(), how })}\n`;
+    await this.options.stateDisk.writeFile(BOOT_HISTORY_FILE, Buffer.concat([earlier, Buffer.from(line)]));
+  }
+
   /**
    * Back into the cluster after a reboot (rejoin ticket or recovery): unlock the disk, recompute the clusterID
    * from the measurement secret and the salt on the disk, extend PCR 15, and on a control-plane node that
-   * hosted a join service before, start it again. Returns the clusterID.
+   * hosted a join service before, start it again. Returns the clusterID and the node's cluster record.
    */
-  async resume(diskKey: Uint8Array, measurementSecret: Uint8Array, options: { hostJoinService: boolean }): Promise<Uint8Array> {
+  async resume(
+    diskKey: Uint8Array,
+    measurementSecret: Uint8Array,
+    options: { hostJoinService: boolean; how: ClusterEntry },
+  ): Promise<{ clusterId: Uint8Array; record: ClusterRecord }> {
     await this.openStateDisk(diskKey);
     const record = await this.readClusterRecord();
     const clusterId = deriveClusterId(measurementSecret, record.measurementSaltBytes);
@@ -142,8 +160,9 @@ export class NodeSetup {
       throw new UserError('The measurement secret does not give the clusterID this node recorded: it belongs to another cluster.');
     }
     await this.extendClusterPcr(clusterId);
+    await this.recordClusterEntry(options.how);
     if (options.hostJoinService && (await this.hasJoinServiceFiles())) await this.startJoinService();
-    return clusterId;
+    return { clusterId, record };
   }
 
   /** Whether the join service's files are all in place (a control-plane node that initialized or joined before). */

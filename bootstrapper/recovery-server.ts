@@ -31,7 +31,7 @@ export class RecoveryServer {
     const options = { purpose: 'recover' as const, issuer, logger: this.logger, stepTimeoutMs, failureMessage: 'recovery failed' };
     return serveCliCall(call, recoverServerAdapter, options, async (session) => {
       await this.recover(RecoverSecrets.decode(session.secrets));
-      session.channel.sendOther({ kind: { $case: 'done', value: { diskUuid: stateDisk.uuid } } });
+      session.channel.sendOther({ kind: { $case: 'done', value: { diskUuid: stateDisk.uuid, nodeName: this.options.node.name } } });
       session.channel.end();
     });
   }
@@ -46,11 +46,14 @@ export class RecoveryServer {
     // Unlocking first: a wrong master secret is refused by the disk and leaves the node as it was.
     await setup.openStateDisk(deriveStateDiskKey(master, stateDisk.uuid));
     if (!lock.tryLock('join')) throw new UserError('This node rejoined its cluster meanwhile; there is nothing to recover.');
+    status.attested('accepted', 'the CLI (recover)');
     status.set('joining');
     try {
-      const clusterId = await setup.resume(deriveStateDiskKey(master, stateDisk.uuid), deriveMeasurementSecret(master), {
+      const { clusterId, record } = await setup.resume(deriveStateDiskKey(master, stateDisk.uuid), deriveMeasurementSecret(master), {
         hostJoinService: node.role === 'control-plane',
+        how: 'recover',
       });
+      status.setKubernetesVersion(record.kubernetesVersion ?? '');
       status.set('joined', { clusterId });
       this.logger.info('recovered: state disk unlocked with the master secret from the CLI', { clusterId: Buffer.from(clusterId).toString('hex') });
     } catch (err) {

@@ -7,15 +7,14 @@
 import type { ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
 import type { Issuer } from '../lib/attestation/types.js';
 import { createVerifyHandler } from '../lib/atls/index.js';
-import type { GetStatusRequest, NodeStatus, VerifyServer } from '../proto/gen/constellation/verify.js';
+import { NodeStatus, type GetStatusRequest, type VerifyServer } from '../proto/gen/constellation/verify.js';
 import type { NodeStatusTracker } from './node-status.js';
 
 export function createVerifyService(issuer: Issuer, status: NodeStatusTracker): VerifyServer {
   return {
     ...createVerifyHandler(issuer),
     getStatus(_call: ServerUnaryCall<GetStatusRequest, NodeStatus>, callback: sendUnaryData<NodeStatus>) {
-      const s = status.get();
-      callback(null, { name: s.name, role: s.role, state: s.state, reason: s.reason, clusterId: s.clusterId });
+      callback(null, NodeStatus.fromPartial(status.get()));
     },
   };
 }

@@ -2,6 +2,7 @@
  * Comparing verified PCR values with the config's measurements (DESIGN §5, last step), and the mismatch report
  * operators read: one line per PCR naming the expected and the actual value and whether it is enforced.
  */
+import { createHash } from 'node:crypto';
 import type { Measurements, PcrComparison } from './types.js';
 import { AttestationError } from './types.js';
 
@@ -52,4 +53,29 @@ function measuredIndices(measurements: Measurements): number[] {
   return Object.keys(measurements)
     .map(Number)
     .sort((a, b) => a - b);
+}
+
+/** The PCRs a node image defines (DESIGN §5): boot chain, initramfs/cmdline, unified kernel image, and the zero ones. */
+export const IMAGE_PCRS = [4, 8, 9, 11, 12, 13] as const;
+
+/**
+ * A short name for an image's measurements: the first 12 hex digits of SHA-256 over "<index>=<hex>\n" for each image
+ * PCR in order. A node computes it from its PCRs as booted, the CLI from the config's expected values; equal digests
+ * mean the node runs the image the config expects. Empty when a value is missing.
+ */
+export function imageMeasurementsDigest(values: Map<number, Uint8Array | string> | Measurements): string {
+  const valueOf = (index: number): string | undefined => {
+    if (values instanceof Map) {
+      const v = values.get(index);
+      return v === undefined ? undefined : typeof v === 'string' ? v : Buffer.from(v).toString('hex');
+    }
+    return values[String(index)]?.expected;
+  };
+  const lines: string[] = [];
+  for (const index of IMAGE_PCRS) {
+    const value = valueOf(index);
+    if (value === undefined) return '';
+    lines.push(`${index}=${value.toLowerCase()}\n`);
+  }
+  return createHash('sha256').update(lines.join('')).digest('hex').slice(0, 12);
 }

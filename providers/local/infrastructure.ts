@@ -372,6 +372,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       tpm: { serverSocket: tpm.serverSocket, ctrlSocket: tpm.ctrlSocket },
       image: this.image,
       kubernetesBackend: store.record.kubernetesBackend,
+      imageVersion: 'local',
     };
     await writeFileAtomic(np.launchConfig, `${JSON.stringify(launch, null, 2)}\n`);
     ctx.progress?.(`booting ${name}`);

@@ -28,6 +28,8 @@ export const launchConfigSchema = z.object({
   image: z.object({ nodeBinary: z.string(), imageDir: z.string(), entry: z.string() }),
   /** The config's provider.local.kubernetesBackend. */
   kubernetesBackend: z.enum(['none', 'kubeadm']).default('none'),
+  /** The image's version: "local" for the current build. */
+  imageVersion: z.string().min(1).default('local'),
 });
 export type LaunchConfig = z.infer<typeof launchConfigSchema>;
 
@@ -65,6 +67,7 @@ export function nodeProgramEnv(config: LaunchConfig): Record<string, string> {
     STATE_DIR: config.stateDir,
     NODE_DIR: config.nodeDir,
     KUBERNETES_BACKEND: config.kubernetesBackend,
+    IMAGE_VERSION: config.imageVersion,
   };
 }
 

@@ -97,7 +97,7 @@ describe('atls/channel and roles', () => {
       recover: (call: ServerDuplexStream<RecoverRequest, RecoverResponse>) =>
         void attestedServer(call, recoverServerAdapter, { purpose: 'recover', issuer: attester, peer: 'the CLI' }).then((session) => {
           received = RecoverSecrets.decode(session.secrets);
-          session.channel.sendOther({ kind: { $case: 'done', value: { diskUuid: 'disk-1' } } });
+          session.channel.sendOther({ kind: { $case: 'done', value: { nodeName: '', diskUuid: 'disk-1' } } });
           session.channel.end();
         }),
     });

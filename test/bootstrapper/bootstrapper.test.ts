@@ -82,7 +82,23 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
     assert.deepEqual(new Uint8Array(await cp.pcr(15)), expectedPcr15(clusterId()));
     assert.equal(cp.bootstrapper.lock.owner, 'init');
     const status = await getStatus(cp.address(cp.bootstrapper.ports.verify));
-    assert.deepEqual({ ...status }, { name: 'cp-0', role: 'control-plane', state: 'initialized', reason: '', clusterId: Buffer.from(clusterId()).toString('hex') });
+    const { name, role, state, reason, attestationVariant, kubernetesVersion, lastAttestation } = status;
+    assert.deepEqual(
+      { name, role, state, reason, clusterId: status.clusterId, attestationVariant, kubernetesVersion, verifier: lastAttestation?.verifier, result: lastAttestation?.result },
+      {
+        name: 'cp-0',
+        role: 'control-plane',
+        state: 'initialized',
+        reason: '',
+        clusterId: Buffer.from(clusterId()).toString('hex'),
+        attestationVariant: 'local-vtpm',
+        kubernetesVersion: 'v1.31.1',
+        verifier: 'the CLI (init)',
+        result: 'accepted',
+      },
+    );
+    assert.match(status.imageMeasurementsDigest, /^[0-9a-f]{12}$/);
+    assert.match(status.microserviceVersion, /^\d+\.\d+\.\d+/);
 
     // The disk is formatted with HKDF(master, "key-" + uuid): a second handle unlocks with that key, not with another.
     const disk = await openGocryptfsStateDisk({ diskDir: path.join(cp.dir, 'state-disk'), mountPoint: path.join(cp.dir, 'second-view') });

@@ -26,6 +26,7 @@ describe('bootstrapper/node-env', () => {
       nodeDir: '/tmp/n',
       provider: 'local',
       backend: 'none',
+      imageVersion: 'local',
     });
   });
 

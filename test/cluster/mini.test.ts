@@ -14,8 +14,8 @@ describe('miniUp and miniDown', () => {
   let ws: string;
   let node: StandInNode;
   let provider: MeasuringMemoryProvider;
-  let answer: NodeStatus;
-  const joined: NodeStatus = { name: 'n', role: 'worker', state: 'joined', reason: '', clusterId: '' };
+  let answer: Partial<NodeStatus>;
+  const joined: Partial<NodeStatus> = { name: 'n', role: 'worker', state: 'joined', reason: '', clusterId: '' };
 
   beforeEach(async () => {
     ws = await tempDir();

@@ -8,7 +8,7 @@ import { MemoryProvider, StandInIssuer, startStandInNode, type StandInNode } fro
 
 describe('clusterStatus', () => {
   let node: StandInNode;
-  let answer: NodeStatus;
+  let answer: Partial<NodeStatus>;
   const provider = new MemoryProvider();
   const instance = (name: string, role: Instance['role'], state: Instance['state'] = 'running'): Instance => ({
     id: name,

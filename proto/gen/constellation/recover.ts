@@ -48,6 +48,8 @@ export interface RecoverSecrets {
 
 export interface RecoverDone {
   diskUuid: string;
+  /** The node's name, so the CLI can say which node came back behind a load balancer. */
+  nodeName: string;
 }
 
 function createBaseRecoverRequest(): RecoverRequest {
@@ -369,13 +371,16 @@ export const RecoverSecrets: MessageFns<RecoverSecrets> = {
 };
 
 function createBaseRecoverDone(): RecoverDone {
-  return { diskUuid: "" };
+  return { diskUuid: "", nodeName: "" };
 }
 
 export const RecoverDone: MessageFns<RecoverDone> = {
   encode(message: RecoverDone, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
     if (message.diskUuid !== "") {
       writer.uint32(10).string(message.diskUuid);
+    }
+    if (message.nodeName !== "") {
+      writer.uint32(18).string(message.nodeName);
     }
     return writer;
   },
@@ -401,6 +406,14 @@ export const RecoverDone: MessageFns<RecoverDone> = {
             message.diskUuid = reader.string();
             continue;
           }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.nodeName = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -420,6 +433,11 @@ export const RecoverDone: MessageFns<RecoverDone> = {
         : isSet(object.disk_uuid)
         ? globalThis.String(object.disk_uuid)
         : "",
+      nodeName: isSet(object.nodeName)
+        ? globalThis.String(object.nodeName)
+        : isSet(object.node_name)
+        ? globalThis.String(object.node_name)
+        : "",
     };
   },
 
@@ -427,6 +445,9 @@ export const RecoverDone: MessageFns<RecoverDone> = {
     const obj: any = {};
     if (message.diskUuid !== "") {
       obj.diskUuid = message.diskUuid;
+    }
+    if (message.nodeName !== "") {
+      obj.nodeName = message.nodeName;
     }
     return obj;
   },
@@ -437,6 +458,7 @@ export const RecoverDone: MessageFns<RecoverDone> = {
   fromPartial<I extends Exact<DeepPartial<RecoverDone>, I>>(object: I): RecoverDone {
     const message = createBaseRecoverDone();
     message.diskUuid = object.diskUuid ?? "";
+    message.nodeName = object.nodeName ?? "";
     return message;
   },
 };

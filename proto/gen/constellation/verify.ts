@@ -45,12 +45,41 @@ export interface NodeStatus {
   name: string;
   /** "control-plane" or "worker" */
   role: string;
-  /** "waiting" (not yet initialized or joined), "initializing", "joining", "initialized", "joined", "refused", "failed" */
+  /**
+   * "waiting" (not yet initialized or joined), "initializing", "joining", "initialized", "joined", "refused", "failed",
+   * "awaiting-recovery" (a control-plane node back from a reboot that no join service answers: `constellation recover`)
+   */
   state: string;
   /** Why the node is refused or failed (e.g. the join service's message naming the PCR); empty otherwise. */
   reason: string;
   /** Hex clusterID once the node belongs to a cluster. */
   clusterId: string;
+  /** The attestation variant the node's issuer produces (e.g. "local-vtpm"). */
+  attestationVariant: string;
+  /**
+   * The node image's version ("local" for the current build of the local provider) and the first 12 hex digits of
+   * SHA-256 over the image PCRs (4, 8, 9, 11, 12, 13, SHA-256 bank) as the node booted: the CLI compares it with the
+   * same digest of the config's measurements.
+   */
+  imageVersion: string;
+  imageMeasurementsDigest: string;
+  /** The Kubernetes version the node was initialized or joined with; empty before. */
+  kubernetesVersion: string;
+  /** The version of the node's bootstrapper (and join service). */
+  microserviceVersion: string;
+  /** The last time a verifier decided about this node's attestation (init, join, rejoin or recovery); unset before. */
+  lastAttestation: AttestationOutcome | undefined;
+}
+
+export interface AttestationOutcome {
+  /** "accepted" or "refused" */
+  result: string;
+  /** RFC 3339. */
+  time: string;
+  /** Who decided, e.g. "the CLI (init)", "the join service at 127.0.4.1:30090". */
+  verifier: string;
+  /** For a refusal: the verifier's reason (it names the PCR). */
+  reason: string;
 }
 
 function createBaseGetAttestationRequest(): GetAttestationRequest {
@@ -240,7 +269,19 @@ export const GetStatusRequest: MessageFns<GetStatusRequest> = {
 };
 
 function createBaseNodeStatus(): NodeStatus {
-  return { name: "", role: "", state: "", reason: "", clusterId: "" };
+  return {
+    name: "",
+    role: "",
+    state: "",
+    reason: "",
+    clusterId: "",
+    attestationVariant: "",
+    imageVersion: "",
+    imageMeasurementsDigest: "",
+    kubernetesVersion: "",
+    microserviceVersion: "",
+    lastAttestation: undefined,
+  };
 }
 
 export const NodeStatus: MessageFns<NodeStatus> = {
@@ -259,6 +300,24 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     }
     if (message.clusterId !== "") {
       writer.uint32(42).string(message.clusterId);
+    }
+    if (message.attestationVariant !== "") {
+      writer.uint32(50).string(message.attestationVariant);
+    }
+    if (message.imageVersion !== "") {
+      writer.uint32(58).string(message.imageVersion);
+    }
+    if (message.imageMeasurementsDigest !== "") {
+      writer.uint32(66).string(message.imageMeasurementsDigest);
+    }
+    if (message.kubernetesVersion !== "") {
+      writer.uint32(74).string(message.kubernetesVersion);
+    }
+    if (message.microserviceVersion !== "") {
+      writer.uint32(82).string(message.microserviceVersion);
+    }
+    if (message.lastAttestation !== undefined) {
+      AttestationOutcome.encode(message.lastAttestation, writer.uint32(90).fork()).join();
     }
     return writer;
   },
@@ -316,6 +375,54 @@ export const NodeStatus: MessageFns<NodeStatus> = {
             message.clusterId = reader.string();
             continue;
           }
+          case 6: {
+            if (tag !== 50) {
+              break;
+            }
+
+            message.attestationVariant = reader.string();
+            continue;
+          }
+          case 7: {
+            if (tag !== 58) {
+              break;
+            }
+
+            message.imageVersion = reader.string();
+            continue;
+          }
+          case 8: {
+            if (tag !== 66) {
+              break;
+            }
+
+            message.imageMeasurementsDigest = reader.string();
+            continue;
+          }
+          case 9: {
+            if (tag !== 74) {
+              break;
+            }
+
+            message.kubernetesVersion = reader.string();
+            continue;
+          }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.microserviceVersion = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.lastAttestation = AttestationOutcome.decode(reader, reader.uint32());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -339,6 +446,36 @@ export const NodeStatus: MessageFns<NodeStatus> = {
         : isSet(object.cluster_id)
         ? globalThis.String(object.cluster_id)
         : "",
+      attestationVariant: isSet(object.attestationVariant)
+        ? globalThis.String(object.attestationVariant)
+        : isSet(object.attestation_variant)
+        ? globalThis.String(object.attestation_variant)
+        : "",
+      imageVersion: isSet(object.imageVersion)
+        ? globalThis.String(object.imageVersion)
+        : isSet(object.image_version)
+        ? globalThis.String(object.image_version)
+        : "",
+      imageMeasurementsDigest: isSet(object.imageMeasurementsDigest)
+        ? globalThis.String(object.imageMeasurementsDigest)
+        : isSet(object.image_measurements_digest)
+        ? globalThis.String(object.image_measurements_digest)
+        : "",
+      kubernetesVersion: isSet(object.kubernetesVersion)
+        ? globalThis.String(object.kubernetesVersion)
+        : isSet(object.kubernetes_version)
+        ? globalThis.String(object.kubernetes_version)
+        : "",
+      microserviceVersion: isSet(object.microserviceVersion)
+        ? globalThis.String(object.microserviceVersion)
+        : isSet(object.microservice_version)
+        ? globalThis.String(object.microservice_version)
+        : "",
+      lastAttestation: isSet(object.lastAttestation)
+        ? AttestationOutcome.fromJSON(object.lastAttestation)
+        : isSet(object.last_attestation)
+        ? AttestationOutcome.fromJSON(object.last_attestation)
+        : undefined,
     };
   },
 
@@ -359,6 +496,24 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     if (message.clusterId !== "") {
       obj.clusterId = message.clusterId;
     }
+    if (message.attestationVariant !== "") {
+      obj.attestationVariant = message.attestationVariant;
+    }
+    if (message.imageVersion !== "") {
+      obj.imageVersion = message.imageVersion;
+    }
+    if (message.imageMeasurementsDigest !== "") {
+      obj.imageMeasurementsDigest = message.imageMeasurementsDigest;
+    }
+    if (message.kubernetesVersion !== "") {
+      obj.kubernetesVersion = message.kubernetesVersion;
+    }
+    if (message.microserviceVersion !== "") {
+      obj.microserviceVersion = message.microserviceVersion;
+    }
+    if (message.lastAttestation !== undefined) {
+      obj.lastAttestation = AttestationOutcome.toJSON(message.lastAttestation);
+    }
     return obj;
   },
 
@@ -372,6 +527,131 @@ export const NodeStatus: MessageFns<NodeStatus> = {
     message.state = object.state ?? "";
     message.reason = object.reason ?? "";
     message.clusterId = object.clusterId ?? "";
+    message.attestationVariant = object.attestationVariant ?? "";
+    message.imageVersion = object.imageVersion ?? "";
+    message.imageMeasurementsDigest = object.imageMeasurementsDigest ?? "";
+    message.kubernetesVersion = object.kubernetesVersion ?? "";
+    message.microserviceVersion = object.microserviceVersion ?? "";
+    message.lastAttestation = (object.lastAttestation !== undefined && object.lastAttestation !== null)
+      ? AttestationOutcome.fromPartial(object.lastAttestation)
+      : undefined;
+    return message;
+  },
+};
+
+function createBaseAttestationOutcome(): AttestationOutcome {
+  return { result: "", time: "", verifier: "", reason: "" };
+}
+
+export const AttestationOutcome: MessageFns<AttestationOutcome> = {
+  encode(message: AttestationOutcome, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.result !== "") {
+      writer.uint32(10).string(message.result);
+    }
+    if (message.time !== "") {
+      writer.uint32(18).string(message.time);
+    }
+    if (message.verifier !== "") {
+      writer.uint32(26).string(message.verifier);
+    }
+    if (message.reason !== "") {
+      writer.uint32(34).string(message.reason);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): AttestationOutcome {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseAttestationOutcome();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.result = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.time = reader.string();
+            continue;
+          }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.verifier = reader.string();
+            continue;
+          }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.reason = reader.string();
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): AttestationOutcome {
+    return {
+      result: isSet(object.result) ? globalThis.String(object.result) : "",
+      time: isSet(object.time) ? globalThis.String(object.time) : "",
+      verifier: isSet(object.verifier) ? globalThis.String(object.verifier) : "",
+      reason: isSet(object.reason) ? globalThis.String(object.reason) : "",
+    };
+  },
+
+  toJSON(message: AttestationOutcome): unknown {
+    const obj: any = {};
+    if (message.result !== "") {
+      obj.result = message.result;
+    }
+    if (message.time !== "") {
+      obj.time = message.time;
+    }
+    if (message.verifier !== "") {
+      obj.verifier = message.verifier;
+    }
+    if (message.reason !== "") {
+      obj.reason = message.reason;
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<AttestationOutcome>, I>>(base?: I): AttestationOutcome {
+    return AttestationOutcome.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<AttestationOutcome>, I>>(object: I): AttestationOutcome {
+    const message = createBaseAttestationOutcome();
+    message.result = object.result ?? "";
+    message.time = object.time ?? "";
+    message.verifier = object.verifier ?? "";
+    message.reason = object.reason ?? "";
     return message;
   },
 };

@@ -8,7 +8,7 @@ import { AttestationError, type AttestationDocument, type Issuer, type Measureme
 import { deriveClusterId, deriveMeasurementSecret } from '../../../lib/kms/index.js';
 import type { CreateRequest, CreateResult, InfrastructureProvider, Instance, ProviderContext } from '../../../providers/contract.js';
 import type { InitSecrets } from '../../../proto/gen/constellation/init.js';
-import type { NodeStatus } from '../../../proto/gen/constellation/verify.js';
+import { NodeStatus } from '../../../proto/gen/constellation/verify.js';
 
 export const KUBECONFIG = 'apiVersion: v1\nkind: Config\n';
 
@@ -57,7 +57,7 @@ export interface StandInNodeOptions {
   issuer: Issuer;
   /** What Init does after it received the secrets. */
   init?: 'succeed' | 'fail';
-  status?: () => NodeStatus;
+  status?: () => Partial<NodeStatus>;
   /** Called when the challenge arrives (before anything secret could have been sent). */
   onChallenge?: () => void;
 }
@@ -106,7 +106,7 @@ export async function startStandInNode(options: StandInNodeOptions): Promise<Sta
   server.addService(VerifyService, {
     getAttestation: (_call: unknown, cb: (err: unknown) => void) => cb({ code: 12, details: 'not here' }),
     getStatus: (_call: unknown, cb: (err: unknown, res?: NodeStatus) => void) =>
-      cb(null, options.status?.() ?? { name: 'node', role: 'control-plane', state: 'waiting', reason: '', clusterId: '' }),
+      cb(null, NodeStatus.fromPartial(options.status?.() ?? { name: 'node', role: 'control-plane', state: 'waiting' })),
   } as never);
   const credentials = await atls.createAttestedServerCredentials();
   node.port = await new Promise<number>((resolve, reject) =>
