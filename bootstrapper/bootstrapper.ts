@@ -85,7 +85,7 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     attestationVariant: deps.issuer.variant,
     imageVersion: deps.imageVersion ?? '',
     imageMeasurementsDigest: await bootedImageDigest(deps.tpm),
-    microserviceVersion: cliVersion(),
+    microserviceVersion: `v${cliVersion()}`,
   });
   const setup = new NodeSetup({
     tpm: deps.tpm,

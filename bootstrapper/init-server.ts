@@ -33,7 +33,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logging/index.js';
 import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeRoleOptions } from './node-role.js';
-import { withPort } from './addresses.js';
+import { withPort } from '../lib/addresses.js';
 import { serveCliCall } from './cli-call.js';
 import { describeError } from './errors.js';
 

@@ -20,7 +20,7 @@ import type { Logger } from '../lib/logging/index.js';
 import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeRoleOptions } from './node-role.js';
 import { describeError, peerRefusal } from './errors.js';
-import { withPort } from './addresses.js';
+import { withPort } from '../lib/addresses.js';
 import { createKubeletCsr, type KubeletCsr } from './kubelet-csr.js';
 
 export type JoinKind = 'join' | 'rejoin';

@@ -29,6 +29,8 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
 
   protected flags!: InferredFlags<T>;
   protected args!: InferredArgs<T>;
+  /** Every positional argument (commands with `strict = false` take a list). */
+  protected positional!: string[];
 
   /** The absolute workspace directory. */
   protected get workspaceDir(): string {
@@ -37,7 +39,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
 
   public override async init(): Promise<void> {
     await super.init();
-    const { args, flags } = await this.parse({
+    const { args, argv, flags } = await this.parse({
       flags: this.ctor.flags,
       baseFlags: (super.ctor as typeof BaseCommand).baseFlags,
       enableJsonFlag: this.ctor.enableJsonFlag,
@@ -46,6 +48,7 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     });
     this.flags = flags as InferredFlags<T>;
     this.args = args as InferredArgs<T>;
+    this.positional = argv as string[];
   }
 
   protected override async catch(err: Error & { exitCode?: number; oclif?: { exit?: number } }): Promise<unknown> {

@@ -8,7 +8,8 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
+import type { InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
+import { clusterJournalView } from '../iam/journal-view.js';
 import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import type { RandomSource } from '../../lib/kms/index.js';
@@ -213,4 +214,52 @@ export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles
   }
   options.log.info('mini down removed the workspace files', { files: removedFiles.map((f) => path.basename(f)) });
   return { removedFiles };
+}
+
+/** What `mini reboot`, `mini stop` and `mini start` need of the local provider (LocalInfrastructure has it). */
+export interface NodePowerControl {
+  rebootNodes(names: string[], ctx: ProviderContext): Promise<void>;
+  stopNodes(names: string[], ctx: ProviderContext): Promise<void>;
+  startNodes(names: string[], ctx: ProviderContext): Promise<void>;
+  nodeNames(ctx: ProviderContext, role?: 'control-plane' | 'worker'): Promise<string[]>;
+}
+
+export type PowerAction = 'reboot' | 'stop' | 'start';
+
+export interface MiniPowerOptions {
+  workspaceDir: string;
+  journal: ResourceJournal;
+  log: Logger;
+  action: PowerAction;
+  /** The nodes by name. */
+  nodes?: string[];
+  /** Every control-plane node (reboot: all at once). */
+  controlPlanes?: boolean;
+  progress?: (message: string) => void;
+  /** Default: the local provider's infrastructure. */
+  provider?: NodePowerControl;
+}
+
+/** Reboots, stops or starts local nodes as a hypervisor would; returns the nodes acted on. */
+export async function miniPower(options: MiniPowerOptions): Promise<{ nodes: string[] }> {
+  const { workspaceDir, log } = options;
+  await requireLocalCluster(workspaceDir);
+  const provider = options.provider ?? ((await loadInfrastructure('local')) as unknown as NodePowerControl);
+  const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir, progress: options.progress };
+  const nodes = [...new Set([...(options.nodes ?? []), ...(options.controlPlanes ? await provider.nodeNames(ctx, 'control-plane') : [])])];
+  if (nodes.length === 0) throw new UserError(`Name the nodes to ${options.action}.`, { hint: 'Give node names (see `constellation status`), or --control-planes.' });
+  log.info(`mini ${options.action}`, { nodes });
+  const act = { reboot: provider.rebootNodes, stop: provider.stopNodes, start: provider.startNodes }[options.action];
+  await act.call(provider, nodes, ctx);
+  return { nodes };
+}
+
+async function requireLocalCluster(workspaceDir: string): Promise<void> {
+  if (!(await pathExists(path.join(workspaceDir, CONFIG_FILE)))) {
+    throw new UserError(`The workspace ${workspaceDir} has no cluster config.`, { hint: 'Run the command in the workspace of a local cluster (-C <dir>); `constellation mini up` makes one.' });
+  }
+  const provider = providerOf(await loadConfig(workspaceDir, { allowIncomplete: true }));
+  if (provider !== 'local') {
+    throw new UserError(`The workspace ${workspaceDir} holds a ${provider} cluster; mini commands act on local clusters only.`, { hint: 'Use your cloud\'s console or CLI to reboot cloud VMs.' });
+  }
 }

@@ -2,27 +2,52 @@
  * `status`: every node the provider lists, with what its bootstrapper says about itself (GetStatus on the verify
  * service, port 30081: plain TLS, no attestation, no secret). A node is `joined` once it belongs to the cluster
  * (the node that was initialized counts as joined); `refused` carries the join service's reason (it names the PCR);
- * a node whose bootstrapper does not answer is `unreachable`, one whose instance does not run is `stopped`.
+ * `awaiting-recovery` is a rebooted control plane that no join service answers (`constellation recover`); a node
+ * whose bootstrapper does not answer is `unreachable`, one whose instance does not run is `stopped`.
+ * Beside the state, each node reports what it runs (image and a digest of its measurements, Kubernetes and
+ * microservice versions, attestation variant) and the last verifier's decision about it; a node is up to date when
+ * what it runs is what the config asks for. What a node reports is informational: `constellation verify` proves it.
  */
 import type { Instance, InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
-import type { NodeStatus } from '../../proto/gen/constellation/verify.js';
+import type { AttestationOutcome, NodeStatus } from '../../proto/gen/constellation/verify.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 
 export const VERIFY_PORT = 30081;
 
-export type NodeState = 'joined' | 'joining' | 'waiting' | 'refused' | 'failed' | 'unreachable' | 'stopped';
+export type NodeState = 'joined' | 'joining' | 'waiting' | 'awaiting-recovery' | 'refused' | 'failed' | 'unreachable' | 'stopped';
+
+/** What a node runs (as it reports it), or what the config asks for. */
+export interface SoftwareVersions {
+  image: string;
+  /** First 12 hex digits of SHA-256 over the image PCRs (lib/attestation/measurements.ts imageMeasurementsDigest). */
+  measurementsDigest: string;
+  kubernetesVersion: string;
+  microserviceVersion: string;
+  attestationVariant: string;
+}
 
 export interface NodeStatusEntry {
   name: string;
   role: string;
   address: string;
   state: NodeState;
-  /** Why a node is refused, failed, unreachable or stopped. */
+  /** Why a node is refused, failed, unreachable, stopped or waiting. */
   reason?: string;
+  /** What the node reports it runs; absent when it does not answer. */
+  software?: SoftwareVersions;
+  /** Whether the node runs what the config asks for (absent when unknown: no answer, or no expectation given). */
+  upToDate?: boolean;
+  /** What differs from the config, e.g. "kubernetesVersion v1.31.1, config v1.32.10". */
+  outdated?: string[];
+  lastAttestation?: { result: string; time: string; verifier: string; reason?: string };
 }
 
 export interface ClusterStatus {
+  /** What the config asks for, when the command knows the config. */
+  expected?: SoftwareVersions;
+  /** The CLI's own version. */
+  cliVersion?: string;
   nodes: NodeStatusEntry[];
 }
 
@@ -33,6 +58,9 @@ export interface StatusOptions {
   log: Logger;
   /** The cluster's ID (hex) once initialized: a node that reports another one is not part of this cluster. */
   clusterId?: string;
+  /** What the config asks for: each node is compared with it. */
+  expected?: SoftwareVersions;
+  cliVersion?: string;
   port?: number;
   /** Longest wait for one node's answer. */
   timeoutMs?: number;
@@ -41,16 +69,19 @@ export interface StatusOptions {
 export async function clusterStatus(options: StatusOptions): Promise<ClusterStatus> {
   const instances = await options.provider.listInstances({ journal: clusterJournalView(options.journal), log: options.log, workspaceDir: options.workspaceDir });
   const nodes = await Promise.all(instances.map((instance) => nodeStatus(instance, options)));
-  return { nodes };
+  return { ...(options.expected ? { expected: options.expected } : {}), ...(options.cliVersion ? { cliVersion: options.cliVersion } : {}), nodes };
 }
 
-/** How many nodes are in each state, e.g. "2 of 3 nodes joined; 1 refused". */
+/** How many nodes are in each state, e.g. "2 of 3 nodes joined; 1 refused", and how many are up to date. */
 export function summarizeStatus(status: ClusterStatus): string {
   const joined = status.nodes.filter((n) => n.state === 'joined').length;
   const others = new Map<string, number>();
   for (const n of status.nodes) if (n.state !== 'joined') others.set(n.state, (others.get(n.state) ?? 0) + 1);
   const rest = [...others].map(([state, count]) => `${count} ${state}`).join(', ');
-  return `${joined} of ${status.nodes.length} node${status.nodes.length === 1 ? '' : 's'} joined${rest ? `; ${rest}` : ''}`;
+  const summary = `${joined} of ${status.nodes.length} node${status.nodes.length === 1 ? '' : 's'} joined${rest ? `; ${rest}` : ''}`;
+  if (!status.expected) return summary;
+  const current = status.nodes.filter((n) => n.upToDate).length;
+  return `${summary}; ${current} of ${status.nodes.length} up to date with the config`;
 }
 
 async function nodeStatus(instance: Instance, options: StatusOptions): Promise<NodeStatusEntry> {
@@ -68,10 +99,39 @@ async function nodeStatus(instance: Instance, options: StatusOptions): Promise<N
     options.log.debug('node did not answer GetStatus', { node: instance.name, reason });
     return { ...base, state: 'unreachable', reason: `its bootstrapper does not answer: ${reason}` };
   }
+  const software: SoftwareVersions = {
+    image: answer.imageVersion,
+    measurementsDigest: answer.imageMeasurementsDigest,
+    kubernetesVersion: answer.kubernetesVersion,
+    microserviceVersion: answer.microserviceVersion,
+    attestationVariant: answer.attestationVariant,
+  };
+  const details = {
+    software,
+    ...comparison(software, options.expected),
+    ...(answer.lastAttestation ? { lastAttestation: outcome(answer.lastAttestation) } : {}),
+  };
   if (options.clusterId && answer.clusterId && answer.clusterId.toLowerCase() !== options.clusterId.toLowerCase()) {
-    return { ...base, state: 'failed', reason: `it belongs to another cluster (cluster ID ${answer.clusterId})` };
+    return { ...base, state: 'failed', reason: `it belongs to another cluster (cluster ID ${answer.clusterId})`, ...details };
   }
-  return { ...base, ...mapState(answer) };
+  return { ...base, ...mapState(answer), ...details };
+}
+
+/** What differs between what a node runs and what the config asks for; the Kubernetes version once it has one. */
+function comparison(software: SoftwareVersions, expected: SoftwareVersions | undefined): Pick<NodeStatusEntry, 'upToDate' | 'outdated'> {
+  if (!expected) return {};
+  const outdated: string[] = [];
+  for (const key of ['image', 'measurementsDigest', 'kubernetesVersion', 'microserviceVersion', 'attestationVariant'] as const) {
+    if (key === 'kubernetesVersion' && software.kubernetesVersion === '') continue; // not in a cluster yet
+    if (normalize(software[key]) !== normalize(expected[key])) outdated.push(`${key} ${software[key] || '(none)'}, config ${expected[key] || '(none)'}`);
+  }
+  return { upToDate: outdated.length === 0, ...(outdated.length > 0 ? { outdated } : {}) };
+}
+
+const normalize = (version: string) => version.replace(/^v/, '').toLowerCase();
+
+function outcome(o: AttestationOutcome): NonNullable<NodeStatusEntry['lastAttestation']> {
+  return { result: o.result, time: o.time, verifier: o.verifier, ...(o.reason ? { reason: o.reason } : {}) };
 }
 
 function mapState(answer: NodeStatus): { state: NodeState; reason?: string } {
@@ -85,6 +145,8 @@ function mapState(answer: NodeStatus): { state: NodeState; reason?: string } {
       return { state: 'joining', reason };
     case 'waiting':
       return { state: 'waiting', reason };
+    case 'awaiting-recovery':
+      return { state: 'awaiting-recovery', reason: reason ?? 'no join service answers: run `constellation recover`' };
     case 'refused':
       return { state: 'refused', reason: reason ?? 'the join service refused it' };
     case 'failed':
@@ -109,4 +171,19 @@ export async function getNodeStatus(address: string, timeoutMs: number): Promise
   } finally {
     client.close();
   }
+}
+
+/** What the config asks the nodes to run. */
+export async function configuredSoftware(config: import('../../lib/config/index.js').Config): Promise<SoftwareVersions> {
+  const [{ attestationVariantOf, measurementsOf }, { imageMeasurementsDigest }] = await Promise.all([
+    import('../../lib/config/index.js'),
+    import('../../lib/attestation/measurements.js'),
+  ]);
+  return {
+    image: config.image,
+    measurementsDigest: imageMeasurementsDigest(measurementsOf(config)),
+    kubernetesVersion: config.kubernetesVersion,
+    microserviceVersion: config.microserviceVersion,
+    attestationVariant: attestationVariantOf(config),
+  };
 }

@@ -1,3 +1,4 @@
+import { Flags } from '@oclif/core';
 import { BaseCommand } from '../base-command.js';
 
 export default class Init extends BaseCommand<typeof Init> {
@@ -14,6 +15,10 @@ If the node's measurements differ from the config, nothing is sent and the error
   ];
 
   static override enableJsonFlag = true;
+
+  static override flags = {
+    'merge-kubeconfig': Flags.boolean({ description: "Merge the cluster's admin kubeconfig into yours (KUBECONFIG, else ~/.kube/config) and make its context the current one; other contexts are kept." }),
+  };
 
   public async run(): Promise<{ clusterId: string; kubernetesBackend: string; kubeconfigFile: string; alreadyInitialized: boolean }> {
     const [{ withWorkspaceSession }, { initCluster }, { runWithSteps, rendererFor }] = await Promise.all([
@@ -36,6 +41,10 @@ If the node's measurements differ from the config, nothing is sent and the error
         if (result.previousKubeconfigFile) this.log(`The earlier kubeconfig was moved to ${result.previousKubeconfigFile}.`);
       }
       this.log('Keep constellation-mastersecret.json safe: it is the only way to recover the state disks.');
+    }
+    if (this.flags['merge-kubeconfig']) {
+      const { mergeKubeconfigAndReport } = await import('../cluster/kubeconfig-merge.js');
+      await mergeKubeconfigAndReport(result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
     }
     return {
       clusterId: result.clusterId,

@@ -174,12 +174,46 @@ export class LocalInfrastructure implements InfrastructureProvider {
     return this.instance(store, name, ctx);
   }
 
-  /** A reboot: the node's processes stop, its TPM is reset and the launcher measures and starts the node again. */
-  async rebootNode(name: string, ctx: ProviderContext): Promise<void> {
+  /**
+   * Reboots nodes at once, as a hypervisor would: each node's processes stop (its state disk is unmounted), its TPM
+   * is reset (PCRs to zero; swtpm keeps its state, so the AK stays) and the launcher measures and starts the node
+   * again. A stopped node is started.
+   */
+  async rebootNodes(names: string[], ctx: ProviderContext): Promise<void> {
     const store = await this.requireStore(ctx);
-    this.requireNode(store, name);
+    for (const name of names) this.requireNode(store, name);
     const cloud = await this.cloud(store, ctx);
-    await this.ensureNode(store, name, cloud, ctx, { reboot: true });
+    await settleAll(names.map((name) => this.ensureNode(store, name, cloud, ctx, { reboot: true })));
+  }
+
+  /** Powers nodes off: every process of each node stops, its TPM too; its folders (TPM state, state disk) stay. */
+  async stopNodes(names: string[], ctx: ProviderContext): Promise<void> {
+    const store = await this.requireStore(ctx);
+    for (const name of names) this.requireNode(store, name);
+    await settleAll(
+      names.map(async (name) => {
+        const node = store.record.nodes[name];
+        ctx.progress?.(`stopping ${name}`);
+        // The recorded PIDs stay: they no longer run, so the instance reads as stopped, and start makes new ones.
+        await stopOwnedProcesses(nodePaths(ctx.workspaceDir, name).dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
+      }),
+    );
+  }
+
+  /** Powers nodes on: their TPM starts and they boot (measured by the launcher); a running node is left alone. */
+  async startNodes(names: string[], ctx: ProviderContext): Promise<void> {
+    const store = await this.requireStore(ctx);
+    for (const name of names) this.requireNode(store, name);
+    const cloud = await this.cloud(store, ctx);
+    await settleAll(names.map((name) => this.ensureNode(store, name, cloud, ctx)));
+  }
+
+  /** The names of the cluster's nodes of a role. */
+  async nodeNames(ctx: ProviderContext, role?: 'control-plane' | 'worker'): Promise<string[]> {
+    const store = await this.requireStore(ctx);
+    return Object.keys(store.record.nodes)
+      .filter((name) => role === undefined || store.record.nodes[name].role === role)
+      .sort();
   }
 
   async terminate(ctx: ProviderContext): Promise<void> {

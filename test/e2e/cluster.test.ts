@@ -187,7 +187,7 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
     assert.ok(record, 'the node wrote its cluster record to its state disk');
     const rejoinsBefore = (await fs.readFile(np.log, 'utf8')).split('rejoined the cluster').length;
 
-    await copiedInfrastructure().rebootNode('worker-0', providerContext(ws));
+    await copiedInfrastructure().rebootNodes(['worker-0'], providerContext(ws));
     await waitFor('worker-0 to rejoin', async () => (await fs.readFile(np.log, 'utf8')).split('rejoined the cluster').length > rejoinsBefore);
     const worker0 = (await status(copy, ws)).find((n) => n.name === 'worker-0');
     assert.equal(worker0?.state, 'joined');

@@ -29,6 +29,7 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       max: 150,
     }),
     yes: Flags.boolean({ char: 'y', description: 'Do not ask before continuing a cluster an earlier mini up left in the workspace.' }),
+    'merge-kubeconfig': Flags.boolean({ description: "Merge the cluster's admin kubeconfig into yours (KUBECONFIG, else ~/.kube/config) and make its context the current one; other contexts are kept." }),
   };
 
   static override enableJsonFlag = true;
@@ -76,6 +77,10 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
       const ws = workspaceArg(this.workspaceDir);
       this.log(`\`constellation status${ws}\` shows the nodes; \`constellation mini down${ws}\` removes the cluster.`);
+    }
+    if (this.flags['merge-kubeconfig']) {
+      const { mergeKubeconfigAndReport } = await import('../../cluster/kubeconfig-merge.js');
+      await mergeKubeconfigAndReport(result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
     }
     return { clusterId: result.clusterId, kubeconfigFile: result.kubeconfigFile, nodes: result.nodes };
   }

@@ -13,7 +13,7 @@ describe('local provider: module and address plan', () => {
     const infra = await provider.infrastructure({ nodeProgram: { entry: '/img/main.js', imageDir: '/img' } });
     // (no instanceof: mocha may load this file as CommonJS while the registry imports the ES module)
     assert.equal(infra.name, 'local');
-    assert.equal(typeof (infra as LocalInfrastructure).rebootNode, 'function');
+    assert.equal(typeof (infra as LocalInfrastructure).rebootNodes, 'function');
     assert.deepEqual((infra as LocalInfrastructure).image, { nodeBinary: process.execPath, imageDir: '/img', entry: '/img/main.js' });
     const metadata = await provider.nodeMetadata({ metadataUrl: 'http://127.0.9.1:8080', nodeIp: '127.0.9.10' });
     assert.equal(typeof metadata.self, 'function');

@@ -183,12 +183,27 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     await waitForJson(`http://${before.privateIp}:9000/extend-pcr-12`);
     assert.notEqual((await info(before)).pcrs.sha256['12'], '0'.repeat(64));
 
-    await infra.rebootNode('worker-0', ctx);
+    await infra.rebootNodes(['worker-0'], ctx);
     const after = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
     assert.notEqual(after.record.nodes['worker-0'].launcherPid, oldLauncher);
     assert.equal(after.record.nodes['worker-0'].swtpmPid, oldSwtpm, 'same TPM, reset');
     assert.equal(await isAlive(oldLauncher), false);
     assert.deepEqual((await info(before)).pcrs, await expectedPcrs());
+  });
+
+  it('stop powers a node off (its processes and TPM end, the instance is stopped); start boots it with the same AK', async () => {
+    const akBefore = await localAkRegistry(metadataUrl).lookup('worker-0');
+    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const { launcherPid, swtpmPid } = store.record.nodes['worker-0'];
+    await infra.stopNodes(['worker-0'], ctx);
+    assert.equal((await byName('worker-0')).state, 'stopped');
+    assert.equal(await isAlive(launcherPid as number), false);
+    assert.equal(await isAlive(swtpmPid as number), false, 'a powered-off node has no TPM running');
+    await infra.startNodes(['worker-0'], ctx);
+    const started = await byName('worker-0');
+    assert.equal(started.state, 'running');
+    assert.deepEqual(await localAkRegistry(metadataUrl).lookup('worker-0'), akBefore, 'the TPM kept its state: same AK');
+    assert.deepEqual((await info(started)).pcrs, await expectedPcrs());
   });
 
   it('measures a changed image: one changed byte changes PCR 9 (and the manifest in PCR 11), not PCR 4', async () => {
@@ -201,7 +216,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     assert.notEqual(changed['11'].expected, old['11'].expected);
     assert.equal(changed['4'].expected, old['4'].expected);
 
-    await infra.rebootNode('worker-1', ctx);
+    await infra.rebootNodes(['worker-1'], ctx);
     const node = await info(await byName('worker-1'));
     assert.equal(node.pcrs.sha256['9'], changed['9'].expected);
     assert.notEqual(node.pcrs.sha256['9'], old['9'].expected);

@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { withPort } from '../../bootstrapper/addresses.js';
+import { withPort } from '../lib/addresses.js';
 
 describe('bootstrapper/addresses', () => {
   it('adds a port only where the endpoint has none', () => {

@@ -1,5 +1,5 @@
 /** host:port handling for the endpoints the metadata hands out (a load balancer may come with or without a port). */
-import { bindAddress } from '../lib/atls/server.js';
+import { bindAddress } from './atls/server.js';
 
 /** `endpoint` as host:port, with `port` added when it has none (IPv6 addresses get brackets). */
 export function withPort(endpoint: string, port: number): string {
