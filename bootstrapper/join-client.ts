@@ -198,7 +198,6 @@ export class JoinClient {
     status.set('joining');
     try {
       const clusterId = kind === 'join' ? await this.join(JoinTicket.decode(sealed)) : await this.rejoin(RejoinTicket.decode(sealed));
-      await this.options.setup.recordClusterEntry(kind);
       status.set('joined', { clusterId });
       this.logger.info(`${kind === 'join' ? 'joined' : 'rejoined'} the cluster`, { clusterId: Buffer.from(clusterId).toString('hex'), role: node.role });
     } catch (err) {
@@ -220,6 +219,7 @@ export class JoinClient {
       measurementSalt: Buffer.from(ticket.measurementSalt).toString('hex'),
       kubernetesVersion: ticket.kubernetesVersion,
     });
+    await setup.recordClusterEntry('join');
     this.options.status.setKubernetesVersion(ticket.kubernetesVersion);
     const kubeletKey = Buffer.from(this.csr!.privateKeyPem);
     const kubeletCert = Buffer.from(pem('CERTIFICATE', ticket.kubeletCert));

@@ -35,9 +35,10 @@ export async function copyBuiltCli(dir: string): Promise<CliCopy> {
 }
 
 /** Runs the copy's CLI in workspace `ws` (-C), without a terminal. */
-export function run(copy: CliCopy, ws: string, args: string[]): Promise<CliResult> {
+export function run(copy: CliCopy, ws: string, args: string[], env?: NodeJS.ProcessEnv): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [copy.cli, ...args, '-C', ws], { cwd: ws, maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) => {
+    const options = { cwd: ws, maxBuffer: 16 * 1024 * 1024, env: { ...process.env, ...env } };
+    const child = execFile(process.execPath, [copy.cli, ...args, '-C', ws], options, (err, stdout, stderr) => {
       resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
     });
     child.stdin?.end();
