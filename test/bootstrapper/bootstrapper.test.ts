@@ -98,7 +98,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
       },
     );
     assert.match(status.imageMeasurementsDigest, /^[0-9a-f]{12}$/);
-    assert.match(status.microserviceVersion, /^\d+\.\d+\.\d+/);
+    assert.match(status.microserviceVersion, /^v\d+\.\d+\.\d+/);
 
     // The disk is formatted with HKDF(master, "key-" + uuid): a second handle unlocks with that key, not with another.
     const disk = await openGocryptfsStateDisk({ diskDir: path.join(cp.dir, 'state-disk'), mountPoint: path.join(cp.dir, 'second-view') });

@@ -38,7 +38,10 @@ describe('cluster commands without a cluster', () => {
     assert.equal(text.code, 0, text.stderr);
     assert.match(text.stdout, /no nodes/);
     const json = await cli('status', '--json');
-    assert.deepEqual(JSON.parse(json.stdout), { nodes: [] });
+    const parsed = JSON.parse(json.stdout);
+    assert.deepEqual(parsed.nodes, []);
+    assert.equal(parsed.expected.image, 'local');
+    assert.equal(parsed.expected.attestationVariant, 'local-vtpm');
   });
 
   it('mini down refuses a cloud workspace; mini up refuses it too', async () => {

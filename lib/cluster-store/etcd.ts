@@ -1,0 +1,128 @@
+/**
+ * The cluster store in etcd (`none` nodes: an etcd cluster stacked on the control planes, DESIGN §7), through the
+ * `etcd3` client with mutual TLS from the cluster's etcd CA. Entries (./codec.ts) live below /constellation/.
+ * Reads are linearizable and every call has a deadline with no retries of its own: a member that lost its quorum
+ * makes the call fail fast with StoreUnavailableError instead of answering stale data or hanging.
+ * Membership (members, learners, promotion, removal) is ./etcd-members.ts.
+ */
+import type { Etcd3, IOptions } from 'etcd3';
+import { UserError } from '../errors.js';
+import { decodeJoinConfig, decodeNode, encodeJoinConfig, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
+import { StoreUnavailableError, type ClusterStore, type JoinConfig, type NodeRecord } from './types.js';
+
+export const STORE_PREFIX = '/constellation/';
+export const ETCD_CLIENT_PORT = 2379;
+export const ETCD_PEER_PORT = 2380;
+
+/** How to reach etcd: client URLs and the client's TLS material (PEM). */
+export interface EtcdConnection {
+  /** e.g. ["https://127.0.4.10:2379"]. */
+  endpoints: string[];
+  caCert: string;
+  clientCert: string;
+  clientKey: string;
+}
+
+export interface EtcdStoreOptions extends EtcdConnection {
+  /** Deadline of one call; default 3 s. */
+  timeoutMs?: number;
+}
+
+/** An etcd3 client without retries or circuit breakers of its own, every unary call with a deadline. */
+export async function etcdClient(options: EtcdStoreOptions): Promise<Etcd3> {
+  const [{ Etcd3 }, { noop }] = await Promise.all([import('etcd3'), import('cockatiel')]);
+  const timeoutMs = options.timeoutMs ?? 3000;
+  const clientOptions: IOptions = {
+    hosts: options.endpoints,
+    credentials: {
+      rootCertificate: Buffer.from(options.caCert),
+      certChain: Buffer.from(options.clientCert),
+      privateKey: Buffer.from(options.clientKey),
+    },
+    defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeoutMs }),
+    faultHandling: { host: () => noop, global: noop },
+    // The member certificates name the node's IP; etcd3 connects by that IP too.
+    grpcOptions: { 'grpc.enable_channelz': 0 },
+  };
+  return new Etcd3(clientOptions);
+}
+
+export class EtcdClusterStore implements ClusterStore {
+  readonly backend = 'etcd' as const;
+
+  private constructor(
+    private readonly client: Etcd3,
+    private readonly where: string,
+  ) {}
+
+  static async connect(options: EtcdStoreOptions): Promise<EtcdClusterStore> {
+    return new EtcdClusterStore(await etcdClient(options), `the cluster store (etcd at ${options.endpoints.join(', ')})`);
+  }
+
+  async readJoinConfig(): Promise<{ config: JoinConfig; revision: string }> {
+    const response = await this.call(() => this.client.getAll().prefix(`${STORE_PREFIX}${JOIN_CONFIG_PREFIX}`).exec());
+    const entries = new Map<string, string>();
+    let revision = 0n;
+    for (const kv of response.kvs) {
+      entries.set(kv.key.toString('utf8').slice(STORE_PREFIX.length), kv.value.toString('utf8'));
+      const mod = BigInt(kv.mod_revision);
+      if (mod > revision) revision = mod;
+    }
+    return { config: decodeJoinConfig(entries, this.where), revision: `${revision}:${response.kvs.length}` };
+  }
+
+  async writeJoinConfig(parts: Partial<JoinConfig>): Promise<void> {
+    const entries = encodeJoinConfig(parts);
+    // One transaction: readers see all of the parts or none of them.
+    await this.call(async () => {
+      const txn = this.client.if(`${STORE_PREFIX}${ENTRY.cluster}`, 'Version', '>', -1); // always true
+      await txn.then(...[...entries].map(([key, value]) => this.client.put(`${STORE_PREFIX}${key}`).value(value))).commit();
+    });
+  }
+
+  async claimDisk(diskUuid: string, instance: string): Promise<string> {
+    const key = `${STORE_PREFIX}${ENTRY.disk(diskUuid)}`;
+    const result = await this.call(() =>
+      this.client.if(key, 'Create', '==', 0).then(this.client.put(key).value(instance)).else(this.client.get(key)).commit(),
+    );
+    if (result.succeeded) return instance;
+    const owner = result.responses[0]?.response_range?.kvs[0]?.value.toString('utf8');
+    if (!owner) throw new UserError(`${this.where}: the claim of disk ${diskUuid} could not be read back.`);
+    return owner;
+  }
+
+  async putNode(record: NodeRecord): Promise<void> {
+    await this.call(() => this.client.put(`${STORE_PREFIX}${ENTRY.node(record.name)}`).value(encodeNode(record)).exec());
+  }
+
+  async listNodes(): Promise<NodeRecord[]> {
+    const response = await this.call(() => this.client.getAll().prefix(`${STORE_PREFIX}${NODES_PREFIX}`).exec());
+    return response.kvs.map((kv) => decodeNode(kv.value.toString('utf8'), `${this.where}: ${kv.key.toString('utf8')}`));
+  }
+
+  async deleteNode(name: string): Promise<void> {
+    await this.call(() => this.client.delete().key(`${STORE_PREFIX}${ENTRY.node(name)}`).exec());
+  }
+
+  async close(): Promise<void> {
+    this.client.close();
+  }
+
+  /** Runs an etcd call; any failure of etcd itself (no quorum, unreachable, deadline) becomes StoreUnavailableError. */
+  private async call<T>(fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      if (err instanceof UserError) throw err;
+      throw new StoreUnavailableError(etcdErrorDetail(err), { cause: err });
+    }
+  }
+}
+
+/** A short reason from an etcd3/gRPC error (its messages carry no secrets: keys and values are never in them). */
+export function etcdErrorDetail(err: unknown): string {
+  const message = String((err as Error)?.message ?? err);
+  if (/deadline|timed out|DEADLINE_EXCEEDED/i.test(message)) return 'etcd did not answer in time';
+  if (/ECONNREFUSED|UNAVAILABLE|No connection established/i.test(message)) return 'no etcd member answers';
+  return message.split('\n')[0].slice(0, 200);
+}

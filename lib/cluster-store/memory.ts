@@ -1,0 +1,59 @@
+/**
+ * A cluster store in memory, with the same entries and checks as the real backends (./codec.ts): for unit tests
+ * of the join service and of the CLI's store commands. `available = false` plays a store without quorum.
+ */
+import { decodeJoinConfig, decodeNode, encodeJoinConfig, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
+import { StoreUnavailableError, type ClusterStore, type JoinConfig, type NodeRecord } from './types.js';
+
+export class MemoryClusterStore implements ClusterStore {
+  readonly backend = 'memory' as const;
+  readonly entries = new Map<string, string>();
+  /** Grows with every write. */
+  private revision = 0;
+  available = true;
+
+  async readJoinConfig(): Promise<{ config: JoinConfig; revision: string }> {
+    this.check();
+    const join = new Map([...this.entries].filter(([key]) => key.startsWith(JOIN_CONFIG_PREFIX)));
+    return { config: decodeJoinConfig(join, 'the memory store'), revision: String(this.revision) };
+  }
+
+  async writeJoinConfig(parts: Partial<JoinConfig>): Promise<void> {
+    this.check();
+    for (const [key, value] of encodeJoinConfig(parts)) this.entries.set(key, value);
+    this.revision++;
+  }
+
+  async claimDisk(diskUuid: string, instance: string): Promise<string> {
+    this.check();
+    const key = ENTRY.disk(diskUuid);
+    if (!this.entries.has(key)) {
+      this.entries.set(key, instance);
+      this.revision++;
+    }
+    return this.entries.get(key)!;
+  }
+
+  async putNode(record: NodeRecord): Promise<void> {
+    this.check();
+    this.entries.set(ENTRY.node(record.name), encodeNode(record));
+    this.revision++;
+  }
+
+  async listNodes(): Promise<NodeRecord[]> {
+    this.check();
+    return [...this.entries].filter(([key]) => key.startsWith(NODES_PREFIX)).map(([key, value]) => decodeNode(value, key));
+  }
+
+  async deleteNode(name: string): Promise<void> {
+    this.check();
+    this.entries.delete(ENTRY.node(name));
+    this.revision++;
+  }
+
+  async close(): Promise<void> {}
+
+  private check(): void {
+    if (!this.available) throw new StoreUnavailableError('the memory store is set unavailable');
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * The cluster store (DESIGN §7): the one place a cluster keeps its state, read by the join service on every
+ * control-plane node and written by init, by joining control planes (their node records) and by the CLI
+ * (new measurements during an upgrade). A change written once is what every join service reads next.
+ *
+ *   join configuration   attestation config (current measurements, and the previous ones during a rollout),
+ *                        cluster info (API endpoint, Kubernetes and image versions), measurement salt,
+ *                        master secret, cluster PKI
+ *   node records         one per node: role, state-disk UUID, when it joined and how it was last attested
+ *   disk claims          state-disk UUID → the instance that first claimed it (a disk key goes to that one only)
+ *
+ * Backends: ./etcd.ts (an etcd cluster stacked on the control planes of `none` nodes), ./kubernetes.ts (ConfigMaps
+ * and Secrets of the Kubernetes API on `kubeadm` nodes), ./memory.ts (tests). Every read of the join configuration
+ * is linearizable: a store that lost its quorum refuses it (StoreUnavailableError) rather than answer stale data.
+ */
+import type { VariantConfig } from '../attestation/types.js';
+import { UserError } from '../errors.js';
+import type { MasterSecret } from '../kms/index.js';
+import type { PkiFiles } from '../pki/cluster-pki.js';
+
+export interface AttestationConfigRecord {
+  variant: string;
+  config: VariantConfig;
+  /** Measurements still accepted while an upgrade rolls out (DESIGN §10). */
+  previous?: VariantConfig[];
+}
+
+export interface ClusterInfo {
+  /** host:port of the Kubernetes API server (the control-plane load balancer). */
+  apiServerEndpoint: string;
+  kubernetesVersion: string;
+  /** The node image every node should run ("local" for the local provider's current build). */
+  imageVersion?: string;
+}
+
+/** Everything a join service needs to hand out tickets. */
+export interface JoinConfig {
+  attestation: AttestationConfigRecord;
+  cluster: ClusterInfo;
+  measurementSalt: Uint8Array;
+  masterSecret: MasterSecret;
+  pki: PkiFiles;
+}
+
+export interface NodeRecord {
+  name: string;
+  role: 'control-plane' | 'worker';
+  diskUuid: string;
+  /** RFC 3339. */
+  joinedAt: string;
+  /** How the node came in last: init, join or rejoin. */
+  lastEntry: 'init' | 'join' | 'rejoin';
+  lastEntryAt: string;
+}
+
+export interface ClusterStore {
+  readonly backend: 'etcd' | 'kubernetes' | 'memory';
+  /**
+   * The join configuration as of now (a linearizable read). `revision` changes whenever any part of it changes,
+   * so a reader can keep what it built from the last one. StoreUnavailableError without a quorum.
+   */
+  readJoinConfig(): Promise<{ config: JoinConfig; revision: string }>;
+  /** Writes the given parts of the join configuration (init writes all of them; an upgrade the attestation config). */
+  writeJoinConfig(parts: Partial<JoinConfig>): Promise<void>;
+  /**
+   * Binds a state disk to the instance that claims it first and returns the instance it is bound to: `instance`
+   * itself, or the one that claimed it before (whose disk key must then not go to `instance`).
+   */
+  claimDisk(diskUuid: string, instance: string): Promise<string>;
+  putNode(record: NodeRecord): Promise<void>;
+  listNodes(): Promise<NodeRecord[]>;
+  deleteNode(name: string): Promise<void>;
+  close(): Promise<void>;
+}
+
+/** The store cannot answer now (no quorum, unreachable): nothing may be decided from stale state. */
+export class StoreUnavailableError extends UserError {
+  constructor(detail: string, options: { cause?: unknown } = {}) {
+    super(`The control plane has no quorum: the cluster store cannot answer (${detail}).`, {
+      hint: 'Bring control-plane nodes back (`constellation status` shows which are down; `constellation mini start` or `constellation recover`), then try again.',
+      cause: options.cause,
+    });
+  }
+}
+
+/** The store holds no (complete) join configuration: the cluster was not initialized through it. */
+export class StoreNotInitializedError extends UserError {}
