@@ -24,10 +24,10 @@ import { randomUUID } from 'node:crypto';
 import os from 'node:os';
 import { MemoryTokenSink } from '../joinservice/bootstrap-token.js';
 import { startJoinService } from '../joinservice/server.js';
-import { readServiceFiles } from '../joinservice/service-files.js';
+import { JoinConfigReader } from '../joinservice/join-config.js';
 import { nullLogger } from '../lib/logging/index.js';
 import { hello, kubeletCsr } from '../test/joinservice/support/join-client.js';
-import { makeServiceDir } from '../test/joinservice/support/service-dir.js';
+import { makeTestStore } from '../test/joinservice/support/test-store.js';
 import { imagePcrs, measurementsFor, SoftwareVtpm, TestAkRegistry } from '../test/joinservice/support/software-vtpm.js';
 import { measureJoinCrypto } from './support/join-crypto.js';
 import { startNodeFleet, type StormReport } from './support/node-fleet.js';
@@ -44,7 +44,7 @@ type TimedStorm = StormReport & { serviceCpu: number };
 
 export default async function bench(out: (line: string) => void): Promise<void> {
   const pcrs = imagePcrs();
-  const service = await makeServiceDir(measurementsFor(pcrs));
+  const service = await makeTestStore(measurementsFor(pcrs));
   const registry = new TestAkRegistry();
   const fleet = await startNodeFleet(NODES, STORMS + 1); // + the warm-up storm
   let join: Awaited<ReturnType<typeof startJoinService>> | undefined;
@@ -53,7 +53,7 @@ export default async function bench(out: (line: string) => void): Promise<void> 
     join = await startJoinService({
       host: '127.0.0.1',
       port: 0,
-      filesDir: service.dir,
+      store: service.store,
       validatorDeps: { akRegistry: registry },
       logger: nullLogger,
       tokenSink: new MemoryTokenSink(),
@@ -78,7 +78,7 @@ export default async function bench(out: (line: string) => void): Promise<void> 
       registry.register(vtpm.instance, vtpm.akPublic);
       return { vtpm, hello: hello({ nodeName: vtpm.instance, diskUuid: randomUUID(), certificateRequest }) };
     });
-    const attestation = await measureJoinCrypto(limitNodes, await readServiceFiles(service.dir), registry);
+    const attestation = await measureJoinCrypto(limitNodes, await new JoinConfigReader(service.store, { logger: nullLogger }).current(), registry);
     const handshake = await measureHandshakeCrypto(CRYPTO_ROUNDS);
     const limit = attestation.total + handshake.total;
 
@@ -119,6 +119,6 @@ export default async function bench(out: (line: string) => void): Promise<void> 
   } finally {
     await join?.close();
     await fleet.stop();
-    await service.remove();
+    await service.store.close();
   }
 }

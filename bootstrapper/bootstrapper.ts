@@ -16,6 +16,7 @@ import type { Logger } from '../lib/logging/index.js';
 import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeIdentity, NodeRoleOptions } from './node-role.js';
 import type { StateDisk } from './state-disk/types.js';
+import type { ClusterStoreHost } from './store-host.js';
 import { describeError } from './errors.js';
 import { InitServer } from './init-server.js';
 import { JoinClient, type RetryPolicy } from './join-client.js';
@@ -49,6 +50,8 @@ export interface BootstrapperDeps {
   stateDisk: StateDisk;
   backend: KubernetesBackend;
   joinService: JoinServiceSettings;
+  /** This node's part of the cluster store (used on control-plane nodes: etcd member, or the Kubernetes API). */
+  store: ClusterStoreHost;
   logger: Logger;
   /** The tail of the node's log for init failures; default: nothing. */
   logTail?: () => Uint8Array;
@@ -99,6 +102,7 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
       host,
       port: ports.join,
     },
+    store: deps.store,
   });
   const servers: AttestedServer[] = [];
   const serve = (what: string, service: ServiceDefinition, implementation: UntypedServiceImplementation, port: number) =>
@@ -126,8 +130,8 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
         ...common,
         metadata: deps.metadata,
         backend: deps.backend,
-        joinServiceDir: deps.joinService.dir,
         clock,
+        imageVersion: deps.imageVersion,
         logTail: deps.logTail ?? (() => new Uint8Array(0)),
       });
       const server = await serve('init server', InitService, {
@@ -154,7 +158,6 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
       metadata: deps.metadata,
       backend: deps.backend,
       joinServicePort: ports.join,
-      joinServiceDir: deps.joinService.dir,
       retry: deps.retry,
     });
     // Whoever takes the lock (init, recovery, or the join client itself) ends the search for a join service.

@@ -12,8 +12,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import bcrypt from 'bcryptjs';
-import type { AttestationConfigFile } from '../joinservice/service-files.js';
-import { writeServiceFiles } from '../joinservice/service-files.js';
+import type { AttestationConfigRecord } from '../lib/cluster-store/types.js';
 import type { VariantConfig } from '../lib/attestation/types.js';
 import { initServerAdapter } from '../lib/atls/index.js';
 import { UserError } from '../lib/errors.js';
@@ -33,6 +32,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logging/index.js';
 import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeRoleOptions } from './node-role.js';
+import type { StoreCredentials } from './store-host.js';
 import { withPort } from '../lib/addresses.js';
 import { serveCliCall } from './cli-call.js';
 import { describeError } from './errors.js';
@@ -46,9 +46,9 @@ export type ProgressListener = (step: string, message: string) => void;
 export interface InitServerOptions extends NodeRoleOptions {
   metadata: NodeMetadata;
   backend: KubernetesBackend;
-  /** Where the join service's files go (NODE_DIR/joinservice). */
-  joinServiceDir: string;
   clock: Clock;
+  /** The version of the image this node runs; recorded in the cluster store as the cluster's. */
+  imageVersion?: string;
   /** The tail of this node's log, sent with a Failure. */
   logTail: () => Uint8Array;
 }
@@ -62,7 +62,7 @@ interface CheckedInitSecrets {
   clusterName: string;
   apiServerCertSans: string[];
   serviceCidr: string;
-  attestation: AttestationConfigFile;
+  attestation: AttestationConfigRecord;
 }
 
 interface InitAttempt {
@@ -75,6 +75,7 @@ export class InitServer {
   private attempt: InitAttempt | undefined;
   private readonly listeners = new Set<ProgressListener>();
   private pki: PkiFiles | undefined;
+  private storeCredentials: StoreCredentials | undefined;
   private adminKubeconfig: string | undefined;
   private readonly logger: Logger;
 
@@ -213,13 +214,24 @@ export class InitServer {
       this.emit('pki', 'created the cluster PKI (CA, front-proxy CA, etcd CA, service-account key)');
 
       const apiServerEndpoint = withPort(await this.options.metadata.loadBalancerEndpoint(), API_SERVER_PORT);
-      await writeServiceFiles(this.options.joinServiceDir, {
-        attestation: secrets.attestation,
-        masterSecret: secrets.master,
-        measurementSalt: secrets.measurementSalt,
-        cluster: { apiServerEndpoint, kubernetesVersion: secrets.kubernetesVersion },
-        pki: this.pki,
-      });
+      await setup.createStore(pki);
+      const store = await setup.openStore();
+      try {
+        await store.writeJoinConfig({
+          attestation: secrets.attestation,
+          masterSecret: secrets.master,
+          measurementSalt: secrets.measurementSalt,
+          cluster: { apiServerEndpoint, kubernetesVersion: secrets.kubernetesVersion, imageVersion: this.options.imageVersion },
+          pki: this.pki,
+        });
+        const now = clock().toISOString();
+        await store.claimDisk(stateDisk.uuid, node.name);
+        await store.putNode({ name: node.name, role: node.role, diskUuid: stateDisk.uuid, joinedAt: now, lastEntry: 'init', lastEntryAt: now });
+      } finally {
+        await store.close();
+      }
+      this.storeCredentials ??= await setup.storeCredentials(pki);
+      this.emit('cluster-store', 'created the cluster store and wrote the join configuration to it');
       const joinService = await setup.startJoinService();
       this.emit('join-service', `join service listening on ${node.ip}:${joinService.port}`);
 
@@ -240,7 +252,12 @@ export class InitServer {
 
       status.set('initialized', { clusterId });
       this.emit('done', 'the cluster is initialized');
-      return { kubeconfig: Buffer.from(kubernetes.kubeconfig), clusterId: Buffer.from(clusterId), kubernetesBackend: this.options.backend.name };
+      return {
+        kubeconfig: Buffer.from(kubernetes.kubeconfig),
+        clusterId: Buffer.from(clusterId),
+        kubernetesBackend: this.options.backend.name,
+        storeCredentials: Buffer.from(JSON.stringify(this.storeCredentials)),
+      };
     } catch (err) {
       status.set('failed', { reason: describeError(err) });
       throw err;
@@ -272,7 +289,7 @@ export function checkInitSecrets(secrets: InitSecrets): CheckedInitSecrets {
  * The attestation config the join service starts with: `{"variant", "config": {"measurements", ...}}` (the
  * join service's file format); `{"variant", "measurements", ...}` is accepted too.
  */
-function parseAttestationConfig(bytes: Uint8Array, problem: (what: string) => UserError): AttestationConfigFile {
+function parseAttestationConfig(bytes: Uint8Array, problem: (what: string) => UserError): AttestationConfigRecord {
   if (bytes.length === 0) throw problem('it carries no attestation config');
   let json: unknown;
   try {
@@ -284,7 +301,7 @@ function parseAttestationConfig(bytes: Uint8Array, problem: (what: string) => Us
   if (typeof value !== 'object' || value === null || typeof value.variant !== 'string' || value.variant === '') {
     throw problem('its attestation config names no variant');
   }
-  if (typeof value.config === 'object' && value.config !== null) return value as AttestationConfigFile;
+  if (typeof value.config === 'object' && value.config !== null) return value as AttestationConfigRecord;
   if (typeof value.measurements === 'object' && value.measurements !== null) {
     const { variant, ...config } = value as { variant: string } & VariantConfig;
     return { variant, config };

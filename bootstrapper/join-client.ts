@@ -9,10 +9,9 @@
  * the node (its Failure names the PCR that differs) puts the node in state `refused` with that reason, and it
  * keeps asking, with a capped backoff, since a fixed node or updated measurements may be accepted later.
  */
-import { CONTROL_PLANE_SERVICE_PREFIX, serviceFilesFromControlPlaneFiles, writeRawServiceFiles } from '../joinservice/service-files.js';
 import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../lib/atls/index.js';
 import { deriveClusterId } from '../lib/kms/index.js';
-import { pem } from '../lib/pki/cluster-pki.js';
+import { loadClusterPki, pem } from '../lib/pki/cluster-pki.js';
 import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello } from '../proto/gen/constellation/join.js';
 import type { NodeMetadata } from '../providers/contract.js';
 import { realSleep, type Sleep } from '../lib/clock.js';
@@ -41,8 +40,6 @@ export interface JoinClientOptions extends NodeRoleOptions {
   backend: KubernetesBackend;
   /** Port of the join services to ask (and of this node's own, once it hosts one). */
   joinServicePort: number;
-  /** Directory for the join service's files on a control-plane node. */
-  joinServiceDir: string;
   retry?: RetryPolicy;
   /** Waits between rounds; default: real time. */
   sleep?: Sleep;
@@ -235,16 +232,14 @@ export class JoinClient {
       kubeletCert,
       kubeletKey,
       isControlPlane,
-      // The Kubernetes PKI only; the join service's own files (the master secret among them) stay with it.
-      controlPlaneFiles: Object.fromEntries(
-        ticket.controlPlaneFiles.filter((f) => !f.name.startsWith(CONTROL_PLANE_SERVICE_PREFIX)).map((f) => [f.name, f.data]),
-      ),
+      controlPlaneFiles: Object.fromEntries(ticket.controlPlaneFiles.map((f) => [f.name, f.data])),
       kubernetesVersion: ticket.kubernetesVersion,
       log: this.logger.child({ component: `kubernetes-${backend.name}` }),
     });
     this.logger.info(kubernetes.message);
     if (isControlPlane) {
-      await writeRawServiceFiles(this.options.joinServiceDir, serviceFilesFromControlPlaneFiles(ticket.controlPlaneFiles));
+      const pki = loadClusterPki(Object.fromEntries(ticket.controlPlaneFiles.map((f) => [f.name, f.data])), 'the join ticket\'s control-plane files');
+      await setup.joinStore(pki, ticket.storeEndpoints);
       const service = await setup.startJoinService();
       this.logger.info('hosting a join service', { address: `${node.ip}:${service.port}` });
     }

@@ -20,9 +20,13 @@ import { createBackend } from './kubernetes/backend.js';
 import { LogTail } from './log-tail.js';
 import { readNodeEnv, type NodeEnv } from './node-env.js';
 import { openGocryptfsStateDisk } from './state-disk.js';
+import { EtcdMember, type EtcdMemberOptions } from './etcd-member.js';
+import type { ClusterStoreHost } from './store-host.js';
+import { UserError } from '../lib/errors.js';
+import { systemClock } from '../lib/clock.js';
 
-/** The folder of the state disk where the join service's files live on control-plane nodes. */
-export const JOIN_SERVICE_DIR = 'joinservice';
+/** The folder of the state disk where a control plane's etcd member keeps its data and certificates. */
+export const ETCD_DIR = 'etcd';
 
 export async function main(): Promise<void> {
   const tail = new LogTail();
@@ -71,13 +75,32 @@ async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array
     metadata,
     stateDisk,
     backend: createBackend(env.backend, { workDir: path.join(stateDisk.mountPoint, 'kubernetes') }),
-    joinService: { dir: path.join(stateDisk.mountPoint, JOIN_SERVICE_DIR), validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) } },
+    joinService: { validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) } },
+    store: createStoreHost(env.backend, {
+      name: env.name,
+      ip: env.ip,
+      dir: path.join(stateDisk.mountPoint, ETCD_DIR),
+      logFile: path.join(env.nodeDir, 'etcd.log'),
+      clock: systemClock,
+      logger: logger.child({ component: 'cluster-store' }),
+    }),
     logger,
     logTail: () => tail.snapshot(),
     imageVersion: env.imageVersion,
   });
   cleanup.push(() => bootstrapper.close());
   return bootstrapper;
+}
+
+/** The store host of a node with this Kubernetes backend: an etcd member (`none`), the Kubernetes API (`kubeadm`). */
+function createStoreHost(backend: 'none' | 'kubeadm', etcd: EtcdMemberOptions): ClusterStoreHost {
+  if (backend === 'none') return new EtcdMember(etcd);
+  const unavailable = async (): Promise<never> => {
+    throw new UserError('The cluster store of kubeadm nodes (the Kubernetes API) is not in this build.', {
+      hint: 'Use the `none` backend (provider.local.kubernetesBackend: none).',
+    });
+  };
+  return { create: unavailable, join: unavailable, resume: unavailable, open: unavailable, adminCredentials: unavailable, hosted: async () => false, close: async () => undefined };
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) void main();

@@ -2,16 +2,17 @@
  * The steps a node takes once it holds a cluster's secrets, shared by init, join, rejoin and recovery, each
  * safe to repeat (an init retried after a failure runs them again): extend PCR 15 with the clusterID (once per
  * boot), format or unlock the state disk, keep the node's cluster record on the encrypted disk (what a rejoin
- * needs to recompute the clusterID), and host a join service on control-plane nodes.
+ * needs to recompute the clusterID), and on control-plane nodes host a part of the cluster store (./store-host.ts)
+ * and a join service reading it.
  */
 import { createHash } from 'node:crypto';
-import { promises as fs } from 'node:fs';
-import path from 'node:path';
 import { UserError } from '../lib/errors.js';
 import { CLUSTER_ID_LENGTH, deriveClusterId, MEASUREMENT_SALT_LENGTH } from '../lib/kms/index.js';
 import { TPM_ALG } from '../lib/tpm/constants.js';
 import { startJoinService, type JoinServiceHandle } from '../joinservice/server.js';
-import { SERVICE_FILE_PATHS } from '../joinservice/service-files.js';
+import type { ClusterStore } from '../lib/cluster-store/types.js';
+import type { ClusterPki } from '../lib/pki/cluster-pki.js';
+import type { ClusterStoreHost, StoreCredentials } from './store-host.js';
 import type { ValidatorDeps } from '../lib/attestation/types.js';
 import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logging/index.js';
@@ -48,8 +49,6 @@ export type BootstrapperTpm = Pick<TpmClient, 'pcrExtend' | 'pcrBanks'>;
 
 /** What a join service started on this node (after init, or on a control-plane node after joining) needs. */
 export interface JoinServiceSettings {
-  /** Directory of the join service's files (NODE_DIR/joinservice). */
-  dir: string;
   /** The provider's attestation collaborators (local: the AK registry). */
   validatorDeps: ValidatorDeps;
   /** Default: lib/attestation/registry's createValidator. */
@@ -66,6 +65,8 @@ export interface NodeSetupOptions {
   logger: Logger;
   clock: Clock;
   joinService: JoinServiceSettings & { host: string; port: number };
+  /** This node's part of the cluster store (control-plane nodes). */
+  store: ClusterStoreHost;
 }
 
 export class NodeSetup {
@@ -161,38 +162,65 @@ export class NodeSetup {
     }
     await this.extendClusterPcr(clusterId);
     await this.recordClusterEntry(options.how);
-    if (options.hostJoinService && (await this.hasJoinServiceFiles())) await this.startJoinService();
+    if (options.hostJoinService && (await this.options.store.hosted())) {
+      await this.options.store.resume();
+      await this.startJoinService();
+    }
     return { clusterId, record };
   }
 
-  /** Whether the join service's files are all in place (a control-plane node that initialized or joined before). */
-  async hasJoinServiceFiles(): Promise<boolean> {
-    const dir = this.options.joinService.dir;
-    const present = await Promise.all(SERVICE_FILE_PATHS.map((name) => fs.access(path.join(dir, name)).then(() => true, () => false)));
-    return present.every(Boolean);
+  /** The first control plane at init: creates the cluster store with this node in it. */
+  createStore(pki: ClusterPki): Promise<void> {
+    return this.options.store.create(pki);
   }
 
-  /** Starts the join service on this node from its files (once; later calls return the same service). */
+  /** A control plane that joined: becomes part of the cluster store through the ticket's endpoints. */
+  joinStore(pki: ClusterPki, endpoints: string[]): Promise<void> {
+    return this.options.store.join(pki, endpoints);
+  }
+
+  /** Credentials for the CLI to reach the cluster store (made at init). */
+  storeCredentials(pki: ClusterPki): Promise<StoreCredentials> {
+    return this.options.store.adminCredentials(pki);
+  }
+
+  /** A client of the cluster store (for init to write the join configuration). */
+  openStore(): Promise<ClusterStore> {
+    return this.options.store.open();
+  }
+
+  /** Starts the join service on this node, reading the cluster store (once; later calls return the same service). */
   startJoinService(): Promise<JoinServiceHandle> {
     const settings = this.options.joinService;
-    this.joinService ??= startJoinService({
-      host: settings.host,
-      port: settings.port,
-      filesDir: settings.dir,
-      validatorDeps: settings.validatorDeps,
-      createValidator: settings.createValidator,
-      tokenSink: settings.tokenSink,
-      logger: this.options.logger,
-      clock: this.options.clock,
-    });
+    this.joinService ??= (async () => {
+      const store = await this.options.store.open();
+      try {
+        const service = await startJoinService({
+          host: settings.host,
+          port: settings.port,
+          store,
+          validatorDeps: settings.validatorDeps,
+          createValidator: settings.createValidator,
+          tokenSink: settings.tokenSink,
+          logger: this.options.logger,
+          clock: this.options.clock,
+        });
+        return { port: service.port, close: async () => (await service.close(), await store.close()) };
+      } catch (err) {
+        await store.close();
+        throw err;
+      }
+    })();
     // A start that failed may be tried again (e.g. by a retried init).
     this.joinService.catch(() => (this.joinService = undefined));
     return this.joinService;
   }
 
+  /** Stops the join service, then this node's part of the cluster store. */
   async close(): Promise<void> {
     const service = this.joinService;
     this.joinService = undefined;
     await service?.then((s) => s.close(), () => undefined);
+    await this.options.store.close();
   }
 }

@@ -3,26 +3,29 @@
  * transport carries the stream: the JoinHello is checked for form, then the node attests (fresh nonce; the
  * document must pass the validator of the current attestation config and its userData must bind the
  * purpose "join"/"rejoin", the node's ephemeral key and every JoinHello field), and only then is a ticket
- * made and sealed to that key. A refusal is a Failure naming what failed (e.g. the PCR with expected and
- * actual value) with nothing sealed. Every decision is logged with node name, verdict and reason, never a
+ * made and sealed to that key. The join configuration comes from the cluster store, read when the evidence
+ * arrives (./join-config.ts): a store without quorum refuses the node. A state disk is bound in the store to the
+ * instance that first claimed it; its key never goes to another. A refusal is a Failure naming what failed (e.g.
+ * the PCR with expected and actual value) with nothing sealed. Every decision is logged with node name, verdict and reason, never a
  * key or token. server.ts puts this behind gRPC.
  */
 import { joinHelloBoundFields, joinServerAdapter, verifierServer, type DuplexStream } from '../lib/atls/index.js';
 import { createValidator as registryValidator } from '../lib/attestation/registry.js';
 import { AttestationError, type Validator, type ValidatorDeps, type VariantConfig } from '../lib/attestation/types.js';
+import { StoreUnavailableError, type ClusterStore } from '../lib/cluster-store/types.js';
 import { UserError } from '../lib/errors.js';
 import type { Logger } from '../lib/logging/index.js';
 import type { Clock } from '../lib/clock.js';
 import { JoinTicket, RejoinTicket, type JoinHello, type JoinRequest, type JoinResponse } from '../proto/gen/constellation/join.js';
 import { BootstrapTokenIssuer, MemoryTokenSink, type TokenSink } from './bootstrap-token.js';
-import { ServiceFilesWatcher, type ServiceConfig } from './service-files.js';
+import { JoinConfigReader, type LoadedJoinConfig } from './join-config.js';
 import { JoinTicketIssuer, type TicketKind } from './ticket-issuer.js';
 
 export type ValidatorFactory = (variant: string, config: VariantConfig, deps: ValidatorDeps) => Validator | Promise<Validator>;
 
 export interface JoinHandlerOptions {
-  /** The directory of the join service's files (service-files.ts). */
-  filesDir: string;
+  /** The cluster store the join configuration is read from, and node records and disk claims go to. */
+  store: ClusterStore;
   /** Collaborators of the validators (e.g. the provider's AK registry). */
   validatorDeps: ValidatorDeps;
   logger: Logger;
@@ -40,18 +43,19 @@ export interface JoinHandler {
   serve(call: DuplexStream<JoinResponse, JoinRequest>, kind: TicketKind, peer: string): Promise<void>;
 }
 
-/** Loads the service files (a UserError when they are incomplete or invalid) and returns the handler. */
+/** Reads the join configuration once (a UserError when the store has none, or no quorum) and returns the handler. */
 export async function createJoinHandler(options: JoinHandlerOptions): Promise<JoinHandler> {
   const createValidator = options.createValidator ?? registryValidator;
   const clock = options.clock ?? (() => new Date());
   const logger = options.logger;
+  const { store } = options;
   const tokens = new BootstrapTokenIssuer({ sink: options.tokenSink ?? new MemoryTokenSink(clock), clock });
   const tickets = new JoinTicketIssuer({ tokens, clock });
 
-  // One validator per loaded configuration, built when it loads: a config whose validator cannot be built
-  // (unknown variant, malformed measurements) is refused like a malformed file, keeping the last good one.
-  const validators = new WeakMap<ServiceConfig, Validator>();
-  const watcher = new ServiceFilesWatcher(options.filesDir, {
+  // One validator per configuration, built when it is read: a configuration whose validator cannot be built
+  // (unknown variant, malformed measurements) is refused like a malformed one, keeping the last good one.
+  const validators = new WeakMap<LoadedJoinConfig, Validator>();
+  const reader = new JoinConfigReader(store, {
     logger,
     accept: async (config) => {
       const deps: ValidatorDeps = { now: clock, warn: (message) => logger.warn('attestation warning', { message }), ...options.validatorDeps };
@@ -59,18 +63,32 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
       validators.set(config, acceptAny(await Promise.all(all.map((c) => createValidator(config.attestation.variant, c, deps)))));
     },
   });
-  await watcher.start();
+  // A store that is down now (a control plane recovered before the others) is not a reason to stay down: each
+  // request reads it again. A store without any join configuration is.
+  await reader.current().catch((err: unknown) => {
+    if (!(err instanceof StoreUnavailableError)) throw err;
+    logger.warn('the cluster store has no quorum yet; joins are refused until it has', { reason: err.message });
+  });
 
   return {
     async serve(call, kind, peer) {
-      const config = await watcher.current();
       let hello: JoinHello | undefined;
+      let config: LoadedJoinConfig | undefined;
+      // The configuration is read when the node's evidence arrives, so a store without quorum refuses the node
+      // (through the exchange's Failure) and a measurement written a moment ago applies to this request.
+      const validator: Validator = {
+        variant: 'join-configuration',
+        async validate(document, nonce) {
+          config = await reader.current();
+          return validators.get(config)!.validate(document, nonce);
+        },
+      };
       try {
         const session = await verifierServer(call, joinServerAdapter, {
           purpose: kind,
           peer: `the node at ${peer}`,
           timeoutMs: options.stepTimeoutMs,
-          validator: validators.get(config)!,
+          validator,
           hello: {
             what: 'the join request',
             bound: (message) => {
@@ -80,26 +98,48 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
               return joinHelloBoundFields(hello);
             },
           },
-          secrets: async (peer) => {
-            tickets.checkIdentity(hello!, peer.result.instance);
-            return kind === 'join'
-              ? JoinTicket.encode(await tickets.joinTicket(hello!, config)).finish()
-              : RejoinTicket.encode(tickets.rejoinTicket(hello!, config)).finish();
+          secrets: async (verified) => {
+            tickets.checkIdentity(hello!, verified.result.instance);
+            const instance = verified.result.instance?.name ?? hello!.nodeName;
+            const owner = await store.claimDisk(hello!.diskUuid, instance);
+            if (owner !== instance) {
+              throw new AttestationError(`The state disk ${hello!.diskUuid} belongs to instance "${owner}", not to "${instance}": its key goes to that instance only.`);
+            }
+            const ticket =
+              kind === 'join'
+                ? JoinTicket.encode(await tickets.joinTicket(hello!, config!, hello!.isControlPlane ? await store.memberEndpoints() : [])).finish()
+                : RejoinTicket.encode(tickets.rejoinTicket(hello!, config!)).finish();
+            await recordNode(store, hello!, kind, clock);
+            return ticket;
           },
         });
         session.channel.end();
-        logger.info(`${kind} ticket issued`, { ...describe(hello, peer, kind), verdict: 'accepted', configGeneration: config.generation, warnings: session.peer.result.warnings });
+        logger.info(`${kind} ticket issued`, { ...describe(hello, peer, kind), verdict: 'accepted', configGeneration: config?.generation, warnings: session.peer.result.warnings });
       } catch (err) {
         const userError = err instanceof UserError;
         (userError ? logger.warn : logger.error)(`${kind} refused`, {
           ...describe(hello, peer, kind),
           verdict: 'refused',
           reason: userError ? err.message : `internal error: ${(err as Error)?.message ?? String(err)}`,
-          configGeneration: config.generation,
+          configGeneration: config?.generation,
         });
       }
     },
   };
+}
+
+/** The node's record in the store: when it first joined, and how it came in last. */
+async function recordNode(store: ClusterStore, hello: JoinHello, kind: TicketKind, clock: Clock): Promise<void> {
+  const now = clock().toISOString();
+  const earlier = (await store.listNodes()).find((n) => n.name === hello.nodeName);
+  await store.putNode({
+    name: hello.nodeName,
+    role: hello.isControlPlane ? 'control-plane' : 'worker',
+    diskUuid: hello.diskUuid,
+    joinedAt: earlier?.joinedAt ?? now,
+    lastEntry: kind,
+    lastEntryAt: now,
+  });
 }
 
 /** Accepts what any of the validators accepts (current measurements first); a refusal reports the first's reason. */

@@ -24,7 +24,7 @@ export type JoinServiceHandle = AttestedServer;
 
 const SHUTDOWN_GRACE_MS = 5_000;
 
-/** Loads the service files (a UserError when they are incomplete or invalid), then listens. */
+/** Reads the join configuration from the store (a UserError when it has none, or no quorum), then listens. */
 export async function startJoinService(options: JoinServiceOptions): Promise<JoinServiceHandle> {
   const logger = options.logger.child({ component: 'joinservice' });
   const handler = await createJoinHandler({ ...options, logger });
@@ -40,6 +40,6 @@ export async function startJoinService(options: JoinServiceOptions): Promise<Joi
     port: options.port ?? JOIN_SERVICE_PORT,
     shutdownGraceMs: SHUTDOWN_GRACE_MS,
   });
-  logger.info('join service listening', { host, port: server.port, dir: options.filesDir });
+  logger.info('join service listening', { host, port: server.port, store: options.store.backend });
   return server;
 }

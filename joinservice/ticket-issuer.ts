@@ -2,7 +2,7 @@
  * What the join service hands a node that passed attestation (DESIGN §7), as pure logic over the current
  * configuration: a JoinTicket (state-disk key for the node's disk, measurement salt and secret, a kubelet
  * certificate from its CSR, API endpoint, a fresh 15-minute bootstrap token, discovery hash, Kubernetes
- * version, and for control-plane nodes the cluster PKI plus the join service's own files) or a RejoinTicket
+ * version, and for control-plane nodes the cluster PKI and the cluster store's member endpoints) or a RejoinTicket
  * (disk key and measurement secret, for a rebooted node). The server calls checkHello before attestation
  * (so a malformed request fails fast), checkIdentity after it passed, and the ticket methods only then.
  */
@@ -13,7 +13,7 @@ import type { Clock } from '../lib/clock.js';
 import { checkNodeName, discoveryTokenCaCertHash, signKubeletCertificate } from '../lib/pki/cluster-pki.js';
 import type { JoinHello, JoinTicket, RejoinTicket } from '../proto/gen/constellation/join.js';
 import type { BootstrapTokenIssuer } from './bootstrap-token.js';
-import { controlPlaneFiles, type ServiceConfig } from './service-files.js';
+import { controlPlaneFiles, type LoadedJoinConfig } from './join-config.js';
 
 export type TicketKind = 'join' | 'rejoin';
 
@@ -26,7 +26,7 @@ export interface JoinTicketIssuerOptions {
 
 export class JoinTicketIssuer {
   /** Per loaded configuration: the discovery hash, computed once. */
-  private readonly discoveryHashes = new WeakMap<ServiceConfig, string>();
+  private readonly discoveryHashes = new WeakMap<LoadedJoinConfig, string>();
 
   constructor(private readonly options: JoinTicketIssuerOptions) {}
 
@@ -59,8 +59,9 @@ export class JoinTicketIssuer {
     }
   }
 
-  async joinTicket(hello: JoinHello, config: ServiceConfig): Promise<JoinTicket> {
-    const kubeletCert = signKubeletCertificate(config.pki, hello.certificateRequest, { nodeName: hello.nodeName, clock: this.options.clock });
+  /** `storeEndpoints`: where a control-plane node joins the cluster store (see JoinTicket.store_endpoints). */
+  async joinTicket(hello: JoinHello, config: LoadedJoinConfig, storeEndpoints: string[] = []): Promise<JoinTicket> {
+    const kubeletCert = signKubeletCertificate(config.loadedPki, hello.certificateRequest, { nodeName: hello.nodeName, clock: this.options.clock });
     const token = await this.options.tokens.issue();
     return {
       stateDiskKey: Buffer.from(deriveStateDiskKey(config.masterSecret, hello.diskUuid)),
@@ -73,20 +74,21 @@ export class JoinTicketIssuer {
       discoveryTokenCaCertHash: this.discoveryHash(config),
       controlPlaneFiles: hello.isControlPlane ? controlPlaneFiles(config) : [],
       kubernetesVersion: config.cluster.kubernetesVersion,
+      storeEndpoints: hello.isControlPlane ? storeEndpoints : [],
     };
   }
 
-  rejoinTicket(hello: JoinHello, config: ServiceConfig): RejoinTicket {
+  rejoinTicket(hello: JoinHello, config: LoadedJoinConfig): RejoinTicket {
     return {
       stateDiskKey: Buffer.from(deriveStateDiskKey(config.masterSecret, hello.diskUuid)),
       measurementSecret: Buffer.from(deriveMeasurementSecret(config.masterSecret)),
     };
   }
 
-  private discoveryHash(config: ServiceConfig): string {
+  private discoveryHash(config: LoadedJoinConfig): string {
     let hash = this.discoveryHashes.get(config);
     if (hash === undefined) {
-      hash = discoveryTokenCaCertHash(config.pki.files['ca.crt']);
+      hash = discoveryTokenCaCertHash(config.pki['ca.crt']);
       this.discoveryHashes.set(config, hash);
     }
     return hash;

@@ -11,7 +11,7 @@ import { createValidator } from '../../lib/attestation/registry.js';
 import type { AkRegistry } from '../../lib/attestation/types.js';
 import { deriveMeasurementSecret, deriveStateDiskKey } from '../../lib/kms/index.js';
 import { signKubeletCertificate } from '../../lib/pki/cluster-pki.js';
-import type { ServiceConfig } from '../../joinservice/service-files.js';
+import type { LoadedJoinConfig } from '../../joinservice/join-config.js';
 import type { JoinHello } from '../../proto/gen/constellation/join.js';
 import type { SoftwareVtpm } from '../../test/joinservice/support/software-vtpm.js';
 import { median, WARM_UP_ROUNDS } from './stats.js';
@@ -45,7 +45,7 @@ export interface CryptoNode {
  * Milliseconds of each step: medians over the rounds after WARM_UP_ROUNDS, one round per node of `nodes`
  * (so `nodes.length - WARM_UP_ROUNDS` rounds are measured).
  */
-export async function measureJoinCrypto(nodes: CryptoNode[], config: ServiceConfig, akRegistry: AkRegistry): Promise<JoinCrypto> {
+export async function measureJoinCrypto(nodes: CryptoNode[], config: LoadedJoinConfig, akRegistry: AkRegistry): Promise<JoinCrypto> {
   const validator = await createValidator('local-vtpm', config.attestation.config, { akRegistry });
   const nonce = new Uint8Array(32).fill(7);
   const binding = { purpose: 'join' as const, nonce };
@@ -64,7 +64,7 @@ export async function measureJoinCrypto(nodes: CryptoNode[], config: ServiceConf
     const validate = lap(t);
 
     t = performance.now();
-    signKubeletCertificate(config.pki, node.hello.certificateRequest, { nodeName: node.hello.nodeName, clock: () => new Date() });
+    signKubeletCertificate(config.loadedPki, node.hello.certificateRequest, { nodeName: node.hello.nodeName, clock: () => new Date() });
     const cert = lap(t);
 
     t = performance.now();

@@ -4,7 +4,8 @@
  * BEFORE anything is sent: the master secret (constellation-mastersecret.json, written once, never overwritten;
  * an existing one is reused) and the measurement salt (in the state). So an init killed at any point re-runs with
  * the same secrets, and the node (which recognises a repeated init with the same secrets) answers the same result.
- * On success the state gets clusterValues (clusterID, measurement salt) and the workspace the admin kubeconfig.
+ * On success the state gets clusterValues (clusterID, measurement salt), and the workspace the admin kubeconfig and
+ * the cluster store's admin credentials (constellation-store.json).
  * On a node's failure its log goes to constellation-cluster.log.
  */
 import { randomBytes } from 'node:crypto';
@@ -23,7 +24,7 @@ import {
 } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
-import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE } from '../../lib/workspace/files.js';
+import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { masterSecretPath, readMasterSecret, writeMasterSecret } from '../../lib/workspace/master-secret.js';
 import { readState, writeState } from '../../lib/workspace/state.js';
 import { INIT_PORT, InitFailedError, runInitExchange } from './init-exchange.js';
@@ -150,6 +151,9 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
     });
   }
   const previousKubeconfigFile = await writeKubeconfig(kubeconfigFile, result.kubeconfig, log);
+  if (result.storeCredentials.length > 0) {
+    await writeFileAtomic(path.join(workspaceDir, STORE_CREDENTIALS_FILE), result.storeCredentials, { mode: 0o600 });
+  }
   state.clusterValues.clusterID = clusterId;
   await writeState(workspaceDir, state);
   log.info('cluster initialized', { clusterId, kubernetesBackend: result.kubernetesBackend });

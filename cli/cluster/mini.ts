@@ -14,7 +14,7 @@ import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../
 import { UserError } from '../../lib/errors.js';
 import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
-import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, RESOURCES_FILE, STATE_FILE } from '../../lib/workspace/files.js';
+import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, RESOURCES_FILE, STATE_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import { editConfig } from './config-edit.js';
 import { createCluster } from './create.js';
@@ -186,7 +186,7 @@ export interface MiniDownOptions {
 }
 
 /** The workspace files mini up makes (the debug log stays: it records this run too). */
-export const MINI_FILES = [CONFIG_FILE, STATE_FILE, MASTER_SECRET_FILE, ADMIN_CONF_FILE, RESOURCES_FILE, CLUSTER_LOG_FILE] as const;
+export const MINI_FILES = [CONFIG_FILE, STATE_FILE, MASTER_SECRET_FILE, ADMIN_CONF_FILE, STORE_CREDENTIALS_FILE, RESOURCES_FILE, CLUSTER_LOG_FILE] as const;
 
 export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles: string[] }> {
   const { workspaceDir } = options;

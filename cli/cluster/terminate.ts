@@ -13,7 +13,7 @@ import type { InfrastructureProvider, ResourceJournal } from '../../providers/co
 import { loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import { nullLogger, type Logger } from '../../lib/logging/index.js';
-import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists } from '../../lib/workspace/files.js';
+import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { FileResourceJournal } from '../../lib/workspace/resource-journal.js';
 import { emptyState, readStateOrEmpty, statePath, writeState, type State } from '../../lib/workspace/state.js';
 import { infrastructureOptions, loadInfrastructure } from './provider.js';
@@ -55,10 +55,13 @@ export async function terminateCluster(options: TerminateOptions): Promise<Termi
     await provider.terminate({ journal, log, progress: options.progress, workspaceDir }, options.byTag ? { byTag: true } : undefined);
   }
   if (await pathExists(statePath(workspaceDir))) await writeState(workspaceDir, emptyState());
-  const kubeconfig = path.join(workspaceDir, ADMIN_CONF_FILE);
-  if (await pathExists(kubeconfig)) {
-    await fs.rm(kubeconfig);
-    removedFiles.push(kubeconfig);
+  // The cluster's credentials name a cluster that no longer exists.
+  for (const name of [ADMIN_CONF_FILE, STORE_CREDENTIALS_FILE]) {
+    const file = path.join(workspaceDir, name);
+    if (await pathExists(file)) {
+      await fs.rm(file);
+      removedFiles.push(file);
+    }
   }
   log.info('terminated', { provider: providerName });
   return { provider: providerName, removedFiles, masterSecretKept: await pathExists(path.join(workspaceDir, MASTER_SECRET_FILE)) };

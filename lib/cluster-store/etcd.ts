@@ -104,6 +104,11 @@ export class EtcdClusterStore implements ClusterStore {
     await this.call(() => this.client.delete().key(`${STORE_PREFIX}${ENTRY.node(name)}`).exec());
   }
 
+  async memberEndpoints(): Promise<string[]> {
+    const response = await this.call(() => this.client.cluster.memberList({ linearizable: true }));
+    return response.members.filter((m) => !m.isLearner).flatMap((m) => m.clientURLs);
+  }
+
   async close(): Promise<void> {
     this.client.close();
   }

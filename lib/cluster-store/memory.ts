@@ -51,6 +51,14 @@ export class MemoryClusterStore implements ClusterStore {
     this.revision++;
   }
 
+  /** What memberEndpoints() answers. */
+  endpoints: string[] = [];
+
+  async memberEndpoints(): Promise<string[]> {
+    this.check();
+    return this.endpoints;
+  }
+
   async close(): Promise<void> {}
 
   private check(): void {

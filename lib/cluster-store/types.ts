@@ -68,6 +68,11 @@ export interface ClusterStore {
    */
   claimDisk(diskUuid: string, instance: string): Promise<string>;
   putNode(record: NodeRecord): Promise<void>;
+  /**
+   * Where a control-plane node that joins becomes part of the store: the etcd client URLs of the voting members;
+   * empty for a store the node's Kubernetes backend joins by itself (kubeadm).
+   */
+  memberEndpoints(): Promise<string[]>;
   listNodes(): Promise<NodeRecord[]>;
   deleteNode(name: string): Promise<void>;
   close(): Promise<void>;

@@ -42,10 +42,11 @@ const ADMIN_ORGANIZATION = 'system:masters';
 /** Kubernetes node names are DNS-1123 subdomains. */
 const NODE_NAME = /^(?=.{1,253}$)[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
-/** A loaded PKI: its files, and the cluster CA ready to sign. */
+/** A loaded PKI: its files, and the cluster CA and etcd CA ready to sign. */
 export interface ClusterPki {
   files: PkiFiles;
   ca: Issuer;
+  etcdCa: Issuer;
 }
 
 /** Makes a new cluster PKI. `clusterName` goes into the CAs' subjects (O=), so operators can tell clusters apart. */
@@ -96,6 +97,7 @@ export function loadClusterPki(files: Partial<Record<string, string | Uint8Array
     text[name] = typeof content === 'string' ? content : Buffer.from(content).toString('utf8');
   }
   let clusterCa: Issuer | undefined;
+  let etcdCa: Issuer | undefined;
   for (const base of ['ca', 'front-proxy-ca', 'etcd/ca'] as const) {
     let cert: X509Certificate;
     try {
@@ -107,6 +109,7 @@ export function loadClusterPki(files: Partial<Record<string, string | Uint8Array
     const key = privateKey(text[`${base}.key`], `${source}: ${base}.key`);
     if (!samePublicKey(cert.publicKey, createPublicKey(key))) throw new UserError(`${source}: ${base}.key is not the key of ${base}.crt.`);
     if (base === 'ca') clusterCa = issuerFromCertificate(cert.raw, key);
+    if (base === 'etcd/ca') etcdCa = issuerFromCertificate(cert.raw, key);
   }
   let saPublic: KeyObject;
   try {
@@ -117,7 +120,49 @@ export function loadClusterPki(files: Partial<Record<string, string | Uint8Array
   if (!samePublicKey(saPublic, createPublicKey(privateKey(text['sa.key'], `${source}: sa.key`)))) {
     throw new UserError(`${source}: sa.key and sa.pub are not a key pair.`);
   }
-  return { files: text, ca: clusterCa! };
+  return { files: text, ca: clusterCa!, etcdCa: etcdCa! };
+}
+
+/** A certificate and its key, PEM. */
+export interface CertificatePair {
+  cert: string;
+  key: string;
+}
+
+/**
+ * The certificates of a stacked etcd member (as kubeadm makes them, from the etcd CA): one for serving clients
+ * and one for its peers, both for the node's IPs (and localhost), each serving and client auth.
+ */
+export function issueEtcdMemberCertificates(pki: ClusterPki, options: { name: string; ips: string[]; clock: Clock }): { server: CertificatePair; peer: CertificatePair } {
+  const ips = [...new Set([...options.ips, '127.0.0.1'])];
+  const leaf = () => issueLeaf(pki.etcdCa, { commonName: options.name, ips, dns: [options.name, 'localhost'], usages: [OID.serverAuth, OID.clientAuth], clock: options.clock });
+  return { server: leaf(), peer: leaf() };
+}
+
+/** A client certificate of the etcd CA (the join services' and the CLI's access to the cluster store). */
+export function issueEtcdClientCertificate(pki: ClusterPki, options: { commonName: string; clock: Clock }): CertificatePair {
+  return issueLeaf(pki.etcdCa, { commonName: options.commonName, ips: [], dns: [], usages: [OID.clientAuth], clock: options.clock });
+}
+
+function issueLeaf(
+  issuer: Issuer,
+  options: { commonName: string; ips: string[]; dns: string[]; usages: string[]; clock: Clock },
+): CertificatePair {
+  const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
+  const now = options.clock().getTime();
+  const names = options.ips.length > 0 || options.dns.length > 0 ? [subjectAltName({ dns: options.dns, ips: options.ips })] : [];
+  const der = issueCertificate(
+    {
+      subject: encodeName([[OID.commonName, options.commonName]]),
+      publicKey: publicKey.export({ type: 'spki', format: 'der' }),
+      notBefore: new Date(now - BACKDATE_MS),
+      notAfter: new Date(now + LEAF_VALIDITY_DAYS * DAY_MS),
+      serial: randomSerial(),
+      extensions: [basicConstraints(false), keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]), extendedKeyUsage(options.usages), ...names],
+    },
+    issuer,
+  );
+  return { cert: pem('CERTIFICATE', der), key: ecKeyPem(privateKey) };
 }
 
 export interface KubeletCertificateOptions {

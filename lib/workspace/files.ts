@@ -5,6 +5,8 @@ export const CONFIG_FILE = 'constellation-conf.yaml';
 export const STATE_FILE = 'constellation-state.yaml';
 export const MASTER_SECRET_FILE = 'constellation-mastersecret.json';
 export const ADMIN_CONF_FILE = 'constellation-admin.conf';
+/** How the CLI reaches the cluster store (admin credentials, written at init; secret). */
+export const STORE_CREDENTIALS_FILE = 'constellation-store.json';
 export const DEBUG_LOG_FILE = 'constellation-debug.log';
 /** The failing node's log after an unsuccessful `init`. */
 export const CLUSTER_LOG_FILE = 'constellation-cluster.log';

@@ -72,7 +72,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
   it('initializes: progress per step, the InitResult, PCR 15 = expectedPcr15(clusterID), the disk formatted with the derived key', async () => {
     const outcome = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets());
     assert.equal(outcome.error, undefined, outcome.error?.message);
-    assert.deepEqual(outcome.progress, ['keys', 'pcr15', 'state-disk', 'pki', 'join-service', 'kubernetes', 'done']);
+    assert.deepEqual(outcome.progress, ['keys', 'pcr15', 'state-disk', 'pki', 'cluster-store', 'join-service', 'kubernetes', 'done']);
     const result = outcome.result!;
     assert.deepEqual(new Uint8Array(result.clusterId), clusterId());
     assert.equal(result.kubernetesBackend, 'none');

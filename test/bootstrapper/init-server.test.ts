@@ -9,6 +9,7 @@ import { checkInitSecrets, InitServer } from '../../bootstrapper/init-server.js'
 import { NodeLock } from '../../bootstrapper/node-lock.js';
 import { NodeSetup } from '../../bootstrapper/node-setup.js';
 import { NodeStatusTracker } from '../../bootstrapper/node-status.js';
+import { MemoryStoreHost } from '../support/memory-store-host.js';
 import { PlainStateDisk } from '../support/plain-state-disk.js';
 import type { Issuer } from '../../lib/attestation/types.js';
 import { nullLogger } from '../../lib/logging/index.js';
@@ -41,6 +42,7 @@ class CountingBackend implements KubernetesBackend {
 describe('bootstrapper/init-server', () => {
   let dir: string;
   let disk: PlainStateDisk;
+  let storeHost: MemoryStoreHost;
   let extended: TpmDigest[][];
   let setup: NodeSetup;
 
@@ -60,7 +62,6 @@ describe('bootstrapper/init-server', () => {
       setup,
       stateDisk: disk,
       backend,
-      joinServiceDir: path.join(dir, 'joinservice'),
       logger: nullLogger,
       clock: () => new Date(),
       logTail: () => new Uint8Array(0),
@@ -83,6 +84,7 @@ describe('bootstrapper/init-server', () => {
   beforeEach(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'init-server-'));
     disk = new PlainStateDisk(path.join(dir, 'state'));
+    storeHost = new MemoryStoreHost();
     extended = [];
     setup = new NodeSetup({
       tpm: {
@@ -92,7 +94,8 @@ describe('bootstrapper/init-server', () => {
       stateDisk: disk,
       logger: nullLogger,
       clock: () => new Date(),
-      joinService: { dir: path.join(dir, 'joinservice'), validatorDeps: {}, host: '127.0.0.1', port: 0 },
+      joinService: { validatorDeps: {}, host: '127.0.0.1', port: 0 },
+      store: storeHost,
     });
   });
   afterEach(async () => {
@@ -109,6 +112,14 @@ describe('bootstrapper/init-server', () => {
     assert.deepEqual(a, b);
     assert.equal(extended.length, 1, 'PCR 15 is extended once');
     assert.equal(status.get().state, 'initialized');
+    // The cluster store got the join configuration, the node's record and its disk claim; the CLI its credentials.
+    const { config } = await storeHost.store.readJoinConfig();
+    assert.equal(config.cluster.kubernetesVersion, 'v1.31.1');
+    assert.deepEqual(config.masterSecret, { key: new Uint8Array(Buffer.alloc(32, 1)), salt: new Uint8Array(Buffer.alloc(32, 2)) });
+    assert.deepEqual((await storeHost.store.listNodes()).map((n) => [n.name, n.role, n.lastEntry, n.diskUuid]), [['cp-0', 'control-plane', 'init', disk.uuid]]);
+    assert.equal(await storeHost.store.claimDisk(disk.uuid, 'someone-else'), 'cp-0', 'the disk is bound to the node');
+    assert.equal(storeHost.created, 1);
+    assert.equal(JSON.parse(Buffer.from(a.storeCredentials).toString()).backend, 'etcd');
   });
 
   it('runs the steps again when a retried init follows a failed one, without formatting the disk twice', async () => {
@@ -123,6 +134,7 @@ describe('bootstrapper/init-server', () => {
     assert.equal(result.clusterId.length, 32);
     assert.equal(status.get().state, 'initialized');
     assert.equal(extended.length, 1);
+    assert.equal(disk.formats, 1, 'the disk was formatted once');
   });
 
   it('refuses a node that is joining, and one whose disk is already formatted', async () => {

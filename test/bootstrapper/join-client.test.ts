@@ -43,7 +43,6 @@ function options(metadata: Partial<NodeMetadata>, overrides: Partial<JoinClientO
     } as NodeMetadata,
     backend: unused<KubernetesBackend>('backend'),
     joinServicePort: 30090,
-    joinServiceDir: '/nonexistent',
     ...overrides,
   };
 }

@@ -6,7 +6,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { MemoryTokenSink, TOKEN_PATTERN } from '../../joinservice/bootstrap-token.js';
 import { startJoinService, type JoinServiceHandle } from '../../joinservice/server.js';
-import { SERVICE_FILES } from '../../joinservice/service-files.js';
 import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../../lib/atls/index.js';
 import type { Issuer, Measurements } from '../../lib/attestation/types.js';
 import { localInstanceInfo, VARIANT } from '../../lib/attestation/variants/local-vtpm.js';
@@ -16,14 +15,13 @@ import { createLogger } from '../../lib/logging/index.js';
 import { TpmClient } from '../../lib/tpm/client.js';
 import { TPM_ALG } from '../../lib/tpm/constants.js';
 import { startSwtpm } from '../../lib/tpm/swtpm.js';
-import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { JoinServiceClient } from '../../proto/gen/constellation/join.js';
-import { hello, kubeletCsr, requestTicket } from './support/join-client.js';
-import { makeServiceDir, type TestServiceDir } from './support/service-dir.js';
+import { diskUuidOf, hello, kubeletCsr, requestTicket } from './support/join-client.js';
+import { makeTestStore, type TestStore } from './support/test-store.js';
 import { imagePcrs, measurementsFor, SoftwareVtpm, TestAkRegistry } from './support/software-vtpm.js';
 
 interface Harness {
-  service: TestServiceDir;
+  service: TestStore;
   join: JoinServiceHandle;
   address: string;
   registry: TestAkRegistry;
@@ -32,7 +30,7 @@ interface Harness {
 }
 
 async function startHarness(measurements: Measurements): Promise<Harness> {
-  const service = await makeServiceDir(measurements);
+  const service = await makeTestStore(measurements);
   const registry = new TestAkRegistry();
   const sink = new MemoryTokenSink();
   const log: string[] = [];
@@ -40,7 +38,7 @@ async function startHarness(measurements: Measurements): Promise<Harness> {
     const join = await startJoinService({
       host: '127.0.0.1',
       port: 0,
-      filesDir: service.dir,
+      store: service.store,
       validatorDeps: { akRegistry: registry },
       logger: createLogger((line) => log.push(line)),
       tokenSink: sink,
@@ -48,14 +46,14 @@ async function startHarness(measurements: Measurements): Promise<Harness> {
     });
     return { service, join, address: `127.0.0.1:${join.port}`, registry, sink, log };
   } catch (err) {
-    await service.remove();
+    await service.store.close();
     throw err;
   }
 }
 
 async function stopHarness(h: Harness | undefined): Promise<void> {
   await h?.join.close();
-  await h?.service.remove();
+  await h?.service.store.close();
 }
 
 function decisions(h: Harness): Array<Record<string, unknown>> {
@@ -114,7 +112,7 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
 
     const rejoin = await requestTicket(h.address, node('worker-2'), hello({ nodeName: 'worker-2' }), 'rejoin');
     assert.equal(rejoin.error, undefined);
-    assert.deepEqual(new Uint8Array(rejoin.ticket!.stateDiskKey), deriveStateDiskKey(h.service.masterSecret, hello().diskUuid));
+    assert.deepEqual(new Uint8Array(rejoin.ticket!.stateDiskKey), deriveStateDiskKey(h.service.masterSecret, diskUuidOf('worker-2')));
   });
 
   it('refuses control-plane files to a node the provider created as a worker: no ticket, no CA key', async () => {
@@ -191,26 +189,26 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
     const before = await requestTicket(h.address, node('worker-v2', newPcrs), hello(v2), 'join');
     assert.match(before.error!.message, /PCR 4/);
 
-    await writeFileAtomic(path.join(h.service.dir, SERVICE_FILES.attestationConfig), JSON.stringify({ variant: 'local-vtpm', config: { measurements: measurementsFor(newPcrs) } }));
+    await h.service.store.writeJoinConfig({ attestation: { variant: 'local-vtpm', config: { measurements: measurementsFor(newPcrs) } } });
     const after = await requestTicket(h.address, node('worker-v2b', newPcrs), hello({ ...v2, nodeName: 'worker-v2b' }), 'join');
     assert.equal(after.error, undefined);
     const old = await requestTicket(h.address, node('worker-v1', goodPcrs), hello({ nodeName: 'worker-v1', certificateRequest: await kubeletCsr() }), 'join');
     assert.match(old.error!.message, /PCR 4/);
 
     // During an upgrade the old measurements stay accepted next to the new ones.
-    await writeFileAtomic(
-      path.join(h.service.dir, SERVICE_FILES.attestationConfig),
-      JSON.stringify({ variant: 'local-vtpm', config: { measurements: measurementsFor(newPcrs) }, previous: [{ measurements: measurementsFor(goodPcrs) }] }),
-    );
+    await h.service.store.writeJoinConfig({
+      attestation: { variant: 'local-vtpm', config: { measurements: measurementsFor(newPcrs) }, previous: [{ measurements: measurementsFor(goodPcrs) }] },
+    });
     const during = await requestTicket(h.address, node('worker-v1b', goodPcrs), hello({ nodeName: 'worker-v1b', certificateRequest: await kubeletCsr() }), 'join');
     assert.equal(during.error, undefined);
   });
 
   it('keeps serving with the last good config when the new one is broken', async () => {
-    await writeFileAtomic(path.join(h.service.dir, SERVICE_FILES.attestationConfig), '{"variant": "local-vtpm", "conf');
+    h.service.store.entries.set('join/attestation-config', '{"variant": "local-vtpm", "conf');
+    await h.service.store.putNode({ name: 'x', role: 'worker', diskUuid: 'x', joinedAt: 'x', lastEntry: 'join', lastEntryAt: 'x' }); // a new revision
     const attempt = await requestTicket(h.address, node('worker-5', goodPcrs), hello({ nodeName: 'worker-5', certificateRequest: await kubeletCsr() }), 'join');
     assert.equal(attempt.error, undefined);
-    assert.ok(h.log.some((l) => l.includes('keeping the last good configuration')));
+    assert.ok(h.log.some((l) => l.includes('keeping the last good one')));
   });
 });
 
@@ -269,7 +267,7 @@ describe('joinservice/server (swtpm nodes, VtpmIssuer, local-vtpm validator from
 
     const accepted = await requestTicket(h.address, good.issuer, hello({ nodeName: 'node-a', certificateRequest: await kubeletCsr() }), 'join');
     assert.equal(accepted.error, undefined);
-    assert.deepEqual(new Uint8Array(accepted.ticket!.stateDiskKey), deriveStateDiskKey(h.service.masterSecret, hello().diskUuid));
+    assert.deepEqual(new Uint8Array(accepted.ticket!.stateDiskKey), deriveStateDiskKey(h.service.masterSecret, diskUuidOf('node-a')));
 
     const unregistered = await requestTicket(h.address, stranger.issuer, hello({ nodeName: 'node-b', certificateRequest: await kubeletCsr() }), 'join');
     assert.equal(unregistered.ticket, undefined);

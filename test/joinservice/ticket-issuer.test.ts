@@ -1,26 +1,26 @@
 import assert from 'node:assert/strict';
 import { X509Certificate } from 'node:crypto';
 import { BootstrapTokenIssuer, MemoryTokenSink, TOKEN_PATTERN, TOKEN_TTL_MS } from '../../joinservice/bootstrap-token.js';
-import { readServiceFiles, serviceFilesFromControlPlaneFiles, SERVICE_FILE_PATHS, type ServiceConfig } from '../../joinservice/service-files.js';
+import { JoinConfigReader, type LoadedJoinConfig } from '../../joinservice/join-config.js';
+import { nullLogger } from '../../lib/logging/index.js';
 import { JoinTicketIssuer } from '../../joinservice/ticket-issuer.js';
 import { deriveMeasurementSecret, deriveStateDiskKey } from '../../lib/kms/index.js';
 import { discoveryTokenCaCertHash, PKI_FILE_NAMES } from '../../lib/pki/cluster-pki.js';
 import { hello, kubeletCsr } from './support/join-client.js';
-import { makeServiceDir, TEST_NOW, type TestServiceDir } from './support/service-dir.js';
+import { makeTestStore, TEST_NOW, type TestStore } from './support/test-store.js';
 import { imagePcrs, measurementsFor } from './support/software-vtpm.js';
 
 describe('joinservice/ticket-issuer', () => {
-  let service: TestServiceDir;
-  let config: ServiceConfig;
+  let service: TestStore;
+  let config: LoadedJoinConfig;
   let sink: MemoryTokenSink;
   let issuer: JoinTicketIssuer;
   const clock = () => TEST_NOW;
 
   before(async () => {
-    service = await makeServiceDir(measurementsFor(imagePcrs()));
-    config = await readServiceFiles(service.dir);
+    service = await makeTestStore(measurementsFor(imagePcrs()));
+    config = await new JoinConfigReader(service.store, { logger: nullLogger }).current();
   });
-  after(() => service.remove());
   beforeEach(() => {
     sink = new MemoryTokenSink(clock);
     issuer = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink, clock }), clock });
@@ -55,18 +55,16 @@ describe('joinservice/ticket-issuer', () => {
     assert.notDeepEqual(a.stateDiskKey, b.stateDiskKey);
   });
 
-  it('gives a control-plane node the cluster PKI by kubeadm names and the join service files, enough to run its own join service', async () => {
-    const ticket = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), isControlPlane: true, nodeName: 'cp-1' }), config);
-    const names = ticket.controlPlaneFiles.map((f) => f.name).sort();
-    for (const name of PKI_FILE_NAMES) assert.ok(names.includes(name), name);
-    for (const name of ['joinservice/master-secret.json', 'joinservice/attestation-config.json', 'joinservice/measurement-salt', 'joinservice/cluster.json']) {
-      assert.ok(names.includes(name), name);
-    }
+  it('gives a control-plane node the cluster PKI by kubeadm names and where to join the cluster store, nothing of the join service', async () => {
+    const endpoints = ['https://127.0.4.10:2379', 'https://127.0.4.11:2379'];
+    const ticket = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), isControlPlane: true, nodeName: 'cp-1' }), config, endpoints);
+    assert.deepEqual(ticket.controlPlaneFiles.map((f) => f.name).sort(), [...PKI_FILE_NAMES].sort());
     const byName = new Map(ticket.controlPlaneFiles.map((f) => [f.name, f.data.toString()]));
     assert.equal(byName.get('ca.key'), service.pki['ca.key']);
     assert.equal(byName.get('etcd/ca.crt'), service.pki['etcd/ca.crt']);
-    const restored = serviceFilesFromControlPlaneFiles(ticket.controlPlaneFiles);
-    assert.deepEqual([...restored.keys()].sort(), [...SERVICE_FILE_PATHS].sort());
+    assert.deepEqual(ticket.storeEndpoints, endpoints);
+    const worker = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr() }), config, endpoints);
+    assert.deepEqual(worker.storeEndpoints, [], 'a worker learns nothing about the store');
   });
 
   it('gives a rejoining node only its disk key and the measurement secret', () => {

@@ -62,6 +62,11 @@ export interface InitResult {
   clusterId: Buffer;
   /** Names the Kubernetes backend ("kubeadm" or "none"), so the CLI can say plainly what runs. */
   kubernetesBackend: string;
+  /**
+   * How the CLI reaches the cluster store, JSON: {"backend": "etcd", "endpoints", "caCert", "clientCert",
+   * "clientKey"} (an admin client certificate of the etcd CA) or {"backend": "kubernetes"} (the admin kubeconfig).
+   */
+  storeCredentials: Buffer;
 }
 
 function createBaseInitRequest(): InitRequest {
@@ -556,7 +561,12 @@ export const InitSecrets: MessageFns<InitSecrets> = {
 };
 
 function createBaseInitResult(): InitResult {
-  return { kubeconfig: Buffer.alloc(0), clusterId: Buffer.alloc(0), kubernetesBackend: "" };
+  return {
+    kubeconfig: Buffer.alloc(0),
+    clusterId: Buffer.alloc(0),
+    kubernetesBackend: "",
+    storeCredentials: Buffer.alloc(0),
+  };
 }
 
 export const InitResult: MessageFns<InitResult> = {
@@ -569,6 +579,9 @@ export const InitResult: MessageFns<InitResult> = {
     }
     if (message.kubernetesBackend !== "") {
       writer.uint32(26).string(message.kubernetesBackend);
+    }
+    if (message.storeCredentials.length !== 0) {
+      writer.uint32(34).bytes(message.storeCredentials);
     }
     return writer;
   },
@@ -610,6 +623,14 @@ export const InitResult: MessageFns<InitResult> = {
             message.kubernetesBackend = reader.string();
             continue;
           }
+          case 4: {
+            if (tag !== 34) {
+              break;
+            }
+
+            message.storeCredentials = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -635,6 +656,11 @@ export const InitResult: MessageFns<InitResult> = {
         : isSet(object.kubernetes_backend)
         ? globalThis.String(object.kubernetes_backend)
         : "",
+      storeCredentials: isSet(object.storeCredentials)
+        ? Buffer.from(bytesFromBase64(object.storeCredentials))
+        : isSet(object.store_credentials)
+        ? Buffer.from(bytesFromBase64(object.store_credentials))
+        : Buffer.alloc(0),
     };
   },
 
@@ -649,6 +675,9 @@ export const InitResult: MessageFns<InitResult> = {
     if (message.kubernetesBackend !== "") {
       obj.kubernetesBackend = message.kubernetesBackend;
     }
+    if (message.storeCredentials.length !== 0) {
+      obj.storeCredentials = base64FromBytes(message.storeCredentials);
+    }
     return obj;
   },
 
@@ -660,6 +689,7 @@ export const InitResult: MessageFns<InitResult> = {
     message.kubeconfig = object.kubeconfig ?? Buffer.alloc(0);
     message.clusterId = object.clusterId ?? Buffer.alloc(0);
     message.kubernetesBackend = object.kubernetesBackend ?? "";
+    message.storeCredentials = object.storeCredentials ?? Buffer.alloc(0);
     return message;
   },
 };

@@ -70,6 +70,11 @@ export interface JoinTicket {
   kubernetesVersion: string;
   /** Unix seconds at which token expires. */
   tokenExpiresAt: number;
+  /**
+   * For control-plane nodes of clusters whose store is etcd: the client URLs of the store's voting members, through
+   * which the node adds itself as a member (learner first).
+   */
+  storeEndpoints: string[];
 }
 
 /** Plaintext of the sealed ticket of IssueRejoinTicket. */
@@ -533,6 +538,7 @@ function createBaseJoinTicket(): JoinTicket {
     controlPlaneFiles: [],
     kubernetesVersion: "",
     tokenExpiresAt: 0,
+    storeEndpoints: [],
   };
 }
 
@@ -567,6 +573,9 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     }
     if (message.tokenExpiresAt !== 0) {
       writer.uint32(80).int64(message.tokenExpiresAt);
+    }
+    for (const v of message.storeEndpoints) {
+      writer.uint32(90).string(v!);
     }
     return writer;
   },
@@ -664,6 +673,14 @@ export const JoinTicket: MessageFns<JoinTicket> = {
             message.tokenExpiresAt = longToNumber(reader.int64());
             continue;
           }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.storeEndpoints.push(reader.string());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -724,6 +741,11 @@ export const JoinTicket: MessageFns<JoinTicket> = {
         : isSet(object.token_expires_at)
         ? globalThis.Number(object.token_expires_at)
         : 0,
+      storeEndpoints: globalThis.Array.isArray(object?.storeEndpoints)
+        ? object.storeEndpoints.map((e: any) => globalThis.String(e))
+        : globalThis.Array.isArray(object?.store_endpoints)
+        ? object.store_endpoints.map((e: any) => globalThis.String(e))
+        : [],
     };
   },
 
@@ -759,6 +781,9 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     if (message.tokenExpiresAt !== 0) {
       obj.tokenExpiresAt = Math.round(message.tokenExpiresAt);
     }
+    if (message.storeEndpoints?.length) {
+      obj.storeEndpoints = message.storeEndpoints;
+    }
     return obj;
   },
 
@@ -777,6 +802,7 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     message.controlPlaneFiles = object.controlPlaneFiles?.map((e) => ControlPlaneFile.fromPartial(e)) || [];
     message.kubernetesVersion = object.kubernetesVersion ?? "";
     message.tokenExpiresAt = object.tokenExpiresAt ?? 0;
+    message.storeEndpoints = object.storeEndpoints?.map((e) => e) || [];
     return message;
   },
 };

@@ -63,7 +63,7 @@ export async function runInit(scenario: InitScenario): Promise<Outcome<InitResul
           });
           attested.value = InitSecrets.decode(session.secrets);
           session.channel.send({ kind: 'progress', value: { step: 'kubernetes', message: 'initializing the cluster' } });
-          const result = InitResult.encode({ kubeconfig: KUBECONFIG, clusterId: Buffer.alloc(32, 1), kubernetesBackend: 'none' }).finish();
+          const result = InitResult.encode({ kubeconfig: KUBECONFIG, clusterId: Buffer.alloc(32, 1), kubernetesBackend: 'none', storeCredentials: Buffer.alloc(0) }).finish();
           session.channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(result) } });
           session.channel.end();
         } catch (err) {

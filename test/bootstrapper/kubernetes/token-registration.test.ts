@@ -11,13 +11,13 @@ import { createBackend, type BackendOptions } from '../../../bootstrapper/kubern
 import { startJoinService, type JoinServiceHandle } from '../../../joinservice/server.js';
 import { createLogger } from '../../../lib/logging/index.js';
 import { hello, kubeletCsr, requestTicket } from '../../joinservice/support/join-client.js';
-import { makeServiceDir, type TestServiceDir } from '../../joinservice/support/service-dir.js';
+import { makeTestStore, type TestStore } from '../../joinservice/support/test-store.js';
 import { imagePcrs, measurementsFor, SoftwareVtpm, TestAkRegistry } from '../../joinservice/support/software-vtpm.js';
 import { ADMIN_CONF_CONTENT, installStandinKubeadm, type Standin } from './standin-kubeadm.js';
 
 describe('bootstrapper/kubernetes: the join service registers its tokens with kubeadm', () => {
   let dir: string;
-  let service: TestServiceDir;
+  let service: TestStore;
   let standin: Standin;
   let join: JoinServiceHandle | undefined;
   let log: string[];
@@ -25,7 +25,7 @@ describe('bootstrapper/kubernetes: the join service registers its tokens with ku
 
   beforeEach(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'token-registration-'));
-    service = await makeServiceDir(measurementsFor(imagePcrs()));
+    service = await makeTestStore(measurementsFor(imagePcrs()));
     standin = await installStandinKubeadm(dir);
     await fs.mkdir(path.dirname(standin.adminConf), { recursive: true });
     await fs.writeFile(standin.adminConf, ADMIN_CONF_CONTENT);
@@ -34,7 +34,7 @@ describe('bootstrapper/kubernetes: the join service registers its tokens with ku
   afterEach(async () => {
     await join?.close();
     join = undefined;
-    await service.remove();
+    await service.store.close();
     await fs.rm(dir, { recursive: true, force: true });
   });
 
@@ -44,7 +44,7 @@ describe('bootstrapper/kubernetes: the join service registers its tokens with ku
     join = await startJoinService({
       host: '127.0.0.1',
       port: 0,
-      filesDir: service.dir,
+      store: service.store,
       validatorDeps: { akRegistry: registry },
       logger,
       tokenSink: backend.tokenSink(logger),

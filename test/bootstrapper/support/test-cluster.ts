@@ -13,6 +13,7 @@ import type { ClientDuplexStream } from '@grpc/grpc-js';
 import bcrypt from 'bcryptjs';
 import { runBootstrapper, type Bootstrapper } from '../../../bootstrapper/bootstrapper.js';
 import { createBackend, type KubernetesBackend } from '../../../bootstrapper/kubernetes/backend.js';
+import { EtcdMember } from '../../../bootstrapper/etcd-member.js';
 import { openGocryptfsStateDisk, type GocryptfsStateDisk } from '../../../bootstrapper/state-disk.js';
 import {
   attestedChannelOptions,
@@ -131,7 +132,15 @@ export class TestNode {
       metadata: this.cluster.provider.metadataFor(this.name),
       stateDisk: this.disk,
       backend: this.backend,
-      joinService: { dir: path.join(this.disk.mountPoint, 'joinservice'), validatorDeps: { akRegistry: this.cluster.provider } },
+      joinService: { validatorDeps: { akRegistry: this.cluster.provider } },
+      store: new EtcdMember({
+        name: this.name,
+        ip: this.options.ip,
+        dir: path.join(this.disk.mountPoint, 'etcd'),
+        logFile: path.join(this.dir, 'etcd.log'),
+        clock: () => new Date(),
+        logger: createLogger((line) => this.log.push(line), { node: this.name, component: 'cluster-store' }),
+      }),
       logger: createLogger((line) => this.log.push(line), { node: this.name }),
       logTail: () => Buffer.from(this.log.slice(-50).join('\n')),
       ports: { init: 0, verify: 0, recovery: 0, join: this.cluster.joinPort },

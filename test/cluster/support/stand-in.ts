@@ -97,7 +97,7 @@ export async function startStandInNode(options: StandInNodeOptions): Promise<Sta
           return;
         }
         const clusterId = deriveClusterId(deriveMeasurementSecret({ key: secrets.masterKey, salt: secrets.masterSalt }), secrets.measurementSalt);
-        const result = InitResult.encode({ kubeconfig: Buffer.from(KUBECONFIG), clusterId: Buffer.from(clusterId), kubernetesBackend: 'none' }).finish();
+        const result = InitResult.encode({ kubeconfig: Buffer.from(KUBECONFIG), clusterId: Buffer.from(clusterId), kubernetesBackend: 'none', storeCredentials: Buffer.alloc(0) }).finish();
         session.channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(result) } });
         session.channel.end();
       })();

@@ -3,7 +3,7 @@
  * attests with `issuer`, and returns the opened ticket, or the error, plus every response case that came
  * over the wire (so tests can assert that a refused node got no Sealed message).
  */
-import { webcrypto } from 'node:crypto';
+import { createHash, webcrypto } from 'node:crypto';
 import type { Issuer } from '../../../lib/attestation/types.js';
 import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../../../lib/atls/index.js';
 import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello, type JoinResponse } from '../../../proto/gen/constellation/join.js';
@@ -60,12 +60,20 @@ export async function kubeletCsr(ips: string[] = ['10.0.0.7']): Promise<Buffer> 
   return Buffer.from(csr.rawData);
 }
 
+/** A JoinHello; each node name has its own disk (a disk belongs to the instance that first claimed it). */
 export function hello(fields: Partial<JoinHello> = {}): JoinHello {
+  const nodeName = fields.nodeName ?? 'worker-0';
   return {
-    diskUuid: '0a1b2c3d-4e5f-4a6b-8c7d-9e0f1a2b3c4d',
+    diskUuid: diskUuidOf(nodeName),
     certificateRequest: Buffer.alloc(0),
     isControlPlane: false,
-    nodeName: 'worker-0',
+    nodeName,
     ...fields,
   };
+}
+
+/** A UUID (v4 form) that is the same for the same node name. */
+export function diskUuidOf(nodeName: string): string {
+  const h = createHash('sha256').update(nodeName).digest('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-4${h.slice(13, 16)}-8${h.slice(17, 20)}-${h.slice(20, 32)}`;
 }

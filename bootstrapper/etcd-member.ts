@@ -1,0 +1,222 @@
+/**
+ * The etcd member of a `none` control-plane node (Debian's etcd-server), stacked on the control planes as kubeadm
+ * stacks it: certificates for clients and peers from the cluster's etcd CA (made by this node from the CA in the
+ * PKI), data below the encrypted state disk's mount point, the log beside the node's own.
+ *
+ *   init    create():  a one-member cluster (--initial-cluster-state new), then wait until it is healthy
+ *   join    join():    MemberAdd as a learner through the ticket's endpoints → start with every member named
+ *                      (--initial-cluster-state existing) → MemberPromote once the learner caught up
+ *   reboot  resume():  start from the data directory (etcd ignores the initial-cluster flags then); no wait for a
+ *                      quorum, which comes back as the other control planes do
+ *
+ * The process is a child of the bootstrapper and carries its owner mark, so the local provider stops it with the
+ * node. Start-up failures name etcd's log.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { addLearner, promoteLearner } from '../lib/cluster-store/etcd-members.js';
+import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, EtcdClusterStore, etcdClient, type EtcdConnection } from '../lib/cluster-store/etcd.js';
+import type { ClusterStore } from '../lib/cluster-store/types.js';
+import type { Clock } from '../lib/clock.js';
+import { UserError } from '../lib/errors.js';
+import type { Logger } from '../lib/logging/index.js';
+import { issueEtcdClientCertificate, issueEtcdMemberCertificates, type ClusterPki } from '../lib/pki/cluster-pki.js';
+import { writeFileAtomic } from '../lib/workspace/atomic-file.js';
+import type { ClusterStoreHost, StoreCredentials } from './store-host.js';
+
+export interface EtcdMemberOptions {
+  /** The node's name: the member's name. */
+  name: string;
+  /** The node's address: the member serves clients and peers there. */
+  ip: string;
+  /** The member's folder on the state disk: pki/ and data/. */
+  dir: string;
+  /** etcd's log (outside the state disk, so it can be read without the key). */
+  logFile: string;
+  clock: Clock;
+  logger: Logger;
+  binary?: string;
+  /** Longest wait for the member to become healthy. */
+  startTimeoutMs?: number;
+}
+
+const FILES = {
+  ca: 'pki/ca.crt',
+  serverCert: 'pki/server.crt',
+  serverKey: 'pki/server.key',
+  peerCert: 'pki/peer.crt',
+  peerKey: 'pki/peer.key',
+  clientCert: 'pki/client.crt',
+  clientKey: 'pki/client.key',
+  data: 'data',
+} as const;
+
+export class EtcdMember implements ClusterStoreHost {
+  private process: ChildProcess | undefined;
+  private exited: Promise<void> | undefined;
+
+  constructor(private readonly options: EtcdMemberOptions) {}
+
+  get clientUrl(): string {
+    return `https://${this.options.ip}:${ETCD_CLIENT_PORT}`;
+  }
+
+  get peerUrl(): string {
+    return `https://${this.options.ip}:${ETCD_PEER_PORT}`;
+  }
+
+  async create(pki: ClusterPki): Promise<void> {
+    if (this.process) return;
+    await this.writeCertificates(pki);
+    await this.start({ initialCluster: `${this.options.name}=${this.peerUrl}`, state: 'new' });
+    await this.waitHealthy();
+  }
+
+  async join(pki: ClusterPki, endpoints: string[]): Promise<void> {
+    if (this.process) return;
+    if (endpoints.length === 0) throw new UserError('The join ticket names no cluster store member to join through.', { hint: 'The join service is older than this node; update it.' });
+    await this.writeCertificates(pki);
+    if (await this.hosted()) {
+      // A join retried after the member started once: it is a member already.
+      await this.start();
+    } else {
+      const client = await etcdClient({ ...(await this.connection()), endpoints });
+      try {
+        const { member, members } = await addLearner(client, this.peerUrl);
+        const initialCluster = members
+          .filter((m) => m.id === member.id || m.name !== '')
+          .map((m) => `${m.id === member.id ? this.options.name : m.name}=${m.peerUrls[0]}`)
+          .join(',');
+        await this.start({ initialCluster, state: 'existing' });
+        await this.waitHealthy();
+        await promoteLearner(client, member.id);
+      } finally {
+        client.close();
+      }
+    }
+    this.options.logger.info('joined the cluster store as an etcd member', { member: this.options.name, clientUrl: this.clientUrl });
+  }
+
+  async hosted(): Promise<boolean> {
+    return fs.access(path.join(this.options.dir, FILES.data, 'member')).then(
+      () => true,
+      () => false,
+    );
+  }
+
+  async resume(): Promise<void> {
+    if (this.process) return;
+    await this.start();
+  }
+
+  async open(): Promise<ClusterStore> {
+    return EtcdClusterStore.connect(await this.connection());
+  }
+
+  async adminCredentials(pki: ClusterPki): Promise<StoreCredentials> {
+    const admin = issueEtcdClientCertificate(pki, { commonName: 'constellation-admin', clock: this.options.clock });
+    return { backend: 'etcd', endpoints: [this.clientUrl], caCert: pki.files['etcd/ca.crt'], clientCert: admin.cert, clientKey: admin.key };
+  }
+
+  async close(): Promise<void> {
+    const child = this.process;
+    this.process = undefined;
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGTERM');
+    const killed = setTimeout(() => child.kill('SIGKILL'), 5000);
+    await this.exited;
+    clearTimeout(killed);
+  }
+
+  /** This node's client connection to its own member. */
+  private async connection(): Promise<EtcdConnection> {
+    const read = (name: string) => fs.readFile(path.join(this.options.dir, name), 'utf8');
+    const [caCert, clientCert, clientKey] = await Promise.all([read(FILES.ca), read(FILES.clientCert), read(FILES.clientKey)]);
+    return { endpoints: [this.clientUrl], caCert, clientCert, clientKey };
+  }
+
+  private async writeCertificates(pki: ClusterPki): Promise<void> {
+    const { server, peer } = issueEtcdMemberCertificates(pki, { name: this.options.name, ips: [this.options.ip], clock: this.options.clock });
+    const client = issueEtcdClientCertificate(pki, { commonName: `${this.options.name}-joinservice`, clock: this.options.clock });
+    const files: [string, string][] = [
+      [FILES.ca, pki.files['etcd/ca.crt']],
+      [FILES.serverCert, server.cert],
+      [FILES.serverKey, server.key],
+      [FILES.peerCert, peer.cert],
+      [FILES.peerKey, peer.key],
+      [FILES.clientCert, client.cert],
+      [FILES.clientKey, client.key],
+    ];
+    for (const [name, content] of files) await writeFileAtomic(path.join(this.options.dir, name), content, { mode: 0o600 });
+  }
+
+  private async start(initial?: { initialCluster: string; state: 'new' | 'existing' }): Promise<void> {
+    const { dir, ip, name } = this.options;
+    const file = (f: string) => path.join(dir, f);
+    await fs.mkdir(file(FILES.data), { recursive: true, mode: 0o700 });
+    const args = [
+      `--name=${name}`,
+      `--data-dir=${file(FILES.data)}`,
+      `--listen-client-urls=${this.clientUrl}`,
+      `--advertise-client-urls=${this.clientUrl}`,
+      `--listen-peer-urls=${this.peerUrl}`,
+      `--initial-advertise-peer-urls=${this.peerUrl}`,
+      `--trusted-ca-file=${file(FILES.ca)}`,
+      `--cert-file=${file(FILES.serverCert)}`,
+      `--key-file=${file(FILES.serverKey)}`,
+      '--client-cert-auth',
+      `--peer-trusted-ca-file=${file(FILES.ca)}`,
+      `--peer-cert-file=${file(FILES.peerCert)}`,
+      `--peer-key-file=${file(FILES.peerKey)}`,
+      '--peer-client-cert-auth',
+      // Local clusters share two cores: a quick election after a failure, without flapping under load.
+      '--heartbeat-interval=100',
+      '--election-timeout=1000',
+      '--logger=zap',
+      '--log-level=warn',
+      ...(initial ? [`--initial-cluster=${initial.initialCluster}`, `--initial-cluster-state=${initial.state}`] : []),
+    ];
+    const log = await fs.open(this.options.logFile, 'a', 0o600);
+    try {
+      const child = spawn(this.options.binary ?? 'etcd', args, { stdio: ['ignore', log.fd, log.fd] });
+      this.exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+      await new Promise<void>((resolve, reject) => {
+        child.once('spawn', resolve);
+        child.once('error', (err: NodeJS.ErrnoException) =>
+          reject(err.code === 'ENOENT' ? new UserError('etcd is not installed on this node.', { hint: 'Install etcd-server (npm run setup does).' }) : err),
+        );
+      });
+      this.process = child;
+      this.options.logger.info('etcd member started', { member: name, address: ip, pid: child.pid, initial: initial?.state ?? 'from its data directory' });
+    } finally {
+      await log.close();
+    }
+  }
+
+  /** Waits until the member answers a quorum read, or fails naming etcd's log. */
+  private async waitHealthy(): Promise<void> {
+    const deadline = Date.now() + (this.options.startTimeoutMs ?? 30_000);
+    const client = await etcdClient({ ...(await this.connection()), timeoutMs: 1000 });
+    try {
+      for (;;) {
+        if (!this.process || this.process.exitCode !== null) {
+          throw new UserError(`The etcd member of ${this.options.name} exited while starting.`, { hint: `See its log: ${this.options.logFile}` });
+        }
+        try {
+          await client.get('health').exec();
+          return;
+        } catch {
+          if (Date.now() > deadline) {
+            throw new UserError(`The etcd member of ${this.options.name} did not become healthy within ${Math.round((this.options.startTimeoutMs ?? 30_000) / 1000)} s.`, {
+              hint: `See its log: ${this.options.logFile}`,
+            });
+          }
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+      }
+    } finally {
+      client.close();
+    }
+  }
+}

@@ -1,0 +1,31 @@
+/**
+ * What a control-plane node does to host the cluster store (DESIGN §7), whatever the store is: create it at init,
+ * become part of it when it joins, start its part again after a reboot, and open a client for its join service.
+ * Implementations: ./etcd-member.ts (`none` nodes: an etcd member per control plane). On `kubeadm` nodes the store is
+ * the Kubernetes API, whose etcd kubeadm runs itself.
+ */
+import type { ClusterStore } from '../lib/cluster-store/types.js';
+import type { ClusterPki } from '../lib/pki/cluster-pki.js';
+
+/** How the CLI reaches the store (written to the workspace at init, mode 0600). */
+export type StoreCredentials =
+  | { backend: 'etcd'; endpoints: string[]; caCert: string; clientCert: string; clientKey: string }
+  | { backend: 'kubernetes' };
+
+export interface ClusterStoreHost {
+  /** The first control plane, at init: a new store with this node in it. Idempotent (a retried init). */
+  create(pki: ClusterPki): Promise<void>;
+  /** A control plane that joined: become part of the store through the endpoints its ticket named. Idempotent. */
+  join(pki: ClusterPki, endpoints: string[]): Promise<void>;
+  /** Whether this node is part of the store already (it created or joined it before a reboot). */
+  hosted(): Promise<boolean>;
+  /** After a reboot (rejoin, recovery): start this node's part from its state disk; does not wait for a quorum. */
+  resume(): Promise<void>;
+  /** A client of the store for this node's join service. */
+  open(): Promise<ClusterStore>;
+  /** Credentials for the CLI, made at init. */
+  adminCredentials(pki: ClusterPki): Promise<StoreCredentials>;
+  /** Stops this node's part of the store. */
+  close(): Promise<void>;
+}
+

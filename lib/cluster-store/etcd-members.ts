@@ -1,0 +1,134 @@
+/**
+ * The etcd cluster's membership: who is a member, adding a control plane as a learner and promoting it once it
+ * caught up (etcd's safe way to grow a cluster), removing one that is replaced, and each member's health for
+ * `constellation status`. Member names are node names; peer URLs https://<node IP>:2380.
+ */
+import type { Etcd3 } from 'etcd3';
+import { UserError } from '../errors.js';
+import { etcdClient, etcdErrorDetail, type EtcdConnection } from './etcd.js';
+import { StoreUnavailableError } from './types.js';
+
+export interface EtcdMember {
+  id: string;
+  /** Empty for a member that was added but has not started yet. */
+  name: string;
+  peerUrls: string[];
+  clientUrls: string[];
+  isLearner: boolean;
+}
+
+export interface MemberHealth extends EtcdMember {
+  healthy: boolean;
+  /** Whether this member is the raft leader. */
+  leader: boolean;
+  /** Why it is unhealthy. */
+  reason?: string;
+}
+
+export interface StoreHealth {
+  members: MemberHealth[];
+  /** Voting members that answer, and how many are needed for a quorum. */
+  healthyVoters: number;
+  voters: number;
+  quorum: boolean;
+}
+
+export async function listMembers(client: Etcd3): Promise<EtcdMember[]> {
+  const response = await unavailableOnError(() => client.cluster.memberList({ linearizable: true }));
+  return response.members.map(toMember);
+}
+
+/**
+ * Adds a learner with this peer URL (an existing one with the same URL is kept); returns it and every member.
+ * etcd takes one learner at a time: while another control plane is joining, this asks again until `timeoutMs`.
+ */
+export async function addLearner(
+  client: Etcd3,
+  peerUrl: string,
+  options: { timeoutMs?: number; sleep?: (ms: number) => Promise<void> } = {},
+): Promise<{ member: EtcdMember; members: EtcdMember[] }> {
+  const deadline = Date.now() + (options.timeoutMs ?? 60_000);
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  for (;;) {
+    const existing = (await listMembers(client)).find((m) => m.peerUrls.includes(peerUrl));
+    if (existing) return { member: existing, members: await listMembers(client) };
+    try {
+      const response = await client.cluster.memberAdd({ peerURLs: [peerUrl], isLearner: true });
+      return { member: toMember(response.member), members: response.members.map(toMember) };
+    } catch (err) {
+      if (Date.now() >= deadline) throw new StoreUnavailableError(`this node could not be added as a learner: ${etcdErrorDetail(err)}`, { cause: err });
+      await sleep(100 + Math.random() * 200);
+    }
+  }
+}
+
+/**
+ * Promotes a learner to a voting member. etcd refuses while the learner lags behind the leader; this asks again
+ * until it is in sync or `timeoutMs` passed.
+ */
+export async function promoteLearner(client: Etcd3, id: string, options: { timeoutMs?: number; sleep?: (ms: number) => Promise<void> } = {}): Promise<void> {
+  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
+  for (;;) {
+    try {
+      await client.cluster.memberPromote({ ID: id });
+      return;
+    } catch (err) {
+      const message = String((err as Error).message);
+      if (/not a learner/i.test(message)) return; // promoted already (a retried join)
+      if (Date.now() >= deadline) throw new StoreUnavailableError(`the learner ${id} could not be promoted: ${etcdErrorDetail(err)}`, { cause: err });
+      await sleep(100);
+    }
+  }
+}
+
+/** Removes the member of that node name (or peer URL); nothing when it is not a member. */
+export async function removeMember(client: Etcd3, nameOrPeerUrl: string): Promise<boolean> {
+  const member = (await listMembers(client)).find((m) => m.name === nameOrPeerUrl || m.peerUrls.includes(nameOrPeerUrl));
+  if (!member) return false;
+  await unavailableOnError(() => client.cluster.memberRemove({ ID: member.id }));
+  return true;
+}
+
+/** Every member's health, each asked on its own client URL, and whether the voters have a quorum. */
+export async function storeHealth(connection: EtcdConnection, options: { timeoutMs?: number } = {}): Promise<StoreHealth> {
+  const client = await etcdClient({ ...connection, timeoutMs: options.timeoutMs ?? 2000 });
+  let members: EtcdMember[];
+  try {
+    members = await listMembers(client);
+  } finally {
+    client.close();
+  }
+  const health = await Promise.all(
+    members.map(async (member): Promise<MemberHealth> => {
+      if (member.clientUrls.length === 0) return { ...member, healthy: false, leader: false, reason: 'added, not started yet' };
+      const one = await etcdClient({ ...connection, endpoints: member.clientUrls, timeoutMs: options.timeoutMs ?? 2000 });
+      try {
+        const status = await one.maintenance.status();
+        // A member that lost the leader cannot serve linearizable reads; a quorum read proves it can.
+        await one.get('health').exec();
+        return { ...member, healthy: true, leader: status.leader === status.header.member_id };
+      } catch (err) {
+        return { ...member, healthy: false, leader: false, reason: etcdErrorDetail(err) };
+      } finally {
+        one.close();
+      }
+    }),
+  );
+  const voters = health.filter((m) => !m.isLearner);
+  const healthyVoters = voters.filter((m) => m.healthy).length;
+  return { members: health, healthyVoters, voters: voters.length, quorum: healthyVoters > voters.length / 2 };
+}
+
+function toMember(m: { ID: string; name: string; peerURLs: string[]; clientURLs: string[]; isLearner: boolean }): EtcdMember {
+  return { id: String(m.ID), name: m.name, peerUrls: m.peerURLs, clientUrls: m.clientURLs, isLearner: Boolean(m.isLearner) };
+}
+
+async function unavailableOnError<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof UserError) throw err;
+    throw new StoreUnavailableError(etcdErrorDetail(err), { cause: err });
+  }
+}

@@ -1,0 +1,40 @@
+/** A hand-written ClusterStoreHost for unit tests: the store is a MemoryClusterStore; it counts what it was asked. */
+import type { ClusterStoreHost, StoreCredentials } from '../../bootstrapper/store-host.js';
+import { MemoryClusterStore } from '../../lib/cluster-store/memory.js';
+import type { ClusterStore } from '../../lib/cluster-store/types.js';
+
+export class MemoryStoreHost implements ClusterStoreHost {
+  readonly store = new MemoryClusterStore();
+  created = 0;
+  joined: string[][] = [];
+  resumed = 0;
+  private member = false;
+
+  async create(): Promise<void> {
+    this.created++;
+    this.member = true;
+  }
+
+  async join(_pki: unknown, endpoints: string[]): Promise<void> {
+    this.joined.push(endpoints);
+    this.member = true;
+  }
+
+  async hosted(): Promise<boolean> {
+    return this.member;
+  }
+
+  async resume(): Promise<void> {
+    this.resumed++;
+  }
+
+  async open(): Promise<ClusterStore> {
+    return this.store;
+  }
+
+  async adminCredentials(): Promise<StoreCredentials> {
+    return { backend: 'etcd', endpoints: ['https://127.0.0.1:2379'], caCert: 'ca', clientCert: 'cert', clientKey: 'key' };
+  }
+
+  async close(): Promise<void> {}
+}
