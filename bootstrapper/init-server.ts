@@ -11,7 +11,6 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import bcrypt from 'bcryptjs';
 import type { AttestationConfigRecord } from '../lib/cluster-store/types.js';
 import type { VariantConfig } from '../lib/attestation/types.js';
 import { initServerAdapter } from '../lib/atls/index.js';
@@ -36,6 +35,7 @@ import type { StoreCredentials } from './store-host.js';
 import { withPort } from '../lib/addresses.js';
 import { serveCliCall } from './cli-call.js';
 import { describeError } from './errors.js';
+import { initSecretMatches } from './init-secret.js';
 
 export const API_SERVER_PORT = 6443;
 const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
@@ -149,14 +149,7 @@ export class InitServer {
   }
 
   private async checkInitSecret(initSecret: Uint8Array): Promise<void> {
-    const hash = await this.options.metadata.initSecretHash();
-    // The CLI hashes the init secret's hex form; a secret that is text itself is compared as it is too.
-    const candidates = [Buffer.from(initSecret).toString('hex')];
-    const text = asText(initSecret);
-    if (text !== undefined) candidates.unshift(text);
-    for (const candidate of candidates) {
-      if (await bcrypt.compare(candidate, hash)) return;
-    }
+    if (await initSecretMatches(initSecret, await this.options.metadata.initSecretHash())) return;
     this.logger.warn('init refused: wrong init secret');
     throw new UserError('The init secret is wrong: it does not match the hash this node got from its provider.', {
       hint: 'Run init from the workspace that created this cluster (its constellation-state.yaml holds the init secret).',
@@ -214,27 +207,6 @@ export class InitServer {
       this.emit('pki', 'created the cluster PKI (CA, front-proxy CA, etcd CA, service-account key)');
 
       const apiServerEndpoint = withPort(await this.options.metadata.loadBalancerEndpoint(), API_SERVER_PORT);
-      await setup.createStore(pki);
-      const store = await setup.openStore();
-      try {
-        await store.writeJoinConfig({
-          attestation: secrets.attestation,
-          masterSecret: secrets.master,
-          measurementSalt: secrets.measurementSalt,
-          cluster: { apiServerEndpoint, kubernetesVersion: secrets.kubernetesVersion, imageVersion: this.options.imageVersion },
-          pki: this.pki,
-        });
-        const now = clock().toISOString();
-        await store.claimDisk(stateDisk.uuid, node.name);
-        await store.putNode({ name: node.name, role: node.role, diskUuid: stateDisk.uuid, joinedAt: now, lastEntry: 'init', lastEntryAt: now });
-      } finally {
-        await store.close();
-      }
-      this.storeCredentials ??= await setup.storeCredentials(pki);
-      this.emit('cluster-store', 'created the cluster store and wrote the join configuration to it');
-      const joinService = await setup.startJoinService();
-      this.emit('join-service', `join service listening on ${node.ip}:${joinService.port}`);
-
       this.adminKubeconfig ??= await createAdminKubeconfig({ pki, clusterName: secrets.clusterName, server: `https://${apiServerEndpoint}`, clock });
       const kubernetes = await this.options.backend.init({
         nodeName: node.name,
@@ -249,6 +221,28 @@ export class InitServer {
         log: this.logger.child({ component: `kubernetes-${this.options.backend.name}` }),
       });
       this.emit('kubernetes', kubernetes.message);
+
+      await setup.createStore(pki);
+      const store = await setup.openStore();
+      try {
+        await store.writeJoinConfig({
+          attestation: secrets.attestation,
+          masterSecret: secrets.master,
+          measurementSalt: secrets.measurementSalt,
+          initSecret: secrets.initSecret,
+          cluster: { apiServerEndpoint, kubernetesVersion: secrets.kubernetesVersion, imageVersion: this.options.imageVersion },
+          pki: this.pki,
+        });
+        const now = clock().toISOString();
+        await store.claimDisk(stateDisk.uuid, node.name);
+        await store.putNode({ name: node.name, role: node.role, diskUuid: stateDisk.uuid, joinedAt: now, lastEntry: 'init', lastEntryAt: now });
+      } finally {
+        await store.close();
+      }
+      this.storeCredentials ??= await setup.storeCredentials(pki);
+      this.emit('cluster-store', 'created the cluster store and wrote the join configuration to it');
+      const joinService = await setup.startJoinService();
+      this.emit('join-service', `join service listening on ${node.ip}:${joinService.port}`);
 
       status.set('initialized', { clusterId });
       this.emit('done', 'the cluster is initialized');
@@ -318,14 +312,4 @@ function fingerprintOf(secrets: CheckedInitSecrets): Buffer {
     hash.update(length).update(part);
   }
   return hash.digest();
-}
-
-/** The bytes as text, when they are printable UTF-8 (an init secret sent as its hex or base64 string). */
-function asText(bytes: Uint8Array): string | undefined {
-  try {
-    const text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-    return /^[\x21-\x7e]+$/.test(text) ? text : undefined;
-  } catch {
-    return undefined;
-  }
 }

@@ -20,6 +20,7 @@ import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeRoleOptions } from './node-role.js';
 import { describeError, peerRefusal } from './errors.js';
 import { withPort } from '../lib/addresses.js';
+import { initSecretMatches } from './init-secret.js';
 import { createKubeletCsr, type KubeletCsr } from './kubelet-csr.js';
 
 export type JoinKind = 'join' | 'rejoin';
@@ -75,6 +76,7 @@ export class JoinClient {
         if (signal.aborted || lock.locked) return;
         const attempt = await this.attempt(address, kind, hello, signal);
         if ('ticket' in attempt) {
+          if (!(await this.genuine(attempt.ticket, kind, address))) continue;
           status.attested('accepted', `the join service at ${address}`);
           // A rejoin ticket's key must open the disk before the node commits to it (a wrong one changes nothing).
           if (kind === 'rejoin' && !(await this.unlockWith(attempt.ticket, address))) {
@@ -120,6 +122,25 @@ export class JoinClient {
     } else {
       status.set('waiting', { reason: 'no join service answers yet: it rejoins once a control-plane node is back' });
     }
+  }
+
+  /**
+   * Whether the ticket comes from a genuine join service of this node's cluster: it carries the init secret whose
+   * bcrypt hash the provider's metadata holds. Anyone can listen on a join service's address and seal a ticket to
+   * this node's key; only the cluster knows the init secret.
+   */
+  private async genuine(sealed: Uint8Array, kind: JoinKind, address: string): Promise<boolean> {
+    const { initSecret } = kind === 'join' ? JoinTicket.decode(sealed) : RejoinTicket.decode(sealed);
+    let hash: string;
+    try {
+      hash = await this.options.metadata.initSecretHash();
+    } catch (err) {
+      this.logger.warn('ticket not used: the init secret hash cannot be read from the metadata', { address, reason: describeError(err) });
+      return false;
+    }
+    if (await initSecretMatches(initSecret, hash)) return true;
+    this.logger.warn(`${kind} ticket not used: it does not carry this cluster's init secret, so it does not come from a genuine join service of this cluster`, { address });
+    return false;
   }
 
   /** The load balancer, then every other control-plane node (each host:port of the join service). */

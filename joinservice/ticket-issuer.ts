@@ -75,6 +75,7 @@ export class JoinTicketIssuer {
       controlPlaneFiles: hello.isControlPlane ? controlPlaneFiles(config) : [],
       kubernetesVersion: config.cluster.kubernetesVersion,
       storeEndpoints: hello.isControlPlane ? storeEndpoints : [],
+      initSecret: Buffer.from(config.initSecret),
     };
   }
 
@@ -82,6 +83,7 @@ export class JoinTicketIssuer {
     return {
       stateDiskKey: Buffer.from(deriveStateDiskKey(config.masterSecret, hello.diskUuid)),
       measurementSecret: Buffer.from(deriveMeasurementSecret(config.masterSecret)),
+      initSecret: Buffer.from(config.initSecret),
     };
   }
 

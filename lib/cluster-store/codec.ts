@@ -7,6 +7,7 @@
  *   join/cluster              {"apiServerEndpoint": "host:port", "kubernetesVersion", "imageVersion"?}
  *   join/measurement-salt     hex, 32 bytes
  *   join/master-secret        {"key": base64, "salt": base64} (the workspace's format)
+ *   join/init-secret          hex
  *   join/pki/<kubeadm names>  PEM: ca.crt, ca.key, front-proxy-ca.*, etcd/ca.*, sa.key, sa.pub
  *   nodes/<name>              NodeRecord JSON
  *   disks/<uuid>              the instance that claimed the disk
@@ -23,6 +24,7 @@ export const ENTRY = {
   cluster: 'join/cluster',
   measurementSalt: 'join/measurement-salt',
   masterSecret: 'join/master-secret',
+  initSecret: 'join/init-secret',
   pki: (name: string) => `join/pki/${name}`,
   node: (name: string) => `nodes/${name}`,
   disk: (uuid: string) => `disks/${uuid}`,
@@ -37,6 +39,7 @@ export const JOIN_CONFIG_ENTRIES: readonly string[] = [
   ENTRY.cluster,
   ENTRY.measurementSalt,
   ENTRY.masterSecret,
+  ENTRY.initSecret,
   ...PKI_FILE_NAMES.map((name) => ENTRY.pki(name)),
 ];
 
@@ -71,6 +74,7 @@ export function encodeJoinConfig(parts: Partial<JoinConfig>): Map<string, string
   if (parts.cluster) out.set(ENTRY.cluster, JSON.stringify(clusterSchema.parse(parts.cluster)));
   if (parts.measurementSalt) out.set(ENTRY.measurementSalt, Buffer.from(parts.measurementSalt).toString('hex'));
   if (parts.masterSecret) out.set(ENTRY.masterSecret, masterSecretToJson(parts.masterSecret));
+  if (parts.initSecret) out.set(ENTRY.initSecret, Buffer.from(parts.initSecret).toString('hex'));
   if (parts.pki) for (const name of PKI_FILE_NAMES) out.set(ENTRY.pki(name), parts.pki[name]);
   return out;
 }
@@ -92,8 +96,11 @@ export function decodeJoinConfig(entries: ReadonlyMap<string, string>, where: st
     throw new UserError(`${name(ENTRY.measurementSalt)} must hold ${MEASUREMENT_SALT_LENGTH} bytes as hex.`);
   }
   const masterSecret = parseMasterSecret(entries.get(ENTRY.masterSecret)!, name(ENTRY.masterSecret));
+  const initSecretHex = entries.get(ENTRY.initSecret)!.trim();
+  // The init secret is secret: the message names the entry, never its value.
+  if (!/^([0-9a-fA-F]{2})+$/.test(initSecretHex)) throw new UserError(`${name(ENTRY.initSecret)} must hold hex.`);
   const pki = Object.fromEntries(PKI_FILE_NAMES.map((file) => [file, entries.get(ENTRY.pki(file))!])) as PkiFiles;
-  return { attestation, cluster, measurementSalt: new Uint8Array(Buffer.from(saltHex, 'hex')), masterSecret, pki };
+  return { attestation, cluster, measurementSalt: new Uint8Array(Buffer.from(saltHex, 'hex')), masterSecret, initSecret: new Uint8Array(Buffer.from(initSecretHex, 'hex')), pki };
 }
 
 export function encodeNode(record: NodeRecord): string {

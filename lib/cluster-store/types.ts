@@ -39,6 +39,11 @@ export interface JoinConfig {
   cluster: ClusterInfo;
   measurementSalt: Uint8Array;
   masterSecret: MasterSecret;
+  /**
+   * The init secret (its bcrypt hash is in every node's metadata): tickets carry it, so that a node can tell a
+   * genuine join service of its cluster from an impostor before it uses a ticket.
+   */
+  initSecret: Uint8Array;
   pki: PkiFiles;
 }
 

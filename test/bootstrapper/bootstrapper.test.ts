@@ -72,7 +72,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
   it('initializes: progress per step, the InitResult, PCR 15 = expectedPcr15(clusterID), the disk formatted with the derived key', async () => {
     const outcome = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets());
     assert.equal(outcome.error, undefined, outcome.error?.message);
-    assert.deepEqual(outcome.progress, ['keys', 'pcr15', 'state-disk', 'pki', 'cluster-store', 'join-service', 'kubernetes', 'done']);
+    assert.deepEqual(outcome.progress, ['keys', 'pcr15', 'state-disk', 'pki', 'kubernetes', 'cluster-store', 'join-service', 'done']);
     const result = outcome.result!;
     assert.deepEqual(new Uint8Array(result.clusterId), clusterId());
     assert.equal(result.kubernetesBackend, 'none');
@@ -108,7 +108,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
     } finally {
       await disk.close();
     }
-    assert.ok(existsSync(path.join(cp.disk.mountPoint, 'joinservice', 'master-secret.json')), 'the join service keeps its files on the state disk');
+    assert.ok(existsSync(path.join(cp.disk.mountPoint, 'etcd', 'data', 'member')), 'the cluster store\'s etcd member keeps its data on the state disk');
   });
 
   it('answers a re-run init with the same secrets with the same result, and refuses another master secret', async () => {

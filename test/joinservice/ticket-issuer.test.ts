@@ -67,11 +67,12 @@ describe('joinservice/ticket-issuer', () => {
     assert.deepEqual(worker.storeEndpoints, [], 'a worker learns nothing about the store');
   });
 
-  it('gives a rejoining node only its disk key and the measurement secret', () => {
+  it('gives a rejoining node only its disk key, the measurement secret, and the init secret that proves the service genuine', () => {
     const request = hello();
     issuer.checkHello(request, 'rejoin');
     const ticket = issuer.rejoinTicket(request, config);
-    assert.deepEqual(Object.keys(ticket).sort(), ['measurementSecret', 'stateDiskKey']);
+    assert.deepEqual(Object.keys(ticket).sort(), ['initSecret', 'measurementSecret', 'stateDiskKey']);
+    assert.deepEqual(new Uint8Array(ticket.initSecret), service.contents.initSecret);
     assert.deepEqual(new Uint8Array(ticket.stateDiskKey), deriveStateDiskKey(service.masterSecret, request.diskUuid));
     assert.equal(sink.size, 0, 'no token for a rejoin');
   });

@@ -75,12 +75,19 @@ export interface JoinTicket {
    * which the node adds itself as a member (learner first).
    */
   storeEndpoints: string[];
+  /**
+   * The cluster's init secret: the node checks it against the bcrypt hash in its metadata before it uses the ticket,
+   * so that only a genuine join service of its cluster can hand it one.
+   */
+  initSecret: Buffer;
 }
 
 /** Plaintext of the sealed ticket of IssueRejoinTicket. */
 export interface RejoinTicket {
   stateDiskKey: Buffer;
   measurementSecret: Buffer;
+  /** As JoinTicket.init_secret. */
+  initSecret: Buffer;
 }
 
 function createBaseJoinRequest(): JoinRequest {
@@ -539,6 +546,7 @@ function createBaseJoinTicket(): JoinTicket {
     kubernetesVersion: "",
     tokenExpiresAt: 0,
     storeEndpoints: [],
+    initSecret: Buffer.alloc(0),
   };
 }
 
@@ -576,6 +584,9 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     }
     for (const v of message.storeEndpoints) {
       writer.uint32(90).string(v!);
+    }
+    if (message.initSecret.length !== 0) {
+      writer.uint32(98).bytes(message.initSecret);
     }
     return writer;
   },
@@ -681,6 +692,14 @@ export const JoinTicket: MessageFns<JoinTicket> = {
             message.storeEndpoints.push(reader.string());
             continue;
           }
+          case 12: {
+            if (tag !== 98) {
+              break;
+            }
+
+            message.initSecret = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -746,6 +765,11 @@ export const JoinTicket: MessageFns<JoinTicket> = {
         : globalThis.Array.isArray(object?.store_endpoints)
         ? object.store_endpoints.map((e: any) => globalThis.String(e))
         : [],
+      initSecret: isSet(object.initSecret)
+        ? Buffer.from(bytesFromBase64(object.initSecret))
+        : isSet(object.init_secret)
+        ? Buffer.from(bytesFromBase64(object.init_secret))
+        : Buffer.alloc(0),
     };
   },
 
@@ -784,6 +808,9 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     if (message.storeEndpoints?.length) {
       obj.storeEndpoints = message.storeEndpoints;
     }
+    if (message.initSecret.length !== 0) {
+      obj.initSecret = base64FromBytes(message.initSecret);
+    }
     return obj;
   },
 
@@ -803,12 +830,13 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     message.kubernetesVersion = object.kubernetesVersion ?? "";
     message.tokenExpiresAt = object.tokenExpiresAt ?? 0;
     message.storeEndpoints = object.storeEndpoints?.map((e) => e) || [];
+    message.initSecret = object.initSecret ?? Buffer.alloc(0);
     return message;
   },
 };
 
 function createBaseRejoinTicket(): RejoinTicket {
-  return { stateDiskKey: Buffer.alloc(0), measurementSecret: Buffer.alloc(0) };
+  return { stateDiskKey: Buffer.alloc(0), measurementSecret: Buffer.alloc(0), initSecret: Buffer.alloc(0) };
 }
 
 export const RejoinTicket: MessageFns<RejoinTicket> = {
@@ -818,6 +846,9 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
     }
     if (message.measurementSecret.length !== 0) {
       writer.uint32(18).bytes(message.measurementSecret);
+    }
+    if (message.initSecret.length !== 0) {
+      writer.uint32(26).bytes(message.initSecret);
     }
     return writer;
   },
@@ -851,6 +882,14 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
             message.measurementSecret = Buffer.from(reader.bytes());
             continue;
           }
+          case 3: {
+            if (tag !== 26) {
+              break;
+            }
+
+            message.initSecret = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -875,6 +914,11 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
         : isSet(object.measurement_secret)
         ? Buffer.from(bytesFromBase64(object.measurement_secret))
         : Buffer.alloc(0),
+      initSecret: isSet(object.initSecret)
+        ? Buffer.from(bytesFromBase64(object.initSecret))
+        : isSet(object.init_secret)
+        ? Buffer.from(bytesFromBase64(object.init_secret))
+        : Buffer.alloc(0),
     };
   },
 
@@ -886,6 +930,9 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
     if (message.measurementSecret.length !== 0) {
       obj.measurementSecret = base64FromBytes(message.measurementSecret);
     }
+    if (message.initSecret.length !== 0) {
+      obj.initSecret = base64FromBytes(message.initSecret);
+    }
     return obj;
   },
 
@@ -896,6 +943,7 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
     const message = createBaseRejoinTicket();
     message.stateDiskKey = object.stateDiskKey ?? Buffer.alloc(0);
     message.measurementSecret = object.measurementSecret ?? Buffer.alloc(0);
+    message.initSecret = object.initSecret ?? Buffer.alloc(0);
     return message;
   },
 };

@@ -1,4 +1,5 @@
 /** A cluster store holding a join configuration as init writes it, in memory, for tests and the bench. */
+import { randomBytes } from 'node:crypto';
 import type { Measurements } from '../../../lib/attestation/types.js';
 import { MemoryClusterStore } from '../../../lib/cluster-store/memory.js';
 import type { JoinConfig } from '../../../lib/cluster-store/types.js';
@@ -21,6 +22,7 @@ export async function makeTestStore(measurements: Measurements, variant = 'local
     attestation: { variant, config: { measurements } },
     masterSecret,
     measurementSalt: generateMeasurementSalt(),
+    initSecret: new Uint8Array(randomBytes(32)),
     cluster: { apiServerEndpoint: '127.0.0.1:6443', kubernetesVersion: 'v1.31.1' },
     pki,
   };
