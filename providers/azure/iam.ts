@@ -15,6 +15,7 @@ import { deleteAll, isAzureKind } from './deletion.js';
 import { azureErrorDetails, toUserError } from './errors.js';
 import { ARM_SCOPE, type AzureProviderOptions } from './options.js';
 import { parseResourceId, resourceGroupId, resourceId } from './plan.js';
+import { ensureRegistered, IAM_NAMESPACES } from './resource-providers.js';
 
 /** Built-in Azure role definition ids (the same in every tenant). */
 export const NODE_ROLES = [
@@ -65,6 +66,7 @@ export class AzureIam implements IamProvisioner {
     const recorded = new Set((await ctx.journal.list()).map((r) => r.id.toLowerCase()));
 
     try {
+      await ensureRegistered(clients.resources, IAM_NAMESPACES, ctx, { sleep: this.options.sleep, pollIntervalMs: this.options.registrationPollMs });
       ctx.progress?.(`resource group ${resourceGroup}`);
       if (recorded.has(rgId.toLowerCase()) || !(await clients.resources.resourceGroups.checkExistence(resourceGroup)).body) {
         await clients.resources.resourceGroups.createOrUpdate(resourceGroup, { location, tags });
