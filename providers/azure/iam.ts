@@ -73,7 +73,7 @@ export class AzureIam implements IamProvisioner {
         await ctx.journal.record({ kind: 'azure:resource-group', id: rgId, name: resourceGroup });
       }
 
-      const identityName = `${request.prefix}-nodes`;
+      const identityName = typeof config.identityName === 'string' && config.identityName ? config.identityName : `${request.prefix}-nodes`;
       ctx.progress?.(`managed identity ${identityName}`);
       const identity = await clients.msi.userAssignedIdentities.createOrUpdate(resourceGroup, identityName, { location, tags });
       const identityId = identity.id ?? resourceId(subscription, resourceGroup, 'azure:user-assigned-identity', identityName);

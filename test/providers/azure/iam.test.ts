@@ -72,6 +72,11 @@ describe('azure iam (fake ARM)', function () {
     assert.equal(fake.find('POST', '/providers/Microsoft.ManagedIdentity/register').length, 1);
   });
 
+  it('names the identity as given (upstream\'s --servicePrincipal)', async function () {
+    const result = await iam.create({ prefix: 'demo', providerConfig: { subscription: SUBSCRIPTION, location: 'westeurope', identityName: 'my-nodes' } }, testContext());
+    assert.match(String(result.configUpdates.userAssignedIdentity), /userAssignedIdentities\/my-nodes$/);
+  });
+
   it('uses an existing resource group without taking ownership of it', async function () {
     fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/shared`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
     const ctx = testContext();
