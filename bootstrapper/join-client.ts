@@ -240,6 +240,7 @@ export class JoinClient {
         ticket.controlPlaneFiles.filter((f) => !f.name.startsWith(CONTROL_PLANE_SERVICE_PREFIX)).map((f) => [f.name, f.data]),
       ),
       kubernetesVersion: ticket.kubernetesVersion,
+      ...(node.providerId ? { providerId: node.providerId } : {}),
       log: this.logger.child({ component: `kubernetes-${backend.name}` }),
     });
     this.logger.info(kubernetes.message);

@@ -678,6 +678,7 @@ export class AwsCreate {
       clusterEndpoint: publicIp,
       inClusterEndpoint: dnsName,
       apiServerCertSANs: [publicIp, dnsName],
+      ipCidrNode: VPC_CIDR,
       providerState: {
         region: this.config.region,
         zone: this.config.zone,

@@ -20,7 +20,7 @@ import { createAzureClients, type AzureClients } from './clients.js';
 import { deleteAll, isAzureKind } from './deletion.js';
 import { CreateFailedError, isNotFound, NoAzureCredentialsError, toUserError } from './errors.js';
 import type { AzureProviderOptions } from './options.js';
-import { kindOfType, parseAzureConfig, parseResourceId, planResources, TAG_UID, type AzureConfig, type PlannedResource } from './plan.js';
+import { kindOfType, NODE_SUBNET_CIDR, parseAzureConfig, parseResourceId, planResources, TAG_UID, type AzureConfig, type PlannedResource } from './plan.js';
 import { collect, listScaleSetMembers, type ScaleSetMember } from './scale-set-members.js';
 import { CLUSTER_NAMESPACES, ensureRegistered } from './resource-providers.js';
 import { throwawaySshPublicKey } from './ssh-key.js';
@@ -134,6 +134,7 @@ export class AzureInfrastructure implements InfrastructureProvider {
       clusterEndpoint: endpoint,
       inClusterEndpoint: endpoint,
       apiServerCertSANs: [endpoint],
+      ipCidrNode: NODE_SUBNET_CIDR,
       providerState: {
         subscription: config.subscription,
         resourceGroup: config.resourceGroup,
