@@ -39,6 +39,8 @@ import { initSecretMatches } from './init-secret.js';
 
 export const API_SERVER_PORT = 6443;
 const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
+/** The pod network when the CLI names none: upstream's Cilium pool. */
+export const DEFAULT_POD_CIDR = '10.244.0.0/16';
 const DEFAULT_CLUSTER_NAME = 'constellation';
 
 export type ProgressListener = (step: string, message: string) => void;
@@ -62,6 +64,8 @@ interface CheckedInitSecrets {
   clusterName: string;
   apiServerCertSans: string[];
   serviceCidr: string;
+  podCidr: string;
+  nodeCidr?: string;
   attestation: AttestationConfigRecord;
 }
 
@@ -216,6 +220,9 @@ export class InitServer {
         apiServerEndpoint,
         certSANs: secrets.apiServerCertSans,
         serviceCIDR: secrets.serviceCidr,
+        podCIDR: secrets.podCidr,
+        ...(secrets.nodeCidr ? { nodeCIDR: secrets.nodeCidr } : {}),
+        ...(node.providerId ? { providerId: node.providerId } : {}),
         pkiFiles: Object.fromEntries(Object.entries(this.pki).map(([name, text]) => [name, Buffer.from(text)])),
         adminKubeconfig: Buffer.from(this.adminKubeconfig),
         log: this.logger.child({ component: `kubernetes-${this.options.backend.name}` }),
@@ -275,6 +282,8 @@ export function checkInitSecrets(secrets: InitSecrets): CheckedInitSecrets {
     clusterName: secrets.clusterName || DEFAULT_CLUSTER_NAME,
     apiServerCertSans: secrets.apiServerCertSans,
     serviceCidr: secrets.serviceCidr || DEFAULT_SERVICE_CIDR,
+    podCidr: secrets.podCidr || DEFAULT_POD_CIDR,
+    ...(secrets.nodeCidr ? { nodeCidr: secrets.nodeCidr } : {}),
     attestation: parseAttestationConfig(secrets.attestationConfig, problem),
   };
 }

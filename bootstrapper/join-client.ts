@@ -255,6 +255,7 @@ export class JoinClient {
       isControlPlane,
       controlPlaneFiles: Object.fromEntries(ticket.controlPlaneFiles.map((f) => [f.name, f.data])),
       kubernetesVersion: ticket.kubernetesVersion,
+      ...(node.providerId ? { providerId: node.providerId } : {}),
       log: this.logger.child({ component: `kubernetes-${backend.name}` }),
     });
     this.logger.info(kubernetes.message);

@@ -13,6 +13,8 @@ export interface NodeIdentity {
   /** The node's address: every server binds to it, and peers reach it there. */
   ip: string;
   role: NodeRole;
+  /** The cloud's id of the instance (NodeMetadata.self().providerId, e.g. aws:///us-east-2a/i-...): the kubelet's provider-id. */
+  providerId?: string;
 }
 
 export interface NodeRoleOptions {

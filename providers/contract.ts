@@ -45,6 +45,8 @@ export interface CreateResult {
   apiServerCertSANs: string[];
   /** Provider-specific ids kept under infrastructure.<provider> in the state file. */
   providerState: Record<string, unknown>;
+  /** The nodes' network (infrastructure.ipCidrNode): the network plugin's encryption covers it. */
+  ipCidrNode?: string;
 }
 
 export type InstanceState = 'pending' | 'running' | 'stopped' | 'terminated' | 'unknown';

@@ -1,25 +1,41 @@
 /**
- * The kubeadm backend, for node images that ship kubeadm, kubelet and containerd. init writes our cluster PKI into
- * kubeadm's certificatesDir (kubeadm then signs the API server's and etcd's own certificates with those CAs), runs
- * `kubeadm init --config <file> --skip-phases=preflight` and returns the admin.conf kubeadm wrote. join writes the
- * CA files of a control-plane node and the kubelet certificate, runs `kubeadm join --config <file>` and removes the
- * config afterwards (it holds the bootstrap token). Its token sink registers each bootstrap token the node's join
- * service issues with `kubeadm token create <token> --ttl 15m0s --kubeconfig <admin.conf>`, which needs the admin
- * kubeconfig only a control-plane node has. kubeadm's output goes to the log line by line; bootstrap tokens and
- * certificate keys are cut out of it first, and out of arguments and error messages.
+ * The kubeadm backend, for node images that ship kubeadm, kubectl, kubelet and containerd; it runs kubeadm as
+ * upstream Constellation does (bootstrapper/internal/kubernetes/k8sapi/k8sutil.go):
+ *
+ *   init: write our cluster PKI into kubeadm's certificatesDir and sign this node's kubelet serving certificate
+ *         with the cluster CA (joining nodes get theirs from the join service) ─ empty the static Pod directory
+ *         (a retry after a failed attempt) ─ `kubeadm init phase preflight` ─ `kubeadm init phase certs all`
+ *         (kubeadm signs the API server's and etcd's certificates with our CAs) ─ `kubeadm init` skipping those
+ *         two phases and the kube-proxy add-on ─ install Cilium (./network-plugin.ts) with `kubectl apply` ─
+ *         return the admin.conf kubeadm wrote
+ *   join: write the CA files of a control-plane node and the kubelet certificate ─ empty the static Pod
+ *         directory ─ `kubeadm join`, then remove the config (it holds the bootstrap token)
+ *
+ * Its token sink registers each bootstrap token the node's join service issues with `kubeadm token create <token>
+ * --ttl 15m0s --kubeconfig <admin.conf>`, which needs the admin kubeconfig only a control-plane node has.
+ * kubeadm's and kubectl's output goes to the log line by line; bootstrap tokens and certificate keys are cut out of
+ * it first, and out of arguments and error messages.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { TOKEN_TTL_MS, type BootstrapToken, type TokenSink } from '../../joinservice/bootstrap-token.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { systemClock, type Clock } from '../../lib/clock.js';
+import { loadClusterPki, pem, signKubeletCertificate } from '../../lib/pki/cluster-pki.js';
+import { createKubeletCsr } from '../kubelet-csr.js';
 import { spawnExec, type Exec, type ExecResult } from './exec.js';
-import { initConfiguration, joinConfiguration, normalizeVersion } from './kubeadm-config.js';
+import { initConfiguration, joinConfiguration, KUBELET_CERT_FILE, KUBELET_KEY_FILE, normalizeVersion, parseEndpoint } from './kubeadm-config.js';
+import { CILIUM_VERSION, ciliumManifestPath, kernelHasWireGuard, renderCilium } from './network-plugin.js';
 import { KubernetesBackendError, type BackendOptions, type InitParams, type JoinParams, type KubernetesBackend } from './types.js';
 
 export const DEFAULT_PKI_DIR = '/etc/kubernetes/pki';
 export const DEFAULT_ADMIN_CONF = '/etc/kubernetes/admin.conf';
+export const DEFAULT_MANIFESTS_DIR = '/etc/kubernetes/manifests';
+/** Phases `kubeadm init` skips: run before it (preflight, certs), and kube-proxy, which Cilium replaces. */
+export const INIT_SKIP_PHASES = 'preflight,certs,addon/kube-proxy';
 const KUBEADM = 'kubeadm';
+const KUBECTL = 'kubectl';
 const ERROR_TAIL_LINES = 20;
 const REDACTED = '[redacted]';
 /** kubeadm's --ttl as a Go duration ("15m0s"): the lifetime the join service gives every token. */
@@ -35,39 +51,47 @@ export class KubeadmBackend implements KubernetesBackend {
   private readonly pkiDir: string;
   private readonly adminConfPath: string;
   private readonly env: NodeJS.ProcessEnv;
+  private readonly manifestsDir: string;
+  private readonly clock: Clock;
 
   constructor(private readonly options: BackendOptions) {
     this.exec = options.exec ?? spawnExec;
     this.pkiDir = options.pkiDir ?? DEFAULT_PKI_DIR;
     this.adminConfPath = options.adminConfPath ?? DEFAULT_ADMIN_CONF;
     this.env = options.env ?? process.env;
+    this.manifestsDir = options.manifestsDir ?? DEFAULT_MANIFESTS_DIR;
+    this.clock = options.clock ?? systemClock;
   }
 
   async init(p: InitParams): Promise<{ kubeconfig: Uint8Array; message: string }> {
     const config = initConfiguration(p, this.pkiDir);
     await this.writePki(p.pkiFiles);
+    await this.writeKubeletServingCertificate(p);
+    await this.clearStaticPods();
     const configFile = path.join(this.options.workDir, 'kubeadm-init.yaml');
     await writeFileAtomic(configFile, config);
-    await this.run('init', ['init', '--config', configFile, '--skip-phases=preflight'], p.log, []);
+    await this.run('init phase preflight', ['init', 'phase', 'preflight', '--config', configFile], p.log, []);
+    await this.run('init phase certs', ['init', 'phase', 'certs', 'all', '--config', configFile], p.log, []);
+    await this.run('init', ['init', '--config', configFile, `--skip-phases=${INIT_SKIP_PHASES}`], p.log, []);
     const kubeconfig = await fs.readFile(this.adminConfPath).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw err;
       throw new KubernetesBackendError(`kubeadm init finished but wrote no admin kubeconfig at ${this.adminConfPath}.`, {
         hint: 'Check the node log for kubeadm\'s output.',
       });
     });
+    const network = await this.installNetworkPlugin(p);
     return {
       kubeconfig: new Uint8Array(kubeconfig),
-      message: `Kubernetes ${normalizeVersion(p.kubernetesVersion)} initialized with kubeadm on ${p.nodeName}; API server at https://${p.apiServerEndpoint}.`,
+      message: `Kubernetes ${normalizeVersion(p.kubernetesVersion)} initialized with kubeadm on ${p.nodeName}; API server at https://${p.apiServerEndpoint}; ${network}.`,
     };
   }
 
   async join(p: JoinParams): Promise<{ message: string }> {
-    const kubelet = p.kubeletCert && p.kubeletKey
-      ? { certFile: path.join(this.pkiDir, 'kubelet.crt'), keyFile: path.join(this.pkiDir, 'kubelet.key') }
-      : undefined;
-    const config = joinConfiguration(p, kubelet);
+    const config = joinConfiguration(p);
     if (p.isControlPlane) await this.writePki(p.controlPlaneFiles);
-    if (kubelet) await this.writePki({ 'kubelet.crt': p.kubeletCert!, 'kubelet.key': p.kubeletKey! });
+    // The cluster-wide KubeletConfiguration names these files: the certificate the join service signed.
+    if (p.kubeletCert && p.kubeletKey) await this.writePki({ [KUBELET_CERT_FILE]: p.kubeletCert, [KUBELET_KEY_FILE]: p.kubeletKey });
+    await this.clearStaticPods();
     const configFile = path.join(this.options.workDir, 'kubeadm-join.yaml');
     await writeFileAtomic(configFile, config);
     try {
@@ -77,6 +101,41 @@ export class KubeadmBackend implements KubernetesBackend {
     }
     const role = p.isControlPlane ? 'control-plane node' : 'worker';
     return { message: `${p.nodeName} joined the Kubernetes cluster at https://${p.apiServerEndpoint} as a ${role} (kubeadm).` };
+  }
+
+  /**
+   * The first control-plane node's kubelet serving certificate, signed with the cluster CA (a joining node gets
+   * its own from the join service): the API server verifies kubelets against the CA, so a self-signed one fails.
+   */
+  private async writeKubeletServingCertificate(p: InitParams): Promise<void> {
+    const request = await createKubeletCsr(p.nodeName, p.nodeIp);
+    const pki = loadClusterPki(p.pkiFiles);
+    const cert = signKubeletCertificate(pki, request.csr, { nodeName: p.nodeName, ips: [p.nodeIp], clock: this.clock });
+    await this.writePki({ [KUBELET_CERT_FILE]: Buffer.from(pem('CERTIFICATE', cert)), [KUBELET_KEY_FILE]: Buffer.from(request.privateKeyPem) });
+  }
+
+  /** kubelet's static Pods of an earlier, failed attempt would make kubeadm refuse (or run stale manifests). */
+  private async clearStaticPods(): Promise<void> {
+    await fs.rm(this.manifestsDir, { recursive: true, force: true });
+    await fs.mkdir(this.manifestsDir, { recursive: true });
+  }
+
+  /** Cilium from the shipped manifest, with the cluster's values, applied with the admin kubeconfig. */
+  private async installNetworkPlugin(p: InitParams): Promise<string> {
+    const wireGuard = await (this.options.hasWireGuard ?? kernelHasWireGuard)();
+    const manifest = renderCilium(await fs.readFile(ciliumManifestPath(), 'utf8'), {
+      apiServerHost: parseEndpoint(p.apiServerEndpoint).host,
+      podCIDR: p.podCIDR ?? '',
+      nodeCIDR: p.nodeCIDR,
+      wireGuard,
+    });
+    const file = path.join(this.options.workDir, 'cilium.yaml');
+    await writeFileAtomic(file, manifest);
+    await this.run('apply', ['apply', '--server-side', '--force-conflicts', '--kubeconfig', this.adminConfPath, '-f', file], p.log, [], KUBECTL);
+    if (!wireGuard) p.log.warn('this kernel has no WireGuard: Cilium runs without transparent encryption');
+    return wireGuard
+      ? `network plugin Cilium ${CILIUM_VERSION} with WireGuard encryption`
+      : `network plugin Cilium ${CILIUM_VERSION} WITHOUT encryption (this kernel has no WireGuard)`;
   }
 
   tokenSink(log: Logger): TokenSink {
@@ -108,26 +167,26 @@ export class KubeadmBackend implements KubernetesBackend {
     }
   }
 
-  private async run(step: 'init' | 'join' | 'token create', args: string[], log: Logger, secrets: string[]): Promise<void> {
+  private async run(step: string, args: string[], log: Logger, secrets: string[], program = KUBEADM): Promise<void> {
     const clean = (text: string) => redactOutput(text, secrets);
-    log.info(`running kubeadm ${step}`, { args: args.map(clean) });
+    log.info(`running ${program} ${step}`, { args: args.map(clean) });
     let result: ExecResult;
     try {
-      result = await this.exec(KUBEADM, args, {
+      result = await this.exec(program, args, {
         env: this.env,
-        onLine: (stream, line) => log.info('kubeadm', { stream, line: clean(line) }),
+        onLine: (stream, line) => log.info(program, { stream, line: clean(line) }),
       });
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
-        throw new KubernetesBackendError('kubeadm was not found on PATH.', {
-          hint: 'The kubeadm backend runs on node images that ship kubeadm, kubelet and containerd; local process nodes use the backend none.',
+        throw new KubernetesBackendError(`${program} was not found on PATH.`, {
+          hint: 'The kubeadm backend runs on node images that ship kubeadm, kubectl, kubelet and containerd; local process nodes use the backend none.',
         });
       }
       throw err;
     }
     if (result.exitCode !== 0) {
       const how = result.exitCode === null ? `was ended by ${result.signal}` : `failed with exit code ${result.exitCode}`;
-      throw new KubernetesBackendError(`kubeadm ${step} ${how}:\n${clean(tail(result.stderr || result.stdout))}`, {
+      throw new KubernetesBackendError(`${program} ${step} ${how}:\n${clean(tail(result.stderr || result.stdout))}`, {
         hint: 'The full output is in the node log.',
       });
     }

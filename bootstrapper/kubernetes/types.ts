@@ -7,6 +7,7 @@
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import type { TokenSink } from '../../joinservice/bootstrap-token.js';
+import type { Clock } from '../../lib/clock.js';
 import type { Exec } from './exec.js';
 
 export type BackendName = 'none' | 'kubeadm';
@@ -21,7 +22,12 @@ export interface InitParams {
   apiServerEndpoint: string;
   certSANs: string[];
   serviceCIDR: string;
+  /** The pod network (kubeadm's podSubnet: the controller manager cuts each node's pod CIDR from it). */
   podCIDR?: string;
+  /** The nodes' network (the network plugin's WireGuard strict mode covers it). */
+  nodeCIDR?: string;
+  /** The cloud's instance id (a cloud node): the kubelet runs with cloud-provider=external and this provider-id. */
+  providerId?: string;
   /** The cluster PKI by kubeadm's file names (ca.crt, ca.key, front-proxy-ca.*, etcd/ca.*, sa.key, sa.pub). */
   pkiFiles: Record<string, Uint8Array>;
   /** The admin kubeconfig made by lib/pki. */
@@ -45,6 +51,8 @@ export interface JoinParams {
   /** For control-plane nodes: the cluster CA files by kubeadm's names. */
   controlPlaneFiles: Record<string, Uint8Array>;
   kubernetesVersion: string;
+  /** As InitParams.providerId. */
+  providerId?: string;
   log: Logger;
 }
 
@@ -68,8 +76,14 @@ export interface BackendOptions {
   pkiDir?: string;
   /** Where kubeadm writes the admin kubeconfig (and reads it to register tokens); default /etc/kubernetes/admin.conf. */
   adminConfPath?: string;
-  /** The environment kubeadm runs with (PATH finds it); default process.env. */
+  /** The environment kubeadm and kubectl run with (PATH finds them); default process.env. */
   env?: NodeJS.ProcessEnv;
+  /** kubelet's static Pod directory, emptied before every init and join (a retry after a failure); default /etc/kubernetes/manifests. */
+  manifestsDir?: string;
+  /** Whether this kernel has WireGuard (Cilium encrypts node-to-node traffic with it); default: read /sys/module and the module lists. */
+  hasWireGuard?: () => Promise<boolean>;
+  /** Signs the first control-plane node's kubelet serving certificate; default the system clock. */
+  clock?: Clock;
 }
 
 /** Kubernetes could not be set up; the message says which step failed and (redacted) why. */

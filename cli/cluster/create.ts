@@ -124,6 +124,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     clusterEndpoint: result.clusterEndpoint,
     inClusterEndpoint: result.inClusterEndpoint,
     apiServerCertSANs: result.apiServerCertSANs,
+    ...(result.ipCidrNode ? { ipCidrNode: result.ipCidrNode } : {}),
     [providerName]: result.providerState,
   };
   await writeState(workspaceDir, state);

@@ -26,7 +26,7 @@ import type { Logger } from '../../lib/logging/index.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { masterSecretPath, readMasterSecret, writeMasterSecret } from '../../lib/workspace/master-secret.js';
-import { readState, writeState } from '../../lib/workspace/state.js';
+import { readState, writeState, type Infrastructure } from '../../lib/workspace/state.js';
 import { INIT_PORT, InitFailedError, runInitExchange } from './init-exchange.js';
 import { attestationDepsFor, providerStateOf } from './provider.js';
 import { TERMINATE_HINT } from './next-steps.js';
@@ -135,6 +135,7 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
         clusterName: infra.name || config.name,
         apiServerCertSans: infra.apiServerCertSANs,
         serviceCidr: config.serviceCIDR,
+        ...networkOf(infra),
         attestationConfig: Buffer.from(JSON.stringify({ variant, config: attestationConfig })),
       },
     });
@@ -210,4 +211,13 @@ async function failedInit(workspaceDir: string, err: InitFailedError, log: Logge
     hint: `The node's log is in ${logFile}. Fix the cause, then run \`constellation init\` again: the master secret in ${MASTER_SECRET_FILE} is kept and reused.`,
     cause: err,
   });
+}
+
+/**
+ * The pod and node networks the provider recorded (`infrastructure.ipCidrNode`, and on GCP the subnet's pod range
+ * `infrastructure.gcp.ipCidrPod`, as upstream's state file); empty ones leave the bootstrapper's defaults.
+ */
+function networkOf(infra: Infrastructure): { podCidr: string; nodeCidr: string } {
+  const podCidr = infra.gcp?.ipCidrPod;
+  return { podCidr: typeof podCidr === 'string' ? podCidr : '', nodeCidr: infra.ipCidrNode ?? '' };
 }

@@ -15,7 +15,7 @@ import { CONFIG_FILE } from '../../lib/workspace/files.js';
 import { iamJournalView, providerOfRecord } from './journal-view.js';
 
 export { iamJournalView, isIamRecord, IAM_MARK } from './journal-view.js';
-export { IAM_CLOUDS, regionOfZone, resolveIamInputs, type IamCloud, type IamInputs } from './inputs.js';
+export { IAM_CLOUD_FLAGS, IAM_CLOUDS, iamFlagInputs, regionOfZone, resolveIamInputs, type IamCloud, type IamInputs } from './inputs.js';
 
 /**
  * Files a provider's `iam create` returns, known in advance so that a run refuses before it makes (or replaces)

@@ -5,10 +5,60 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { UserError } from '../../lib/errors.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
 
 export type IamCloud = 'aws' | 'azure' | 'gcp';
 export const IAM_CLOUDS: readonly IamCloud[] = ['aws', 'azure', 'gcp'];
+const CLOUD_NAMES: Record<IamCloud, string> = { aws: 'AWS', azure: 'Azure', gcp: 'GCP' };
+
+/**
+ * Per cloud: which flags (as parsed; upstream's names such as --subscriptionID are oclif aliases of ours) the
+ * cloud takes and which input each sets. Inputs the config has no key for (the identity's name) are passed to
+ * the provider but never written into the config.
+ */
+export const IAM_CLOUD_FLAGS: Record<IamCloud, Record<string, { input: string; inConfig: boolean }>> = {
+  aws: { region: { input: 'region', inConfig: true }, zone: { input: 'zone', inConfig: true } },
+  azure: {
+    subscription: { input: 'subscription', inConfig: true },
+    location: { input: 'location', inConfig: true },
+    // Upstream's `iam create azure --region` is the location.
+    region: { input: 'location', inConfig: true },
+    'resource-group': { input: 'resourceGroup', inConfig: true },
+    tenant: { input: 'tenant', inConfig: true },
+    // Upstream's --servicePrincipal names what the nodes run as: our user-assigned identity.
+    servicePrincipal: { input: 'identityName', inConfig: false },
+  },
+  gcp: { project: { input: 'project', inConfig: true }, region: { input: 'region', inConfig: true }, zone: { input: 'zone', inConfig: true } },
+};
+
+/**
+ * The provider inputs the parsed flags give for a cloud: a UserError for a flag another cloud takes, or for two
+ * flags that set one input to different values (azure --location and --region).
+ */
+export function iamFlagInputs(cloud: IamCloud, flags: Record<string, string | undefined>): { inputs: Record<string, string | undefined>; notInConfig: string[] } {
+  const own = IAM_CLOUD_FLAGS[cloud];
+  const all = new Set(Object.values(IAM_CLOUD_FLAGS).flatMap((f) => Object.keys(f)));
+  const misplaced = [...all].filter((flag) => flags[flag] !== undefined && !(flag in own));
+  if (misplaced.length > 0) {
+    throw new UserError(`--${misplaced[0]} is not a flag of \`iam create ${cloud}\`.`, {
+      hint: `${CLOUD_NAMES[cloud]} takes ${Object.keys(own).map((f) => `--${f}`).join(', ')}.`,
+    });
+  }
+  const inputs: Record<string, string | undefined> = {};
+  const from: Record<string, string> = {};
+  for (const [flag, { input }] of Object.entries(own)) {
+    const value = flags[flag];
+    if (value === undefined) continue;
+    if (inputs[input] !== undefined && inputs[input] !== value) {
+      throw new UserError(`--${from[input]} and --${flag} both set the ${input}, to different values.`, { hint: 'Give one of them.' });
+    }
+    inputs[input] = value;
+    from[input] = flag;
+  }
+  for (const { input } of Object.values(own)) if (!(input in inputs)) inputs[input] = undefined;
+  return { inputs, notInConfig: Object.values(own).filter((f) => !f.inConfig).map((f) => f.input) };
+}
 
 export interface IamInputs {
   /** Everything known: the given values over the config's. What the provider gets as providerConfig. */

@@ -1,8 +1,12 @@
 /**
- * `create` on AWS: the network (VPC, public and private subnet per zone, internet gateway, NAT gateway per
- * zone, route tables), the security group with the ports of DESIGN §9, a network load balancer with one
- * target group (with health check) and listener per port, and per node group a launch template (confidential
- * settings, state disk, instance profile) with an auto scaling group.
+ * `create` on AWS, as upstream's Terraform (terraform/infrastructure/aws): the network (VPC, public and private
+ * subnet per zone, internet gateway, NAT gateway with its elastic IP per zone, route tables), the security
+ * group with the ports of DESIGN §9 and the NodePort range, a network load balancer in the config's zone with
+ * one elastic IP (the cluster endpoint) and cross-zone load balancing on (so the endpoint reaches control-plane
+ * nodes in every zone), one target group (with health check) and listener per port, and per node group a
+ * launch template (confidential settings, state disk, instance profile) with an auto scaling group, which
+ * create waits for until it runs its desired capacity (./capacity.ts). Elastic IPs: one per zone and one for
+ * the load balancer, so three zones stay within AWS's default quota of five.
  *
  * The work is a graph of steps (see planSteps): independent steps run concurrently, each step's dependencies
  * are explicit. Every resource is written to the journal as soon as AWS accepted it (before waiting for it to
@@ -53,6 +57,7 @@ import {
   CreateListenerCommand,
   CreateLoadBalancerCommand,
   CreateTargetGroupCommand,
+  ModifyLoadBalancerAttributesCommand,
   waitUntilLoadBalancerAvailable,
   type CreateListenerCommandOutput,
   type CreateLoadBalancerCommandOutput,
@@ -61,12 +66,14 @@ import {
 import { UserError } from '../../lib/errors.js';
 import type { CreateRequest, CreateResult, NodeGroupSpec, ProviderContext, RecordedResource } from '../contract.js';
 import type { AwsClients } from './clients.js';
+import { waitForCapacity } from './capacity.js';
 import { checkImage, confidentialSettings } from './confidential.js';
 import { awsErrorCode, CreateFailedError, isDuplicate, toUserError } from './errors.js';
 import type { AwsProviderOptions } from './options.js';
 import {
   KIND,
   LOAD_BALANCER_PORTS,
+  NODE_PORT_RANGE,
   VPC_CIDR,
   awsName,
   clusterTags,
@@ -267,9 +274,7 @@ export class AwsCreate {
           })),
         );
       }
-      for (const use of ['nat', 'lb'] as const) {
-        step(`elastic-ip-${use}-${zone}`, [], () => this.elasticIp(`elastic-ip-${use}-${zone}`, `${use}-${zone}`));
-      }
+      step(`elastic-ip-nat-${zone}`, [], () => this.elasticIp(`elastic-ip-nat-${zone}`, `nat-${zone}`));
       step(`association-public-${zone}`, ['route-table-public', `subnet-public-${zone}`], () =>
         this.associate(`association-public-${zone}`, 'route-table-public', `subnet-public-${zone}`),
       );
@@ -289,8 +294,13 @@ export class AwsCreate {
     step('security-group', ['vpc'], () => this.securityGroup());
     step('security-group-rules', ['security-group'], () => this.securityGroupRules());
 
-    const lbDeps = ['security-group', 'internet-gateway-attachment', ...this.zones.flatMap((z) => [`subnet-public-${z}`, `elastic-ip-lb-${z}`])];
+    // As upstream: the load balancer lives in the config's zone with one elastic IP, the cluster endpoint.
+    const primary = this.config.zone;
+    step('elastic-ip-lb', [], () => this.elasticIp('elastic-ip-lb', `lb-${primary}`));
+    const lbDeps = ['security-group', 'internet-gateway-attachment', `subnet-public-${primary}`, 'elastic-ip-lb'];
     step('load-balancer', lbDeps, () => this.loadBalancer(lbDeps));
+    // Cross-zone load balancing: the one zone's address must reach control-plane nodes in every zone.
+    step('load-balancer-cross-zone', ['load-balancer'], () => this.crossZone());
     step('load-balancer-active', ['load-balancer'], () =>
       this.clients.wait(waitUntilLoadBalancerAvailable, this.elb, { LoadBalancerArns: [this.id('load-balancer')] }, 'Waiting for the load balancer'),
     );
@@ -306,6 +316,15 @@ export class AwsCreate {
       const deps = [`launch-template-${g.name}`, `subnet-private-${zone}`, `route-private-${zone}`, `association-private-${zone}`];
       if (g.role === 'control-plane') deps.push(...LOAD_BALANCER_PORTS.map((p) => `target-group-${p.port}`));
       step(`autoscaling-group-${g.name}`, deps, () => this.autoScalingGroup(g, deps));
+      step(`capacity-${g.name}`, [`autoscaling-group-${g.name}`], () =>
+        waitForCapacity(
+          this.clients,
+          this.config.region,
+          { groupName: this.id(`autoscaling-group-${g.name}`), nodeGroup: g.name, desired: g.initialCount, instanceType: g.instanceType, zone },
+          this.ctx,
+          this.options,
+        ),
+      );
     }
     return steps;
   }
@@ -484,6 +503,8 @@ export class AwsCreate {
               ToPort: p.port,
               IpRanges: [{ CidrIp: '0.0.0.0/0', Description: p.name }],
             })),
+            // Kubernetes' NodePort services, open as upstream opens them.
+            { IpProtocol: 'tcp', FromPort: NODE_PORT_RANGE.from, ToPort: NODE_PORT_RANGE.to, IpRanges: [{ CidrIp: '0.0.0.0/0', Description: 'K8s node ports' }] },
           ],
         }),
         'Opening the ports in the security group',
@@ -503,7 +524,7 @@ export class AwsCreate {
           Type: 'network',
           Scheme: 'internet-facing',
           IpAddressType: 'ipv4',
-          SubnetMappings: this.zones.map((z) => ({ SubnetId: this.id(`subnet-public-${z}`), AllocationId: this.id(`elastic-ip-lb-${z}`) })),
+          SubnetMappings: [{ SubnetId: this.id(`subnet-public-${this.config.zone}`), AllocationId: this.id('elastic-ip-lb') }],
           SecurityGroups: [this.id('security-group')],
           Tags: toTagList(clusterTags(this.request, awsName(this.request, 'lb', 255))),
         }),
@@ -512,6 +533,18 @@ export class AwsCreate {
       const lb = out.LoadBalancers![0];
       return { id: lb.LoadBalancerArn!, data: { dnsName: lb.DNSName } };
     });
+  }
+
+  /** Turns cross-zone load balancing on (network load balancers have it off); setting it again changes nothing. */
+  private async crossZone(): Promise<void> {
+    await this.send(
+      this.elb,
+      new ModifyLoadBalancerAttributesCommand({
+        LoadBalancerArn: this.id('load-balancer'),
+        Attributes: [{ Key: 'load_balancing.cross_zone.enabled', Value: 'true' }],
+      }),
+      'Turning on cross-zone load balancing',
+    );
   }
 
   private targetGroup(p: (typeof LOAD_BALANCER_PORTS)[number]): Promise<string> {
@@ -638,13 +671,14 @@ export class AwsCreate {
   }
 
   private result(): CreateResult {
-    const publicIp = this.data(`elastic-ip-lb-${this.config.zone}`).publicIp as string;
+    const publicIp = this.data('elastic-ip-lb').publicIp as string;
     const dnsName = this.data('load-balancer').dnsName as string;
     const groups = Object.fromEntries(this.request.nodeGroups.map((g) => [g.name, this.id(`autoscaling-group-${g.name}`)]));
     return {
       clusterEndpoint: publicIp,
       inClusterEndpoint: dnsName,
       apiServerCertSANs: [publicIp, dnsName],
+      ipCidrNode: VPC_CIDR,
       providerState: {
         region: this.config.region,
         zone: this.config.zone,

@@ -4,6 +4,7 @@
  * the bench pass overrides so that the unmodified SDK talks to a fake AWS on 127.0.0.1 quickly.
  * No SDK import here: this module is loaded with the provider's index.
  */
+import type { Clock, Sleep } from '../../lib/clock.js';
 
 export type AwsService = 'ec2' | 'elbv2' | 'autoscaling' | 'iam';
 
@@ -36,6 +37,11 @@ export type AwsProviderOptions = {
   /** Our own polls (instance replacement) and retries of deletes refused with DependencyViolation. */
   pollIntervalMs?: number;
   dependencyRetries?: number;
+  /** How long create waits for the auto scaling groups to run their desired capacity (default 20 minutes). */
+  capacityTimeoutMs?: number;
+  /** Time and waiting of create's capacity wait (tests: a fake clock). */
+  clock?: Clock;
+  sleep?: Sleep;
   /** Instance metadata service base URL (node side); default AWS_EC2_METADATA_SERVICE_ENDPOINT or 169.254.169.254. */
   imdsEndpoint?: string;
   /** Instrumentation: every API call, as it is sent. */

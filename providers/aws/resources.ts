@@ -64,6 +64,9 @@ export const LOAD_BALANCER_PORTS: readonly LoadBalancerPort[] = [
   { name: 'recovery', port: 9999, healthCheck: { protocol: 'TCP' } },
 ];
 
+/** Kubernetes' NodePort range, open from anywhere as upstream's security group opens it. */
+export const NODE_PORT_RANGE = { from: 30000, to: 32767 } as const;
+
 export const VPC_CIDR = '192.168.0.0/16';
 
 /** Zone i gets a private /20 from the lower half of the VPC and a public /20 from the upper half. */

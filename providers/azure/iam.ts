@@ -15,6 +15,7 @@ import { deleteAll, isAzureKind } from './deletion.js';
 import { azureErrorDetails, toUserError } from './errors.js';
 import { ARM_SCOPE, type AzureProviderOptions } from './options.js';
 import { parseResourceId, resourceGroupId, resourceId } from './plan.js';
+import { ensureRegistered, IAM_NAMESPACES } from './resource-providers.js';
 
 /** Built-in Azure role definition ids (the same in every tenant). */
 export const NODE_ROLES = [
@@ -65,13 +66,14 @@ export class AzureIam implements IamProvisioner {
     const recorded = new Set((await ctx.journal.list()).map((r) => r.id.toLowerCase()));
 
     try {
+      await ensureRegistered(clients.resources, IAM_NAMESPACES, ctx, { sleep: this.options.sleep, pollIntervalMs: this.options.registrationPollMs });
       ctx.progress?.(`resource group ${resourceGroup}`);
       if (recorded.has(rgId.toLowerCase()) || !(await clients.resources.resourceGroups.checkExistence(resourceGroup)).body) {
         await clients.resources.resourceGroups.createOrUpdate(resourceGroup, { location, tags });
         await ctx.journal.record({ kind: 'azure:resource-group', id: rgId, name: resourceGroup });
       }
 
-      const identityName = `${request.prefix}-nodes`;
+      const identityName = typeof config.identityName === 'string' && config.identityName ? config.identityName : `${request.prefix}-nodes`;
       ctx.progress?.(`managed identity ${identityName}`);
       const identity = await clients.msi.userAssignedIdentities.createOrUpdate(resourceGroup, identityName, { location, tags });
       const identityId = identity.id ?? resourceId(subscription, resourceGroup, 'azure:user-assigned-identity', identityName);

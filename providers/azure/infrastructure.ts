@@ -1,7 +1,8 @@
 /**
  * The Azure InfrastructureProvider (CLI side): creates the plan of ./plan.ts with the official SDKs, each
  * resource as soon as the ones it depends on exist, and records every resource in the journal the moment Azure
- * accepts it (status "accepted"), then again when it is ready (with its outputs). A re-run skips what is ready
+ * accepts it (status "accepted"), then again when it is ready (with its outputs). Before the first PUT, the
+ * subscription is registered for the resource providers the cluster needs (./resource-providers.ts). A re-run skips what is ready
  * and PUTs the rest again, which continues an interrupted create. Terminate deletes what the journal holds (and,
  * with byTag, whatever else in the resource group carries the cluster's uid tag) through ./deletion.ts.
  */
@@ -19,8 +20,9 @@ import { createAzureClients, type AzureClients } from './clients.js';
 import { deleteAll, isAzureKind } from './deletion.js';
 import { CreateFailedError, isNotFound, NoAzureCredentialsError, toUserError } from './errors.js';
 import type { AzureProviderOptions } from './options.js';
-import { kindOfType, parseAzureConfig, parseResourceId, planResources, TAG_UID, type AzureConfig, type PlannedResource } from './plan.js';
+import { kindOfType, NODE_SUBNET_CIDR, parseAzureConfig, parseResourceId, planResources, TAG_UID, type AzureConfig, type PlannedResource } from './plan.js';
 import { collect, listScaleSetMembers, type ScaleSetMember } from './scale-set-members.js';
+import { CLUSTER_NAMESPACES, ensureRegistered } from './resource-providers.js';
 import { throwawaySshPublicKey } from './ssh-key.js';
 import { runTaskGraphRethrowingFirst as runTaskGraph } from '../common/task-graph.js';
 
@@ -65,9 +67,22 @@ export class AzureInfrastructure implements InfrastructureProvider {
       sshPublicKey().catch(() => undefined);
     }
 
+    const registration = {
+      id: 'resource-providers',
+      dependsOn: [],
+      run: async () => {
+        try {
+          await ensureRegistered(clients.resources, CLUSTER_NAMESPACES, ctx, { sleep: this.options.sleep, pollIntervalMs: this.options.registrationPollMs });
+        } catch (err) {
+          throw toUserError(err, 'registering the subscription for the resource providers');
+        }
+        return {};
+      },
+    };
     const tasks = plan.map((resource) => ({
       id: resource.key,
-      dependsOn: resource.dependsOn,
+      // Nothing is PUT before the subscription is registered for the namespaces.
+      dependsOn: [registration.id, ...resource.dependsOn],
       run: async () => {
         const previous = recorded.get(resource.id.toLowerCase());
         const data = previous?.data as RecordData | undefined;
@@ -96,7 +111,7 @@ export class AzureInfrastructure implements InfrastructureProvider {
 
     let results: Map<string, unknown>;
     try {
-      results = await runTaskGraph(tasks, { signal: ctx.signal });
+      results = await runTaskGraph([registration, ...tasks], { signal: ctx.signal });
     } catch (err) {
       const user = toUserError(err, 'creating the cluster');
       // Without credentials there is nothing to roll back with; say what to set instead.
@@ -119,6 +134,7 @@ export class AzureInfrastructure implements InfrastructureProvider {
       clusterEndpoint: endpoint,
       inClusterEndpoint: endpoint,
       apiServerCertSANs: [endpoint],
+      ipCidrNode: NODE_SUBNET_CIDR,
       providerState: {
         subscription: config.subscription,
         resourceGroup: config.resourceGroup,

@@ -5,6 +5,7 @@
  * poll intervals. The ProviderModule receives them as a plain record, hence the parse function.
  */
 import type { TokenCredential } from '@azure/core-auth';
+import type { Sleep } from '../../lib/clock.js';
 
 export const ARM_ENDPOINT = 'https://management.azure.com';
 export const ARM_SCOPE = 'https://management.azure.com/.default';
@@ -26,6 +27,9 @@ export interface AzureProviderOptions {
   /** IAM: how long to wait between attempts while a new identity replicates (PrincipalNotFound), and how often. */
   principalRetryDelayMs?: number;
   principalRetries?: number;
+  /** How resource provider registration waits (tests: a recording fake), and its poll interval. */
+  sleep?: Sleep;
+  registrationPollMs?: number;
 }
 
 export function parseAzureOptions(raw: Record<string, unknown> = {}): AzureProviderOptions {
@@ -44,5 +48,7 @@ export function parseAzureOptions(raw: Record<string, unknown> = {}): AzureProvi
     imdsEndpoint: str('imdsEndpoint'),
     principalRetryDelayMs: num('principalRetryDelayMs'),
     principalRetries: num('principalRetries'),
+    sleep: typeof raw.sleep === 'function' ? (raw.sleep as Sleep) : undefined,
+    registrationPollMs: num('registrationPollMs'),
   };
 }

@@ -17,13 +17,13 @@ import type { CreateRequest, NodeGroupSpec, NodeRole } from '../contract.js';
 import { UserError } from '../../lib/errors.js';
 import { assertInstanceType, securitySettings, type AzureVariant } from './confidential.js';
 
-/** Load-balanced ports (DESIGN §9): Kubernetes API, bootstrapper, join service, verify service, recovery. */
+/** Load-balanced ports (DESIGN §9) and their probes: the API server's is HTTPS GET /readyz, as upstream's. */
 export const CLUSTER_PORTS = [
-  { name: 'kubernetes', port: 6443 },
-  { name: 'bootstrapper', port: 9000 },
-  { name: 'join', port: 30090 },
-  { name: 'verify', port: 30081 },
-  { name: 'recovery', port: 9999 },
+  { name: 'kubernetes', port: 6443, probe: { protocol: 'Https', requestPath: '/readyz' } },
+  { name: 'bootstrapper', port: 9000, probe: { protocol: 'Tcp' } },
+  { name: 'join', port: 30090, probe: { protocol: 'Tcp' } },
+  { name: 'verify', port: 30081, probe: { protocol: 'Tcp' } },
+  { name: 'recovery', port: 9999, probe: { protocol: 'Tcp' } },
 ] as const;
 
 export const TAG_UID = 'constellation-uid';
@@ -270,7 +270,7 @@ export function planResources(request: CreateRequest, config: AzureConfig): Plan
         sku: { name: 'Standard', tier: 'Regional' },
         frontendIPConfigurations: [{ name: FRONTEND_NAME, publicIPAddress: { id: id('azure:public-ip', names.lbIp) } }],
         backendAddressPools: [{ name: BACKEND_POOL_NAME }],
-        probes: CLUSTER_PORTS.map(({ name, port }) => ({ name: `probe-${name}`, protocol: 'Tcp', port, intervalInSeconds: 5, numberOfProbes: 2 })),
+        probes: CLUSTER_PORTS.map(({ name, port, probe }) => ({ name: `probe-${name}`, ...probe, port, intervalInSeconds: 5, numberOfProbes: 2 })),
         loadBalancingRules: CLUSTER_PORTS.map(({ name, port }) => ({
           name: `rule-${name}`,
           protocol: 'Tcp',

@@ -19,12 +19,18 @@ export type GcpKind =
   | 'subnetwork'
   | 'router'
   | 'firewall'
-  | 'address'
+  | 'globalAddress'
   | 'healthCheck'
   | 'backendService'
-  | 'forwardingRule'
+  | 'targetTcpProxy'
+  | 'globalForwardingRule'
   | 'instanceTemplate'
-  | 'instanceGroupManager';
+  | 'instanceGroupManager'
+  // The regional passthrough load balancer of clusters made before the global TCP proxy: terminate still knows them.
+  | 'address'
+  | 'regionHealthCheck'
+  | 'regionBackendService'
+  | 'forwardingRule';
 
 type Scope = 'global' | 'region' | 'zone';
 
@@ -46,12 +52,17 @@ export const KINDS: Record<GcpKind, KindSpec> = {
   subnetwork: { scope: 'region', collection: 'subnetworks', client: 'SubnetworksClient', param: 'subnetwork', bodyParam: 'subnetworkResource', label: 'subnetwork' },
   router: { scope: 'region', collection: 'routers', client: 'RoutersClient', param: 'router', bodyParam: 'routerResource', label: 'router with Cloud NAT' },
   firewall: { scope: 'global', collection: 'firewalls', client: 'FirewallsClient', param: 'firewall', bodyParam: 'firewallResource', label: 'firewall rule' },
-  address: { scope: 'region', collection: 'addresses', client: 'AddressesClient', param: 'address', bodyParam: 'addressResource', label: 'IP address' },
-  healthCheck: { scope: 'region', collection: 'healthChecks', client: 'RegionHealthChecksClient', param: 'healthCheck', bodyParam: 'healthCheckResource', label: 'health check' },
-  backendService: { scope: 'region', collection: 'backendServices', client: 'RegionBackendServicesClient', param: 'backendService', bodyParam: 'backendServiceResource', label: 'backend service' },
-  forwardingRule: { scope: 'region', collection: 'forwardingRules', client: 'ForwardingRulesClient', param: 'forwardingRule', bodyParam: 'forwardingRuleResource', label: 'forwarding rule' },
+  globalAddress: { scope: 'global', collection: 'addresses', client: 'GlobalAddressesClient', param: 'address', bodyParam: 'addressResource', label: 'global IP address' },
+  healthCheck: { scope: 'global', collection: 'healthChecks', client: 'HealthChecksClient', param: 'healthCheck', bodyParam: 'healthCheckResource', label: 'health check' },
+  backendService: { scope: 'global', collection: 'backendServices', client: 'BackendServicesClient', param: 'backendService', bodyParam: 'backendServiceResource', label: 'backend service' },
+  targetTcpProxy: { scope: 'global', collection: 'targetTcpProxies', client: 'TargetTcpProxiesClient', param: 'targetTcpProxy', bodyParam: 'targetTcpProxyResource', label: 'target TCP proxy' },
+  globalForwardingRule: { scope: 'global', collection: 'forwardingRules', client: 'GlobalForwardingRulesClient', param: 'forwardingRule', bodyParam: 'forwardingRuleResource', label: 'global forwarding rule' },
   instanceTemplate: { scope: 'global', collection: 'instanceTemplates', client: 'InstanceTemplatesClient', param: 'instanceTemplate', bodyParam: 'instanceTemplateResource', label: 'instance template' },
   instanceGroupManager: { scope: 'zone', collection: 'instanceGroupManagers', client: 'InstanceGroupManagersClient', param: 'instanceGroupManager', bodyParam: 'instanceGroupManagerResource', label: 'managed instance group' },
+  address: { scope: 'region', collection: 'addresses', client: 'AddressesClient', param: 'address', bodyParam: 'addressResource', label: 'IP address' },
+  regionHealthCheck: { scope: 'region', collection: 'healthChecks', client: 'RegionHealthChecksClient', param: 'healthCheck', bodyParam: 'healthCheckResource', label: 'regional health check' },
+  regionBackendService: { scope: 'region', collection: 'backendServices', client: 'RegionBackendServicesClient', param: 'backendService', bodyParam: 'backendServiceResource', label: 'regional backend service' },
+  forwardingRule: { scope: 'region', collection: 'forwardingRules', client: 'ForwardingRulesClient', param: 'forwardingRule', bodyParam: 'forwardingRuleResource', label: 'forwarding rule' },
 };
 
 /** Journal kind of a resource kind ("gcp:network"). */

@@ -45,7 +45,7 @@ export function confidentialSettings(variant: GcpVariant): ConfidentialSettings 
   const snp = variant === 'gcp-sev-snp';
   return {
     confidentialInstanceConfig: { confidentialInstanceType: snp ? 'SEV_SNP' : 'SEV', enableConfidentialCompute: true },
-    shieldedInstanceConfig: { enableVtpm: true, enableIntegrityMonitoring: true, enableSecureBoot: true },
+    shieldedInstanceConfig: { enableVtpm: true, enableIntegrityMonitoring: true, enableSecureBoot: false },
     scheduling: { onHostMaintenance: 'TERMINATE', automaticRestart: true },
     // SEV-SNP needs 3rd-generation EPYC (Milan) hosts.
     ...(snp ? { minCpuPlatform: 'AMD Milan' } : {}),

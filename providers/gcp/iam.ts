@@ -9,9 +9,13 @@
  *                                         shielded-VM identities) and log writing, bound on the project
  *
  * Every resource is journaled when GCP accepted it; bindings are journaled before the policy is written (a
- * removal of a binding that never landed is harmless). destroy deletes what was journaled, in reverse order.
+ * removal of a binding that never landed is harmless). IAM makes a new service account visible only after a
+ * while (a policy naming it is refused with "Service account ... does not exist."), so the bindings wait until
+ * both accounts can be read, and a policy write refused for that reason is tried again (on the injectable sleep
+ * of the options). destroy deletes what was journaled, in reverse order.
  * The key's private data goes only into the returned file, never into the journal or a log.
  */
+import { realSleep } from '../../lib/clock.js';
 import { UserError } from '../../lib/errors.js';
 import type { IamCreateRequest, IamCreateResult, IamProvisioner, ProviderContext, RecordedResource } from '../contract.js';
 import { deleteInReverseDependencyOrder } from '../common/delete-order.js';
@@ -44,6 +48,9 @@ export const NODE_PERMISSIONS = [
   'compute.addresses.list',
   'compute.forwardingRules.get',
   'compute.forwardingRules.list',
+  'compute.globalAddresses.get',
+  'compute.globalForwardingRules.get',
+  'compute.globalForwardingRules.list',
   'compute.zones.list',
 ] as const;
 const NODE_EXTRA_ROLES = ['roles/logging.logWriter'] as const;
@@ -56,6 +63,8 @@ const KIND = {
 } as const;
 
 const POLICY_ATTEMPTS = 8;
+/** How long to wait for a new service account to become visible: attempts, first delay, cap (about 2 minutes). */
+const VISIBILITY = { attempts: 20, baseDelayMs: 500, maxDelayMs: 8000 };
 
 interface Policy {
   version?: number;
@@ -190,17 +199,38 @@ export class GcpIam implements IamProvisioner {
   }
 
   private async addBindings(rest: RestApi, ctx: ProviderContext, project: string, bindings: { role: string; member: string; deps: string[] }[]): Promise<void> {
+    const emails = [...new Set(bindings.map((b) => b.member.replace(/^serviceAccount:/, '')))];
+    await Promise.all(emails.map((email) => this.untilVisible(ctx, email, () => rest.call('GET', `${rest.endpoints.iam}/v1/projects/${project}/serviceAccounts/${encodeURIComponent(email)}`), isNotFound)));
     ctx.progress?.('granting the service accounts their roles');
     for (const b of bindings) {
       await ctx.journal.record({ kind: KIND.binding, id: `projects/${project}/iamPolicy/${b.role}/${b.member}`, dependsOn: b.deps, data: { project, role: b.role, member: b.member } });
     }
-    await this.updatePolicy(rest, project, (policy) => {
-      for (const b of bindings) {
-        const binding = (policy.bindings ??= []).find((x) => x.role === b.role);
-        if (!binding) policy.bindings.push({ role: b.role, members: [b.member] });
-        else if (!binding.members.includes(b.member)) binding.members.push(b.member);
+    // Readable is not always bindable yet: a policy write refused because an account "does not exist" is repeated.
+    await this.untilVisible(ctx, emails.join(' and '), () =>
+      this.updatePolicy(rest, project, (policy) => {
+        for (const b of bindings) {
+          const binding = (policy.bindings ??= []).find((x) => x.role === b.role);
+          if (!binding) policy.bindings.push({ role: b.role, members: [b.member] });
+          else if (!binding.members.includes(b.member)) binding.members.push(b.member);
+        }
+      }), isAccountNotVisible);
+  }
+
+  /** Runs `call` until it no longer fails with `notVisible`, backing off on the options' sleep. */
+  private async untilVisible(ctx: ProviderContext, what: string, call: () => Promise<unknown>, notVisible: (err: unknown) => boolean): Promise<void> {
+    const sleep = this.options.sleep ?? realSleep;
+    const policy = { ...VISIBILITY, ...this.options.iamVisibility };
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await call();
+        return;
+      } catch (err) {
+        if (!notVisible(err) || attempt >= policy.attempts) throw err;
+        if (attempt === 1) ctx.progress?.(`waiting until IAM shows service account ${what}`);
+        ctx.log.debug('gcp: service account not visible yet', { what, attempt });
+        await sleep(Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1)), ctx.signal);
       }
-    });
+    }
   }
 
   private async createKey(rest: RestApi, ctx: ProviderContext, project: string, email: string): Promise<string> {
@@ -236,6 +266,7 @@ export class GcpIam implements IamProvisioner {
       } catch (err) {
         const { status, reason } = gcpErrorInfo(err);
         if (status === 409 && reason === 'ABORTED' && attempt < POLICY_ATTEMPTS) continue;
+        if (isAccountNotVisible(err)) throw err;
         throw toUserError(`Updating the IAM policy of project ${project}`, err);
       }
     }
@@ -260,6 +291,12 @@ export class GcpIam implements IamProvisioner {
       if (!isNotFound(err)) throw err;
     }
   }
+}
+
+/** IAM refuses a policy naming a service account it does not show yet: 400 "Service account ... does not exist." */
+function isAccountNotVisible(err: unknown): boolean {
+  const { status, message } = gcpErrorInfo(err);
+  return status === 400 && /service account .* does not exist/i.test(message);
 }
 
 /** JSON over the auth client, with retries of throttled calls. */

@@ -23,7 +23,7 @@ import { GcpCompute, journalKind, KINDS, parseRefId, refId, type GcpResource, ty
 import { CreateFailedError, GcpOperationError, isAlreadyExists, isNotFound, toUserError } from './errors.js';
 import { instanceId, parseInstanceId, toInstance, type GceInstance } from './instances.js';
 import { DEFAULT_POLL_INTERVAL_MS, type GcpProviderOptions } from './options.js';
-import { buildPlan, labelValue, LABEL_UID, type PlanStep } from './plan.js';
+import { buildPlan, labelValue, LABEL_UID, NODE_CIDR, POD_CIDR, type PlanStep } from './plan.js';
 import { sleep } from './retry.js';
 import { terminateRecorded } from './terminate.js';
 
@@ -71,7 +71,10 @@ export class GcpInfrastructure implements InfrastructureProvider {
       clusterEndpoint: ip,
       inClusterEndpoint: ip,
       apiServerCertSANs: [ip],
+      ipCidrNode: NODE_CIDR,
       providerState: {
+        // The subnet's pod range, as upstream's state file names it: the cluster's pod network.
+        ipCidrPod: POD_CIDR,
         project,
         region,
         zone,

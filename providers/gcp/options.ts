@@ -4,6 +4,7 @@
  * tests and the bench point the unmodified SDK at a fake on 127.0.0.1 (apiEndpoint/port/protocol plus an
  * auth client with a static token) and shorten retry delays. No SDK import here: loaded with the index.
  */
+import type { Sleep } from '../../lib/clock.js';
 
 /** A type alias (not an interface) so it is assignable to the contract's Record<string, unknown>. */
 export type GcpProviderOptions = {
@@ -31,6 +32,9 @@ export type GcpProviderOptions = {
   /** Our own polls (instance replacement) and retries of deletes refused because a resource is still in use. */
   pollIntervalMs?: number;
   inUseRetries?: number;
+  /** How `iam create` waits for a new service account to become visible (tests: a recording fake). */
+  sleep?: Sleep;
+  iamVisibility?: { attempts?: number; baseDelayMs?: number; maxDelayMs?: number };
   /** Instrumentation: the create graph's steps and their dependencies, when create starts (the bench). */
   onPlan?: (steps: { id: string; deps: string[] }[]) => void;
 };

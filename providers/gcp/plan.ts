@@ -1,17 +1,25 @@
 /**
- * What `create` makes on GCP, as an explicit dependency graph of steps (DESIGN §9):
+ * What `create` makes on GCP, as an explicit dependency graph of steps (DESIGN §9), following upstream
+ * Constellation's Terraform (terraform/infrastructure/gcp):
  *
  *   network ─┬─ subnetwork ─────────────┐
  *            ├─ router with Cloud NAT    │
  *            ├─ firewall (public ports)  ├─ instance template (per node group) ─ managed instance group ─┐
  *            └─ firewall (internal)      │                                                            │
- *   address (load balancer IP) ──────────┘───────────────────────────────────── forwarding rule (per port)
- *   health check (per port) ─────────────────────────────────────────── backend service (per port) ──┘
+ *   global address (load balancer IP) ───┘                                                            │
+ *   health check (per port) ──────────────────────────────────────── backend service (per port) ──────┘
+ *                                       target TCP proxy (per port) ─┘
+ *   global address + target TCP proxy ─ global forwarding rule (per port)
  *
- * The load balancer is a regional external passthrough network load balancer: one health check, backend
- * service (the control-plane instance groups) and forwarding rule per port, all forwarding rules sharing the
- * one reserved address. Instance templates carry the confidential settings, the state disk, labels and the
- * metadata the nodes read (uid, role, node group, load-balancer address, bcrypt hash of the init secret).
+ * The load balancer is a global external TCP proxy load balancer, as upstream's: per port a health check, a
+ * backend service (the control-plane instance groups, addressed through the groups' named port), a target TCP
+ * proxy and a global forwarding rule on the one reserved global address. A proxy opens its own connection to
+ * the node's own IP, so a node needs no route for the load balancer's address (a regional passthrough load
+ * balancer delivers packets addressed to the load balancer's IP, which a node without Google's guest agent
+ * drops). Control-plane groups are stateful (state disk and internal IP survive a recreation), as upstream's.
+ * Instance templates carry the confidential settings (Secure Boot off, as upstream: it changes PCR 7 and
+ * unsigned images do not boot), the state disk, labels and the metadata the nodes read (uid, role, node group,
+ * load-balancer address, bcrypt hash of the init secret).
  * Pure: no SDK, no I/O. Names are deterministic, so a repeated insert answers "already exists".
  */
 import type { protos } from '@google-cloud/compute';
@@ -21,8 +29,19 @@ import type { CreateRequest, NodeGroupSpec } from '../contract.js';
 import { refId as url, type GcpKind, type GcpResource, type ResourceRef } from './clients.js';
 import { checkMachineType, confidentialSettings, type GcpVariant } from './confidential.js';
 
-/** The ports of DESIGN §9: Kubernetes API, bootstrapper, join service, verify service, recovery. */
-export const LOAD_BALANCER_PORTS = [6443, 9000, 30090, 30081, 9999] as const;
+/** The ports of DESIGN §9 with their named port (upstream's names) and health check. */
+export const LOAD_BALANCER_NAMED_PORTS = [
+  { name: 'kubernetes', port: 6443, healthCheck: 'HTTPS' },
+  { name: 'bootstrapper', port: 9000, healthCheck: 'TCP' },
+  { name: 'join', port: 30090, healthCheck: 'TCP' },
+  { name: 'verify', port: 30081, healthCheck: 'TCP' },
+  { name: 'recovery', port: 9999, healthCheck: 'TCP' },
+] as const;
+export const LOAD_BALANCER_PORTS = LOAD_BALANCER_NAMED_PORTS.map((p) => p.port);
+/** Kubernetes' NodePort range, open from anywhere as upstream opens it. */
+export const NODE_PORT_RANGE = '30000-32767';
+/** The device name of the state disk (the node finds its disk by it; the stateful policy keeps it by it). */
+export const STATE_DISK_DEVICE = 'state-disk';
 export const NODE_CIDR = '192.168.178.0/24';
 export const POD_CIDR = '10.10.0.0/16';
 const BOOT_DISK_GB = 10;
@@ -42,7 +61,7 @@ export const gcpConfigSchema = z.object({
   region: z.string().min(1, 'is required'),
   zone: z.string().min(1, 'is required'),
   serviceAccountKeyPath: z.string().optional(),
-  IAMServiceAccountVM: z.string().optional(),
+  IAMServiceAccountVM: z.string().min(1, 'is required: the service account the nodes run as'),
   deployCSIDriver: z.boolean().optional(),
 });
 export type GcpConfig = z.infer<typeof gcpConfigSchema>;
@@ -51,7 +70,8 @@ export function parseGcpConfig(providerConfig: Record<string, unknown>): GcpConf
   const result = gcpConfigSchema.safeParse(providerConfig);
   if (!result.success) {
     const issue = result.error.issues[0]!;
-    throw new UserError(`provider.gcp.${issue.path.join('.')} ${issue.message}.`, {
+    const message = issue.code === 'invalid_type' && issue.input === undefined ? 'is required' : issue.message;
+    throw new UserError(`provider.gcp.${issue.path.join('.')} ${message}.`, {
       hint: 'Set it in constellation-conf.yaml (`constellation iam create gcp --update-config` fills project, region, zone and the service accounts).',
     });
   }
@@ -120,7 +140,7 @@ export function buildPlan(request: CreateRequest): Plan {
 
   const network = ref('network', gcpName(prefix, 'network'));
   const subnet = ref('subnetwork', gcpName(prefix, 'nodes'), region);
-  const address = ref('address', gcpName(prefix, 'lb'), region);
+  const address = ref('globalAddress', gcpName(prefix, 'lb'));
   const steps: PlanStep[] = [];
   const add = (step: Omit<PlanStep, 'data'> & { data?: Record<string, unknown> }) => steps.push({ ...step, data: { ...common, ...step.data } });
 
@@ -154,12 +174,13 @@ export function buildPlan(request: CreateRequest): Plan {
     ref: ref('firewall', gcpName(prefix, 'public')),
     deps: ['network'],
     body: (): protos.google.cloud.compute.v1.IFirewall => ({
-      description: `${description}: the load balancer's ports and its health checks`,
+      // The TCP proxies and health checks connect from Google's front ends (130.211.0.0/22, 35.191.0.0/16).
+      description: `${description}: the load balancer's ports, its proxies and health checks, and the NodePort range`,
       network: url(network),
       direction: 'INGRESS',
       sourceRanges: ['0.0.0.0/0'],
       targetTags: [nodeTag],
-      allowed: [{ IPProtocol: 'tcp', ports: LOAD_BALANCER_PORTS.map(String) }],
+      allowed: [{ IPProtocol: 'tcp', ports: [...LOAD_BALANCER_PORTS.map(String), NODE_PORT_RANGE] }],
     }),
   });
   add({
@@ -179,17 +200,17 @@ export function buildPlan(request: CreateRequest): Plan {
     ref: address,
     deps: [],
     readBack: true,
-    body: (): protos.google.cloud.compute.v1.IAddress => ({ description, region, addressType: 'EXTERNAL', labels: { ...baseLabels } }),
+    body: (): protos.google.cloud.compute.v1.IAddress => ({ description, addressType: 'EXTERNAL', ipVersion: 'IPV4', labels: { ...baseLabels } }),
   });
-  for (const port of LOAD_BALANCER_PORTS) {
+  for (const { port, healthCheck } of LOAD_BALANCER_NAMED_PORTS) {
     add({
       key: `hc-${port}`,
-      ref: ref('healthCheck', gcpName(prefix, 'hc', String(port)), region),
+      ref: ref('healthCheck', gcpName(prefix, 'hc', String(port))),
       deps: [],
       body: (): protos.google.cloud.compute.v1.IHealthCheck =>
-        port === 6443
-          ? { description, region, type: 'HTTPS', checkIntervalSec: 5, timeoutSec: 5, httpsHealthCheck: { port, requestPath: '/readyz' } }
-          : { description, region, type: 'TCP', checkIntervalSec: 5, timeoutSec: 5, tcpHealthCheck: { port } },
+        healthCheck === 'HTTPS'
+          ? { description, type: 'HTTPS', checkIntervalSec: 5, timeoutSec: 5, httpsHealthCheck: { port, requestPath: '/readyz' } }
+          : { description, type: 'TCP', checkIntervalSec: 5, timeoutSec: 5, tcpHealthCheck: { port } },
     });
   }
 
@@ -228,6 +249,19 @@ export function buildPlan(request: CreateRequest): Plan {
         baseInstanceName: gcpName(prefix, group.role === 'control-plane' ? 'cp' : 'wk', group.name).slice(0, 58).replace(/-+$/, ''),
         instanceTemplate: url(template),
         targetSize: group.initialCount,
+        ...(group.role === 'control-plane'
+          ? {
+              // The backend services address the control plane by these names (TCP proxy backends need named ports).
+              namedPorts: LOAD_BALANCER_NAMED_PORTS.map(({ name, port }) => ({ name, port })),
+              // A recreated control-plane VM keeps its state disk (etcd, the node's keys) and its IP, as upstream's.
+              statefulPolicy: {
+                preservedState: {
+                  disks: { [STATE_DISK_DEVICE]: { autoDelete: 'ON_PERMANENT_INSTANCE_DELETION' } },
+                  internalIPs: { nic0: { autoDelete: 'ON_PERMANENT_INSTANCE_DELETION' } },
+                },
+              },
+            }
+          : {}),
       }),
     });
     if (group.role === 'control-plane') {
@@ -236,35 +270,42 @@ export function buildPlan(request: CreateRequest): Plan {
     }
   }
 
-  for (const port of LOAD_BALANCER_PORTS) {
-    const backend = ref('backendService', gcpName(prefix, 'bs', String(port)), region);
+  for (const { name, port } of LOAD_BALANCER_NAMED_PORTS) {
+    const backend = ref('backendService', gcpName(prefix, 'bs', String(port)));
+    const proxy = ref('targetTcpProxy', gcpName(prefix, 'proxy', String(port)));
     add({
       key: `bs-${port}`,
       ref: backend,
       deps: [`hc-${port}`, ...controlPlaneIgmKeys],
       body: (): protos.google.cloud.compute.v1.IBackendService => ({
         description,
-        region,
         loadBalancingScheme: 'EXTERNAL',
         protocol: 'TCP',
-        healthChecks: [url(ref('healthCheck', gcpName(prefix, 'hc', String(port)), region))],
+        portName: name,
+        timeoutSec: 240,
+        healthChecks: [url(ref('healthCheck', gcpName(prefix, 'hc', String(port))))],
         // A managed instance group's instance group has the manager's name.
-        backends: igmRefs.map((igm) => ({ group: `projects/${project}/zones/${igm.location}/instanceGroups/${igm.name}`, balancingMode: 'CONNECTION' })),
+        backends: igmRefs.map((igm) => ({ group: `projects/${project}/zones/${igm.location}/instanceGroups/${igm.name}`, balancingMode: 'UTILIZATION' })),
       }),
     });
     add({
+      key: `proxy-${port}`,
+      ref: proxy,
+      deps: [`bs-${port}`],
+      body: (): protos.google.cloud.compute.v1.ITargetTcpProxy => ({ description, service: url(backend), proxyHeader: 'NONE' }),
+    });
+    add({
       key: `fr-${port}`,
-      ref: ref('forwardingRule', gcpName(prefix, 'fr', String(port)), region),
-      deps: [`bs-${port}`, 'address'],
+      ref: ref('globalForwardingRule', gcpName(prefix, 'fr', String(port))),
+      deps: [`proxy-${port}`, 'address'],
       body: (): protos.google.cloud.compute.v1.IForwardingRule => ({
         description,
-        region,
         loadBalancingScheme: 'EXTERNAL',
         IPProtocol: 'TCP',
         IPAddress: url(address),
         portRange: String(port),
-        backendService: url(backend),
-        labels: { ...baseLabels },
+        target: url(proxy),
+        labels: { ...baseLabels, 'constellation-use': name },
       }),
     });
   }
@@ -293,14 +334,13 @@ function instanceProperties(
     disks: [
       { boot: true, autoDelete: true, deviceName: 'boot', initializeParams: { sourceImage: request.image, diskSizeGb: BOOT_DISK_GB, diskType: 'pd-balanced', labels: { ...ctx.labels } } },
       // The state disk: the bootstrapper encrypts it with the key the join service derives for this node.
-      { boot: false, autoDelete: true, deviceName: 'state-disk', initializeParams: { diskSizeGb: group.stateDiskSizeGB, diskType: group.stateDiskType, labels: { ...ctx.labels } } },
+      { boot: false, autoDelete: true, deviceName: STATE_DISK_DEVICE, initializeParams: { diskSizeGb: group.stateDiskSizeGB, diskType: group.stateDiskType, labels: { ...ctx.labels } } },
     ],
     networkInterfaces: [{ network: ctx.network, subnetwork: ctx.subnetwork, aliasIpRanges: [{ ipCidrRange: '/24', subnetworkRangeName: 'pods' }] }],
     labels: ctx.labels,
     tags: { items: [ctx.nodeTag] },
     metadata: { items: Object.entries(metadata).map(([key, value]) => ({ key, value })) },
-    ...(config.IAMServiceAccountVM
-      ? { serviceAccounts: [{ email: config.IAMServiceAccountVM, scopes: ['https://www.googleapis.com/auth/cloud-platform'] }] }
-      : {}),
+    // Access is granted through the service account's roles, not through scopes (as upstream).
+    serviceAccounts: [{ email: config.IAMServiceAccountVM, scopes: ['https://www.googleapis.com/auth/cloud-platform'] }],
   };
 }

@@ -18,16 +18,21 @@ import { labelValue, LABEL_UID, namePrefix } from './plan.js';
 
 /** Which kinds a kind refers to: it must be deleted before them (also orders resources found by tag). */
 const KIND_DEPENDENCIES: Record<GcpKind, GcpKind[]> = {
-  forwardingRule: ['backendService', 'address'],
+  globalForwardingRule: ['targetTcpProxy', 'globalAddress'],
+  targetTcpProxy: ['backendService'],
   backendService: ['healthCheck', 'instanceGroupManager'],
+  forwardingRule: ['regionBackendService', 'address'],
+  regionBackendService: ['regionHealthCheck', 'instanceGroupManager'],
   instanceGroupManager: ['instanceTemplate'],
-  instanceTemplate: ['subnetwork', 'network', 'address'],
+  instanceTemplate: ['subnetwork', 'network', 'address', 'globalAddress'],
   subnetwork: ['network'],
   router: ['network'],
   firewall: ['network'],
   network: [],
   address: [],
+  globalAddress: [],
   healthCheck: [],
+  regionHealthCheck: [],
 };
 
 const INFRASTRUCTURE_KINDS = new Set((Object.keys(KINDS) as GcpKind[]).map(journalKind));

@@ -94,7 +94,8 @@ describe('constellation create / terminate (AWS, fake cloud)', function () {
 
     const [ingress] = fake.calls('AuthorizeSecurityGroupIngress');
     const tcp = list(ingress.params, 'IpPermissions').filter((p) => p.IpProtocol === 'tcp');
-    assert.deepEqual(tcp.map((p) => Number(str(p, 'FromPort'))).sort(), [...PORTS].sort(), 'the security group opens the 5 ports');
+    assert.deepEqual(tcp.filter((p) => str(p, 'FromPort') === str(p, 'ToPort')).map((p) => Number(str(p, 'FromPort'))).sort(), [...PORTS].sort(), 'the security group opens the 5 ports');
+    assert.ok(tcp.some((p) => str(p, 'FromPort') === '30000' && str(p, 'ToPort') === '32767'), 'and the NodePort range');
     assert.deepEqual([...fake.state.listeners.values()].map((l) => l.port).sort(), [...PORTS].sort(), 'the load balancer listens on the 5 ports');
     assert.deepEqual([...fake.state.targetGroups.values()].map((g) => g.port).sort(), [...PORTS].sort());
 

@@ -284,6 +284,9 @@ describe('create and terminate through cli/cluster against the Azure and GCP fak
       const state = await readState(ws);
       assert.equal(state.infrastructure.uid, result.uid);
       assert.match(state.infrastructure.clusterEndpoint, /^\d+\.\d+\.\d+\.\d+$/);
+      // The networks init hands the bootstrapper (pod network for kubeadm's podSubnet, node network for Cilium).
+      assert.equal(state.infrastructure.ipCidrNode, '192.168.178.0/24');
+      assert.equal(state.infrastructure.gcp?.ipCidrPod, '10.10.0.0/16');
       const instances = fake.compute.list('instances');
       assert.equal(instances.length, 4);
       assert.ok(instances.every((i) => (i.labels as Record<string, string>)['constellation-uid'] === result.uid));

@@ -1,16 +1,9 @@
 import { Args, Flags } from '@oclif/core';
 import path from 'node:path';
 import { BaseCommand } from '../../base-command.js';
-import { UserError } from '../../../lib/errors.js';
 import type { CreateIamResult, IamCloud } from '../../iam/index.js';
 import { CONFIG_FILE } from '../../../lib/workspace/files.js';
 
-/** Flag name → provider.<cloud> config key, per cloud: which flags a cloud takes and where they end up. */
-const CLOUD_FLAGS: Record<IamCloud, Record<string, string>> = {
-  aws: { region: 'region', zone: 'zone' },
-  azure: { subscription: 'subscription', location: 'location', 'resource-group': 'resourceGroup', tenant: 'tenant' },
-  gcp: { project: 'project', region: 'region', zone: 'zone' },
-};
 const CLOUD_NAMES: Record<IamCloud, string> = { aws: 'AWS', azure: 'Azure', gcp: 'GCP' };
 
 export default class IamCreate extends BaseCommand<typeof IamCreate> {
@@ -36,38 +29,31 @@ Every identity is recorded in the workspace as soon as the cloud made it: an int
   };
 
   static override flags = {
-    prefix: Flags.string({ description: 'Name prefix of every identity made.', default: 'constellation', helpValue: '<prefix>' }),
+    prefix: Flags.string({ description: 'Name prefix of every identity made (also accepted as --serviceAccountID, upstream\'s deprecated GCP name).', aliases: ['serviceAccountID'], default: 'constellation', helpValue: '<prefix>' }),
     'update-config': Flags.boolean({ description: 'Write the identities (and the flags given) into constellation-conf.yaml under provider.<cloud>.' }),
     yes: Flags.boolean({ char: 'y', description: 'Create without asking for confirmation.' }),
-    region: Flags.string({ description: 'AWS or GCP region (default: derived from --zone, else the config).', helpValue: '<region>', helpGroup: 'AWS AND GCP' }),
+    region: Flags.string({ description: 'AWS or GCP region (default: derived from --zone, else the config); for Azure the same as --location (upstream\'s name).', helpValue: '<region>', helpGroup: 'AWS AND GCP' }),
     zone: Flags.string({ description: 'AWS availability zone or GCP zone of the nodes.', helpValue: '<zone>', helpGroup: 'AWS AND GCP' }),
-    subscription: Flags.string({ description: 'Azure subscription ID.', helpValue: '<id>', helpGroup: 'AZURE' }),
+    subscription: Flags.string({ description: 'Azure subscription ID (also --subscriptionID, upstream\'s name).', aliases: ['subscriptionID'], helpValue: '<id>', helpGroup: 'AZURE' }),
     location: Flags.string({ description: 'Azure location (region), e.g. westeurope.', helpValue: '<location>', helpGroup: 'AZURE' }),
-    'resource-group': Flags.string({ description: 'Azure resource group of the identity and the cluster (default: <prefix>-rg; made unless it exists).', helpValue: '<name>', helpGroup: 'AZURE' }),
+    'resource-group': Flags.string({ description: 'Azure resource group of the identity and the cluster (default: <prefix>-rg; made unless it exists; also --resourceGroup, upstream\'s name).', aliases: ['resourceGroup'], helpValue: '<name>', helpGroup: 'AZURE' }),
+    servicePrincipal: Flags.string({ description: 'Name of the Azure managed identity the nodes run as (default: <prefix>-nodes); upstream\'s name for it.', helpValue: '<name>', helpGroup: 'AZURE' }),
     tenant: Flags.string({ description: 'Azure tenant (directory) ID (default: the tenant of your credentials).', helpValue: '<id>', helpGroup: 'AZURE' }),
-    project: Flags.string({ description: 'GCP project ID.', aliases: ['projectID'], helpValue: '<id>', helpGroup: 'GCP' }),
+    project: Flags.string({ description: 'GCP project ID (also --projectID, upstream\'s name).', aliases: ['projectID'], helpValue: '<id>', helpGroup: 'GCP' }),
   };
 
   static override enableJsonFlag = true;
 
   public async run(): Promise<CreateIamResult | { created: false }> {
     const cloud = this.args.cloud as IamCloud;
-    const [{ confirm }, { createIam, resolveIamInputs }] = await Promise.all([import('../../confirm.js'), import('../../iam/index.js')]);
+    const [{ confirm }, { createIam, iamFlagInputs, resolveIamInputs }] = await Promise.all([import('../../confirm.js'), import('../../iam/index.js')]);
     const { withWorkspaceSession } = await import('../../cluster/session.js');
-    const raw = this.flags as unknown as Record<string, string | undefined>;
-    const allCloudFlags = new Set(Object.values(CLOUD_FLAGS).flatMap((f) => Object.keys(f)));
-    const misplaced = [...allCloudFlags].filter((flag) => raw[flag] !== undefined && !(flag in CLOUD_FLAGS[cloud]));
-    if (misplaced.length > 0) {
-      throw new UserError(`--${misplaced[0]} is not a flag of \`iam create ${cloud}\`.`, {
-        hint: `${CLOUD_NAMES[cloud]} takes ${Object.keys(CLOUD_FLAGS[cloud]).map((f) => `--${f}`).join(', ')}.`,
-      });
-    }
-    const flags = Object.fromEntries(Object.entries(CLOUD_FLAGS[cloud]).map(([flag, key]) => [key, raw[flag]]));
+    const { inputs: flags, notInConfig } = iamFlagInputs(cloud, this.flags as unknown as Record<string, string | undefined>);
     const inputs = await resolveIamInputs(this.workspaceDir, cloud, flags);
     if (inputs.configProblem) this.warn(`The workspace config is not used for defaults: ${inputs.configProblem}`);
 
     if (!this.jsonEnabled()) {
-      const inputKeys = Object.values(CLOUD_FLAGS[cloud]).filter((key) => inputs.providerConfig[key] !== undefined);
+      const inputKeys = Object.keys(flags).filter((key) => inputs.providerConfig[key] !== undefined);
       const shown = [`prefix=${this.flags.prefix}`, ...inputKeys.map((key) => `${key}=${String(inputs.providerConfig[key])}`)];
       this.log(`${CLOUD_NAMES[cloud]} identities to create: ${shown.join(', ')}`);
     }
@@ -83,7 +69,7 @@ Every identity is recorded in the workspace as soon as the cloud made it: an int
         prefix: this.flags.prefix,
         providerConfig: inputs.providerConfig,
         updateConfig: this.flags['update-config'],
-        alsoInConfig: inputs.given,
+        alsoInConfig: Object.fromEntries(Object.entries(inputs.given).filter(([key]) => !notInConfig.includes(key))),
         journal,
         log,
         progress: this.jsonEnabled() ? undefined : (m) => this.logToStderr(`  ${m}`),

@@ -54,6 +54,12 @@ export interface InitSecrets {
   serviceCidr: string;
   /** The attestation config (JSON) the join service starts with. */
   attestationConfig: Buffer;
+  /**
+   * The cluster's pod network (kubeadm's podSubnet, each node's pod CIDR is cut from it) and the nodes' network
+   * (Cilium's WireGuard strict mode); empty: the bootstrapper's defaults.
+   */
+  podCidr: string;
+  nodeCidr: string;
 }
 
 /** Plaintext of InitResponse.sealed_result. */
@@ -328,6 +334,8 @@ function createBaseInitSecrets(): InitSecrets {
     apiServerCertSans: [],
     serviceCidr: "",
     attestationConfig: Buffer.alloc(0),
+    podCidr: "",
+    nodeCidr: "",
   };
 }
 
@@ -359,6 +367,12 @@ export const InitSecrets: MessageFns<InitSecrets> = {
     }
     if (message.attestationConfig.length !== 0) {
       writer.uint32(74).bytes(message.attestationConfig);
+    }
+    if (message.podCidr !== "") {
+      writer.uint32(82).string(message.podCidr);
+    }
+    if (message.nodeCidr !== "") {
+      writer.uint32(90).string(message.nodeCidr);
     }
     return writer;
   },
@@ -448,6 +462,22 @@ export const InitSecrets: MessageFns<InitSecrets> = {
             message.attestationConfig = Buffer.from(reader.bytes());
             continue;
           }
+          case 10: {
+            if (tag !== 82) {
+              break;
+            }
+
+            message.podCidr = reader.string();
+            continue;
+          }
+          case 11: {
+            if (tag !== 90) {
+              break;
+            }
+
+            message.nodeCidr = reader.string();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -507,6 +537,16 @@ export const InitSecrets: MessageFns<InitSecrets> = {
         : isSet(object.attestation_config)
         ? Buffer.from(bytesFromBase64(object.attestation_config))
         : Buffer.alloc(0),
+      podCidr: isSet(object.podCidr)
+        ? globalThis.String(object.podCidr)
+        : isSet(object.pod_cidr)
+        ? globalThis.String(object.pod_cidr)
+        : "",
+      nodeCidr: isSet(object.nodeCidr)
+        ? globalThis.String(object.nodeCidr)
+        : isSet(object.node_cidr)
+        ? globalThis.String(object.node_cidr)
+        : "",
     };
   },
 
@@ -539,6 +579,12 @@ export const InitSecrets: MessageFns<InitSecrets> = {
     if (message.attestationConfig.length !== 0) {
       obj.attestationConfig = base64FromBytes(message.attestationConfig);
     }
+    if (message.podCidr !== "") {
+      obj.podCidr = message.podCidr;
+    }
+    if (message.nodeCidr !== "") {
+      obj.nodeCidr = message.nodeCidr;
+    }
     return obj;
   },
 
@@ -556,6 +602,8 @@ export const InitSecrets: MessageFns<InitSecrets> = {
     message.apiServerCertSans = object.apiServerCertSans?.map((e) => e) || [];
     message.serviceCidr = object.serviceCidr ?? "";
     message.attestationConfig = object.attestationConfig ?? Buffer.alloc(0);
+    message.podCidr = object.podCidr ?? "";
+    message.nodeCidr = object.nodeCidr ?? "";
     return message;
   },
 };

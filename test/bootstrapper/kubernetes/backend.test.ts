@@ -10,12 +10,16 @@ import {
   type InitParams,
   type JoinParams,
 } from '../../../bootstrapper/kubernetes/backend.js';
+import { X509Certificate } from 'node:crypto';
 import { MemoryTokenSink, type BootstrapToken } from '../../../joinservice/bootstrap-token.js';
+import { createClusterPki } from '../../../lib/pki/cluster-pki.js';
 import { createLogger, type Logger } from '../../../lib/logging/index.js';
 import { ADMIN_CONF_CONTENT, installStandinKubeadm, PRINTED_CERTIFICATE_KEY, PRINTED_INIT_TOKEN, type Standin } from './standin-kubeadm.js';
 
 const CA_FILES = ['ca.crt', 'ca.key', 'front-proxy-ca.crt', 'front-proxy-ca.key', 'etcd/ca.crt', 'etcd/ca.key', 'sa.key', 'sa.pub'];
-const pkiFiles = () => Object.fromEntries(CA_FILES.map((name) => [name, Buffer.from(`contents of ${name}\n`)]));
+/** A real cluster PKI (the first control plane's kubelet certificate is signed with its CA), made once. */
+const PKI = createClusterPki({ clock: () => new Date(), clusterName: 'demo' });
+const pkiFiles = () => Object.fromEntries(Object.entries(PKI).map(([name, text]) => [name, Buffer.from(text)]));
 const hex = (n: number) => randomBytes(n).toString('hex');
 const newToken = () => `${hex(3)}.${hex(8)}`;
 const bootstrapToken = (): BootstrapToken => {
@@ -35,9 +39,10 @@ function initParams(log: Logger): InitParams {
     clusterName: 'demo',
     kubernetesVersion: '1.31.2',
     apiServerEndpoint: '34.1.2.3:6443',
-    certSANs: ['34.1.2.3', 'demo.example.com', '34.1.2.3'],
+    certSANs: ['34.1.2.3', 'demo.example.com', '34.1.2.3', '', ' '],
     serviceCIDR: '10.96.0.0/12',
     podCIDR: '10.244.0.0/16',
+    nodeCIDR: '10.9.0.0/16',
     pkiFiles: pkiFiles(),
     adminKubeconfig: Buffer.from('kubeconfig made by lib/pki'),
     log,
@@ -118,33 +123,65 @@ describe('bootstrapper/kubernetes', () => {
     });
   });
 
-  describe('kubeadm (stand-in kubeadm on PATH)', () => {
+  describe('kubeadm (stand-in kubeadm and kubectl on PATH)', () => {
     let standin: Standin;
-    const backend = () => createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, adminConfPath: standin.adminConf, env: standin.env });
+    let wireGuard: boolean;
+    const backend = () =>
+      createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, adminConfPath: standin.adminConf, manifestsDir: standin.manifestsDir, env: standin.env, hasWireGuard: async () => wireGuard });
+    type Doc = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
+    const args = (list: { name: string; value: string }[]) => Object.fromEntries(list.map((a) => [a.name, a.value]));
 
     beforeEach(async () => {
       standin = await installStandinKubeadm(dir);
+      wireGuard = true;
     });
 
-    it('init writes the PKI, generates Init- and ClusterConfiguration, runs kubeadm init and returns admin.conf', async () => {
+    it('init runs preflight, then certs, then init without those phases and kube-proxy, on an emptied static Pod directory', async () => {
+      // A static Pod of an earlier, failed attempt.
+      await fs.mkdir(standin.manifestsDir, { recursive: true });
+      await fs.writeFile(path.join(standin.manifestsDir, 'kube-apiserver.yaml'), 'stale');
+      const { log } = collectingLogger();
+      await backend().init(initParams(log));
+      const calls = await standin.calls();
+      const configFile = path.join(workDir, 'kubeadm-init.yaml');
+      assert.deepEqual(calls.map((c) => [c.program, ...c.args]), [
+        ['kubeadm', 'init', 'phase', 'preflight', '--config', configFile],
+        ['kubeadm', 'init', 'phase', 'certs', 'all', '--config', configFile],
+        ['kubeadm', 'init', '--config', configFile, '--skip-phases=preflight,certs,addon/kube-proxy'],
+        ['kubectl', 'apply', '--server-side', '--force-conflicts', '--kubeconfig', standin.adminConf, '-f', path.join(workDir, 'cilium.yaml')],
+      ]);
+      assert.deepEqual(calls[0]!.manifests, [], 'the stale static Pod was removed before kubeadm ran');
+    });
+
+    it('init generates Init-, Cluster- and KubeletConfiguration as upstream: CRI socket, podSubnet, filtered SANs, kubelets verified', async () => {
       const { log, lines } = collectingLogger();
       const result = await backend().init(initParams(log));
       assert.equal(Buffer.from(result.kubeconfig).toString(), ADMIN_CONF_CONTENT);
-      assert.match(result.message, /Kubernetes v1\.31\.2 initialized with kubeadm on control-plane-0/);
+      assert.match(result.message, /Kubernetes v1\.31\.2 initialized with kubeadm on control-plane-0; API server at https:\/\/34\.1\.2\.3:6443; network plugin Cilium 1\.15\.19-edg\.0 with WireGuard encryption\./);
 
-      const [call, ...more] = await standin.calls();
-      assert.equal(more.length, 0);
-      assert.deepEqual(call!.args, ['init', '--config', path.join(workDir, 'kubeadm-init.yaml'), '--skip-phases=preflight']);
-      const [init, cluster] = call!.docs as [Record<string, any>, Record<string, any>]; // eslint-disable-line @typescript-eslint/no-explicit-any
+      const [init, cluster, kubelet] = (await standin.calls())[2]!.docs as [Doc, Doc, Doc];
       assert.deepEqual(init.localAPIEndpoint, { advertiseAddress: '10.9.0.10', bindPort: 6443 });
-      assert.deepEqual(init.nodeRegistration, { name: 'control-plane-0', kubeletExtraArgs: [{ name: 'node-ip', value: '10.9.0.10' }] });
+      assert.deepEqual(init.nodeRegistration, {
+        name: 'control-plane-0',
+        criSocket: 'unix:///run/containerd/containerd.sock',
+        kubeletExtraArgs: [{ name: 'node-ip', value: '10.9.0.10' }],
+      });
       assert.equal(cluster.kubernetesVersion, 'v1.31.2');
       assert.equal(cluster.controlPlaneEndpoint, '34.1.2.3:6443');
       assert.equal(cluster.clusterName, 'demo');
-      assert.deepEqual(cluster.apiServer.certSANs, ['34.1.2.3', 'demo.example.com']);
+      assert.deepEqual(cluster.apiServer.certSANs, ['127.0.0.1', '10.9.0.10', '34.1.2.3', 'demo.example.com'], 'no empty SAN, no duplicate');
+      assert.equal(args(cluster.apiServer.extraArgs)['kubelet-certificate-authority'], path.join(standin.pkiDir, 'ca.crt'));
+      assert.equal(args(cluster.controllerManager.extraArgs)['cloud-provider'], undefined, 'no cloud provider on a node without a provider id');
       assert.deepEqual(cluster.networking, { serviceSubnet: '10.96.0.0/12', podSubnet: '10.244.0.0/16' });
+      assert.deepEqual(kubelet, {
+        apiVersion: 'kubelet.config.k8s.io/v1beta1',
+        kind: 'KubeletConfiguration',
+        tlsCertFile: path.join(standin.pkiDir, 'kubelet.crt'),
+        tlsPrivateKeyFile: path.join(standin.pkiDir, 'kubelet.key'),
+        staticPodPath: '/etc/kubernetes/manifests',
+      });
 
-      assert.equal((await fs.readFile(path.join(standin.pkiDir, 'etcd/ca.crt'), 'utf8')), 'contents of etcd/ca.crt\n');
+      assert.equal(await fs.readFile(path.join(standin.pkiDir, 'etcd/ca.crt'), 'utf8'), PKI['etcd/ca.crt']);
       assert.equal((await fs.stat(path.join(standin.pkiDir, 'ca.key'))).mode & 0o777, 0o600);
       assert.equal((await fs.stat(path.join(standin.pkiDir, 'ca.crt'))).mode & 0o777, 0o644);
 
@@ -154,7 +191,72 @@ describe('bootstrapper/kubernetes', () => {
       assert.ok(!log_.includes(PRINTED_CERTIFICATE_KEY), 'the certificate key kubeadm init printed is redacted');
     });
 
-    it('a worker joins with a JoinConfiguration holding the bootstrap token, its kubelet certificate and no controlPlane', async () => {
+    it('the first control plane\'s kubelet serves a certificate the cluster CA signed for its name and IP', async () => {
+      const { log } = collectingLogger();
+      await backend().init(initParams(log));
+      const cert = new X509Certificate(await fs.readFile(path.join(standin.pkiDir, 'kubelet.crt')));
+      assert.ok(cert.checkIssued(new X509Certificate(PKI['ca.crt'])) && cert.verify(new X509Certificate(PKI['ca.crt']).publicKey));
+      assert.match(cert.subject, /CN=system:node:control-plane-0/);
+      assert.match(cert.subjectAltName ?? '', /IP Address:10\.9\.0\.10/);
+      assert.equal((await fs.stat(path.join(standin.pkiDir, 'kubelet.key'))).mode & 0o777, 0o600);
+    });
+
+    it('installs Cilium with the cluster\'s API server, pod and node networks and WireGuard strict mode', async () => {
+      const { log } = collectingLogger();
+      await backend().init(initParams(log));
+      const apply = (await standin.calls()).find((c) => c.program === 'kubectl')!;
+      const kinds = apply.docs.map((d) => `${String(d.kind)}/${String((d.metadata as Doc).name)}`);
+      assert.ok(kinds.includes('DaemonSet/cilium') && kinds.includes('Deployment/cilium-operator') && kinds.includes('ConfigMap/cilium-config'), kinds.join(' '));
+      const config = (apply.docs.find((d) => d.kind === 'ConfigMap' && (d.metadata as Doc).name === 'cilium-config') as Doc).data;
+      assert.equal(config['enable-wireguard'], 'true');
+      assert.equal(config['enable-encryption-strict-mode'], 'true');
+      assert.equal(config['encryption-strict-mode-pod-cidrs'], '10.244.0.0/16');
+      assert.equal(config['encryption-strict-mode-node-cidrs'], '10.9.0.0/16');
+      assert.equal(config.ipam, 'kubernetes');
+      assert.equal(config['kube-proxy-replacement'], 'strict');
+      const agent = (apply.docs.find((d) => d.kind === 'DaemonSet') as Doc).spec.template.spec.containers[0];
+      assert.deepEqual(agent.env.find((e: Doc) => e.name === 'KUBERNETES_SERVICE_HOST'), { name: 'KUBERNETES_SERVICE_HOST', value: '34.1.2.3' });
+      assert.match(agent.image, /^ghcr\.io\/edgelesssys\/cilium\/cilium:v1\.15\.19-edg\.0@sha256:[0-9a-f]{64}$/, 'pinned by digest');
+      assert.ok(!JSON.stringify(apply.docs).includes('192.0.2.0/24') && !JSON.stringify(apply.docs).includes('.invalid'), 'no placeholder is left');
+    });
+
+    it('on a kernel without WireGuard installs Cilium without encryption and says so', async () => {
+      wireGuard = false;
+      const { log, lines } = collectingLogger();
+      const result = await backend().init(initParams(log));
+      assert.match(result.message, /network plugin Cilium 1\.15\.19-edg\.0 WITHOUT encryption \(this kernel has no WireGuard\)/);
+      const apply = (await standin.calls()).find((c) => c.program === 'kubectl')!;
+      const config = (apply.docs.find((d) => d.kind === 'ConfigMap' && (d.metadata as Doc).name === 'cilium-config') as Doc).data;
+      assert.deepEqual([config['enable-wireguard'], config['encrypt-node'], config['enable-encryption-strict-mode']], ['false', 'false', 'false']);
+      assert.ok(lines.some((l) => l.includes('Cilium runs without transparent encryption')));
+    });
+
+    it('a cloud node runs its kubelet with cloud-provider=external and its provider-id; the controller manager too', async () => {
+      const { log } = collectingLogger();
+      await backend().init({ ...initParams(log), providerId: 'gce://proj/europe-west3-b/cp-0' });
+      const [init, cluster] = (await standin.calls())[2]!.docs as [Doc, Doc];
+      assert.deepEqual(init.nodeRegistration.kubeletExtraArgs, [
+        { name: 'node-ip', value: '10.9.0.10' },
+        { name: 'cloud-provider', value: 'external' },
+        { name: 'provider-id', value: 'gce://proj/europe-west3-b/cp-0' },
+      ]);
+      assert.equal(args(cluster.controllerManager.extraArgs)['cloud-provider'], 'external');
+      await backend().join(joinParams(log, { providerId: 'gce://proj/europe-west3-b/wk-0' }));
+      const [join] = (await standin.calls()).at(-1)!.docs as [Doc];
+      assert.deepEqual(args(join.nodeRegistration.kubeletExtraArgs), { 'node-ip': '10.9.0.20', 'cloud-provider': 'external', 'provider-id': 'gce://proj/europe-west3-b/wk-0' });
+    });
+
+    it('refuses Kubernetes older than 1.31 (kubeadm v1beta4) before running anything', async () => {
+      const { log } = collectingLogger();
+      await assert.rejects(backend().init({ ...initParams(log), kubernetesVersion: 'v1.30.6' }), (err: unknown) =>
+        err instanceof KubernetesBackendError && /Kubernetes v1\.30\.6 is too old for the kubeadm backend/.test(err.message) && /v1\.31/.test(err.hint ?? ''));
+      await assert.rejects(backend().join(joinParams(log, { kubernetesVersion: '1.29.0' })), /too old/);
+      assert.deepEqual(await standin.calls(), []);
+    });
+
+    it('a worker joins with a JoinConfiguration holding the bootstrap token and CRI socket; its kubelet certificate is where the kubelet config says', async () => {
+      await fs.mkdir(standin.manifestsDir, { recursive: true });
+      await fs.writeFile(path.join(standin.manifestsDir, 'stale.yaml'), 'stale');
       const { log, lines } = collectingLogger();
       const p = joinParams(log, { kubeletCert: Buffer.from('kubelet cert'), kubeletKey: Buffer.from('kubelet key') });
       const result = await backend().join(p);
@@ -164,19 +266,16 @@ describe('bootstrapper/kubernetes', () => {
       const configFile = path.join(workDir, 'kubeadm-join.yaml');
       assert.deepEqual(call!.args, ['join', '--config', configFile]);
       assert.equal(call!.configMode, 0o600);
-      const [join] = call!.docs as [Record<string, any>]; // eslint-disable-line @typescript-eslint/no-explicit-any
+      assert.deepEqual(call!.manifests, [], 'the static Pod directory was emptied');
+      const [join] = call!.docs as [Doc];
       assert.deepEqual(join.discovery.bootstrapToken, {
         apiServerEndpoint: '34.1.2.3:6443',
         token: p.token,
         caCertHashes: [p.discoveryTokenCaCertHash],
       });
       assert.equal(join.controlPlane, undefined);
-      assert.equal(join.nodeRegistration.name, 'worker-0');
-      assert.deepEqual(join.nodeRegistration.kubeletExtraArgs, [
-        { name: 'node-ip', value: '10.9.0.20' },
-        { name: 'tls-cert-file', value: path.join(standin.pkiDir, 'kubelet.crt') },
-        { name: 'tls-private-key-file', value: path.join(standin.pkiDir, 'kubelet.key') },
-      ]);
+      assert.deepEqual(join.nodeRegistration, { name: 'worker-0', criSocket: 'unix:///run/containerd/containerd.sock', kubeletExtraArgs: [{ name: 'node-ip', value: '10.9.0.20' }] });
+      assert.equal(await fs.readFile(path.join(standin.pkiDir, 'kubelet.crt'), 'utf8'), 'kubelet cert');
       assert.equal(await fs.readFile(path.join(standin.pkiDir, 'kubelet.key'), 'utf8'), 'kubelet key');
       await assert.rejects(fs.stat(path.join(standin.pkiDir, 'ca.key')), 'a worker gets no CA files');
       await assert.rejects(fs.stat(configFile), 'the config with the token is removed after the join');
@@ -185,20 +284,20 @@ describe('bootstrapper/kubernetes', () => {
       assert.ok(!log_.includes(p.token.split('.')[1]!), 'the token is not logged');
     });
 
-    it('a control-plane node gets the CA files before kubeadm join and a controlPlane section', async () => {
+    it('a control-plane node gets the CA files before kubeadm join, a controlPlane section, and skips downloading certificates', async () => {
       const { log } = collectingLogger();
       await backend().join(joinParams(log, { nodeName: 'control-plane-1', nodeIp: '10.9.0.11', isControlPlane: true, controlPlaneFiles: pkiFiles() }));
       const [call] = await standin.calls();
-      const [join] = call!.docs as [Record<string, any>]; // eslint-disable-line @typescript-eslint/no-explicit-any
+      const [join] = call!.docs as [Doc];
       assert.deepEqual(join.controlPlane, { localAPIEndpoint: { advertiseAddress: '10.9.0.11', bindPort: 6443 } });
-      assert.deepEqual(join.nodeRegistration.kubeletExtraArgs, [{ name: 'node-ip', value: '10.9.0.11' }]);
-      assert.equal(await fs.readFile(path.join(standin.pkiDir, 'sa.key'), 'utf8'), 'contents of sa.key\n');
+      assert.deepEqual(join.skipPhases, ['control-plane-prepare/download-certs']);
+      assert.equal(await fs.readFile(path.join(standin.pkiDir, 'sa.key'), 'utf8'), PKI['sa.key']);
     });
 
     it('a failing kubeadm surfaces the tail of its stderr without the token', async () => {
       const { log, lines } = collectingLogger();
       const p = joinParams(log);
-      const failing = createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, env: { ...standin.env, STANDIN_FAIL: '1' } });
+      const failing = createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, manifestsDir: standin.manifestsDir, env: { ...standin.env, STANDIN_FAIL: '1' } });
       const err = await failing.join(p).then(
         () => assert.fail('the join succeeded'),
         (e: unknown) => e,
@@ -270,7 +369,7 @@ describe('bootstrapper/kubernetes', () => {
       const { log } = collectingLogger();
       const emptyBin = path.join(dir, 'empty');
       await fs.mkdir(emptyBin);
-      const missing = createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, env: { PATH: emptyBin } });
+      const missing = createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, manifestsDir: standin.manifestsDir, env: { PATH: emptyBin } });
       await assert.rejects(missing.init(initParams(log)), /kubeadm was not found on PATH/);
     });
 

@@ -1,9 +1,13 @@
 /**
- * A stand-in `kubeadm` for tests (no real kubeadm is installable here): a small Node script written into a temp
- * directory that goes first on PATH. It checks its arguments, parses the config file with the `yaml` package, checks
- * the documents' kinds and API version and that the PKI files are in place, records each call (arguments and parsed
- * documents) in calls.jsonl, prints kubeadm-like output that contains tokens (so tests see them redacted) and, for
- * init, writes an admin.conf. `token create <token> --ttl <d> --description <text> --kubeconfig <file>` needs the
+ * A stand-in `kubeadm` and `kubectl` for tests (neither is installable here): small Node scripts written into a
+ * temp directory that goes first on PATH. kubeadm checks its arguments, parses the config file with the `yaml`
+ * package, checks the documents' kinds and API version and that the PKI files are in place, and plays kubeadm's
+ * phases: `init phase preflight`, `init phase certs all` (writes apiserver.crt, needs the CAs), then `init
+ * --skip-phases=preflight,certs,...` (needs the certs phase's output and the kubelet serving certificate, writes an
+ * admin.conf). It records each call (arguments, parsed documents, the static Pod directory's files at that moment)
+ * in calls.jsonl and prints kubeadm-like output that contains tokens (so tests see them redacted). kubectl
+ * answers `apply --server-side --force-conflicts --kubeconfig <file> -f <manifest>`, recording the manifest's
+ * parsed documents. `token create <token> --ttl <d> --description <text> --kubeconfig <file>` needs the
  * kubeconfig to exist, is recorded the same way (no documents) and prints the token, as kubeadm does. With
  * STANDIN_FAIL=1 every command fails the way kubeadm does, echoing the token on stderr.
  */
@@ -17,10 +21,29 @@ export const PRINTED_CERTIFICATE_KEY = 'a3f1c9e2b4d6a8f0a3f1c9e2b4d6a8f0a3f1c9e2
 export const ADMIN_CONF_CONTENT = 'apiVersion: v1\nkind: Config\n# written by the stand-in kubeadm\n';
 
 export interface StandinCall {
+  program: 'kubeadm' | 'kubectl';
   args: string[];
   docs: Record<string, unknown>[];
   configMode: number;
+  /** The static Pod directory's files when the call ran (null: no directory). */
+  manifests: string[] | null;
 }
+
+const KUBECTL_SCRIPT = String.raw`#!/usr/bin/env node
+'use strict';
+const fs = require('fs');
+const path = require('path');
+const YAML = require(process.env.STANDIN_YAML);
+const fail = (msg) => { process.stderr.write('stand-in kubectl: ' + msg + '\n'); process.exit(3); };
+const args = process.argv.slice(2);
+const [cmd, serverSide, force, kubeconfigFlag, kubeconfig, fileFlag, file] = args;
+if (args.length !== 7 || cmd !== 'apply' || serverSide !== '--server-side' || force !== '--force-conflicts' || kubeconfigFlag !== '--kubeconfig' || fileFlag !== '-f') fail('unexpected arguments: ' + args.join(' '));
+if (!fs.existsSync(kubeconfig)) fail('stat ' + kubeconfig + ': no such file or directory');
+const docs = YAML.parseAllDocuments(fs.readFileSync(file, 'utf8')).map((d) => d.toJS()).filter(Boolean);
+fs.appendFileSync(path.join(process.env.STANDIN_DIR, 'calls.jsonl'), JSON.stringify({ program: 'kubectl', args, docs, configMode: 0, manifests: null }) + '\n');
+if (process.env.STANDIN_FAIL_KUBECTL) { process.stderr.write('error: unable to recognize "' + file + '": no matches\n'); process.exit(1); }
+for (const d of docs) process.stdout.write(d.kind.toLowerCase() + '/' + d.metadata.name + ' serverside-applied\n');
+`;
 
 const SCRIPT = String.raw`#!/usr/bin/env node
 'use strict';
@@ -30,7 +53,8 @@ const YAML = require(process.env.STANDIN_YAML);
 const fail = (msg) => { process.stderr.write('stand-in kubeadm: ' + msg + '\n'); process.exit(3); };
 const args = process.argv.slice(2);
 const cmd = args[0];
-const record = (docs, configMode) => fs.appendFileSync(path.join(process.env.STANDIN_DIR, 'calls.jsonl'), JSON.stringify({ args, docs, configMode }) + '\n');
+const manifests = () => (fs.existsSync(process.env.STANDIN_MANIFESTS_DIR) ? fs.readdirSync(process.env.STANDIN_MANIFESTS_DIR) : null);
+const record = (docs, configMode) => fs.appendFileSync(path.join(process.env.STANDIN_DIR, 'calls.jsonl'), JSON.stringify({ program: 'kubeadm', args, docs, configMode, manifests: manifests() }) + '\n');
 if (cmd === 'token') {
   const [, sub, token, ttlFlag, , descriptionFlag, , kubeconfigFlag, kubeconfig] = args;
   if (args.length !== 9 || sub !== 'create' || ttlFlag !== '--ttl' || descriptionFlag !== '--description' || kubeconfigFlag !== '--kubeconfig') {
@@ -49,21 +73,27 @@ if (cmd === 'token') {
   process.exit(0);
 }
 const configFile = args[args.indexOf('--config') + 1];
-const expected = cmd === 'init' ? ['init', '--config', configFile, '--skip-phases=preflight'] : ['join', '--config', configFile];
+const phase = cmd === 'init' && args[1] === 'phase' ? args[2] : undefined;
+const expected = phase === 'preflight' ? ['init', 'phase', 'preflight', '--config', configFile]
+  : phase === 'certs' ? ['init', 'phase', 'certs', 'all', '--config', configFile]
+  : cmd === 'init' ? ['init', '--config', configFile, '--skip-phases=preflight,certs,addon/kube-proxy']
+  : ['join', '--config', configFile];
 if (!configFile || JSON.stringify(args) !== JSON.stringify(expected)) fail('unexpected arguments: ' + args.join(' '));
 const docs = YAML.parseAllDocuments(fs.readFileSync(configFile, 'utf8')).map((d) => {
   if (d.errors.length) fail('config is not YAML: ' + d.errors[0].message);
   return d.toJS();
 });
-for (const d of docs) if (d.apiVersion !== 'kubeadm.k8s.io/v1beta4') fail('apiVersion ' + d.apiVersion);
+for (const d of docs) if (d.apiVersion !== (d.kind === 'KubeletConfiguration' ? 'kubelet.config.k8s.io/v1beta1' : 'kubeadm.k8s.io/v1beta4')) fail('apiVersion ' + d.apiVersion);
 const kinds = docs.map((d) => d.kind).join(',');
 const pkiDir = process.env.STANDIN_PKI_DIR;
 const needFiles = (names) => { for (const f of names) if (!fs.existsSync(path.join(pkiDir, f))) fail('missing ' + f + ' in ' + pkiDir); };
 const caFiles = ['ca.crt', 'ca.key', 'front-proxy-ca.crt', 'front-proxy-ca.key', 'etcd/ca.crt', 'etcd/ca.key', 'sa.key', 'sa.pub'];
 if (cmd === 'init') {
-  if (kinds !== 'InitConfiguration,ClusterConfiguration') fail('kinds ' + kinds);
+  if (kinds !== 'InitConfiguration,ClusterConfiguration,KubeletConfiguration') fail('kinds ' + kinds);
   if (docs[1].certificatesDir !== pkiDir) fail('certificatesDir ' + docs[1].certificatesDir);
   needFiles(caFiles);
+  if (phase === 'certs') fs.writeFileSync(path.join(pkiDir, 'apiserver.crt'), 'signed by the stand-in');
+  if (!phase) needFiles(['apiserver.crt', 'kubelet.crt', 'kubelet.key']);
 } else {
   if (kinds !== 'JoinConfiguration') fail('kinds ' + kinds);
   if (!docs[0].discovery || !docs[0].discovery.bootstrapToken || !docs[0].discovery.bootstrapToken.token) fail('no bootstrap token');
@@ -78,7 +108,9 @@ if (process.env.STANDIN_FAIL) {
   process.stderr.write('To see the stack trace of this error execute with --v=5 or higher\n');
   process.exit(1);
 }
-if (cmd === 'init') {
+if (phase) {
+  process.stdout.write('[' + phase + '] done\n');
+} else if (cmd === 'init') {
   fs.writeFileSync(process.env.STANDIN_ADMIN_CONF, ${JSON.stringify(ADMIN_CONF_CONTENT)});
   process.stdout.write('Your Kubernetes control-plane has initialized successfully!\n');
   process.stdout.write('  kubeadm join ' + docs[1].controlPlaneEndpoint + ' --token ${PRINTED_INIT_TOKEN} \\\n');
@@ -94,6 +126,7 @@ export interface Standin {
   env: NodeJS.ProcessEnv;
   pkiDir: string;
   adminConf: string;
+  manifestsDir: string;
   calls(): Promise<StandinCall[]>;
 }
 
@@ -102,8 +135,10 @@ export async function installStandinKubeadm(dir: string): Promise<Standin> {
   const bin = path.join(dir, 'bin');
   await fs.mkdir(bin, { recursive: true });
   await fs.writeFile(path.join(bin, 'kubeadm'), SCRIPT, { mode: 0o755 });
+  await fs.writeFile(path.join(bin, 'kubectl'), KUBECTL_SCRIPT, { mode: 0o755 });
   const pkiDir = path.join(dir, 'etc/kubernetes/pki');
   const adminConf = path.join(dir, 'etc/kubernetes/admin.conf');
+  const manifestsDir = path.join(dir, 'etc/kubernetes/manifests');
   const env = {
     ...process.env,
     PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}`,
@@ -111,11 +146,13 @@ export async function installStandinKubeadm(dir: string): Promise<Standin> {
     STANDIN_YAML: path.join(REPO_ROOT, 'node_modules/yaml'),
     STANDIN_PKI_DIR: pkiDir,
     STANDIN_ADMIN_CONF: adminConf,
+    STANDIN_MANIFESTS_DIR: manifestsDir,
   };
   return {
     env,
     pkiDir,
     adminConf,
+    manifestsDir,
     async calls() {
       const text = await fs.readFile(path.join(dir, 'calls.jsonl'), 'utf8').catch(() => '');
       return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as StandinCall);

@@ -1,7 +1,9 @@
 /**
  * The fake's Auto Scaling API (AWS Query protocol): groups launch instances from their launch template up to
  * the desired capacity (instances are Pending, then InService after the operation time), scale, terminate one
- * instance, and force-delete (instances terminate, the group disappears after the operation time).
+ * instance, and force-delete (instances terminate, the group disappears after the operation time). Every
+ * launch is a scaling activity; a launch failure set in the state (FakeAwsState.launchFailures) makes it a
+ * Failed one with EC2's message, as DescribeScalingActivities reports it.
  */
 import { launchInstance } from './ec2.js';
 import { applyFilters, type AutoScalingGroup, type FakeAwsState } from './state.js';
@@ -17,8 +19,15 @@ function members(s: FakeAwsState, g: AutoScalingGroup) {
 function reconcile(s: FakeAwsState, g: AutoScalingGroup): void {
   if (g.deletingAt !== undefined) return;
   const live = members(s, g).filter((i) => i.terminatedAt === undefined);
+  const failure = [...s.launchFailures].find(([prefix]) => g.name.startsWith(prefix))?.[1];
   for (let n = live.length; n < g.desired; n++) {
-    launchInstance(s, g.launchTemplateId, g.subnetIds[n % g.subnetIds.length], { ...g.propagated, 'aws:autoscaling:groupName': g.name }, g.name);
+    const activity = { id: s.newId('act'), at: s.now(), cause: `At ${new Date(s.now()).toISOString()} an instance was started in response to a difference between desired and actual capacity, increasing the capacity from ${n} to ${g.desired}.` };
+    if (failure) {
+      g.activities.unshift({ ...activity, description: 'Launching a new EC2 instance.  Status Reason: ' + failure, statusCode: 'Failed', statusMessage: failure });
+      break;
+    }
+    const i = launchInstance(s, g.launchTemplateId, g.subnetIds[n % g.subnetIds.length], { ...g.propagated, 'aws:autoscaling:groupName': g.name }, g.name);
+    g.activities.unshift({ ...activity, description: `Launching a new EC2 instance: ${i.id}`, statusCode: 'Successful' });
   }
   for (const extra of live.slice(g.desired)) extra.terminatedAt = s.now();
 }
@@ -98,11 +107,31 @@ export const autoscalingHandlers: Record<string, Handler> = {
       tags: Object.fromEntries(tags.map((t) => [str(t, 'Key') ?? '', str(t, 'Value') ?? ''])),
       propagated: Object.fromEntries(tags.filter((t) => str(t, 'PropagateAtLaunch') === 'true').map((t) => [str(t, 'Key') ?? '', str(t, 'Value') ?? ''])),
       createdAt: s.now(),
+      activities: [],
     };
     checkCapacity(g);
     s.autoScalingGroups.set(name, g);
     reconcile(s, g);
     return {};
+  },
+  DescribeScalingActivities(s, p) {
+    const g = getGroup(s, required(p, 'AutoScalingGroupName'));
+    // A group whose launches fail keeps trying, as AWS does.
+    reconcile(s, g);
+    const max = num(p, 'MaxRecords') ?? 100;
+    return {
+      Activities: g.activities.slice(0, max).map((a) => ({
+        ActivityId: a.id,
+        AutoScalingGroupName: g.name,
+        Description: a.description,
+        Cause: a.cause,
+        StartTime: new Date(a.at).toISOString(),
+        EndTime: new Date(a.at).toISOString(),
+        StatusCode: a.statusCode,
+        StatusMessage: a.statusMessage,
+        Progress: 100,
+      })),
+    };
   },
   DescribeAutoScalingGroups(s, p) {
     s.settle();

@@ -197,6 +197,7 @@ export const ec2Handlers: Record<string, Handler> = {
   },
 
   AllocateAddress(s, p) {
+    if (s.addresses.size >= s.addressLimit) throw new AwsFault('AddressLimitExceeded', 'The maximum number of addresses has been reached.');
     const allocationId = s.newId('eipalloc');
     const publicIp = s.nextIp('198.51');
     s.addresses.set(allocationId, { allocationId, publicIp, tags: tagsFromSpecs(p, 'elastic-ip') });

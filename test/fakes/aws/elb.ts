@@ -1,7 +1,11 @@
 /**
  * The fake's Elastic Load Balancing v2 API (AWS Query protocol): network load balancers (provisioning, then
  * active; deleting takes as long), target groups, listeners and tags, with AWS's idempotent creates (same
- * name and settings return the existing resource) and its error codes.
+ * name and settings return the existing resource) and its error codes. Load balancer attributes are kept
+ * (cross-zone load balancing is off by default for network load balancers, as in AWS), and targetsBehind()
+ * models which instances a connection to one of the load balancer's addresses can reach: the control-plane
+ * instances of the groups registered with the listener's target group, in the address's zone only unless
+ * cross-zone load balancing is on.
  */
 import { type FakeAwsState, type LoadBalancer, type TargetGroup } from './state.js';
 import { AwsFault, list, num, queryTags, required, str, tagsFromList, type Params, type XmlValue } from './wire.js';
@@ -24,6 +28,28 @@ function lbXml(s: FakeAwsState, lb: LoadBalancer): XmlValue {
       LoadBalancerAddresses: m.allocationId ? [{ AllocationId: m.allocationId, IpAddress: s.addresses.get(m.allocationId)?.publicIp }] : [],
     })),
   };
+}
+
+const ATTRIBUTE_DEFAULTS: Record<string, string> = { 'load_balancing.cross_zone.enabled': 'false', 'deletion_protection.enabled': 'false' };
+
+function attributesXml(lb: LoadBalancer): XmlValue {
+  return Object.entries({ ...ATTRIBUTE_DEFAULTS, ...lb.attributes }).map(([Key, Value]) => ({ Key, Value }));
+}
+
+/** Instances a connection to publicIp:port can reach through the load balancer holding that address (see the header). */
+export function targetsBehind(s: FakeAwsState, publicIp: string, port: number): string[] {
+  s.settle();
+  const address = [...s.addresses.values()].find((a) => a.publicIp === publicIp);
+  const lb = address?.holder ? s.loadBalancers.get(address.holder) : undefined;
+  if (!lb || !address) return [];
+  const zone = s.subnets.get(lb.subnetMappings.find((m) => m.allocationId === address.allocationId)?.subnetId ?? '')?.zone;
+  const crossZone = ({ ...ATTRIBUTE_DEFAULTS, ...lb.attributes })['load_balancing.cross_zone.enabled'] === 'true';
+  const listener = [...s.listeners.values()].find((l) => l.loadBalancerArn === lb.arn && l.port === port);
+  if (!listener?.targetGroupArn) return [];
+  const groups = [...s.autoScalingGroups.values()].filter((g) => g.targetGroupArns.includes(listener.targetGroupArn!));
+  return [...s.instances.values()]
+    .filter((i) => groups.some((g) => g.name === i.groupName) && s.instanceState(i) === 'running' && (crossZone || i.zone === zone))
+    .map((i) => i.id);
 }
 
 function tgXml(tg: TargetGroup, s: FakeAwsState): XmlValue {
@@ -86,6 +112,7 @@ export const elbHandlers: Record<string, Handler> = {
       securityGroups: list<string>(p, 'SecurityGroups'),
       createdAt: s.now(),
       tags: tagsFromList(list(p, 'Tags')),
+      attributes: {},
     };
     s.loadBalancers.set(lb.arn, lb);
     for (const m of mappings) if (m.allocationId) s.addresses.get(m.allocationId)!.holder = lb.arn;
@@ -97,6 +124,17 @@ export const elbHandlers: Record<string, Handler> = {
     const found = arns.length ? all.filter((lb) => arns.includes(lb.arn)) : all;
     if (found.length < arns.length) throw new AwsFault('LoadBalancerNotFound', 'One or more load balancers not found');
     return { LoadBalancers: found.map((lb) => lbXml(s, lb)) };
+  },
+  ModifyLoadBalancerAttributes(s, p) {
+    const lb = visibleLoadBalancers(s).find((l) => l.arn === required(p, 'LoadBalancerArn'));
+    if (!lb) throw new AwsFault('LoadBalancerNotFound', 'One or more load balancers not found');
+    for (const a of list(p, 'Attributes')) lb.attributes[str(a, 'Key') ?? ''] = str(a, 'Value') ?? '';
+    return { Attributes: attributesXml(lb) };
+  },
+  DescribeLoadBalancerAttributes(s, p) {
+    const lb = visibleLoadBalancers(s).find((l) => l.arn === required(p, 'LoadBalancerArn'));
+    if (!lb) throw new AwsFault('LoadBalancerNotFound', 'One or more load balancers not found');
+    return { Attributes: attributesXml(lb) };
   },
   DeleteLoadBalancer(s, p) {
     const lb = s.loadBalancers.get(required(p, 'LoadBalancerArn'));

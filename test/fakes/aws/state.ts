@@ -78,6 +78,8 @@ export interface Instance extends Tagged {
   terminatedAt?: number;
 }
 export interface LoadBalancer extends Tagged {
+  /** Attributes set with ModifyLoadBalancerAttributes (AWS's defaults apply to the rest). */
+  attributes: Record<string, string>;
   arn: string;
   name: string;
   dnsName: string;
@@ -115,6 +117,16 @@ export interface AutoScalingGroup extends Tagged {
   propagated: Record<string, string>;
   createdAt: number;
   deletingAt?: number;
+  /** Scaling activities, newest first (DescribeScalingActivities). */
+  activities: ScalingActivity[];
+}
+export interface ScalingActivity {
+  id: string;
+  description: string;
+  cause: string;
+  statusCode: 'Successful' | 'Failed' | 'InProgress';
+  statusMessage?: string;
+  at: number;
 }
 export interface IamRole extends Tagged {
   name: string;
@@ -148,6 +160,15 @@ export class FakeAwsState {
   readonly instanceProfiles = new Map<string, InstanceProfile>();
 
   readonly region = 'us-east-2';
+  /** Elastic IP addresses per region: AWS's default quota is 5 (AllocateAddress answers AddressLimitExceeded). */
+  addressLimit = 5;
+  /**
+   * Launch failures the auto scaling groups meet (instead of launching), by group name prefix: each attempt is
+   * recorded as a Failed scaling activity with this status message, as EC2 reports insufficient capacity.
+   */
+  readonly launchFailures = new Map<string, string>();
+  /** How long an instance takes to start, when not lroMs (a test's instances that never come into service). */
+  bootMs?: number;
   readonly account = '123456789012';
   private counter = 0;
 
@@ -188,7 +209,7 @@ export class FakeAwsState {
 
   instanceState(i: Instance): 'pending' | 'running' | 'shutting-down' | 'terminated' {
     if (i.terminatedAt !== undefined) return this.done(i.terminatedAt) ? 'terminated' : 'shutting-down';
-    return this.done(i.launchedAt) ? 'running' : 'pending';
+    return this.now() >= i.launchedAt + (this.bootMs ?? this.lroMs) ? 'running' : 'pending';
   }
 
   /** Applies finished deletions: gone load balancers, groups and NAT gateways release what they held. */

@@ -10,6 +10,10 @@
  *   - references between network resources are checked like Azure does: a PUT referring to a resource that does
  *     not exist (or is not provisioned yet) fails, and deleting a resource that another one uses fails, so a
  *     wrong creation or deletion order shows up in tests;
+ *   - resource providers: a subscription may not be registered for a namespace (unregister()); a PUT of a resource
+ *     in it then fails with 409 MissingSubscriptionRegistration, as on a fresh subscription, until a POST
+ *     .../providers/{namespace}/register has been made and `registrationMs` have passed (GET .../providers/{ns}
+ *     answers registrationState NotRegistered, Registering, Registered);
  *   - faults can be injected per request (throttling 429/503 with Retry-After, quota and conflict errors,
  *     failed operations), and every request is logged for assertions.
  * Latency: `latencyMs` before every response and `lroDurationMs` per long-running operation (for the benchmark).
@@ -139,6 +143,9 @@ export class FakeArm {
   lroDurationMs: number;
 
   private readonly operations = new Map<string, Operation>();
+  /** Namespaces (lowercase) the subscription is not registered for, and when a requested registration completes. */
+  private readonly unregisteredNamespaces = new Map<string, { registeredAt?: number }>();
+  registrationMs = 5;
   private nextIp = 4;
   private nextPublicIp = 10;
   private readonly nextInstance = new Map<string, number>();
@@ -192,6 +199,28 @@ export class FakeArm {
       principalRetryDelayMs: 1,
       ...extra,
     };
+  }
+
+  /** The subscription is not registered for these resource provider namespaces (as a fresh subscription). */
+  unregister(...namespaces: string[]): void {
+    for (const ns of namespaces) this.unregisteredNamespaces.set(ns.toLowerCase(), {});
+  }
+
+  private registrationState(namespace: string): 'NotRegistered' | 'Registering' | 'Registered' {
+    const entry = this.unregisteredNamespaces.get(namespace.toLowerCase());
+    if (!entry) return 'Registered';
+    if (entry.registeredAt === undefined) return 'NotRegistered';
+    return Date.now() >= entry.registeredAt ? 'Registered' : 'Registering';
+  }
+
+  private resourceProvider(method: string, subscription: string, namespace: string, register: boolean): Reply {
+    if (register && method === 'POST') {
+      const entry = this.unregisteredNamespaces.get(namespace.toLowerCase());
+      if (entry && entry.registeredAt === undefined) entry.registeredAt = Date.now() + this.registrationMs;
+    } else if (register || method !== 'GET') {
+      return error(405, 'MethodNotAllowed', `${method} is not supported`);
+    }
+    return { status: 200, body: { id: `/subscriptions/${subscription}/providers/${namespace}`, namespace, registrationState: this.registrationState(namespace), resourceTypes: [] } };
   }
 
   inject(fault: Fault): void {
@@ -261,6 +290,8 @@ export class FakeArm {
     const opIndex = segs.findIndex((s) => s.toLowerCase() === 'operations' || s.toLowerCase() === 'operationresults');
     if (method === 'GET' && opIndex > 0 && segs[opIndex - 2]?.toLowerCase() === 'locations') return this.operationStatus(segs[opIndex], segs[opIndex + 1]);
 
+    const provider = /^\/subscriptions\/([^/]+)\/providers\/([^/]+)(\/register)?$/i.exec(path);
+    if (provider) return this.resourceProvider(method, provider[1]!, provider[2]!, Boolean(provider[3]));
     if (/\/virtualMachineScaleSets\/[^/]+\/networkInterfaces$/i.test(path) && method === 'GET') return this.listScaleSetNics(path);
     if (/^\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/resources$/i.test(path) && method === 'GET') return this.listByTag(path, url.searchParams);
 
@@ -371,6 +402,10 @@ export class FakeArm {
 
   private put(path: string, body: Record<string, unknown>, asyncError?: Fault['asyncError']): Reply {
     if (isCollection(path)) return error(405, 'MethodNotAllowed', 'PUT on a collection');
+    const namespace = typeOf(path).split('/')[0]!;
+    if (this.registrationState(namespace) !== 'Registered') {
+      return error(409, 'MissingSubscriptionRegistration', `The subscription is not registered to use namespace '${namespace}'. See https://aka.ms/rps-not-found for how to register subscriptions.`);
+    }
     const parentGroup = '/' + segmentsOf(path).slice(0, 4).join('/');
     if (segmentsOf(path).length > 4 && !this.resources.has(key(parentGroup))) {
       return error(404, 'ResourceGroupNotFound', `Resource group '${segmentsOf(path)[3]}' could not be found.`);

@@ -4,7 +4,16 @@
  * resourceInUseByAnotherResource, a duplicate name 409 alreadyExists), and emulates zone/region/global
  * operations that finish after a fixed time, including `wait`. A managed instance group makes its instance
  * group and instances from its template (labels, metadata, disks, confidential settings carried over), and
- * resizes, deletes and recreates them. Operation faults make an accepted insert finish with an error (quota).
+ * resizes, deletes and recreates them; a stateful policy keeps a recreated instance's preserved disks and
+ * internal IP, as GCP does. Operation faults make an accepted insert finish with an error (quota).
+ *
+ * connect(ip, port) models the data path of GCP's load balancers, so a test can tell whether a client of the
+ * cluster endpoint reaches a node: a global forwarding rule hands the connection to its target TCP proxy, whose
+ * backend service picks a healthy instance of its groups through the groups' named port (the backend service's
+ * portName, "http" when unset) and opens a new connection from Google's front ends (130.211.0.0/22) to the
+ * instance's own IP, if a firewall rule lets that source reach the port. A regional passthrough forwarding rule
+ * (backendService, no proxy) delivers the packet unchanged, addressed to the load balancer's IP: a node without
+ * Google's guest agent has no local route for it and drops it.
  */
 import { randomBytes } from 'node:crypto';
 import { HttpError, json, type FakeRequest, type FakeResponse } from './http.js';
@@ -56,7 +65,22 @@ const COLLECTIONS = new Set([
   'instanceGroupManagers',
   'instanceGroups',
   'instances',
+  'targetTcpProxies',
 ]);
+
+/** Where a connection to the load balancer ended up (see the module header). */
+export interface Delivery {
+  instance: string;
+  /** The address and port the node sees the connection arrive on. */
+  destinationIp: string;
+  destinationPort: number;
+  sourceIp: string;
+  /** Whether the node accepts it: only packets for one of its own addresses. */
+  accepted: boolean;
+}
+
+/** Google's front ends, where TCP proxies and health checks connect from. */
+const FRONT_END_IP = '130.211.0.7';
 
 const REF_PATTERN = /projects\/[^/]+\/(?:global|regions\/[^/]+|zones\/[^/]+)\/([A-Za-z]+)\/[^/?]+$/;
 
@@ -251,7 +275,8 @@ export class FakeCompute {
 
   private createGroup(project: string, scope: string, key: string, igm: Json): void {
     const groupKey = key.replace('/instanceGroupManagers/', '/instanceGroups/');
-    this.resources.set(groupKey, { key: groupKey, collection: 'instanceGroups', resource: { kind: 'compute#instanceGroup', name: igm.name, selfLink: this.url(groupKey) }, refs: new Set() });
+    const group = { kind: 'compute#instanceGroup', name: igm.name, selfLink: this.url(groupKey), namedPorts: igm.namedPorts ?? [] };
+    this.resources.set(groupKey, { key: groupKey, collection: 'instanceGroups', resource: group, refs: new Set() });
     igm.instanceGroup = this.url(groupKey);
     for (let i = 0; i < Number(igm.targetSize ?? 0); i++) this.addInstance(project, scope, igm);
   }
@@ -261,10 +286,12 @@ export class FakeCompute {
     return [...this.resources.values()].filter((s) => s.collection === 'instances' && s.resource.createdBy === igm?.resource.selfLink);
   }
 
-  private addInstance(project: string, scope: string, igm: Json): void {
+  private addInstance(project: string, scope: string, igm: Json, preserved: { name?: string; networkIP?: string; disks?: Record<string, string> } = {}): void {
     const templateKey = String(igm.instanceTemplate).slice(String(igm.instanceTemplate).indexOf('projects/'));
     const props = (this.resources.get(templateKey)?.resource.properties ?? {}) as Json;
-    const name = `${igm.baseInstanceName}-${randomBytes(2).toString('hex')}`;
+    const name = preserved.name ?? `${igm.baseInstanceName}-${randomBytes(2).toString('hex')}`;
+    const diskUrl = (deviceName: unknown) =>
+      preserved.disks?.[String(deviceName)] ?? this.url(`projects/${project}/${scope}/disks/${name}-${String(deviceName)}-${randomBytes(3).toString('hex')}`);
     const key = `projects/${project}/${scope}/instances/${name}`;
     const nics = (props.networkInterfaces as Json[] | undefined) ?? [{}];
     const instance: Json = {
@@ -277,11 +304,17 @@ export class FakeCompute {
       labels: props.labels ?? {},
       metadata: props.metadata ?? {},
       tags: props.tags ?? {},
-      disks: ((props.disks as Json[] | undefined) ?? []).map((d, i) => ({ deviceName: d.deviceName, boot: d.boot, index: i, diskSizeGb: (d.initializeParams as Json | undefined)?.diskSizeGb })),
+      disks: ((props.disks as Json[] | undefined) ?? []).map((d, i) => ({
+        deviceName: d.deviceName,
+        boot: d.boot,
+        index: i,
+        diskSizeGb: (d.initializeParams as Json | undefined)?.diskSizeGb,
+        source: diskUrl(d.deviceName),
+      })),
       confidentialInstanceConfig: props.confidentialInstanceConfig,
       shieldedInstanceConfig: props.shieldedInstanceConfig,
       scheduling: props.scheduling,
-      networkInterfaces: nics.map((nic) => ({ ...nic, networkIP: `192.168.178.${++this.nextIp % 250}`, name: 'nic0' })),
+      networkInterfaces: nics.map((nic) => ({ ...nic, networkIP: preserved.networkIP ?? `192.168.178.${++this.nextIp % 250}`, name: 'nic0' })),
       createdBy: igm.selfLink,
       selfLink: this.url(key),
     };
@@ -326,6 +359,87 @@ export class FakeCompute {
       for (let i = this.members(key).length; i < Number(igm.targetSize); i++) this.addInstance(project, scope, igm);
     };
     return this.operationResponse(op);
+  }
+
+  /**
+   * GCP recreates a managed instance (autohealing, a failed host): same name, a new VM from the template. What the
+   * group's stateful policy preserves (disks by device name, internal IPs by interface) carries over; the rest is new.
+   */
+  recreateInstance(instanceName: string): void {
+    const member = [...this.resources.values()].find((s) => s.collection === 'instances' && s.resource.name === instanceName);
+    if (!member) throw new Error(`no instance ${instanceName}`);
+    const igm = [...this.resources.values()].find((s) => s.collection === 'instanceGroupManagers' && s.resource.selfLink === member.resource.createdBy);
+    if (!igm) throw new Error(`${instanceName} is not a managed instance`);
+    const preservedState = ((igm.resource.statefulPolicy as Json | undefined)?.preservedState ?? {}) as { disks?: Json; internalIPs?: Json };
+    const old = member.resource as { networkInterfaces: { name: string; networkIP: string }[]; disks: { deviceName: string; source: string }[] };
+    const disks = Object.fromEntries(old.disks.filter((d) => preservedState.disks?.[d.deviceName]).map((d) => [d.deviceName, d.source]));
+    const nic = old.networkInterfaces.find((n) => preservedState.internalIPs?.[n.name]);
+    this.resources.delete(member.key);
+    const [, project, scope] = /^projects\/([^/]+)\/(zones\/[^/]+)\//.exec(member.key)!;
+    this.addInstance(project!, scope!, igm.resource, { name: instanceName, networkIP: nic?.networkIP, disks });
+  }
+
+  /** Where a TCP connection from the internet to ip:port ends up (see the module header); a string says why nowhere. */
+  connect(ip: string, port: number): Delivery | string {
+    const rule = this.list('forwardingRules').find((r) => {
+      const address = this.byUrl(String(r.IPAddress ?? ''))?.resource;
+      const [from, to = from] = String(r.portRange ?? '').split('-').map(Number);
+      return address?.address === ip && port >= from! && port <= to!;
+    });
+    if (!rule) return `no forwarding rule for ${ip}:${port}`;
+    if (rule.target) {
+      const proxy = this.byUrl(String(rule.target))?.resource;
+      if (!proxy) return `forwarding rule ${String(rule.name)}: its target does not exist`;
+      const backend = this.byUrl(String(proxy.service ?? ''))?.resource;
+      if (!backend) return `target proxy ${String(proxy.name)}: its backend service does not exist`;
+      const portName = String(backend.portName ?? 'http');
+      for (const b of (backend.backends as Json[] | undefined) ?? []) {
+        const group = this.byUrl(String(b.group))?.resource;
+        const named = ((group?.namedPorts as { name: string; port: number }[] | undefined) ?? []).find((n) => n.name === portName);
+        const instance = group && this.groupInstances(String(group.selfLink))[0];
+        if (!named || !instance) continue;
+        const ip = (instance.networkInterfaces as { networkIP: string }[])[0]!.networkIP;
+        if (!this.firewallAllows(instance, FRONT_END_IP, named.port)) return `no firewall rule lets ${FRONT_END_IP} reach ${String(instance.name)}:${named.port}`;
+        return { instance: String(instance.name), destinationIp: ip, destinationPort: named.port, sourceIp: FRONT_END_IP, accepted: true };
+      }
+      return `backend service ${String(backend.name)}: no instance group with named port "${portName}" has an instance`;
+    }
+    const backend = this.byUrl(String(rule.backendService ?? ''))?.resource;
+    const instance = ((backend?.backends as Json[] | undefined) ?? []).flatMap((b) => this.groupInstances(String(this.byUrl(String(b.group))?.resource.selfLink))).at(0);
+    if (!instance) return `forwarding rule ${String(rule.name)}: no backend instance`;
+    const own = (instance.networkInterfaces as { networkIP: string }[]).map((n) => n.networkIP);
+    // Passthrough: the packet keeps the load balancer's address as its destination.
+    return { instance: String(instance.name), destinationIp: ip, destinationPort: port, sourceIp: '198.51.100.1', accepted: own.includes(ip) };
+  }
+
+  private byUrl(url: string): Stored | undefined {
+    return this.resources.get(url.slice(url.indexOf('projects/')));
+  }
+
+  private groupInstances(groupSelfLink: string): Json[] {
+    const igmLink = groupSelfLink.replace('/instanceGroups/', '/instanceGroupManagers/');
+    return this.list('instances').filter((i) => i.createdBy === igmLink && i.status === 'RUNNING');
+  }
+
+  private firewallAllows(instance: Json, sourceIp: string, port: number): boolean {
+    const tags = ((instance.tags as { items?: string[] } | undefined)?.items ?? []);
+    const inRange = (cidr: string) => {
+      const [base, bits] = cidr.split('/');
+      const n = (a: string) => a.split('.').reduce((x, o) => x * 256 + Number(o), 0);
+      const mask = Number(bits) === 0 ? 0 : 2 ** 32 - 2 ** (32 - Number(bits));
+      return (n(sourceIp) & mask) >>> 0 === (n(base!) & mask) >>> 0;
+    };
+    return this.list('firewalls').some((f) =>
+      (f.direction ?? 'INGRESS') === 'INGRESS' &&
+      ((f.sourceRanges as string[] | undefined) ?? []).some(inRange) &&
+      (!(f.targetTags as string[] | undefined)?.length || (f.targetTags as string[]).some((t) => tags.includes(t))) &&
+      ((f.allowed as { IPProtocol: string; ports?: string[] }[] | undefined) ?? []).some(
+        (a) => (a.IPProtocol === 'tcp' || a.IPProtocol === 'all') && (!a.ports || a.ports.some((p) => {
+          const [from, to = from] = p.split('-').map(Number);
+          return port >= from! && port <= to!;
+        })),
+      ),
+    );
   }
 
   private listManaged(key: string): FakeResponse {

@@ -1,7 +1,9 @@
 /**
  * The fake IAM (iam.googleapis.com/v1) and Resource Manager (cloudresourcemanager.googleapis.com/v1) APIs,
  * as far as `iam create gcp` / `iam destroy` use them: service accounts and their keys, custom roles, and the
- * project IAM policy with etag-checked setIamPolicy.
+ * project IAM policy with etag-checked setIamPolicy. Like IAM, a new service account is not visible at once:
+ * with `propagationRequests` n, the next n requests that need it (a GET of it, a setIamPolicy binding it) are
+ * answered as if it did not exist (404 NOT_FOUND; 400 INVALID_ARGUMENT "Service account ... does not exist.").
  */
 import { randomBytes } from 'node:crypto';
 import { HttpError, json, type FakeRequest, type FakeResponse } from './http.js';
@@ -17,8 +19,13 @@ export class FakeIam {
   readonly keys = new Map<string, { account: string; name: string }>();
   readonly roles = new Map<string, Record<string, unknown>>();
   readonly policies = new Map<string, Policy>();
+  /** How many requests a new service account stays invisible to (see the module header). */
+  propagationRequests = 0;
+  private readonly propagating = new Map<string, number>();
 
   reset(): void {
+    this.propagationRequests = 0;
+    this.propagating.clear();
     this.serviceAccounts.clear();
     this.keys.clear();
     this.roles.clear();
@@ -46,11 +53,12 @@ export class FakeIam {
       if (this.serviceAccounts.has(email)) throw new HttpError(409, `Service account ${accountId} already exists within project projects/${project}.`, undefined, 'ALREADY_EXISTS');
       const account = { name: `projects/${project}/serviceAccounts/${email}`, projectId: project, uniqueId: String(Date.now()), email, ...body.serviceAccount };
       this.serviceAccounts.set(email, account);
+      if (this.propagationRequests > 0) this.propagating.set(email, this.propagationRequests);
       return json(account);
     }
     const email = decodeURIComponent(id ?? '');
     const account = this.serviceAccounts.get(email);
-    if (!account) throw new HttpError(404, `Unknown service account`, undefined, 'NOT_FOUND');
+    if (!account || this.stillPropagating(email)) throw new HttpError(404, `Unknown service account`, undefined, 'NOT_FOUND');
     if (req.method === 'GET') return json(account);
     if (req.method === 'DELETE') {
       this.serviceAccounts.delete(email);
@@ -58,6 +66,14 @@ export class FakeIam {
       return json({});
     }
     throw new HttpError(405, 'Method not allowed');
+  }
+
+  /** True (and one request fewer to go) while a new account is not visible yet. */
+  private stillPropagating(email: string): boolean {
+    const left = this.propagating.get(email) ?? 0;
+    if (left <= 0) return false;
+    this.propagating.set(email, left - 1);
+    return true;
   }
 
   private key(req: FakeRequest, project: string, id: string, keyId: string | undefined): FakeResponse {
@@ -108,6 +124,12 @@ export class FakeIam {
     if (!set) return json(current);
     const next = body.policy;
     if (!next) throw new HttpError(400, 'policy is required', undefined, 'INVALID_ARGUMENT');
+    for (const member of (next.bindings ?? []).flatMap((b) => b.members)) {
+      const email = member.replace(/^serviceAccount:/, '');
+      if (member.startsWith('serviceAccount:') && this.stillPropagating(email)) {
+        throw new HttpError(400, `Service account ${email} does not exist.`, 'badRequest', 'INVALID_ARGUMENT');
+      }
+    }
     if (next.etag !== current.etag) throw new HttpError(409, 'There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff.', undefined, 'ABORTED');
     const stored = { version: next.version ?? 1, bindings: (next.bindings ?? []).filter((b) => b.members.length > 0), etag: randomBytes(6).toString('base64') };
     this.policies.set(project, stored);

@@ -6,6 +6,7 @@ import { AwsInfrastructure } from '../../../providers/aws/infrastructure.js';
 import { CreateFailedError } from '../../../providers/aws/errors.js';
 import type { RecordedResource } from '../../../providers/contract.js';
 import { startFakeAws, type FakeAws, type RecordedRequest } from '../../fakes/aws/server.js';
+import { targetsBehind } from '../../fakes/aws/elb.js';
 import { list, str, type Params } from '../../fakes/aws/wire.js';
 import { context, createRequest, fakeOptions, INIT_SECRET_HASH } from './support.js';
 
@@ -96,7 +97,7 @@ describe('aws provider: create', function () {
     await new AwsInfrastructure(fakeOptions(fake)).create(createRequest(), context());
     const [rules] = only(fake, 'AuthorizeSecurityGroupIngress');
     const perms = list(rules.params, 'IpPermissions');
-    assert.deepEqual(perms.filter((p) => p.IpProtocol === 'tcp').map((p) => p.FromPort).sort(), [...PORTS].sort());
+    assert.deepEqual(perms.filter((p) => p.IpProtocol === 'tcp' && p.FromPort === p.ToPort).map((p) => p.FromPort).sort(), [...PORTS].sort());
     assert.ok(perms.some((p) => p.IpProtocol === '-1' && list(p, 'IpRanges')[0].CidrIp === '192.168.0.0/16'), 'cluster-internal traffic');
 
     const groups = [...fake.state.targetGroups.values()];
@@ -121,6 +122,84 @@ describe('aws provider: create', function () {
         assert.equal(tags([spec], str(spec, 'ResourceType')!)['constellation-uid'], 'a1b2c3d4', action);
       }
     }
+  });
+
+  it('opens the NodePort range 30000-32767 from anywhere, as upstream', async () => {
+    await new AwsInfrastructure(fakeOptions(fake)).create(createRequest(), context());
+    const perms = list(only(fake, 'AuthorizeSecurityGroupIngress')[0]!.params, 'IpPermissions');
+    const nodePorts = perms.find((p) => p.FromPort === '30000')!;
+    assert.deepEqual([nodePorts.IpProtocol, nodePorts.ToPort, str(list(nodePorts, 'IpRanges')[0]!, 'CidrIp')], ['tcp', '32767', '0.0.0.0/0']);
+  });
+
+  describe('three zones', () => {
+    const threeZones = () => {
+      const request = createRequest();
+      request.nodeGroups = [
+        { name: 'control_plane_default', role: 'control-plane', zone: 'us-east-2b', instanceType: 'm6a.xlarge', stateDiskSizeGB: 30, stateDiskType: 'gp3', initialCount: 3 },
+        { name: 'worker_b', role: 'worker', zone: 'us-east-2b', instanceType: 'm6a.xlarge', stateDiskSizeGB: 50, stateDiskType: 'gp3', initialCount: 1 },
+        { name: 'worker_c', role: 'worker', zone: 'us-east-2c', instanceType: 'm6a.xlarge', stateDiskSizeGB: 50, stateDiskType: 'gp3', initialCount: 1 },
+      ];
+      return request;
+    };
+
+    it('stays within the default quota of five elastic IPs: one per NAT gateway, one for the load balancer', async () => {
+      const result = await new AwsInfrastructure(fakeOptions(fake)).create(threeZones(), context());
+      assert.equal(fake.state.natGateways.size, 3);
+      assert.equal(fake.state.addresses.size, 4);
+      const lb = [...fake.state.loadBalancers.values()][0]!;
+      assert.equal(lb.subnetMappings.length, 1, 'the load balancer is in the config\'s zone, as upstream');
+      assert.equal(fake.state.addresses.get(lb.subnetMappings[0]!.allocationId!)!.publicIp, result.clusterEndpoint);
+    });
+
+    it('reaches control-plane nodes in another zone than the endpoint\'s: cross-zone load balancing is on', async () => {
+      const result = await new AwsInfrastructure(fakeOptions(fake)).create(threeZones(), context());
+      const controlPlane = [...fake.state.instances.values()].filter((i) => i.tags['constellation-role'] === 'control-plane');
+      assert.ok(controlPlane.every((i) => i.zone === 'us-east-2b'));
+      for (const port of PORTS) assert.deepEqual(targetsBehind(fake.state, result.clusterEndpoint, Number(port)).sort(), controlPlane.map((i) => i.id).sort(), `port ${port}`);
+    });
+  });
+
+  describe('waiting for the auto scaling groups', () => {
+    it('returns only when every group runs its desired capacity, reporting progress', async () => {
+      const messages: string[] = [];
+      await new AwsInfrastructure(fakeOptions(fake)).create(createRequest(), context(undefined, { progress: (m) => messages.push(m) }));
+      const live = [...fake.state.instances.values()].filter((i) => fake.state.instanceState(i) === 'running');
+      assert.equal(live.length, 5, 'all instances are in service when create returns');
+      assert.ok(messages.includes('node group control_plane_default: 3 of 3 instances in service'), messages.join('\n'));
+      assert.ok(messages.includes('node group worker_default: 2 of 2 instances in service'));
+    });
+
+    it('stops at once with EC2\'s message when a group cannot launch its instances, and terminate cleans up', async () => {
+      const insufficient = 'We currently do not have sufficient m6a.xlarge capacity in the Availability Zone you requested (us-east-2a). Our system will be working on provisioning additional capacity. Launching EC2 instance failed.';
+      fake.state.launchFailures.set('demo-a1b2c3d4-worker', insufficient);
+      const slept: number[] = [];
+      const infra = new AwsInfrastructure(fakeOptions(fake, { sleep: async (ms) => void slept.push(ms) }));
+      const ctx = context();
+      const err = await infra.create(createRequest(), ctx).then(() => assert.fail('create must fail'), (e: unknown) => e as CreateFailedError);
+      assert.ok(err instanceof CreateFailedError, String(err));
+      assert.match(err.message, /Node group worker_default could not launch its instances: We currently do not have sufficient m6a\.xlarge capacity/);
+      assert.ok(err.canRollBack);
+      assert.ok(only(fake, 'DescribeScalingActivities').length >= 1);
+      await infra.terminate(ctx);
+      assert.deepEqual(fake.live(), []);
+    });
+
+    it('gives up after the capacity timeout on the injected clock, naming the group', async () => {
+      let now = Date.now();
+      const infra = new AwsInfrastructure(fakeOptions(fake, {
+        capacityTimeoutMs: 60_000,
+        pollIntervalMs: 10_000,
+        clock: () => new Date(now),
+        // Time passes only on this clock; the instances never come into service meanwhile.
+        sleep: async (ms) => {
+          now += ms;
+        },
+      }));
+      fake.state.bootMs = 3_600_000;
+      const err = await infra.create(createRequest(), context()).then(() => assert.fail('create must fail'), (e: unknown) => e as CreateFailedError);
+      assert.match(err.message, /Node group (control_plane_default|worker_default) has 0 of [23] instances in service after 1 minutes/);
+      assert.ok(only(fake, 'DescribeAutoScalingGroups').length <= 2 * 8, 'polled every 10 s of the injected clock');
+    });
   });
 
   it('aws-nitro-tpm: no SEV-SNP CPU option; an image without NitroTPM is refused before anything is made', async () => {

@@ -64,6 +64,19 @@ describe('azure iam (fake ARM)', function () {
     assert.deepEqual(await ctx.journal.list(), []);
   });
 
+  it('registers the subscription for Microsoft.ManagedIdentity on a fresh subscription before making the identity', async function () {
+    fake.unregister('Microsoft.ManagedIdentity');
+    const registering = new AzureIam(parseAzureOptions(fake.providerOptions({ registrationPollMs: 1 })));
+    const result = await registering.create({ prefix: 'demo', providerConfig: { subscription: SUBSCRIPTION, location: 'westeurope' } }, testContext());
+    assert.match(String(result.configUpdates.userAssignedIdentity), /userAssignedIdentities\/demo-nodes$/);
+    assert.equal(fake.find('POST', '/providers/Microsoft.ManagedIdentity/register').length, 1);
+  });
+
+  it('names the identity as given (upstream\'s --servicePrincipal)', async function () {
+    const result = await iam.create({ prefix: 'demo', providerConfig: { subscription: SUBSCRIPTION, location: 'westeurope', identityName: 'my-nodes' } }, testContext());
+    assert.match(String(result.configUpdates.userAssignedIdentity), /userAssignedIdentities\/my-nodes$/);
+  });
+
   it('uses an existing resource group without taking ownership of it', async function () {
     fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/shared`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
     const ctx = testContext();

@@ -39,6 +39,33 @@ describe('azure infrastructure (fake ARM)', function () {
     await fake.stop();
   });
 
+  it('registers the subscription for the resource providers it needs first, and waits until they are registered', async function () {
+    // A fresh subscription: ARM refuses these namespaces' resources with MissingSubscriptionRegistration.
+    fake.unregister('Microsoft.Compute', 'Microsoft.Network', 'Microsoft.ManagedIdentity');
+    fake.registrationMs = 40;
+    const slept: number[] = [];
+    const registering = new AzureInfrastructure(parseAzureOptions(fake.providerOptions({ registrationPollMs: 10, sleep: async (ms: number) => {
+      slept.push(ms);
+      await new Promise((r) => setTimeout(r, ms));
+    } })));
+    const ctx = testContext();
+    await registering.create(createRequest(), ctx);
+    assert.deepEqual(fake.find('POST', '/register').map((r) => r.path.split('/')[4]).sort(), ['Microsoft.Compute', 'Microsoft.ManagedIdentity', 'Microsoft.Network']);
+    const firstPut = fake.requests.findIndex((r) => r.method === 'PUT');
+    const lastRegistrationRead = fake.requests.map((r) => r.method === 'GET' && /\/providers\/Microsoft\.[A-Za-z]+$/.test(r.path)).lastIndexOf(true);
+    assert.ok(lastRegistrationRead < firstPut, 'every namespace was registered before the first resource');
+    assert.ok(slept.length > 0 && slept.every((ms) => ms === 10), 'it polled on the given interval');
+    assert.ok(ctx.messages.includes('registering the resource provider Microsoft.Network with the subscription'));
+    assert.equal(fake.requests.filter((r) => r.method === 'PUT' && fake.get(r.path) === undefined).length, 0);
+    await registering.terminate(ctx);
+  });
+
+  it('asks nothing to be registered when the subscription already is', async function () {
+    await infra.create(createRequest(), testContext());
+    assert.equal(fake.find('POST', '/register').length, 0);
+    assert.equal(fake.requests.filter((r) => r.method === 'GET' && /\/providers\/Microsoft\.[A-Za-z]+$/.test(r.path)).length, 3);
+  });
+
   it('creates the cluster with confidential scale sets, tags, load-balanced ports and state disks', async function () {
     const ctx = testContext();
     const result = await infra.create(createRequest(), ctx);
@@ -75,7 +102,11 @@ describe('azure infrastructure (fake ARM)', function () {
 
     const lb = lastPut(fake, 'loadBalancers/demo-a1b2c3d4-lb');
     assert.deepEqual(lb.properties.loadBalancingRules.map((r: Json) => r.properties.frontendPort), PORTS);
-    assert.deepEqual(lb.properties.probes.map((p: Json) => [p.properties.port, p.properties.protocol]), PORTS.map((p) => [p, 'Tcp']));
+    // The API server's probe is HTTPS GET /readyz (as upstream's); the others are TCP.
+    assert.deepEqual(
+      lb.properties.probes.map((p: Json) => [p.properties.port, p.properties.protocol, p.properties.requestPath]),
+      PORTS.map((p) => (p === 6443 ? [p, 'Https', '/readyz'] : [p, 'Tcp', undefined])),
+    );
     assert.ok(lb.properties.loadBalancingRules.every((r: Json) => r.properties.probe.id.includes('/probes/probe-')));
     const nsg = lastPut(fake, 'networkSecurityGroups/demo-a1b2c3d4-nsg');
     assert.deepEqual(nsg.properties.securityRules.map((r: Json) => Number(r.properties.destinationPortRange)), PORTS);

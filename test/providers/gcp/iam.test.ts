@@ -47,6 +47,27 @@ describe('GCP iam create / destroy (fake IAM API)', () => {
     assert.equal(fake.iam.keys.size, 1);
   });
 
+  it('waits until IAM shows the new service accounts before binding them (on the injected sleep, without real waiting)', async () => {
+    // IAM answers "not found" for a new account (and refuses a policy naming it) for a while after creating it.
+    fake.iam.propagationRequests = 3;
+    const slept: number[] = [];
+    const iam = await provider.iam!(fake.providerOptions({ sleep: async (ms) => void slept.push(ms) }));
+    const ctx = providerContext();
+    await iam.create(request, ctx);
+    const bindings = fake.iam.policies.get(PROJECT)!.bindings;
+    assert.deepEqual(bindings.find((b) => b.role === `projects/${PROJECT}/roles/myconst_node`)?.members, [`serviceAccount:${nodeEmail}`]);
+    // Each account: three "not found" answers, each followed by a longer pause (the two are awaited concurrently).
+    assert.deepEqual(slept.sort((a, b) => a - b), [500, 500, 1000, 1000, 2000, 2000]);
+    assert.ok(ctx.messages.some((m) => /waiting until IAM shows service account/.test(m)));
+  });
+
+  it('gives up with IAM\'s message when an account never becomes visible', async () => {
+    fake.iam.propagationRequests = 1000;
+    const iam = await provider.iam!(fake.providerOptions({ sleep: async () => undefined, iamVisibility: { attempts: 4 } }));
+    await assert.rejects(iam.create(request, providerContext()), (err: Error & { hint?: string }) => /Creating the GCP identities/.test(err.message) && /iam create gcp/.test(err.hint ?? ''));
+    assert.equal(fake.iam.policies.get(PROJECT), undefined, 'no policy was written');
+  });
+
   it('continues after a failure, retries an etag conflict, and destroy removes exactly what it made', async () => {
     // Someone else's binding must survive destroy.
     fake.iam.policies.set(PROJECT, { version: 1, etag: 'BwAAAA==', bindings: [{ role: 'roles/viewer', members: ['user:alice@example.com'] }] });

@@ -40,7 +40,8 @@ describe('GCP infrastructure (fake Compute API)', function () {
       assert.equal(templates.length, 2);
       const cp = templates.find((t) => t.name.includes('control-plane'))!.properties;
       assert.deepEqual(cp.confidentialInstanceConfig, { confidentialInstanceType: 'SEV_SNP', enableConfidentialCompute: true });
-      assert.deepEqual(cp.shieldedInstanceConfig, { enableVtpm: true, enableIntegrityMonitoring: true, enableSecureBoot: true });
+      // Secure Boot off, as upstream: it changes PCR 7 and unsigned node images do not boot.
+      assert.deepEqual(cp.shieldedInstanceConfig, { enableVtpm: true, enableIntegrityMonitoring: true, enableSecureBoot: false });
       assert.equal(cp.scheduling.onHostMaintenance, 'TERMINATE');
       assert.equal(cp.minCpuPlatform, 'AMD Milan');
       assert.equal(cp.machineType, 'n2d-standard-4');
@@ -87,28 +88,77 @@ describe('GCP infrastructure (fake Compute API)', function () {
       assert.equal(fake.requests.length, 0);
     });
 
-    it('opens the ports of DESIGN §9 with a health check, backend service and forwarding rule each', async () => {
+    it('refuses a config without the nodes\' service account, naming the key and the fix, before any call', async () => {
+      for (const IAMServiceAccountVM of [undefined, '']) {
+        const providerConfig = { project: PROJECT, region: 'europe-west3', zone: ZONE, ...(IAMServiceAccountVM === undefined ? {} : { IAMServiceAccountVM }) };
+        await assert.rejects(infra.create(createRequest({ providerConfig }), providerContext()), (err: unknown) =>
+          err instanceof UserError && /^provider\.gcp\.IAMServiceAccountVM is required/.test(err.message) && /iam create gcp/.test(err.hint ?? ''));
+      }
+      assert.equal(fake.requests.length, 0);
+    });
+
+    it('puts the ports of DESIGN §9 behind a global TCP proxy load balancer: health check, backend service, proxy and forwarding rule each', async () => {
       const result = await infra.create(createRequest(), providerContext());
       const ports = LOAD_BALANCER_PORTS.map(String).sort();
-      const publicRule = inserts('firewalls').find((f) => f.name.endsWith('-public'))!;
-      assert.deepEqual([...publicRule.allowed[0].ports].sort(), ports);
-      assert.deepEqual(publicRule.sourceRanges, ['0.0.0.0/0']);
       const checks = inserts('healthChecks');
+      assert.ok(fake.calls(/^POST .*\/global\/healthChecks$/).length === ports.length, 'global health checks');
       assert.deepEqual(checks.map((c) => String(c.tcpHealthCheck?.port ?? c.httpsHealthCheck?.port)).sort(), ports);
+      assert.deepEqual(checks.find((c) => c.type === 'HTTPS')!.httpsHealthCheck, { port: 6443, requestPath: '/readyz' });
       const backends = inserts('backendServices');
-      assert.equal(backends.length, ports.length);
+      assert.equal(fake.calls(/^POST .*\/global\/backendServices$/).length, ports.length);
       for (const b of backends) {
-        assert.equal(b.healthChecks.length, 1);
-        // Only the control plane serves these ports.
+        assert.deepEqual([b.loadBalancingScheme, b.protocol, b.healthChecks.length], ['EXTERNAL', 'TCP', 1]);
+        // Only the control plane serves these ports, through the group's named port.
         assert.deepEqual(b.backends.map((x: Json) => x.group.split('/').pop()), ['constell-a1b2c3d4-control-plane-default']);
       }
+      assert.deepEqual(backends.map((b) => b.portName).sort(), ['bootstrapper', 'join', 'kubernetes', 'recovery', 'verify']);
+      assert.equal(inserts('targetTcpProxies').length, ports.length);
       const rules = inserts('forwardingRules');
+      assert.equal(fake.calls(/^POST .*\/global\/forwardingRules$/).length, ports.length, 'global forwarding rules');
       assert.deepEqual(rules.map((r) => r.portRange).sort(), ports);
-      assert.ok(rules.every((r) => r.IPAddress.endsWith('/addresses/constell-a1b2c3d4-lb') && r.labels['constellation-uid'] === 'a1b2c3d4'));
+      assert.ok(rules.every((r) => r.IPAddress.endsWith('/global/addresses/constell-a1b2c3d4-lb') && /\/targetTcpProxies\//.test(r.target) && r.labels['constellation-uid'] === 'a1b2c3d4'));
       const address = fake.compute.list('addresses')[0]!;
+      assert.match(String(address.selfLink), /\/global\/addresses\//);
       assert.equal(result.clusterEndpoint, address.address);
       assert.deepEqual(result.apiServerCertSANs, [address.address]);
       assert.equal(inserts('routers')[0]!.nats[0].sourceSubnetworkIpRangesToNat, 'ALL_SUBNETWORKS_ALL_IP_RANGES');
+    });
+
+    it('reaches a control-plane node on its own IP through the cluster endpoint, on every port (init and joins get through)', async () => {
+      const result = await infra.create(createRequest(), providerContext());
+      const controlPlane = fake.compute.list('instances').filter((i) => (i.labels as Json)['constellation-role'] === 'control-plane');
+      for (const port of LOAD_BALANCER_PORTS) {
+        const delivery = fake.compute.connect(result.clusterEndpoint, port);
+        assert.ok(typeof delivery === 'object', `port ${port}: ${String(delivery)}`);
+        const node = controlPlane.find((i) => i.name === delivery.instance)!;
+        assert.ok(node, `port ${port} reached ${delivery.instance}, a control-plane node`);
+        assert.deepEqual([delivery.destinationIp, delivery.destinationPort, delivery.accepted], [(node.networkInterfaces as Json[])[0]!.networkIP, port, true]);
+      }
+    });
+
+    it('opens the NodePort range 30000-32767 from anywhere, as upstream', async () => {
+      await infra.create(createRequest(), providerContext());
+      const publicRule = inserts('firewalls').find((f) => f.name.endsWith('-public'))!;
+      assert.deepEqual(publicRule.sourceRanges, ['0.0.0.0/0']);
+      assert.deepEqual([...publicRule.allowed[0].ports].sort(), [...LOAD_BALANCER_PORTS.map(String), '30000-32767'].sort());
+    });
+
+    it('keeps a control-plane node\'s state disk and IP when GCP recreates it (stateful group, as upstream)', async () => {
+      await infra.create(createRequest(), providerContext());
+      const igm = inserts('instanceGroupManagers').find((g) => g.name.includes('control-plane'))!;
+      const { disks, internalIPs } = igm.statefulPolicy.preservedState;
+      assert.deepEqual({ disks, internalIPs }, {
+        disks: { 'state-disk': { autoDelete: 'ON_PERMANENT_INSTANCE_DELETION' } },
+        internalIPs: { nic0: { autoDelete: 'ON_PERMANENT_INSTANCE_DELETION' } },
+      });
+      const node = fake.compute.list('instances').find((i) => (i.labels as Json)['constellation-role'] === 'control-plane')!;
+      const before = { ip: (node.networkInterfaces as Json[])[0]!.networkIP, disk: (node.disks as Json[]).find((d) => d.deviceName === 'state-disk')!.source };
+      fake.compute.recreateInstance(String(node.name));
+      const again = fake.compute.list('instances').find((i) => i.name === node.name)!;
+      assert.notEqual(again, node, 'a new VM');
+      assert.equal((again.networkInterfaces as Json[])[0]!.networkIP, before.ip);
+      assert.equal((again.disks as Json[]).find((d) => d.deviceName === 'state-disk')!.source, before.disk);
+      assert.equal(inserts('instanceGroupManagers').find((g) => g.name.includes('worker'))!.statefulPolicy, undefined, 'workers are stateless, as upstream');
     });
 
     it('sends independent inserts concurrently and dependent ones after their dependencies', async () => {
@@ -123,19 +173,20 @@ describe('GCP infrastructure (fake Compute API)', function () {
       assert.ok(first('networks') < first('subnetworks'));
       assert.ok(last('instanceTemplates') < first('instanceGroupManagers'));
       assert.ok(last('instanceGroupManagers') < first('backendServices'));
-      assert.ok(last('backendServices') < first('forwardingRules'));
+      assert.ok(last('backendServices') < first('targetTcpProxies'));
+      assert.ok(last('targetTcpProxies') < first('forwardingRules'));
     });
 
     it('records every resource with its dependencies, and a second run changes nothing', async () => {
       const ctx = providerContext();
       await infra.create(createRequest(), ctx);
       const records = await ctx.journal.list();
-      assert.equal(records.length, 25);
+      assert.equal(records.length, 30);
       assert.ok(records.every((r) => r.data?.state === 'created' && r.kind.startsWith('gcp:')));
-      const rule = records.find((r) => r.id.endsWith('/forwardingRules/constell-a1b2c3d4-fr-6443'))!;
+      const rule = records.find((r) => r.id.endsWith('/global/forwardingRules/constell-a1b2c3d4-fr-6443'))!;
       assert.deepEqual(rule.dependsOn, [
-        `projects/${PROJECT}/regions/europe-west3/backendServices/constell-a1b2c3d4-bs-6443`,
-        `projects/${PROJECT}/regions/europe-west3/addresses/constell-a1b2c3d4-lb`,
+        `projects/${PROJECT}/global/targetTcpProxies/constell-a1b2c3d4-proxy-6443`,
+        `projects/${PROJECT}/global/addresses/constell-a1b2c3d4-lb`,
       ]);
       const before = insertCount();
       const again = await infra.create(createRequest(), ctx);
@@ -157,13 +208,13 @@ describe('GCP infrastructure (fake Compute API)', function () {
       const err = await infra.create(createRequest(), providerContext(journal, controller.signal)).then(() => undefined, (e: unknown) => e);
       assert.ok(err instanceof CreateFailedError && err.canRollBack, String(err));
       const recorded = await journal.list();
-      assert.ok(recorded.length >= 9 && recorded.length < 25, `recorded ${recorded.length}`);
+      assert.ok(recorded.length >= 9 && recorded.length < 30, `recorded ${recorded.length}`);
       assert.ok(recorded.some((r) => r.data?.state === 'creating'), 'some operation was still running');
 
       journal.record = record;
       const postsBefore = fake.requests.length;
       await infra.create(createRequest(), providerContext(journal));
-      assert.equal((await journal.list()).length, 25);
+      assert.equal((await journal.list()).length, 30);
       // Nothing the first run had recorded was inserted again (an insert in flight at the interruption may be
       // sent again: GCP answers alreadyExists and the resource is adopted).
       const reinserted = fake.requests
@@ -190,7 +241,7 @@ describe('GCP infrastructure (fake Compute API)', function () {
       await infra.create(createRequest(), providerContext(journal));
       assert.equal(inserts('subnetworks').length, 2, 'the second insert was answered with alreadyExists');
       assert.ok((await journal.list()).some((r) => r.id.endsWith('/subnetworks/constell-a1b2c3d4-nodes')));
-      assert.equal((await journal.list()).length, 25);
+      assert.equal((await journal.list()).length, 30);
     });
 
     it('retries throttled (429) and unavailable (503) calls', async () => {
@@ -240,7 +291,8 @@ describe('GCP infrastructure (fake Compute API)', function () {
       const order = fake.calls(/^DELETE /).map((r) => r.path.split('/').slice(-2, -1)[0]);
       const first = (c: string) => order.indexOf(c);
       const last = (c: string) => order.lastIndexOf(c);
-      assert.ok(last('forwardingRules') < first('backendServices'));
+      assert.ok(last('forwardingRules') < first('targetTcpProxies'));
+      assert.ok(last('targetTcpProxies') < first('backendServices'));
       assert.ok(last('backendServices') < first('instanceGroupManagers'));
       assert.ok(last('instanceGroupManagers') < first('instanceTemplates'));
       assert.ok(last('instanceTemplates') < first('subnetworks'));

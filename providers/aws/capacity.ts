@@ -1,0 +1,72 @@
+/**
+ * Waiting for an auto scaling group to run its desired capacity after `create` (upstream's Terraform waits the
+ * same way: wait_for_capacity_timeout, 20 minutes for SEV-SNP). It polls DescribeAutoScalingGroups until as many
+ * instances as desired are InService, reporting progress when the count changes, and reads the group's scaling
+ * activities on each poll: a Failed launch (no capacity for the instance type in the zone, a refused launch
+ * template, a quota) ends the wait at once with EC2's own status message, instead of surfacing much later as an
+ * `init` that times out. Polls start after a second and back off to 15 seconds. Time and waiting are injected (options.clock, options.sleep), so tests do not wait.
+ */
+import { DescribeAutoScalingGroupsCommand, DescribeScalingActivitiesCommand, type DescribeAutoScalingGroupsCommandOutput, type DescribeScalingActivitiesCommandOutput } from '@aws-sdk/client-auto-scaling';
+import { realSleep, systemClock } from '../../lib/clock.js';
+import { UserError } from '../../lib/errors.js';
+import type { ProviderContext } from '../contract.js';
+import type { AwsClients } from './clients.js';
+import type { AwsProviderOptions } from './options.js';
+
+export const DEFAULT_CAPACITY_TIMEOUT_MS = 20 * 60_000;
+/** Polls start after a second and back off to this (options.pollIntervalMs caps them instead). */
+const DEFAULT_CAPACITY_POLL_MS = 15_000;
+const FIRST_POLL_MS = 1000;
+
+export interface CapacityTarget {
+  groupName: string;
+  nodeGroup: string;
+  desired: number;
+  instanceType: string;
+  zone: string;
+}
+
+export async function waitForCapacity(clients: AwsClients, region: string, target: CapacityTarget, ctx: ProviderContext, options: AwsProviderOptions): Promise<void> {
+  const clock = options.clock ?? systemClock;
+  const sleep = options.sleep ?? realSleep;
+  const timeoutMs = options.capacityTimeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS;
+  const maxPollMs = options.pollIntervalMs ?? DEFAULT_CAPACITY_POLL_MS;
+  let pollMs = Math.min(FIRST_POLL_MS, maxPollMs);
+  const autoscaling = clients.autoscaling(region);
+  const started = clock().getTime();
+  // Activities from before this wait (an earlier, interrupted run) do not count.
+  const since = started - 60_000;
+  let reported = -1;
+  for (;;) {
+    const out = await clients.send<DescribeAutoScalingGroupsCommandOutput>(
+      autoscaling,
+      new DescribeAutoScalingGroupsCommand({ AutoScalingGroupNames: [target.groupName] }),
+      `Reading the auto scaling group of node group ${target.nodeGroup}`,
+    );
+    const inService = (out.AutoScalingGroups?.[0]?.Instances ?? []).filter((i) => i.LifecycleState === 'InService').length;
+    if (inService !== reported) {
+      ctx.progress?.(`node group ${target.nodeGroup}: ${inService} of ${target.desired} instances in service`);
+      reported = inService;
+    }
+    if (inService >= target.desired) return;
+
+    const activities = await clients.send<DescribeScalingActivitiesCommandOutput>(
+      autoscaling,
+      new DescribeScalingActivitiesCommand({ AutoScalingGroupName: target.groupName, MaxRecords: 20 }),
+      `Reading the scaling activities of node group ${target.nodeGroup}`,
+    );
+    const failed = (activities.Activities ?? []).find((a) => a.StatusCode === 'Failed' && (a.StartTime?.getTime() ?? Infinity) >= since);
+    if (failed) {
+      throw new UserError(`Node group ${target.nodeGroup} could not launch its instances: ${(failed.StatusMessage ?? failed.Description ?? 'the launch failed').trim()}`, {
+        hint: `The auto scaling group ${target.groupName} keeps trying. Check the instance type ${target.instanceType} in ${target.zone} (capacity, quota, SEV-SNP support); \`constellation terminate\` removes what was made.`,
+      });
+    }
+    if (clock().getTime() - started >= timeoutMs) {
+      throw new UserError(`Node group ${target.nodeGroup} has ${inService} of ${target.desired} instances in service after ${Math.round(timeoutMs / 60_000)} minutes.`, {
+        hint: `Look at the scaling activities of the auto scaling group ${target.groupName} in the AWS console; run \`constellation create\` again to keep waiting.`,
+      });
+    }
+    await sleep(pollMs, ctx.signal);
+    pollMs = Math.min(pollMs * 2, maxPollMs);
+  }
+}
