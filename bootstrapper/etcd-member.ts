@@ -89,8 +89,9 @@ export class EtcdMember implements ClusterStoreHost {
           .map((m) => `${m.id === member.id ? this.options.name : m.name}=${m.peerUrls[0]}`)
           .join(',');
         await this.start({ initialCluster, state: 'existing' });
+        // A learner serves no reads: it is healthy once promoted, which etcd allows when it has caught up.
+        await promoteLearner(client, member.id, { timeoutMs: this.options.startTimeoutMs ?? 30_000, exited: () => this.exitedEarly() });
         await this.waitHealthy();
-        await promoteLearner(client, member.id);
       } finally {
         client.close();
       }
@@ -194,15 +195,20 @@ export class EtcdMember implements ClusterStoreHost {
     }
   }
 
+  /** The member's process ended (a start that failed): a UserError naming etcd's log, else undefined. */
+  private exitedEarly(): UserError | undefined {
+    if (this.process && this.process.exitCode === null && this.process.signalCode === null) return undefined;
+    return new UserError(`The etcd member of ${this.options.name} exited while starting.`, { hint: `See its log: ${this.options.logFile}` });
+  }
+
   /** Waits until the member answers a quorum read, or fails naming etcd's log. */
   private async waitHealthy(): Promise<void> {
     const deadline = Date.now() + (this.options.startTimeoutMs ?? 30_000);
     const client = await etcdClient({ ...(await this.connection()), timeoutMs: 1000 });
     try {
       for (;;) {
-        if (!this.process || this.process.exitCode !== null) {
-          throw new UserError(`The etcd member of ${this.options.name} exited while starting.`, { hint: `See its log: ${this.options.logFile}` });
-        }
+        const exited = this.exitedEarly();
+        if (exited) throw exited;
         try {
           await client.get('health').exec();
           return;

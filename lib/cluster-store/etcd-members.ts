@@ -64,12 +64,18 @@ export async function addLearner(
 
 /**
  * Promotes a learner to a voting member. etcd refuses while the learner lags behind the leader; this asks again
- * until it is in sync or `timeoutMs` passed.
+ * until it is in sync or `timeoutMs` passed, or until `exited` reports that the learner's process ended.
  */
-export async function promoteLearner(client: Etcd3, id: string, options: { timeoutMs?: number; sleep?: (ms: number) => Promise<void> } = {}): Promise<void> {
+export async function promoteLearner(
+  client: Etcd3,
+  id: string,
+  options: { timeoutMs?: number; sleep?: (ms: number) => Promise<void>; exited?: () => Error | undefined } = {},
+): Promise<void> {
   const deadline = Date.now() + (options.timeoutMs ?? 30_000);
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   for (;;) {
+    const exited = options.exited?.();
+    if (exited) throw exited;
     try {
       await client.cluster.memberPromote({ ID: id });
       return;

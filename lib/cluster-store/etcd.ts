@@ -7,6 +7,7 @@
  */
 import type { Etcd3, IOptions } from 'etcd3';
 import { UserError } from '../errors.js';
+import { ETCD_SERVER_NAME } from '../pki/cluster-pki.js';
 import { decodeJoinConfig, decodeNode, encodeJoinConfig, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
 import { StoreUnavailableError, type ClusterStore, type JoinConfig, type NodeRecord } from './types.js';
 
@@ -41,8 +42,8 @@ export async function etcdClient(options: EtcdStoreOptions): Promise<Etcd3> {
     },
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeoutMs }),
     faultHandling: { host: () => noop, global: noop },
-    // The member certificates name the node's IP; etcd3 connects by that IP too.
-    grpcOptions: { 'grpc.enable_channelz': 0 },
+    // Every member's certificate carries this name; a TLS server name must not be an IP address (RFC 6066).
+    grpcOptions: { 'grpc.enable_channelz': 0, 'grpc.ssl_target_name_override': ETCD_SERVER_NAME },
   };
   return new Etcd3(clientOptions);
 }

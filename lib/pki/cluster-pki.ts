@@ -123,6 +123,12 @@ export function loadClusterPki(files: Partial<Record<string, string | Uint8Array
   return { files: text, ca: clusterCa!, etcdCa: etcdCa! };
 }
 
+/**
+ * A name every etcd member's certificate carries: clients verify members by it (TLS server names must not be IP
+ * addresses, RFC 6066), whichever member's address they connect to.
+ */
+export const ETCD_SERVER_NAME = 'etcd.constellation.internal';
+
 /** A certificate and its key, PEM. */
 export interface CertificatePair {
   cert: string;
@@ -135,7 +141,8 @@ export interface CertificatePair {
  */
 export function issueEtcdMemberCertificates(pki: ClusterPki, options: { name: string; ips: string[]; clock: Clock }): { server: CertificatePair; peer: CertificatePair } {
   const ips = [...new Set([...options.ips, '127.0.0.1'])];
-  const leaf = () => issueLeaf(pki.etcdCa, { commonName: options.name, ips, dns: [options.name, 'localhost'], usages: [OID.serverAuth, OID.clientAuth], clock: options.clock });
+  const dns = [options.name, 'localhost', ETCD_SERVER_NAME];
+  const leaf = () => issueLeaf(pki.etcdCa, { commonName: options.name, ips, dns, usages: [OID.serverAuth, OID.clientAuth], clock: options.clock });
   return { server: leaf(), peer: leaf() };
 }
 
