@@ -21,6 +21,7 @@ import type { NodeRoleOptions } from './node-role.js';
 import { describeError, peerRefusal } from './errors.js';
 import { withPort } from '../lib/addresses.js';
 import { initSecretMatches } from './init-secret.js';
+import { NO_QUORUM_MESSAGE } from '../lib/cluster-store/types.js';
 import { createKubeletCsr, type KubeletCsr } from './kubelet-csr.js';
 
 export type JoinKind = 'join' | 'rejoin';
@@ -70,6 +71,7 @@ export class JoinClient {
     while (!signal.aborted && !lock.locked) {
       round++;
       let refused = false;
+      let noQuorum: string | undefined;
       const endpoints = await this.discover();
       if (endpoints.length === 0 && round === 1) this.logger.info('no join service endpoint known yet; asking the metadata again');
       for (const address of endpoints) {
@@ -90,6 +92,12 @@ export class JoinClient {
           await this.complete(kind, attempt.ticket);
           return;
         }
+        if ('refused' in attempt && attempt.refused.startsWith(NO_QUORUM_MESSAGE)) {
+          // Not a verdict on this node: the control plane cannot decide now. Ask the others, and again soon.
+          if (noQuorum !== attempt.refused) this.logger.warn(`${kind}: the join service cannot answer`, { address, reason: attempt.refused });
+          noQuorum = attempt.refused;
+          continue;
+        }
         if ('refused' in attempt) {
           if (status.get().reason !== attempt.refused) this.logger.warn(`${kind} refused by the join service`, { address, reason: attempt.refused });
           status.set('refused', { reason: attempt.refused });
@@ -99,7 +107,8 @@ export class JoinClient {
         }
         this.logger.debug('join service not reachable', { address, reason: attempt.unreachable, round });
       }
-      if (!refused && kind === 'rejoin') this.noJoinServiceAnswers();
+      if (!refused && kind === 'rejoin') this.noJoinServiceAnswers(noQuorum);
+      else if (!refused && noQuorum) status.set('waiting', { reason: noQuorum });
       try {
         await (this.options.sleep ?? realSleep)(wait, signal);
       } catch {
@@ -113,14 +122,15 @@ export class JoinClient {
    * A rebooted node that no join service answers: a control-plane node waits for `constellation recover` (its
    * recovery server runs), a worker for a control plane to come back.
    */
-  private noJoinServiceAnswers(): void {
+  private noJoinServiceAnswers(noQuorum: string | undefined): void {
     const { status, node } = this.options;
     const current = status.get().state;
-    if (current !== 'waiting' && current !== 'awaiting-recovery') return;
+    if (current !== 'waiting' && current !== 'awaiting-recovery' && current !== 'refused') return;
+    const why = noQuorum ? 'the control plane has no quorum' : 'no join service answers';
     if (node.role === 'control-plane') {
-      status.set('awaiting-recovery', { reason: 'no join service answers: run `constellation recover` if every control-plane node rebooted' });
+      status.set('awaiting-recovery', { reason: `${why}: run \`constellation recover\` if control-plane nodes rebooted` });
     } else {
-      status.set('waiting', { reason: 'no join service answers yet: it rejoins once a control-plane node is back' });
+      status.set('waiting', { reason: `${why} yet: it rejoins once the control plane is back` });
     }
   }
 

@@ -4,13 +4,10 @@
  * Implementations: ./etcd-member.ts (`none` nodes: an etcd member per control plane). On `kubeadm` nodes the store is
  * the Kubernetes API, whose etcd kubeadm runs itself.
  */
-import type { ClusterStore } from '../lib/cluster-store/types.js';
+import type { ClusterStore, StoreCredentials } from '../lib/cluster-store/types.js';
 import type { ClusterPki } from '../lib/pki/cluster-pki.js';
 
-/** How the CLI reaches the store (written to the workspace at init, mode 0600). */
-export type StoreCredentials =
-  | { backend: 'etcd'; endpoints: string[]; caCert: string; clientCert: string; clientKey: string }
-  | { backend: 'kubernetes' };
+export type { StoreCredentials };
 
 export interface ClusterStoreHost {
   /** The first control plane, at init: a new store with this node in it. Idempotent (a retried init). */

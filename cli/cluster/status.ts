@@ -11,7 +11,9 @@
 import type { Instance, InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
 import type { AttestationOutcome, NodeStatus } from '../../proto/gen/constellation/verify.js';
 import type { Logger } from '../../lib/logging/index.js';
+import type { StoreHealth } from '../../lib/cluster-store/etcd-members.js';
 import { clusterJournalView } from '../iam/journal-view.js';
+import { workspaceStoreHealth } from './store.js';
 
 export const VERIFY_PORT = 30081;
 
@@ -44,6 +46,8 @@ export interface NodeStatusEntry {
 }
 
 export interface ClusterStatus {
+  /** The cluster store's members and quorum (etcd), once the cluster was initialized from this workspace. */
+  store?: StoreHealth & { backend: 'etcd' };
   /** What the config asks for, when the command knows the config. */
   expected?: SoftwareVersions;
   /** The CLI's own version. */
@@ -68,8 +72,16 @@ export interface StatusOptions {
 
 export async function clusterStatus(options: StatusOptions): Promise<ClusterStatus> {
   const instances = await options.provider.listInstances({ journal: clusterJournalView(options.journal), log: options.log, workspaceDir: options.workspaceDir });
-  const nodes = await Promise.all(instances.map((instance) => nodeStatus(instance, options)));
-  return { ...(options.expected ? { expected: options.expected } : {}), ...(options.cliVersion ? { cliVersion: options.cliVersion } : {}), nodes };
+  const [nodes, store] = await Promise.all([
+    Promise.all(instances.map((instance) => nodeStatus(instance, options))),
+    options.clusterId ? workspaceStoreHealth(options.workspaceDir, instances, options.log) : undefined,
+  ]);
+  return {
+    ...(store ? { store } : {}),
+    ...(options.expected ? { expected: options.expected } : {}),
+    ...(options.cliVersion ? { cliVersion: options.cliVersion } : {}),
+    nodes,
+  };
 }
 
 /** How many nodes are in each state, e.g. "2 of 3 nodes joined; 1 refused", and how many are up to date. */
@@ -79,9 +91,16 @@ export function summarizeStatus(status: ClusterStatus): string {
   for (const n of status.nodes) if (n.state !== 'joined') others.set(n.state, (others.get(n.state) ?? 0) + 1);
   const rest = [...others].map(([state, count]) => `${count} ${state}`).join(', ');
   const summary = `${joined} of ${status.nodes.length} node${status.nodes.length === 1 ? '' : 's'} joined${rest ? `; ${rest}` : ''}`;
-  if (!status.expected) return summary;
+  const store = status.store ? `; cluster store: ${describeStore(status.store)}` : '';
+  if (!status.expected) return `${summary}${store}`;
   const current = status.nodes.filter((n) => n.upToDate).length;
-  return `${summary}; ${current} of ${status.nodes.length} up to date with the config`;
+  return `${summary}; ${current} of ${status.nodes.length} up to date with the config${store}`;
+}
+
+/** "3 of 3 members healthy, quorum" or "1 of 3 members healthy, NO QUORUM". */
+export function describeStore(store: StoreHealth): string {
+  if (store.voters === 0) return 'unreachable, NO QUORUM';
+  return `${store.healthyVoters} of ${store.voters} members healthy, ${store.quorum ? 'quorum' : 'NO QUORUM'}`;
 }
 
 async function nodeStatus(instance: Instance, options: StatusOptions): Promise<NodeStatusEntry> {

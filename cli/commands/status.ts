@@ -43,11 +43,11 @@ Takes no lock and changes nothing, so it can run while another command works in 
         cliVersion: cliVersion(),
       });
     });
-    if (!this.jsonEnabled()) this.render(status, (await import('../cluster/status.js')).summarizeStatus);
+    if (!this.jsonEnabled()) this.render(status, await import('../cluster/status.js'));
     return status;
   }
 
-  private render(status: ClusterStatus, summarize: (s: ClusterStatus) => string): void {
+  private render(status: ClusterStatus, { summarizeStatus: summarize, describeStore }: typeof import('../cluster/status.js')): void {
     if (status.nodes.length === 0) {
       this.log('The workspace has no nodes. `constellation create` (or `constellation mini up`) makes some.');
       return;
@@ -79,6 +79,13 @@ Takes no lock and changes nothing, so it can run while another command works in 
     if (notes.length > 0) {
       this.log('');
       for (const note of notes) this.log(note);
+    }
+    if (status.store) {
+      this.log('');
+      this.log(`Cluster store (${status.store.backend}): ${describeStore(status.store)}`);
+      for (const m of status.store.members) {
+        this.log(`  ${m.name || '(not started)'}  ${m.clientUrls[0] ?? m.peerUrls[0] ?? ''}  ${m.isLearner ? 'learner' : 'voter'}${m.leader ? ', leader' : ''}  ${m.healthy ? 'healthy' : `unhealthy${m.reason ? `: ${m.reason}` : ''}`}`);
+      }
     }
     this.log('');
     this.log(`${summarize(status)}.`);

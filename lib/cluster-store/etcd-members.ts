@@ -98,13 +98,21 @@ export async function removeMember(client: Etcd3, nameOrPeerUrl: string): Promis
 
 /** Every member's health, each asked on its own client URL, and whether the voters have a quorum. */
 export async function storeHealth(connection: EtcdConnection, options: { timeoutMs?: number } = {}): Promise<StoreHealth> {
-  const client = await etcdClient({ ...connection, timeoutMs: options.timeoutMs ?? 2000 });
-  let members: EtcdMember[];
-  try {
-    members = await listMembers(client);
-  } finally {
-    client.close();
+  // The member list from the first endpoint that answers (the others may be the members that are down).
+  let members: EtcdMember[] | undefined;
+  let lastError: unknown;
+  for (const endpoint of connection.endpoints) {
+    const client = await etcdClient({ ...connection, endpoints: [endpoint], timeoutMs: options.timeoutMs ?? 2000 });
+    try {
+      members = await listMembers(client);
+      break;
+    } catch (err) {
+      lastError = err;
+    } finally {
+      client.close();
+    }
   }
+  if (!members) throw lastError ?? new StoreUnavailableError('no endpoint to ask');
   const health = await Promise.all(
     members.map(async (member): Promise<MemberHealth> => {
       if (member.clientUrls.length === 0) return { ...member, healthy: false, leader: false, reason: 'added, not started yet' };

@@ -83,10 +83,18 @@ export interface ClusterStore {
   close(): Promise<void>;
 }
 
+/** How the CLI reaches the store (constellation-store.json, written at init, mode 0600). */
+export type StoreCredentials =
+  | { backend: 'etcd'; endpoints: string[]; caCert: string; clientCert: string; clientKey: string }
+  | { backend: 'kubernetes' };
+
+/** How a StoreUnavailableError's message begins; a joining node recognises a join service's refusal by it. */
+export const NO_QUORUM_MESSAGE = 'The control plane has no quorum';
+
 /** The store cannot answer now (no quorum, unreachable): nothing may be decided from stale state. */
 export class StoreUnavailableError extends UserError {
   constructor(detail: string, options: { cause?: unknown } = {}) {
-    super(`The control plane has no quorum: the cluster store cannot answer (${detail}).`, {
+    super(`${NO_QUORUM_MESSAGE}: the cluster store cannot answer (${detail}).`, {
       hint: 'Bring control-plane nodes back (`constellation status` shows which are down; `constellation mini start` or `constellation recover`), then try again.',
       cause: options.cause,
     });

@@ -1,8 +1,10 @@
 /**
  * The local cluster's TCP load balancer: listens on the gateway address (<prefix>.1) on the control plane's ports
- * and forwards each connection to the same port of a control-plane node, round-robin, skipping nodes that refuse
- * or do not answer the connect (so a node that is down or still booting costs a retry, not a failed connection).
- * Upstream connections come from the gateway address, so nodes see the load balancer, as in a cloud.
+ * and forwards each connection to the same port of a control-plane node, round-robin over the nodes whose last
+ * health check passed (a TCP connect to that port, every `healthCheckIntervalMs`, as a cloud load balancer's TCP
+ * probe), then over the others, skipping nodes that refuse or do not answer the connect (so a node that went down
+ * since its last check costs a retry, not a failed connection). Upstream connections come from the gateway
+ * address, so nodes see the load balancer, as in a cloud.
  */
 import net from 'node:net';
 
@@ -12,6 +14,8 @@ export interface LoadBalancerOptions {
   /** Current backend addresses (asked per connection, so registrations take effect at once). */
   backends: () => string[];
   connectTimeoutMs?: number;
+  /** How often each backend's port is probed; default 500 ms. */
+  healthCheckIntervalMs?: number;
 }
 
 export interface LoadBalancer {
@@ -48,10 +52,13 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
     track(client);
     client.pause();
     client.on('error', () => client.destroy());
-    const backends = options.backends();
+    const all = options.backends();
     const start = next();
+    const rotated = all.map((_, i) => all[(start + i) % all.length]);
+    // Healthy ones first; the others stay as a last resort (a node that just came up is not checked yet).
+    const backends = [...rotated.filter((b) => healthy.get(`${b}:${port}`) !== false), ...rotated.filter((b) => healthy.get(`${b}:${port}`) === false)];
     for (let i = 0; i < backends.length && !client.destroyed; i++) {
-      const backend = backends[(start + i) % backends.length];
+      const backend = backends[i];
       let upstream: net.Socket;
       try {
         upstream = await connect(backend, port, options.host, timeoutMs);
@@ -75,7 +82,30 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
     client.destroy();
   };
 
+  // backend:port → whether its last probe connected.
+  const healthy = new Map<string, boolean>();
+  const probe = async () => {
+    const targets = options.backends().flatMap((b) => options.ports.map((port) => [b, port] as const));
+    await Promise.all(
+      targets.map(async ([backend, port]) => {
+        try {
+          (await connect(backend, port, options.host, timeoutMs)).destroy();
+          healthy.set(`${backend}:${port}`, true);
+        } catch {
+          healthy.set(`${backend}:${port}`, false);
+        }
+      }),
+    );
+  };
+  let probing: Promise<void> = probe();
+  const checks = setInterval(() => {
+    probing = probing.then(probe);
+  }, options.healthCheckIntervalMs ?? 500);
+  checks.unref();
+
   const close = async () => {
+    clearInterval(checks);
+    await probing;
     for (const s of sockets) s.destroy();
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));
   };

@@ -77,4 +77,30 @@ describe('local provider: load balancer', () => {
     registered = [];
     assert.equal(await ask(`${prefix}.1`, 'x'), '');
   });
+
+  it('health-checks the backends and sends connections to the healthy ones first', async () => {
+    const late = net.createServer((socket) => socket.once('data', () => socket.end('12 answered')));
+    const ten = net.createServer((socket) => socket.once('data', () => socket.end('10 answered')));
+    await new Promise<void>((resolve) => ten.listen(PORT + 1, `${prefix}.10`, resolve));
+    // A second load balancer whose first check finds .12 down, and which checks again only much later.
+    const checked = await startLoadBalancer({ host: `${prefix}.1`, ports: [PORT + 1], backends: () => [`${prefix}.12`, `${prefix}.10`], healthCheckIntervalMs: 60_000 });
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 100)); // the first health check ran
+      await new Promise<void>((resolve) => late.listen(PORT + 1, `${prefix}.12`, resolve));
+      const ask1 = (line: string) =>
+        new Promise<string>((resolve, reject) => {
+          const socket = net.connect(PORT + 1, `${prefix}.1`, () => socket.end(`${line}\n`));
+          let answer = '';
+          socket.on('data', (d: Buffer) => (answer += d.toString()));
+          socket.on('close', () => resolve(answer));
+          socket.on('error', reject);
+        });
+      // .12 runs now, but until its next check it counts as down: round-robin goes to .10 both times.
+      assert.deepEqual([await ask1('a'), await ask1('b')], ['10 answered', '10 answered']);
+    } finally {
+      await checked.close();
+      late.close();
+      ten.close();
+    }
+  });
 });

@@ -1,0 +1,87 @@
+/**
+ * The CLI's way into the cluster store (DESIGN §7): with the admin credentials init wrote to the workspace
+ * (constellation-store.json, 0600), against the control-plane nodes the provider lists now (members come and go with
+ * upgrades; the credentials' own endpoints are the fallback). Used by `status` (member health and quorum) and by
+ * upgrades (new measurements written once, here, for every join service).
+ */
+import path from 'node:path';
+import { storeHealth, type StoreHealth } from '../../lib/cluster-store/etcd-members.js';
+import { ETCD_CLIENT_PORT, EtcdClusterStore, type EtcdConnection } from '../../lib/cluster-store/etcd.js';
+import type { AttestationConfigRecord, ClusterStore, StoreCredentials } from '../../lib/cluster-store/types.js';
+import type { VariantConfig } from '../../lib/attestation/types.js';
+import { UserError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logging/index.js';
+import { STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
+import { readRequiredFile } from '../../lib/workspace/required-file.js';
+import type { Instance } from '../../providers/contract.js';
+
+export function storeCredentialsPath(workspaceDir: string): string {
+  return path.join(workspaceDir, STORE_CREDENTIALS_FILE);
+}
+
+export async function readStoreCredentials(workspaceDir: string): Promise<StoreCredentials> {
+  const file = storeCredentialsPath(workspaceDir);
+  const text = await readRequiredFile(file, 'the cluster store credentials', 'They are written by `constellation init`; run the command in the workspace that initialized the cluster (-C <dir>).');
+  let value: Partial<StoreCredentials & { endpoints: unknown; caCert: unknown }>;
+  try {
+    value = JSON.parse(text.toString('utf8'));
+  } catch {
+    throw new UserError(`${file} is not valid JSON.`, { hint: 'It is written by `constellation init`; restore it from your backup.' });
+  }
+  if (value.backend === 'kubernetes') return { backend: 'kubernetes' };
+  if (value.backend !== 'etcd' || !Array.isArray(value.endpoints) || typeof value.caCert !== 'string' || typeof value.clientCert !== 'string' || typeof value.clientKey !== 'string') {
+    throw new UserError(`${file} does not hold cluster store credentials.`, { hint: 'It is written by `constellation init`; restore it from your backup.' });
+  }
+  return value as StoreCredentials;
+}
+
+/** The etcd connection: the running control planes' client URLs, else those init knew. */
+export function etcdConnection(credentials: Extract<StoreCredentials, { backend: 'etcd' }>, instances: Instance[] = []): EtcdConnection {
+  const live = instances.filter((i) => i.role === 'control-plane' && i.state === 'running' && (i.privateIp || i.publicIp));
+  const endpoints = live.length > 0 ? live.map((i) => `https://${i.privateIp || i.publicIp}:${ETCD_CLIENT_PORT}`) : credentials.endpoints;
+  return { endpoints, caCert: credentials.caCert, clientCert: credentials.clientCert, clientKey: credentials.clientKey };
+}
+
+/** A client of the workspace's cluster store. */
+export async function openWorkspaceStore(workspaceDir: string, instances: Instance[] = []): Promise<ClusterStore> {
+  const credentials = await readStoreCredentials(workspaceDir);
+  if (credentials.backend !== 'etcd') {
+    throw new UserError('The cluster store of this cluster is the Kubernetes API, which this CLI reaches through constellation-admin.conf.', {
+      hint: 'Use kubectl with constellation-admin.conf.',
+    });
+  }
+  return EtcdClusterStore.connect(etcdConnection(credentials, instances));
+}
+
+/** The store's members and quorum, or undefined when the workspace has no store credentials (not initialized). */
+export async function workspaceStoreHealth(workspaceDir: string, instances: Instance[], log: Logger): Promise<(StoreHealth & { backend: 'etcd' }) | undefined> {
+  let credentials: StoreCredentials;
+  try {
+    credentials = await readStoreCredentials(workspaceDir);
+  } catch (err) {
+    log.debug('no cluster store credentials', { reason: (err as Error).message });
+    return undefined;
+  }
+  if (credentials.backend !== 'etcd') return undefined;
+  try {
+    return { backend: 'etcd', ...(await storeHealth(etcdConnection(credentials, instances))) };
+  } catch (err) {
+    log.debug('cluster store health unknown', { reason: (err as Error).message });
+    return { backend: 'etcd', members: [], healthyVoters: 0, voters: 0, quorum: false };
+  }
+}
+
+/**
+ * Makes `measurements` the current ones of the cluster, in one write every join service reads from its next request
+ * on. With `keepPrevious`, the measurements current until now stay accepted (a rollout in progress, DESIGN §10).
+ */
+export async function setMeasurements(store: ClusterStore, config: VariantConfig, options: { keepPrevious?: boolean } = {}): Promise<AttestationConfigRecord> {
+  const { config: current } = await store.readJoinConfig();
+  const attestation: AttestationConfigRecord = {
+    variant: current.attestation.variant,
+    config,
+    ...(options.keepPrevious ? { previous: [current.attestation.config, ...(current.attestation.previous ?? [])] } : {}),
+  };
+  await store.writeJoinConfig({ attestation });
+  return attestation;
+}
