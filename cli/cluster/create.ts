@@ -48,7 +48,8 @@ export interface CreateClusterResult {
 
 /** A provider that can tell the measurements of the image its nodes boot (the local provider). */
 interface MeasuringProvider {
-  expectedMeasurements(): Promise<Measurements>;
+  /** The measurements of the nodes it boots; `workspaceDir` lets it keep what it hashed for the nodes' own measuring. */
+  expectedMeasurements(workspaceDir?: string): Promise<Measurements>;
 }
 
 function isMeasuring(provider: InfrastructureProvider): provider is InfrastructureProvider & MeasuringProvider {
@@ -94,7 +95,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
 
   if (isMeasuring(provider)) {
     options.progress?.('measuring the node image');
-    config = await editConfig(workspaceDir, { measurements: await provider.expectedMeasurements() });
+    config = await editConfig(workspaceDir, { measurements: await provider.expectedMeasurements(workspaceDir) });
   }
 
   const { default: bcrypt } = await import('bcryptjs');

@@ -13,10 +13,11 @@
  * Written here because no library computes a directory digest with a fixed, documented layout.
  */
 import { createHash, type Hash } from 'node:crypto';
-import { createReadStream, promises as fs } from 'node:fs';
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Measurements } from '../../lib/attestation/types.js';
 import { UserError } from '../../lib/errors.js';
+import { FileDigestCache } from './digest-cache.js';
 
 export type BankAlgorithm = 'sha256' | 'sha384';
 export const BANK_ALGORITHMS: readonly BankAlgorithm[] = ['sha256', 'sha384'];
@@ -47,15 +48,6 @@ function digestAll(h: Record<BankAlgorithm, Hash>): Record<BankAlgorithm, Buffer
   return { sha256: h.sha256.digest(), sha384: h.sha384.digest() };
 }
 
-async function fileDigests(file: string): Promise<Record<BankAlgorithm, Buffer>> {
-  const h = hashes();
-  for await (const chunk of createReadStream(file)) {
-    h.sha256.update(chunk as Buffer);
-    h.sha384.update(chunk as Buffer);
-  }
-  return digestAll(h);
-}
-
 async function listImage(dir: string, prefix = ''): Promise<{ rel: string; type: 'f' | 'l' }[]> {
   const out: { rel: string; type: 'f' | 'l' }[] = [];
   for (const entry of await fs.readdir(path.join(dir, prefix), { withFileTypes: true })) {
@@ -69,12 +61,12 @@ async function listImage(dir: string, prefix = ''): Promise<{ rel: string; type:
 }
 
 /** The PCR 9 event digest of an image directory, per bank. */
-export async function imageDirectoryDigests(dir: string): Promise<Record<BankAlgorithm, Buffer>> {
+export async function imageDirectoryDigests(dir: string, cache: FileDigestCache = new FileDigestCache()): Promise<Record<BankAlgorithm, Buffer>> {
   const entries = (await listImage(dir)).sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));
   const perEntry = await Promise.all(
     entries.map(async ({ rel, type }) => {
       const file = path.join(dir, ...rel.split('/'));
-      if (type === 'f') return fileDigests(file);
+      if (type === 'f') return cache.digests(file);
       const target = await fs.readlink(file);
       return { sha256: createHash('sha256').update(target).digest(), sha384: createHash('sha384').update(target).digest() };
     }),
@@ -99,8 +91,11 @@ export function entryInImage(image: NodeImage): string {
   return rel.split(path.sep).join('/');
 }
 
-/** Everything the launcher extends, computed from the files as they are now. */
-export async function imageEventDigests(image: NodeImage): Promise<ImageEventDigests> {
+/**
+ * Everything the launcher extends, computed from the files as they are now (`cache` skips the hashing of files that
+ * did not change since it hashed them; see ./digest-cache.ts).
+ */
+export async function imageEventDigests(image: NodeImage, cache: FileDigestCache = new FileDigestCache()): Promise<ImageEventDigests> {
   const entry = entryInImage(image);
   await fs.access(image.entry).catch((err: unknown) => {
     throw new UserError(`The node program ${image.entry} does not exist.`, {
@@ -108,7 +103,8 @@ export async function imageEventDigests(image: NodeImage): Promise<ImageEventDig
       cause: err,
     });
   });
-  const [runtime, dir] = await Promise.all([fileDigests(image.nodeBinary), imageDirectoryDigests(image.imageDir)]);
+  const [runtime, dir] = await Promise.all([cache.digests(image.nodeBinary), imageDirectoryDigests(image.imageDir, cache)]);
+  await cache.save();
   const result = {} as ImageEventDigests;
   for (const alg of BANK_ALGORITHMS) {
     const manifest = JSON.stringify({ entry, image: dir[alg].toString('hex'), node: runtime[alg].toString('hex') });
@@ -137,8 +133,8 @@ export function expectedPcrValues(digests: ImageEventDigests): Record<BankAlgori
 }
 
 /** The config's measurements (SHA-256 bank, all enforced) for nodes running this image. */
-export async function expectedImageMeasurements(image: NodeImage): Promise<Measurements> {
-  const values = expectedPcrValues(await imageEventDigests(image)).sha256;
+export async function expectedImageMeasurements(image: NodeImage, cache?: FileDigestCache): Promise<Measurements> {
+  const values = expectedPcrValues(await imageEventDigests(image, cache)).sha256;
   const measurements: Measurements = {};
   for (const [index, value] of [...values].sort((a, b) => a[0] - b[0])) {
     measurements[String(index)] = { expected: value.toString('hex'), warnOnly: false };

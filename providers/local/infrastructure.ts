@@ -23,6 +23,7 @@ import type {
 } from '../contract.js';
 import { CloudControl, CLUSTER_RESOURCE_ID, CLOUD_RESOURCE_ID, ensureCloud, metadataUrl } from './cloud.js';
 import { ClusterStore, type ClusterRecord } from './cluster-record.js';
+import { FileDigestCache } from './digest-cache.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
 import type { LaunchConfig } from './launcher.js';
 import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, METADATA_PORT, nodeAddress, nodePaths } from './layout.js';
@@ -70,8 +71,8 @@ export class LocalInfrastructure implements InfrastructureProvider {
    * The measurements (PCR 4, 8, 9, 11, 12, 13, SHA-256) of a node booted by this provider: every boot (create,
    * reboot, scale, replace) starts the image this object was made with, as it is at that moment.
    */
-  expectedMeasurements(): Promise<Measurements> {
-    return expectedImageMeasurements(this.image);
+  expectedMeasurements(workspaceDir?: string): Promise<Measurements> {
+    return expectedImageMeasurements(this.image, new FileDigestCache(workspaceDir ? clusterPaths(workspaceDir).digestCache : undefined));
   }
 
   async create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult> {
@@ -407,11 +408,14 @@ export class LocalInfrastructure implements InfrastructureProvider {
       image: this.image,
       kubernetesBackend: store.record.kubernetesBackend,
       imageVersion: 'local',
+      digestCache: clusterPaths(ctx.workspaceDir).digestCache,
     };
     await writeFileAtomic(np.launchConfig, `${JSON.stringify(launch, null, 2)}\n`);
     ctx.progress?.(`booting ${name}`);
     const { pid, message } = await spawnDetached({
       file: siblingModule('launcher'),
+      // The launcher runs the node program in its own process: on the Node.js binary that is measured into PCR 4.
+      execPath: this.image.nodeBinary,
       args: [np.launchConfig],
       owner: np.dir,
       cwd: np.dir,

@@ -50,6 +50,8 @@ export interface DetachedSpawn {
   cwd: string;
   /** stdout and stderr are appended here. */
   logFile: string;
+  /** The Node.js binary to run it with; default: the one running this process. */
+  execPath?: string;
 }
 
 /**
@@ -59,7 +61,7 @@ export interface DetachedSpawn {
 export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: number; message: StartupMessage }> {
   const log = await fs.open(options.logFile, 'a', 0o600);
   try {
-    const child = spawn(process.execPath, [...nodeArgsFor(options.file), ...options.args], {
+    const child = spawn(options.execPath ?? process.execPath, [...nodeArgsFor(options.file), ...options.args], {
       cwd: options.cwd,
       detached: true,
       env: { ...process.env, [OWNER_ENV]: options.owner },

@@ -249,8 +249,8 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('terminates: no process and no node folder left, journal emptied', async () => {
     const pids = await findOwnedProcesses(clusterPaths(ws).dir);
-    // cloud daemon + per node: swtpm, launcher, node program
-    assert.ok(pids.length >= 10, `expected the cluster's processes, found ${pids.length}`);
+    // cloud daemon + per node: swtpm, and the launcher that runs the node program in its process
+    assert.ok(pids.length >= 7, `expected the cluster's processes, found ${pids.length}`);
     await infra.terminate(ctx);
     for (const pid of pids) assert.equal(await isAlive(pid), false, `process ${pid} still runs`);
     await assert.rejects(fs.stat(clusterPaths(ws).dir), { code: 'ENOENT' });
