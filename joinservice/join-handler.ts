@@ -131,7 +131,7 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
 /** The node's record in the store: when it first joined, and how it came in last. */
 async function recordNode(store: ClusterStore, hello: JoinHello, kind: TicketKind, clock: Clock): Promise<void> {
   const now = clock().toISOString();
-  const earlier = (await store.listNodes()).find((n) => n.name === hello.nodeName);
+  const earlier = await store.getNode(hello.nodeName);
   await store.putNode({
     name: hello.nodeName,
     role: hello.isControlPlane ? 'control-plane' : 'worker',

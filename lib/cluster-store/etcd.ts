@@ -96,6 +96,12 @@ export class EtcdClusterStore implements ClusterStore {
     await this.call(() => this.client.put(`${STORE_PREFIX}${ENTRY.node(record.name)}`).value(encodeNode(record)).exec());
   }
 
+  async getNode(name: string): Promise<NodeRecord | undefined> {
+    const key = `${STORE_PREFIX}${ENTRY.node(name)}`;
+    const text = await this.call(() => this.client.get(key).string());
+    return text === null ? undefined : decodeNode(text, `${this.where}: ${key}`);
+  }
+
   async listNodes(): Promise<NodeRecord[]> {
     const response = await this.call(() => this.client.getAll().prefix(`${STORE_PREFIX}${NODES_PREFIX}`).exec());
     return response.kvs.map((kv) => decodeNode(kv.value.toString('utf8'), `${this.where}: ${kv.key.toString('utf8')}`));

@@ -40,6 +40,12 @@ export class MemoryClusterStore implements ClusterStore {
     this.revision++;
   }
 
+  async getNode(name: string): Promise<NodeRecord | undefined> {
+    this.check();
+    const text = this.entries.get(ENTRY.node(name));
+    return text === undefined ? undefined : decodeNode(text, ENTRY.node(name));
+  }
+
   async listNodes(): Promise<NodeRecord[]> {
     this.check();
     return [...this.entries].filter(([key]) => key.startsWith(NODES_PREFIX)).map(([key, value]) => decodeNode(value, key));

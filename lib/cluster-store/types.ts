@@ -73,6 +73,7 @@ export interface ClusterStore {
    */
   claimDisk(diskUuid: string, instance: string): Promise<string>;
   putNode(record: NodeRecord): Promise<void>;
+  getNode(name: string): Promise<NodeRecord | undefined>;
   /**
    * Where a control-plane node that joins becomes part of the store: the etcd client URLs of the voting members;
    * empty for a store the node's Kubernetes backend joins by itself (kubeadm).
