@@ -16,13 +16,13 @@ import { TpmClient } from '../lib/tpm/client.js';
 import { loadProvider } from '../providers/registry.js';
 import { runBootstrapper, type Bootstrapper } from './bootstrapper.js';
 import { describeError } from './errors.js';
-import { createBackend } from './kubernetes/backend.js';
+import { createBackend, type BackendOptions } from './kubernetes/backend.js';
+import { KubernetesStoreHost, type KubernetesStoreHostOptions } from './kubernetes-store-host.js';
 import { LogTail } from './log-tail.js';
 import { readNodeEnv, type NodeEnv } from './node-env.js';
 import { openGocryptfsStateDisk } from './state-disk.js';
 import { EtcdMember, type EtcdMemberOptions } from './etcd-member.js';
 import type { ClusterStoreHost } from './store-host.js';
-import { UserError } from '../lib/errors.js';
 import { systemClock } from '../lib/clock.js';
 
 /** The folder of the state disk where a control plane's etcd member keeps its data and certificates. */
@@ -68,21 +68,25 @@ async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array
   const provider = await loadProvider(env.provider);
   const providerOptions = { metadataUrl: env.metadataUrl, nodeIp: env.ip, localAddress: env.ip };
   const metadata = await provider.nodeMetadata(providerOptions);
+  const backendOptions: BackendOptions = { workDir: path.join(stateDisk.mountPoint, 'kubernetes') };
   const bootstrapper = await runBootstrapper({
     node: { name: env.name, ip: env.ip, role: env.role },
     tpm,
     issuer: new VtpmIssuer({ variant: LOCAL_VTPM, tpm, instanceInfo: localInstanceInfo(env.name) }),
     metadata,
     stateDisk,
-    backend: createBackend(env.backend, { workDir: path.join(stateDisk.mountPoint, 'kubernetes') }),
+    backend: createBackend(env.backend, backendOptions),
     joinService: { validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) } },
     store: createStoreHost(env.backend, {
-      name: env.name,
-      ip: env.ip,
-      dir: path.join(stateDisk.mountPoint, ETCD_DIR),
-      logFile: path.join(env.nodeDir, 'etcd.log'),
-      clock: systemClock,
-      logger: logger.child({ component: 'cluster-store' }),
+      etcd: {
+        name: env.name,
+        ip: env.ip,
+        dir: path.join(stateDisk.mountPoint, ETCD_DIR),
+        logFile: path.join(env.nodeDir, 'etcd.log'),
+        clock: systemClock,
+        logger: logger.child({ component: 'cluster-store' }),
+      },
+      kubernetes: { adminConfPath: backendOptions.adminConfPath },
     }),
     logger,
     logTail: () => tail.snapshot(),
@@ -92,15 +96,12 @@ async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array
   return bootstrapper;
 }
 
-/** The store host of a node with this Kubernetes backend: an etcd member (`none`), the Kubernetes API (`kubeadm`). */
-function createStoreHost(backend: 'none' | 'kubeadm', etcd: EtcdMemberOptions): ClusterStoreHost {
-  if (backend === 'none') return new EtcdMember(etcd);
-  const unavailable = async (): Promise<never> => {
-    throw new UserError('The cluster store of kubeadm nodes (the Kubernetes API) is not in this build.', {
-      hint: 'Use the `none` backend (provider.local.kubernetesBackend: none).',
-    });
-  };
-  return { create: unavailable, join: unavailable, resume: unavailable, open: unavailable, adminCredentials: unavailable, hosted: async () => false, close: async () => undefined };
+/**
+ * The store host of a node with this Kubernetes backend: an etcd member (`none`), the Kubernetes API through the
+ * admin kubeconfig the kubeadm backend writes (`kubeadm`).
+ */
+export function createStoreHost(backend: 'none' | 'kubeadm', options: { etcd: EtcdMemberOptions; kubernetes: KubernetesStoreHostOptions }): ClusterStoreHost {
+  return backend === 'none' ? new EtcdMember(options.etcd) : new KubernetesStoreHost(options.kubernetes);
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) void main();
