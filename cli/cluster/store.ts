@@ -11,7 +11,7 @@ import type { AttestationConfigRecord, ClusterStore, StoreCredentials } from '..
 import type { VariantConfig } from '../../lib/attestation/types.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
-import { STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
+import { ADMIN_CONF_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { readRequiredFile } from '../../lib/workspace/required-file.js';
 import type { Instance } from '../../providers/contract.js';
 
@@ -45,10 +45,10 @@ export function etcdConnection(credentials: Extract<StoreCredentials, { backend:
 /** A client of the workspace's cluster store. */
 export async function openWorkspaceStore(workspaceDir: string, instances: Instance[] = []): Promise<ClusterStore> {
   const credentials = await readStoreCredentials(workspaceDir);
-  if (credentials.backend !== 'etcd') {
-    throw new UserError('The cluster store of this cluster is the Kubernetes API, which this CLI reaches through constellation-admin.conf.', {
-      hint: 'Use kubectl with constellation-admin.conf.',
-    });
+  if (credentials.backend === 'kubernetes') {
+    // kubeadm nodes keep the store in the Kubernetes API, reached with the admin kubeconfig init wrote.
+    const { KubernetesClusterStore } = await import('../../lib/cluster-store/kubernetes.js');
+    return KubernetesClusterStore.connect({ kubeconfig: { path: path.join(workspaceDir, ADMIN_CONF_FILE) } });
   }
   return EtcdClusterStore.connect(etcdConnection(credentials, instances));
 }

@@ -27,7 +27,8 @@ export const ENTRY = {
   initSecret: 'join/init-secret',
   pki: (name: string) => `join/pki/${name}`,
   node: (name: string) => `nodes/${name}`,
-  disk: (uuid: string) => `disks/${uuid}`,
+  // UUIDs name disks case-insensitively (Kubernetes object names are lowercase): one entry per disk on every backend.
+  disk: (uuid: string) => `disks/${uuid.toLowerCase()}`,
 } as const;
 
 export const JOIN_CONFIG_PREFIX = 'join/';

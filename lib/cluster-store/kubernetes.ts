@@ -213,6 +213,16 @@ export class KubernetesClusterStore implements ClusterStore {
     }
   }
 
+  async getNode(name: string): Promise<NodeRecord | undefined> {
+    const objectNameOfNode = objectName(NODE_PREFIX, name, `The node name "${name}"`);
+    const item = await this.read('ConfigMap', objectNameOfNode);
+    if (!item) return undefined;
+    const where = `${this.where}: ConfigMap ${STORE_NAMESPACE}/${objectNameOfNode}`;
+    const text = item.data?.[NODE_KEY];
+    if (text === undefined) throw new UserError(`${where} holds no "${NODE_KEY}".`);
+    return decodeNode(text, where);
+  }
+
   async listNodes(): Promise<NodeRecord[]> {
     const list = await this.request(`list the ConfigMaps ${STORE_LABEL}=node-record in ${STORE_NAMESPACE}`, () =>
       this.api.listNamespacedConfigMap({ namespace: STORE_NAMESPACE, labelSelector: `${STORE_LABEL}=node-record` }),

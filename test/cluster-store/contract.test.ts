@@ -192,7 +192,10 @@ for (const { name, setup } of backends) {
       await store.putNode(rejoined);
       const byName = (records: NodeRecord[]) => [...records].sort((a, b) => a.name.localeCompare(b.name));
       assert.deepEqual(byName(await (await backend.another()).listNodes()), [cp, rejoined]);
+      assert.deepEqual(await (await backend.another()).getNode('worker-0'), rejoined);
+      assert.equal(await store.getNode('worker-9'), undefined);
       await store.deleteNode('worker-0');
+      assert.equal(await store.getNode('worker-0'), undefined);
       assert.deepEqual(await store.listNodes(), [cp]);
       await store.deleteNode('worker-0');
       assert.deepEqual(await store.listNodes(), [cp], 'deleting a missing record is no error');
