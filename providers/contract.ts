@@ -93,6 +93,12 @@ export interface InfrastructureProvider {
   scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void>;
   /** Replaces one instance with a fresh one of the same group (upgrades); returns the new instance. */
   replaceInstance(id: string, ctx: ProviderContext): Promise<Instance>;
+  /**
+   * The two halves of a replacement, for providers that can: one more instance in the group, and the removal of one
+   * instance. An upgrade removes the old instance only after the new one joined and verified.
+   */
+  addInstance?(nodeGroup: string, ctx: ProviderContext): Promise<Instance>;
+  removeInstance?(id: string, ctx: ProviderContext): Promise<void>;
   /** Deletes what the journal recorded, in reverse dependency order; tolerates resources already gone. */
   terminate(ctx: ProviderContext, options?: TerminateOptions): Promise<void>;
 }

@@ -85,3 +85,21 @@ export async function setMeasurements(store: ClusterStore, config: VariantConfig
   await store.writeJoinConfig({ attestation });
   return attestation;
 }
+
+/**
+ * Takes a control-plane node out of the cluster store before the node goes (an upgrade's replaced node, a control
+ * plane scaled away): etcd's member of that name is removed, so the quorum counts only members that exist. The
+ * Kubernetes API store has no members of its own (kubeadm's etcd). Returns whether a member was removed.
+ */
+export async function removeStoreMember(workspaceDir: string, instances: Instance[], nodeName: string): Promise<boolean> {
+  const credentials = await readStoreCredentials(workspaceDir);
+  if (credentials.backend !== 'etcd') return false;
+  const { etcdClient } = await import('../../lib/cluster-store/etcd.js');
+  const { removeMember } = await import('../../lib/cluster-store/etcd-members.js');
+  const client = await etcdClient(etcdConnection(credentials, instances.filter((i) => i.name !== nodeName)));
+  try {
+    return await removeMember(client, nodeName);
+  } finally {
+    client.close();
+  }
+}

@@ -31,7 +31,7 @@ export interface EtcdStoreOptions extends EtcdConnection {
 
 /** An etcd3 client without retries or circuit breakers of its own, every unary call with a deadline. */
 export async function etcdClient(options: EtcdStoreOptions): Promise<Etcd3> {
-  const [{ Etcd3 }, { noop }] = await Promise.all([import('etcd3'), import('cockatiel')]);
+  const [{ Etcd3, isRecoverableError }, { handleWhen, noop, retry, ConstantBackoff }] = await Promise.all([import('etcd3'), import('cockatiel')]);
   const timeoutMs = options.timeoutMs ?? 3000;
   const clientOptions: IOptions = {
     hosts: options.endpoints,
@@ -41,7 +41,12 @@ export async function etcdClient(options: EtcdStoreOptions): Promise<Etcd3> {
       privateKey: Buffer.from(options.clientKey),
     },
     defaultCallOptions: (context) => (context.isStream ? {} : { deadline: Date.now() + timeoutMs }),
-    faultHandling: { host: () => noop, global: noop },
+    // One endpoint (a node's own member): fail fast. Several (the CLI): a member that is down must not fail the
+    // call, so it is tried once on each endpoint (etcd3 picks another host for every retry).
+    faultHandling: {
+      host: () => noop,
+      global: options.endpoints.length > 1 ? retry(handleWhen(isRecoverableError), { maxAttempts: options.endpoints.length, backoff: new ConstantBackoff(0) }) : noop,
+    },
     // Every member's certificate carries this name; a TLS server name must not be an IP address (RFC 6066).
     grpcOptions: { 'grpc.enable_channelz': 0, 'grpc.ssl_target_name_override': ETCD_SERVER_NAME },
   };

@@ -50,6 +50,9 @@ export function defaultNodeProgram(): { entry: string; imageDir: string } {
 
 const nodeResourceId = (name: string) => `local-node/${name}`;
 
+/** How long a removed control plane keeps serving the calls it has, after the load balancer stopped sending more. */
+const DRAIN_MS = 500;
+
 export class LocalInfrastructure implements InfrastructureProvider {
   readonly name = 'local';
   readonly image: NodeImage;
@@ -164,15 +167,29 @@ export class LocalInfrastructure implements InfrastructureProvider {
   /** Starts a fresh node in the instance's group, then removes the instance (the control plane keeps its size). */
   async replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
     const store = await this.requireStore(ctx);
-    const old = this.requireNode(store, id);
+    const added = await this.addInstance(this.requireNode(store, id).group, ctx);
+    await this.removeInstance(id, ctx);
+    return added;
+  }
+
+  /** One more node in the group, booted (an upgrade's replacement: the caller removes the old node once it joined). */
+  async addInstance(nodeGroup: string, ctx: ProviderContext): Promise<Instance> {
+    const store = await this.requireStore(ctx);
+    if (!store.record.nodeGroups[nodeGroup]) throw new UserError(`The local cluster has no node group "${nodeGroup}".`);
     const cloud = await this.cloud(store, ctx);
     let name = '';
     await store.update((r) => {
-      name = this.addNode(r, old.group);
+      name = this.addNode(r, nodeGroup);
     });
     await this.ensureNode(store, name, cloud, ctx);
-    await this.removeNode(store, id, cloud, ctx);
     return this.instance(store, name, ctx);
+  }
+
+  /** Removes one node: the load balancer stops sending to it first, then its processes and folders go. */
+  async removeInstance(id: string, ctx: ProviderContext): Promise<void> {
+    const store = await this.requireStore(ctx);
+    if (!store.record.nodes[id]) return; // gone already (a repeated call)
+    await this.removeNode(store, id, await this.cloud(store, ctx), ctx);
   }
 
   /**
@@ -436,6 +453,8 @@ export class LocalInfrastructure implements InfrastructureProvider {
     const node = store.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
     await cloud.unregisterNode(name);
+    // The load balancer no longer picks it; calls it is serving end before it stops, as a cloud LB drains a target.
+    if (node.role === 'control-plane') await new Promise((resolve) => setTimeout(resolve, DRAIN_MS));
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
     await fs.rm(np.dir, { recursive: true, force: true, maxRetries: 5 });
     await store.update((r) => {
