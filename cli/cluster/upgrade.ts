@@ -1,0 +1,297 @@
+/**
+ * `upgrade apply` (DESIGN §10): brings every node to what the config asks for (image and its measurements,
+ * Kubernetes version) by replacing nodes one at a time, with no downtime.
+ *
+ *   1. the new measurements go to the cluster store as the current ones; the old stay accepted (previous)
+ *   2. per node, control planes first, one at a time:
+ *        add a node of its group (new image) → wait until it has joined → verify it (attestation, PCR 15)
+ *        → control plane: remove the old node's etcd member → remove the old node
+ *   3. every node runs the new image: the old measurements are dropped
+ *
+ * Every step is journaled in constellation-upgrade.json (0600) before and after it happens, so a killed run
+ * continues where it stopped when run again, and no node is ever removed before its replacement joined. A
+ * replacement that is refused (it fails attestation) stops the rollout naming the node and the PCR; the old node
+ * stays and the cluster keeps working; `--rollback` (or the next run) removes what was added.
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { z } from 'zod';
+import type { VariantConfig } from '../../lib/attestation/types.js';
+import { loadConfig, measurementsOf } from '../../lib/config/index.js';
+import { UserError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logging/index.js';
+import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { pathExists } from '../../lib/workspace/files.js';
+import type { Instance, InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
+import { clusterJournalView } from '../iam/journal-view.js';
+import { clusterStatus, configuredSoftware, getNodeStatus, VERIFY_PORT, type SoftwareVersions } from './status.js';
+import { openWorkspaceStore, removeStoreMember, setMeasurements } from './store.js';
+import { verifyCluster } from './verify.js';
+
+export const UPGRADE_JOURNAL_FILE = 'constellation-upgrade.json';
+
+const stepSchema = z.object({
+  old: z.string(),
+  role: z.enum(['control-plane', 'worker']),
+  group: z.string(),
+  /** Set before the new node is asked for: a run killed in between adopts the node the provider made. */
+  adding: z.boolean().optional(),
+  new: z.string().optional(),
+  done: z.boolean().optional(),
+});
+const journalSchema = z.object({
+  version: z.literal(1),
+  target: z.object({ image: z.string(), measurementsDigest: z.string(), kubernetesVersion: z.string() }),
+  /** The measurements current before the upgrade (restored by a rollback). */
+  previous: z.looseObject({ measurements: z.record(z.string(), z.object({ expected: z.string(), warnOnly: z.boolean() })) }).optional(),
+  measurementsWritten: z.boolean(),
+  steps: z.array(stepSchema),
+});
+export type UpgradeJournal = z.infer<typeof journalSchema>;
+type Step = UpgradeJournal['steps'][number];
+
+export interface UpgradePlan {
+  target: SoftwareVersions;
+  /** The nodes to replace, in order (control planes first). */
+  replace: Array<{ name: string; role: string; runs?: SoftwareVersions }>;
+  /** An earlier run's journal is continued. */
+  continued: boolean;
+}
+
+export interface UpgradeOptions {
+  workspaceDir: string;
+  log: Logger;
+  journal: ResourceJournal;
+  provider: InfrastructureProvider;
+  /** Shown the plan before anything changes; false stops with nothing changed. */
+  confirm?: (plan: UpgradePlan) => Promise<boolean>;
+  /** Checks the target image's signed measurements before anything else (DESIGN §10). */
+  verifyMeasurements?: () => Promise<void>;
+  progress?: (line: string) => void;
+  rollback?: boolean;
+  /** Longest wait for a replacement to join. */
+  joinTimeoutMs?: number;
+  pollIntervalMs?: number;
+}
+
+export interface UpgradeResult {
+  replaced: Array<{ old: string; new: string }>;
+  rolledBack?: string[];
+  /** Nothing to do: every node runs what the config asks for. */
+  upToDate: boolean;
+}
+
+/** A replacement failed attestation (or did not join): the rollout stopped; the old node stays. */
+export class UpgradeStoppedError extends UserError {}
+
+export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeResult> {
+  const { workspaceDir, log, provider } = options;
+  const progress = (line: string) => {
+    log.info(line);
+    options.progress?.(line);
+  };
+  if (!provider.addInstance || !provider.removeInstance) {
+    throw new UserError(`The ${provider.name} provider cannot add and remove single instances yet, which a rollout without downtime needs.`, {
+      hint: 'Upgrades run on the local provider in this build.',
+    });
+  }
+  const journalFile = path.join(workspaceDir, UPGRADE_JOURNAL_FILE);
+  const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir, progress: options.progress };
+  let journal = await readJournal(journalFile);
+  if (options.rollback) return rollback(journal, journalFile, options, ctx, progress);
+
+  await options.verifyMeasurements?.();
+  const config = await loadConfig(workspaceDir);
+  const target = await configuredSoftware(config);
+  const targetKey = { image: target.image, measurementsDigest: target.measurementsDigest, kubernetesVersion: target.kubernetesVersion };
+  if (journal && JSON.stringify(journal.target) !== JSON.stringify(targetKey)) {
+    throw new UserError(`An upgrade to ${journal.target.image} (measurements ${journal.target.measurementsDigest}) was started and did not finish; the config now asks for something else.`, {
+      hint: 'Finish it with the config it started with, or run `constellation upgrade apply --rollback` to undo it first.',
+    });
+  }
+  if (!journal) {
+    const status = await clusterStatus({ workspaceDir, provider, journal: options.journal, log, expected: target });
+    const outdated = status.nodes.filter((n) => n.upToDate === false);
+    const down = status.nodes.filter((n) => n.upToDate === undefined);
+    if (outdated.length === 0) {
+      if (down.length > 0) progress(`every node that answers runs what the config asks for; not checked: ${down.map((n) => `${n.name} (${n.state})`).join(', ')}`);
+      return { replaced: [], upToDate: true };
+    }
+    const instances = await provider.listInstances(ctx);
+    const steps: Step[] = [...outdated]
+      .sort((a, b) => (a.role === b.role ? a.name.localeCompare(b.name) : a.role === 'control-plane' ? -1 : 1))
+      .map((n) => ({ old: n.name, role: n.role as Step['role'], group: instances.find((i) => i.name === n.name)!.nodeGroup }));
+    const plan: UpgradePlan = { target, replace: outdated.map((n) => ({ name: n.name, role: n.role, runs: n.software })), continued: false };
+    plan.replace.sort((a, b) => steps.findIndex((s) => s.old === a.name) - steps.findIndex((s) => s.old === b.name));
+    if (options.confirm && !(await options.confirm(plan))) return { replaced: [], upToDate: false };
+    journal = { version: 1, target: targetKey, measurementsWritten: false, steps };
+    await writeJournal(journalFile, journal);
+  } else {
+    progress(`continuing the upgrade to ${journal.target.image} (measurements ${journal.target.measurementsDigest}) an earlier run started`);
+  }
+
+  if (!journal.measurementsWritten) {
+    const store = await openWorkspaceStore(workspaceDir, await provider.listInstances(ctx));
+    try {
+      const { config: current } = await store.readJoinConfig();
+      journal.previous = current.attestation.config as UpgradeJournal['previous'];
+      await setMeasurements(store, { ...current.attestation.config, measurements: measurementsOf(config) } as VariantConfig, { keepPrevious: true });
+      await store.writeJoinConfig({ cluster: { ...current.cluster, kubernetesVersion: target.kubernetesVersion, imageVersion: target.image } });
+    } finally {
+      await store.close();
+    }
+    journal.measurementsWritten = true;
+    await writeJournal(journalFile, journal);
+    progress('wrote the new measurements to the cluster store (the old ones stay accepted until every node is replaced)');
+  }
+
+  const replaced: UpgradeResult['replaced'] = [];
+  for (const step of journal.steps) {
+    if (step.done) continue;
+    await replaceOne(step, journal, journalFile, options, ctx, progress);
+    replaced.push({ old: step.old, new: step.new! });
+  }
+
+  const store = await openWorkspaceStore(workspaceDir, await provider.listInstances(ctx));
+  try {
+    const { config: current } = await store.readJoinConfig();
+    await setMeasurements(store, current.attestation.config);
+  } finally {
+    await store.close();
+  }
+  await fs.rm(journalFile, { force: true });
+  progress('every node runs the new image; the old measurements are no longer accepted');
+  return { replaced, upToDate: false };
+}
+
+/** Adds the replacement, waits until it joined and verifies, then removes the old node. Journaled at each step. */
+async function replaceOne(step: Step, journal: UpgradeJournal, file: string, options: UpgradeOptions, ctx: ProviderContext, progress: (l: string) => void): Promise<void> {
+  const { provider, workspaceDir } = options;
+  let instances = await provider.listInstances(ctx);
+  if (step.new && !instances.some((i) => i.name === step.new)) {
+    step.new = undefined; // removed meanwhile (a rollback, by hand): add another
+  }
+  if (step.new) {
+    const status = await getNodeStatus(`${address(instances, step.new)}:${VERIFY_PORT}`, 3000).catch(() => undefined);
+    if (status?.state === 'refused' || status?.state === 'failed') {
+      // Refused last time: what was added goes, and the rollout tries with a fresh node.
+      progress(`removing ${step.new}, the replacement an earlier run added and that was refused`);
+      await provider.removeInstance!(step.new, ctx);
+      step.new = undefined;
+      await writeJournal(file, journal);
+    }
+  }
+  if (!step.new) {
+    if (step.adding) step.new = adoptNewest(instances, journal, step);
+    if (!step.new) {
+      step.adding = true;
+      await writeJournal(file, journal);
+      progress(`adding a node to ${step.group} to replace ${step.old}`);
+      step.new = (await provider.addInstance!(step.group, ctx)).name;
+    }
+    step.adding = false;
+    await writeJournal(file, journal);
+  }
+  instances = await provider.listInstances(ctx);
+  await waitJoined(step, address(instances, step.new!), options);
+  const verified = await verifyCluster({ workspaceDir, log: options.log, nodeEndpoint: address(instances, step.new!) });
+  const node = verified.nodes[0];
+  if (node.outcome !== 'verified') {
+    throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} does not verify: ${node.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
+  }
+  progress(`${step.new} joined and verified`);
+  if (step.role === 'control-plane') await removeStoreMember(workspaceDir, instances, step.old);
+  await provider.removeInstance!(step.old, ctx);
+  step.done = true;
+  await writeJournal(file, journal);
+  progress(`replaced ${step.old} with ${step.new}`);
+}
+
+const ROLLBACK_HINT = 'The old node stays and the cluster keeps working. `constellation upgrade apply --rollback` removes what the upgrade added; fix the image and run `constellation upgrade apply` again to retry.';
+
+/** Polls the new node until it has joined; a refusal (its reason names the PCR) stops the rollout. */
+async function waitJoined(step: Step, host: string, options: UpgradeOptions): Promise<void> {
+  const deadline = Date.now() + (options.joinTimeoutMs ?? 120_000);
+  for (;;) {
+    const status = await getNodeStatus(`${host}:${VERIFY_PORT}`, 2000).catch(() => undefined);
+    if (status?.state === 'joined') return;
+    if (status?.state === 'refused' || status?.state === 'failed') {
+      throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} was ${status.state}: ${status.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
+    }
+    if (Date.now() > deadline) {
+      throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} did not join within ${Math.round((options.joinTimeoutMs ?? 120_000) / 1000)} s (it is ${status?.state ?? 'not answering'}).`, {
+        hint: `See its log with \`constellation status\`. ${ROLLBACK_HINT}`,
+      });
+    }
+    await new Promise((resolve) => setTimeout(resolve, options.pollIntervalMs ?? 200));
+  }
+}
+
+/** Removes every node the upgrade added that did not replace its old node yet, and restores the old measurements. */
+async function rollback(
+  journal: UpgradeJournal | undefined,
+  file: string,
+  options: UpgradeOptions,
+  ctx: ProviderContext,
+  progress: (l: string) => void,
+): Promise<UpgradeResult> {
+  if (!journal) throw new UserError('There is no upgrade to roll back in this workspace.', { hint: 'An upgrade in progress is recorded in constellation-upgrade.json.' });
+  const instances = await options.provider.listInstances(ctx);
+  const rolledBack: string[] = [];
+  for (const step of journal.steps) {
+    if (step.done) continue;
+    const added = step.new ?? (step.adding ? adoptNewest(instances, journal, step) : undefined);
+    if (!added) continue;
+    if (step.role === 'control-plane') await removeStoreMember(options.workspaceDir, instances, added).catch(() => false);
+    await options.provider.removeInstance!(added, ctx);
+    rolledBack.push(added);
+    progress(`removed ${added}, which the upgrade added to replace ${step.old}`);
+  }
+  if (journal.measurementsWritten && journal.previous && journal.steps.every((s) => !s.done)) {
+    const store = await openWorkspaceStore(options.workspaceDir, await options.provider.listInstances(ctx));
+    try {
+      await setMeasurements(store, journal.previous as VariantConfig);
+    } finally {
+      await store.close();
+    }
+    progress('restored the measurements of before the upgrade');
+  } else if (journal.steps.some((s) => s.done)) {
+    progress('some nodes run the new image already: both measurement sets stay accepted; finish the upgrade with `constellation upgrade apply`');
+    journal.steps = journal.steps.filter((s) => s.done);
+    await writeJournal(file, journal);
+    return { replaced: [], rolledBack, upToDate: false };
+  }
+  await fs.rm(file, { force: true });
+  return { replaced: [], rolledBack, upToDate: false };
+}
+
+/** A node of the step's group that no step knows: the one a killed run asked for but did not record. */
+function adoptNewest(instances: Instance[], journal: UpgradeJournal, step: Step): string | undefined {
+  const known = new Set(journal.steps.flatMap((s) => [s.old, s.new].filter((n): n is string => n !== undefined)));
+  const index = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1));
+  const candidates = instances.filter((i) => i.nodeGroup === step.group && !known.has(i.name)).sort((a, b) => index(b.name) - index(a.name));
+  return candidates[0]?.name;
+}
+
+function address(instances: Instance[], name: string): string {
+  const instance = instances.find((i) => i.name === name);
+  if (!instance) throw new UserError(`The provider lists no node ${name}.`);
+  return instance.publicIp || instance.privateIp;
+}
+
+async function readJournal(file: string): Promise<UpgradeJournal | undefined> {
+  if (!(await pathExists(file))) return undefined;
+  let value: unknown;
+  try {
+    value = JSON.parse(await fs.readFile(file, 'utf8'));
+  } catch {
+    value = undefined;
+  }
+  const parsed = journalSchema.safeParse(value);
+  if (!parsed.success) throw new UserError(`${file} is not an upgrade journal this CLI understands.`, { hint: 'Remove it only if no upgrade is in progress.' });
+  return parsed.data;
+}
+
+function writeJournal(file: string, journal: UpgradeJournal): Promise<void> {
+  return writeFileAtomic(file, `${JSON.stringify(journal, null, 2)}\n`, { mode: 0o600 });
+}
