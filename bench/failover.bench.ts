@@ -8,18 +8,11 @@ import { promises as fs, mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { createKubeletCsr } from '../bootstrapper/kubelet-csr.js';
-import { localInstanceInfo } from '../lib/attestation/variants/local-vtpm.js';
-import { VtpmIssuer } from '../lib/attestation/vtpm-issuer.js';
-import { TpmClient } from '../lib/tpm/client.js';
-import { startSwtpm } from '../lib/tpm/swtpm.js';
-import { CloudControl } from '../providers/local/cloud.js';
-import { ClusterStore as LocalClusterRecord } from '../providers/local/cluster-record.js';
 import { defaultNodeProgram } from '../providers/local/infrastructure.js';
-import { clusterPaths, nodePaths } from '../providers/local/layout.js';
-import { measureBoot, swtpmLauncherTpm } from '../providers/local/launcher.js';
+import { nodePaths } from '../providers/local/layout.js';
+import { readState } from '../lib/workspace/state.js';
 import { findOwnedProcesses } from '../providers/local/processes.js';
-import { attemptJoin } from '../test/e2e/support.js';
+import { startProbeNode, type ProbeNode } from '../test/e2e/support.js';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const CLI = path.join(ROOT, 'bin/constellation');
@@ -43,20 +36,13 @@ async function lastServer(ws: string, names: string[]): Promise<string> {
 
 export default async function failoverBench(out: (line: string) => void): Promise<void> {
   const ws = mkdtempSync(path.join(os.tmpdir(), 'cl-bench-failover-'));
-  const swtpm = await startSwtpm({ stateDir: path.join(ws, 'probe-tpm') });
-  let tpm: TpmClient | undefined;
+  let probe: ProbeNode | undefined;
   try {
     cli(['mini', 'up', '-c', '3', '-w', '1'], ws);
     // A node of the cluster's image, registered with the provider like every node, that joins on demand.
-    const program = defaultNodeProgram();
-    await measureBoot({ nodeBinary: process.execPath, ...program }, await swtpmLauncherTpm({ serverSocket: swtpm.serverSocket, ctrlSocket: swtpm.ctrlSocket }));
-    tpm = await TpmClient.connect(swtpm.serverSocket);
-    const record = (await LocalClusterRecord.load(clusterPaths(ws)))!.record;
-    const control = new CloudControl(`http://${record.prefix}.1:${record.metadataPort}`, (await fs.readFile(clusterPaths(ws).controlToken, 'utf8')).trim());
-    await control.registerNode('probe-0', { role: 'worker', group: 'worker_default', address: `${record.prefix}.250`, akPublic: Buffer.from((await tpm.attestationKey()).publicArea).toString('base64') });
-    const issuer = new VtpmIssuer({ variant: 'local-vtpm', tpm, instanceInfo: localInstanceInfo('probe-0') });
-    const { csr } = await createKubeletCsr('probe-0', '127.0.0.1');
-    const join = () => attemptJoin(`${record.prefix}.1:30090`, issuer, { diskUuid: '7c0e1b2a-3d4f-4a5b-8c6d-7e8f9a0b1c2d', certificateRequest: Buffer.from(csr), isControlPlane: false, nodeName: 'probe-0' });
+    probe = await startProbeNode(ws, defaultNodeProgram(), 'probe-0', path.join(ws, 'probe-tpm'));
+    const lb = (await readState(ws)).infrastructure.clusterEndpoint;
+    const join = () => probe!.join(`${lb}:30090`);
     const first = await join();
     if (first.error) throw first.error;
 
@@ -78,8 +64,7 @@ export default async function failoverBench(out: (line: string) => void): Promis
         `(${attempts} attempt${attempts === 1 ? '' : 's'}; target < ${TARGET_S} s: ${seconds < TARGET_S ? 'met' : 'NOT met'})`,
     );
   } finally {
-    tpm?.close();
-    await swtpm.stop();
+    await probe?.close();
     spawnSync(process.execPath, [CLI, 'terminate', '-y', '-C', ws], { stdio: 'ignore' });
     rmSync(ws, { recursive: true, force: true });
   }

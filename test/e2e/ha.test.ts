@@ -9,19 +9,11 @@ import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { openWorkspaceStore, setMeasurements } from '../../cli/cluster/store.js';
-import { createKubeletCsr } from '../../bootstrapper/kubelet-csr.js';
 import { BOOT_HISTORY_FILE } from '../../bootstrapper/node-setup.js';
-import { localInstanceInfo } from '../../lib/attestation/variants/local-vtpm.js';
-import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
 import { loadConfig, measurementsOf } from '../../lib/config/index.js';
-import { TpmClient } from '../../lib/tpm/client.js';
-import { startSwtpm } from '../../lib/tpm/swtpm.js';
-import { CloudControl } from '../../providers/local/cloud.js';
-import { ClusterStore as LocalClusterRecord } from '../../providers/local/cluster-record.js';
-import { clusterPaths, nodePaths } from '../../providers/local/layout.js';
-import { measureBoot, swtpmLauncherTpm } from '../../providers/local/launcher.js';
+import { nodePaths } from '../../providers/local/layout.js';
 import { findOwnedProcesses } from '../../providers/local/processes.js';
-import { attemptJoin, cleanUp, copyBuiltCli, run, status, tempDir, waitFor, type CliCopy } from './support.js';
+import { cleanUp, copyBuiltCli, run, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
 
 interface StoreStatus {
   healthyVoters: number;
@@ -73,25 +65,10 @@ describe('e2e: a highly available control plane (3 control planes + 2 workers)',
   });
 
   it('a measurement written once to the store takes effect on every join service at once: the old image is refused by all three', async () => {
-    // A node of the cluster's image with its own TPM, registered with the provider as worker probe-0 (as create
-    // registers every node), so that it can ask each control plane's join service directly.
-    const swtpm = await startSwtpm({ stateDir: path.join(tmp, 'probe-tpm') });
-    let tpm: TpmClient | undefined;
+    const probe = await startProbeNode(ws, { imageDir: copy.imageDir, entry: path.join(copy.imageDir, 'bootstrapper', 'main.js') }, 'probe-0', path.join(tmp, 'probe-tpm'));
     try {
-      const image = { nodeBinary: process.execPath, imageDir: copy.imageDir, entry: path.join(copy.imageDir, 'bootstrapper', 'main.js') };
-      await measureBoot(image, await swtpmLauncherTpm({ serverSocket: swtpm.serverSocket, ctrlSocket: swtpm.ctrlSocket }));
-      tpm = await TpmClient.connect(swtpm.serverSocket);
-      const record = (await LocalClusterRecord.load(clusterPaths(ws)))!.record;
-      const control = new CloudControl(`http://${record.prefix}.1:${record.metadataPort}`, (await fs.readFile(clusterPaths(ws).controlToken, 'utf8')).trim());
-      const { publicArea } = await tpm.attestationKey();
-      await control.registerNode('probe-0', { role: 'worker', group: 'worker_default', address: `${record.prefix}.250`, akPublic: Buffer.from(publicArea).toString('base64') });
-      const issuer = new VtpmIssuer({ variant: 'local-vtpm', tpm, instanceInfo: localInstanceInfo('probe-0') });
-
       const controlPlanes = (await status(copy, ws)).filter((n) => n.role === 'control-plane');
-      const ask = async (address: string) => {
-        const { csr } = await createKubeletCsr('probe-0', '127.0.0.1');
-        return attemptJoin(`${address}:30090`, issuer, { diskUuid: '5e1f0c2a-7b3d-4e8f-9a6b-1c2d3e4f5a6b', certificateRequest: Buffer.from(csr), isControlPlane: false, nodeName: 'probe-0' });
-      };
+      const ask = (address: string) => probe.join(`${address}:30090`);
       for (const cp of controlPlanes) assert.equal((await ask(cp.address)).error, undefined, `${cp.name} accepts the current image`);
 
       const measurements = measurementsOf(await loadConfig(ws));
@@ -109,10 +86,8 @@ describe('e2e: a highly available control plane (3 control planes + 2 workers)',
         await store.close();
       }
       for (const cp of controlPlanes) assert.equal((await ask(cp.address)).error, undefined, `${cp.name} accepts it again`);
-      await control.unregisterNode('probe-0');
     } finally {
-      tpm?.close();
-      await swtpm.stop();
+      await probe.close();
     }
   });
 

@@ -128,3 +128,52 @@ export async function attemptJoin(
     client.close();
   }
 }
+
+export interface ProbeNode {
+  /** One join attempt at `address` (host:port of a join service or the load balancer). */
+  join(address: string): Promise<{ error?: Error; responses: string[] }>;
+  close(): Promise<void>;
+}
+
+/**
+ * A node of the cluster's image (measured like a booting node) with its own swtpm, registered with the local
+ * provider's metadata server as a worker (as `create` registers every node), that joins on demand: to ask a chosen
+ * join service directly, or to join at a chosen moment.
+ */
+export async function startProbeNode(ws: string, image: { imageDir: string; entry: string }, name: string, stateDir: string): Promise<ProbeNode> {
+  const [{ startSwtpm }, { TpmClient }, { measureBoot, swtpmLauncherTpm }, { ClusterStore }, { CloudControl }, { VtpmIssuer }, { localInstanceInfo }, { createKubeletCsr }] =
+    await Promise.all([
+      import('../../lib/tpm/swtpm.js'),
+      import('../../lib/tpm/client.js'),
+      import('../../providers/local/launcher.js'),
+      import('../../providers/local/cluster-record.js'),
+      import('../../providers/local/cloud.js'),
+      import('../../lib/attestation/vtpm-issuer.js'),
+      import('../../lib/attestation/variants/local-vtpm.js'),
+      import('../../bootstrapper/kubelet-csr.js'),
+    ]);
+  const swtpm = await startSwtpm({ stateDir });
+  let tpm: import('../../lib/tpm/client.js').TpmClient | undefined;
+  try {
+    await measureBoot({ nodeBinary: process.execPath, ...image }, await swtpmLauncherTpm({ serverSocket: swtpm.serverSocket, ctrlSocket: swtpm.ctrlSocket }));
+    tpm = await TpmClient.connect(swtpm.serverSocket);
+    const record = (await ClusterStore.load(clusterPaths(ws)))!.record;
+    const control = new CloudControl(`http://${record.prefix}.1:${record.metadataPort}`, (await fs.readFile(clusterPaths(ws).controlToken, 'utf8')).trim());
+    await control.registerNode(name, { role: 'worker', group: 'worker_default', address: `${record.prefix}.250`, akPublic: Buffer.from((await tpm.attestationKey()).publicArea).toString('base64') });
+    const issuer = new VtpmIssuer({ variant: 'local-vtpm', tpm, instanceInfo: localInstanceInfo(name) });
+    const { csr } = await createKubeletCsr(name, '127.0.0.1');
+    const connected = tpm;
+    return {
+      join: (address) => attemptJoin(address, issuer, { diskUuid: '5e1f0c2a-7b3d-4e8f-9a6b-1c2d3e4f5a6b', certificateRequest: Buffer.from(csr), isControlPlane: false, nodeName: name }),
+      async close() {
+        await control.unregisterNode(name).catch(() => undefined);
+        connected.close();
+        await swtpm.stop();
+      },
+    };
+  } catch (err) {
+    tpm?.close();
+    await swtpm.stop();
+    throw err;
+  }
+}
