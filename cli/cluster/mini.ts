@@ -141,8 +141,12 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
   return { continued: true };
 }
 
+export type JoinWaitOptions = Pick<MiniUpOptions, 'workspaceDir' | 'journal' | 'log' | 'joinTimeoutMs' | 'pollIntervalMs' | 'statusPort' | 'sleep' | 'now'> & {
+  progress?: (step: 'join', message?: string) => void;
+};
+
 /** Polls status until every node has joined, or no node is still on its way (then the refused ones are named). */
-async function waitUntilJoined(provider: InfrastructureProvider, clusterId: string, options: MiniUpOptions): Promise<NodeStatusEntry[]> {
+export async function waitUntilJoined(provider: InfrastructureProvider, clusterId: string, options: JoinWaitOptions): Promise<NodeStatusEntry[]> {
   const now = options.now ?? Date.now;
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
   const deadline = now() + (options.joinTimeoutMs ?? 120_000);
