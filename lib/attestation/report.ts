@@ -16,6 +16,7 @@ import {
   type ValidatorDeps,
   type VtpmAttestation,
 } from './types.js';
+import { variantSpec } from './variant.js';
 
 export interface PcrRow {
   index: number;
@@ -141,7 +142,7 @@ export async function verifyDocumentFile(options: VerifyDocumentFileOptions): Pr
   if (ak) deps.akRegistry = { lookup: async () => ak };
   const validator = await createValidator(variant, variantConfig, deps);
   const report = await reportAttestation(document, nonce, validator, variantConfig.measurements);
-  if (report.verdict === 'rejected' && variant === 'local-vtpm' && !ak && !report.hint) {
+  if (report.verdict === 'rejected' && variantSpec(variant).akTrust === 'provider-registry' && !ak && !report.hint) {
     report.hint = "The local provider's AK registry is not reachable offline: pass the node's registered attestation key with --ak <file>.";
   }
   return { ...report, warnings: [...new Set([...report.warnings, ...warnings])] };
