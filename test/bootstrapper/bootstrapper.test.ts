@@ -7,7 +7,7 @@ import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 import { requestVerifiedAttestation } from '../../lib/atls/index.js';
 import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedPcr15 } from '../../lib/kms/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
-import { cliInit, cliRecover, getStatus, TestCluster, type TestNode } from './support/test-cluster.js';
+import { cliInit, cliRecover, getStatus, loopbackNet, TestCluster, type TestNode } from './support/test-cluster.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -27,11 +27,12 @@ function assertNoSecretsLogged(cluster: TestCluster): void {
   }
 }
 
-describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', function () {
+describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addresses)', function () {
   this.timeout(60_000);
   // Every case starts from a new cluster with one uninitialized control plane, and brings it as far as it needs.
   let cluster: TestCluster;
   let cp: TestNode;
+  let ip: (host: number) => string;
   const clusterId = () => deriveClusterId(deriveMeasurementSecret({ key: cluster.masterKey, salt: cluster.masterSalt }), cluster.measurementSalt);
 
   /** `constellation init` through cp-0 with the cluster's secrets. */
@@ -42,7 +43,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
 
   /** Starts worker-0 and waits until it joined the initialized cluster. */
   async function joinedWorker(): Promise<TestNode> {
-    const worker = await cluster.startNode({ name: 'worker-0', ip: '127.0.0.3', role: 'worker' });
+    const worker = await cluster.startNode({ name: 'worker-0', ip: ip(3), role: 'worker' });
     const status = await worker.bootstrapper.status.waitFor('joined', 'failed', 'refused');
     assert.equal(status.state, 'joined', status.reason);
     return worker;
@@ -51,7 +52,8 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
   beforeEach(async function () {
     if (!hasSwtpm) this.skip();
     cluster = await TestCluster.create();
-    cp = await cluster.startNode({ name: 'cp-0', ip: '127.0.0.2', role: 'control-plane' });
+    ip = loopbackNet();
+    cp = await cluster.startNode({ name: 'cp-0', ip: ip(2), role: 'control-plane' });
   });
   afterEach(async () => {
     try {
@@ -94,7 +96,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
     assert.deepEqual(new Uint8Array(result.clusterId), clusterId());
     assert.equal(result.kubernetesBackend, 'none');
     assert.match(Buffer.from(result.kubeconfig).toString(), /kubernetes-admin/);
-    assert.match(Buffer.from(result.kubeconfig).toString(), /server: https:\/\/127\.0\.0\.2:6443/);
+    assert.ok(Buffer.from(result.kubeconfig).toString().includes(`server: https://${ip(2)}:6443`));
 
     assert.deepEqual(new Uint8Array(await cp.pcr(15)), expectedPcr15(clusterId()));
     assert.equal(cp.bootstrapper.lock.owner, 'init');
@@ -143,7 +145,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
 
   it('joins a worker through the join service: same clusterID, PCR 15, a formatted disk; GetStatus says joined', async () => {
     await initialize();
-    const worker = await cluster.startNode({ name: 'worker-0', ip: '127.0.0.3', role: 'worker' });
+    const worker = await cluster.startNode({ name: 'worker-0', ip: ip(3), role: 'worker' });
     const status = await worker.bootstrapper.status.waitFor('joined', 'failed', 'refused');
     assert.equal(status.state, 'joined', status.reason);
     // The control plane's join service registered the worker's bootstrap token through the control plane's backend.
@@ -179,7 +181,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
 
   it('refuses a node that is not registered with the provider, though its PCRs are right', async () => {
     await initialize();
-    const stranger = await cluster.startNode({ name: 'stranger', ip: '127.0.0.4', role: 'worker', register: false });
+    const stranger = await cluster.startNode({ name: 'stranger', ip: ip(4), role: 'worker', register: false });
     const status = await stranger.bootstrapper.status.waitFor('refused', 'joined');
     assert.equal(status.state, 'refused');
     assert.match(status.reason, /no attestation key is registered for instance "stranger"/);
@@ -190,7 +192,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
 
   it('refuses a worker whose image changed, naming the PCR', async () => {
     await initialize();
-    const tampered = await cluster.startNode({ name: 'tampered', ip: '127.0.0.5', role: 'worker', tamperedImage: true });
+    const tampered = await cluster.startNode({ name: 'tampered', ip: ip(5), role: 'worker', tamperedImage: true });
     const status = await tampered.bootstrapper.status.waitFor('refused', 'joined');
     assert.equal(status.state, 'refused');
     assert.match(status.reason, /PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64}/);
