@@ -7,12 +7,11 @@
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
 import { X509Certificate, verify } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { SnpVerifier } from '../lib/attestation/snp/index.js';
 import { parseSnpReport, SNP_SIGNED_SIZE } from '../lib/attestation/snp/report.js';
+import { TESTDATA } from '../test/support/testdata.js';
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
-const AZURE = path.join(REPO_ROOT, '../shared/testdata/attestation/azure-sev-snp');
+const AZURE = path.join(TESTDATA, 'attestation/azure-sev-snp');
 
 /** Operations per second of `fn`, run for about `ms` milliseconds after a short warm-up. */
 function rate(fn: () => void, ms = 1500): number {

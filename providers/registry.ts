@@ -2,10 +2,12 @@
  * Loads a provider by name, lazily: the built-in ones from providers/<name>/index.js, any other from an
  * installed package named `constellation-provider-<name>`. Nothing here imports a cloud SDK.
  */
+import { PROVIDERS } from '../lib/attestation/variant.js';
 import { UserError } from '../lib/errors.js';
 import type { ProviderModule } from './contract.js';
 
-export const BUILTIN_PROVIDERS = ['local', 'aws', 'azure', 'gcp'] as const;
+/** The providers of the variant table's provider column. */
+export const BUILTIN_PROVIDERS = PROVIDERS;
 
 export async function loadProvider(name: string): Promise<ProviderModule> {
   const specifier = (BUILTIN_PROVIDERS as readonly string[]).includes(name)

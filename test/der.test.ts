@@ -16,7 +16,7 @@ import {
   time,
   unsignedInteger,
 } from '../lib/der.js';
-import { REPO_ROOT } from './support/cli.js';
+import { TESTDATA } from './support/testdata.js';
 
 describe('der', () => {
   it('round-trips object identifiers with multi-byte arcs', () => {
@@ -48,7 +48,7 @@ describe('der', () => {
   });
 
   it('reads the subject, key, signature algorithm and extensions of a real certificate (AMD VCEK)', () => {
-    const der = readFileSync(path.join(REPO_ROOT, '../shared/testdata/attestation/azure-sev-snp/vcek.cert'));
+    const der = readFileSync(path.join(TESTDATA, 'attestation/azure-sev-snp/vcek.cert'));
     const fields = certificateFields(readOnly(der, TAG.SEQUENCE, 'certificate'));
     const cert = new X509Certificate(der);
     assert.deepEqual(fields.publicKey.raw, cert.publicKey.export({ type: 'spki', format: 'der' }));

@@ -52,6 +52,7 @@ export async function startAttestedServer(options: AttestedServerOptions): Promi
     close: () =>
       (closing ??= new Promise<void>((resolve) => {
         const force = setTimeout(() => {
+          destroySessions(server);
           server.forceShutdown();
           resolve();
         }, options.shutdownGraceMs);
@@ -61,4 +62,14 @@ export async function startAttestedServer(options: AttestedServerOptions): Promi
         });
       })),
   };
+}
+
+/**
+ * Cuts off every connection of the server. grpc-js's forceShutdown destroys only the sessions channelz tracks, so
+ * with channelz off (above) a call still running would keep its connection, and the process, alive (grpc-js
+ * 1.14); the sessions grpc-js keeps per listening socket are there either way.
+ */
+function destroySessions(server: object): void {
+  const listeners = (server as { http2Servers?: Map<unknown, { sessions?: Set<{ destroy(): void }> }> }).http2Servers;
+  for (const { sessions } of listeners?.values() ?? []) for (const session of sessions ?? []) session.destroy();
 }

@@ -3,6 +3,7 @@
  * (node groups, instance and disk types, attestation variant and its measurements and TCB minimums). Cloud
  * fields only `iam create` can know are left empty; validation names them until they are filled.
  */
+import { variantSpec } from '../attestation/variant.js';
 import { UserError } from '../errors.js';
 import { DEFAULT_INSTANCE_TYPES, DEFAULT_STATE_DISK_GB, DISK_TYPES } from './instance-types.js';
 import { defaultMeasurements } from './measurements.js';
@@ -127,14 +128,13 @@ function providerSection(provider: Provider): Record<string, unknown> {
 
 function attestationSection(variant: AttestationVariant): Record<string, unknown> {
   const measurements = defaultMeasurements(variant);
-  switch (variant) {
-    case 'aws-sev-snp':
-    case 'azure-sev-snp':
-    case 'gcp-sev-snp':
+  switch (variantSpec(variant).configFields) {
+    case 'snp-tcb':
+    case 'snp-tcb-firmware-signer':
       return { measurements, ...SNP_TCB };
-    case 'azure-tdx':
+    case 'tdx-tcb':
       return { measurements, ...TDX_DEFAULTS };
-    default:
+    case 'none':
       return { measurements };
   }
 }

@@ -9,6 +9,7 @@
  * provider measures its node image at `create` and adds PCRs 4, 9 and 11 then.
  */
 import type { Measurements } from '../attestation/types.js';
+import { variantSpec } from '../attestation/variant.js';
 import type { AttestationVariant } from './variants.js';
 
 export type { Measurement, Measurements } from '../attestation/types.js';
@@ -18,7 +19,7 @@ export const MAX_PCR_INDEX = 23;
 
 const ZERO_SHA256 = '0'.repeat(64);
 
-function pcrs(enforced: number[], warnOnly: number[]): Measurements {
+function pcrs(enforced: readonly number[], warnOnly: readonly number[]): Measurements {
   const out: Measurements = {};
   for (const index of [...enforced, ...warnOnly].sort((a, b) => a - b)) {
     out[String(index)] = { expected: ZERO_SHA256, warnOnly: warnOnly.includes(index) };
@@ -26,10 +27,8 @@ function pcrs(enforced: number[], warnOnly: number[]): Measurements {
   return out;
 }
 
-const CLOUD_ENFORCED = [4, 8, 9, 11, 12, 13];
-const CLOUD_WARN_ONLY = [0, 1, 2, 3, 6, 7, 15];
-
+/** The variant table's PCR policy, with all-zero values. */
 export function defaultMeasurements(variant: AttestationVariant): Measurements {
-  if (variant === 'local-vtpm') return pcrs([8, 12, 13], [15]);
-  return pcrs(CLOUD_ENFORCED, CLOUD_WARN_ONLY);
+  const { enforced, warnOnly } = variantSpec(variant).measurements;
+  return pcrs(enforced, warnOnly);
 }

@@ -8,6 +8,8 @@ import { z } from 'zod';
 import { DISK_TYPES, isAllowedInstanceType, MIN_STATE_DISK_GB } from './instance-types.js';
 import { MAX_PCR_INDEX } from './measurements.js';
 import { CONFIG_VERSION, SUPPORTED_KUBERNETES_VERSIONS } from './versions.js';
+import { VARIANTS, type VariantSpec } from '../attestation/variant.js';
+import type { VariantConfigFields } from '../attestation/variant-table.js';
 import {
   PROVIDERS,
   PROVIDER_VARIANTS,
@@ -69,37 +71,38 @@ const snpTcb = {
   microcodeVersion: tcbPart('CPU microcode'),
 };
 
-const variantSchemas = {
-  localVTPM: z.strictObject({ measurements: measurementsSchema }).describe('Local nodes with a software TPM (swtpm).'),
-  awsSEVSNP: z.strictObject({ measurements: measurementsSchema, ...snpTcb }).describe('AWS EC2 with AMD SEV-SNP.'),
-  awsNitroTPM: z.strictObject({ measurements: measurementsSchema }).describe('AWS EC2 with NitroTPM (not a CVM).'),
-  azureSEVSNP: z
-    .strictObject({
-      measurements: measurementsSchema,
-      ...snpTcb,
-      firmwareSignerConfig: z
-        .strictObject({
-          acceptedKeyDigests: z.array(hex([96], 'a SHA-384 key digest')).describe('Digests of the keys allowed to sign the paravisor firmware.'),
-          enforcementPolicy: z.enum(['Equal', 'MAAFallback', 'WarnOnly']).describe('What happens when the firmware signer is not accepted.'),
-          maaURL: z.string().optional().describe('Microsoft Azure Attestation URL, for MAAFallback.'),
-        })
-        .optional()
-        .describe('Which keys may sign the Azure paravisor firmware (optional).'),
-    })
-    .describe('Azure confidential VMs with AMD SEV-SNP.'),
-  azureTDX: z
-    .strictObject({
-      measurements: measurementsSchema,
-      qeSVN: z.number().int().min(0).max(65535).describe('Minimum security version of the quoting enclave.'),
-      pceSVN: z.number().int().min(0).max(65535).describe('Minimum security version of the provisioning certification enclave.'),
-      teeTCBSVN: hex([32], 'a TEE TCB SVN').describe('Minimum TEE TCB security versions: 16 bytes, hex.'),
-      mrSeam: hex([96], 'an MRSEAM').describe('Expected measurement of the TDX module: 48 bytes, hex.'),
-    })
-    .describe('Azure confidential VMs with Intel TDX.'),
-  azureTrustedLaunch: z.strictObject({ measurements: measurementsSchema }).describe('Azure trusted launch VMs (not a CVM).'),
-  gcpSEVES: z.strictObject({ measurements: measurementsSchema }).describe('GCP confidential VMs with AMD SEV-ES.'),
-  gcpSEVSNP: z.strictObject({ measurements: measurementsSchema, ...snpTcb }).describe('GCP confidential VMs with AMD SEV-SNP.'),
-} satisfies Record<VariantConfigKey, z.ZodType>;
+/** The fields each kind of variant section has besides `measurements` (the variant table names the kind). */
+const variantFields = {
+  none: {},
+  'snp-tcb': snpTcb,
+  'snp-tcb-firmware-signer': {
+    ...snpTcb,
+    firmwareSignerConfig: z
+      .strictObject({
+        acceptedKeyDigests: z.array(hex([96], 'a SHA-384 key digest')).describe('Digests of the keys allowed to sign the paravisor firmware.'),
+        enforcementPolicy: z.enum(['Equal', 'MAAFallback', 'WarnOnly']).describe('What happens when the firmware signer is not accepted.'),
+        maaURL: z.string().optional().describe('Microsoft Azure Attestation URL, for MAAFallback.'),
+      })
+      .optional()
+      .describe('Which keys may sign the Azure paravisor firmware (optional).'),
+  },
+  'tdx-tcb': {
+    qeSVN: z.number().int().min(0).max(65535).describe('Minimum security version of the quoting enclave.'),
+    pceSVN: z.number().int().min(0).max(65535).describe('Minimum security version of the provisioning certification enclave.'),
+    teeTCBSVN: hex([32], 'a TEE TCB SVN').describe('Minimum TEE TCB security versions: 16 bytes, hex.'),
+    mrSeam: hex([96], 'an MRSEAM').describe('Expected measurement of the TDX module: 48 bytes, hex.'),
+  },
+} satisfies Record<VariantConfigFields, z.ZodRawShape>;
+
+function variantSection(variant: VariantSpec) {
+  return z.strictObject({ measurements: measurementsSchema, ...variantFields[variant.configFields] }).describe(variant.summary);
+}
+
+/** One section per row of the variant table, under its config key. */
+const variantSchemas = Object.fromEntries(VARIANTS.map((v) => [v.configKey, variantSection(v)])) as Record<
+  VariantConfigKey,
+  ReturnType<typeof variantSection>
+>;
 
 function iamField(provider: Provider, allowIncomplete: boolean, description: string) {
   const field = allowIncomplete

@@ -1,49 +1,36 @@
 /**
- * Attestation variants: the CLI names (`aws-sev-snp`) users type, the config keys (`awsSEVSNP`) Constellation's
- * config uses under `attestation`, and which variants each provider's nodes can produce (the first is the default).
- * Data only, so that every part (config, providers, attestation) reads one table.
+ * The config's view of the attestation variants: the CLI names (`aws-sev-snp`) users type, the config keys
+ * (`awsSEVSNP`) Constellation's config uses under `attestation`, and which variants each provider's nodes can
+ * produce (the first is the default). All derived from the one variant table (lib/attestation/variant-table.ts).
  */
+import type { VariantConfigKey, VariantName } from '../attestation/variant-table.js';
+import { KNOWN_VARIANTS, VARIANTS, variantsOf, type Provider } from '../attestation/variant.js';
 
-export const PROVIDERS = ['local', 'aws', 'azure', 'gcp'] as const;
-export type Provider = (typeof PROVIDERS)[number];
+export {
+  PROVIDERS,
+  defaultVariantOf,
+  isKnownVariant as isAttestationVariant,
+  isProvider,
+  providerOfVariant,
+  type Provider,
+} from '../attestation/variant.js';
+export type { VariantConfigKey } from '../attestation/variant-table.js';
+
+export type AttestationVariant = VariantName;
 
 /** CLI variant name -> config key under `attestation`. */
-export const VARIANT_CONFIG_KEYS = {
-  'local-vtpm': 'localVTPM',
-  'aws-sev-snp': 'awsSEVSNP',
-  'aws-nitro-tpm': 'awsNitroTPM',
-  'azure-sev-snp': 'azureSEVSNP',
-  'azure-tdx': 'azureTDX',
-  'azure-trustedlaunch': 'azureTrustedLaunch',
-  'gcp-sev-es': 'gcpSEVES',
-  'gcp-sev-snp': 'gcpSEVSNP',
-} as const;
+export const VARIANT_CONFIG_KEYS = Object.fromEntries(VARIANTS.map((v) => [v.name, v.configKey])) as Record<AttestationVariant, VariantConfigKey>;
 
-export type AttestationVariant = keyof typeof VARIANT_CONFIG_KEYS;
-export type VariantConfigKey = (typeof VARIANT_CONFIG_KEYS)[AttestationVariant];
-
-export const ATTESTATION_VARIANTS = Object.keys(VARIANT_CONFIG_KEYS) as AttestationVariant[];
-export const VARIANT_CONFIG_KEY_LIST = Object.values(VARIANT_CONFIG_KEYS) as VariantConfigKey[];
+export const ATTESTATION_VARIANTS: AttestationVariant[] = [...KNOWN_VARIANTS];
+export const VARIANT_CONFIG_KEY_LIST = VARIANTS.map((v) => v.configKey) as VariantConfigKey[];
 
 /** The variants each provider allows; the first is what `config generate` picks without -a. */
 export const PROVIDER_VARIANTS: Record<Provider, readonly AttestationVariant[]> = {
-  local: ['local-vtpm'],
-  aws: ['aws-sev-snp', 'aws-nitro-tpm'],
-  azure: ['azure-sev-snp', 'azure-tdx', 'azure-trustedlaunch'],
-  gcp: ['gcp-sev-snp', 'gcp-sev-es'],
+  local: variantsOf('local'),
+  aws: variantsOf('aws'),
+  azure: variantsOf('azure'),
+  gcp: variantsOf('gcp'),
 };
-
-export function defaultVariantOf(provider: Provider): AttestationVariant {
-  return PROVIDER_VARIANTS[provider][0];
-}
-
-export function isProvider(name: string): name is Provider {
-  return (PROVIDERS as readonly string[]).includes(name);
-}
-
-export function isAttestationVariant(name: string): name is AttestationVariant {
-  return Object.hasOwn(VARIANT_CONFIG_KEYS, name);
-}
 
 /** The config key of a CLI variant name. */
 export function variantConfigKey(variant: AttestationVariant): VariantConfigKey {
@@ -53,9 +40,4 @@ export function variantConfigKey(variant: AttestationVariant): VariantConfigKey 
 /** The CLI variant name of a config key, or undefined for an unknown key. */
 export function variantOfConfigKey(key: string): AttestationVariant | undefined {
   return ATTESTATION_VARIANTS.find((v) => VARIANT_CONFIG_KEYS[v] === key);
-}
-
-/** The provider whose nodes produce a variant. */
-export function providerOfVariant(variant: AttestationVariant): Provider {
-  return PROVIDERS.find((p) => PROVIDER_VARIANTS[p].includes(variant))!;
 }

@@ -1,13 +1,11 @@
 /**
- * The confidential-VM settings of DESIGN §9 for AWS, per attestation variant:
- *  - aws-sev-snp: `CpuOptions.AmdSevSnp = enabled` in the launch template, on the m6a/c6a/r6a families;
- *  - both variants: an image with NitroTPM (`TpmSupport: v2.0`) that boots with UEFI (the vTPM measures the boot).
+ * The confidential-VM settings of DESIGN §9 for AWS, per attestation variant (the variant table in
+ * lib/attestation/variant-table.ts says which variants run on AWS and on which instance families):
+ *  - SEV-SNP variants: `CpuOptions.AmdSevSnp = enabled` in the launch template;
+ *  - every variant: an image with NitroTPM (`TpmSupport: v2.0`) that boots with UEFI (the vTPM measures the boot).
  */
+import { checkCvmInstanceType, requireVariantOn } from '../../lib/attestation/variant.js';
 import { UserError } from '../../lib/errors.js';
-
-export const AWS_VARIANTS = ['aws-sev-snp', 'aws-nitro-tpm'] as const;
-
-const SNP_FAMILIES = ['m6a', 'c6a', 'r6a'];
 
 export interface LaunchTemplateCpuSettings {
   CpuOptions?: { AmdSevSnp: 'enabled' };
@@ -15,19 +13,9 @@ export interface LaunchTemplateCpuSettings {
 
 /** Checks variant and instance type and returns what the launch template needs for them. */
 export function confidentialSettings(variant: string, instanceType: string, nodeGroup: string): LaunchTemplateCpuSettings {
-  if (!(AWS_VARIANTS as readonly string[]).includes(variant)) {
-    throw new UserError(`The attestation variant "${variant}" does not run on AWS.`, {
-      hint: `Use one of ${AWS_VARIANTS.join(', ')} under attestation in the config.`,
-    });
-  }
-  if (variant !== 'aws-sev-snp') return {};
-  const family = instanceType.split('.')[0];
-  if (!SNP_FAMILIES.includes(family)) {
-    throw new UserError(`nodeGroups.${nodeGroup}.instanceType "${instanceType}" cannot run AMD SEV-SNP on AWS.`, {
-      hint: `AWS offers SEV-SNP on the ${SNP_FAMILIES.join(', ')} families, e.g. m6a.xlarge; \`constellation config instance-types\` lists them.`,
-    });
-  }
-  return { CpuOptions: { AmdSevSnp: 'enabled' } };
+  const spec = requireVariantOn('aws', variant);
+  checkCvmInstanceType(spec, instanceType, nodeGroup);
+  return spec.cvm?.technology === 'sev-snp' ? { CpuOptions: { AmdSevSnp: 'enabled' } } : {};
 }
 
 /** The image must boot with UEFI and expose NitroTPM 2.0, or the node cannot attest. */

@@ -4,13 +4,13 @@
  * Everything that loads the SDK is imported on first use, so `constellation --help` never loads it.
  * Options: see ./options.ts (endpoints, static credentials, retry and polling delays, instrumentation).
  */
+import { variantsOf } from '../../lib/attestation/variant.js';
 import type { ProviderModule } from '../contract.js';
-import { AWS_VARIANTS } from './confidential.js';
 import type { AwsProviderOptions } from './options.js';
 
 const provider: ProviderModule = {
   name: 'aws',
-  attestationVariants: AWS_VARIANTS,
+  attestationVariants: variantsOf('aws'),
   async infrastructure(options) {
     const { AwsInfrastructure } = await import('./infrastructure.js');
     return new AwsInfrastructure(options as AwsProviderOptions | undefined);

@@ -3,13 +3,13 @@
  * standard load balancer, made with the official Azure SDKs. This module only wires the parts together; each
  * part is imported when first used so that loading the provider does not load an SDK.
  */
+import { variantsOf } from '../../lib/attestation/variant.js';
 import type { ProviderModule } from '../contract.js';
-import { AZURE_VARIANTS } from './confidential.js';
 import { parseAzureOptions } from './options.js';
 
 const azure: ProviderModule = {
   name: 'azure',
-  attestationVariants: AZURE_VARIANTS,
+  attestationVariants: variantsOf('azure'),
   async infrastructure(options) {
     const { AzureInfrastructure } = await import('./infrastructure.js');
     return new AzureInfrastructure(parseAzureOptions(options));

@@ -15,7 +15,7 @@ import type { VirtualMachineScaleSet } from '@azure/arm-compute';
 import type { LoadBalancer, NatGateway, NetworkSecurityGroup, PublicIPAddress, VirtualNetwork } from '@azure/arm-network';
 import type { CreateRequest, NodeGroupSpec, NodeRole } from '../contract.js';
 import { UserError } from '../../lib/errors.js';
-import { assertInstanceType, securitySettings, type AzureVariant } from './confidential.js';
+import { assertInstanceType, securitySettings } from './confidential.js';
 
 /** Load-balanced ports (DESIGN §9) and their probes: the API server's is HTTPS GET /readyz, as upstream's. */
 export const CLUSTER_PORTS = [
@@ -168,7 +168,7 @@ export function imageReference(image: string): { id?: string; communityGalleryIm
 
 /** Builds the plan for a create request. Throws a UserError for config that Azure would refuse. */
 export function planResources(request: CreateRequest, config: AzureConfig): PlannedResource[] {
-  const variant = request.attestationVariant as AzureVariant;
+  const variant = request.attestationVariant;
   const security = securitySettings(variant);
   for (const group of request.nodeGroups) assertInstanceType(variant, group.name, group.instanceType);
   const image = imageReference(request.image);

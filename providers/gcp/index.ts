@@ -5,13 +5,13 @@
  * the shielded-VM identity lookup the gcp-sev-* validators need. Every part that loads the SDK is imported
  * on first use, so `constellation --help` never loads it. Options: ./options.ts.
  */
+import { variantsOf } from '../../lib/attestation/variant.js';
 import type { ProviderModule } from '../contract.js';
-import { GCP_VARIANTS } from './confidential.js';
 import type { GcpProviderOptions } from './options.js';
 
 const provider: ProviderModule = {
   name: 'gcp',
-  attestationVariants: GCP_VARIANTS,
+  attestationVariants: variantsOf('gcp'),
   async infrastructure(options) {
     const { GcpInfrastructure } = await import('./infrastructure.js');
     return new GcpInfrastructure(options as GcpProviderOptions | undefined);

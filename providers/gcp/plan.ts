@@ -27,7 +27,7 @@ import { z } from 'zod';
 import { UserError } from '../../lib/errors.js';
 import type { CreateRequest, NodeGroupSpec } from '../contract.js';
 import { refId as url, type GcpKind, type GcpResource, type ResourceRef } from './clients.js';
-import { checkMachineType, confidentialSettings, type GcpVariant } from './confidential.js';
+import { checkMachineType, confidentialSettings } from './confidential.js';
 
 /** The ports of DESIGN §9 with their named port (upstream's names) and health check. */
 export const LOAD_BALANCER_NAMED_PORTS = [
@@ -114,14 +114,14 @@ export interface PlanStep {
 export interface Plan {
   steps: PlanStep[];
   config: GcpConfig;
-  variant: GcpVariant;
+  variant: string;
 }
 
 export function buildPlan(request: CreateRequest): Plan {
   const config = parseGcpConfig(request.providerConfig);
   if (request.nodeGroups.length === 0) throw new UserError('The config has no node groups.', { hint: 'Add nodeGroups to constellation-conf.yaml.' });
   for (const group of request.nodeGroups) checkMachineType(request.attestationVariant, group.instanceType, group.name);
-  const variant = request.attestationVariant as GcpVariant;
+  const variant = request.attestationVariant;
   if (!request.nodeGroups.some((g) => g.role === 'control-plane')) {
     throw new UserError('The config has no control-plane node group.', { hint: 'Add a node group with role control-plane.' });
   }
@@ -315,7 +315,7 @@ export function buildPlan(request: CreateRequest): Plan {
 function instanceProperties(
   request: CreateRequest,
   config: GcpConfig,
-  variant: GcpVariant,
+  variant: string,
   group: NodeGroupSpec,
   ctx: { network: string; subnetwork: string; nodeTag: string; labels: Record<string, string>; loadBalancer: string },
 ): protos.google.cloud.compute.v1.IInstanceProperties {

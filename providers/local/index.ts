@@ -4,13 +4,14 @@
  * Nodes produce the local-vtpm attestation variant. Implementation modules load on first use, so loading the
  * provider costs nothing until it is used.
  */
+import { variantsOf } from '../../lib/attestation/variant.js';
 import type { ProviderModule } from '../contract.js';
 import type { LocalInfrastructureOptions } from './infrastructure.js';
 import type { LocalNodeMetadataOptions } from './node-metadata.js';
 
 const provider: ProviderModule = {
   name: 'local',
-  attestationVariants: ['local-vtpm'],
+  attestationVariants: variantsOf('local'),
   async infrastructure(options?: Record<string, unknown>) {
     const { LocalInfrastructure } = await import('./infrastructure.js');
     return new LocalInfrastructure(options as LocalInfrastructureOptions | undefined);

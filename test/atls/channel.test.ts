@@ -28,7 +28,10 @@ const MEASUREMENTS = { '4': { expected: 'aa'.repeat(32), warnOnly: false } };
 describe('atls/channel and roles', () => {
   let server: TestServer | undefined;
   const clients: Array<{ close(): void }> = [];
+  // Like the CLI, a verifier that gives up cancels its call: closing the client alone leaves a running call open.
+  const calls: Array<{ cancel(): void }> = [];
   afterEach(async () => {
+    for (const c of calls.splice(0)) c.cancel();
     for (const c of clients.splice(0)) c.close();
     await server?.stop();
     server = undefined;
@@ -40,7 +43,9 @@ describe('atls/channel and roles', () => {
     const { credentials, options } = await clientOptions(wire);
     const client = new InitClient(server.address, credentials, options);
     clients.push(client);
-    const attempt = verifierClient(client.init(), initClientAdapter, {
+    const call = client.init();
+    calls.push(call);
+    const attempt = verifierClient(call, initClientAdapter, {
       purpose: 'init',
       peer: 'the node',
       validator: new FakeValidator(MEASUREMENTS, [validatorAk]),

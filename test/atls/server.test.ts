@@ -1,9 +1,17 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import grpc from '@grpc/grpc-js';
-import { bindAddress, createVerifyHandler, requestVerifiedAttestation, startAttestedServer, type AttestedServer } from '../../lib/atls/index.js';
+import {
+  attestedChannelOptions,
+  bindAddress,
+  createAttestedClientCredentials,
+  createVerifyHandler,
+  requestVerifiedAttestation,
+  startAttestedServer,
+  type AttestedServer,
+} from '../../lib/atls/index.js';
 import { UserError } from '../../lib/errors.js';
-import { VerifyService } from '../../proto/gen/constellation/verify.js';
+import { VerifyClient, VerifyService } from '../../proto/gen/constellation/verify.js';
 import { FakeAttester, FakeValidator } from './support/fake-attestation.js';
 
 describe('atls/server', () => {
@@ -41,6 +49,29 @@ describe('atls/server', () => {
     const first = server.close();
     assert.equal(server.close(), first);
     await first;
+  });
+
+  it('cuts off a call still running when the grace period ends', async () => {
+    const server = await startAttestedServer({
+      what: 'test server',
+      service: VerifyService,
+      implementation: { ...createVerifyHandler(attester), getStatus: () => undefined },
+      host: '127.0.0.1',
+      port: 0,
+      shutdownGraceMs: 50,
+    });
+    const client = new VerifyClient(`127.0.0.1:${server.port}`, await createAttestedClientCredentials(), attestedChannelOptions);
+    try {
+      // getStatus never answers: the call runs until the server ends it.
+      const ended = new Promise<grpc.ServiceError>((resolve) => client.getStatus({}, (err) => resolve(err!)));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await server.close();
+      const error = await Promise.race([ended, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 2_000).unref())]);
+      assert.ok(error, 'the running call was not cut off');
+      assert.equal(error.code, grpc.status.UNAVAILABLE);
+    } finally {
+      client.close();
+    }
   });
 
   it('names the server and the address when the port is taken', async () => {

@@ -1,7 +1,7 @@
-/** The real Google Compute Engine vTPM evidence of ../shared/testdata/attestation/gce-vtpm/ (see its README). */
+/** The real Google Compute Engine vTPM evidence of test/testdata/attestation/gce-vtpm/ (see its README). */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { REPO_ROOT } from '../support/cli.js';
+import { TESTDATA } from '../support/testdata.js';
 
 interface GceJson {
   akPubHex: string;
@@ -10,7 +10,7 @@ interface GceJson {
 }
 
 const raw = JSON.parse(
-  readFileSync(path.join(REPO_ROOT, '../shared/testdata/attestation/gce-vtpm/gce-cos-85-no-nonce.json'), 'utf8'),
+  readFileSync(path.join(TESTDATA, 'attestation/gce-vtpm/gce-cos-85-no-nonce.json'), 'utf8'),
 ) as GceJson;
 
 const hex = (s: string) => new Uint8Array(Buffer.from(s, 'hex'));

@@ -7,7 +7,7 @@ import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 import { requestVerifiedAttestation } from '../../lib/atls/index.js';
 import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedPcr15 } from '../../lib/kms/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
-import { cliInit, cliRecover, getStatus, TestCluster, type TestNode } from './support/test-cluster.js';
+import { cliInit, cliRecover, getStatus, loopbackNet, TestCluster, type TestNode } from './support/test-cluster.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -27,21 +27,40 @@ function assertNoSecretsLogged(cluster: TestCluster): void {
   }
 }
 
-describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', function () {
+describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addresses)', function () {
   this.timeout(60_000);
+  // Every case starts from a new cluster with one uninitialized control plane, and brings it as far as it needs.
   let cluster: TestCluster;
   let cp: TestNode;
-  let worker: TestNode;
+  let ip: (host: number) => string;
   const clusterId = () => deriveClusterId(deriveMeasurementSecret({ key: cluster.masterKey, salt: cluster.masterSalt }), cluster.measurementSalt);
 
-  before(async function () {
+  /** `constellation init` through cp-0 with the cluster's secrets. */
+  async function initialize(): Promise<void> {
+    const outcome = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets());
+    assert.equal(outcome.error, undefined, outcome.error?.message);
+  }
+
+  /** Starts worker-0 and waits until it joined the initialized cluster. */
+  async function joinedWorker(): Promise<TestNode> {
+    const worker = await cluster.startNode({ name: 'worker-0', ip: ip(3), role: 'worker' });
+    const status = await worker.bootstrapper.status.waitFor('joined', 'failed', 'refused');
+    assert.equal(status.state, 'joined', status.reason);
+    return worker;
+  }
+
+  beforeEach(async function () {
     if (!hasSwtpm) this.skip();
     cluster = await TestCluster.create();
-    cp = await cluster.startNode({ name: 'cp-0', ip: '127.0.0.2', role: 'control-plane' });
+    ip = loopbackNet();
+    cp = await cluster.startNode({ name: 'cp-0', ip: ip(2), role: 'control-plane' });
   });
-  after(async () => {
-    if (cluster) assertNoSecretsLogged(cluster);
-    await cluster?.close();
+  afterEach(async () => {
+    try {
+      if (cluster) assertNoSecretsLogged(cluster);
+    } finally {
+      await cluster?.close();
+    }
   });
 
   it('refuses init with a wrong init secret, and the node stays unlocked', async () => {
@@ -77,7 +96,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
     assert.deepEqual(new Uint8Array(result.clusterId), clusterId());
     assert.equal(result.kubernetesBackend, 'none');
     assert.match(Buffer.from(result.kubeconfig).toString(), /kubernetes-admin/);
-    assert.match(Buffer.from(result.kubeconfig).toString(), /server: https:\/\/127\.0\.0\.2:6443/);
+    assert.ok(Buffer.from(result.kubeconfig).toString().includes(`server: https://${ip(2)}:6443`));
 
     assert.deepEqual(new Uint8Array(await cp.pcr(15)), expectedPcr15(clusterId()));
     assert.equal(cp.bootstrapper.lock.owner, 'init');
@@ -112,6 +131,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
   });
 
   it('answers a re-run init with the same secrets with the same result, and refuses another master secret', async () => {
+    await initialize();
     const again = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets());
     assert.equal(again.error, undefined, again.error?.message);
     assert.deepEqual(new Uint8Array(again.result!.clusterId), clusterId());
@@ -124,7 +144,8 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
   });
 
   it('joins a worker through the join service: same clusterID, PCR 15, a formatted disk; GetStatus says joined', async () => {
-    worker = await cluster.startNode({ name: 'worker-0', ip: '127.0.0.3', role: 'worker' });
+    await initialize();
+    const worker = await cluster.startNode({ name: 'worker-0', ip: ip(3), role: 'worker' });
     const status = await worker.bootstrapper.status.waitFor('joined', 'failed', 'refused');
     assert.equal(status.state, 'joined', status.reason);
     // The control plane's join service registered the worker's bootstrap token through the control plane's backend.
@@ -140,11 +161,12 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
     const withPcr15 = { ...cluster.measurements, '15': { expected: Buffer.from(expectedPcr15(clusterId())).toString('hex'), warnOnly: false } };
     const verified = await requestVerifiedAttestation(worker.address(worker.bootstrapper.ports.verify), { validator: cluster.validator(withPcr15) });
     assert.ok(verified.result.comparisons.every((c) => c.match));
-
-    await worker.disk.writeFile('app/data', Buffer.from('written before the restart'));
   });
 
   it('rejoins a restarted worker: the same disk key, and the data written before the restart is still there', async () => {
+    await initialize();
+    const worker = await joinedWorker();
+    await worker.disk.writeFile('app/data', Buffer.from('written before the restart'));
     const uuid = worker.disk.uuid;
     await worker.reboot();
     assert.equal(worker.disk.uuid, uuid);
@@ -158,7 +180,8 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
   });
 
   it('refuses a node that is not registered with the provider, though its PCRs are right', async () => {
-    const stranger = await cluster.startNode({ name: 'stranger', ip: '127.0.0.4', role: 'worker', register: false });
+    await initialize();
+    const stranger = await cluster.startNode({ name: 'stranger', ip: ip(4), role: 'worker', register: false });
     const status = await stranger.bootstrapper.status.waitFor('refused', 'joined');
     assert.equal(status.state, 'refused');
     assert.match(status.reason, /no attestation key is registered for instance "stranger"/);
@@ -168,7 +191,8 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
   });
 
   it('refuses a worker whose image changed, naming the PCR', async () => {
-    const tampered = await cluster.startNode({ name: 'tampered', ip: '127.0.0.5', role: 'worker', tamperedImage: true });
+    await initialize();
+    const tampered = await cluster.startNode({ name: 'tampered', ip: ip(5), role: 'worker', tamperedImage: true });
     const status = await tampered.bootstrapper.status.waitFor('refused', 'joined');
     assert.equal(status.state, 'refused');
     assert.match(status.reason, /PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64}/);
@@ -176,6 +200,8 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on 127.0.0.x)', f
   });
 
   it('recovers a rebooted control plane with no join service left, through the recovery server', async () => {
+    await initialize();
+    const worker = await joinedWorker();
     await cp.reboot();
     assert.equal(cp.bootstrapper.status.get().state, 'waiting');
     const address = cp.address(cp.bootstrapper.ports.recovery!);

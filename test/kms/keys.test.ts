@@ -11,7 +11,7 @@ import {
   hkdfSha256,
 } from '../../lib/kms/index.js';
 import { UserError } from '../../lib/errors.js';
-import { REPO_ROOT } from '../support/cli.js';
+import { TESTDATA } from '../support/testdata.js';
 
 interface Vector {
   name: string;
@@ -24,7 +24,7 @@ interface Vector {
 }
 
 const vectors = (
-  JSON.parse(readFileSync(path.join(REPO_ROOT, '../shared/testdata/kms/hkdf-vectors.json'), 'utf8')) as { vectors: Vector[] }
+  JSON.parse(readFileSync(path.join(TESTDATA, 'kms/hkdf-vectors.json'), 'utf8')) as { vectors: Vector[] }
 ).vectors;
 const vector = (name: string) => {
   const v = vectors.find((x) => x.name === name);

@@ -36,7 +36,10 @@ Exit codes: 0 accepted, ${EXIT_REJECTED} rejected, 1 the document or config coul
   };
 
   public async run(): Promise<AttestationReport> {
-    const { verifyDocumentFile, renderAttestationReport } = await import('../../../lib/attestation/report.js');
+    const [{ verifyDocumentFile }, { renderAttestationReport }] = await Promise.all([
+      import('../../attestation/verify-document.js'),
+      import('../../../lib/attestation/report.js'),
+    ]);
     const report = await verifyDocumentFile({
       documentFile: this.args.document,
       nonceHex: this.flags.nonce,

@@ -2,11 +2,11 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { REPO_ROOT } from '../../support/cli.js';
+import { TESTDATA } from '../../support/testdata.js';
 import { SnpReportError, SnpVerifier, verifySnpReport, type SnpCheck } from '../../../lib/attestation/snp/index.js';
 import { makeEndorsementKey, makeSnpReport, makeSnpTestCa, type SnpTestCa } from './fixtures.js';
 
-const DATA = path.join(REPO_ROOT, '../shared/testdata');
+const DATA = TESTDATA;
 const AZURE = path.join(DATA, 'attestation/azure-sev-snp');
 const report = new Uint8Array(readFileSync(path.join(AZURE, 'attestation.bin')));
 const vcekPem = readFileSync(path.join(AZURE, 'vcek.pem'), 'utf8');

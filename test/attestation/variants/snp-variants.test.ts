@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { REPO_ROOT } from '../../support/cli.js';
+import { TESTDATA } from '../../support/testdata.js';
 import { AttestationError } from '../../../lib/attestation/types.js';
 import { azureSevSnpTrust } from '../../../lib/attestation/variants/azure-sev-snp.js';
 import { awsSevSnpTrust } from '../../../lib/attestation/variants/aws-sev-snp.js';
@@ -11,7 +11,7 @@ import { kdsVcekUrl } from '../../../lib/attestation/snp/kds.js';
 import { makeEndorsementKey, makeSnpReport, makeSnpTestCa, type EndorsementKey, type SnpTestCa } from '../snp/fixtures.js';
 import { akFromModulus, b64, documentWith, makeAk, rejectsWith, type TestAk } from './cloud-helpers.js';
 
-const AZURE = path.join(REPO_ROOT, '../shared/testdata/attestation/azure-sev-snp');
+const AZURE = path.join(TESTDATA, 'attestation/azure-sev-snp');
 const measurements = { '4': { expected: '00'.repeat(32), warnOnly: false } };
 const tcbConfig = { bootloaderVersion: 2, teeVersion: 0, snpVersion: 6, microcodeVersion: 93 };
 const now = () => new Date('2025-01-01T00:00:00Z');

@@ -4,7 +4,7 @@
  * provider is played by an in-test metadata (NodeMetadata) and AK registry. Also the CLI's side of init and
  * recover (verifier as gRPC client), recording what it put on the wire.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomBytes, randomInt } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
@@ -36,6 +36,16 @@ import type { InstanceMetadata, NodeMetadata, NodeRole } from '../../../provider
 
 export const KUBERNETES_VERSION = 'v1.31.1';
 const STEP_TIMEOUT_MS = 20_000;
+
+/**
+ * Addresses for one test cluster's nodes in a random 127.X.Y.0/24 (X of 100–199: the local provider uses 127.0.N),
+ * so that clusters of test runs on the same machine at the same time do not meet on fixed addresses and ports
+ * (the etcd member listens on <node address>:2379).
+ */
+export function loopbackNet(): (host: number) => string {
+  const [x, y] = [100 + randomInt(100), randomInt(256)];
+  return (host) => `127.${x}.${y}.${host}`;
+}
 
 /** A port that was free a moment ago (for the join service, which every node must find at the same port). */
 export async function freePort(host = '127.0.0.1'): Promise<number> {

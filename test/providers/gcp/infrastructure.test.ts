@@ -82,7 +82,7 @@ describe('GCP infrastructure (fake Compute API)', function () {
     it('refuses machine types that cannot run the variant, before any call', async () => {
       const request = createRequest();
       request.nodeGroups[0]!.instanceType = 'c2d-standard-4';
-      await assert.rejects(infra.create(request, providerContext()), (err: unknown) => err instanceof UserError && /c2d-standard-4 cannot run gcp-sev-snp/.test(err.message));
+      await assert.rejects(infra.create(request, providerContext()), (err: unknown) => err instanceof UserError && /"c2d-standard-4" cannot run gcp-sev-snp/.test(err.message));
       await assert.rejects(infra.create(createRequest({ attestationVariant: 'aws-sev-snp' }), providerContext()), /does not run on GCP/);
       await assert.rejects(infra.create(createRequest({ providerConfig: { region: 'r', zone: 'z' } }), providerContext()), /provider\.gcp\.project/);
       assert.equal(fake.requests.length, 0);
