@@ -133,7 +133,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
   return { uid: state.infrastructure.uid, clusterEndpoint: result.clusterEndpoint, resumed };
 }
 
-function nodeGroupSpecs(config: Config): NodeGroupSpec[] {
+export function nodeGroupSpecs(config: Config): NodeGroupSpec[] {
   return Object.entries(config.nodeGroups).map(([name, g]) => ({
     name,
     role: g.role,

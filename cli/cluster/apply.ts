@@ -1,0 +1,112 @@
+/**
+ * `apply`: one command that brings the cluster to the config, in phases (as upstream's `constellation apply`):
+ *
+ *   infrastructure   no cluster yet: create it; else scale each node group to the config's count (new nodes join by
+ *                    attestation; removal takes the newest nodes first, a control plane's etcd member leaves first)
+ *   init             not initialized yet: init
+ *   attestationconfig / image / k8s
+ *                    nodes that do not run what the config asks for are replaced one at a time (`upgrade apply`);
+ *                    with only attestationconfig, the config's measurements are written to the cluster store alone
+ *
+ * Each phase looks at what the workspace and the cluster already are, so apply can be run again at any time.
+ */
+import { loadConfig, measurementsOf } from '../../lib/config/index.js';
+import { UserError } from '../../lib/errors.js';
+import type { Logger } from '../../lib/logging/index.js';
+import { readStateOrEmpty } from '../../lib/workspace/state.js';
+import type { InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
+import { clusterJournalView } from '../iam/journal-view.js';
+import { createCluster, nodeGroupSpecs } from './create.js';
+import { initCluster, type InitOptions } from './init.js';
+import { waitUntilJoined } from './mini.js';
+import { openWorkspaceStore, removeStoreMember, setMeasurements } from './store.js';
+import { upgradeCluster, type UpgradePlan, type UpgradeResult } from './upgrade.js';
+
+export const APPLY_PHASES = ['infrastructure', 'init', 'attestationconfig', 'image', 'k8s'] as const;
+export type ApplyPhase = (typeof APPLY_PHASES)[number];
+
+export interface ApplyOptions {
+  workspaceDir: string;
+  log: Logger;
+  journal: ResourceJournal;
+  provider: InfrastructureProvider;
+  skip?: ReadonlySet<ApplyPhase>;
+  progress?: (line: string) => void;
+  confirmUpgrade?: (plan: UpgradePlan) => Promise<boolean>;
+  init?: Pick<InitOptions, 'createValidator' | 'validatorDeps' | 'port' | 'connectTimeoutMs'>;
+  joinTimeoutMs?: number;
+}
+
+export interface ApplyResult {
+  created: boolean;
+  initialized: boolean;
+  /** Node groups whose size changed: group → [from, to]. */
+  scaled: Record<string, [number, number]>;
+  upgrade?: UpgradeResult;
+  measurementsWritten: boolean;
+}
+
+export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
+  const { workspaceDir, log, provider } = options;
+  const skip = options.skip ?? new Set<ApplyPhase>();
+  const say = (line: string) => {
+    log.info(line);
+    options.progress?.(line);
+  };
+  const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir, progress: options.progress };
+  const result: ApplyResult = { created: false, initialized: false, scaled: {}, measurementsWritten: false };
+  const config = await loadConfig(workspaceDir);
+  let state = await readStateOrEmpty(workspaceDir);
+
+  if (!skip.has('infrastructure')) {
+    if (!state.infrastructure.clusterEndpoint) {
+      say('creating the cluster');
+      await createCluster({ workspaceDir, provider, journal: options.journal, log, progress: say });
+      result.created = true;
+    } else {
+      for (const group of nodeGroupSpecs(config)) {
+        const members = (await provider.listInstances(ctx)).filter((i) => i.nodeGroup === group.name);
+        if (members.length === group.initialCount) continue;
+        if (group.role === 'control-plane' && group.initialCount < 1) throw new UserError('A cluster needs at least one control-plane node.', { hint: `Set nodeGroups.${group.name}.initialCount to 1 or more.` });
+        say(`scaling ${group.name} from ${members.length} to ${group.initialCount} nodes`);
+        if (group.role === 'control-plane' && group.initialCount < members.length && state.clusterValues.clusterID) {
+          // The newest go; their etcd members leave first, so the quorum never counts a node that is gone.
+          const index = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1));
+          const leaving = [...members].sort((a, b) => index(b.name) - index(a.name)).slice(0, members.length - group.initialCount);
+          for (const node of leaving) await removeStoreMember(workspaceDir, members, node.name);
+        }
+        await provider.scaleNodeGroup(group.name, group.initialCount, ctx);
+        result.scaled[group.name] = [members.length, group.initialCount];
+      }
+    }
+  }
+  state = await readStateOrEmpty(workspaceDir);
+
+  if (!skip.has('init') && !state.clusterValues.clusterID) {
+    if (!state.infrastructure.clusterEndpoint) throw new UserError('The cluster has no infrastructure yet, so it cannot be initialized.', { hint: 'Run apply without skipping the infrastructure phase.' });
+    say('initializing the cluster');
+    await initCluster({ workspaceDir, log, progress: say, ...options.init });
+    result.initialized = true;
+  }
+  state = await readStateOrEmpty(workspaceDir);
+  if (!state.clusterValues.clusterID) return result;
+
+  say('waiting for every node to join');
+  await waitUntilJoined(provider, state.clusterValues.clusterID, { workspaceDir, journal: options.journal, log, joinTimeoutMs: options.joinTimeoutMs });
+
+  const upgrade = !skip.has('image') || !skip.has('k8s');
+  if (upgrade && !result.created) {
+    result.upgrade = await upgradeCluster({ workspaceDir, log, journal: options.journal, provider, progress: say, confirm: options.confirmUpgrade });
+  } else if (!skip.has('attestationconfig') && !result.created) {
+    const store = await openWorkspaceStore(workspaceDir, await provider.listInstances(ctx));
+    try {
+      const { config: current } = await store.readJoinConfig();
+      await setMeasurements(store, { ...current.attestation.config, measurements: measurementsOf(config) });
+      result.measurementsWritten = true;
+      say('wrote the config\'s measurements to the cluster store');
+    } finally {
+      await store.close();
+    }
+  }
+  return result;
+}
