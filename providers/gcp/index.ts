@@ -20,6 +20,10 @@ const provider: ProviderModule = {
     const { GcpNodeMetadata } = await import('./metadata.js');
     return new GcpNodeMetadata(options as GcpProviderOptions | undefined);
   },
+  async nodePlatform(options) {
+    const { gcpNodePlatform } = await import('./node-platform.js');
+    return gcpNodePlatform(options);
+  },
   async iam(options) {
     const { GcpIam } = await import('./iam.js');
     return new GcpIam(options as GcpProviderOptions | undefined);
