@@ -4,6 +4,7 @@
  * Providers are loaded lazily by name (see ./registry.ts) so the CLI never loads a cloud SDK it does not use.
  */
 
+import type { TeeReportOptions } from '../lib/attestation/tee/index.js';
 import type { Issuer, ValidatorDeps } from '../lib/attestation/types.js';
 import type { TpmClient } from '../lib/tpm/client.js';
 import type { ResourceJournal } from '../lib/workspace/resource-journal.js';
@@ -141,6 +142,8 @@ export interface NodePlatformOptions {
     tsmRoot?: string;
     sevGuest?: string;
   };
+  /** The TEE interfaces (configfs-tsm, sev-guest) when not the kernel's: tests emulate them. Paths above still apply. */
+  tee?: TeeReportOptions;
   /** Options of the provider's node side (metadata endpoints; SDK endpoints and credentials in tests). */
   providerOptions?: Record<string, unknown>;
   /** The node image's version (the boot config's imageVersion). */

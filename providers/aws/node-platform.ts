@@ -21,7 +21,7 @@ export const AWS_STATE_DISK = '/dev/sdb';
 export async function awsNodePlatform(options: NodePlatformOptions): Promise<NodePlatform> {
   const providerOptions = (options.providerOptions ?? {}) as AwsProviderOptions;
   const metadata = new AwsNodeMetadata(providerOptions);
-  const tee = teeOptions(options.paths);
+  const tee = teeOptions(options);
   const nodeDir = options.paths?.nodeDir ?? CLOUD_NODE_DIR;
   const variant = options.variant;
   if (variant !== 'aws-sev-snp' && variant !== 'aws-nitro-tpm') throw new UserError(`AWS nodes attest as aws-sev-snp or aws-nitro-tpm, not ${variant}.`);

@@ -33,8 +33,13 @@ export function cloudIdentity(cloud: string, metadata: NodeMetadata): () => Prom
   };
 }
 
-export function teeOptions(paths: NodePlatformOptions['paths']): TeeReportOptions {
-  return { tsm: paths?.tsmRoot ? { root: paths.tsmRoot } : {}, sevGuest: paths?.sevGuest ? { path: paths.sevGuest } : {} };
+/** The TEE options of a platform: the boot config's paths over the given (or the kernel's) interfaces. */
+export function teeOptions(options: NodePlatformOptions): TeeReportOptions {
+  const { paths, tee } = options;
+  return {
+    tsm: { ...tee?.tsm, ...(paths?.tsmRoot ? { root: paths.tsmRoot } : {}) },
+    sevGuest: { ...tee?.sevGuest, ...(paths?.sevGuest ? { path: paths.sevGuest } : {}) },
+  };
 }
 
 /** The KDS fetcher for a node's join service, caching in the node's folder. */

@@ -27,7 +27,7 @@ export function gceInstanceOf(providerId: string): { projectId: string; zone: st
 export async function gcpNodePlatform(options: NodePlatformOptions): Promise<NodePlatform> {
   const providerOptions = (options.providerOptions ?? {}) as GcpProviderOptions;
   const metadata = new GcpNodeMetadata(providerOptions);
-  const tee = teeOptions(options.paths);
+  const tee = teeOptions(options);
   const nodeDir = options.paths?.nodeDir ?? CLOUD_NODE_DIR;
   const variant = options.variant;
   if (variant !== 'gcp-sev-snp' && variant !== 'gcp-sev-es') throw new UserError(`GCP nodes attest as gcp-sev-snp or gcp-sev-es, not ${variant}.`);

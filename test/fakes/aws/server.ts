@@ -155,6 +155,17 @@ export class FakeAws {
       '/latest/meta-data/placement/region': this.state.region,
       '/latest/meta-data/placement/availability-zone': instance.zone,
       '/latest/meta-data/local-ipv4': instance.privateIp,
+      '/latest/dynamic/instance-identity/document': JSON.stringify({
+        accountId: '123456789012',
+        architecture: 'x86_64',
+        availabilityZone: instance.zone,
+        imageId: instance.imageId,
+        instanceId: instance.id,
+        instanceType: instance.instanceType,
+        privateIp: instance.privateIp,
+        region: this.state.region,
+        version: '2017-09-30',
+      }),
     };
     const answer = answers[req.url ?? ''];
     return answer === undefined ? reply(404, 'Not Found') : reply(200, answer);
