@@ -28,9 +28,10 @@ const provider: ProviderModule = {
     const { GcpIam } = await import('./iam.js');
     return new GcpIam(options as GcpProviderOptions | undefined);
   },
+  /** The shielded-VM identity lookup; with options.verifier (`attestation verify`) as the user, see verifierOptions. */
   async attestationDeps(options) {
-    const { shieldedIdentityClient } = await import('./shielded-identity.js');
-    return { gcpShieldedIdentity: shieldedIdentityClient(options as GcpProviderOptions | undefined) };
+    const { shieldedIdentityClient, verifierOptions } = await import('./shielded-identity.js');
+    return { gcpShieldedIdentity: shieldedIdentityClient(options?.verifier ? verifierOptions() : (options as GcpProviderOptions | undefined)) };
   },
 };
 

@@ -77,6 +77,20 @@ export class FakeGcp {
     return `http://127.0.0.1:${this.port}`;
   }
 
+  /**
+   * The environment that points a CLI child's GCP clients at this fake through their default paths: gcloud's
+   * Compute endpoint override and application default credentials from the (fake) GCE metadata server.
+   */
+  cliEnv(): NodeJS.ProcessEnv {
+    return {
+      CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE: `${this.url}/`,
+      GCE_METADATA_HOST: `127.0.0.1:${this.port}`,
+      METADATA_SERVER_DETECTION: 'assume-present',
+      GOOGLE_APPLICATION_CREDENTIALS: '',
+      GOOGLE_CLOUD_PROJECT: 'fake-project',
+    };
+  }
+
   /** Provider options that point the real SDK at this fake, with short retry delays. */
   providerOptions(extra: Partial<GcpProviderOptions> = {}): GcpProviderOptions {
     return {
@@ -159,6 +173,7 @@ export class FakeGcp {
       res.end(String(response.body));
     } else {
       res.setHeader('content-type', 'application/json; charset=UTF-8');
+      if (req.url?.startsWith('/computeMetadata/')) res.setHeader('metadata-flavor', 'Google');
       res.end(JSON.stringify(response.body));
     }
   }
@@ -182,6 +197,11 @@ export class FakeGcp {
   /** The instance metadata server (computeMetadata/v1), for the instance set with setMetadataInstance. */
   private metadata(req: FakeRequest): FakeResponse {
     if (req.headers['metadata-flavor'] !== 'Google') throw new HttpError(403, 'Missing Metadata-Flavor:Google header.');
+    // Application default credentials on a VM (google-auth-library's GCE path): the service account's token.
+    if (req.path === '/computeMetadata/v1/instance/service-accounts/default/token') {
+      return { status: 200, body: { access_token: FAKE_TOKEN, expires_in: 3600, token_type: 'Bearer' } };
+    }
+    if (req.path === '/computeMetadata/v1/instance' || req.path === '/computeMetadata/v1/') return { status: 200, body: {} };
     const self = this.metadataInstance;
     if (!self) throw new HttpError(404, 'no instance');
     const instance = this.compute.list('instances').find((i) => i.name === self.name) as
