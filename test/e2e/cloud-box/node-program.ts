@@ -1,0 +1,97 @@
+/**
+ * The node program of a cloud-in-a-box VM: the production node program (bootstrapper/main.ts startNode on the
+ * provider's NodePlatform: that cloud's metadata service, TPM, issuer, join service, kubeadm backend) with what a
+ * test machine lacks put in by the test, and nothing else:
+ *   - the kernel's TEE interface: configfs-tsm emulated in process, signing SEV-SNP reports with the test's VCEK/VLEK
+ *     (or, for the refusal cases, with an untrusted key, or with REPORT_DATA that does not bind the AK);
+ *   - the AMD roots the node's join service trusts: the test's ARK (the test option that makes the test chain count);
+ *   - the LUKS2 state disk without device-mapper: real cryptsetup headers and key checks, its mount point a folder;
+ *   - kubeadm: the stand-in on PATH, its folders below the node's.
+ * Run as `node --import tsx node-program.ts <config.json>`; logs JSON lines to stdout; SIGTERM stops it.
+ */
+import { createPrivateKey } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { AmdRoots } from '../../../lib/attestation/snp/certs.js';
+import type { SnpProduct, TcbVersion } from '../../../lib/attestation/snp/report.js';
+import { createLogger } from '../../../lib/logging/index.js';
+import { loadProvider } from '../../../providers/registry.js';
+import { startNode } from '../../../bootstrapper/main.js';
+import { LogTail } from '../../../bootstrapper/log-tail.js';
+import { openLuksStateDisk, testPassphraseActivator } from '../../../bootstrapper/state-disk.js';
+import { certificatesDer } from '../../../lib/attestation/snp/certs.js';
+import { emulatedTsm, snpGuest } from '../../attestation/support/emulated-tee.js';
+import type { SnpTestCa } from '../../attestation/snp/fixtures.js';
+
+export interface BoxTee {
+  product: SnpProduct;
+  kind: 'vcek' | 'vlek';
+  /** The endorsement key: private key and certificate (PEM), its chip id (hex) and TCB. */
+  keyPem: string;
+  certPem: string;
+  chipIdHex: string;
+  tcb: TcbVersion;
+  /** ASK (or ASVK) and ARK handed out with the report, PEM. */
+  askPem: string;
+  arkPem: string;
+  /** Fixed REPORT_DATA (hex) instead of what the node asks for: a report that does not bind the AK. */
+  reportDataHex?: string;
+}
+
+export interface BoxNodeConfig {
+  provider: string;
+  variant: string;
+  paths: { tpm: string; nodeDir: string; stateDisk: string; stateDir: string };
+  providerOptions: Record<string, unknown>;
+  tee?: BoxTee;
+  /** The AMD roots this node's join service trusts (the test chain). */
+  trustedRoots: AmdRoots;
+  kubeadm: { pkiDir: string; adminConf: string; env: Record<string, string> };
+}
+
+const der = (pem: string) => ({ der: certificatesDer(pem)[0], pem });
+
+function teeOf(tee: BoxTee) {
+  const key = { cert: der(tee.certPem), privateKey: createPrivateKey(tee.keyPem), chipId: new Uint8Array(Buffer.from(tee.chipIdHex, 'hex')), tcb: tee.tcb };
+  const ca = { ask: der(tee.askPem), asvk: der(tee.askPem), ark: der(tee.arkPem) } as unknown as SnpTestCa;
+  const fields = tee.reportDataHex ? { reportData: new Uint8Array(Buffer.from(tee.reportDataHex, 'hex')) } : {};
+  return { tsm: emulatedTsm(snpGuest(ca, key, tee.kind, fields)) };
+}
+
+async function run(configFile: string): Promise<void> {
+  const config = JSON.parse(readFileSync(configFile, 'utf8')) as BoxNodeConfig;
+  const tail = new LogTail();
+  const logger = createLogger((line) => {
+    process.stdout.write(`${line}\n`);
+    tail.sink(line);
+  }, { component: 'bootstrapper' });
+  const cleanup: Array<() => Promise<void> | void> = [];
+  const stop = async (code: number) => {
+    for (const step of cleanup.reverse()) await Promise.resolve(step()).catch(() => undefined);
+    process.exit(code);
+  };
+  try {
+    const provider = await loadProvider(config.provider);
+    const base = await provider.nodePlatform!({
+      variant: config.variant,
+      paths: config.paths,
+      providerOptions: config.providerOptions,
+      tee: config.tee ? teeOf(config.tee) : undefined,
+    });
+    const platform = { ...base, validatorDeps: async () => ({ ...(await base.validatorDeps()), amdRoots: config.trustedRoots }) };
+    await startNode({
+      logger,
+      tail,
+      cleanup,
+      platform,
+      openStateDisk: (p) => openLuksStateDisk(p.stateDisk.kind === 'luks' ? p.stateDisk.device : p.stateDisk.diskDir, { mountPoint: p.stateDisk.mountPoint, activator: testPassphraseActivator() }),
+      backend: { pkiDir: config.kubeadm.pkiDir, adminConfPath: config.kubeadm.adminConf, env: config.kubeadm.env },
+      overrides: { retry: { initialMs: 100, maxMs: 500, unreachableMaxMs: 200 } },
+    });
+    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void stop(0));
+  } catch (err) {
+    logger.error('the bootstrapper cannot start', { reason: (err as Error).message });
+    await stop(1);
+  }
+}
+
+void run(process.argv[2] ?? '');
