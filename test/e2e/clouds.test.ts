@@ -10,7 +10,7 @@
  * Each cloud prints one line: its variant, the outcome and the create + init wall time without the fake's latency.
  */
 import assert from 'node:assert/strict';
-import { execFileSync, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes, randomInt } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
