@@ -41,6 +41,8 @@ interface Running extends BoxNode {
 export type NodeSettings = Omit<BoxNodeConfig, 'paths' | 'kubeadm'> & {
   /** What the cloud puts into a VM's vTPM before it boots (GCE's AK template, Azure's paravisor AK and report). */
   provision?: (tpm: TpmClient) => Promise<void>;
+  /** The node process' environment on top of this one (where the VM's default credentials come from). */
+  env?: Record<string, string>;
 };
 
 export class CloudBox {
@@ -70,7 +72,7 @@ export class CloudBox {
       await fs.writeFile(stateDisk, '');
       await fs.truncate(stateDisk, 32 * 1024 * 1024);
       const standin = await installStandinKubeadm(path.join(dir, 'kubeadm'));
-      const { provision: _, ...rest } = settings;
+      const { provision: _, env, ...rest } = settings;
       const config: BoxNodeConfig = {
         ...rest,
         paths: { tpm: swtpm.serverSocket, nodeDir: path.join(dir, 'node'), stateDisk, stateDir: path.join(dir, 'state') },
@@ -78,7 +80,7 @@ export class CloudBox {
       };
       const configFile = path.join(dir, 'node.json');
       await fs.writeFile(configFile, JSON.stringify(config));
-      const child = spawn(process.execPath, ['--import', 'tsx', NODE_PROGRAM, configFile], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['--import', 'tsx', NODE_PROGRAM, configFile], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
       let output = '';
       child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
       child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
