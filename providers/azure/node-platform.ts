@@ -3,7 +3,8 @@
  * vTPM at /dev/tpmrm0; the state disk is the data disk at LUN 0 (/dev/disk/azure/scsi1/lun0); node metadata from
  * IMDS and Azure Resource Manager. The AK is the paravisor's persistent key (0x81000003), never one of ours:
  *   azure-sev-snp        instanceInfo is the HCL report from NV index 0x01400001: the SNP report and the runtime
- *                        data (holding the AK) whose SHA-256 the report binds;
+ *                        data (holding the AK) whose SHA-256 the report binds; plus the VCEK and ASK/ARK that
+ *                        IMDS's THIM service hands out (as upstream does), so verifiers need not ask AMD's KDS;
  *   azure-tdx            the same HCL report holds a TD report, which IMDS turns into a quote (POST /acc/tdquote);
  *   azure-trustedlaunch  the AK certificate from NV index 0x01c101d0.
  */
@@ -33,6 +34,18 @@ export async function azureTdQuote(imdsEndpoint: string, tdReport: Uint8Array): 
   return new Uint8Array(Buffer.from(quote, 'base64url'));
 }
 
+/** The VCEK and its chain from IMDS's THIM service; undefined when it does not answer (verifiers then ask AMD's KDS). */
+export async function azureThimCertificates(imdsEndpoint: string): Promise<{ vcek: string; certChain: string } | undefined> {
+  try {
+    const response = await fetch(`${imdsEndpoint}/metadata/THIM/amd/certification`, { headers: { Metadata: 'true' }, signal: AbortSignal.timeout(10_000) });
+    if (!response.ok) return undefined;
+    const { vcekCert, certificateChain } = (await response.json()) as { vcekCert?: string; certificateChain?: string };
+    return vcekCert && certificateChain ? { vcek: vcekCert, certChain: certificateChain } : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /** A DER certificate read from an NV index that may be padded after it. */
 function derPrefix(bytes: Uint8Array): Uint8Array {
   const b = Buffer.from(bytes);
@@ -54,8 +67,9 @@ export async function azureNodePlatform(options: NodePlatformOptions): Promise<N
     const hcl = parseHclReport(await tpm.nvRead(AZURE_HCL_REPORT_INDEX));
     const expected = variant === 'azure-sev-snp' ? 'snp' : 'tdx';
     if (hcl.kind !== expected) throw new UserError(`The vTPM's HCL report holds a ${hcl.kind} report, but the node attests as ${variant}.`);
-    const report = hcl.kind === 'snp' ? hcl.teeReport : await azureTdQuote(providerOptions.imdsEndpoint ?? IMDS_ENDPOINT, hcl.teeReport);
-    return jsonBytes({ attestationReport: b64(report), runtimeData: b64(hcl.runtimeData) });
+    const imds = providerOptions.imdsEndpoint ?? IMDS_ENDPOINT;
+    if (hcl.kind === 'tdx') return jsonBytes({ attestationReport: b64(await azureTdQuote(imds, hcl.teeReport)), runtimeData: b64(hcl.runtimeData) });
+    return jsonBytes({ attestationReport: b64(hcl.teeReport), runtimeData: b64(hcl.runtimeData), ...(await azureThimCertificates(imds)) });
   };
   return {
     provider: 'azure',

@@ -20,7 +20,7 @@ import { createLogger } from '../../lib/logging/index.js';
 import { makeEndorsementKey, makeSnpTestCa, type EndorsementKey, type SnpTestCa } from '../attestation/snp/fixtures.js';
 import { hasSwtpm } from '../atls/support/kits.js';
 import { CloudBox } from './cloud-box/box.js';
-import { awsCloud, gcpCloud, generateConfig, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
+import { awsCloud, azureCloud, gcpCloud, generateConfig, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
 import type { BoxTee } from './cloud-box/node-program.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
@@ -55,6 +55,7 @@ async function waitForStatus(cloud: BoxCloud, done: (s: NodeStatusJson) => boole
 const CLOUDS: { name: string; make: (workspace: string, octet: number) => Promise<BoxCloud> }[] = [
   { name: 'aws', make: awsCloud },
   { name: 'gcp', make: gcpCloud },
+  { name: 'azure', make: azureCloud },
 ];
 
 describe('cloud in a box', function () {
@@ -87,7 +88,7 @@ describe('cloud in a box', function () {
         const c = (cloud = await make(workspace, octet));
         const good = makeEndorsementKey(ca, { kind: c.signingKind });
         await generateConfig(workspace, name, c.variant, (doc) => c.configure(doc, good.tcb));
-        const boot = (instance: Parameters<BoxCloud['node']>[0], tee: BoxTee) => box.boot(instance, { ...c.node(instance, tee, ca), trustedRoots: ca.roots });
+        const boot = async (instance: Parameters<BoxCloud['node']>[0], tee: BoxTee) => box.boot(instance, { ...(await c.node(instance, tee)), trustedRoots: ca.roots });
 
         const started = Date.now();
         const { clusterEndpoint } = await c.create();

@@ -5,8 +5,11 @@
  *   aws    the built CLI in a child process (the SDK finds the fake through AWS_ENDPOINT_URL and static keys)
  *   gcp    the CLI's orchestration (cli/cluster) in process with the provider pointed at the fake; nodes reach the
  *          Compute API with application default credentials from their (fake) metadata server
+ *   azure  as gcp; each node has its own fake IMDS (instance document, THIM certificates); its vTPM holds what
+ *          Azure's paravisor puts there (a persistent RSA AK, the HCL report with the SNP report binding it)
  */
 import assert from 'node:assert/strict';
+import { createHash, createPrivateKey } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parse, parseDocument, type Document } from 'yaml';
@@ -14,21 +17,29 @@ import { createCluster } from '../../../cli/cluster/create.js';
 import { withWorkspaceSession } from '../../../cli/cluster/session.js';
 import { clusterStatus } from '../../../cli/cluster/status.js';
 import { terminateCluster } from '../../../cli/cluster/terminate.js';
-import { GCE_AK_TEMPLATE_INDEX_RSA } from '../../../lib/attestation/cloud-evidence.js';
+import { AZURE_AK_HANDLE, AZURE_HCL_REPORT_INDEX, encodeHclReport, GCE_AK_TEMPLATE_INDEX_RSA } from '../../../lib/attestation/cloud-evidence.js';
+import { certificatesDer } from '../../../lib/attestation/snp/certs.js';
 import type { ValidatorDeps } from '../../../lib/attestation/types.js';
 import { TPM_ALG, TPMA_OBJECT } from '../../../lib/tpm/constants.js';
 import { encodeTpmPublic, parseTpmPublic, publicKeyFromTpmPublic } from '../../../lib/tpm/structures.js';
 import { CONFIG_FILE, STATE_FILE } from '../../../lib/workspace/files.js';
 import awsProvider from '../../../providers/aws/index.js';
+import { AzureInfrastructure } from '../../../providers/azure/infrastructure.js';
+import { parseAzureOptions } from '../../../providers/azure/options.js';
 import { GcpInfrastructure } from '../../../providers/gcp/infrastructure.js';
 import { shieldedIdentityClient } from '../../../providers/gcp/shielded-identity.js';
-import type { EndorsementKey, SnpTestCa } from '../../attestation/snp/fixtures.js';
+import { makeSnpReport, type EndorsementKey } from '../../attestation/snp/fixtures.js';
 import { launchInstance } from '../../fakes/aws/ec2.js';
 import { FAKE_CREDENTIALS, FAKE_IMAGE, startFakeAws, type FakeAws } from '../../fakes/aws/server.js';
+import { FakeArm, FAKE_TENANT, FAKE_TOKEN as FAKE_ARM_TOKEN } from '../../fakes/azure/arm-server.js';
+import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
 import { FakeGcp } from '../../fakes/gcp/server.js';
 import { runCli } from '../../support/cli.js';
 import type { BoxInstance, NodeSettings } from './box.js';
 import type { BoxTee } from './node-program.js';
+
+const AZ_SUBSCRIPTION = '00000000-1111-2222-3333-444444444444';
+const AZ_GROUP = 'box-rg';
 
 export interface NodeStatusJson {
   nodes: { name: string; role: string; address: string; state: string; reason?: string }[];
@@ -42,7 +53,7 @@ export interface BoxCloud {
   configure(doc: Document, tcb: EndorsementKey['tcb']): void;
   create(): Promise<{ clusterEndpoint: string }>;
   running(): BoxInstance[];
-  node(instance: BoxInstance, tee: BoxTee, ca: SnpTestCa): NodeSettings;
+  node(instance: BoxInstance, tee: BoxTee): Promise<NodeSettings>;
   /** What `init` validates the first node with (the test ARK added by the caller). */
   validatorDeps(): Promise<Partial<ValidatorDeps>>;
   status(): Promise<NodeStatusJson>;
@@ -112,7 +123,7 @@ export async function awsCloud(workspace: string, octet: number): Promise<BoxClo
       return { clusterEndpoint: await clusterEndpoint(workspace) };
     },
     running: () => [...fake.state.instances.values()].filter((i) => i.terminatedAt === undefined).map(asBox),
-    node: (instance, tee) => ({
+    node: async (instance, tee) => ({
       provider: 'aws',
       variant: 'aws-sev-snp',
       providerOptions: { endpoint: fake.url, credentials: FAKE_CREDENTIALS, imdsEndpoint: `${fake.url}/node/${instance.id}`, retryDelayMs: 20 },
@@ -161,7 +172,7 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
       return { clusterEndpoint: await clusterEndpoint(workspace) };
     },
     running: instances,
-    node: (instance, tee) => ({
+    node: async (instance, tee) => ({
       provider: 'gcp',
       variant: 'gcp-sev-snp',
       providerOptions: { apiEndpoint: '127.0.0.1', port: Number(new URL(fake.url).port), protocol: 'http', metadataEndpoint: `${fake.url}/node/${instance.id}`, retry: { attempts: 5, baseDelayMs: 20, maxDelayMs: 100 } },
@@ -190,5 +201,81 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
     },
     leftovers: () => [...fake.compute.resources.keys()],
     close: () => fake.close(),
+  };
+}
+
+export async function azureCloud(workspace: string, octet: number): Promise<BoxCloud> {
+  const fake = await FakeArm.start({ lroDurationMs: 1, privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0` });
+  fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+  const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
+  const imdsServers: FakeImds[] = [];
+  const session = <T>(command: string, fn: Parameters<typeof withWorkspaceSession<T>>[2]) => withWorkspaceSession<T>(workspace, command, fn);
+  const vms = () =>
+    [...fake.resources.values()]
+      .filter((r) => /\/virtualMachineScaleSets\/[^/]+\/virtualMachines\/[^/]+$/i.test(r.id))
+      .map((r) => {
+        const scaleSet = fake.get(r.id.replace(/\/virtualMachines\/.*$/, '')) as { tags: Record<string, string> };
+        const props = r.body.properties as { privateIp: string; osProfile: { computerName: string } };
+        return { resourceId: r.id, name: String(r.body.name), computerName: props.osProfile.computerName, privateIp: props.privateIp, tags: scaleSet.tags };
+      });
+  const running = () => vms().map((v): BoxInstance => ({ id: v.computerName, ip: v.privateIp, role: v.tags['constellation-role'] === 'control-plane' ? 'control-plane' : 'worker' }));
+  return {
+    variant: 'azure-sev-snp',
+    signingKind: 'vcek',
+    configure(doc, tcb) {
+      doc.setIn(['image'], '/CommunityGalleries/box/Images/constellation/Versions/1.0.0');
+      doc.setIn(['provider', 'azure', 'subscription'], AZ_SUBSCRIPTION);
+      doc.setIn(['provider', 'azure', 'tenant'], FAKE_TENANT);
+      doc.setIn(['provider', 'azure', 'resourceGroup'], AZ_GROUP);
+      doc.setIn(['provider', 'azure', 'userAssignedIdentity'], `/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/box-nodes`);
+      setTcb(doc, 'azureSEVSNP', tcb);
+    },
+    async create() {
+      await session('create', ({ workspaceDir, journal, log }) => createCluster({ workspaceDir, provider: infra, journal, log }));
+      return { clusterEndpoint: await clusterEndpoint(workspace) };
+    },
+    running,
+    async node(instance, tee) {
+      const vm = vms().find((v) => v.computerName === instance.id)!;
+      const imds = await startFakeImds({ ...vm, subscriptionId: AZ_SUBSCRIPTION, resourceGroupName: AZ_GROUP, thim: { vcekCert: tee.certPem, certificateChain: tee.askPem + tee.arkPem } });
+      imdsServers.push(imds);
+      const { endpoint, tlsOptions, pollIntervalMs } = fake.providerOptions() as { endpoint: string; tlsOptions: { ca: string }; pollIntervalMs: number };
+      return {
+        provider: 'azure',
+        variant: 'azure-sev-snp',
+        providerOptions: { endpoint, tlsOptions, pollIntervalMs, imdsEndpoint: imds.url, retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 } },
+        armToken: FAKE_ARM_TOKEN,
+        trustedRoots: {},
+        // Azure's paravisor: its AK made persistent, and its HCL report whose SNP report binds the runtime data holding that AK.
+        async provision(tpm) {
+          const ak = await tpm.createAttestationKey(RSA_AK_TEMPLATE);
+          await tpm.evictControl(ak.handle, AZURE_AK_HANDLE);
+          await tpm.flushContext(ak.handle);
+          const jwk = publicKeyFromTpmPublic(parseTpmPublic(ak.publicArea)).export({ format: 'jwk' }) as { n: string; e: string };
+          const runtimeData = Buffer.from(JSON.stringify({ keys: [{ kid: 'HCLAkPub', key_ops: ['sign'], kty: 'RSA', e: jwk.e, n: jwk.n }], 'vm-configuration': { 'tpm-enabled': true } }));
+          const reportData = tee.reportDataHex ? Buffer.from(tee.reportDataHex, 'hex') : Buffer.concat([createHash('sha256').update(runtimeData).digest(), Buffer.alloc(32)]);
+          const key = { cert: { der: certificatesDer(tee.certPem)[0], pem: tee.certPem }, privateKey: createPrivateKey(tee.keyPem), chipId: new Uint8Array(Buffer.from(tee.chipIdHex, 'hex')), tcb: tee.tcb };
+          const hcl = encodeHclReport({ kind: 'snp', teeReport: makeSnpReport({ reportData }, key), runtimeData });
+          await tpm.nvDefine(AZURE_HCL_REPORT_INDEX, hcl.length);
+          await tpm.nvWrite(AZURE_HCL_REPORT_INDEX, hcl);
+        },
+      };
+    },
+    validatorDeps: async () => ({}),
+    status: () => session('status', ({ workspaceDir, journal, log }) => clusterStatus({ workspaceDir, provider: infra, journal, log, timeoutMs: 2000 })) as Promise<NodeStatusJson>,
+    async addWorkers(count) {
+      const before = new Set(running().map((i) => i.id));
+      const workers = running().filter((i) => i.role === 'worker').length;
+      await session('scale', ({ journal }) => infra.scaleNodeGroup('worker_default', workers + count, { journal, log: { debug: () => undefined, info: () => undefined, warn: () => undefined }, workspaceDir: workspace }));
+      return running().filter((i) => !before.has(i.id));
+    },
+    async terminate() {
+      await session('terminate', ({ workspaceDir, journal, log }) => terminateCluster({ workspaceDir, journal, log, provider: infra }));
+    },
+    leftovers: () => fake.resourceIds().filter((id) => id.toLowerCase() !== `/subscriptions/${AZ_SUBSCRIPTION}/resourcegroups/${AZ_GROUP}`.toLowerCase()),
+    async close() {
+      for (const imds of imdsServers) await imds.stop();
+      await fake.stop();
+    },
   };
 }

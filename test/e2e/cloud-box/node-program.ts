@@ -6,7 +6,8 @@
  *     (or, for the refusal cases, with an untrusted key, or with REPORT_DATA that does not bind the AK);
  *   - the AMD roots the node's join service trusts: the test's ARK (the test option that makes the test chain count);
  *   - the LUKS2 state disk without device-mapper: real cryptsetup headers and key checks, its mount point a folder;
- *   - kubeadm: the stand-in on PATH, its folders below the node's.
+ *   - kubeadm: the stand-in on PATH, its folders below the node's;
+ *   - Azure: a static ARM token where the VM's managed identity would get one.
  * Run as `node --import tsx node-program.ts <config.json>`; logs JSON lines to stdout; SIGTERM stops it.
  */
 import { createPrivateKey } from 'node:crypto';
@@ -46,6 +47,8 @@ export interface BoxNodeConfig {
   /** The AMD roots this node's join service trusts (the test chain). */
   trustedRoots: AmdRoots;
   kubeadm: { pkiDir: string; adminConf: string; env: Record<string, string> };
+  /** Azure: the token the VM's managed identity would get for ARM (the fake ARM accepts it). */
+  armToken?: string;
 }
 
 const der = (pem: string) => ({ der: certificatesDer(pem)[0], pem });
@@ -74,7 +77,9 @@ async function run(configFile: string): Promise<void> {
     const base = await provider.nodePlatform!({
       variant: config.variant,
       paths: config.paths,
-      providerOptions: config.providerOptions,
+      providerOptions: config.armToken
+        ? { ...config.providerOptions, credential: { getToken: async () => ({ token: config.armToken, expiresOnTimestamp: Date.now() + 3600_000 }) } }
+        : config.providerOptions,
       tee: config.tee ? teeOf(config.tee) : undefined,
     });
     const platform = { ...base, validatorDeps: async () => ({ ...(await base.validatorDeps()), amdRoots: config.trustedRoots }) };
