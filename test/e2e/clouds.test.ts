@@ -8,6 +8,7 @@
  * node joined → status OK → terminate leaves the fake empty; and a node whose report is signed outside the trusted
  * chain, or does not bind its AK, is refused and gets nothing (its state disk is never formatted).
  * Each cloud prints one line: its variant, the outcome and the create + init wall time (the fakes add no latency).
+ * `npm run bench -- cloud-box` measures the same create + init beside the local provider's `mini up`.
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
@@ -15,31 +16,14 @@ import { generateKeyPairSync, randomBytes, randomInt } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { initCluster } from '../../cli/cluster/init.js';
-import { createLogger } from '../../lib/logging/index.js';
-import { makeEndorsementKey, makeSnpTestCa, type EndorsementKey, type SnpTestCa } from '../attestation/snp/fixtures.js';
+import { makeEndorsementKey, makeSnpTestCa, type SnpTestCa } from '../attestation/snp/fixtures.js';
 import { hasSwtpm } from '../atls/support/kits.js';
 import { CloudBox } from './cloud-box/box.js';
-import { awsCloud, azureCloud, gcpCloud, generateConfig, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
-import type { BoxTee } from './cloud-box/node-program.js';
+import { BOX_CLOUDS, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
+import { bootNode, teeFor, upCluster } from './cloud-box/scenario.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
-const quiet = createLogger(() => undefined);
 const isLuks = (file: string) => spawnSync('cryptsetup', ['isLuks', file]).status === 0;
-
-function teeFor(ca: SnpTestCa, key: EndorsementKey, kind: 'vcek' | 'vlek', extra: Partial<BoxTee> = {}): BoxTee {
-  return {
-    product: ca.product,
-    kind,
-    keyPem: key.privateKey.export({ type: 'pkcs8', format: 'pem' }) as string,
-    certPem: key.cert.pem,
-    chipIdHex: Buffer.from(key.chipId).toString('hex'),
-    tcb: key.tcb,
-    askPem: (kind === 'vcek' ? ca.ask : ca.asvk).pem,
-    arkPem: ca.ark.pem,
-    ...extra,
-  };
-}
 
 async function waitForStatus(cloud: BoxCloud, done: (s: NodeStatusJson) => boolean, timeoutMs = 90_000): Promise<NodeStatusJson> {
   const deadline = Date.now() + timeoutMs;
@@ -52,12 +36,6 @@ async function waitForStatus(cloud: BoxCloud, done: (s: NodeStatusJson) => boole
   assert.fail(`status did not settle: ${JSON.stringify(last)}`);
 }
 
-const CLOUDS: { name: string; make: (workspace: string, octet: number) => Promise<BoxCloud> }[] = [
-  { name: 'aws', make: awsCloud },
-  { name: 'gcp', make: gcpCloud },
-  { name: 'azure', make: azureCloud },
-];
-
 describe('cloud in a box', function () {
   this.timeout(300_000);
   let ca: SnpTestCa;
@@ -66,7 +44,7 @@ describe('cloud in a box', function () {
     ca = makeSnpTestCa('Milan');
   });
 
-  for (const { name, make } of CLOUDS) {
+  for (const { name, make } of BOX_CLOUDS) {
     describe(name, () => {
       let root: string;
       let workspace: string;
@@ -84,21 +62,8 @@ describe('cloud in a box', function () {
       });
 
       it('create → init → every node joined → status OK; forged nodes are refused and get nothing; terminate leaves the fake empty', async () => {
-        const octet = randomInt(20, 240);
-        const c = (cloud = await make(workspace, octet));
-        const good = makeEndorsementKey(ca, { kind: c.signingKind });
-        await generateConfig(workspace, name, c.variant, (doc) => c.configure(doc, good.tcb));
-        const boot = async (instance: Parameters<BoxCloud['node']>[0], tee: BoxTee) => box.boot(instance, { ...(await c.node(instance, tee)), trustedRoots: ca.roots });
-
-        const started = Date.now();
-        const { clusterEndpoint } = await c.create();
-        const instances = c.running();
-        assert.equal(instances.length, 3);
-        for (const instance of instances) await boot(instance, teeFor(ca, good, c.signingKind));
-        await box.startLoadBalancer(clusterEndpoint);
-        for (const node of box.booted) await box.waitForLog(node, 'bootstrapper started');
-        const init = await initCluster({ workspaceDir: workspace, log: quiet, validatorDeps: { ...(await c.validatorDeps()), amdRoots: ca.roots } });
-        const elapsed = Date.now() - started;
+        const c = (cloud = await make(workspace, randomInt(20, 240)));
+        const { init, good, elapsedMs } = await upCluster(c, box, ca, workspace, name);
         assert.equal(init.kubernetesBackend, 'kubeadm');
 
         const joined = await waitForStatus(c, (s) => s.nodes.length === 3 && s.nodes.every((n) => n.state === 'joined'));
@@ -108,12 +73,13 @@ describe('cloud in a box', function () {
 
         // Two more workers whose evidence must not pass: one report signed by a key outside the trusted chain (its
         // certificate names the test ASK/ASVK, a foreign key signed it), one whose REPORT_DATA does not bind the AK.
+        const foreign = makeEndorsementKey(ca, { kind: c.signingKind, issuerKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey });
         const forged = [
-          { what: 'signed outside the trusted chain', tee: teeFor(ca, makeEndorsementKey(ca, { kind: c.signingKind, issuerKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey }), c.signingKind) },
+          { what: 'signed outside the trusted chain', tee: teeFor(ca, foreign, c.signingKind) },
           { what: 'REPORT_DATA not binding the AK', tee: teeFor(ca, good, c.signingKind, { reportDataHex: randomBytes(64).toString('hex') }) },
         ];
         const extra = await c.addWorkers(forged.length);
-        const forgedNodes = await Promise.all(extra.map(async (instance, i) => ({ ...forged[i], node: await boot(instance, forged[i].tee) })));
+        const forgedNodes = await Promise.all(extra.map(async (instance, i) => ({ ...forged[i], node: await bootNode(box, c, ca, instance, forged[i].tee) })));
         const refused = await waitForStatus(c, (s) => s.nodes.filter((n) => n.state === 'refused').length === 2);
         const reasons = refused.nodes.filter((n) => n.state === 'refused').map((n) => n.reason ?? '');
         assert.ok(reasons.some((r) => /not signed by the ASK/.test(r)), reasons.join(' | '));
@@ -128,7 +94,7 @@ describe('cloud in a box', function () {
         assert.deepEqual(c.leftovers(), []);
         assert.deepEqual(c.running(), []);
         await box.close();
-        console.log(`      ${c.variant}: create → init → 3/3 joined → status OK → 2 forged nodes refused → terminate: fake empty (create + init ${(elapsed / 1000).toFixed(1)} s)`);
+        console.log(`      ${c.variant}: create → init → 3/3 joined → status OK → 2 forged nodes refused → terminate: fake empty (create + init ${(elapsedMs / 1000).toFixed(1)} s)`);
       });
     });
   }

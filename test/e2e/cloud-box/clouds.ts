@@ -59,6 +59,8 @@ export interface BoxCloud {
   status(): Promise<NodeStatusJson>;
   addWorkers(count: number): Promise<BoxInstance[]>;
   terminate(): Promise<void>;
+  /** How long the fake itself waited on purpose so far (configured latency, long-running operations), ms. */
+  fakeDelayMs(): number;
   /** What the fake still holds after terminate (empty: nothing left). */
   leftovers(): string[];
   close(): Promise<void>;
@@ -139,6 +141,7 @@ export async function awsCloud(workspace: string, octet: number): Promise<BoxClo
     async terminate() {
       await cli('terminate', '-y');
     },
+    fakeDelayMs: () => fake.requests.length * fake.latencyMs,
     leftovers: () => fake.live(),
     close: () => fake.close(),
   };
@@ -199,6 +202,7 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
     async terminate() {
       await session('terminate', ({ workspaceDir, journal, log }) => terminateCluster({ workspaceDir, journal, log, provider: infra }));
     },
+    fakeDelayMs: () => fake.requests.length * fake.latencyMs,
     leftovers: () => [...fake.compute.resources.keys()],
     close: () => fake.close(),
   };
@@ -272,6 +276,7 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
     async terminate() {
       await session('terminate', ({ workspaceDir, journal, log }) => terminateCluster({ workspaceDir, journal, log, provider: infra }));
     },
+    fakeDelayMs: () => fake.requests.length * fake.latencyMs + fake.requests.filter((r) => ['PUT', 'PATCH', 'DELETE'].includes(r.method)).length * fake.lroDurationMs,
     leftovers: () => fake.resourceIds().filter((id) => id.toLowerCase() !== `/subscriptions/${AZ_SUBSCRIPTION}/resourcegroups/${AZ_GROUP}`.toLowerCase()),
     async close() {
       for (const imds of imdsServers) await imds.stop();
@@ -279,3 +284,10 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
     },
   };
 }
+
+/** The clouds of `npm run e2e:clouds`, in order. */
+export const BOX_CLOUDS: { name: string; make: (workspace: string, octet: number) => Promise<BoxCloud> }[] = [
+  { name: 'aws', make: awsCloud },
+  { name: 'gcp', make: gcpCloud },
+  { name: 'azure', make: azureCloud },
+];
