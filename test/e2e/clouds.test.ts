@@ -5,7 +5,7 @@
  * ARK → ASK/ASVK → VCEK/VLEK chain that only the test trusts). Then `init` and every join run that cloud's production
  * code paths: the node platform, its issuer, the join service with the variant's validator, the LUKS2 state disk
  * (cryptsetup, without device-mapper), the kubeadm backend (stand-in kubeadm). Must show: create → init → every
- * node joined → status OK → terminate leaves the fake empty; and a node whose report is signed outside the trusted
+ * node joined → status and `verify --all` OK → terminate leaves the fake empty; and a node whose report is signed outside the trusted
  * chain, or does not bind its AK, is refused and gets nothing (its state disk is never formatted).
  * Each cloud prints one line: its variant, the outcome and the create + init wall time (the fakes add no latency).
  * `npm run bench -- cloud-box` measures the same create + init beside the local provider's `mini up`.
@@ -20,7 +20,7 @@ import { makeEndorsementKey, makeSnpTestCa, type SnpTestCa } from '../attestatio
 import { hasSwtpm } from '../atls/support/kits.js';
 import { CloudBox } from './cloud-box/box.js';
 import { BOX_CLOUDS, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
-import { bootNode, teeFor, upCluster } from './cloud-box/scenario.js';
+import { bootNode, teeFor, upCluster, verifyAll } from './cloud-box/scenario.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
 const isLuks = (file: string) => spawnSync('cryptsetup', ['isLuks', file]).status === 0;
@@ -61,7 +61,7 @@ describe('cloud in a box', function () {
         if (root) await fs.rm(root, { recursive: true, force: true });
       });
 
-      it('create → init → every node joined → status OK; forged nodes are refused and get nothing; terminate leaves the fake empty', async () => {
+      it('create → init → every node joined → status and verify --all OK; forged nodes are refused and get nothing; terminate leaves the fake empty', async () => {
         const c = (cloud = await make(workspace, randomInt(20, 240)));
         const { init, good, elapsedMs } = await upCluster(c, box, ca, workspace, name);
         assert.equal(init.kubernetesBackend, 'kubeadm');
@@ -69,7 +69,9 @@ describe('cloud in a box', function () {
         const joined = await waitForStatus(c, (s) => s.nodes.length === 3 && s.nodes.every((n) => n.state === 'joined'));
         assert.deepEqual(joined.nodes.map((n) => n.role).sort(), ['control-plane', 'worker', 'worker']);
         for (const node of box.booted) assert.ok(isLuks(node.stateDisk), `${node.instance.id}: state disk formatted with LUKS2`);
-        // verify --all: when `constellation verify --all` exists, run it here and expect every node verified.
+        const verified = await verifyAll(c, ca, workspace);
+        assert.deepEqual(verified.nodes.map((n) => [n.outcome, n.reason]), [['verified', undefined], ['verified', undefined], ['verified', undefined]]);
+        assert.equal(verified.clusterId, init.clusterId);
 
         // Two more workers whose evidence must not pass: one report signed by a key outside the trusted chain (its
         // certificate names the test ASK/ASVK, a foreign key signed it), one whose REPORT_DATA does not bind the AK.
@@ -94,7 +96,7 @@ describe('cloud in a box', function () {
         assert.deepEqual(c.leftovers(), []);
         assert.deepEqual(c.running(), []);
         await box.close();
-        console.log(`      ${c.variant}: create → init → 3/3 joined → status OK → 2 forged nodes refused → terminate: fake empty (create + init ${(elapsedMs / 1000).toFixed(1)} s)`);
+        console.log(`      ${c.variant}: create → init → 3/3 joined → status OK → verify --all 3/3 → 2 forged nodes refused → terminate: fake empty (create + init ${(elapsedMs / 1000).toFixed(1)} s)`);
       });
     });
   }

@@ -96,7 +96,7 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
       const platform = await awsNodePlatform({ variant: 'aws-sev-snp', paths: { tpm: swtpm.serverSocket }, providerOptions: awsOptions(fake), tee: { tsm } });
       const me = fake.state.instances.get(fake.imds.instanceId!)!;
       assert.deepEqual(await platform.identity(), { name: `ip-${me.privateIp.replace(/\./g, '-')}.us-east-2.compute.internal`, ip: me.privateIp, role: 'control-plane' });
-      assert.deepEqual(platform.stateDisk, { kind: 'luks', device: '/dev/sdb' });
+      assert.deepEqual(platform.stateDisk, { kind: 'luks', device: '/dev/sdb', mountPoint: '/var/run/state' });
       assert.equal(platform.kubernetesBackend, 'kubeadm');
       const issuer = await platform.issuer(tpm);
       const validator = await createValidator('aws-sev-snp', { measurements }, { now, amdRoots: ca.roots, ...(await platform.validatorDeps()) });

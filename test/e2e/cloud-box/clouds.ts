@@ -24,6 +24,8 @@ import { TPM_ALG, TPMA_OBJECT } from '../../../lib/tpm/constants.js';
 import { encodeTpmPublic, parseTpmPublic, publicKeyFromTpmPublic } from '../../../lib/tpm/structures.js';
 import { CONFIG_FILE, STATE_FILE } from '../../../lib/workspace/files.js';
 import awsProvider from '../../../providers/aws/index.js';
+import { AwsInfrastructure } from '../../../providers/aws/infrastructure.js';
+import type { InfrastructureProvider } from '../../../providers/contract.js';
 import { AzureInfrastructure } from '../../../providers/azure/infrastructure.js';
 import { parseAzureOptions } from '../../../providers/azure/options.js';
 import { GcpInfrastructure } from '../../../providers/gcp/infrastructure.js';
@@ -54,6 +56,8 @@ export interface BoxCloud {
   create(): Promise<{ clusterEndpoint: string }>;
   running(): BoxInstance[];
   node(instance: BoxInstance, tee: BoxTee): Promise<NodeSettings>;
+  /** The provider's infrastructure side, pointed at the fake (verify --all lists the nodes through it). */
+  readonly infrastructure: InfrastructureProvider;
   /** What `init` validates the first node with (the test ARK added by the caller). */
   validatorDeps(): Promise<Partial<ValidatorDeps>>;
   status(): Promise<NodeStatusJson>;
@@ -124,6 +128,7 @@ export async function awsCloud(workspace: string, octet: number): Promise<BoxClo
       await cli('create', '-y');
       return { clusterEndpoint: await clusterEndpoint(workspace) };
     },
+    infrastructure: new AwsInfrastructure({ endpoint: fake.url, credentials: FAKE_CREDENTIALS, region: 'us-east-2', retryDelayMs: 20 }),
     running: () => [...fake.state.instances.values()].filter((i) => i.terminatedAt === undefined).map(asBox),
     node: async (instance, tee) => ({
       provider: 'aws',
@@ -174,6 +179,7 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
       await session('create', ({ workspaceDir, journal, log }) => createCluster({ workspaceDir, provider: infra, journal, log }));
       return { clusterEndpoint: await clusterEndpoint(workspace) };
     },
+    infrastructure: infra,
     running: instances,
     node: async (instance, tee) => ({
       provider: 'gcp',
@@ -238,6 +244,7 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
       await session('create', ({ workspaceDir, journal, log }) => createCluster({ workspaceDir, provider: infra, journal, log }));
       return { clusterEndpoint: await clusterEndpoint(workspace) };
     },
+    infrastructure: infra,
     running,
     async node(instance, tee) {
       const vm = vms().find((v) => v.computerName === instance.id)!;

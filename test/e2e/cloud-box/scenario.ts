@@ -5,6 +5,8 @@
  * the cloud's verifier collaborators plus the test ARK, the only place the test chain is trusted on the CLI side.
  */
 import { initCluster, type InitClusterResult } from '../../../cli/cluster/init.js';
+import { withWorkspaceSession } from '../../../cli/cluster/session.js';
+import { verifyCluster, type VerifyResult } from '../../../cli/cluster/verify.js';
 import { createLogger } from '../../../lib/logging/index.js';
 import { makeEndorsementKey, type EndorsementKey, type SnpTestCa } from '../../attestation/snp/fixtures.js';
 import type { BoxInstance, CloudBox } from './box.js';
@@ -49,4 +51,12 @@ export async function upCluster(cloud: BoxCloud, box: CloudBox, ca: SnpTestCa, w
   await Promise.all(nodes.map((node) => box.waitForLog(node, 'bootstrapper started')));
   const init = await initCluster({ workspaceDir: workspace, log: createLogger(() => undefined), validatorDeps: { ...(await cloud.validatorDeps()), amdRoots: ca.roots } });
   return { init, good, elapsedMs: Date.now() - started };
+}
+
+/** `verify --all` through the production orchestration (cli/cluster/verify.ts), trusting the test ARK. */
+export async function verifyAll(cloud: BoxCloud, ca: SnpTestCa, workspace: string): Promise<VerifyResult> {
+  const validatorDeps = { ...(await cloud.validatorDeps()), amdRoots: ca.roots };
+  return withWorkspaceSession(workspace, 'verify', ({ workspaceDir, journal, log }) =>
+    verifyCluster({ workspaceDir, log, all: true, provider: cloud.infrastructure, journal, validatorDeps, timeoutMs: 20_000 }),
+  );
 }
