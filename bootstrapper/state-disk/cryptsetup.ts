@@ -22,7 +22,7 @@ import { spawn } from 'node:child_process';
 import { randomUUID as nodeRandomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { checkDiskKey, fileInMount, readMountedFile, writeMountedFile } from './mounted-files.js';
 import { StateDiskError, type StateDisk } from './types.js';
 
 export interface CommandResult {
@@ -151,7 +151,7 @@ export class LuksStateDisk implements StateDisk {
 
   async format(key: Uint8Array): Promise<void> {
     this.usable();
-    checkKey(key);
+    checkDiskKey(key);
     if (this.formatted) throw new StateDiskError(`The state disk ${this.device} is already formatted; unlock it instead.`);
     await must(
       this.run,
@@ -167,7 +167,7 @@ export class LuksStateDisk implements StateDisk {
 
   async unlock(key: Uint8Array): Promise<void> {
     this.usable();
-    checkKey(key);
+    checkDiskKey(key);
     if (!this.formatted) throw new StateDiskError(`The state disk ${this.device} is not formatted yet; format it first.`);
     if (this.mounted) return;
     await this.activator.activate(this.device, key, { fresh: false, mountPoint: this.mountPoint });
@@ -175,18 +175,11 @@ export class LuksStateDisk implements StateDisk {
   }
 
   async readFile(name: string): Promise<Uint8Array | undefined> {
-    try {
-      return new Uint8Array(await fs.readFile(this.filePath(name)));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
+    return readMountedFile(this.filePath(name));
   }
 
   async writeFile(name: string, data: Uint8Array): Promise<void> {
-    const file = this.filePath(name);
-    await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-    await writeFileAtomic(file, data, { mode: 0o600 });
+    return writeMountedFile(this.filePath(name), data);
   }
 
   async close(): Promise<void> {
@@ -204,14 +197,6 @@ export class LuksStateDisk implements StateDisk {
   private filePath(name: string): string {
     this.usable();
     if (!this.mounted) throw new StateDiskError(`The state disk ${this.device} is locked; unlock it with its key first.`);
-    const file = path.resolve(this.mountPoint, name);
-    if (name === '' || path.isAbsolute(name) || !file.startsWith(`${this.mountPoint}${path.sep}`)) {
-      throw new StateDiskError(`"${name.slice(0, 40)}" is not a file name inside the state disk.`);
-    }
-    return file;
+    return fileInMount(this.mountPoint, name);
   }
-}
-
-function checkKey(key: Uint8Array): void {
-  if (key.length !== 32) throw new StateDiskError(`A state-disk key has 32 bytes, got ${key.length}.`);
 }

@@ -8,8 +8,7 @@
 import { akReportData, snpInstanceFields } from '../../lib/attestation/cloud-evidence.js';
 import { snpReport } from '../../lib/attestation/tee/index.js';
 import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
-import { UserError } from '../../lib/errors.js';
-import { CLOUD_NODE_DIR, CLOUD_STATE_DIR, CLOUD_TPM_DEVICE, cloudIdentity, jsonBytes, kdsDeps, teeOptions } from '../common/node-platform.js';
+import { cloudPlatformBase, jsonBytes, kdsDeps, teeOptions } from '../common/node-platform.js';
 import type { NodePlatform, NodePlatformOptions } from '../contract.js';
 import { ImdsClient } from './imds.js';
 import { AwsNodeMetadata } from './metadata.js';
@@ -20,17 +19,11 @@ export const AWS_STATE_DISK = '/dev/sdb';
 
 export async function awsNodePlatform(options: NodePlatformOptions): Promise<NodePlatform> {
   const providerOptions = (options.providerOptions ?? {}) as AwsProviderOptions;
-  const metadata = new AwsNodeMetadata(providerOptions);
   const tee = teeOptions(options);
-  const nodeDir = options.paths?.nodeDir ?? CLOUD_NODE_DIR;
-  const variant = options.variant;
-  if (variant !== 'aws-sev-snp' && variant !== 'aws-nitro-tpm') throw new UserError(`AWS nodes attest as aws-sev-snp or aws-nitro-tpm, not ${variant}.`);
+  const base = cloudPlatformBase('aws', options, { variants: ['aws-sev-snp', 'aws-nitro-tpm'], metadata: new AwsNodeMetadata(providerOptions), stateDisk: AWS_STATE_DISK });
+  const variant = base.variant;
   return {
-    provider: 'aws',
-    variant,
-    metadata,
-    identity: cloudIdentity('aws', metadata),
-    tpmPath: options.paths?.tpm ?? CLOUD_TPM_DEVICE,
+    ...base,
     async issuer(tpm) {
       if (variant === 'aws-sev-snp') {
         return new VtpmIssuer({ variant, tpm, instanceInfo: async (ak) => jsonBytes(snpInstanceFields(await snpReport(akReportData(ak), tee))) });
@@ -38,13 +31,9 @@ export async function awsNodePlatform(options: NodePlatformOptions): Promise<Nod
       const imds = new ImdsClient(providerOptions.imdsEndpoint);
       return new VtpmIssuer({ variant, tpm, instanceInfo: async () => new TextEncoder().encode(await imds.dynamic('instance-identity/document')) });
     },
-    stateDisk: { kind: 'luks', device: options.paths?.stateDisk ?? AWS_STATE_DISK, mountPoint: options.paths?.stateDir ?? CLOUD_STATE_DIR },
-    nodeDir,
-    kubernetesBackend: 'kubeadm',
-    imageVersion: options.imageVersion ?? 'unknown',
     async validatorDeps() {
       const { awsImageLookup } = await import('./image-lookup.js');
-      return { ...kdsDeps(nodeDir), awsDescribeImage: awsImageLookup(providerOptions) };
+      return { ...kdsDeps(base.nodeDir), awsDescribeImage: awsImageLookup(providerOptions) };
     },
   };
 }

@@ -12,7 +12,7 @@ import { AZURE_AK_CERT_INDEX, AZURE_AK_HANDLE, AZURE_HCL_REPORT_INDEX, parseHclR
 import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
 import { UserError } from '../../lib/errors.js';
 import type { TpmClient } from '../../lib/tpm/client.js';
-import { CLOUD_NODE_DIR, CLOUD_STATE_DIR, CLOUD_TPM_DEVICE, cloudIdentity, jsonBytes, kdsDeps } from '../common/node-platform.js';
+import { cloudPlatformBase, jsonBytes, kdsDeps } from '../common/node-platform.js';
 import type { NodePlatform, NodePlatformOptions } from '../contract.js';
 import { AzureNodeMetadata } from './metadata.js';
 import { IMDS_ENDPOINT, parseAzureOptions } from './options.js';
@@ -59,9 +59,8 @@ function derPrefix(bytes: Uint8Array): Uint8Array {
 export async function azureNodePlatform(options: NodePlatformOptions): Promise<NodePlatform> {
   const providerOptions = parseAzureOptions(options.providerOptions);
   const metadata = new AzureNodeMetadata(providerOptions);
-  const nodeDir = options.paths?.nodeDir ?? CLOUD_NODE_DIR;
-  const variant = options.variant;
-  if (!['azure-sev-snp', 'azure-tdx', 'azure-trustedlaunch'].includes(variant)) throw new UserError(`Azure nodes attest as azure-sev-snp, azure-tdx or azure-trustedlaunch, not ${variant}.`);
+  const base = cloudPlatformBase('azure', options, { variants: ['azure-sev-snp', 'azure-tdx', 'azure-trustedlaunch'], metadata, stateDisk: AZURE_STATE_DISK });
+  const variant = base.variant;
   const instanceInfo = (tpm: TpmClient) => async () => {
     if (variant === 'azure-trustedlaunch') return jsonBytes({ akCert: b64(derPrefix(await tpm.nvRead(AZURE_AK_CERT_INDEX))) });
     const hcl = parseHclReport(await tpm.nvRead(AZURE_HCL_REPORT_INDEX));
@@ -72,19 +71,11 @@ export async function azureNodePlatform(options: NodePlatformOptions): Promise<N
     return jsonBytes({ attestationReport: b64(hcl.teeReport), runtimeData: b64(hcl.runtimeData), ...(await azureThimCertificates(imds)) });
   };
   return {
-    provider: 'azure',
-    variant,
-    metadata,
-    identity: cloudIdentity('azure', metadata),
-    tpmPath: options.paths?.tpm ?? CLOUD_TPM_DEVICE,
+    ...base,
     async issuer(tpm) {
       tpm.useAttestationKey({ kind: 'persistent', handle: AZURE_AK_HANDLE });
       return new VtpmIssuer({ variant, tpm, instanceInfo: instanceInfo(tpm) });
     },
-    stateDisk: { kind: 'luks', device: options.paths?.stateDisk ?? AZURE_STATE_DISK, mountPoint: options.paths?.stateDir ?? CLOUD_STATE_DIR },
-    nodeDir,
-    kubernetesBackend: 'kubeadm',
-    imageVersion: options.imageVersion ?? 'unknown',
-    validatorDeps: async () => kdsDeps(nodeDir),
+    validatorDeps: async () => kdsDeps(base.nodeDir),
   };
 }

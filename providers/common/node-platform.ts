@@ -9,7 +9,7 @@ import { kdsFetcher } from '../../lib/attestation/snp/kds-fetcher.js';
 import type { TeeReportOptions } from '../../lib/attestation/tee/index.js';
 import type { ValidatorDeps } from '../../lib/attestation/types.js';
 import { UserError } from '../../lib/errors.js';
-import type { NodeMetadata, NodePlatformOptions, NodeRole } from '../contract.js';
+import type { NodeMetadata, NodePlatform, NodePlatformOptions, NodeRole } from '../contract.js';
 
 export const CLOUD_TPM_DEVICE = '/dev/tpmrm0';
 export const CLOUD_NODE_DIR = '/var/lib/constellation';
@@ -50,4 +50,30 @@ export function kdsDeps(nodeDir: string): Partial<ValidatorDeps> {
 /** JSON bytes of an instanceInfo object. */
 export function jsonBytes(value: unknown): Uint8Array {
   return new TextEncoder().encode(JSON.stringify(value));
+}
+
+/**
+ * What every cloud node platform has the same way: the variant (checked against the cloud's), its metadata as the
+ * node's identity, the TPM device, the LUKS2 state disk at `stateDisk` (or the boot config's path) mounted at
+ * /var/run/state, the node's folder, kubeadm and the image version. The platform adds its issuer and validator deps.
+ */
+export function cloudPlatformBase(
+  cloud: string,
+  options: NodePlatformOptions,
+  settings: { variants: readonly string[]; metadata: NodeMetadata; stateDisk: string },
+): Omit<NodePlatform, 'issuer' | 'validatorDeps'> {
+  if (!settings.variants.includes(options.variant)) {
+    throw new UserError(`${cloud} nodes attest as ${settings.variants.join(' or ')}, not ${options.variant}.`);
+  }
+  return {
+    provider: cloud,
+    variant: options.variant,
+    metadata: settings.metadata,
+    identity: cloudIdentity(cloud, settings.metadata),
+    tpmPath: options.paths?.tpm ?? CLOUD_TPM_DEVICE,
+    stateDisk: { kind: 'luks', device: options.paths?.stateDisk ?? settings.stateDisk, mountPoint: options.paths?.stateDir ?? CLOUD_STATE_DIR },
+    nodeDir: options.paths?.nodeDir ?? CLOUD_NODE_DIR,
+    kubernetesBackend: 'kubeadm',
+    imageVersion: options.imageVersion ?? 'unknown',
+  };
 }

@@ -10,7 +10,7 @@ import { snpReport } from '../../lib/attestation/tee/index.js';
 import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
 import { UserError } from '../../lib/errors.js';
 import { TpmError } from '../../lib/tpm/client.js';
-import { CLOUD_NODE_DIR, CLOUD_STATE_DIR, CLOUD_TPM_DEVICE, cloudIdentity, jsonBytes, kdsDeps, teeOptions } from '../common/node-platform.js';
+import { cloudPlatformBase, jsonBytes, kdsDeps, teeOptions } from '../common/node-platform.js';
 import type { NodePlatform, NodePlatformOptions } from '../contract.js';
 import { GcpNodeMetadata } from './metadata.js';
 import type { GcpProviderOptions } from './options.js';
@@ -28,15 +28,10 @@ export async function gcpNodePlatform(options: NodePlatformOptions): Promise<Nod
   const providerOptions = (options.providerOptions ?? {}) as GcpProviderOptions;
   const metadata = new GcpNodeMetadata(providerOptions);
   const tee = teeOptions(options);
-  const nodeDir = options.paths?.nodeDir ?? CLOUD_NODE_DIR;
-  const variant = options.variant;
-  if (variant !== 'gcp-sev-snp' && variant !== 'gcp-sev-es') throw new UserError(`GCP nodes attest as gcp-sev-snp or gcp-sev-es, not ${variant}.`);
+  const base = cloudPlatformBase('gcp', options, { variants: ['gcp-sev-snp', 'gcp-sev-es'], metadata, stateDisk: GCP_STATE_DISK });
+  const variant = base.variant;
   return {
-    provider: 'gcp',
-    variant,
-    metadata,
-    identity: cloudIdentity('gcp', metadata),
-    tpmPath: options.paths?.tpm ?? CLOUD_TPM_DEVICE,
+    ...base,
     async issuer(tpm) {
       let template: Uint8Array;
       try {
@@ -56,13 +51,9 @@ export async function gcpNodePlatform(options: NodePlatformOptions): Promise<Nod
         },
       });
     },
-    stateDisk: { kind: 'luks', device: options.paths?.stateDisk ?? GCP_STATE_DISK, mountPoint: options.paths?.stateDir ?? CLOUD_STATE_DIR },
-    nodeDir,
-    kubernetesBackend: 'kubeadm',
-    imageVersion: options.imageVersion ?? 'unknown',
     async validatorDeps() {
       const { shieldedIdentityClient } = await import('./shielded-identity.js');
-      return { ...kdsDeps(nodeDir), gcpShieldedIdentity: shieldedIdentityClient(providerOptions) };
+      return { ...kdsDeps(base.nodeDir), gcpShieldedIdentity: shieldedIdentityClient(providerOptions) };
     },
   };
 }

@@ -18,7 +18,6 @@ import { kdsFetcher } from '../../lib/attestation/snp/kds-fetcher.js';
 import { createValidator } from '../../lib/attestation/registry.js';
 import { AttestationError, type Issuer, type ValidatorDeps } from '../../lib/attestation/types.js';
 import { TpmClient } from '../../lib/tpm/client.js';
-import { TPM_ALG, TPMA_OBJECT } from '../../lib/tpm/constants.js';
 import { startSwtpm, type SwtpmHandle } from '../../lib/tpm/swtpm.js';
 import { encodeTpmPublic, parseTpmPublic, publicKeyFromTpmPublic } from '../../lib/tpm/structures.js';
 import awsProvider from '../../providers/aws/index.js';
@@ -31,6 +30,7 @@ import { makeEndorsementKey, makeSnpReport, makeSnpTestCa, type EndorsementKey, 
 import { emulatedTsm, snpGuest } from '../attestation/support/emulated-tee.js';
 import { startFakeKds, type FakeKds } from '../fakes/amd/kds-server.js';
 import { startFakeAws, type FakeAws } from '../fakes/aws/server.js';
+import { RSA_AK_TEMPLATE } from '../tpm/support.js';
 import { startFakeImds, type FakeImds } from '../fakes/azure/imds-server.js';
 import { FakeGcp } from '../fakes/gcp/server.js';
 import { context as awsContext, createRequest as awsRequest, fakeOptions as awsOptions } from './aws/support.js';
@@ -38,16 +38,6 @@ import { createRequest as gcpRequest, PROJECT, providerContext as gcpContext, ZO
 
 const now = () => new Date('2026-06-01T00:00:00Z');
 const measurements = { '4': { expected: '00'.repeat(32), warnOnly: false }, '15': { expected: '00'.repeat(32), warnOnly: true } };
-
-/** An RSA restricted signing key template, as GCE stores its AK template and Azure's paravisor makes its AK. */
-const RSA_AK_TEMPLATE = encodeTpmPublic({
-  type: TPM_ALG.RSA,
-  nameAlg: TPM_ALG.SHA256,
-  objectAttributes: TPMA_OBJECT.fixedTPM | TPMA_OBJECT.fixedParent | TPMA_OBJECT.sensitiveDataOrigin | TPMA_OBJECT.userWithAuth | TPMA_OBJECT.noDA | TPMA_OBJECT.restricted | TPMA_OBJECT.sign,
-  authPolicy: new Uint8Array(0),
-  parameters: { symmetric: { algorithm: TPM_ALG.NULL }, scheme: { scheme: TPM_ALG.RSASSA, hashAlg: TPM_ALG.SHA256 }, keyBits: 2048, exponent: 0 },
-  unique: { n: new Uint8Array(0) },
-});
 
 async function issue(issuer: Issuer) {
   const nonce = randomBytes(32);

@@ -20,8 +20,7 @@ import { terminateCluster } from '../../../cli/cluster/terminate.js';
 import { AZURE_AK_HANDLE, AZURE_HCL_REPORT_INDEX, encodeHclReport, GCE_AK_TEMPLATE_INDEX_RSA } from '../../../lib/attestation/cloud-evidence.js';
 import { certificatesDer } from '../../../lib/attestation/snp/certs.js';
 import type { ValidatorDeps } from '../../../lib/attestation/types.js';
-import { TPM_ALG, TPMA_OBJECT } from '../../../lib/tpm/constants.js';
-import { encodeTpmPublic, parseTpmPublic, publicKeyFromTpmPublic } from '../../../lib/tpm/structures.js';
+import { parseTpmPublic, publicKeyFromTpmPublic } from '../../../lib/tpm/structures.js';
 import { CONFIG_FILE, STATE_FILE } from '../../../lib/workspace/files.js';
 import awsProvider from '../../../providers/aws/index.js';
 import { AwsInfrastructure } from '../../../providers/aws/infrastructure.js';
@@ -37,6 +36,7 @@ import { FakeArm, FAKE_TENANT, FAKE_TOKEN as FAKE_ARM_TOKEN } from '../../fakes/
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
 import { FakeGcp } from '../../fakes/gcp/server.js';
 import { runCli } from '../../support/cli.js';
+import { RSA_AK_TEMPLATE } from '../../tpm/support.js';
 import type { BoxInstance, NodeSettings } from './box.js';
 import type { BoxTee } from './node-program.js';
 
@@ -69,16 +69,6 @@ export interface BoxCloud {
   leftovers(): string[];
   close(): Promise<void>;
 }
-
-/** An RSA restricted signing key template: GCE's AK template in NV, and Azure's paravisor AK. */
-export const RSA_AK_TEMPLATE = encodeTpmPublic({
-  type: TPM_ALG.RSA,
-  nameAlg: TPM_ALG.SHA256,
-  objectAttributes: TPMA_OBJECT.fixedTPM | TPMA_OBJECT.fixedParent | TPMA_OBJECT.sensitiveDataOrigin | TPMA_OBJECT.userWithAuth | TPMA_OBJECT.noDA | TPMA_OBJECT.restricted | TPMA_OBJECT.sign,
-  authPolicy: new Uint8Array(0),
-  parameters: { symmetric: { algorithm: TPM_ALG.NULL }, scheme: { scheme: TPM_ALG.RSASSA, hashAlg: TPM_ALG.SHA256 }, keyBits: 2048, exponent: 0 },
-  unique: { n: new Uint8Array(0) },
-});
 
 export async function generateConfig(workspace: string, provider: string, variant: string, edit: (doc: Document) => void): Promise<void> {
   const gen = await runCli(['config', 'generate', provider, '--attestation', variant, '-C', workspace]);
@@ -152,12 +142,33 @@ export async function awsCloud(workspace: string, octet: number): Promise<BoxClo
   };
 }
 
+/** create, status, more workers and terminate through the CLI's orchestration, in process, with `infra` at the fake. */
+function orchestrated(workspace: string, infra: InfrastructureProvider, running: () => BoxInstance[]) {
+  const session = <T>(command: string, fn: Parameters<typeof withWorkspaceSession<T>>[2]) => withWorkspaceSession<T>(workspace, command, fn);
+  const quiet = { debug: () => undefined, info: () => undefined, warn: () => undefined };
+  return {
+    async create() {
+      await session('create', ({ workspaceDir, journal, log }) => createCluster({ workspaceDir, provider: infra, journal, log }));
+      return { clusterEndpoint: await clusterEndpoint(workspace) };
+    },
+    status: () => session('status', ({ workspaceDir, journal, log }) => clusterStatus({ workspaceDir, provider: infra, journal, log, timeoutMs: 2000 })) as Promise<NodeStatusJson>,
+    async addWorkers(count: number) {
+      const before = new Set(running().map((i) => i.id));
+      const workers = running().filter((i) => i.role === 'worker').length;
+      await session('scale', ({ journal }) => infra.scaleNodeGroup('worker_default', workers + count, { journal, log: quiet, workspaceDir: workspace }));
+      return running().filter((i) => !before.has(i.id));
+    },
+    async terminate() {
+      await session('terminate', ({ workspaceDir, journal, log }) => terminateCluster({ workspaceDir, journal, log, provider: infra }));
+    },
+  };
+}
+
 export async function gcpCloud(workspace: string, octet: number): Promise<BoxCloud> {
   const fake = await FakeGcp.start({ privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0` });
   const options = fake.providerOptions();
   const infra = new GcpInfrastructure(options);
   const nodeEnv = { GCE_METADATA_HOST: fake.url.replace(/^http:\/\//, ''), METADATA_SERVER_DETECTION: 'assume-present', GOOGLE_APPLICATION_CREDENTIALS: '', GOOGLE_CLOUD_PROJECT: 'box-project' };
-  const session = <T>(command: string, fn: Parameters<typeof withWorkspaceSession<T>>[2]) => withWorkspaceSession<T>(workspace, command, fn);
   const instances = () =>
     fake.compute.list('instances').map((i) => {
       const labels = (i.labels ?? {}) as Record<string, string>;
@@ -175,10 +186,7 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
       doc.setIn(['provider', 'gcp', 'IAMServiceAccountVM'], 'vm@box-project.iam.gserviceaccount.com');
       setTcb(doc, 'gcpSEVSNP', tcb);
     },
-    async create() {
-      await session('create', ({ workspaceDir, journal, log }) => createCluster({ workspaceDir, provider: infra, journal, log }));
-      return { clusterEndpoint: await clusterEndpoint(workspace) };
-    },
+    ...orchestrated(workspace, infra, instances),
     infrastructure: infra,
     running: instances,
     node: async (instance, tee) => ({
@@ -198,16 +206,6 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
       },
     }),
     validatorDeps: async () => ({ gcpShieldedIdentity: shieldedIdentityClient(options) }),
-    status: () => session('status', ({ workspaceDir, journal, log }) => clusterStatus({ workspaceDir, provider: infra, journal, log, timeoutMs: 2000 })) as Promise<NodeStatusJson>,
-    async addWorkers(count) {
-      const before = new Set(instances().map((i) => i.id));
-      const workers = instances().filter((i) => i.role === 'worker').length;
-      await session('scale', ({ journal }) => infra.scaleNodeGroup('worker_default', workers + count, { journal, log: { debug: () => undefined, info: () => undefined, warn: () => undefined }, workspaceDir: workspace }));
-      return instances().filter((i) => !before.has(i.id));
-    },
-    async terminate() {
-      await session('terminate', ({ workspaceDir, journal, log }) => terminateCluster({ workspaceDir, journal, log, provider: infra }));
-    },
     fakeDelayMs: () => fake.requests.length * fake.latencyMs,
     leftovers: () => [...fake.compute.resources.keys()],
     close: () => fake.close(),
@@ -219,7 +217,6 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
   fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
   const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
   const imdsServers: FakeImds[] = [];
-  const session = <T>(command: string, fn: Parameters<typeof withWorkspaceSession<T>>[2]) => withWorkspaceSession<T>(workspace, command, fn);
   const vms = () =>
     [...fake.resources.values()]
       .filter((r) => /\/virtualMachineScaleSets\/[^/]+\/virtualMachines\/[^/]+$/i.test(r.id))
@@ -240,10 +237,7 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
       doc.setIn(['provider', 'azure', 'userAssignedIdentity'], `/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/box-nodes`);
       setTcb(doc, 'azureSEVSNP', tcb);
     },
-    async create() {
-      await session('create', ({ workspaceDir, journal, log }) => createCluster({ workspaceDir, provider: infra, journal, log }));
-      return { clusterEndpoint: await clusterEndpoint(workspace) };
-    },
+    ...orchestrated(workspace, infra, running),
     infrastructure: infra,
     running,
     async node(instance, tee) {
@@ -273,16 +267,6 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
       };
     },
     validatorDeps: async () => ({}),
-    status: () => session('status', ({ workspaceDir, journal, log }) => clusterStatus({ workspaceDir, provider: infra, journal, log, timeoutMs: 2000 })) as Promise<NodeStatusJson>,
-    async addWorkers(count) {
-      const before = new Set(running().map((i) => i.id));
-      const workers = running().filter((i) => i.role === 'worker').length;
-      await session('scale', ({ journal }) => infra.scaleNodeGroup('worker_default', workers + count, { journal, log: { debug: () => undefined, info: () => undefined, warn: () => undefined }, workspaceDir: workspace }));
-      return running().filter((i) => !before.has(i.id));
-    },
-    async terminate() {
-      await session('terminate', ({ workspaceDir, journal, log }) => terminateCluster({ workspaceDir, journal, log, provider: infra }));
-    },
     fakeDelayMs: () => fake.requests.length * fake.latencyMs + fake.requests.filter((r) => ['PUT', 'PATCH', 'DELETE'].includes(r.method)).length * fake.lroDurationMs,
     leftovers: () => fake.resourceIds().filter((id) => id.toLowerCase() !== `/subscriptions/${AZ_SUBSCRIPTION}/resourcegroups/${AZ_GROUP}`.toLowerCase()),
     async close() {

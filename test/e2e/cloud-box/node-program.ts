@@ -14,10 +14,8 @@ import { createPrivateKey } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { AmdRoots } from '../../../lib/attestation/snp/certs.js';
 import type { SnpProduct, TcbVersion } from '../../../lib/attestation/snp/report.js';
-import { createLogger } from '../../../lib/logging/index.js';
 import { loadProvider } from '../../../providers/registry.js';
-import { startNode } from '../../../bootstrapper/main.js';
-import { LogTail } from '../../../bootstrapper/log-tail.js';
+import { runNodeProgram, startNode } from '../../../bootstrapper/main.js';
 import { openLuksStateDisk, testPassphraseActivator } from '../../../bootstrapper/state-disk.js';
 import { certificatesDer } from '../../../lib/attestation/snp/certs.js';
 import { emulatedTsm, snpGuest } from '../../attestation/support/emulated-tee.js';
@@ -60,19 +58,9 @@ function teeOf(tee: BoxTee) {
   return { tsm: emulatedTsm(snpGuest(ca, key, tee.kind, fields)) };
 }
 
-async function run(configFile: string): Promise<void> {
-  const config = JSON.parse(readFileSync(configFile, 'utf8')) as BoxNodeConfig;
-  const tail = new LogTail();
-  const logger = createLogger((line) => {
-    process.stdout.write(`${line}\n`);
-    tail.sink(line);
-  }, { component: 'bootstrapper' });
-  const cleanup: Array<() => Promise<void> | void> = [];
-  const stop = async (code: number) => {
-    for (const step of cleanup.reverse()) await Promise.resolve(step()).catch(() => undefined);
-    process.exit(code);
-  };
-  try {
+function run(configFile: string): Promise<void> {
+  return runNodeProgram(async (context) => {
+    const config = JSON.parse(readFileSync(configFile, 'utf8')) as BoxNodeConfig;
     const provider = await loadProvider(config.provider);
     const base = await provider.nodePlatform!({
       variant: config.variant,
@@ -83,20 +71,14 @@ async function run(configFile: string): Promise<void> {
       tee: config.tee ? teeOf(config.tee) : undefined,
     });
     const platform = { ...base, validatorDeps: async () => ({ ...(await base.validatorDeps()), amdRoots: config.trustedRoots }) };
-    await startNode({
-      logger,
-      tail,
-      cleanup,
+    return startNode({
+      ...context,
       platform,
       openStateDisk: (p) => openLuksStateDisk(p.stateDisk.kind === 'luks' ? p.stateDisk.device : p.stateDisk.diskDir, { mountPoint: p.stateDisk.mountPoint, activator: testPassphraseActivator() }),
       backend: { pkiDir: config.kubeadm.pkiDir, adminConfPath: config.kubeadm.adminConf, env: config.kubeadm.env },
       overrides: { retry: { initialMs: 100, maxMs: 500, unreachableMaxMs: 200 } },
     });
-    for (const signal of ['SIGTERM', 'SIGINT'] as const) process.once(signal, () => void stop(0));
-  } catch (err) {
-    logger.error('the bootstrapper cannot start', { reason: (err as Error).message });
-    await stop(1);
-  }
+  });
 }
 
 void run(process.argv[2] ?? '');
