@@ -74,6 +74,7 @@ export class CloudBox {
       const standin = await installStandinKubeadm(path.join(dir, 'kubeadm'));
       const { provision: _, env, ...rest } = settings;
       const config: BoxNodeConfig = {
+        kubernetesBackend: 'none',
         ...rest,
         paths: { tpm: swtpm.serverSocket, nodeDir: path.join(dir, 'node'), stateDisk, stateDir: path.join(dir, 'state') },
         kubeadm: { pkiDir: standin.pkiDir, adminConf: standin.adminConf, env: standin.env as Record<string, string> },

@@ -6,7 +6,8 @@
  *     (or, for the refusal cases, with an untrusted key, or with REPORT_DATA that does not bind the AK);
  *   - the AMD roots the node's join service trusts: the test's ARK (the test option that makes the test chain count);
  *   - the LUKS2 state disk without device-mapper: real cryptsetup headers and key checks, its mount point a folder;
- *   - kubeadm: the stand-in on PATH, its folders below the node's;
+ *   - Kubernetes: the `none` backend with its etcd cluster store (kubeadm nodes have no cluster store in this build);
+ *     with kubernetesBackend 'kubeadm' the stand-in kubeadm on PATH, its folders below the node's;
  *   - Azure: a static ARM token where the VM's managed identity would get one.
  * Run as `node --import tsx node-program.ts <config.json>`; logs JSON lines to stdout; SIGTERM stops it.
  */
@@ -47,6 +48,11 @@ export interface BoxNodeConfig {
   kubeadm: { pkiDir: string; adminConf: string; env: Record<string, string> };
   /** Azure: the token the VM's managed identity would get for ARM (the fake ARM accepts it). */
   armToken?: string;
+  /**
+   * The Kubernetes backend instead of the platform's (kubeadm on every cloud). The box runs `none`: kubeadm nodes have
+   * no cluster store in this build (their init stops with "not in this build"), `none` nodes keep it in etcd.
+   */
+  kubernetesBackend?: 'none' | 'kubeadm';
 }
 
 const der = (pem: string) => ({ der: certificatesDer(pem)[0], pem });
@@ -70,7 +76,11 @@ function run(configFile: string): Promise<void> {
         : config.providerOptions,
       tee: config.tee ? teeOf(config.tee) : undefined,
     });
-    const platform = { ...base, validatorDeps: async () => ({ ...(await base.validatorDeps()), amdRoots: config.trustedRoots }) };
+    const platform = {
+      ...base,
+      kubernetesBackend: config.kubernetesBackend ?? base.kubernetesBackend,
+      validatorDeps: async () => ({ ...(await base.validatorDeps()), amdRoots: config.trustedRoots }),
+    };
     return startNode({
       ...context,
       platform,
