@@ -4,8 +4,8 @@
  * address, swtpm as its vTPM, the cloud's metadata service from the fake, SEV-SNP reports signed by a test
  * ARK → ASK/ASVK → VCEK/VLEK chain that only the test trusts). Then `init` and every join run that cloud's production
  * code paths: the node platform, its issuer, the join service with the variant's validator, the LUKS2 state disk
- * (cryptsetup, without device-mapper). Kubernetes: the `none` backend with its etcd cluster store, because kubeadm
- * nodes have no cluster store in this build (see the box's node program). Must show: create → init → every
+ * (cryptsetup, without device-mapper). Kubernetes: the `none` backend with its etcd cluster store, because a kubeadm
+ * node's store is the Kubernetes API and nothing here runs an API server (see the box's node program). Must show: create → init → every
  * node joined → status and `verify --all` OK → terminate leaves the fake empty; and a node whose report is signed outside the trusted
  * chain, or does not bind its AK, is refused and gets nothing (its state disk is never formatted).
  * Each cloud prints one line: its variant, the outcome and the create + init wall time (the fakes add no latency).

@@ -6,7 +6,8 @@
  *     (or, for the refusal cases, with an untrusted key, or with REPORT_DATA that does not bind the AK);
  *   - the AMD roots the node's join service trusts: the test's ARK (the test option that makes the test chain count);
  *   - the LUKS2 state disk without device-mapper: real cryptsetup headers and key checks, its mount point a folder;
- *   - Kubernetes: the `none` backend with its etcd cluster store (kubeadm nodes have no cluster store in this build);
+ *   - Kubernetes: the `none` backend with its etcd cluster store (a kubeadm node's store is the Kubernetes API, and
+ *     nothing here runs an API server);
  *     with kubernetesBackend 'kubeadm' the stand-in kubeadm on PATH, its folders below the node's;
  *   - Azure: a static ARM token where the VM's managed identity would get one.
  * Run as `node --import tsx node-program.ts <config.json>`; logs JSON lines to stdout; SIGTERM stops it.
@@ -49,8 +50,8 @@ export interface BoxNodeConfig {
   /** Azure: the token the VM's managed identity would get for ARM (the fake ARM accepts it). */
   armToken?: string;
   /**
-   * The Kubernetes backend instead of the platform's (kubeadm on every cloud). The box runs `none`: kubeadm nodes have
-   * no cluster store in this build (their init stops with "not in this build"), `none` nodes keep it in etcd.
+   * The Kubernetes backend instead of the platform's (kubeadm on every cloud). The box runs `none`, whose nodes keep
+   * the cluster store in etcd: a kubeadm node keeps it in the Kubernetes API, and nothing here runs an API server.
    */
   kubernetesBackend?: 'none' | 'kubeadm';
 }
