@@ -1,34 +1,47 @@
 /**
- * The bootstrapper's entry, the program the node launcher starts (dist/bootstrapper/main.js): reads the node's
- * environment, wires the real collaborators (the node's one TPM connection shared by the issuer and PCR 15, the
- * provider's node metadata and AK registry, the gocryptfs state disk, the Kubernetes backend) and runs
- * runBootstrapper. Logs JSON lines to stdout (the launcher sends them to NODE_DIR/node.log), never a secret.
- * SIGTERM/SIGINT close the servers, the TPM connection and the disk, then exit 0.
- * The issuer is the local-vtpm one (the nodes this program runs on are the local provider's); cloud node images
- * would wire their variant's issuer here.
+ * The bootstrapper's entry, the program every node runs (dist/bootstrapper/main.js). It learns where it runs
+ * (./boot-config.ts: kernel command line or the image's boot config, else the local launcher's environment), loads
+ * that provider's node platform (providers/<name>/node-platform.ts: metadata, TPM path, the variant's issuer, state
+ * disk, Kubernetes backend, join-service validator collaborators), asks it who the node is (which also confirms the
+ * cloud), wires the rest the same way on every platform and runs runBootstrapper. What the node keeps (the join
+ * service's files, Kubernetes work files) lives on the state disk, below its mount point. Logs JSON lines to stdout, never a
+ * secret. SIGTERM/SIGINT close the servers, the TPM connection and the disk, then exit 0.
  */
+import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { localInstanceInfo, VARIANT as LOCAL_VTPM } from '../lib/attestation/variants/local-vtpm.js';
-import { VtpmIssuer } from '../lib/attestation/vtpm-issuer.js';
+import { UserError } from '../lib/errors.js';
 import { createLogger, type Logger } from '../lib/logging/index.js';
 import { TpmClient } from '../lib/tpm/client.js';
+import type { NodePlatform } from '../providers/contract.js';
 import { loadProvider } from '../providers/registry.js';
-import { runBootstrapper, type Bootstrapper } from './bootstrapper.js';
+import { readBootConfig, type BootConfigSources } from './boot-config.js';
+import { runBootstrapper, type Bootstrapper, type BootstrapperDeps } from './bootstrapper.js';
 import { describeError } from './errors.js';
 import { createBackend, type BackendOptions } from './kubernetes/backend.js';
 import { KubernetesStoreHost, type KubernetesStoreHostOptions } from './kubernetes-store-host.js';
 import { LogTail } from './log-tail.js';
-import { readNodeEnv, type NodeEnv } from './node-env.js';
-import { openGocryptfsStateDisk } from './state-disk.js';
+import { openStateDisk } from './state-disk.js';
 import { EtcdMember, type EtcdMemberOptions } from './etcd-member.js';
 import type { ClusterStoreHost } from './store-host.js';
 import { systemClock } from '../lib/clock.js';
+import type { StateDisk } from './state-disk/types.js';
 
 /** The folder of the state disk where a control plane's etcd member keeps its data and certificates. */
 export const ETCD_DIR = 'etcd';
 
 export async function main(): Promise<void> {
+  await runNodeProgram((context) => startNode(context));
+}
+
+/** What a node program hands its start function: the logger, the log tail and the list of close steps. */
+export type NodeProgramContext = Pick<StartNodeOptions, 'logger' | 'tail' | 'cleanup'>;
+
+/**
+ * Runs a node program around `start`: JSON log lines on stdout (their tail kept for init failures), SIGTERM/SIGINT
+ * run the close steps in reverse and exit 0; a start that fails logs one line (reason and hint, no stack) and exits 1.
+ */
+export async function runNodeProgram(start: (context: NodeProgramContext) => Promise<Bootstrapper>): Promise<void> {
   const tail = new LogTail();
   const logger = createLogger((line) => {
     process.stdout.write(`${line}\n`);
@@ -46,8 +59,7 @@ export async function main(): Promise<void> {
     process.exit(code);
   };
   try {
-    const env = readNodeEnv();
-    const bootstrapper = await start(env, logger, tail, cleanup);
+    const bootstrapper = await start({ logger, tail, cleanup });
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
       process.once(signal, () => {
         logger.info('shutting down', { signal, state: bootstrapper.status.get().state });
@@ -60,37 +72,57 @@ export async function main(): Promise<void> {
   }
 }
 
-async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array<() => Promise<void> | void>): Promise<Bootstrapper> {
-  const tpm = await TpmClient.connect(env.tpmSocket);
+export interface StartNodeOptions {
+  logger: Logger;
+  tail: LogTail;
+  /** Close steps, run in reverse order at shutdown. */
+  cleanup: Array<() => Promise<void> | void>;
+  boot?: BootConfigSources;
+  /** The platform instead of the boot config's provider's (tests). */
+  platform?: NodePlatform;
+  /** Opens the state disk instead of bootstrapper/state-disk's openStateDisk (tests: a LUKS disk without device-mapper). */
+  openStateDisk?: (platform: NodePlatform) => Promise<StateDisk>;
+  /** Options of the Kubernetes backend (tests: kubeadm's folders and PATH below the node's folder). */
+  backend?: Omit<Partial<BackendOptions>, 'workDir'>;
+  /** Overrides of runBootstrapper's collaborators (ports, retry, ...). */
+  overrides?: Partial<Pick<BootstrapperDeps, 'ports' | 'retry' | 'stepTimeoutMs' | 'host'>>;
+}
+
+/** Loads the platform the node boots on and starts the bootstrapper on it. */
+export async function startNode(options: StartNodeOptions): Promise<Bootstrapper> {
+  const { logger, tail, cleanup } = options;
+  const platform = options.platform ?? (await loadPlatform(options.boot));
+  const node = await platform.identity();
+  await fs.mkdir(platform.nodeDir, { recursive: true, mode: 0o700 });
+  logger.info('node platform', { provider: platform.provider, variant: platform.variant, node: node.name, role: node.role, tpm: platform.tpmPath });
+  const tpm = await TpmClient.connect(platform.tpmPath);
   cleanup.push(() => tpm.close());
-  const stateDisk = await openGocryptfsStateDisk({ diskDir: env.stateDisk, mountPoint: env.stateDir });
+  const issuer = await platform.issuer(tpm);
+  const stateDisk = await (options.openStateDisk ?? ((p) => openStateDisk(p.stateDisk)))(platform);
   cleanup.push(() => stateDisk.close());
-  const provider = await loadProvider(env.provider);
-  const providerOptions = { metadataUrl: env.metadataUrl, nodeIp: env.ip, localAddress: env.ip };
-  const metadata = await provider.nodeMetadata(providerOptions);
-  const backendOptions: BackendOptions = { workDir: path.join(stateDisk.mountPoint, 'kubernetes') };
   const bootstrapper = await runBootstrapper({
-    node: { name: env.name, ip: env.ip, role: env.role },
+    node,
     tpm,
-    issuer: new VtpmIssuer({ variant: LOCAL_VTPM, tpm, instanceInfo: localInstanceInfo(env.name) }),
-    metadata,
+    issuer,
+    metadata: platform.metadata,
     stateDisk,
-    backend: createBackend(env.backend, backendOptions),
-    joinService: { validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) } },
-    store: createStoreHost(env.backend, {
+    backend: createBackend(platform.kubernetesBackend, { ...options.backend, workDir: path.join(stateDisk.mountPoint, 'kubernetes') }),
+    joinService: { validatorDeps: { ...(await platform.validatorDeps()) } },
+    store: createStoreHost(platform.kubernetesBackend, {
       etcd: {
-        name: env.name,
-        ip: env.ip,
+        name: node.name,
+        ip: node.ip,
         dir: path.join(stateDisk.mountPoint, ETCD_DIR),
-        logFile: path.join(env.nodeDir, 'etcd.log'),
+        logFile: path.join(platform.nodeDir, 'etcd.log'),
         clock: systemClock,
         logger: logger.child({ component: 'cluster-store' }),
       },
-      kubernetes: { adminConfPath: backendOptions.adminConfPath },
+      kubernetes: { adminConfPath: options.backend?.adminConfPath },
     }),
     logger,
     logTail: () => tail.snapshot(),
-    imageVersion: env.imageVersion,
+    imageVersion: platform.imageVersion,
+    ...options.overrides,
   });
   cleanup.push(() => bootstrapper.close());
   return bootstrapper;
@@ -102,6 +134,16 @@ async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array
  */
 export function createStoreHost(backend: 'none' | 'kubeadm', options: { etcd: EtcdMemberOptions; kubernetes: KubernetesStoreHostOptions }): ClusterStoreHost {
   return backend === 'none' ? new EtcdMember(options.etcd) : new KubernetesStoreHost(options.kubernetes);
+}
+
+async function loadPlatform(sources?: BootConfigSources): Promise<NodePlatform> {
+  const boot = await readBootConfig(sources);
+  const provider = await loadProvider(boot.provider);
+  if (!provider.nodePlatform) throw new UserError(`Provider "${boot.provider}" has no node side: it cannot run the node program.`);
+  if (!provider.attestationVariants.includes(boot.options.variant)) {
+    throw new UserError(`Provider "${boot.provider}" nodes cannot attest as ${boot.options.variant}.`, { hint: `Its variants: ${provider.attestationVariants.join(', ')}.` });
+  }
+  return provider.nodePlatform(boot.options);
 }
 
 if (process.argv[1] && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) void main();

@@ -4,7 +4,9 @@
  * Providers are loaded lazily by name (see ./registry.ts) so the CLI never loads a cloud SDK it does not use.
  */
 
-import type { ValidatorDeps } from '../lib/attestation/types.js';
+import type { TeeReportOptions } from '../lib/attestation/tee/index.js';
+import type { Issuer, ValidatorDeps } from '../lib/attestation/types.js';
+import type { TpmClient } from '../lib/tpm/client.js';
 import type { ResourceJournal } from '../lib/workspace/resource-journal.js';
 
 export type { RecordedResource, ResourceJournal } from '../lib/workspace/resource-journal.js';
@@ -120,6 +122,62 @@ export interface NodeMetadata {
   initSecretHash(): Promise<string>;
 }
 
+/**
+ * How the node program learned where it runs (bootstrapper/boot-config.ts): the provider and variant from the
+ * kernel command line or the image's boot config file, plus any path or endpoint the image (or a test) overrides.
+ */
+export interface NodePlatformOptions {
+  variant: string;
+  /** Device and file paths; each platform has its cloud's defaults. */
+  paths?: {
+    /** The TPM: a character device (/dev/tpmrm0) or swtpm's socket. */
+    tpm?: string;
+    /** The block device of the state disk. */
+    stateDisk?: string;
+    /** Where the unlocked state disk is mounted (default /var/run/state). */
+    stateDir?: string;
+    /** The node's own folder for what is not secret (the AMD certificate cache). */
+    nodeDir?: string;
+    /** configfs-tsm's report folder and the sev-guest device (SEV-SNP, TDX). */
+    tsmRoot?: string;
+    sevGuest?: string;
+  };
+  /** The TEE interfaces (configfs-tsm, sev-guest) when not the kernel's: tests emulate them. Paths above still apply. */
+  tee?: TeeReportOptions;
+  /** Options of the provider's node side (metadata endpoints; SDK endpoints and credentials in tests). */
+  providerOptions?: Record<string, unknown>;
+  /** The node image's version (the boot config's imageVersion). */
+  imageVersion?: string;
+  /** The environment (the local provider's launcher passes the node's identity this way). Default process.env. */
+  env?: NodeJS.ProcessEnv;
+}
+
+/** Where the node's state disk is and what kind it is; the bootstrapper opens it (bootstrapper/state-disk.ts). */
+export type StateDiskSpec = { kind: 'gocryptfs'; diskDir: string; mountPoint: string } | { kind: 'luks'; device: string; mountPoint: string };
+
+/**
+ * Everything provider-specific the node program needs on one platform (bootstrapper/main.ts wires the rest the
+ * same way everywhere). Made by ProviderModule.nodePlatform once the node knows its provider.
+ */
+export interface NodePlatform {
+  readonly provider: string;
+  readonly variant: string;
+  readonly metadata: NodeMetadata;
+  /** The node's name, address and role; asking the cloud's metadata service also confirms the node runs there. */
+  identity(): Promise<{ name: string; ip: string; role: NodeRole }>;
+  /** The TPM to open (device or socket). */
+  readonly tpmPath: string;
+  /** The variant's issuer on this node's TPM (selects the platform's AK on the connection). */
+  issuer(tpm: TpmClient): Promise<Issuer>;
+  readonly stateDisk: StateDiskSpec;
+  readonly nodeDir: string;
+  readonly kubernetesBackend: 'none' | 'kubeadm';
+  /** The node image's version, reported by `constellation status`. */
+  readonly imageVersion: string;
+  /** What the variant's validator needs when this node hosts a join service. */
+  validatorDeps(): Promise<Partial<ValidatorDeps>>;
+}
+
 /** What a provider package exports (default export or named `provider`). */
 export interface ProviderModule {
   readonly name: ProviderName;
@@ -132,6 +190,8 @@ export interface ProviderModule {
    * local → the AK registry of its metadata server; gcp → the shielded-instance identity client; ...
    */
   attestationDeps?(options?: Record<string, unknown>): Promise<Partial<ValidatorDeps>> | Partial<ValidatorDeps>;
+  /** Node side: the platform the node program runs on (see NodePlatform). */
+  nodePlatform?(options: NodePlatformOptions): Promise<NodePlatform>;
   /** Cloud providers only. */
   iam?(options?: Record<string, unknown>): Promise<IamProvisioner> | IamProvisioner;
 }

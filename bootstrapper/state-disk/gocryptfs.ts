@@ -18,6 +18,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { detachMount, mountPointsUnder } from '../../lib/mounts.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { checkDiskKey, fileInMount, readMountedFile, writeMountedFile } from './mounted-files.js';
 import { StateDiskError, type StateDisk } from './types.js';
 
 export interface GocryptfsStateDiskOptions {
@@ -97,7 +98,7 @@ export class GocryptfsStateDisk implements StateDisk {
   async format(key: Uint8Array): Promise<void> {
     this.checkOpen();
     if (await this.isFormatted()) throw new StateDiskError(`The state disk ${this.uuid} is formatted already; it is unlocked, never formatted again.`);
-    checkKey(key);
+    checkDiskKey(key);
     // A folder left by a format that was killed half-way holds no data yet: start it again.
     await fs.rm(this.cipherDir, { recursive: true, force: true });
     await fs.mkdir(this.cipherDir, { mode: 0o700 });
@@ -109,23 +110,16 @@ export class GocryptfsStateDisk implements StateDisk {
   async unlock(key: Uint8Array): Promise<void> {
     this.checkOpen();
     if (!(await this.isFormatted())) throw new StateDiskError(`The state disk ${this.uuid} is not formatted; there is nothing to unlock.`);
-    checkKey(key);
+    checkDiskKey(key);
     await this.mount(key);
   }
 
   async readFile(name: string): Promise<Uint8Array | undefined> {
-    try {
-      return new Uint8Array(await fs.readFile(this.pathOf(name)));
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
+    return readMountedFile(this.pathOf(name));
   }
 
   async writeFile(name: string, data: Uint8Array): Promise<void> {
-    const file = this.pathOf(name);
-    await fs.mkdir(path.dirname(file), { recursive: true, mode: 0o700 });
-    await writeFileAtomic(file, data, { mode: 0o600 });
+    return writeMountedFile(this.pathOf(name), data);
   }
 
   /** Unmounts; gocryptfs exits with its mount. Later calls but close() fail. */
@@ -166,20 +160,12 @@ export class GocryptfsStateDisk implements StateDisk {
   private pathOf(name: string): string {
     this.checkOpen();
     if (!this.mounted) throw new StateDiskError(`The state disk ${this.uuid} is locked; unlock it first.`);
-    const file = path.resolve(this.mountPoint, name);
-    if (name === '' || path.isAbsolute(name) || !file.startsWith(`${this.mountPoint}${path.sep}`)) {
-      throw new StateDiskError(`"${name}" is not a file name inside the state disk.`);
-    }
-    return file;
+    return fileInMount(this.mountPoint, name);
   }
 
   private checkOpen(): void {
     if (this.closed) throw new StateDiskError(`The state disk ${this.uuid} is closed.`);
   }
-}
-
-function checkKey(key: Uint8Array): void {
-  if (key.length !== 32) throw new StateDiskError(`A state-disk key has 32 bytes, got ${key.length}.`);
 }
 
 interface RunResult {

@@ -36,6 +36,17 @@ export async function attestationDepsFor(name: string, providerState: Record<str
   return (await provider.attestationDeps?.(providerState)) ?? {};
 }
 
+/**
+ * What the provider's attestation variants need to validate a saved document (`attestation verify`): its
+ * attestationDeps() with the workspace's config section and, where a cluster was created, its state section (the
+ * local provider's metadata server). Cloud clients use their default credential chains.
+ */
+export async function verifierDepsFor(name: string, section: Record<string, unknown>, workspaceDir: string): Promise<Partial<ValidatorDeps>> {
+  const { readStateOrEmpty } = await import('../../lib/workspace/state.js');
+  const state = await readStateOrEmpty(workspaceDir).catch(() => undefined);
+  return attestationDepsFor(name, { ...(state ? providerStateOf(state, name) : {}), verifier: { section, workspaceDir } });
+}
+
 /** The infrastructure side of the provider of the workspace's config. */
 export async function workspaceInfrastructure(workspaceDir: string): Promise<InfrastructureProvider> {
   const [{ loadConfig, providerOf }, { readStateOrEmpty }] = await Promise.all([import('../../lib/config/index.js'), import('../../lib/workspace/state.js')]);

@@ -30,6 +30,8 @@ export interface AttestationReport {
   pcrs: PcrRow[];
   /** False when the validator stopped before comparing PCRs: `actual` is then what the document claims. */
   pcrsVerified: boolean;
+  /** "evidence": only the variant's evidence for the AK was checked (--evidence-only), no quote. Default: the whole document. */
+  scope?: 'evidence';
   error?: string;
   hint?: string;
 }
@@ -74,7 +76,8 @@ export async function reportAttestation(
 
 /** The report as text: verdict, then a PCR table (index, expected, actual, enforced|warn, match). */
 export function renderAttestationReport(report: AttestationReport): string {
-  const lines = [`Verdict: ${report.verdict === 'accepted' ? 'ACCEPTED' : 'REJECTED'} (variant ${report.variant})`];
+  const lines = [`Verdict: ${report.verdict === 'accepted' ? 'ACCEPTED' : 'REJECTED'} (variant ${report.variant}${report.scope === 'evidence' ? ', evidence only' : ''})`];
+  if (report.scope === 'evidence') lines.push('Checked: the evidence that vouches for the attestation key (TEE report, cloud identity, certificates); no TPM quote.');
   if (report.error) lines.push(`Reason:  ${report.error}`);
   if (report.hint) lines.push(`Hint:    ${report.hint}`);
   for (const warning of report.warnings) lines.push(`Warning: ${warning}`);
@@ -97,7 +100,7 @@ function rows(comparisons: PcrComparison[]): PcrRow[] {
 }
 
 /** Rows from the PCR values the document claims (its SHA-256 quote, else its first), unverified. */
-function claimedRows(document: AttestationDocument, measurements: Measurements): PcrRow[] {
+export function claimedRows(document: AttestationDocument, measurements: Measurements): PcrRow[] {
   const quotes = (document.attestation as Partial<VtpmAttestation>).quotes;
   const quote = Array.isArray(quotes) ? (quotes.find((q) => q?.hashAlg === SHA256_BANK) ?? quotes[0]) : undefined;
   const claimed: Record<string, unknown> = quote && typeof quote.pcrs === 'object' && quote.pcrs !== null ? quote.pcrs : {};

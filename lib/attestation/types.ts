@@ -120,5 +120,11 @@ export interface ValidatorDeps {
   /** HTTP GET returning bytes (AMD KDS, Intel PCS); tests inject a fake, nothing reaches the internet. */
   fetch?: (url: string) => Promise<Uint8Array>;
   akRegistry?: AkRegistry;
+  /**
+   * `attestation verify --qualifying-data` only: the quote's qualifying data exactly as a tool outside
+   * Constellation's protocol made it (e.g. a quote without a nonce), instead of SHA-256(instanceInfo ‖ SHA-256(userData
+   * ‖ nonce)). Never set by a service: it gives up the binding to a fresh nonce.
+   */
+  quoteQualifyingData?: Uint8Array;
   [key: string]: unknown;
 }

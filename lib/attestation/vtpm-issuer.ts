@@ -18,8 +18,12 @@ import { encodeVtpmAttestation, qualifyingData, type DecodedQuote } from './vtpm
 export interface VtpmIssuerOptions {
   variant: string;
   tpm: TpmClient;
-  /** Variant-specific instance description bound into every quote (local-vtpm: `{"instance":"<node>"}`). */
-  instanceInfo?: Uint8Array;
+  /**
+   * Variant-specific instance description bound into every quote (local-vtpm: `{"instance":"<node>"}`), or a
+   * function making it from the AK's TPMT_PUBLIC (cloud variants: a TEE report that binds the AK). A function's
+   * answer is kept per AK: the evidence binds the key, not the nonce, so it is made once.
+   */
+  instanceInfo?: Uint8Array | ((akPublic: Uint8Array) => Promise<Uint8Array>);
   /** PCRs to quote. Default all 24. */
   pcrs?: number[];
   /** PCR banks to quote, one quote each. Default SHA-256 only. */
@@ -34,13 +38,14 @@ export class VtpmIssuer implements Issuer {
   readonly variant: string;
   /** Per PCR bank, the values read last (never altered once stored). */
   private readonly lastPcrs = new Map<number, Map<number, Uint8Array>>();
+  private madeInfo: { ak: string; info: Promise<Uint8Array> } | undefined;
 
   constructor(private readonly options: VtpmIssuerOptions) {
     this.variant = options.variant;
   }
 
   async issue(userData: Uint8Array, nonce: Uint8Array): Promise<AttestationDocument> {
-    const instanceInfo = this.options.instanceInfo ?? new Uint8Array(0);
+    const instanceInfo = await this.instanceInfo();
     const extraData = qualifyingData(instanceInfo, userData, nonce);
     const quotes: DecodedQuote[] = [];
     for (const bank of this.options.banks ?? [TPM_ALG.SHA256]) quotes.push(await this.quoteBank(extraData, bank));
@@ -52,6 +57,22 @@ export class VtpmIssuer implements Issuer {
       instanceInfo: Buffer.from(instanceInfo).toString('base64'),
       userData: Buffer.from(userData).toString('base64'),
     };
+  }
+
+  private async instanceInfo(): Promise<Uint8Array> {
+    const made = this.options.instanceInfo;
+    if (made === undefined) return new Uint8Array(0);
+    if (made instanceof Uint8Array) return made;
+    const ak = (await this.options.tpm.attestationKey()).publicArea;
+    const key = Buffer.from(ak).toString('hex');
+    if (this.madeInfo?.ak !== key) {
+      const info = made(ak);
+      this.madeInfo = { ak: key, info };
+      info.catch(() => {
+        if (this.madeInfo?.info === info) this.madeInfo = undefined;
+      });
+    }
+    return this.madeInfo.info;
   }
 
   private async quoteBank(extraData: Uint8Array, hashAlg: number): Promise<DecodedQuote> {

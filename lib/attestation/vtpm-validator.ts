@@ -76,7 +76,7 @@ export function createVtpmValidator(options: VtpmValidatorOptions): Validator {
         signature: quote.signature,
         pcrs: quote.pcrs,
         hashAlg: quote.hashAlg,
-        qualifyingData: qualifyingData(instanceInfo, userData, nonce),
+        qualifyingData: options.deps?.quoteQualifyingData ?? qualifyingData(instanceInfo, userData, nonce),
       });
 
       // 5. The verified values against the measurements.

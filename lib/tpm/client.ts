@@ -1,11 +1,11 @@
 /**
- * Our TPM 2.0 client: raw TPM 2.0 commands over a socket to swtpm (DESIGN §9, §11).
+ * Our TPM 2.0 client: raw TPM 2.0 commands to swtpm's socket or a TPM character device such as /dev/tpmrm0
+ * (./transport.ts; DESIGN §9, §11).
  * One TpmClient owns one TPM connection and serializes every command through one queue, because swtpm serves a
  * single connection and answers one command at a time. swtpm has no resource manager, so connecting flushes
  * transient objects and sessions left behind by an earlier owner. Our own code: no maintained JavaScript
  * TPM 2.0 stack exists; the command set is the few commands attestation needs.
  */
-import net from 'node:net';
 import { UserError } from '../errors.js';
 import {
   hashAlgInfo,
@@ -21,9 +21,11 @@ import {
   TPM_RH,
   TPM_ST,
   TPM_SU,
+  TPMA_NV,
   TPMA_OBJECT,
 } from './constants.js';
 import { TpmReader, TpmWriter } from './marshal.js';
+import { openTpmTransport, TpmConnectionError, type TpmTransport } from './transport.js';
 import { encodeTpmPublic, readPcrSelections, readTpmPublic, readTpmSignature, writePcrSelections, type PcrSelection, type TpmEccPublic, type TpmPublic } from './structures.js';
 
 /** The TPM answered with an error code. */
@@ -87,38 +89,25 @@ export const AK_TEMPLATE: TpmEccPublic = {
   unique: { x: new Uint8Array(0), y: new Uint8Array(0) },
 };
 
-const HEADER_SIZE = 10;
-const MAX_RESPONSE = 64 * 1024;
-
 export class TpmClient {
   private queue: Promise<unknown> = Promise.resolve();
-  private pending: { resolve: (b: Uint8Array) => void; reject: (e: Error) => void } | undefined;
-  private buffered: Buffer = Buffer.alloc(0);
   private closedError: Error | undefined;
   private ak: Promise<{ handle: number; publicArea: Uint8Array }> | undefined;
+  private akSource: AkSource = { kind: 'template', template: AK_TEMPLATE };
 
   private constructor(
-    private readonly socket: net.Socket,
+    private readonly transport: TpmTransport,
     private readonly commandTimeoutMs: number,
-    readonly path: string,
-  ) {
-    socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('error', (err) => this.onClosed(new TpmConnectionError(`TPM connection ${path}: ${err.message}`, { cause: err })));
-    socket.on('close', () => this.onClosed(new TpmConnectionError(`TPM connection ${path} closed`)));
+  ) {}
+
+  /** The path of the TPM (socket or device) this client talks to. */
+  get path(): string {
+    return this.transport.path;
   }
 
-  static async connect(serverSocket: string, options: ConnectOptions = {}): Promise<TpmClient> {
-    const socket = await new Promise<net.Socket>((resolve, reject) => {
-      const s = net.connect(serverSocket);
-      s.once('connect', () => {
-        s.removeListener('error', reject);
-        resolve(s);
-      });
-      s.once('error', (err) =>
-        reject(new TpmConnectionError(`Cannot connect to the TPM at ${serverSocket}: ${err.message}`, { cause: err, hint: 'Is its swtpm running?' })),
-      );
-    });
-    const client = new TpmClient(socket, options.commandTimeoutMs ?? 30_000, serverSocket);
+  /** Connects to the TPM at `path`: swtpm's unix socket, or a TPM character device such as /dev/tpmrm0. */
+  static async connect(path: string, options: ConnectOptions = {}): Promise<TpmClient> {
+    const client = new TpmClient(await openTpmTransport(path), options.commandTimeoutMs ?? 30_000);
     if (options.flushLeftovers ?? true) {
       try {
         await client.flushLeftovers();
@@ -134,7 +123,7 @@ export class TpmClient {
   }
 
   close(): void {
-    this.socket.destroy();
+    this.transport.close();
   }
 
   /** Sends one raw command and returns the raw response (whatever its response code), in queue order. */
@@ -143,49 +132,24 @@ export class TpmClient {
       new Promise<Uint8Array>((resolve, reject) => {
         if (this.closedError) return reject(this.closedError);
         const timer = setTimeout(() => {
-          this.pending = undefined;
-          reject(new TpmConnectionError(`The TPM at ${this.path} did not answer within ${this.commandTimeoutMs} ms`, { hint: 'Another client may hold its only connection.' }));
-          this.socket.destroy();
+          this.closedError = new TpmConnectionError(`The TPM at ${this.path} did not answer within ${this.commandTimeoutMs} ms`, { hint: 'Another client may hold its only connection.' });
+          reject(this.closedError);
+          this.transport.close();
         }, this.commandTimeoutMs);
-        this.pending = {
-          resolve: (b) => {
+        this.transport.exchange(command).then(
+          (response) => {
             clearTimeout(timer);
-            resolve(b);
+            resolve(response);
           },
-          reject: (e) => {
+          (err: Error) => {
             clearTimeout(timer);
-            reject(e);
+            reject(err);
           },
-        };
-        this.socket.write(command);
+        );
       });
     const result = this.queue.then(run, run);
     this.queue = result.catch(() => undefined);
     return result;
-  }
-
-  private onData(chunk: Buffer): void {
-    this.buffered = this.buffered.length ? Buffer.concat([this.buffered, chunk]) : chunk;
-    if (this.buffered.length < HEADER_SIZE) return;
-    const size = this.buffered.readUInt32BE(2);
-    if (size < HEADER_SIZE || size > MAX_RESPONSE) {
-      this.onClosed(new TpmConnectionError(`The TPM at ${this.path} sent a malformed response (size ${size})`));
-      this.socket.destroy();
-      return;
-    }
-    if (this.buffered.length < size) return;
-    const response = new Uint8Array(this.buffered.subarray(0, size));
-    this.buffered = this.buffered.subarray(size);
-    const pending = this.pending;
-    this.pending = undefined;
-    pending?.resolve(response);
-  }
-
-  private onClosed(err: Error): void {
-    this.closedError ??= err;
-    const pending = this.pending;
-    this.pending = undefined;
-    pending?.reject(this.closedError);
   }
 
   /** Builds, sends and checks one command; returns a reader positioned after the response header. */
@@ -327,16 +291,27 @@ export class TpmClient {
     return out;
   }
 
-  /** Creates (re-derives) the attestation key: a primary key under the endorsement hierarchy from AK_TEMPLATE. */
-  async createAttestationKey(template: TpmPublic = AK_TEMPLATE): Promise<{ handle: number; publicArea: Uint8Array }> {
+  /** Creates (re-derives) a primary key under the endorsement hierarchy from a template (default AK_TEMPLATE). */
+  async createAttestationKey(template: TpmPublic | Uint8Array = AK_TEMPLATE): Promise<{ handle: number; publicArea: Uint8Array }> {
+    const encoded = template instanceof Uint8Array ? template : encodeTpmPublic(template);
     const { r, handles } = await this.command('CreatePrimary', [TPM_RH.ENDORSEMENT], true, (w) => {
       w.sized((s) => s.tpm2b(new Uint8Array(0)).tpm2b(new Uint8Array(0))); // inSensitive: empty auth, no data
-      w.tpm2b(encodeTpmPublic(template));
+      w.tpm2b(encoded);
       w.tpm2b(new Uint8Array(0)); // outsideInfo
       w.u32(0); // creationPCR: none
     });
     const publicArea = r.tpm2b();
     return { handle: handles[0], publicArea };
+  }
+
+  /**
+   * Which key attestationKey() returns: by default a primary key from AK_TEMPLATE; on clouds the platform's own AK
+   * (GCE: a primary key from the template in its vTPM's NV; Azure: the paravisor's persistent key). Forgets the
+   * key in use.
+   */
+  useAttestationKey(source: AkSource): void {
+    this.akSource = source;
+    this.ak = undefined;
   }
 
   /**
@@ -346,11 +321,13 @@ export class TpmClient {
   attestationKey(options: { renew?: boolean } = {}): Promise<{ handle: number; publicArea: Uint8Array }> {
     if (options.renew || !this.ak) {
       const previous = this.ak;
+      const source = this.akSource;
       const ak = (async () => {
+        if (source.kind === 'persistent') return { handle: source.handle, publicArea: (await this.readPublic(source.handle)).publicArea };
         // Free the old object's slot if the TPM still holds it (after a reset it is gone: ignore that error).
         const old = await previous?.catch(() => undefined);
-        if (old) await this.flushContext(old.handle).catch(() => undefined);
-        return this.createAttestationKey();
+        if (old && old.handle >>> 24 === TPM_HR.TRANSIENT >>> 24) await this.flushContext(old.handle).catch(() => undefined);
+        return this.createAttestationKey(source.template);
       })();
       this.ak = ak;
       ak.catch(() => {
@@ -358,6 +335,53 @@ export class TpmClient {
       });
     }
     return this.ak;
+  }
+
+  /** The public area of an NV index: its attributes and data size. */
+  async nvReadPublic(index: number): Promise<NvPublic> {
+    const { r } = await this.command('NV_ReadPublic', [index], false, () => {});
+    const area = new TpmReader(r.tpm2b(), 'TPMS_NV_PUBLIC');
+    return { index: area.u32(), nameAlg: area.u16(), attributes: area.u32(), authPolicy: area.tpm2b(), dataSize: area.u16() };
+  }
+
+  /** Reads an NV index whole (or `size` bytes), in chunks; authorized as owner, platform or the index as its attributes allow. */
+  async nvRead(index: number, size?: number): Promise<Uint8Array> {
+    const pub = await this.nvReadPublic(index);
+    const auth = pub.attributes & TPMA_NV.AUTHREAD ? index : pub.attributes & TPMA_NV.OWNERREAD ? TPM_RH.OWNER : TPM_RH.PLATFORM;
+    const total = Math.min(size ?? pub.dataSize, pub.dataSize);
+    const out = new Uint8Array(total);
+    for (let offset = 0; offset < total; offset += NV_CHUNK) {
+      const n = Math.min(NV_CHUNK, total - offset);
+      const { r } = await this.command('NV_Read', [auth, index], true, (w) => w.u16(n).u16(offset));
+      out.set(r.tpm2b(NV_CHUNK), offset);
+    }
+    return out;
+  }
+
+  /** Defines an NV index readable and writable by the owner and with its own (empty) auth. Provisioning, tests. */
+  async nvDefine(index: number, dataSize: number): Promise<void> {
+    const attributes = TPMA_NV.OWNERWRITE | TPMA_NV.AUTHWRITE | TPMA_NV.OWNERREAD | TPMA_NV.AUTHREAD | TPMA_NV.NO_DA;
+    await this.command('NV_DefineSpace', [TPM_RH.OWNER], true, (w) => {
+      w.tpm2b(new Uint8Array(0));
+      w.sized((s) => s.u32(index).u16(TPM_ALG.SHA256).u32(attributes).tpm2b(new Uint8Array(0)).u16(dataSize));
+    });
+  }
+
+  async nvUndefine(index: number): Promise<void> {
+    await this.command('NV_UndefineSpace', [TPM_RH.OWNER, index], true, () => {});
+  }
+
+  /** Writes `data` into an NV index at `offset`, in chunks, authorized as owner. */
+  async nvWrite(index: number, data: Uint8Array, offset = 0): Promise<void> {
+    for (let at = 0; at < data.length; at += NV_CHUNK) {
+      const chunk = data.subarray(at, at + NV_CHUNK);
+      await this.command('NV_Write', [TPM_RH.OWNER, index], true, (w) => w.tpm2b(chunk).u16(offset + at));
+    }
+  }
+
+  /** Makes a loaded key persistent at `persistentHandle` (owner hierarchy). Provisioning, tests. */
+  async evictControl(objectHandle: number, persistentHandle: number): Promise<void> {
+    await this.command('EvictControl', [TPM_RH.OWNER, objectHandle], true, (w) => w.u32(persistentHandle));
   }
 
   async readPublic(handle: number): Promise<{ publicArea: Uint8Array; name: Uint8Array; qualifiedName: Uint8Array }> {
@@ -381,7 +405,21 @@ export class TpmClient {
   }
 }
 
-export class TpmConnectionError extends UserError {}
+export { TpmConnectionError } from './transport.js';
+
+/** Where the attestation key comes from: a primary key made from a template, or a key the platform made persistent. */
+export type AkSource = { kind: 'template'; template: TpmPublic | Uint8Array } | { kind: 'persistent'; handle: number };
+
+export interface NvPublic {
+  index: number;
+  nameAlg: number;
+  attributes: number;
+  authPolicy: Uint8Array;
+  dataSize: number;
+}
+
+/** Bytes per NV_Read/NV_Write: at most what every TPM accepts (TPM_PT_NV_BUFFER_MAX is at least 1024 in practice). */
+const NV_CHUNK = 1024;
 
 function pcrHandle(index: number): number {
   if (!Number.isInteger(index) || index < 0 || index > 23) throw new UserError(`PCR index must be 0..23, got ${index}`);

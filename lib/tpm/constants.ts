@@ -57,7 +57,13 @@ export const TPM_ST = {
 
 /** TPM_CC command codes. */
 export const TPM_CC = {
+  EvictControl: 0x00000120,
+  NV_UndefineSpace: 0x00000122,
+  NV_DefineSpace: 0x0000012a,
   CreatePrimary: 0x00000131,
+  NV_Write: 0x00000137,
+  NV_Read: 0x0000014e,
+  NV_ReadPublic: 0x00000169,
   PCR_Event: 0x0000013c,
   Startup: 0x00000144,
   Shutdown: 0x00000145,
@@ -86,8 +92,20 @@ export const TPM_HR = {
   PCR: 0x00000000,
   HMAC_SESSION: 0x02000000,
   POLICY_SESSION: 0x03000000,
+  NV_INDEX: 0x01000000,
   TRANSIENT: 0x80000000,
   PERSISTENT: 0x81000000,
+} as const;
+
+/** TPMA_NV bits (who may read or write an NV index). */
+export const TPMA_NV = {
+  PPWRITE: 1 << 0,
+  OWNERWRITE: 1 << 1,
+  AUTHWRITE: 1 << 2,
+  PPREAD: 1 << 16,
+  OWNERREAD: 1 << 17,
+  AUTHREAD: 1 << 18,
+  NO_DA: 1 << 25,
 } as const;
 
 /** TPM_CAP capability groups. */

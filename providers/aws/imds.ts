@@ -26,6 +26,11 @@ export class ImdsClient {
     return this.get(`/latest/meta-data/${path}`);
   }
 
+  /** GET /latest/dynamic/<path> (e.g. instance-identity/document). */
+  async dynamic(path: string): Promise<string> {
+    return this.get(`/latest/dynamic/${path}`);
+  }
+
   private async get(path: string, retry = true): Promise<string> {
     const res = await this.request(path, { headers: { 'X-aws-ec2-metadata-token': await this.sessionToken() } });
     if (res.status === 401 && retry) {

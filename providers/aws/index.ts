@@ -19,6 +19,15 @@ const provider: ProviderModule = {
     const { AwsNodeMetadata } = await import('./metadata.js');
     return new AwsNodeMetadata(options as AwsProviderOptions | undefined);
   },
+  async nodePlatform(options) {
+    const { awsNodePlatform } = await import('./node-platform.js');
+    return awsNodePlatform(options);
+  },
+  /** aws-nitro-tpm: the EC2 image lookup (DescribeImages) through this provider's clients. */
+  async attestationDeps(options) {
+    const { awsImageLookup } = await import('./image-lookup.js');
+    return { awsDescribeImage: awsImageLookup(options as AwsProviderOptions | undefined) };
+  },
   async iam(options) {
     const { AwsIam } = await import('./iam.js');
     return new AwsIam(options as AwsProviderOptions | undefined);

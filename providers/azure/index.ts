@@ -18,6 +18,10 @@ const azure: ProviderModule = {
     const { AzureNodeMetadata } = await import('./metadata.js');
     return new AzureNodeMetadata(parseAzureOptions(options));
   },
+  async nodePlatform(options) {
+    const { azureNodePlatform } = await import('./node-platform.js');
+    return azureNodePlatform(options);
+  },
   async iam(options) {
     const { AzureIam } = await import('./iam.js');
     return new AzureIam(parseAzureOptions(options));

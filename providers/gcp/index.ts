@@ -20,13 +20,18 @@ const provider: ProviderModule = {
     const { GcpNodeMetadata } = await import('./metadata.js');
     return new GcpNodeMetadata(options as GcpProviderOptions | undefined);
   },
+  async nodePlatform(options) {
+    const { gcpNodePlatform } = await import('./node-platform.js');
+    return gcpNodePlatform(options);
+  },
   async iam(options) {
     const { GcpIam } = await import('./iam.js');
     return new GcpIam(options as GcpProviderOptions | undefined);
   },
+  /** The shielded-VM identity lookup; with options.verifier (`attestation verify`) as the user, see verifierOptions. */
   async attestationDeps(options) {
-    const { shieldedIdentityClient } = await import('./shielded-identity.js');
-    return { gcpShieldedIdentity: shieldedIdentityClient(options as GcpProviderOptions | undefined) };
+    const { shieldedIdentityClient, verifierOptions } = await import('./shielded-identity.js');
+    return { gcpShieldedIdentity: shieldedIdentityClient(options?.verifier ? verifierOptions() : (options as GcpProviderOptions | undefined)) };
   },
 };
 

@@ -20,6 +20,23 @@ export function pemToDer(pem: string): Uint8Array {
   return new Uint8Array(Buffer.from(body, 'base64'));
 }
 
+/**
+ * Options for the lookup by a verifier (`attestation verify`): the user's application default credentials (not the
+ * cluster's service-account key), and the Compute endpoint from gcloud's CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE when
+ * set (private endpoints), as gcloud honours it.
+ */
+export function verifierOptions(env: NodeJS.ProcessEnv = process.env): GcpProviderOptions {
+  const options: GcpProviderOptions = {};
+  const override = env.CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE;
+  if (override) {
+    const url = new URL(override);
+    options.apiEndpoint = url.hostname;
+    options.protocol = url.protocol === 'http:' ? 'http' : 'https';
+    options.port = Number(url.port || (options.protocol === 'http' ? 80 : 443));
+  }
+  return options;
+}
+
 export function shieldedIdentityClient(options: GcpProviderOptions = {}): GcpShieldedIdentityClient {
   let api: Promise<GcpCompute> | undefined;
   return async ({ projectId, zone, instanceName }): Promise<GcpShieldedIdentityWithKey> => {

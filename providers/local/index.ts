@@ -20,6 +20,10 @@ const provider: ProviderModule = {
     const { LocalNodeMetadata } = await import('./node-metadata.js');
     return new LocalNodeMetadata(options as LocalNodeMetadataOptions | undefined);
   },
+  async nodePlatform(options) {
+    const { localNodePlatform } = await import('./node-platform.js');
+    return localNodePlatform(options);
+  },
   /** The AK registry of the cluster's metadata server: local-vtpm trusts only the AKs registered there. */
   async attestationDeps(options?: Record<string, unknown>) {
     const { localAkRegistry } = await import('./node-metadata.js');

@@ -48,6 +48,25 @@ describe('bootstrapper/main (the node program as a process)', function () {
     assert.doesNotMatch(run.output(), /\n\s+at /);
   });
 
+  it('on a cloud named by the boot config, stops when that cloud\'s metadata service does not confirm the node', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bootstrapper-main-cloud-'));
+    try {
+      const config = path.join(dir, 'boot.json');
+      await fs.writeFile(config, JSON.stringify({ csp: 'aws', attestationVariant: 'aws-sev-snp', providerOptions: { imdsEndpoint: 'http://127.0.0.1:1' } }));
+      const run = runMain({ CONSTELLATION_BOOT_CONFIG: config });
+      assert.equal(await run.exited, 1);
+      const line = JSON.parse(run.output().trim().split('\n').at(-1)!) as { reason: string };
+      assert.match(line.reason, /says this node runs on aws, but aws's metadata service does not confirm it/);
+
+      await fs.writeFile(config, JSON.stringify({ csp: 'gcp', attestationVariant: 'aws-sev-snp' }));
+      const wrong = runMain({ CONSTELLATION_BOOT_CONFIG: config });
+      assert.equal(await wrong.exited, 1);
+      assert.match(wrong.output(), /Provider \\"gcp\\" nodes cannot attest as aws-sev-snp/);
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+
   describe('with a swtpm, a state disk and the local metadata server', () => {
     const ip = `127.1.${randomInt(2, 250)}.10`;
     const gateway = ip.replace(/\.10$/, '.1');

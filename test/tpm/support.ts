@@ -4,6 +4,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { TPM_ALG, TPMA_OBJECT } from '../../lib/tpm/constants.js';
+import { encodeTpmPublic } from '../../lib/tpm/structures.js';
 import { startSwtpm, type SwtpmHandle } from '../../lib/tpm/swtpm.js';
 
 const BRIDGE = path.join(path.dirname(fileURLToPath(import.meta.url)), 'tcti-bridge.mjs');
@@ -74,3 +76,14 @@ export function tpm2ToolsPcrFile(hashAlg: number, pcrs: Map<number, Uint8Array>)
 }
 
 export const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
+
+/** An RSA restricted signing key template: GCE's AK template in NV, and Azure's paravisor AK. */
+export const RSA_AK_TEMPLATE = encodeTpmPublic({
+  type: TPM_ALG.RSA,
+  nameAlg: TPM_ALG.SHA256,
+  objectAttributes: TPMA_OBJECT.fixedTPM | TPMA_OBJECT.fixedParent | TPMA_OBJECT.sensitiveDataOrigin | TPMA_OBJECT.userWithAuth | TPMA_OBJECT.noDA | TPMA_OBJECT.restricted | TPMA_OBJECT.sign,
+  authPolicy: new Uint8Array(0),
+  parameters: { symmetric: { algorithm: TPM_ALG.NULL }, scheme: { scheme: TPM_ALG.RSASSA, hashAlg: TPM_ALG.SHA256 }, keyBits: 2048, exponent: 0 },
+  unique: { n: new Uint8Array(0) },
+});
+

@@ -13,7 +13,11 @@ export default class AttestationVerify extends BaseCommand<typeof AttestationVer
 
 The measurements come from the workspace's ${CONFIG_FILE} unless --config names another file. --nonce is the nonce the document was made for (hex; empty by default).
 
-local-vtpm: the AK registry of a local cluster is not reachable offline, so pass the node's registered attestation key with --ak (its TPMT_PUBLIC, binary or base64); without it the document is rejected as signed by an unregistered key.
+Cloud variants use the config's provider with its default credential chain where the variant needs the cloud (gcp-*: the instance's shielded VM identity; aws-nitro-tpm: the EC2 image), and fetch a VCEK missing from SEV-SNP evidence from AMD's key distribution service (cached in ~/.cache/constellation/kds).
+
+local-vtpm: pass the node's registered attestation key with --ak (its TPMT_PUBLIC, binary or base64) unless the workspace's local cluster is running; without it the document is rejected as signed by an unregistered key.
+
+--qualifying-data checks a quote made outside Constellation's protocol (e.g. without a nonce: --qualifying-data ""); --evidence-only checks only the evidence that vouches for the attestation key (SEV-SNP or TDX report and what binds the AK, cloud identity, certificate chain) of a document without a quote.
 
 Exit codes: 0 accepted, ${EXIT_REJECTED} rejected, 1 the document or config could not be read.`;
 
@@ -21,6 +25,8 @@ Exit codes: 0 accepted, ${EXIT_REJECTED} rejected, 1 the document or config coul
     '<%= config.bin %> attestation verify node-0.json',
     '<%= config.bin %> attestation verify node-0.json --nonce 6e6f6e6365... --json',
     '<%= config.bin %> attestation verify node-0.json --config ./other/constellation-conf.yaml --ak node-0.ak',
+    '<%= config.bin %> attestation verify gce-quote.json --qualifying-data ""',
+    '<%= config.bin %> attestation verify azure-report.json --evidence-only',
   ];
 
   static override enableJsonFlag = true;
@@ -33,18 +39,24 @@ Exit codes: 0 accepted, ${EXIT_REJECTED} rejected, 1 the document or config coul
     nonce: Flags.string({ description: 'The nonce the document was made for, hex (default: empty).', default: '' }),
     config: Flags.string({ description: `Config file with the measurements (default: <workspace>/${CONFIG_FILE}).` }),
     ak: Flags.string({ description: "local-vtpm only: the node's registered attestation key (TPMT_PUBLIC, binary or base64 file)." }),
+    'qualifying-data': Flags.string({ description: "The quote's qualifying data exactly, hex, for quotes made outside Constellation's protocol (instead of --nonce)." }),
+    'evidence-only': Flags.boolean({ description: 'Check only the evidence that vouches for the attestation key (TEE report, cloud identity, certificates); no quote.', default: false }),
   };
 
   public async run(): Promise<AttestationReport> {
-    const [{ verifyDocumentFile }, { renderAttestationReport }] = await Promise.all([
+    const [{ verifyDocumentFile }, { renderAttestationReport }, { verifierDepsFor }] = await Promise.all([
       import('../../attestation/verify-document.js'),
       import('../../../lib/attestation/report.js'),
+      import('../../cluster/provider.js'),
     ]);
     const report = await verifyDocumentFile({
       documentFile: this.args.document,
       nonceHex: this.flags.nonce,
+      qualifyingDataHex: this.flags['qualifying-data'],
+      evidenceOnly: this.flags['evidence-only'],
       configFile: this.flags.config ?? path.join(this.workspaceDir, CONFIG_FILE),
       akFile: this.flags.ak,
+      providerDeps: this.flags.ak ? undefined : (provider, section) => verifierDepsFor(provider, section, this.workspaceDir),
     });
     if (!this.jsonEnabled()) process.stdout.write(renderAttestationReport(report));
     if (report.verdict === 'rejected') {

@@ -8,5 +8,6 @@ export { parseSnpReport, decodeTcb, formatTcb, SnpFormatError, SNP_REPORT_SIZE, 
 export type { SnpReport, SnpProduct, SnpSigningKey, SnpPolicy, TcbVersion } from './report.js';
 export { AMD_ROOTS, AMD_OID, certificatesDer } from './certs.js';
 export type { AmdRoots } from './certs.js';
-export { KdsClient, kdsClientFor, kdsVcekUrl, KDS_BASE_URL } from './kds.js';
+export { KdsClient, kdsClientFor, kdsVcekUrl, kdsCertChainUrl, KDS_BASE_URL } from './kds.js';
+export { kdsFetcher, defaultKdsCacheDir, KdsUnavailableError, type KdsFetcherOptions } from './kds-fetcher.js';
 export type { Fetcher } from './kds.js';

@@ -2,7 +2,8 @@
  * AMD's key distribution service (KDS): where a VCEK missing from the evidence is fetched, by product, chip id
  * and reported TCB. The HTTP GET is injected (ValidatorDeps.fetch), so tests never reach AMD; answers are
  * cached in memory per fetcher (a VCEK for a given chip and TCB never changes), and concurrent requests for
- * the same certificate share one fetch. VLEKs cannot be fetched anonymously: the evidence must carry them.
+ * the same certificate share one fetch. VLEKs cannot be fetched anonymously: the evidence must carry them. The
+ * fetcher with an on-disk cache and an offline error is ./kds-fetcher.ts.
  */
 import { AttestationError } from '../types.js';
 import type { SnpProduct, TcbVersion } from './report.js';
@@ -23,6 +24,11 @@ export function kdsVcekUrl(product: SnpProduct, chipId: Uint8Array, tcb: TcbVers
   return `${KDS_BASE_URL}/vcek/v1/${product}/${hwId}?${params.toString()}`;
 }
 
+/** The KDS URL of a product's ASK (VCEK chain) or ASVK (VLEK chain) followed by its ARK, PEM. */
+export function kdsCertChainUrl(product: SnpProduct, kind: 'vcek' | 'vlek' = 'vcek'): string {
+  return `${KDS_BASE_URL}/${kind}/v1/${product}/cert_chain`;
+}
+
 export class KdsClient {
   private readonly cache = new Map<string, Promise<Uint8Array>>();
 
@@ -36,13 +42,22 @@ export class KdsClient {
     if (chipId.every((b) => b === 0)) {
       return Promise.reject(new AttestationError('the SEV-SNP report masks its chip id, so its VCEK cannot be fetched; include the VCEK in the evidence'));
     }
-    const url = kdsVcekUrl(product, chipId, tcb);
+    return this.cached(kdsVcekUrl(product, chipId, tcb), 'the VCEK');
+  }
+
+  /** A product's ASK/ASVK and ARK (PEM), from the cache or the KDS. Trust still rests on the shipped ARK. */
+  async certChain(product: SnpProduct, kind: 'vcek' | 'vlek' = 'vcek'): Promise<string> {
+    return Buffer.from(await this.cached(kdsCertChainUrl(product, kind), `the ${product} certificate chain`)).toString('utf8');
+  }
+
+  /** One fetch per URL (concurrent callers share it); a failed fetch is forgotten so a later call tries again. */
+  private cached(url: string, what: string): Promise<Uint8Array> {
     let pending = this.cache.get(url);
     if (!pending) {
       pending = this.fetch(url).catch((cause: unknown) => {
         this.cache.delete(url);
-        throw new AttestationError(`fetching the VCEK from AMD's key distribution service failed: ${(cause as Error)?.message ?? String(cause)}`, undefined, {
-          hint: 'Check that the verifier can reach kdsintf.amd.com, or include the VCEK in the evidence.',
+        throw new AttestationError(`fetching ${what} from AMD's key distribution service failed: ${(cause as Error)?.message ?? String(cause)}`, undefined, {
+          hint: (cause as { hint?: string })?.hint ?? 'Check that the verifier can reach kdsintf.amd.com, or include the VCEK in the evidence.',
           cause,
         });
       });

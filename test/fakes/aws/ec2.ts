@@ -68,7 +68,7 @@ export function launchInstance(s: FakeAwsState, launchTemplateId: string, subnet
     launchTemplateId,
     subnetId,
     zone: subnet.zone,
-    privateIp: s.nextIp(subnet.cidr.split('.').slice(0, 2).join('.')),
+    privateIp: s.nextIp(s.privateIpBase ?? subnet.cidr.split('.').slice(0, 2).join('.')),
     instanceType: str(lt.data, 'InstanceType') ?? 'm6a.xlarge',
     imageId: str(lt.data, 'ImageId') ?? '',
     launchedAt: s.now(),
@@ -199,7 +199,7 @@ export const ec2Handlers: Record<string, Handler> = {
   AllocateAddress(s, p) {
     if (s.addresses.size >= s.addressLimit) throw new AwsFault('AddressLimitExceeded', 'The maximum number of addresses has been reached.');
     const allocationId = s.newId('eipalloc');
-    const publicIp = s.nextIp('198.51');
+    const publicIp = s.nextIp(s.publicIpBase ?? '198.51');
     s.addresses.set(allocationId, { allocationId, publicIp, tags: tagsFromSpecs(p, 'elastic-ip') });
     return { allocationId, publicIp, domain: 'vpc' };
   },

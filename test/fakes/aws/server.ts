@@ -48,6 +48,9 @@ export interface FakeAwsOptions {
   latencyMs?: number;
   lroMs?: number;
   images?: Image[];
+  /** First two octets of instances' private and of elastic IPs (cloud in a box: loopback addresses nodes can bind). */
+  privateIpBase?: string;
+  publicIpBase?: string;
 }
 
 export class FakeAws {
@@ -65,6 +68,8 @@ export class FakeAws {
   constructor(options: FakeAwsOptions = {}) {
     this.latencyMs = options.latencyMs ?? 0;
     this.state = new FakeAwsState(options.lroMs ?? 20);
+    this.state.privateIpBase = options.privateIpBase;
+    this.state.publicIpBase = options.publicIpBase;
     for (const image of options.images ?? [{ id: FAKE_IMAGE, bootMode: 'uefi', tpmSupport: 'v2.0' }]) this.state.images.set(image.id, image);
   }
 
@@ -100,7 +105,7 @@ export class FakeAws {
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const body = Buffer.concat(chunks).toString('utf8');
-    if (req.url?.startsWith('/latest/')) return this.handleImds(req, res);
+    if (req.url?.startsWith('/latest/') || req.url?.startsWith('/node/')) return this.handleImds(req, res);
 
     const scope = /Credential=([^/]+)\/[^/]+\/([^/]+)\/([^/]+)\//.exec(req.headers.authorization ?? '');
     const service = scope?.[3] ?? 'unknown';
@@ -141,22 +146,37 @@ export class FakeAws {
       res.writeHead(status, { 'content-type': 'text/plain' });
       res.end(text);
     };
-    if (req.method === 'PUT' && req.url === '/latest/api/token') {
+    // /node/<instance id>/latest/...: the IMDS of that instance (cloud in a box: one endpoint per node).
+    const perNode = /^\/node\/([^/]+)(\/latest\/.*)$/.exec(req.url ?? '');
+    const url = perNode ? perNode[2] : req.url;
+    if (req.method === 'PUT' && url === '/latest/api/token') {
       if (!req.headers['x-aws-ec2-metadata-token-ttl-seconds']) return reply(400, 'missing ttl');
       const token = `token-${this.imds.tokens.size + 1}`;
       this.imds.tokens.add(token);
       return reply(200, token);
     }
     if (!this.imds.tokens.has(String(req.headers['x-aws-ec2-metadata-token'] ?? ''))) return reply(401, 'Unauthorized');
-    const instance = this.imds.instanceId ? this.state.instances.get(this.imds.instanceId) : undefined;
+    const instanceId = perNode ? perNode[1] : this.imds.instanceId;
+    const instance = instanceId ? this.state.instances.get(instanceId) : undefined;
     if (!instance) return reply(404, 'Not Found');
     const answers: Record<string, string> = {
       '/latest/meta-data/instance-id': instance.id,
       '/latest/meta-data/placement/region': this.state.region,
       '/latest/meta-data/placement/availability-zone': instance.zone,
       '/latest/meta-data/local-ipv4': instance.privateIp,
+      '/latest/dynamic/instance-identity/document': JSON.stringify({
+        accountId: '123456789012',
+        architecture: 'x86_64',
+        availabilityZone: instance.zone,
+        imageId: instance.imageId,
+        instanceId: instance.id,
+        instanceType: instance.instanceType,
+        privateIp: instance.privateIp,
+        region: this.state.region,
+        version: '2017-09-30',
+      }),
     };
-    const answer = answers[req.url ?? ''];
+    const answer = answers[url ?? ''];
     return answer === undefined ? reply(404, 'Not Found') : reply(200, answer);
   }
 }

@@ -172,6 +172,10 @@ export class FakeAwsState {
   readonly account = '123456789012';
   private counter = 0;
 
+  /** See FakeAwsOptions. */
+  privateIpBase?: string;
+  publicIpBase?: string;
+
   constructor(
     /** Duration of every long-running operation (NAT gateway, load balancer, instance start and stop). */
     public lroMs: number,

@@ -72,6 +72,9 @@ interface Operation {
 export interface FakeArmOptions {
   latencyMs?: number;
   lroDurationMs?: number;
+  /** First three octets of scale-set VMs' private and of public IPs (cloud in a box: loopback addresses). */
+  privateIpBase?: string;
+  publicIpBase?: string;
 }
 
 const SYNC_TYPES = ['microsoft.managedidentity/', 'microsoft.authorization/'];
@@ -153,7 +156,12 @@ export class FakeArm {
   url!: string;
   caPem!: string;
 
+  private readonly privateIpBase: string;
+  private readonly publicIpBase: string;
+
   private constructor(options: FakeArmOptions) {
+    this.privateIpBase = options.privateIpBase ?? '10.0.0';
+    this.publicIpBase = options.publicIpBase ?? '20.1.0';
     this.latencyMs = options.latencyMs ?? 0;
     this.lroDurationMs = options.lroDurationMs ?? 5;
   }
@@ -386,7 +394,7 @@ export class FakeArm {
     const type = typeOf(path);
     const properties: Record<string, unknown> = { ...((body.properties as Record<string, unknown>) ?? {}), provisioningState: state };
     const lower = type.toLowerCase();
-    if (lower === 'microsoft.network/publicipaddresses' && !properties.ipAddress) properties.ipAddress = `20.1.0.${this.nextPublicIp++}`;
+    if (lower === 'microsoft.network/publicipaddresses' && !properties.ipAddress) properties.ipAddress = `${this.publicIpBase}.${this.nextPublicIp++}`;
     if (lower === 'microsoft.managedidentity/userassignedidentities') {
       Object.assign(properties, { principalId: properties.principalId ?? randomUUID(), clientId: properties.clientId ?? randomUUID(), tenantId: FAKE_TENANT });
     }
@@ -471,7 +479,7 @@ export class FakeArm {
           properties: {
             provisioningState: 'Succeeded',
             osProfile: { computerName: `${prefix}${instance.toString(36).padStart(6, '0')}` },
-            privateIp: `10.0.0.${this.nextIp++}`,
+            privateIp: `${this.privateIpBase}.${this.nextIp++}`,
           },
         },
       });

@@ -19,6 +19,8 @@ export interface ImdsVm {
   resourceGroupName: string;
   tags: Record<string, string>;
   privateIp: string;
+  /** What IMDS's THIM endpoint (/metadata/THIM/amd/certification) hands out on an SEV-SNP VM: VCEK and ASK+ARK, PEM. */
+  thim?: { vcekCert: string; certificateChain: string };
 }
 
 export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
@@ -29,6 +31,11 @@ export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
     if (req.headers.metadata !== 'true') {
       res.writeHead(400, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: 'Bad request. Required metadata header not specified' }));
+      return;
+    }
+    if (url.pathname === '/metadata/THIM/amd/certification' && vm.thim) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ ...vm.thim, tcbm: '0000000000000000' }));
       return;
     }
     if (url.pathname !== '/metadata/instance' || !url.searchParams.get('api-version')) {

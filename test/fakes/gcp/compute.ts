@@ -96,6 +96,7 @@ export class FakeCompute {
     private readonly baseUrl: () => string,
     private readonly operationMs: () => number,
     private readonly waitTimeoutMs: number,
+    private readonly ips: { privateIpBase?: string; publicIpBase?: string } = {},
   ) {}
 
   reset(): void {
@@ -267,7 +268,7 @@ export class FakeCompute {
       creationTimestamp: new Date().toISOString(),
       selfLink: this.url(key),
     };
-    if (collection === 'addresses') Object.assign(resource, { address: `203.0.113.${++this.nextIp % 250}`, status: 'RESERVED' });
+    if (collection === 'addresses') Object.assign(resource, { address: `${this.ips.publicIpBase ?? '203.0.113'}.${++this.nextIp % 250}`, status: 'RESERVED' });
     this.resources.set(key, { key, collection, resource, refs });
     if (collection === 'instanceGroupManagers') this.createGroup(project, scope, key, resource);
     return this.operationResponse(op);
@@ -314,7 +315,7 @@ export class FakeCompute {
       confidentialInstanceConfig: props.confidentialInstanceConfig,
       shieldedInstanceConfig: props.shieldedInstanceConfig,
       scheduling: props.scheduling,
-      networkInterfaces: nics.map((nic) => ({ ...nic, networkIP: preserved.networkIP ?? `192.168.178.${++this.nextIp % 250}`, name: 'nic0' })),
+      networkInterfaces: nics.map((nic) => ({ ...nic, networkIP: preserved.networkIP ?? `${this.ips.privateIpBase ?? '192.168.178'}.${++this.nextIp % 250}`, name: 'nic0' })),
       createdBy: igm.selfLink,
       selfLink: this.url(key),
     };

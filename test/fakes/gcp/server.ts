@@ -20,6 +20,9 @@ export interface FakeGcpOptions {
   operationMs?: number;
   /** How long a `wait` call blocks at most (GCP: about two minutes). */
   waitTimeoutMs?: number;
+  /** First three octets of instances' internal and of reserved addresses (cloud in a box: loopback addresses). */
+  privateIpBase?: string;
+  publicIpBase?: string;
 }
 
 export interface HttpFault {
@@ -61,7 +64,7 @@ export class FakeGcp {
     this.latencyMs = options.latencyMs ?? 0;
     this.operationMs = options.operationMs ?? 0;
     this.authClient.setCredentials({ access_token: FAKE_TOKEN, expiry_date: Date.now() + 24 * 3600_000 });
-    this.compute = new FakeCompute(() => this.url, () => this.operationMs, options.waitTimeoutMs ?? 2000);
+    this.compute = new FakeCompute(() => this.url, () => this.operationMs, options.waitTimeoutMs ?? 2000, { privateIpBase: options.privateIpBase, publicIpBase: options.publicIpBase });
   }
 
   static async start(options: FakeGcpOptions = {}): Promise<FakeGcp> {
@@ -75,6 +78,20 @@ export class FakeGcp {
 
   get url(): string {
     return `http://127.0.0.1:${this.port}`;
+  }
+
+  /**
+   * The environment that points a CLI child's GCP clients at this fake through their default paths: gcloud's
+   * Compute endpoint override and application default credentials from the (fake) GCE metadata server.
+   */
+  cliEnv(): NodeJS.ProcessEnv {
+    return {
+      CLOUDSDK_API_ENDPOINT_OVERRIDES_COMPUTE: `${this.url}/`,
+      GCE_METADATA_HOST: `127.0.0.1:${this.port}`,
+      METADATA_SERVER_DETECTION: 'assume-present',
+      GOOGLE_APPLICATION_CREDENTIALS: '',
+      GOOGLE_CLOUD_PROJECT: 'fake-project',
+    };
   }
 
   /** Provider options that point the real SDK at this fake, with short retry delays. */
@@ -159,12 +176,16 @@ export class FakeGcp {
       res.end(String(response.body));
     } else {
       res.setHeader('content-type', 'application/json; charset=UTF-8');
+      if (req.url?.startsWith('/computeMetadata/')) res.setHeader('metadata-flavor', 'Google');
       res.end(JSON.stringify(response.body));
     }
   }
 
   private async route(req: FakeRequest, line: string): Promise<FakeResponse> {
     if (req.path.startsWith('/computeMetadata/')) return this.metadata(req);
+    // /node/<instance name>/computeMetadata/v1/...: that instance's metadata server (cloud in a box: one per node).
+    const perNode = /^\/node\/([^/]+)(\/computeMetadata\/.*)$/.exec(req.path);
+    if (perNode) return this.metadata({ ...req, path: perNode[2] }, perNode[1]);
     if (req.headers.authorization !== `Bearer ${FAKE_TOKEN}`) {
       throw new HttpError(401, 'Request had invalid authentication credentials. Expected OAuth 2 access token.', undefined, 'UNAUTHENTICATED');
     }
@@ -179,10 +200,22 @@ export class FakeGcp {
     return response;
   }
 
+  /** Project and zone of the instance called `name`, from its resource key (projects/P/zones/Z/instances/N). */
+  private instanceLocation(name: string): { project: string; zone: string; name: string } | undefined {
+    const key = [...this.compute.resources.keys()].find((k) => k.endsWith(`/instances/${name}`));
+    const m = key && /^projects\/([^/]+)\/zones\/([^/]+)\/instances\//.exec(key);
+    return m ? { project: m[1], zone: m[2], name } : undefined;
+  }
+
   /** The instance metadata server (computeMetadata/v1), for the instance set with setMetadataInstance. */
-  private metadata(req: FakeRequest): FakeResponse {
+  private metadata(req: FakeRequest, instanceName?: string): FakeResponse {
     if (req.headers['metadata-flavor'] !== 'Google') throw new HttpError(403, 'Missing Metadata-Flavor:Google header.');
-    const self = this.metadataInstance;
+    // Application default credentials on a VM (google-auth-library's GCE path): the service account's token.
+    if (req.path === '/computeMetadata/v1/instance/service-accounts/default/token') {
+      return { status: 200, body: { access_token: FAKE_TOKEN, expires_in: 3600, token_type: 'Bearer' } };
+    }
+    if (req.path === '/computeMetadata/v1/instance' || req.path === '/computeMetadata/v1/') return { status: 200, body: {} };
+    const self = instanceName ? this.instanceLocation(instanceName) : this.metadataInstance;
     if (!self) throw new HttpError(404, 'no instance');
     const instance = this.compute.list('instances').find((i) => i.name === self.name) as
       | { id: string; name: string; networkInterfaces: { networkIP: string }[]; metadata?: { items?: { key: string; value: string }[] } }

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
-import { readNodeEnv } from '../../bootstrapper/node-env.js';
-import { UserError } from '../../lib/errors.js';
+import { readNodeEnv } from '../../../providers/local/node-env.js';
+import { UserError } from '../../../lib/errors.js';
 
 const ENV = {
   NODE_NAME: 'worker-0',
@@ -13,7 +13,7 @@ const ENV = {
   NODE_DIR: '/tmp/n',
 };
 
-describe('bootstrapper/node-env', () => {
+describe('providers/local/node-env', () => {
   it('reads the launcher environment, with defaults for provider and backend', () => {
     assert.deepEqual(readNodeEnv(ENV), {
       name: 'worker-0',

@@ -5,8 +5,8 @@
  */
 import { isIP } from 'node:net';
 import { z } from 'zod';
-import { UserError } from '../lib/errors.js';
-import type { NodeRole } from '../providers/contract.js';
+import { UserError } from '../../lib/errors.js';
+import type { NodeRole } from '../contract.js';
 
 export interface NodeEnv {
   name: string;

@@ -1,0 +1,39 @@
+/**
+ * The AWS node platform (DESIGN §5, §7): an EC2 instance with NitroTPM at /dev/tpmrm0, its state disk at /dev/sdb
+ * (the device the launch template maps), node metadata from IMDS and the EC2/ELB APIs.
+ *   aws-sev-snp    the AK is a primary key from our template; the SNP report (configfs-tsm or /dev/sev-guest) has
+ *                  REPORT_DATA = SHA-512(AK) and comes with the VLEK the host hands out.
+ *   aws-nitro-tpm  instanceInfo is the instance identity document; join services look its image up in EC2.
+ */
+import { akReportData, snpInstanceFields } from '../../lib/attestation/cloud-evidence.js';
+import { snpReport } from '../../lib/attestation/tee/index.js';
+import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
+import { cloudPlatformBase, jsonBytes, kdsDeps, teeOptions } from '../common/node-platform.js';
+import type { NodePlatform, NodePlatformOptions } from '../contract.js';
+import { ImdsClient } from './imds.js';
+import { AwsNodeMetadata } from './metadata.js';
+import type { AwsProviderOptions } from './options.js';
+
+/** The launch template maps the state disk here; on Nitro instances udev links it to the NVMe device. */
+export const AWS_STATE_DISK = '/dev/sdb';
+
+export async function awsNodePlatform(options: NodePlatformOptions): Promise<NodePlatform> {
+  const providerOptions = (options.providerOptions ?? {}) as AwsProviderOptions;
+  const tee = teeOptions(options);
+  const base = cloudPlatformBase('aws', options, { variants: ['aws-sev-snp', 'aws-nitro-tpm'], metadata: new AwsNodeMetadata(providerOptions), stateDisk: AWS_STATE_DISK });
+  const variant = base.variant;
+  return {
+    ...base,
+    async issuer(tpm) {
+      if (variant === 'aws-sev-snp') {
+        return new VtpmIssuer({ variant, tpm, instanceInfo: async (ak) => jsonBytes(snpInstanceFields(await snpReport(akReportData(ak), tee))) });
+      }
+      const imds = new ImdsClient(providerOptions.imdsEndpoint);
+      return new VtpmIssuer({ variant, tpm, instanceInfo: async () => new TextEncoder().encode(await imds.dynamic('instance-identity/document')) });
+    },
+    async validatorDeps() {
+      const { awsImageLookup } = await import('./image-lookup.js');
+      return { ...kdsDeps(base.nodeDir), awsDescribeImage: awsImageLookup(providerOptions) };
+    },
+  };
+}

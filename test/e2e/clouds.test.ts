@@ -1,0 +1,104 @@
+/**
+ * Cloud in a box (`npm run e2e:clouds`): per cloud, `create` runs against that cloud's fake, and every instance the
+ * fake launches boots as a real node (./cloud-box/: our node program in its own process on the instance's loopback
+ * address, swtpm as its vTPM, the cloud's metadata service from the fake, SEV-SNP reports signed by a test
+ * ARK → ASK/ASVK → VCEK/VLEK chain that only the test trusts). Then `init` and every join run that cloud's production
+ * code paths: the node platform, its issuer, the join service with the variant's validator, the LUKS2 state disk
+ * (cryptsetup, without device-mapper). Kubernetes: the `none` backend with its etcd cluster store, because a kubeadm
+ * node's store is the Kubernetes API and nothing here runs an API server (see the box's node program). Must show: create → init → every
+ * node joined → status and `verify --all` OK → terminate leaves the fake empty; and a node whose report is signed outside the trusted
+ * chain, or does not bind its AK, is refused and gets nothing (its state disk is never formatted).
+ * Each cloud prints one line: its variant, the outcome and the create + init wall time (the fakes add no latency).
+ * `npm run bench -- cloud-box` measures the same create + init beside the local provider's `mini up`.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { generateKeyPairSync, randomBytes, randomInt } from 'node:crypto';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { makeEndorsementKey, makeSnpTestCa, type SnpTestCa } from '../attestation/snp/fixtures.js';
+import { hasSwtpm } from '../atls/support/kits.js';
+import { CloudBox } from './cloud-box/box.js';
+import { BOX_CLOUDS, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
+import { bootNode, teeFor, upCluster, verifyAll } from './cloud-box/scenario.js';
+
+const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
+const isLuks = (file: string) => spawnSync('cryptsetup', ['isLuks', file]).status === 0;
+
+async function waitForStatus(cloud: BoxCloud, done: (s: NodeStatusJson) => boolean, timeoutMs = 90_000): Promise<NodeStatusJson> {
+  const deadline = Date.now() + timeoutMs;
+  let last: NodeStatusJson | undefined;
+  while (Date.now() < deadline) {
+    last = await cloud.status();
+    if (done(last)) return last;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+  assert.fail(`status did not settle: ${JSON.stringify(last)}`);
+}
+
+describe('cloud in a box', function () {
+  this.timeout(300_000);
+  let ca: SnpTestCa;
+  before(function () {
+    if (!hasSwtpm() || !hasCryptsetup) this.skip();
+    ca = makeSnpTestCa('Milan');
+  });
+
+  for (const { name, make } of BOX_CLOUDS) {
+    describe(name, () => {
+      let root: string;
+      let workspace: string;
+      let cloud: BoxCloud | undefined;
+      let box: CloudBox;
+      before(async () => {
+        root = await fs.mkdtemp(path.join(os.tmpdir(), `box-${name}-`));
+        workspace = path.join(root, 'workspace');
+        box = new CloudBox(path.join(root, 'vms'));
+      });
+      after(async () => {
+        await box?.close();
+        await cloud?.close();
+        if (root) await fs.rm(root, { recursive: true, force: true });
+      });
+
+      it('create → init → every node joined → status and verify --all OK; forged nodes are refused and get nothing; terminate leaves the fake empty', async () => {
+        const c = (cloud = await make(workspace, randomInt(20, 240)));
+        const { init, good, elapsedMs } = await upCluster(c, box, ca, workspace, name);
+        assert.equal(init.kubernetesBackend, 'none');
+
+        const joined = await waitForStatus(c, (s) => s.nodes.length === 3 && s.nodes.every((n) => n.state === 'joined'));
+        assert.deepEqual(joined.nodes.map((n) => n.role).sort(), ['control-plane', 'worker', 'worker']);
+        for (const node of box.booted) assert.ok(isLuks(node.stateDisk), `${node.instance.id}: state disk formatted with LUKS2`);
+        const verified = await verifyAll(c, ca, workspace);
+        assert.deepEqual(verified.nodes.map((n) => [n.outcome, n.reason]), [['verified', undefined], ['verified', undefined], ['verified', undefined]]);
+        assert.equal(verified.clusterId, init.clusterId);
+
+        // Two more workers whose evidence must not pass: one report signed by a key outside the trusted chain (its
+        // certificate names the test ASK/ASVK, a foreign key signed it), one whose REPORT_DATA does not bind the AK.
+        const foreign = makeEndorsementKey(ca, { kind: c.signingKind, issuerKey: generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey });
+        const forged = [
+          { what: 'signed outside the trusted chain', tee: teeFor(ca, foreign, c.signingKind) },
+          { what: 'REPORT_DATA not binding the AK', tee: teeFor(ca, good, c.signingKind, { reportDataHex: randomBytes(64).toString('hex') }) },
+        ];
+        const extra = await c.addWorkers(forged.length);
+        const forgedNodes = await Promise.all(extra.map(async (instance, i) => ({ ...forged[i], node: await bootNode(box, c, ca, instance, forged[i].tee) })));
+        const refused = await waitForStatus(c, (s) => s.nodes.filter((n) => n.state === 'refused').length === 2);
+        const reasons = refused.nodes.filter((n) => n.state === 'refused').map((n) => n.reason ?? '');
+        assert.ok(reasons.some((r) => /not signed by the ASK/.test(r)), reasons.join(' | '));
+        assert.ok(reasons.some((r) => /REPORT_DATA does not bind/.test(r)), reasons.join(' | '));
+        assert.equal(refused.nodes.filter((n) => n.state === 'joined').length, 3);
+        for (const f of forgedNodes) {
+          assert.equal(isLuks(f.node.stateDisk), false, `${f.what}: got no disk key, formatted nothing`);
+          assert.doesNotMatch(f.node.output(), /"msg":"state disk formatted"/);
+        }
+
+        await c.terminate();
+        assert.deepEqual(c.leftovers(), []);
+        assert.deepEqual(c.running(), []);
+        await box.close();
+        console.log(`      ${c.variant}: create → init → 3/3 joined → status OK → verify --all 3/3 → 2 forged nodes refused → terminate: fake empty (create + init ${(elapsedMs / 1000).toFixed(1)} s)`);
+      });
+    });
+  }
+});
