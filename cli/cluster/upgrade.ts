@@ -182,7 +182,15 @@ async function replaceOne(step: Step, journal: UpgradeJournal, file: string, opt
     }
   }
   if (!step.new) {
-    if (step.adding) step.new = adoptNewest(instances, journal, step);
+    if (step.adding) {
+      // The run that asked for a node was killed before it recorded it: use the node if it came up, else start over.
+      const adopted = adoptNewest(instances, journal, step);
+      if (adopted && instances.find((i) => i.name === adopted)?.state === 'running') step.new = adopted;
+      else if (adopted) {
+        progress(`removing ${adopted}, which an interrupted run began to add`);
+        await provider.removeInstance!(adopted, ctx);
+      }
+    }
     if (!step.new) {
       step.adding = true;
       await writeJournal(file, journal);

@@ -45,9 +45,9 @@ export function run(copy: CliCopy, ws: string, args: string[], env?: NodeJS.Proc
   });
 }
 
-/** Starts the copy's CLI without waiting for it (to kill it part-way). */
-export function start(copy: CliCopy, ws: string, args: string[]): ChildProcess {
-  return spawn(process.execPath, [copy.cli, ...args, '-C', ws], { cwd: ws, stdio: 'ignore' });
+/** Starts the copy's CLI without waiting for it (to kill it part-way); `withOutput` pipes its stdout. */
+export function start(copy: CliCopy, ws: string, args: string[], withOutput = false): ChildProcess {
+  return spawn(process.execPath, [copy.cli, ...args, '-C', ws], { cwd: ws, stdio: ['ignore', withOutput ? 'pipe' : 'ignore', 'ignore'] });
 }
 
 /** Polls `check` every 10 ms until it returns a value other than undefined/false. */
