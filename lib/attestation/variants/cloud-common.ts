@@ -15,6 +15,7 @@ import { SnpVerifier, type VerifiedSnpReport } from '../snp/verify.js';
 import type { AmdRoots } from '../snp/certs.js';
 import type { TcbVersion } from '../snp/report.js';
 import { decodeBase64Field } from '../vtpm-document.js';
+import { parseJson } from '../../json.js';
 
 /** Checks that a document's AK is trustworthy for a variant; throws AttestationError otherwise. */
 export type AkTrust = (document: AttestationDocument, akPublic: Uint8Array) => Promise<void>;
@@ -33,8 +34,9 @@ export interface CloudDeps extends ValidatorDeps {
 export function readInstanceInfo<T>(variant: string, document: AttestationDocument, schema: z.ZodType<T>): T {
   let json: unknown;
   try {
-    json = JSON.parse(Buffer.from(decodeBase64Field('instanceInfo', document.instanceInfo)).toString('utf8'));
+    json = parseJson(Buffer.from(decodeBase64Field('instanceInfo', document.instanceInfo)).toString('utf8'));
   } catch (cause) {
+    if (cause instanceof AttestationError) throw cause;
     throw new AttestationError(`${variant}: the document's instanceInfo is not base64-encoded JSON`, undefined, { cause });
   }
   const parsed = schema.safeParse(json);
@@ -129,17 +131,19 @@ export function verifyHclRuntimeData(variant: string, runtimeData: Uint8Array, r
   if (!digest.equals(reportData.subarray(0, 32))) {
     throw new AttestationError(`${variant}: the report's REPORT_DATA does not bind the paravisor runtime data (SHA-256 differs)`);
   }
-  let parsed: { keys?: { kid?: string; kty?: string; n?: string; e?: string }[] };
+  let parsed: unknown;
   try {
-    parsed = JSON.parse(Buffer.from(runtimeData).toString('utf8'));
+    parsed = parseJson(Buffer.from(runtimeData).toString('utf8'));
   } catch (cause) {
     throw new AttestationError(`${variant}: the paravisor runtime data is not JSON`, undefined, { cause });
   }
-  const keys = Array.isArray(parsed.keys) ? parsed.keys : [];
+  type Jwk = { kid?: unknown; kty?: unknown; n?: unknown; e?: unknown };
+  const listed = (parsed as { keys?: unknown } | null)?.keys;
+  const keys = (Array.isArray(listed) ? listed : []).filter((k): k is Jwk => typeof k === 'object' && k !== null);
   const hclKey = keys.find((k) => k.kid === 'HCLAkPub') ?? keys[0];
   if (!hclKey) throw new AttestationError(`${variant}: the paravisor runtime data holds no attestation key`);
   const area = ak.publicArea;
-  if (area.type !== TPM_ALG.RSA || hclKey.kty !== 'RSA' || !hclKey.n || !hclKey.e) {
+  if (area.type !== TPM_ALG.RSA || hclKey.kty !== 'RSA' || typeof hclKey.n !== 'string' || typeof hclKey.e !== 'string' || !hclKey.n || !hclKey.e) {
     throw new AttestationError(`${variant}: the paravisor's attestation key and the quote's AK are not both RSA keys`);
   }
   const n = Buffer.from(hclKey.n, 'base64url');

@@ -7,6 +7,7 @@
 import { bytesEqual } from '../tpm-quote.js';
 import { AttestationError, type Validator, type ValidatorDeps, type VariantConfig } from '../types.js';
 import { createVtpmValidator } from '../vtpm-validator.js';
+import { parseJson } from '../../json.js';
 
 export const VARIANT = 'local-vtpm';
 
@@ -43,7 +44,7 @@ export function createValidator(config: VariantConfig, deps: ValidatorDeps): Val
 function parseInstance(instanceInfo: Uint8Array): string {
   let info: unknown;
   try {
-    info = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(instanceInfo));
+    info = parseJson(new TextDecoder('utf-8', { fatal: true }).decode(instanceInfo));
   } catch {
     throw new AttestationError('local-vtpm: instanceInfo is not UTF-8 JSON');
   }
