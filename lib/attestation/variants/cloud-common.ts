@@ -4,7 +4,8 @@
  * Azure's paravisor runtime-data binding (used by azure-sev-snp and azure-tdx) and certificate chains to
  * pinned roots (trusted launch). Not a variant itself.
  */
-import { createHash, X509Certificate, type KeyObject } from 'node:crypto';
+import { createHash, type X509Certificate, type KeyObject } from 'node:crypto';
+import { readCertificate, signedBy, type ReadCertificate } from '../certificate.js';
 import { z } from 'zod';
 import { parseTpmPublic, publicKeyFromTpmPublic, type TpmPublic } from '../../tpm/structures.js';
 import { TPM_ALG } from '../../tpm/constants.js';
@@ -159,22 +160,16 @@ export function verifyHclRuntimeData(variant: string, runtimeData: Uint8Array, r
  * at `now` and each issuer a CA. Returns the leaf's certificate; throws AttestationError saying what failed.
  */
 export function verifyCertChain(what: string, leafDer: Uint8Array, intermediatesDer: Uint8Array[], rootsDer: Uint8Array[], now: Date): X509Certificate {
-  const parse = (der: Uint8Array) => {
-    try {
-      return new X509Certificate(der);
-    } catch (cause) {
-      throw new AttestationError(`${what}: a certificate is not valid X.509`, undefined, { cause });
-    }
-  };
+  const parse = (der: Uint8Array) => ({ der, ...readCertificate(der, `${what}: a certificate`) });
   const leaf = parse(leafDer);
-  const pool = [...intermediatesDer, ...rootsDer].map((der) => ({ der, cert: parse(der) }));
+  const pool = [...intermediatesDer, ...rootsDer].map(parse);
   const isRoot = (der: Uint8Array) => rootsDer.some((r) => Buffer.from(r).equals(der));
-  const valid = (c: X509Certificate) => now.getTime() >= Date.parse(c.validFrom) && now.getTime() <= Date.parse(c.validTo);
-  let current = { der: leafDer, cert: leaf };
+  const valid = (c: ReadCertificate) => now.getTime() >= c.notBefore && now.getTime() <= c.notAfter;
+  let current = leaf;
   for (let depth = 0; depth < 6; depth++) {
-    if (!valid(current.cert)) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" is not valid at ${now.toISOString()}`);
-    if (isRoot(current.der)) return leaf;
-    const issuer = pool.find((p) => p.cert.ca && current.cert.checkIssued(p.cert) && current.cert.verify(p.cert.publicKey));
+    if (!valid(current)) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" is not valid at ${now.toISOString()}`);
+    if (isRoot(current.der)) return leaf.cert;
+    const issuer = pool.find((p) => p.cert.ca && current.cert.checkIssued(p.cert) && signedBy(current.cert, p.publicKey));
     if (!issuer) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" does not chain to a trusted root`);
     current = issuer;
   }
