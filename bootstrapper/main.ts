@@ -76,7 +76,13 @@ async function start(env: NodeEnv, logger: Logger, tail: LogTail, cleanup: Array
     metadata,
     stateDisk,
     backend: createBackend(env.backend, backendOptions),
-    joinService: { validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) } },
+    joinService: {
+      validatorDeps: { ...(await provider.attestationDeps?.(providerOptions)) },
+      instanceAddresses: async (name) => {
+        const instance = (await metadata.peers()).find((peer) => peer.name === name);
+        return instance && [instance.vpcIp];
+      },
+    },
     store: createStoreHost(env.backend, {
       etcd: {
         name: env.name,

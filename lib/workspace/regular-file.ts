@@ -23,6 +23,8 @@ export const SIZE_LIMITS = {
   config: MiB,
   state: MiB,
   masterSecret: 64 * KiB,
+  /** constellation-store.json: the cluster store's endpoints, CA and admin client certificate. */
+  storeCredentials: MiB,
   kubeconfig: MiB,
   lockFile: 64 * KiB,
   resourceJournal: 4 * MiB,

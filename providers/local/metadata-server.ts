@@ -10,7 +10,7 @@
  *   GET    /v1/peers                 all nodes' InstanceMetadata
  *   GET    /v1/load-balancer         {"endpoint": "<prefix>.1"}
  *   GET    /v1/init-secret-hash      {"initSecretHash": "<bcrypt hash>"}
- *   GET    /v1/ak/<instance>         {"akPublic": base64 TPMT_PUBLIC, "role"}, 404 for unknown instances
+ *   GET    /v1/ak/<instance>         {"akPublic": base64 TPMT_PUBLIC, "role", "address"}, 404 for unknown instances
  *   PUT    /v1/control/cluster       {"initSecretHash"}                       (token)
  *   PUT    /v1/control/nodes/<name>  {"role","group","address","akPublic"}   (token)
  *   DELETE /v1/control/nodes/<name>                                          (token)
@@ -150,7 +150,7 @@ export function createMetadataServer(options: MetadataServerOptions): http.Serve
     if (req.method === 'GET' && resource === 'ak' && name !== undefined && extra === undefined) {
       const node = registry.nodes.get(name);
       if (!node) throw new RequestError(404, `no attestation key registered for instance "${name}"`);
-      return { akPublic: node.akPublic, role: node.role };
+      return { akPublic: node.akPublic, role: node.role, address: node.address };
     }
     if (resource === 'control') {
       if (!authorized(req)) throw new RequestError(401, 'the control API needs the workspace control token');
