@@ -18,6 +18,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { detachMount, mountPointsUnder } from '../../lib/mounts.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { openRegularFileForAppend, readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { StateDiskError, type StateDisk } from './types.js';
 
 export interface GocryptfsStateDiskOptions {
@@ -60,7 +61,7 @@ export async function openGocryptfsStateDisk(options: GocryptfsStateDiskOptions)
 async function readUuid(file: string): Promise<string | undefined> {
   let text: string;
   try {
-    text = await fs.readFile(file, 'utf8');
+    text = (await readRegularFile(file, { what: 'the state disk\'s UUID file', maxBytes: 4096 })).toString('utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
@@ -115,7 +116,7 @@ export class GocryptfsStateDisk implements StateDisk {
 
   async readFile(name: string): Promise<Uint8Array | undefined> {
     try {
-      return new Uint8Array(await fs.readFile(this.pathOf(name)));
+      return new Uint8Array(await readRegularFile(this.pathOf(name), { what: `the state-disk file ${name}`, maxBytes: SIZE_LIMITS.stateDiskFile }));
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
@@ -193,7 +194,7 @@ interface RunResult {
  * daemon child inherits stderr, and a Go program dies of SIGPIPE when it writes to a closed one.
  */
 async function run(file: string, args: string[], options: { input?: string; logFile?: string } = {}): Promise<RunResult> {
-  const log = options.logFile ? await fs.open(options.logFile, 'a+', 0o600) : undefined;
+  const log = options.logFile ? await openRegularFileForAppend(options.logFile, { what: 'the gocryptfs log', mode: 0o600, read: true }) : undefined;
   const start = log ? (await log.stat()).size : 0;
   try {
     const code = await new Promise<number>((resolve, reject) => {

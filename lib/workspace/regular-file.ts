@@ -34,6 +34,8 @@ export const SIZE_LIMITS = {
   attestationDocument: MiB,
   /** The local provider's small JSON files (node launch config, cluster record, control token). */
   nodeFile: MiB,
+  /** A named file a node keeps on its state disk (certificates, kubeconfigs, records). */
+  stateDiskFile: 16 * MiB,
 } as const;
 
 /** A file that is there but is not a regular file constellation may use. */
@@ -44,7 +46,7 @@ export class NotRegularFileError extends UserError {
     kind: string,
   ) {
     super(`${capitalize(what)} ${file} is ${kind}, not a regular file: constellation does not follow links or open special files for it.`, {
-      hint: `Remove ${file} (it was not written by constellation) and run the command again.`,
+      hint: `constellation neither follows nor replaces it: put the file itself at ${file}, or remove what is there, and run the command again.`,
     });
   }
 }
@@ -95,9 +97,12 @@ export async function readRegularFile(file: string, options: RegularFileOptions 
   }
 }
 
-/** Opens a regular file for appending (created with `mode` when missing). The caller closes the handle. */
-export function openRegularFileForAppend(file: string, options: RegularFileOptions & { mode: number }): Promise<fs.FileHandle> {
-  return openChecked(file, APPEND, options.mode, options.what);
+/**
+ * Opens a regular file for appending (created with `mode` when missing; `read` also allows reading it back).
+ * The caller closes the handle.
+ */
+export function openRegularFileForAppend(file: string, options: RegularFileOptions & { mode: number; read?: boolean }): Promise<fs.FileHandle> {
+  return openChecked(file, options.read ? (APPEND & ~constants.O_WRONLY) | constants.O_RDWR : APPEND, options.mode, options.what);
 }
 
 /** The synchronous form of openRegularFileForAppend (the debug log writes synchronously); returns the descriptor. */
