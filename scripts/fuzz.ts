@@ -31,7 +31,9 @@ function inWorker<T extends WorkerReply>(data: Record<string, unknown>, timeoutM
     }, timeoutMs);
     worker.once('message', (reply: T) => {
       clearTimeout(watchdog);
-      void worker.terminate();
+      // The worker has closed its sockets; let it end on its own, and end it only if it does not within 5 s.
+      const stop = setTimeout(() => void worker.terminate(), 5_000);
+      worker.once('exit', () => clearTimeout(stop));
       resolve(reply);
     });
     worker.once('error', (err) => {

@@ -19,6 +19,9 @@ describe('fuzzing the parsers of attacker-controlled bytes (short run; npm run f
   before(async () => {
     targets = await makeTargets();
   });
+  after(async () => {
+    await Promise.all(targets.map((t) => t.close?.()));
+  });
 
   it('reports a parser that throws an undocumented error, with the smallest input fast-check finds', async () => {
     const escaping: FuzzTarget = {

@@ -61,6 +61,8 @@ export interface FuzzTarget<T = unknown> {
   run(input: T): unknown | Promise<unknown>;
   /** The errors the parser is documented to throw. */
   expected(err: unknown): boolean;
+  /** Releases what the target opened (a server, sockets). */
+  close?(): Promise<void>;
 }
 
 /** Keeps each target's input type while the list holds them all. */
@@ -209,7 +211,7 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
   const configTexts = ['local', 'aws', 'azure', 'gcp'].map((provider) => renderConfig(defaultConfig(provider)));
   const stateText = stateToYaml({ ...emptyState(), infrastructure: { ...emptyState().infrastructure, uid: 'abc', initSecret: 'aa' } });
 
-  const service = await startMetadataServer();
+  const service = lazyMetadataServer();
   const tickets = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink: new MemoryTokenSink() }), clock: () => new Date() });
 
   const protoSeeds = {
@@ -360,8 +362,9 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
         token: fc.boolean(),
         body: textLike(['{"role":"worker","group":"w","address":"127.0.0.1","akPublic":"AA=="}', '{"initSecretHash":"x"}']),
       }),
-      run: (request) => service.request(request),
+      run: async (request) => (await service.get()).request(request),
       expected: () => false,
+      close: () => service.close(),
     }),
     target({
       name: 'grpc-messages',
@@ -395,8 +398,19 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
   return targets;
 }
 
+type MetadataClient = { request(r: { method: string; path: string; token: boolean; body: string }): Promise<number>; close(): Promise<void> };
+
+/** The metadata server, started on the first request (listing the targets opens no socket), and closed with close(). */
+function lazyMetadataServer(): { get(): Promise<MetadataClient>; close(): Promise<void> } {
+  let started: Promise<MetadataClient> | undefined;
+  return {
+    get: () => (started ??= startMetadataServer()),
+    close: async () => (started ? (await started).close() : undefined),
+  };
+}
+
 /** The metadata server on an ephemeral port; `request` fails (a finding) on a 5xx answer. */
-async function startMetadataServer(): Promise<{ request(r: { method: string; path: string; token: boolean; body: string }): Promise<number> }> {
+async function startMetadataServer(): Promise<MetadataClient> {
   const registry = new CloudRegistry();
   registry.nodes.set('worker-0', { name: 'worker-0', role: 'worker', group: 'w', address: '127.0.0.1', akPublic: 'AA==' });
   const server = createMetadataServer({ registry, gateway: '127.0.0.1', controlToken: 't'.repeat(64) });
@@ -414,5 +428,10 @@ async function startMetadataServer(): Promise<{ request(r: { method: string; pat
         req.on('error', (err) => reject(new Error(`${method} ${target}: ${err.message}`)));
         req.end(method === 'GET' ? undefined : body);
       }),
+    close: async () => {
+      agent.destroy();
+      server.closeAllConnections();
+      await new Promise((resolve) => server.close(resolve));
+    },
   };
 }

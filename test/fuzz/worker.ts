@@ -9,5 +9,8 @@ if (data.list) {
   parentPort!.postMessage({ type: 'names', names: targets.map((t) => t.name) });
 } else {
   const target = targets.find((t) => t.name === data.name)!;
-  parentPort!.postMessage({ type: 'run', run: await runTarget(target, { timeMs: data.timeMs!, seed: data.seed }) });
+  const run = await runTarget(target, { timeMs: data.timeMs!, seed: data.seed });
+  // Close what the target opened before the parent ends this thread: ending a worker while it parses HTTP aborts Node.
+  await Promise.all(targets.map((t) => t.close?.()));
+  parentPort!.postMessage({ type: 'run', run });
 }
