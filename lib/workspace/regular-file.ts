@@ -28,6 +28,8 @@ export const SIZE_LIMITS = {
   kubeconfig: MiB,
   lockFile: 64 * KiB,
   resourceJournal: 4 * MiB,
+  /** The journal of a running `upgrade apply`. */
+  upgradeJournal: MiB,
   /** A file of measurements (PCR index -> expected value), as upgrades and `config` read them. */
   measurements: MiB,
   /** An attestation document given as a file (`attestation verify`); on the wire lib/atls/document.ts applies it. */

@@ -61,6 +61,7 @@ describe('atls/server', () => {
       host: '127.0.0.1',
       port: 0,
       shutdownGraceMs: 50,
+      limits: NODE_SERVICE_LIMITS,
     });
     const client = new VerifyClient(`127.0.0.1:${server.port}`, await createAttestedClientCredentials(), attestedChannelOptions);
     try {
