@@ -8,13 +8,12 @@ import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { TESTDATA } from '../test/support/testdata.js';
 import { createValidator, localInstanceInfo, verifyTpmQuote, VtpmIssuer } from '../lib/attestation/index.js';
 import { TPM_ALG } from '../lib/tpm/constants.js';
 import { TpmClient } from '../lib/tpm/client.js';
 import { startSwtpm } from '../lib/tpm/swtpm.js';
 
-const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const VALIDATION_TARGET = 500;
 
 /** Operations per second of `fn`, run for about `ms` milliseconds after a short warm-up. */
@@ -51,7 +50,7 @@ export default async function (out: (line: string) => void): Promise<void> {
     const validations = await rate(() => validator.validate(doc, nonce));
     out(`validations, one core (local-vtpm):        ${validations.toFixed(0)}/s  (${(validations / VALIDATION_TARGET).toFixed(1)}x the ${VALIDATION_TARGET}/s target)`);
 
-    const gce = JSON.parse(readFileSync(path.join(REPO_ROOT, '../shared/testdata/attestation/gce-vtpm/gce-cos-85-no-nonce.json'), 'utf8')) as {
+    const gce = JSON.parse(readFileSync(path.join(TESTDATA, 'attestation/gce-vtpm/gce-cos-85-no-nonce.json'), 'utf8')) as {
       akPubHex: string;
       quotes: { hashAlg: number; quoteHex: string; rawSigHex: string; pcrs: Record<string, string> }[];
     };

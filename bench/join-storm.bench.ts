@@ -49,7 +49,7 @@ export default async function bench(out: (line: string) => void): Promise<void> 
   const fleet = await startNodeFleet(NODES, STORMS + 1); // + the warm-up storm
   let join: Awaited<ReturnType<typeof startJoinService>> | undefined;
   try {
-    for (const node of fleet.nodes) registry.register(node.instance, Buffer.from(node.akPublic, 'base64'));
+    for (const node of fleet.nodes) registry.register(node.instance, Buffer.from(node.akPublic, 'base64'), 'worker', [node.ip]);
     join = await startJoinService({
       host: '127.0.0.1',
       port: 0,

@@ -2,7 +2,9 @@
  * SEV-SNP report verification throughput on the real Azure evidence, next to the raw cost of the signature
  * verifications it needs. Warm cache: the chain verified once, so each report costs one ECDSA P-384 verify plus
  * field checks; target within 1.5x of that raw ECDSA cost. Cold: a fresh verifier per report, compared with
- * one ECDSA P-384 plus two RSA-PSS (ASK by ARK, VCEK by ASK) verifications.
+ * one ECDSA P-384 plus two RSA-PSS (ASK by ARK, VCEK by ASK) verifications; target within 1.5x of that too.
+ * The shipped AMD certificates are parsed once per process (they are constants); a cold verification still
+ * parses the VCEK and checks all three signatures.
  */
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -13,18 +15,28 @@ import { TESTDATA } from '../test/support/testdata.js';
 
 const AZURE = path.join(TESTDATA, 'attestation/azure-sev-snp');
 
-/** Operations per second of `fn`, run for about `ms` milliseconds after a short warm-up. */
-function rate(fn: () => void, ms = 1500): number {
-  for (let i = 0; i < 20; i++) fn();
-  let n = 0;
-  const start = performance.now();
-  let elapsed = 0;
-  while (elapsed < ms) {
-    for (let i = 0; i < 20; i++) fn();
-    n += 20;
-    elapsed = performance.now() - start;
+/**
+ * Operations per second of each function, robust against other load on a shared machine: the functions are
+ * sampled in turns (ROUNDS windows of about `ms` each, interleaved, so a busy moment hits all of them alike) and
+ * each one's fastest window counts.
+ */
+function rates(fns: Array<() => void>, ms = 250, rounds = 8): number[] {
+  for (const fn of fns) for (let i = 0; i < 20; i++) fn();
+  const best = fns.map(() => 0);
+  for (let round = 0; round < rounds; round++) {
+    fns.forEach((fn, i) => {
+      let n = 0;
+      const start = performance.now();
+      let elapsed = 0;
+      while (elapsed < ms) {
+        for (let k = 0; k < 5; k++) fn();
+        n += 5;
+        elapsed = performance.now() - start;
+      }
+      best[i] = Math.max(best[i], (n * 1000) / elapsed);
+    });
   }
-  return (n * 1000) / elapsed;
+  return best;
 }
 
 export default async function (out: (line: string) => void): Promise<void> {
@@ -41,23 +53,25 @@ export default async function (out: (line: string) => void): Promise<void> {
   const signature = Buffer.concat([parsed.signature.r, parsed.signature.s]);
   const signed = report.subarray(0, SNP_SIGNED_SIZE);
   const key = vcek.publicKey;
-  const ecdsa = rate(() => {
-    if (!verify('sha384', signed, { key, dsaEncoding: 'ieee-p1363' }, signature)) throw new Error('bad signature');
-  });
   const askPub = ask.publicKey;
   const arkPub = ark.publicKey;
-  const rsaPss = rate(() => {
-    if (!ask.verify(arkPub) || !vcek.verify(askPub)) throw new Error('bad chain');
-  }) * 2;
-
   const warm = new SnpVerifier();
   const opts = { signingCert: vcekDer, certChain: chainPem, now };
-  const warmRate = rate(() => warm.verify(report, opts));
-  const coldRate = rate(() => new SnpVerifier().verify(report, opts), 2000);
+  const [ecdsa, rsaPair, warmRate, coldRate] = rates([
+    () => {
+      if (!verify('sha384', signed, { key, dsaEncoding: 'ieee-p1363' }, signature)) throw new Error('bad signature');
+    },
+    () => {
+      if (!ask.verify(arkPub) || !vcek.verify(askPub)) throw new Error('bad chain');
+    },
+    () => warm.verify(report, opts),
+    () => new SnpVerifier().verify(report, opts),
+  ]);
+  const rsaPss = rsaPair * 2;
   const coldLimit = 1 / (1 / ecdsa + 2 / rsaPss);
 
   out(`raw ECDSA P-384 verify:            ${ecdsa.toFixed(0)}/s`);
   out(`raw RSA-PSS SHA-384 verify (4096): ${rsaPss.toFixed(0)}/s`);
   out(`SNP reports verified, warm cache:  ${warmRate.toFixed(0)}/s  = ${(ecdsa / warmRate).toFixed(2)}x the raw ECDSA cost (target <= 1.5x)`);
-  out(`SNP reports verified, cold chain:  ${coldRate.toFixed(0)}/s  = ${(coldLimit / coldRate).toFixed(2)}x the raw ECDSA + 2 RSA-PSS cost`);
+  out(`SNP reports verified, cold chain:  ${coldRate.toFixed(0)}/s  = ${(coldLimit / coldRate).toFixed(2)}x the raw ECDSA + 2 RSA-PSS cost (target <= 1.5x)`);
 }

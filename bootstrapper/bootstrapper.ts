@@ -5,14 +5,14 @@
  * (fresh disk) or a rejoin ticket (formatted disk). The node lock decides between init, join and recovery.
  */
 import type { ServerDuplexStream, ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js';
-import { startAttestedServer, type AttestedServer } from '../lib/atls/index.js';
+import { NODE_SERVICE_LIMITS, startAttestedServer, type AttestedServer, type ExchangeLimits } from '../lib/atls/index.js';
 import type { Issuer } from '../lib/attestation/types.js';
 import { InitService, type InitRequest, type InitResponse } from '../proto/gen/constellation/init.js';
 import { RecoveryService, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
 import { VerifyService } from '../proto/gen/constellation/verify.js';
 import type { NodeMetadata } from '../providers/contract.js';
 import { systemClock, type Clock } from '../lib/clock.js';
-import type { Logger } from '../lib/logging/index.js';
+import { rateLimitedLogger, type Logger } from '../lib/logging/index.js';
 import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeIdentity, NodeRoleOptions } from './node-role.js';
 import type { StateDisk } from './state-disk/types.js';
@@ -64,6 +64,8 @@ export interface BootstrapperDeps {
   stepTimeoutMs?: number;
   /** The version of the image the node booted ("local" for the local provider's current build); reported by GetStatus. */
   imageVersion?: string;
+  /** Bounds of the init, recovery and verify servers' calls; default NODE_SERVICE_LIMITS. */
+  limits?: ExchangeLimits;
 }
 
 export interface Bootstrapper {
@@ -79,7 +81,10 @@ export interface Bootstrapper {
 const SHUTDOWN_GRACE_MS = 2_000;
 
 export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrapper> {
-  const { node, logger } = deps;
+  const { node } = deps;
+  // Anyone who reaches the node's ports can provoke warnings (a refused call, a stream that ended early): repeats
+  // are collapsed, so that a flood of them neither fills the log nor buries what matters.
+  const logger = rateLimitedLogger(deps.logger);
   const clock = deps.clock ?? systemClock;
   const ports = { ...DEFAULT_PORTS, ...deps.ports };
   const host = deps.host ?? node.ip;
@@ -106,7 +111,7 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
   });
   const servers: AttestedServer[] = [];
   const serve = (what: string, service: ServiceDefinition, implementation: UntypedServiceImplementation, port: number) =>
-    startAttestedServer({ what, service, implementation, host, port, shutdownGraceMs: SHUTDOWN_GRACE_MS });
+    startAttestedServer({ what, service, implementation, host, port, shutdownGraceMs: SHUTDOWN_GRACE_MS, limits: deps.limits ?? NODE_SERVICE_LIMITS, logger });
   const started: Bootstrapper['ports'] = { verify: 0 };
   const stop = new AbortController();
   let joining: Promise<void> = Promise.resolve();

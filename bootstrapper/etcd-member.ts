@@ -23,6 +23,7 @@ import { UserError } from '../lib/errors.js';
 import type { Logger } from '../lib/logging/index.js';
 import { issueEtcdClientCertificate, issueEtcdMemberCertificates, type ClusterPki } from '../lib/pki/cluster-pki.js';
 import { writeFileAtomic } from '../lib/workspace/atomic-file.js';
+import { readRegularFile, SIZE_LIMITS } from '../lib/workspace/regular-file.js';
 import type { ClusterStoreHost, StoreCredentials } from './store-host.js';
 
 export interface EtcdMemberOptions {
@@ -132,7 +133,7 @@ export class EtcdMember implements ClusterStoreHost {
 
   /** This node's client connection to its own member. */
   private async connection(): Promise<EtcdConnection> {
-    const read = (name: string) => fs.readFile(path.join(this.options.dir, name), 'utf8');
+    const read = async (name: string) => (await readRegularFile(path.join(this.options.dir, name), { what: `the etcd member's ${name}`, maxBytes: SIZE_LIMITS.stateDiskFile })).toString('utf8');
     const [caCert, clientCert, clientKey] = await Promise.all([read(FILES.ca), read(FILES.clientCert), read(FILES.clientKey)]);
     return { endpoints: [this.clientUrl], caCert, clientCert, clientKey };
   }

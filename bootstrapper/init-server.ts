@@ -13,7 +13,7 @@ import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import type { AttestationConfigRecord } from '../lib/cluster-store/types.js';
 import type { VariantConfig } from '../lib/attestation/types.js';
-import { initServerAdapter } from '../lib/atls/index.js';
+import { decodeMessage, initServerAdapter } from '../lib/atls/index.js';
 import { UserError } from '../lib/errors.js';
 import {
   deriveClusterId,
@@ -100,7 +100,7 @@ export class InitServer {
           // The CLI went away; init goes on, and a re-run of init picks up the result.
         }
       };
-      const result = await this.initialize(InitSecrets.decode(session.secrets), progress);
+      const result = await this.initialize(decodeMessage(InitSecrets, session.secrets, 'The init secrets'), progress);
       session.channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(InitResult.encode(result).finish()) } });
       session.channel.end();
       this.logger.info('init result sent', { peer });

@@ -9,7 +9,7 @@
  * the node (its Failure names the PCR that differs) puts the node in state `refused` with that reason, and it
  * keeps asking, with a capped backoff, since a fixed node or updated measurements may be accepted later.
  */
-import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../lib/atls/index.js';
+import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, decodeMessage, joinClientAdapter, joinHelloBoundFields } from '../lib/atls/index.js';
 import { deriveClusterId } from '../lib/kms/index.js';
 import { loadClusterPki, pem } from '../lib/pki/cluster-pki.js';
 import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello } from '../proto/gen/constellation/join.js';
@@ -140,7 +140,7 @@ export class JoinClient {
    * this node's key; only the cluster knows the init secret.
    */
   private async genuine(sealed: Uint8Array, kind: JoinKind, address: string): Promise<boolean> {
-    const { initSecret } = kind === 'join' ? JoinTicket.decode(sealed) : RejoinTicket.decode(sealed);
+    const { initSecret } = kind === 'join' ? decodeMessage(JoinTicket, sealed, 'The join ticket') : decodeMessage(RejoinTicket, sealed, 'The rejoin ticket');
     let hash: string;
     try {
       hash = await this.options.metadata.initSecretHash();
@@ -210,7 +210,7 @@ export class JoinClient {
 
   private async unlockWith(sealed: Uint8Array, address: string): Promise<boolean> {
     try {
-      await this.options.setup.openStateDisk(RejoinTicket.decode(sealed).stateDiskKey);
+      await this.options.setup.openStateDisk(decodeMessage(RejoinTicket, sealed, 'The rejoin ticket').stateDiskKey);
       return true;
     } catch (err) {
       const reason = `the rejoin ticket from ${address} does not unlock the state disk: ${describeError(err)}`;
@@ -225,7 +225,7 @@ export class JoinClient {
     const { status, node } = this.options;
     status.set('joining');
     try {
-      const clusterId = kind === 'join' ? await this.join(JoinTicket.decode(sealed)) : await this.rejoin(RejoinTicket.decode(sealed));
+      const clusterId = kind === 'join' ? await this.join(decodeMessage(JoinTicket, sealed, 'The join ticket')) : await this.rejoin(decodeMessage(RejoinTicket, sealed, 'The rejoin ticket'));
       status.set('joined', { clusterId });
       this.logger.info(`${kind === 'join' ? 'joined' : 'rejoined'} the cluster`, { clusterId: Buffer.from(clusterId).toString('hex'), role: node.role });
     } catch (err) {

@@ -107,7 +107,14 @@ export async function startNode(options: StartNodeOptions): Promise<Bootstrapper
     metadata: platform.metadata,
     stateDisk,
     backend: createBackend(platform.kubernetesBackend, { ...options.backend, workDir: path.join(stateDisk.mountPoint, 'kubernetes') }),
-    joinService: { validatorDeps: { ...(await platform.validatorDeps()) } },
+    joinService: {
+      validatorDeps: { ...(await platform.validatorDeps()) },
+      // The addresses a kubelet certificate may name: the provider's view of the attested instance.
+      instanceAddresses: async (name) => {
+        const instance = (await platform.metadata.peers()).find((peer) => peer.name === name);
+        return instance && [instance.vpcIp];
+      },
+    },
     store: createStoreHost(platform.kubernetesBackend, {
       etcd: {
         name: node.name,

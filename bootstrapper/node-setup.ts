@@ -55,6 +55,8 @@ export interface JoinServiceSettings {
   createValidator?: ValidatorFactory;
   /** Where bootstrap tokens are registered; default: the Kubernetes backend's sink (kubeadm: the API server; none: memory). */
   tokenSink?: TokenSink;
+  /** The provider's instance listing: the addresses a kubelet certificate may name when attestation does not say. */
+  instanceAddresses?: (nodeName: string) => Promise<string[] | undefined>;
 }
 
 const BANK_HASHES: Record<number, string> = { [TPM_ALG.SHA256]: 'sha256', [TPM_ALG.SHA384]: 'sha384' };
@@ -202,6 +204,7 @@ export class NodeSetup {
           validatorDeps: settings.validatorDeps,
           createValidator: settings.createValidator,
           tokenSink: settings.tokenSink,
+          instanceAddresses: settings.instanceAddresses,
           logger: this.options.logger,
           clock: this.options.clock,
         });

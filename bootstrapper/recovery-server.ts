@@ -7,7 +7,7 @@
  * it answers RecoverDone with its disk UUID. It runs in parallel with the rejoin client; whichever wins takes the lock.
  */
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import { recoverServerAdapter } from '../lib/atls/index.js';
+import { decodeMessage, recoverServerAdapter } from '../lib/atls/index.js';
 import { UserError } from '../lib/errors.js';
 import { deriveMeasurementSecret, deriveStateDiskKey, MIN_MASTER_KEY_LENGTH, MIN_MASTER_SALT_LENGTH } from '../lib/kms/index.js';
 import { RecoverSecrets, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
@@ -30,7 +30,7 @@ export class RecoveryServer {
     const { issuer, stepTimeoutMs, stateDisk } = this.options;
     const options = { purpose: 'recover' as const, issuer, logger: this.logger, stepTimeoutMs, failureMessage: 'recovery failed' };
     return serveCliCall(call, recoverServerAdapter, options, async (session) => {
-      await this.recover(RecoverSecrets.decode(session.secrets));
+      await this.recover(decodeMessage(RecoverSecrets, session.secrets, 'The recovery secrets'));
       session.channel.sendOther({ kind: { $case: 'done', value: { diskUuid: stateDisk.uuid, nodeName: this.options.node.name } } });
       session.channel.end();
     });

@@ -36,6 +36,8 @@ export interface JoinHandlerOptions {
   createValidator?: ValidatorFactory;
   /** Longest wait for any one message of a node; default 30 s. */
   stepTimeoutMs?: number;
+  /** The provider's instance listing (JoinTicketIssuerOptions.instanceAddresses), for kubelet certificate names. */
+  instanceAddresses?: (nodeName: string) => Promise<string[] | undefined>;
 }
 
 export interface JoinHandler {
@@ -50,7 +52,7 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
   const logger = options.logger;
   const { store } = options;
   const tokens = new BootstrapTokenIssuer({ sink: options.tokenSink ?? new MemoryTokenSink(clock), clock });
-  const tickets = new JoinTicketIssuer({ tokens, clock });
+  const tickets = new JoinTicketIssuer({ tokens, clock, instanceAddresses: options.instanceAddresses });
 
   // One validator per configuration, built when it is read: a configuration whose validator cannot be built
   // (unknown variant, malformed measurements) is refused like a malformed one, keeping the last good one.
@@ -107,7 +109,7 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
             }
             const ticket =
               kind === 'join'
-                ? JoinTicket.encode(await tickets.joinTicket(hello!, config!, hello!.isControlPlane ? await store.memberEndpoints() : [])).finish()
+                ? JoinTicket.encode(await tickets.joinTicket(hello!, config!, hello!.isControlPlane ? await store.memberEndpoints() : [], verified.result.instance)).finish()
                 : RejoinTicket.encode(tickets.rejoinTicket(hello!, config!)).finish();
             await recordNode(store, hello!, kind, clock);
             return ticket;

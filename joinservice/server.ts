@@ -4,7 +4,8 @@
  * node, see lib/atls), each call served by join-handler.ts.
  */
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import { startAttestedServer, type AttestedServer } from '../lib/atls/index.js';
+import { JOIN_SERVICE_LIMITS, startAttestedServer, type AttestedServer, type ExchangeLimits } from '../lib/atls/index.js';
+import { rateLimitedLogger } from '../lib/logging/index.js';
 import { JoinServiceService, type JoinRequest, type JoinResponse } from '../proto/gen/constellation/join.js';
 import { createJoinHandler, type JoinHandlerOptions } from './join-handler.js';
 
@@ -17,6 +18,8 @@ export interface JoinServiceOptions extends JoinHandlerOptions {
   host?: string;
   /** Default 30090; 0 picks a free port. */
   port?: number;
+  /** Bounds of the calls; default JOIN_SERVICE_LIMITS. */
+  limits?: ExchangeLimits;
 }
 
 /** `close()` stops accepting calls, lets running ones finish (at most 5 s), then stops. */
@@ -26,7 +29,8 @@ const SHUTDOWN_GRACE_MS = 5_000;
 
 /** Reads the join configuration from the store (a UserError when it has none, or no quorum), then listens. */
 export async function startJoinService(options: JoinServiceOptions): Promise<JoinServiceHandle> {
-  const logger = options.logger.child({ component: 'joinservice' });
+  // Refusals are what anyone can provoke: repeats are collapsed (lib/logging/rate-limit.ts).
+  const logger = rateLimitedLogger(options.logger.child({ component: 'joinservice' }));
   const handler = await createJoinHandler({ ...options, logger });
   const host = options.host ?? '0.0.0.0';
   const server = await startAttestedServer({
@@ -39,6 +43,8 @@ export async function startJoinService(options: JoinServiceOptions): Promise<Joi
     host,
     port: options.port ?? JOIN_SERVICE_PORT,
     shutdownGraceMs: SHUTDOWN_GRACE_MS,
+    limits: options.limits ?? JOIN_SERVICE_LIMITS,
+    logger,
   });
   logger.info('join service listening', { host, port: server.port, store: options.store.backend });
   return server;

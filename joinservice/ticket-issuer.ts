@@ -1,8 +1,9 @@
 /**
  * What the join service hands a node that passed attestation (DESIGN §7), as pure logic over the current
  * configuration: a JoinTicket (state-disk key for the node's disk, measurement salt and secret, a kubelet
- * certificate from its CSR, API endpoint, a fresh 15-minute bootstrap token, discovery hash, Kubernetes
- * version, and for control-plane nodes the cluster PKI and the cluster store's member endpoints) or a RejoinTicket
+ * certificate for its CSR's key, named with the provider's view of the instance, API endpoint, a fresh 15-minute
+ * bootstrap token, discovery hash, Kubernetes version, and for control-plane nodes the cluster PKI and the cluster
+ * store's member endpoints) or a RejoinTicket
  * (disk key and measurement secret, for a rebooted node). The server calls checkHello before attestation
  * (so a malformed request fails fast), checkIdentity after it passed, and the ticket methods only then.
  */
@@ -22,6 +23,12 @@ const UUID = /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a
 export interface JoinTicketIssuerOptions {
   tokens: BootstrapTokenIssuer;
   clock: Clock;
+  /**
+   * The provider's instance listing: the IP addresses of the instance of that name, or undefined when it has
+   * none. Asked only when the attestation did not identify the instance with its addresses (the cloud variants
+   * today); without either, a kubelet certificate names no IP address.
+   */
+  instanceAddresses?: (nodeName: string) => Promise<string[] | undefined>;
 }
 
 export class JoinTicketIssuer {
@@ -59,9 +66,15 @@ export class JoinTicketIssuer {
     }
   }
 
-  /** `storeEndpoints`: where a control-plane node joins the cluster store (see JoinTicket.store_endpoints). */
-  async joinTicket(hello: JoinHello, config: LoadedJoinConfig, storeEndpoints: string[] = []): Promise<JoinTicket> {
-    const kubeletCert = signKubeletCertificate(config.loadedPki, hello.certificateRequest, { nodeName: hello.nodeName, clock: this.options.clock });
+  /**
+   * The ticket for a node that passed attestation as `instance`. The kubelet certificate names the node and the
+   * addresses the provider gave the instance; a CSR asking for any other name or address is refused (a
+   * UserError), because the certificate carries serverAuth under the CA the admin kubeconfig trusts.
+   * `storeEndpoints`: where a control-plane node joins the cluster store (see JoinTicket.store_endpoints).
+   */
+  async joinTicket(hello: JoinHello, config: LoadedJoinConfig, storeEndpoints: string[] = [], instance?: AttestedInstance): Promise<JoinTicket> {
+    const ips = instance?.addresses ?? (await this.options.instanceAddresses?.(hello.nodeName)) ?? [];
+    const kubeletCert = signKubeletCertificate(config.loadedPki, hello.certificateRequest, { nodeName: hello.nodeName, ips, clock: this.options.clock });
     const token = await this.options.tokens.issue();
     return {
       stateDiskKey: Buffer.from(deriveStateDiskKey(config.masterSecret, hello.diskUuid)),

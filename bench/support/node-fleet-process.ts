@@ -11,15 +11,17 @@ import type { FleetReady, StormReport, StormRequest } from './node-fleet.js';
 
 const [nodesPerStorm, storms] = process.argv.slice(2).map(Number);
 const pcrs = imagePcrs();
-const stormNodes: Array<Array<{ vtpm: SoftwareVtpm; hello: JoinHello }>> = [];
+const stormNodes: Array<Array<{ vtpm: SoftwareVtpm; hello: JoinHello; ip: string }>> = [];
 for (let s = 0; s < storms; s++) {
   stormNodes.push(
     await Promise.all(
       Array.from({ length: nodesPerStorm }, async (_, i) => {
         const name = `storm-${s}-node-${i}`;
+        const ip = `10.${s}.${(i + 1) >> 8}.${(i + 1) & 0xff}`;
         return {
           vtpm: new SoftwareVtpm(name, pcrs),
-          hello: hello({ nodeName: name, diskUuid: randomUUID(), certificateRequest: await kubeletCsr([`10.${s}.${(i + 1) >> 8}.${(i + 1) & 0xff}`]) }),
+          hello: hello({ nodeName: name, diskUuid: randomUUID(), certificateRequest: await kubeletCsr([ip]) }),
+          ip,
         };
       }),
     ),
@@ -52,5 +54,5 @@ process.on('message', (message: StormRequest) => {
 process.on('disconnect', () => process.exit(0));
 process.send!({
   type: 'ready',
-  nodes: stormNodes.flat().map((n) => ({ instance: n.vtpm.instance, akPublic: Buffer.from(n.vtpm.akPublic).toString('base64') })),
+  nodes: stormNodes.flat().map((n) => ({ instance: n.vtpm.instance, akPublic: Buffer.from(n.vtpm.akPublic).toString('base64'), ip: n.ip })),
 } satisfies FleetReady);

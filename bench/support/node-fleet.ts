@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 /** Child → parent: the nodes exist. */
 export interface FleetReady {
   type: 'ready';
-  nodes: Array<{ instance: string; akPublic: string /* base64 */ }>;
+  nodes: Array<{ instance: string; akPublic: string /* base64 */; ip: string }>;
 }
 
 /** Parent → child: join the next storm's nodes at once to the service at `address`. */

@@ -18,6 +18,7 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { TOKEN_TTL_MS, type BootstrapToken, type TokenSink } from '../../joinservice/bootstrap-token.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
@@ -73,7 +74,7 @@ export class KubeadmBackend implements KubernetesBackend {
     await this.run('init phase preflight', ['init', 'phase', 'preflight', '--config', configFile], p.log, []);
     await this.run('init phase certs', ['init', 'phase', 'certs', 'all', '--config', configFile], p.log, []);
     await this.run('init', ['init', '--config', configFile, `--skip-phases=${INIT_SKIP_PHASES}`], p.log, []);
-    const kubeconfig = await fs.readFile(this.adminConfPath).catch((err: NodeJS.ErrnoException) => {
+    const kubeconfig = await readRegularFile(this.adminConfPath, { what: 'the admin kubeconfig', maxBytes: SIZE_LIMITS.kubeconfig }).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw err;
       throw new KubernetesBackendError(`kubeadm init finished but wrote no admin kubeconfig at ${this.adminConfPath}.`, {
         hint: 'Check the node log for kubeadm\'s output.',

@@ -19,6 +19,7 @@ import path from 'node:path';
 import { detachMount, mountPointsUnder } from '../../lib/mounts.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { checkDiskKey, fileInMount, readMountedFile, writeMountedFile } from './mounted-files.js';
+import { openRegularFileForAppend, readRegularFile } from '../../lib/workspace/regular-file.js';
 import { StateDiskError, type StateDisk } from './types.js';
 
 export interface GocryptfsStateDiskOptions {
@@ -61,7 +62,7 @@ export async function openGocryptfsStateDisk(options: GocryptfsStateDiskOptions)
 async function readUuid(file: string): Promise<string | undefined> {
   let text: string;
   try {
-    text = await fs.readFile(file, 'utf8');
+    text = (await readRegularFile(file, { what: 'the state disk\'s UUID file', maxBytes: 4096 })).toString('utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
@@ -179,7 +180,7 @@ interface RunResult {
  * daemon child inherits stderr, and a Go program dies of SIGPIPE when it writes to a closed one.
  */
 async function run(file: string, args: string[], options: { input?: string; logFile?: string } = {}): Promise<RunResult> {
-  const log = options.logFile ? await fs.open(options.logFile, 'a+', 0o600) : undefined;
+  const log = options.logFile ? await openRegularFileForAppend(options.logFile, { what: 'the gocryptfs log', mode: 0o600, read: true }) : undefined;
   const start = log ? (await log.stat()).size : 0;
   try {
     const code = await new Promise<number>((resolve, reject) => {

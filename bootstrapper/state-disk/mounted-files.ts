@@ -6,6 +6,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { StateDiskError } from './types.js';
 
 /** The path of `name` below `mountPoint`; a StateDiskError for a name that is empty, absolute or leaves it. */
@@ -17,9 +18,10 @@ export function fileInMount(mountPoint: string, name: string): string {
   return file;
 }
 
+/** The file's bytes (a regular file only, no link followed, at most SIZE_LIMITS.stateDiskFile); undefined when missing. */
 export async function readMountedFile(file: string): Promise<Uint8Array | undefined> {
   try {
-    return new Uint8Array(await fs.readFile(file));
+    return new Uint8Array(await readRegularFile(file, { what: `the state-disk file ${path.basename(file)}`, maxBytes: SIZE_LIMITS.stateDiskFile }));
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;

@@ -9,6 +9,7 @@ import { claimedRows, reportAttestation, type AttestationReport } from '../../li
 import type { AttestationDocument, Measurements, Validator, ValidatorDeps } from '../../lib/attestation/types.js';
 import { variantSpec } from '../../lib/attestation/variant.js';
 import { isUserError, UserError } from '../../lib/errors.js';
+import { formatSize, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 
 export interface VerifyDocumentFileOptions {
   documentFile: string;
@@ -99,10 +100,19 @@ function parseHex(text: string, flag: string): Uint8Array {
   return new Uint8Array(Buffer.from(hex, 'hex'));
 }
 
+/**
+ * A file the user named on the command line (a link is the user's choice and is followed), of at most the
+ * attestation document's size limit: the parser behind it never sees more.
+ */
 async function readUserFile(file: string, what: string): Promise<Buffer> {
   try {
+    const { size } = await fs.stat(file);
+    if (size > SIZE_LIMITS.attestationDocument) {
+      throw new UserError(`The ${what} ${file} is ${formatSize(size)}; the limit is ${formatSize(SIZE_LIMITS.attestationDocument)}.`);
+    }
     return await fs.readFile(file);
   } catch (cause) {
+    if (cause instanceof UserError) throw cause;
     const code = (cause as NodeJS.ErrnoException).code;
     throw new UserError(`Cannot read the ${what} ${file}: ${code === 'ENOENT' ? 'no such file' : (cause as Error).message}.`, { cause });
   }

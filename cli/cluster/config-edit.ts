@@ -5,11 +5,10 @@
  * and the result is validated before it is written atomically: an edit never leaves a config that fails to load.
  * lib/config offers only provider-field updates (`setProviderFields`), hence this small editor for the other keys.
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { isMap, isScalar, parseDocument, type Document, type YAMLMap } from 'yaml';
 import type { Measurements } from '../../lib/attestation/types.js';
-import { parseConfig, VARIANT_CONFIG_KEY_LIST, type Config } from '../../lib/config/index.js';
+import { parseConfig, readConfigText, VARIANT_CONFIG_KEY_LIST, type Config } from '../../lib/config/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
 
@@ -23,7 +22,7 @@ export interface ConfigEdits {
 /** Applies the edits when they change anything; returns the config as written (or as it was). */
 export async function editConfig(workspaceDir: string, edits: ConfigEdits): Promise<Config> {
   const file = path.join(workspaceDir, CONFIG_FILE);
-  const text = await fs.readFile(file, 'utf8');
+  const text = await readConfigText(file);
   const before = parseConfig(text, file);
   const doc = parseDocument(text);
   for (const [group, count] of Object.entries(edits.initialCounts ?? {})) doc.setIn(['nodeGroups', group, 'initialCount'], count);
@@ -31,7 +30,7 @@ export async function editConfig(workspaceDir: string, edits: ConfigEdits): Prom
   const next = doc.toString({ lineWidth: 0 });
   const after = parseConfig(next, file);
   if (JSON.stringify(after) === JSON.stringify(before)) return before;
-  await writeFileAtomic(file, next);
+  await writeFileAtomic(file, next, { what: 'the config' });
   return after;
 }
 

@@ -64,7 +64,7 @@ export async function runInitExchange(options: InitExchangeOptions): Promise<Ini
           options.progress?.(message.value.step, message.value.message);
           continue;
         }
-        const result = InitResultCodec.decode(await session.unseal(message.value.jwe));
+        const result = atls.decodeMessage(InitResultCodec, await session.unseal(message.value.jwe), 'The init result');
         session.channel.end();
         return result;
       }

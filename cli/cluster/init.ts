@@ -26,6 +26,7 @@ import type { Logger } from '../../lib/logging/index.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { masterSecretPath, readMasterSecret, writeMasterSecret } from '../../lib/workspace/master-secret.js';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { readState, writeState, type Infrastructure } from '../../lib/workspace/state.js';
 import { INIT_PORT, InitFailedError, runInitExchange } from './init-exchange.js';
 import { attestationDepsFor, providerStateOf } from './provider.js';
@@ -189,15 +190,15 @@ function expectedClusterId(master: MasterSecret, measurementSalt: Uint8Array): s
 /** Writes the kubeconfig; a different existing one is moved aside (never overwritten) and its new name returned. */
 async function writeKubeconfig(file: string, kubeconfig: Uint8Array, log: Logger): Promise<string | undefined> {
   try {
-    await writeFileAtomic(file, kubeconfig, { exclusive: true, mode: 0o600 });
+    await writeFileAtomic(file, kubeconfig, { exclusive: true, mode: 0o600, what: 'the kubeconfig' });
     return undefined;
   } catch (err) {
     if (!(err instanceof FileExistsError)) throw err;
   }
-  if (Buffer.from(kubeconfig).equals(await fs.readFile(file))) return undefined;
+  if (Buffer.from(kubeconfig).equals(await readRegularFile(file, { what: 'the kubeconfig', maxBytes: SIZE_LIMITS.kubeconfig }))) return undefined;
   const aside = `${file}.${new Date().toISOString().replace(/[:.]/g, '-')}.old`;
   await fs.rename(file, aside);
-  await writeFileAtomic(file, kubeconfig, { exclusive: true, mode: 0o600 });
+  await writeFileAtomic(file, kubeconfig, { exclusive: true, mode: 0o600, what: 'the kubeconfig' });
   log.warn('moved an earlier kubeconfig aside', { file: aside });
   return aside;
 }
@@ -205,7 +206,7 @@ async function writeKubeconfig(file: string, kubeconfig: Uint8Array, log: Logger
 /** Writes the node's log to constellation-cluster.log and says where it is. */
 async function failedInit(workspaceDir: string, err: InitFailedError, log: Logger): Promise<UserError> {
   const logFile = path.join(workspaceDir, CLUSTER_LOG_FILE);
-  await writeFileAtomic(logFile, err.nodeLog, { mode: 0o600 });
+  await writeFileAtomic(logFile, err.nodeLog, { mode: 0o600, what: "the node's log" });
   log.error('the node failed to initialize', { message: err.nodeMessage, logFile });
   return new UserError(err.message, {
     hint: `The node's log is in ${logFile}. Fix the cause, then run \`constellation init\` again: the master secret in ${MASTER_SECRET_FILE} is kept and reused.`,

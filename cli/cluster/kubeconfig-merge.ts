@@ -9,6 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { UserError } from '../../lib/errors.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { parse as parseYaml, stringify } from 'yaml';
 
 export interface MergeKubeconfigOptions {
@@ -35,7 +36,7 @@ export async function mergeKubeconfig(options: MergeKubeconfigOptions): Promise<
   const { KubeConfig } = await import('@kubernetes/client-node');
   const target = userKubeconfigPath(options.env, options.home);
   const admin = new KubeConfig();
-  admin.loadFromString(await fs.readFile(options.adminKubeconfig, 'utf8'));
+  admin.loadFromString((await readRegularFile(options.adminKubeconfig, { what: 'the kubeconfig', maxBytes: SIZE_LIMITS.kubeconfig })).toString('utf8'));
   const context = admin.getCurrentContext();
   if (!context) throw new UserError(`${options.adminKubeconfig} names no current context.`, { hint: 'Run `constellation init` again to write it anew.' });
 
@@ -69,7 +70,7 @@ export async function mergeKubeconfig(options: MergeKubeconfigOptions): Promise<
   const out = JSON.parse(merged.exportConfig()) as { contexts?: { context?: Record<string, unknown> }[] };
   // client-node repeats each context's name inside it; kubeconfig files do not have that field.
   for (const c of out.contexts ?? []) delete c.context?.name;
-  await writeFileAtomic(target, stringify(out), { mode: 0o600 });
+  await writeFileAtomic(target, stringify(out), { mode: 0o600, what: 'your kubeconfig' });
   return { file: target, context };
 }
 

@@ -12,6 +12,7 @@ import type { VariantConfig } from '../../lib/attestation/types.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { ADMIN_CONF_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
+import { SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { readRequiredFile } from '../../lib/workspace/required-file.js';
 import type { Instance } from '../../providers/contract.js';
 
@@ -21,7 +22,7 @@ export function storeCredentialsPath(workspaceDir: string): string {
 
 export async function readStoreCredentials(workspaceDir: string): Promise<StoreCredentials> {
   const file = storeCredentialsPath(workspaceDir);
-  const text = await readRequiredFile(file, 'the cluster store credentials', 'They are written by `constellation init`; run the command in the workspace that initialized the cluster (-C <dir>).');
+  const text = await readRequiredFile(file, 'the cluster store credentials', 'They are written by `constellation init`; run the command in the workspace that initialized the cluster (-C <dir>).', SIZE_LIMITS.storeCredentials);
   let value: Partial<StoreCredentials & { endpoints: unknown; caCert: unknown }>;
   try {
     value = JSON.parse(text.toString('utf8'));

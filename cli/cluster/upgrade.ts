@@ -22,6 +22,7 @@ import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { pathExists } from '../../lib/workspace/files.js';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import type { Instance, InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { clusterStatus, configuredSoftware, getNodeStatus, VERIFY_PORT, type SoftwareVersions } from './status.js';
@@ -291,8 +292,9 @@ async function readJournal(file: string): Promise<UpgradeJournal | undefined> {
   if (!(await pathExists(file))) return undefined;
   let value: unknown;
   try {
-    value = JSON.parse(await fs.readFile(file, 'utf8'));
-  } catch {
+    value = JSON.parse((await readRegularFile(file, { what: 'the upgrade journal', maxBytes: SIZE_LIMITS.upgradeJournal })).toString('utf8'));
+  } catch (err) {
+    if (err instanceof UserError) throw err;
     value = undefined;
   }
   const parsed = journalSchema.safeParse(value);

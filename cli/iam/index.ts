@@ -12,6 +12,7 @@ import type { IamProvisioner, ProviderContext, ProviderLogger, ProviderModule, R
 import { UserError } from '../../lib/errors.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { iamJournalView, providerOfRecord } from './journal-view.js';
 
 export { iamJournalView, isIamRecord, IAM_MARK } from './journal-view.js';
@@ -173,7 +174,13 @@ async function writeIamFiles(workspaceDir: string, files: { name: string; conten
   });
   const pending: typeof targets = [];
   for (const t of targets) {
-    const existing = await fs.readFile(t.file, 'utf8').catch(() => undefined);
+    const existing = await readRegularFile(t.file, { what: 'the IAM file', maxBytes: SIZE_LIMITS.nodeFile }).then(
+      (bytes) => bytes.toString('utf8'),
+      (err: NodeJS.ErrnoException) => {
+        if (err.code === 'ENOENT') return undefined;
+        throw err;
+      },
+    );
     if (existing === undefined) pending.push(t);
     else if (existing !== t.content) {
       throw new UserError(`${t.file} already exists: iam create does not overwrite it, so it was not written.`, {

@@ -1,6 +1,14 @@
-/** Parsing an attestation document (DESIGN §5) received as JSON bytes; a malformed one is an AttestationError. */
+/**
+ * Parsing an attestation document (DESIGN §5) received as JSON bytes; a malformed one is an AttestationError,
+ * and so is one over MAX_DOCUMENT_BYTES (real documents are a few KiB; an Azure SNP one with its certificates
+ * under 16 KiB), which is refused before it is parsed.
+ */
 import { z } from 'zod';
 import { AttestationError, type AttestationDocument } from '../attestation/types.js';
+import { JsonInputError, parseJson } from '../json.js';
+import { formatSize, SIZE_LIMITS } from '../workspace/regular-file.js';
+
+export const MAX_DOCUMENT_BYTES = SIZE_LIMITS.attestationDocument;
 
 const documentSchema = z.object({
   variant: z.string().min(1),
@@ -10,11 +18,16 @@ const documentSchema = z.object({
 });
 
 export function parseAttestationDocument(json: Uint8Array | string): AttestationDocument {
+  const size = typeof json === 'string' ? Buffer.byteLength(json) : json.length;
+  if (size > MAX_DOCUMENT_BYTES) {
+    throw new AttestationError(`The attestation document is ${formatSize(size)}; the limit is ${formatSize(MAX_DOCUMENT_BYTES)}.`);
+  }
   let value: unknown;
   try {
-    value = JSON.parse(typeof json === 'string' ? json : Buffer.from(json).toString('utf8'));
+    value = parseJson(typeof json === 'string' ? json : Buffer.from(json).toString('utf8'));
   } catch (cause) {
-    throw new AttestationError('The attestation document is not valid JSON.', undefined, { cause });
+    if (!(cause instanceof JsonInputError)) throw cause;
+    throw new AttestationError(`The attestation document ${cause.message}.`, undefined, { cause });
   }
   const parsed = documentSchema.safeParse(value);
   if (!parsed.success) {

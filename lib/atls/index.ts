@@ -2,6 +2,7 @@
  * Attested channels (DESIGN §6): a verifier seals secrets only to a peer whose attestation document, bound to
  * a fresh nonce, the exchange's purpose and an ephemeral key, passed validation. grpc-js and jose load lazily.
  */
+export * from './admission.js';
 export * from './channel.js';
 export * from './credentials.js';
 export * from './document.js';

@@ -1,12 +1,19 @@
 /**
  * A gRPC server that carries attested channels (the node's init, verify and recovery servers, the join
  * service): TLS with a fresh self-signed certificate (credentials.ts; attestation inside the channel
- * authenticates the server, DESIGN §6), bound to host:port. Closing lets running calls finish for a grace
- * period, then cuts them off, so a process shuts down promptly on SIGTERM.
+ * authenticates the server, DESIGN §6), bound to host:port. Calls are admitted within `limits` (admission.ts)
+ * and no message may exceed MAX_MESSAGE_BYTES. Closing lets running calls finish for a grace period, then cuts
+ * them off, so a process shuts down promptly on SIGTERM.
  */
 import type { ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js';
 import { UserError } from '../errors.js';
+import { nullLogger, type Logger } from '../logging/index.js';
+import { admitCalls, ExchangeAdmission, type ExchangeLimits } from './admission.js';
 import { createAttestedServerCredentials } from './credentials.js';
+import { MAX_DOCUMENT_BYTES } from './document.js';
+
+/** The largest message an attested server accepts: an attestation document at its limit, plus its envelope. */
+export const MAX_MESSAGE_BYTES = MAX_DOCUMENT_BYTES + 64 * 1024;
 
 export interface AttestedServerOptions {
   /** Names the server in errors, e.g. "init server". */
@@ -18,6 +25,10 @@ export interface AttestedServerOptions {
   port: number;
   /** How long close() lets running calls finish. */
   shutdownGraceMs: number;
+  /** Concurrency and idle bounds of the calls (admission.ts). */
+  limits: ExchangeLimits;
+  /** Where refused calls and closed idle streams are logged (warn); give a rate-limited logger. */
+  logger?: Logger;
 }
 
 export interface AttestedServer {
@@ -35,8 +46,9 @@ export function bindAddress(host: string, port: number): string {
 export async function startAttestedServer(options: AttestedServerOptions): Promise<AttestedServer> {
   const { Server } = await import('@grpc/grpc-js');
   // No channelz: nothing reads it, and it keeps counters and trace references for every call and connection.
-  const server = new Server({ 'grpc.enable_channelz': 0 });
-  server.addService(options.service, options.implementation);
+  const server = new Server({ 'grpc.enable_channelz': 0, 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES });
+  const admission = new ExchangeAdmission(options.what, options.limits);
+  server.addService(options.service, admitCalls(options.service, options.implementation, admission, options.logger ?? nullLogger));
   const target = bindAddress(options.host, options.port);
   const credentials = await createAttestedServerCredentials();
   const port = await new Promise<number>((resolve, reject) => {

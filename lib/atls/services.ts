@@ -6,6 +6,7 @@
 import type { InitRequest, InitResponse } from '../../proto/gen/constellation/init.js';
 import type { JoinHello, JoinRequest, JoinResponse } from '../../proto/gen/constellation/join.js';
 import type { RecoverRequest, RecoverResponse } from '../../proto/gen/constellation/recover.js';
+import { UserError } from '../errors.js';
 import type { AtlsMessage, WireAdapter } from './channel.js';
 
 type Kind = AtlsMessage['kind'];
@@ -65,4 +66,16 @@ export const joinServerAdapter = oneofAdapter<JoinResponse, JoinRequest>(
 /** The JoinHello fields a joining node binds into userData, in this order (both sides must use this). */
 export function joinHelloBoundFields(hello: JoinHello): Array<Uint8Array | string> {
   return [hello.diskUuid, hello.certificateRequest, hello.isControlPlane ? '1' : '0', hello.nodeName];
+}
+
+/**
+ * Decodes a protobuf message a peer sent (or sealed). The generated decoders throw plain Errors and RangeErrors
+ * on malformed bytes; here that is a UserError naming the message, like every other refusal of peer input.
+ */
+export function decodeMessage<T>(codec: { decode(bytes: Uint8Array): T }, bytes: Uint8Array, what: string): T {
+  try {
+    return codec.decode(bytes);
+  } catch {
+    throw new UserError(`${what} is not a valid protobuf message.`);
+  }
 }

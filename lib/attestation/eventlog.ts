@@ -94,8 +94,9 @@ export function parseEventLog(log: Uint8Array): EventLog {
   const sizes = new Map(algorithms.map((a) => [a.algorithmId, a.digestSize]));
 
   const events: TcgEvent[] = [];
+  const padding = paddingStart(log);
   while (r.remaining > 0) {
-    if (isPadding(r.data.subarray(r.offset))) break; // firmware buffers are often padded to their size
+    if (r.offset >= padding) break; // firmware buffers are often padded to their size
     const pcr = r.u32();
     const type = r.u32();
     const n = r.u32();
@@ -156,8 +157,17 @@ function boundedSize(size: number): number {
   return size;
 }
 
-function isPadding(rest: Uint8Array): boolean {
-  return rest.every((b) => b === 0xff) || rest.every((b) => b === 0);
+/**
+ * Where the log's trailing padding starts: the first offset from which every byte to the end is 0x00, or every
+ * one is 0xff (the log's length when it ends in neither). Found once, from the end, so that checking "is the
+ * rest padding?" before each event costs nothing; rescanning the rest per event made a 256 KiB log take 34 s.
+ */
+function paddingStart(log: Uint8Array): number {
+  const last = log[log.length - 1];
+  if (last !== 0 && last !== 0xff) return log.length;
+  let start = log.length;
+  while (start > 0 && log[start - 1] === last) start--;
+  return start;
 }
 
 function text(bytes: Uint8Array): string {

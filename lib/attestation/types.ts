@@ -59,6 +59,8 @@ export interface PcrComparison {
 export interface AttestedInstance {
   name: string;
   role?: 'control-plane' | 'worker';
+  /** The IP addresses the provider gave the instance (what a kubelet certificate may name), when it says. */
+  addresses?: string[];
 }
 
 export interface ValidationResult {
@@ -107,6 +109,8 @@ export interface AkRegistry {
   lookup(instance: string): Promise<Uint8Array | undefined>;
   /** The role the provider created the instance with, or undefined when unknown. */
   role?(instance: string): Promise<'control-plane' | 'worker' | undefined>;
+  /** The IP addresses the provider gave the instance, or undefined when unknown. */
+  addresses?(instance: string): Promise<string[] | undefined>;
 }
 
 /**

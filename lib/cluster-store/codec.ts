@@ -14,6 +14,7 @@
  */
 import { z } from 'zod';
 import { UserError } from '../errors.js';
+import { JsonInputError, parseJson as parseJsonText } from '../json.js';
 import { MEASUREMENT_SALT_LENGTH } from '../kms/index.js';
 import { PKI_FILE_NAMES, type PkiFiles } from '../pki/cluster-pki.js';
 import { masterSecretToJson, parseMasterSecret } from '../workspace/master-secret.js';
@@ -115,9 +116,9 @@ export function decodeNode(text: string, where: string): NodeRecord {
 function parseJson<T>(text: string, schema: z.ZodType<T>, where: string): T {
   let value: unknown;
   try {
-    value = JSON.parse(text);
-  } catch {
-    throw new UserError(`${where} is not valid JSON.`);
+    value = parseJsonText(text);
+  } catch (err) {
+    throw new UserError(`${where} ${err instanceof JsonInputError ? err.message : 'is not valid JSON'}.`);
   }
   const parsed = schema.safeParse(value);
   if (!parsed.success) {

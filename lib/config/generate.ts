@@ -35,7 +35,7 @@ export async function generateConfigFiles(
       hint: 'config generate never overwrites a workspace file. Move the file away if you really want a new config, or use another workspace (-C <dir>).',
     });
   }
-  await writeFileAtomic(configFile, renderConfig(config, options), { exclusive: true });
+  await writeFileAtomic(configFile, renderConfig(config, options), { exclusive: true, what: 'the config' });
   try {
     await writeState(workspaceDir, emptyState(), { exclusive: true });
   } catch (err) {

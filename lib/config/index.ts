@@ -9,7 +9,7 @@ import { PROVIDERS, VARIANT_CONFIG_KEY_LIST, variantOfConfigKey, type Attestatio
 
 export { ConfigError, isConfigError, formatIssueLine, type ConfigIssue } from './errors.js';
 export { configSchema, buildConfigSchema, type Config, type NodeGroup, type ConfigSchemaOptions } from './schema.js';
-export { parseConfig, loadConfig, type ParseOptions, type LoadOptions } from './parse.js';
+export { parseConfig, loadConfig, readConfigText, type ParseOptions, type LoadOptions } from './parse.js';
 export { defaultConfig, type DefaultConfigOptions } from './defaults.js';
 export { renderConfig, type RenderOptions } from './render.js';
 export { generateConfigFiles, type GeneratedFiles } from './generate.js';

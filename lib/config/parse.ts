@@ -1,14 +1,16 @@
 /**
  * Reads constellation-conf.yaml: YAML (the `yaml` package, keeping source positions) checked against the zod
  * schema, every problem reported as a ConfigIssue with its key path and the line of the key in the file, in
- * words a user can act on rather than zod's defaults.
+ * words a user can act on rather than zod's defaults. A config is read as a regular file (no link followed) of
+ * at most 1 MiB (SIZE_LIMITS.config): a generated one is a few KiB.
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
 import type { z } from 'zod';
 import { UserError } from '../errors.js';
 import { CONFIG_FILE } from '../workspace/files.js';
+import { formatSize, readRegularFile, SIZE_LIMITS } from '../workspace/regular-file.js';
+import { checkKeys, JsonInputError } from '../json.js';
 import { ConfigError, type ConfigIssue } from './errors.js';
 import { buildConfigSchema, configSchema, type Config, type ConfigSchemaOptions } from './schema.js';
 import { knownKeysAt } from './schema-walk.js';
@@ -22,6 +24,9 @@ const lenientSchema = buildConfigSchema({ allowIncomplete: true });
 /** Parses and validates a config; throws ConfigError naming every problem. */
 export function parseConfig(yamlText: string, fileName: string = CONFIG_FILE, options: ParseOptions = {}): Config {
   const schema = options.allowIncomplete ? lenientSchema : configSchema;
+  if (Buffer.byteLength(yamlText) > SIZE_LIMITS.config) {
+    throw new ConfigError(fileName, [{ path: '', line: 1, message: `the config is ${formatSize(Buffer.byteLength(yamlText))}; the limit is ${formatSize(SIZE_LIMITS.config)}` }]);
+  }
   const lineCounter = new LineCounter();
   const doc = parseDocument(yamlText, { lineCounter, prettyErrors: false, uniqueKeys: true });
   const lineOf = (offset: number) => lineCounter.linePos(offset).line;
@@ -41,7 +46,9 @@ export function parseConfig(yamlText: string, fileName: string = CONFIG_FILE, op
   let data: unknown;
   try {
     data = doc.toJS({ maxAliasCount: 100 });
+    checkKeys(data);
   } catch (err) {
+    if (err instanceof JsonInputError) throw new ConfigError(fileName, [{ path: err.key ?? '', line: 1, message: 'a key of this name is not allowed' }]);
     throw new ConfigError(fileName, [{ path: '', line: 1, message: `cannot be read: ${(err as Error).message}` }]);
   }
   if (typeof data !== 'object' || data === null || Array.isArray(data)) {
@@ -76,8 +83,9 @@ export async function loadConfig(workspaceDir: string, options: LoadOptions = {}
   const displayPath = options.displayPath ?? file;
   let text: string;
   try {
-    text = await fs.readFile(file, 'utf8');
+    text = await readConfigText(file);
   } catch (err) {
+    if (err instanceof UserError) throw err;
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
       throw new UserError(`There is no ${fileName} in ${workspaceDir}.`, {
         hint: 'Write one with `constellation config generate <local|aws|azure|gcp>`, or point -C at the workspace that has it.',
@@ -87,6 +95,11 @@ export async function loadConfig(workspaceDir: string, options: LoadOptions = {}
     throw new UserError(`Cannot read ${displayPath}: ${(err as Error).message}`, { cause: err });
   }
   return parseConfig(text, displayPath, { allowIncomplete: options.allowIncomplete });
+}
+
+/** The text of a config file: a regular file (a link is refused, not followed) of at most SIZE_LIMITS.config. */
+export async function readConfigText(file: string): Promise<string> {
+  return (await readRegularFile(file, { what: 'the config', maxBytes: SIZE_LIMITS.config })).toString('utf8');
 }
 
 /** yaml's messages end with " at line L, column C" even without prettyErrors; we print the line ourselves. */

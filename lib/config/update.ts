@@ -3,13 +3,12 @@
  * model), for `iam create <cloud> --update-config`. The result is validated before it is written, so an update
  * never leaves a config that fails to parse; fields still empty (e.g. `image`) are allowed.
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { isMap, isScalar, parseDocument } from 'yaml';
 import { UserError } from '../errors.js';
 import { writeFileAtomic } from '../workspace/atomic-file.js';
 import { CONFIG_FILE } from '../workspace/files.js';
-import { parseConfig } from './parse.js';
+import { parseConfig, readConfigText } from './parse.js';
 import type { Config } from './schema.js';
 
 /** Sets `provider.<the config's provider>.<key>` for each update; returns the new YAML text. */
@@ -28,7 +27,7 @@ export function setProviderFields(yamlText: string, updates: Record<string, unkn
 /** Applies setProviderFields to the workspace's config file (atomic write) and returns the updated config. */
 export async function updateConfigProviderFields(workspaceDir: string, updates: Record<string, unknown>): Promise<Config> {
   const file = path.join(workspaceDir, CONFIG_FILE);
-  const text = setProviderFields(await fs.readFile(file, 'utf8'), updates, file);
-  await writeFileAtomic(file, text);
+  const text = setProviderFields(await readConfigText(file), updates, file);
+  await writeFileAtomic(file, text, { what: 'the config' });
   return parseConfig(text, file, { allowIncomplete: true });
 }

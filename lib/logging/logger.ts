@@ -4,8 +4,9 @@
  * Fields go through redact() first, so secrets never reach the file. Lines are written synchronously: a run
  * that crashes or exits early still leaves every line it logged.
  */
-import { closeSync, fchmodSync, fsyncSync, mkdirSync, openSync, writeSync } from 'node:fs';
+import { closeSync, fchmodSync, fsyncSync, mkdirSync, writeSync } from 'node:fs';
 import path from 'node:path';
+import { openRegularFileForAppendSync } from '../workspace/regular-file.js';
 import { redact } from './redact.js';
 
 export { redact, REDACTED, isSecretKey } from './redact.js';
@@ -56,11 +57,12 @@ export function createLogger(sink: LineSink, fields: LogFields = {}, clock: () =
 
 /**
  * Opens `file` for appending (created with mode 0600, an existing file is set to 0600) and returns a logger
- * writing to it. After close() further lines are dropped rather than thrown: logging never breaks a command.
+ * writing to it. A link or special file at `file` is refused (a UserError), never followed: the log would
+ * otherwise append to, and chmod, whatever the link points to. After close() further lines are dropped rather than thrown: logging never breaks a command.
  */
 export function createDebugLog(file: string, clock: () => Date = () => new Date()): Logger & { close(): Promise<void> } {
   mkdirSync(path.dirname(file), { recursive: true });
-  let fd: number | undefined = openSync(file, 'a', 0o600);
+  let fd: number | undefined = openRegularFileForAppendSync(file, { what: 'the debug log', mode: 0o600 });
   fchmodSync(fd, 0o600);
   const logger = createLogger((line) => {
     if (fd !== undefined) writeSync(fd, `${line}\n`);

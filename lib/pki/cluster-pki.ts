@@ -20,6 +20,7 @@ import {
   OID,
   readCertificateRequest,
   subjectAltName,
+  ipBytes,
   type Issuer,
 } from './certificates.js';
 import { DerError } from '../der.js';
@@ -174,16 +175,21 @@ function issueLeaf(
 
 export interface KubeletCertificateOptions {
   nodeName: string;
-  /** IP subjectAltNames; by default the ones the request asks for. */
-  ips?: string[];
+  /**
+   * The node's IP addresses as the verifier knows them (the join service: the provider's view of the attested
+   * instance), never as the request says: they become the certificate's IP subjectAltNames.
+   */
+  ips: string[];
   clock: Clock;
 }
 
 /**
  * Signs a kubelet certificate (DER) from the node's CSR (DER PKCS#10, whose signature must verify):
- * CN=system:node:<nodeName>, O=system:nodes, SANs = the node name and its IPs, client and server auth, one
- * year. The request's own subject and DNS names are ignored: the name comes from the join request that the
- * node's attestation bound.
+ * CN=system:node:<nodeName>, O=system:nodes, SANs = the node name and `ips`, client and server auth, one
+ * year. The certificate is signed by the CA the admin kubeconfig trusts and carries serverAuth, so its names
+ * come from the caller, not from the request: a request that asks for any other DNS name than the node's or
+ * any IP address outside `ips` (a worker asking for the API endpoint's address) is refused with a UserError
+ * naming what it asked for. The request's subject is ignored (the name comes from the attested join request).
  */
 export function signKubeletCertificate(pki: ClusterPki, csrDer: Uint8Array, options: KubeletCertificateOptions): Uint8Array {
   checkNodeName(options.nodeName);
@@ -194,10 +200,11 @@ export function signKubeletCertificate(pki: ClusterPki, csrDer: Uint8Array, opti
     if (err instanceof DerError) throw new UserError(`The kubelet certificate request is not valid: ${err.message}.`);
     throw err;
   }
-  const ips = options.ips ?? request.ipAddresses;
+  const ips = options.ips;
   for (const ip of ips) {
     if (isIP(ip) === 0) throw new UserError(`"${ip}" is not an IP address; a kubelet certificate names only IP addresses and the node name.`);
   }
+  checkRequestedNames(request, options.nodeName, ips);
   const now = options.clock().getTime();
   return new Uint8Array(issueCertificate(
     {
@@ -215,6 +222,20 @@ export function signKubeletCertificate(pki: ClusterPki, csrDer: Uint8Array, opti
     },
     pki.ca,
   ));
+}
+
+/** The request asks only for names the certificate will carry anyway: the node name, and addresses among `ips`. */
+function checkRequestedNames(request: { dnsNames: string[]; ipAddresses: string[] }, nodeName: string, ips: string[]): void {
+  const refuse = (asked: string) => {
+    const known = ips.length === 0 ? 'none is known for it' : `its addresses are ${ips.join(', ')}`;
+    return new UserError(
+      `The kubelet certificate request of node "${nodeName}" asks for ${asked}, which is not the node's: a kubelet certificate names only the node's own name and addresses (${known}).`,
+      { hint: 'Only the node itself gets a certificate, for the addresses its provider gave it; a request for another address is refused.' },
+    );
+  };
+  for (const dns of request.dnsNames) if (dns.toLowerCase() !== nodeName) throw refuse(`the DNS name "${dns}"`);
+  const allowed = new Set(ips.map((ip) => ipBytes(ip).toString('hex')));
+  for (const ip of request.ipAddresses) if (!allowed.has(ipBytes(ip).toString('hex'))) throw refuse(`the IP address ${ip}`);
 }
 
 /** A UserError unless `name` is a valid Kubernetes node name (DNS-1123 subdomain). */

@@ -3,7 +3,7 @@
  * TPMT_SIGNATURE, TPMS_ATTEST; plus turning a TPMT_PUBLIC into a Node KeyObject and computing a TPM name.
  * Parsers are strict (unknown algorithms and trailing bytes are errors): their input is remote evidence.
  */
-import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import { createHash, createPublicKey, type JsonWebKey, type KeyObject } from 'node:crypto';
 import { ECC_CURVES, hashAlgInfo, hashAlgName, PCR_COUNT, TPM_ALG, TPM_GENERATED_VALUE, TPM_ST } from './constants.js';
 import { TpmFormatError, TpmReader, TpmWriter } from './marshal.js';
 
@@ -171,25 +171,31 @@ export function parseTpmPublic(bytes: Uint8Array): TpmPublic {
   return pub;
 }
 
-/** The key a TPMT_PUBLIC describes, for signature verification. */
+/**
+ * The key a TPMT_PUBLIC describes, for signature verification. A key node:crypto refuses (an ECC point off its
+ * curve, an RSA modulus of no use) is a TpmFormatError, like any other malformed structure.
+ */
 export function publicKeyFromTpmPublic(pub: TpmPublic): KeyObject {
+  const key = keyOf(pub);
+  try {
+    return createPublicKey({ key, format: 'jwk' });
+  } catch {
+    throw new TpmFormatError(`the ${pub.type === TPM_ALG.RSA ? 'RSA' : 'ECC'} key of the TPMT_PUBLIC is not a valid public key${pub.type === TPM_ALG.ECC ? ' (its point is not on the curve)' : ''}`);
+  }
+}
+
+function keyOf(pub: TpmPublic): JsonWebKey {
   if (pub.type === TPM_ALG.RSA) {
     const e = pub.parameters.exponent === 0 ? 65537 : pub.parameters.exponent;
     const eBytes = Buffer.alloc(4);
     eBytes.writeUInt32BE(e);
     let i = 0;
     while (i < 3 && eBytes[i] === 0) i++;
-    return createPublicKey({
-      key: { kty: 'RSA', n: Buffer.from(pub.unique.n).toString('base64url'), e: eBytes.subarray(i).toString('base64url') },
-      format: 'jwk',
-    });
+    return { kty: 'RSA', n: Buffer.from(pub.unique.n).toString('base64url'), e: eBytes.subarray(i).toString('base64url') };
   }
   const curve = ECC_CURVES.get(pub.parameters.curveId);
   if (!curve) throw new TpmFormatError(`ECC curve 0x${pub.parameters.curveId.toString(16)} is not supported`);
-  return createPublicKey({
-    key: { kty: 'EC', crv: curve.jwk, x: leftPad(pub.unique.x, curve.size).toString('base64url'), y: leftPad(pub.unique.y, curve.size).toString('base64url') },
-    format: 'jwk',
-  });
+  return { kty: 'EC', crv: curve.jwk, x: leftPad(pub.unique.x, curve.size).toString('base64url'), y: leftPad(pub.unique.y, curve.size).toString('base64url') };
 }
 
 /** The TPM name of an object: nameAlg ‖ H_nameAlg(TPMT_PUBLIC). */

@@ -2,11 +2,14 @@
  * Atomic workspace writes: a temp file in the same directory, fsync, then rename, mode 0600. A reader sees
  * the old or the new content, never half a file, and a crash leaves at most a stray temp file.
  * `exclusive` refuses to replace a file that exists (the check and the rename are one step: link(2)).
+ * A link, directory or special file where the file goes is refused (rename would replace the link itself, but
+ * a link there was planted by someone else, so it is reported rather than silently dropped).
  */
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { UserError } from '../errors.js';
+import { checkReplaceable } from './regular-file.js';
 
 export class FileExistsError extends UserError {
   constructor(readonly file: string) {
@@ -21,12 +24,15 @@ export interface WriteOptions {
   exclusive?: boolean;
   /** File mode; workspace files are 0600. */
   mode?: number;
+  /** Names the file in messages ("the state file"). */
+  what?: string;
 }
 
 export async function writeFileAtomic(file: string, data: string | Uint8Array, options: WriteOptions = {}): Promise<void> {
   const mode = options.mode ?? 0o600;
   const dir = path.dirname(file);
   await fs.mkdir(dir, { recursive: true });
+  await checkReplaceable(file, options.what ?? 'the file');
   const tmp = path.join(dir, `.${path.basename(file)}.${randomBytes(6).toString('hex')}.tmp`);
   const handle = await fs.open(tmp, 'wx', mode);
   try {

@@ -1,6 +1,7 @@
 /** The workspace (DESIGN §3): file names, atomic writes, required reads, state file, master secret, lock, resource journal. */
 export * from './files.js';
 export * from './atomic-file.js';
+export * from './regular-file.js';
 export * from './required-file.js';
 export * from './state.js';
 export * from './master-secret.js';

@@ -7,12 +7,13 @@
  * Hand-written: the lockfile packages on npm are not installed here and none stores the holder's command.
  */
 import { randomBytes } from 'node:crypto';
-import { promises as fs, readFileSync, unlinkSync } from 'node:fs';
+import { promises as fs, lstatSync, readFileSync, unlinkSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { UserError } from '../errors.js';
 import { FileExistsError, writeFileAtomic } from './atomic-file.js';
 import { LOCK_FILE } from './files.js';
+import { readRegularFile, SIZE_LIMITS } from './regular-file.js';
 import { processIsAlive } from '../process.js';
 
 export { processIsAlive };
@@ -66,7 +67,7 @@ export async function acquireWorkspaceLock(workspaceDir: string, command: string
   const content = `${JSON.stringify(info)}\n`;
   for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
     try {
-      await writeFileAtomic(file, content, { exclusive: true, mode: 0o600 });
+      await writeFileAtomic(file, content, { exclusive: true, mode: 0o600, what: 'the workspace lock' });
       return holdLock(file, info);
     } catch (err) {
       if (!(err instanceof FileExistsError)) throw err;
@@ -139,7 +140,7 @@ async function removeStaleLock(file: string, stale: LockInfo): Promise<void> {
 async function readLockInfo(file: string): Promise<LockInfo | 'gone' | 'unreadable'> {
   let text: string;
   try {
-    text = await fs.readFile(file, 'utf8');
+    text = (await readRegularFile(file, { what: 'the workspace lock', maxBytes: SIZE_LIMITS.lockFile })).toString('utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'gone';
     throw err;
@@ -153,6 +154,7 @@ function sameLock(a: LockInfo, b: LockInfo): boolean {
 
 function ownsLockSync(file: string, info: LockInfo): boolean {
   try {
+    if (!lstatSync(file).isFile()) return false;
     const current = parseLockInfo(readFileSync(file, 'utf8'));
     return current !== undefined && sameLock(current, info);
   } catch {

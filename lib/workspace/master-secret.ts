@@ -9,6 +9,7 @@ import { UserError } from '../errors.js';
 import { MIN_MASTER_KEY_LENGTH, MIN_MASTER_SALT_LENGTH, type MasterSecret } from '../kms/keys.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { MASTER_SECRET_FILE } from './files.js';
+import { SIZE_LIMITS } from './regular-file.js';
 import { readRequiredFile } from './required-file.js';
 
 export type { MasterSecret } from '../kms/keys.js';
@@ -22,7 +23,7 @@ export function masterSecretPath(workspaceDir: string): string {
 
 export async function readMasterSecret(workspaceDir: string): Promise<MasterSecret> {
   const file = masterSecretPath(workspaceDir);
-  const text = await readRequiredFile(file, 'the master secret', 'Run the command in the workspace of this cluster (-C <dir>), or restore the file from your backup.');
+  const text = await readRequiredFile(file, 'the master secret', 'Run the command in the workspace of this cluster (-C <dir>), or restore the file from your backup.', SIZE_LIMITS.masterSecret);
   return parseMasterSecret(text.toString('utf8'), file);
 }
 
@@ -51,7 +52,7 @@ export function masterSecretToJson(secret: MasterSecret): string {
 
 /** Writes the file exclusively (FileExistsError if it exists), atomically, mode 0600. */
 export async function writeMasterSecret(workspaceDir: string, secret: MasterSecret): Promise<void> {
-  await writeFileAtomic(masterSecretPath(workspaceDir), masterSecretToJson(secret), { exclusive: true, mode: 0o600 });
+  await writeFileAtomic(masterSecretPath(workspaceDir), masterSecretToJson(secret), { exclusive: true, mode: 0o600, what: 'the master secret' });
 }
 
 function decodeField(record: Record<string, unknown>, field: 'key' | 'salt', minLength: number, file: string): Uint8Array {

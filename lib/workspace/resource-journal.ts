@@ -7,11 +7,12 @@
  * journal is never replaced: every operation fails with a message naming the file.
  * MemoryResourceJournal has the same semantics in memory, for tests.
  */
-import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { UserError } from '../errors.js';
+import { JsonInputError, parseJson } from '../json.js';
 import { writeFileAtomic } from './atomic-file.js';
+import { readRegularFile, SIZE_LIMITS } from './regular-file.js';
 import { RESOURCES_FILE } from './files.js';
 
 /** A resource the provider made, recorded in the workspace as soon as the cloud accepted it. */
@@ -103,16 +104,17 @@ export class FileResourceJournal implements ResourceJournal {
   private async load(): Promise<RecordedResource[]> {
     let text: string;
     try {
-      text = await fs.readFile(this.file, 'utf8');
+      text = (await readRegularFile(this.file, { what: 'the resource journal', maxBytes: SIZE_LIMITS.resourceJournal })).toString('utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw err;
     }
     let json: unknown;
     try {
-      json = JSON.parse(text);
-    } catch {
-      throw this.corrupt('is not valid JSON');
+      json = parseJson(text);
+    } catch (err) {
+      if (!(err instanceof JsonInputError)) throw err;
+      throw this.corrupt(err.message);
     }
     const result = journalSchema.safeParse(json);
     if (!result.success) {
@@ -124,7 +126,7 @@ export class FileResourceJournal implements ResourceJournal {
 
   private async save(resources: RecordedResource[]): Promise<void> {
     const body = { version: JOURNAL_VERSION, resources };
-    await writeFileAtomic(this.file, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600 });
+    await writeFileAtomic(this.file, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600, what: 'the resource journal' });
   }
 
   private corrupt(what: string): UserError {

@@ -9,6 +9,8 @@ import { z } from 'zod';
 import { UserError } from '../errors.js';
 import { writeFileAtomic } from './atomic-file.js';
 import { pathExists, STATE_FILE } from './files.js';
+import { formatSize, SIZE_LIMITS } from './regular-file.js';
+import { checkKeys, JsonInputError } from '../json.js';
 import { readRequiredFile } from './required-file.js';
 
 export const STATE_VERSION = 'v1';
@@ -75,12 +77,16 @@ export async function readStateOrEmpty(workspaceDir: string): Promise<State> {
 
 export async function readState(workspaceDir: string): Promise<State> {
   const file = statePath(workspaceDir);
-  const text = await readRequiredFile(file, 'the state file', 'Run `constellation create` first, or run the command in the workspace of this cluster (-C <dir>).');
+  const text = await readRequiredFile(file, 'the state file', 'Run `constellation create` first, or run the command in the workspace of this cluster (-C <dir>).', SIZE_LIMITS.state);
   return parseState(text.toString('utf8'), file);
 }
 
 /** Parses and validates the file's content; `file` only names it in messages. */
 export function parseState(text: string, file: string = STATE_FILE): State {
+  const size = Buffer.byteLength(text);
+  if (size > SIZE_LIMITS.state) {
+    throw new UserError(`The state file ${file} is ${formatSize(size)}; the limit is ${formatSize(SIZE_LIMITS.state)}.`, { hint: STATE_HINT });
+  }
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   if (doc.errors.length > 0) {
@@ -92,7 +98,15 @@ export function parseState(text: string, file: string = STATE_FILE): State {
     });
   }
   scalarsAsWritten(doc);
-  const data: unknown = doc.toJS();
+  let data: unknown;
+  try {
+    data = doc.toJS({ maxAliasCount: 100 });
+    checkKeys(data);
+  } catch (err) {
+    // An alias bomb, or a reserved key (lib/json.ts): neither is in a file constellation wrote.
+    const why = err instanceof JsonInputError ? err.message : 'cannot be read as plain values (too many aliases)';
+    throw new UserError(`The state file ${file} ${why}.`, { hint: STATE_HINT });
+  }
   if (data === null || data === undefined) throw new UserError(`The state file ${file} is empty.`, { hint: STATE_HINT });
   const result = stateSchema.safeParse(data);
   if (result.success) return result.data;
@@ -110,7 +124,7 @@ export function stateToYaml(state: State): string {
 
 /** Writes the state atomically (mode 0600); `exclusive` refuses to replace an existing file. */
 export async function writeState(workspaceDir: string, state: State, options: { exclusive?: boolean } = {}): Promise<void> {
-  await writeFileAtomic(statePath(workspaceDir), stateToYaml(state), { exclusive: options.exclusive, mode: 0o600 });
+  await writeFileAtomic(statePath(workspaceDir), stateToYaml(state), { exclusive: options.exclusive, mode: 0o600, what: 'the state file' });
 }
 
 /** Read-modify-write of the state file; `update` returns the new state (it may change its argument). */

@@ -5,10 +5,10 @@
  * (code EADDRINUSE tells the CLI that this address range is taken, so it tries the next one) and runs until SIGTERM.
  * It keeps no state on disk: the CLI side registers the nodes again whenever it (re)starts the daemon.
  */
-import { promises as fs } from 'node:fs';
 import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { startLoadBalancer, type LoadBalancer } from './load-balancer.js';
 import { CloudRegistry, createMetadataServer } from './metadata-server.js';
 import { reportStartup } from './processes.js';
@@ -55,8 +55,8 @@ export async function startCloud(config: CloudConfig, controlToken: string): Pro
 async function main(configFile: string): Promise<void> {
   let cloud: RunningCloud;
   try {
-    const config = cloudConfigSchema.parse(JSON.parse(await fs.readFile(configFile, 'utf8')));
-    const token = (await fs.readFile(config.controlTokenFile, 'utf8')).trim();
+    const config = cloudConfigSchema.parse(JSON.parse((await readRegularFile(configFile, { what: 'the cloud config', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8')));
+    const token = (await readRegularFile(config.controlTokenFile, { what: 'the control token', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8').trim();
     cloud = await startCloud(config, token);
     console.log(`${new Date().toISOString()} cloud daemon up on ${config.prefix}.1 (metadata :${config.metadataPort}, load balancer :${config.loadBalancerPorts.join(',')})`);
   } catch (err) {

@@ -4,8 +4,8 @@
  * time cannot both get it), and talks to its control API with the workspace's control token.
  */
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
 import net from 'node:net';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { UserError } from '../../lib/errors.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type { ProviderContext } from '../contract.js';
@@ -49,7 +49,7 @@ export class CloudControl {
 
 async function controlToken(file: string): Promise<string> {
   try {
-    return (await fs.readFile(file, 'utf8')).trim();
+    return (await readRegularFile(file, { what: 'the control token', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8').trim();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }

@@ -4,8 +4,8 @@
  * One ClusterStore per CLI operation holds it in memory; changes are written atomically, one after another, so
  * nodes started in parallel never lose each other's updates.
  */
-import { promises as fs } from 'node:fs';
 import { z } from 'zod';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { UserError } from '../../lib/errors.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type { ClusterPaths } from './layout.js';
@@ -57,7 +57,7 @@ export class ClusterStore {
   static async load(paths: ClusterPaths): Promise<ClusterStore | undefined> {
     let text: string;
     try {
-      text = await fs.readFile(paths.clusterFile, 'utf8');
+      text = (await readRegularFile(paths.clusterFile, { what: 'the local cluster record', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;

@@ -9,6 +9,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 
 export type FileDigests = { sha256: Buffer; sha384: Buffer };
 
@@ -51,7 +52,7 @@ export class FileDigestCache {
     let parsed: Record<string, Entry> = {};
     if (this.file) {
       try {
-        const value: unknown = JSON.parse(await fs.readFile(this.file, 'utf8'));
+        const value: unknown = JSON.parse((await readRegularFile(this.file, { what: 'the image digest cache', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8'));
         if (typeof value === 'object' && value !== null) parsed = value as Record<string, Entry>;
       } catch {
         // No cache yet, or a broken one: start empty.

@@ -9,9 +9,9 @@
  *      entry and calls its exported main(), if any). It restarts nothing on its own; rebooting is the provider's job.
  * Its stdout/stderr (and the node program's) go to the node's node.log.
  */
-import { promises as fs } from 'node:fs';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { z } from 'zod';
+import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { FileDigestCache } from './digest-cache.js';
 import { BANK_ALGORITHMS, imageEventDigests, MEASURED_PCRS, TPM_ALG_ID, type NodeImage } from './image-measurement.js';
 import { reportStartup } from './processes.js';
@@ -99,7 +99,7 @@ const stamp = () => new Date().toISOString();
 async function main(configFile: string): Promise<void> {
   let config: LaunchConfig;
   try {
-    config = launchConfigSchema.parse(JSON.parse(await fs.readFile(configFile, 'utf8')));
+    config = launchConfigSchema.parse(JSON.parse((await readRegularFile(configFile, { what: 'the launch config', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8')));
     console.log(`${stamp()} launcher: booting ${config.name} (${config.role}) at ${config.address}`);
     await measureBoot(config.image, await swtpmLauncherTpm(config.tpm), new FileDigestCache(config.digestCache));
     console.log(`${stamp()} launcher: measured ${config.image.imageDir} into PCR 4, 9, 11`);

@@ -10,7 +10,7 @@
  *   GET    /v1/peers                 all nodes' InstanceMetadata
  *   GET    /v1/load-balancer         {"endpoint": "<prefix>.1"}
  *   GET    /v1/init-secret-hash      {"initSecretHash": "<bcrypt hash>"}
- *   GET    /v1/ak/<instance>         {"akPublic": base64 TPMT_PUBLIC, "role"}, 404 for unknown instances
+ *   GET    /v1/ak/<instance>         {"akPublic": base64 TPMT_PUBLIC, "role", "address"}, 404 for unknown instances
  *   PUT    /v1/control/cluster       {"initSecretHash"}                       (token)
  *   PUT    /v1/control/nodes/<name>  {"role","group","address","akPublic"}   (token)
  *   DELETE /v1/control/nodes/<name>                                          (token)
@@ -18,6 +18,7 @@
 import { timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import { z } from 'zod';
+import { JsonInputError, parseJson } from '../../lib/json.js';
 import type { InstanceMetadata } from '../contract.js';
 
 export const registeredNodeSchema = z.object({
@@ -77,9 +78,9 @@ function readBody(req: http.IncomingMessage): Promise<unknown> {
     req.on('error', reject);
     req.on('end', () => {
       try {
-        resolve(JSON.parse(Buffer.concat(chunks).toString('utf8')));
-      } catch {
-        reject(new RequestError(400, 'request body is not JSON'));
+        resolve(parseJson(Buffer.concat(chunks).toString('utf8')));
+      } catch (err) {
+        reject(new RequestError(400, `request body ${err instanceof JsonInputError ? err.message : 'is not JSON'}`));
       }
     });
   });
@@ -89,6 +90,15 @@ function parse<T>(schema: z.ZodType<T>, value: unknown): T {
   const result = schema.safeParse(value);
   if (!result.success) throw new RequestError(400, result.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
   return result.data;
+}
+
+/** One URL path segment, decoded; a malformed %-escape is the client's error (400), not the server's. */
+function decodePathSegment(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    throw new RequestError(400, `the path segment "${segment.slice(0, 64)}" is not validly URL-encoded (a "%" must start an escape of UTF-8 bytes)`);
+  }
 }
 
 /** IPv4-mapped IPv6 (::ffff:127.0.3.10) to plain IPv4. */
@@ -113,8 +123,13 @@ export function createMetadataServer(options: MetadataServerOptions): http.Serve
   };
 
   const handle = async (req: http.IncomingMessage): Promise<unknown> => {
-    const url = new URL(req.url ?? '/', 'http://metadata');
-    const parts = url.pathname.split('/').filter(Boolean).map(decodeURIComponent);
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://metadata');
+    } catch {
+      throw new RequestError(400, 'the request target is not a valid URL path');
+    }
+    const parts = url.pathname.split('/').filter(Boolean).map(decodePathSegment);
     if (parts[0] !== 'v1') throw new RequestError(404, 'not found');
     const [, resource, name, extra] = parts;
     if (req.method === 'GET' && parts.length === 2) {
@@ -135,7 +150,7 @@ export function createMetadataServer(options: MetadataServerOptions): http.Serve
     if (req.method === 'GET' && resource === 'ak' && name !== undefined && extra === undefined) {
       const node = registry.nodes.get(name);
       if (!node) throw new RequestError(404, `no attestation key registered for instance "${name}"`);
-      return { akPublic: node.akPublic, role: node.role };
+      return { akPublic: node.akPublic, role: node.role, address: node.address };
     }
     if (resource === 'control') {
       if (!authorized(req)) throw new RequestError(401, 'the control API needs the workspace control token');

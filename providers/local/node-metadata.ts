@@ -1,7 +1,7 @@
 /**
  * Node side of the local provider: the NodeMetadata a bootstrapper asks (DESIGN §9), as an HTTP client of the
  * cluster's metadata server. A node is identified by its source address, so every request leaves from NODE_IP.
- * Also the AK registry client (local-vtpm: `GET /v1/ak/<instance>`) for the join service and the CLI.
+ * Also the AK registry client (local-vtpm: `GET /v1/ak/<instance>`: AK, role and address) for the join service and the CLI.
  */
 import type { AkRegistry } from '../../lib/attestation/types.js';
 import { UserError } from '../../lib/errors.js';
@@ -59,7 +59,7 @@ export function localAkRegistry(metadataUrl: string, options: { localAddress?: s
   const base = metadataUrl.replace(/\/$/, '');
   const registered = async (instance: string) => {
     try {
-      return await requestJson<{ akPublic: string; role: 'control-plane' | 'worker' }>(`${base}/v1/ak/${encodeURIComponent(instance)}`, options);
+      return await requestJson<{ akPublic: string; role: 'control-plane' | 'worker'; address?: string }>(`${base}/v1/ak/${encodeURIComponent(instance)}`, options);
     } catch (err) {
       if (err instanceof HttpStatusError && err.status === 404) return undefined;
       throw err;
@@ -72,6 +72,10 @@ export function localAkRegistry(metadataUrl: string, options: { localAddress?: s
     },
     async role(instance: string) {
       return (await registered(instance))?.role;
+    },
+    async addresses(instance: string) {
+      const address = (await registered(instance))?.address;
+      return address === undefined ? undefined : [address];
     },
   };
 }

@@ -13,6 +13,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { detachMountsUnder } from '../../lib/mounts.js';
+import { openRegularFileForAppend } from '../../lib/workspace/regular-file.js';
 
 export const OWNER_ENV = 'CONSTELLATION_LOCAL_OWNER';
 const SWTPM_PROGRAMS = new Set(['swtpm', 'swtpm_setup']);
@@ -59,7 +60,7 @@ export interface DetachedSpawn {
  * message. Afterwards the CLI holds no handle on it.
  */
 export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: number; message: StartupMessage }> {
-  const log = await fs.open(options.logFile, 'a', 0o600);
+  const log = await openRegularFileForAppend(options.logFile, { what: 'the node log', mode: 0o600 });
   try {
     const child = spawn(options.execPath ?? process.execPath, [...nodeArgsFor(options.file), ...options.args], {
       cwd: options.cwd,

@@ -6,6 +6,7 @@ import {
   bindAddress,
   createAttestedClientCredentials,
   createVerifyHandler,
+  NODE_SERVICE_LIMITS,
   requestVerifiedAttestation,
   startAttestedServer,
   type AttestedServer,
@@ -30,6 +31,7 @@ describe('atls/server', () => {
       host: '127.0.0.1',
       port,
       shutdownGraceMs: 1_000,
+      limits: NODE_SERVICE_LIMITS,
     });
     servers.push(server);
     return server;
@@ -59,6 +61,7 @@ describe('atls/server', () => {
       host: '127.0.0.1',
       port: 0,
       shutdownGraceMs: 50,
+      limits: NODE_SERVICE_LIMITS,
     });
     const client = new VerifyClient(`127.0.0.1:${server.port}`, await createAttestedClientCredentials(), attestedChannelOptions);
     try {

@@ -43,6 +43,8 @@ describe('bootstrapper: a join service impostor on the join service address', fu
       store: fake.store,
       validatorDeps: {},
       createValidator: () => acceptAnything,
+      // An impostor names whatever the node's certificate request asks for.
+      instanceAddresses: async () => ['127.0.0.71'],
       logger: createLogger((line) => impostorLog.push(line)),
     });
     cluster.provider.loadBalancer = '127.0.0.70';

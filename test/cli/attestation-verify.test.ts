@@ -143,4 +143,11 @@ describe('constellation attestation verify', function () {
     assert.match(missing.stderr, /Cannot read the attestation document nope\.json: no such file/);
     for (const res of [badNonce, missing]) assert.doesNotMatch(res.stderr, /\n\s+at /);
   });
+
+  it('refuses a document over 1 MiB by its size, before parsing it', async () => {
+    await writeFile(path.join(dir, 'huge.json'), `{"variant":"${'x'.repeat(2 * 1024 * 1024)}"}`);
+    const res = await runCli(['attestation', 'verify', 'huge.json'], { cwd: dir });
+    assert.equal(res.code, 1);
+    assert.match(res.stderr, /^Error: The attestation document huge\.json is 2 MiB; the limit is 1 MiB\./);
+  });
 });

@@ -159,9 +159,11 @@ export async function startProbeNode(ws: string, image: { imageDir: string; entr
     tpm = await TpmClient.connect(swtpm.serverSocket);
     const record = (await ClusterStore.load(clusterPaths(ws)))!.record;
     const control = new CloudControl(`http://${record.prefix}.1:${record.metadataPort}`, (await fs.readFile(clusterPaths(ws).controlToken, 'utf8')).trim());
-    await control.registerNode(name, { role: 'worker', group: 'worker_default', address: `${record.prefix}.250`, akPublic: Buffer.from((await tpm.attestationKey()).publicArea).toString('base64') });
+    const address = `${record.prefix}.250`;
+    await control.registerNode(name, { role: 'worker', group: 'worker_default', address, akPublic: Buffer.from((await tpm.attestationKey()).publicArea).toString('base64') });
     const issuer = new VtpmIssuer({ variant: 'local-vtpm', tpm, instanceInfo: localInstanceInfo(name) });
-    const { csr } = await createKubeletCsr(name, '127.0.0.1');
+    // The kubelet certificate may name only the address the provider registered for the node.
+    const { csr } = await createKubeletCsr(name, address);
     const connected = tpm;
     return {
       join: (address) => attemptJoin(address, issuer, { diskUuid: '5e1f0c2a-7b3d-4e8f-9a6b-1c2d3e4f5a6b', certificateRequest: Buffer.from(csr), isControlPlane: false, nodeName: name }),

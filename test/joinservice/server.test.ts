@@ -79,15 +79,15 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
   });
   after(() => stopHarness(h));
 
-  function node(name: string, pcrs = goodPcrs, registered = true, role: 'control-plane' | 'worker' = 'worker'): SoftwareVtpm {
+  function node(name: string, pcrs = goodPcrs, registered = true, role: 'control-plane' | 'worker' = 'worker', addresses?: string[]): SoftwareVtpm {
     const vtpm = new SoftwareVtpm(name, pcrs);
-    if (registered) h.registry.register(name, vtpm.akPublic, role);
+    if (registered) h.registry.register(name, vtpm.akPublic, role, addresses);
     return vtpm;
   }
 
   it('gives an attested worker its ticket, and logs the decision without secrets', async () => {
     const request = hello({ nodeName: 'worker-1', certificateRequest: await kubeletCsr(['10.0.0.11']) });
-    const attempt = await requestTicket(h.address, node('worker-1'), request, 'join');
+    const attempt = await requestTicket(h.address, node('worker-1', goodPcrs, true, 'worker', ['10.0.0.11']), request, 'join');
     assert.equal(attempt.error, undefined);
     const ticket = attempt.ticket!;
     assert.deepEqual(attempt.responses, ['challenge', 'sealedTicket']);
@@ -127,6 +127,40 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
     assert.equal(attempt.ticket, undefined);
     assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
     assert.match(attempt.error!.message, /names node "worker-1", but the attestation comes from instance "worker-6"/);
+  });
+
+  it('refuses a worker asking for a kubelet certificate for the API endpoint\'s IP: no ticket, no token, a clear message', async () => {
+    const apiEndpointIp = h.service.contents.cluster.apiServerEndpoint.split(':')[0];
+    const tokensBefore = h.sink.size;
+    const request = hello({ nodeName: 'worker-evil', certificateRequest: await kubeletCsr(['10.0.0.12', apiEndpointIp]) });
+    const attempt = await requestTicket(h.address, node('worker-evil', goodPcrs, true, 'worker', ['10.0.0.12']), request, 'join');
+    assert.equal(attempt.ticket, undefined);
+    assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
+    assert.equal(
+      attempt.error!.message,
+      `The join service ended the exchange: The kubelet certificate request of node "worker-evil" asks for the IP address ${apiEndpointIp}, which is not the node's: a kubelet certificate names only the node's own name and addresses (its addresses are 10.0.0.12).`,
+    );
+    assert.equal(h.sink.size, tokensBefore);
+    const decision = decisions(h).find((d) => d.nodeName === 'worker-evil')!;
+    assert.equal(decision.level, 'warn');
+    assert.equal(decision.verdict, 'refused');
+  });
+
+  it('refuses a document with a "constructor": null key as a refusal (warn), not as an internal error', async () => {
+    const vtpm = node('worker-proto');
+    const hostile: Issuer = {
+      variant: vtpm.variant,
+      issue: async (userData, nonce) => {
+        const document = await vtpm.issue(userData, nonce);
+        return { ...document, attestation: { ...document.attestation, constructor: null } };
+      },
+    };
+    const attempt = await requestTicket(h.address, hostile, hello({ nodeName: 'worker-proto', certificateRequest: await kubeletCsr() }), 'join');
+    assert.equal(attempt.ticket, undefined);
+    assert.match(attempt.error!.message, /attestation document has the key "attestation\.constructor", which is not allowed/);
+    const decision = decisions(h).find((d) => d.nodeName === 'worker-proto')!;
+    assert.equal(decision.level, 'warn');
+    assert.doesNotMatch(String(decision.reason), /internal error/);
   });
 
   it('refuses a worker whose image changed: the message names the PCR, expected and actual; no ticket, no token', async () => {

@@ -29,7 +29,7 @@ describe('joinservice/ticket-issuer', () => {
   it('gives a worker its disk key, the measurement values, a kubelet certificate, a token and the discovery hash, but no CA files', async () => {
     const request = hello({ certificateRequest: await kubeletCsr(['10.0.0.7']), nodeName: 'worker-7' });
     issuer.checkHello(request, 'join');
-    const ticket = await issuer.joinTicket(request, config);
+    const ticket = await issuer.joinTicket(request, config, [], { name: 'worker-7', role: 'worker', addresses: ['10.0.0.7'] });
 
     assert.deepEqual(new Uint8Array(ticket.stateDiskKey), deriveStateDiskKey(service.masterSecret, request.diskUuid));
     assert.deepEqual(new Uint8Array(ticket.measurementSecret), deriveMeasurementSecret(service.masterSecret));
@@ -49,21 +49,21 @@ describe('joinservice/ticket-issuer', () => {
   });
 
   it('derives the disk key of the disk the node names (upper-case UUIDs derive like lower-case)', async () => {
-    const a = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), diskUuid: 'AAAAAAAA-0000-4000-8000-000000000001' }), config);
-    const b = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), diskUuid: 'aaaaaaaa-0000-4000-8000-000000000002' }), config);
+    const a = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr([]), diskUuid: 'AAAAAAAA-0000-4000-8000-000000000001' }), config);
+    const b = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr([]), diskUuid: 'aaaaaaaa-0000-4000-8000-000000000002' }), config);
     assert.deepEqual(new Uint8Array(a.stateDiskKey), deriveStateDiskKey(service.masterSecret, 'aaaaaaaa-0000-4000-8000-000000000001'));
     assert.notDeepEqual(a.stateDiskKey, b.stateDiskKey);
   });
 
   it('gives a control-plane node the cluster PKI by kubeadm names and where to join the cluster store, nothing of the join service', async () => {
     const endpoints = ['https://127.0.4.10:2379', 'https://127.0.4.11:2379'];
-    const ticket = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), isControlPlane: true, nodeName: 'cp-1' }), config, endpoints);
+    const ticket = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), isControlPlane: true, nodeName: 'cp-1' }), config, endpoints, { name: 'cp-1', role: 'control-plane', addresses: ['10.0.0.7'] });
     assert.deepEqual(ticket.controlPlaneFiles.map((f) => f.name).sort(), [...PKI_FILE_NAMES].sort());
     const byName = new Map(ticket.controlPlaneFiles.map((f) => [f.name, f.data.toString()]));
     assert.equal(byName.get('ca.key'), service.pki['ca.key']);
     assert.equal(byName.get('etcd/ca.crt'), service.pki['etcd/ca.crt']);
     assert.deepEqual(ticket.storeEndpoints, endpoints);
-    const worker = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr() }), config, endpoints);
+    const worker = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr([]) }), config, endpoints);
     assert.deepEqual(worker.storeEndpoints, [], 'a worker learns nothing about the store');
   });
 
@@ -81,6 +81,30 @@ describe('joinservice/ticket-issuer', () => {
     assert.throws(() => issuer.checkHello(hello({ diskUuid: 'measurementSecret' }), 'rejoin'), /"measurementSecret" is not a UUID/);
     assert.throws(() => issuer.checkHello(hello({ nodeName: 'Worker_1' }), 'rejoin'), /not a valid node name/);
     assert.throws(() => issuer.checkHello(hello(), 'join'), /no certificate request/);
+  });
+
+  it('refuses a worker\'s CSR asking for the API endpoint\'s IP, and issues no token', async () => {
+    const request = hello({ certificateRequest: await kubeletCsr(['10.0.0.7', '127.0.0.1']), nodeName: 'worker-7' });
+    await assert.rejects(
+      issuer.joinTicket(request, config, [], { name: 'worker-7', role: 'worker', addresses: ['10.0.0.7'] }),
+      /kubelet certificate request of node "worker-7" asks for the IP address 127\.0\.0\.1, which is not the node's/,
+    );
+    assert.equal(sink.size, 0);
+  });
+
+  it('names the addresses of the provider\'s instance listing when the attestation does not identify the instance', async () => {
+    const listing = new Map([['worker-8', ['10.0.0.8']]]);
+    const withListing = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink, clock }), clock, instanceAddresses: async (name) => listing.get(name) });
+    const ticket = await withListing.joinTicket(hello({ certificateRequest: await kubeletCsr([]), nodeName: 'worker-8' }), config);
+    assert.equal(new X509Certificate(ticket.kubeletCert).subjectAltName, 'DNS:worker-8, IP Address:10.0.0.8');
+    await assert.rejects(withListing.joinTicket(hello({ certificateRequest: await kubeletCsr(['10.0.0.9']), nodeName: 'worker-8' }), config), /asks for the IP address 10\.0\.0\.9/);
+  });
+
+  it('refuses every IP address when nothing says which addresses the instance has', async () => {
+    await assert.rejects(
+      issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(['10.0.0.7']), nodeName: 'worker-9' }), config),
+      /asks for the IP address 10\.0\.0\.7, which is not the node's: .*\(none is known for it\)/,
+    );
   });
 
   it('issues no token when the CSR is bad', async () => {

@@ -24,7 +24,7 @@ const clock = () => NOW;
 const DAY = 86_400_000;
 
 /** A CSR made by an independent implementation (@peculiar/x509), with the given IP SANs. */
-async function makeCsr(ips: string[] = [], keyAlgorithm: 'P-256' | 'RSA' = 'P-256'): Promise<Uint8Array> {
+async function makeCsr(ips: string[] = [], keyAlgorithm: 'P-256' | 'RSA' = 'P-256', dnsNames: string[] = []): Promise<Uint8Array> {
   const algorithm = keyAlgorithm === 'RSA'
     ? { name: 'RSASSA-PKCS1-v1_5', hash: 'SHA-256', publicExponent: new Uint8Array([1, 0, 1]), modulusLength: 2048 }
     : { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
@@ -33,7 +33,10 @@ async function makeCsr(ips: string[] = [], keyAlgorithm: 'P-256' | 'RSA' = 'P-25
     name: 'CN=whatever-the-node-asks',
     keys,
     signingAlgorithm: algorithm,
-    extensions: ips.length ? [new x509.SubjectAlternativeNameExtension(ips.map((value) => ({ type: 'ip' as const, value })))] : [],
+    extensions:
+      ips.length + dnsNames.length
+        ? [new x509.SubjectAlternativeNameExtension([...dnsNames.map((value) => ({ type: 'dns' as const, value })), ...ips.map((value) => ({ type: 'ip' as const, value }))])]
+        : [],
   });
   return new Uint8Array(csr.rawData);
 }
@@ -64,7 +67,7 @@ describe('pki/cluster-pki', () => {
 
   it('signs a kubelet certificate from a CSR that verifies against the CA, with the right subject, SANs and validity', async () => {
     const pki = loadClusterPki(files);
-    const der = signKubeletCertificate(pki, await makeCsr(['10.9.8.7', 'fd00::5']), { nodeName: 'worker-3', clock });
+    const der = signKubeletCertificate(pki, await makeCsr(['10.9.8.7', 'fd00::5']), { nodeName: 'worker-3', ips: ['10.9.8.7', 'fd00:0::5'], clock });
     const cert = new X509Certificate(der);
     const ca = new X509Certificate(files['ca.crt']);
     assert.ok(cert.verify(ca.publicKey));
@@ -77,11 +80,32 @@ describe('pki/cluster-pki', () => {
     assert.ok(new Date(cert.validFrom).getTime() <= NOW.getTime());
   });
 
-  it('takes IPs given by the caller over the CSR\'s, and signs CSRs of RSA keys', async () => {
+  it('names the IPs given by the caller, also when the CSR asks for none, and signs CSRs of RSA keys', async () => {
     const pki = loadClusterPki(files);
-    const cert = new X509Certificate(signKubeletCertificate(pki, await makeCsr(['10.0.0.1'], 'RSA'), { nodeName: 'cp-0', ips: ['192.168.1.2'], clock }));
+    const cert = new X509Certificate(signKubeletCertificate(pki, await makeCsr([], 'RSA'), { nodeName: 'cp-0', ips: ['192.168.1.2'], clock }));
     assert.equal(cert.subjectAltName, 'DNS:cp-0, IP Address:192.168.1.2');
     assert.equal(cert.publicKey.asymmetricKeyType, 'rsa');
+  });
+
+  it('refuses a CSR asking for an IP address that is not the node\'s (a worker asking for the API endpoint\'s)', async () => {
+    const pki = loadClusterPki(files);
+    const csr = await makeCsr(['10.0.0.11', '10.0.0.1']);
+    assert.throws(
+      () => signKubeletCertificate(pki, csr, { nodeName: 'worker-1', ips: ['10.0.0.11'], clock }),
+      (err: Error) =>
+        err instanceof UserError &&
+        err.message ===
+          'The kubelet certificate request of node "worker-1" asks for the IP address 10.0.0.1, which is not the node\'s: a kubelet certificate names only the node\'s own name and addresses (its addresses are 10.0.0.11).',
+    );
+  });
+
+  it('refuses a CSR asking for another DNS name than the node\'s', async () => {
+    const pki = loadClusterPki(files);
+    const csr = await makeCsr([], 'P-256', ['kubernetes.default.svc']);
+    assert.throws(
+      () => signKubeletCertificate(pki, csr, { nodeName: 'worker-1', ips: [], clock }),
+      /asks for the DNS name "kubernetes.default.svc", which is not the node's/,
+    );
   });
 
   it('passes openssl verify (an independent X.509 implementation) when openssl is installed', async function () {
@@ -89,7 +113,7 @@ describe('pki/cluster-pki', () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'pki-openssl-'));
     try {
       const pki = loadClusterPki(files);
-      const der = signKubeletCertificate(pki, await makeCsr(['10.1.2.3']), { nodeName: 'node-a', clock });
+      const der = signKubeletCertificate(pki, await makeCsr(['10.1.2.3']), { nodeName: 'node-a', ips: ['10.1.2.3'], clock });
       await fs.writeFile(path.join(dir, 'ca.crt'), files['ca.crt']);
       await fs.writeFile(path.join(dir, 'kubelet.crt'), new X509Certificate(der).toString());
       const out = execFileSync('openssl', ['verify', '-attime', String(NOW.getTime() / 1000 + 60), '-purpose', 'sslclient', '-CAfile', 'ca.crt', 'kubelet.crt'], { cwd: dir, encoding: 'utf8' });
@@ -103,20 +127,20 @@ describe('pki/cluster-pki', () => {
     const pki = loadClusterPki(files);
     const csr = Buffer.from(await makeCsr(['10.0.0.1']));
     csr[csr.length - 5] ^= 0x01; // inside the signature
-    assert.throws(() => signKubeletCertificate(pki, csr, { nodeName: 'worker-1', clock }), (err: Error) => {
+    assert.throws(() => signKubeletCertificate(pki, csr, { nodeName: 'worker-1', ips: [], clock }), (err: Error) => {
       assert.ok(err instanceof UserError);
       assert.match(err.message, /signature does not verify/);
       return true;
     });
-    assert.throws(() => signKubeletCertificate(pki, Buffer.from('not a csr'), { nodeName: 'worker-1', clock }), UserError);
-    assert.throws(() => signKubeletCertificate(pki, new Uint8Array(0), { nodeName: 'worker-1', clock }), UserError);
+    assert.throws(() => signKubeletCertificate(pki, Buffer.from('not a csr'), { nodeName: 'worker-1', ips: [], clock }), UserError);
+    assert.throws(() => signKubeletCertificate(pki, new Uint8Array(0), { nodeName: 'worker-1', ips: [], clock }), UserError);
   });
 
   it('refuses node names Kubernetes would refuse', async () => {
     const pki = loadClusterPki(files);
     const csr = await makeCsr();
     for (const name of ['', 'Upper', 'a,O=system:masters', 'x'.repeat(254), '-lead']) {
-      assert.throws(() => signKubeletCertificate(pki, csr, { nodeName: name, clock }), /not a valid node name/, name);
+      assert.throws(() => signKubeletCertificate(pki, csr, { nodeName: name, ips: [], clock }), /not a valid node name/, name);
     }
   });
 
@@ -142,7 +166,7 @@ describe('pki/cluster-pki', () => {
 
   it('loadClusterPki refuses a leaf certificate in place of a CA', async () => {
     const pki = loadClusterPki(files);
-    const leaf = new X509Certificate(signKubeletCertificate(pki, await makeCsr(), { nodeName: 'n1', clock })).toString();
+    const leaf = new X509Certificate(signKubeletCertificate(pki, await makeCsr(), { nodeName: 'n1', ips: [], clock })).toString();
     assert.throws(() => loadClusterPki({ ...files, 'front-proxy-ca.crt': leaf }), /front-proxy-ca\.crt is not a CA certificate/);
   });
 
@@ -161,7 +185,7 @@ describe('pki/cluster-pki', () => {
       extensions: [new x509.BasicConstraintsExtension(true, undefined, true), await x509.SubjectKeyIdentifierExtension.create(keys.publicKey)],
     });
     const pki = loadClusterPki({ ...files, 'ca.crt': ca.toString('pem'), 'ca.key': privateKey.export({ type: 'pkcs1', format: 'pem' }).toString() });
-    const cert = new X509Certificate(signKubeletCertificate(pki, await makeCsr(), { nodeName: 'n1', clock }));
+    const cert = new X509Certificate(signKubeletCertificate(pki, await makeCsr(), { nodeName: 'n1', ips: [], clock }));
     assert.ok(cert.verify(new X509Certificate(ca.toString('pem')).publicKey));
     assert.ok(cert.checkIssued(new X509Certificate(ca.toString('pem'))));
   });

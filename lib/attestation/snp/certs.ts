@@ -3,9 +3,10 @@
  * hardware id, product name), and the chain VCEK/VLEK → ASK/ASVK → ARK, which is trusted only when its ARK is
  * byte for byte one of the roots we ship (or the caller's roots in tests).
  */
-import { createHash, X509Certificate, type KeyObject } from 'node:crypto';
+import { createHash, type X509Certificate, type KeyObject } from 'node:crypto';
+import { readCertificate, signedBy, type ReadCertificate } from '../certificate.js';
 import { AMD_CHAINS } from './amd-roots.js';
-import { certificateFields, children, decodeOid, decodeSmallInteger, DerError, expectTag, readElement, TAG } from '../../der.js';
+import { certificateFields, children, decodeOid, decodeSmallInteger, expectTag, readElement, TAG } from '../../der.js';
 import { SNP_PRODUCTS, type SnpProduct, type SnpSigningKey, type TcbVersion } from './report.js';
 
 /** AMD's VCEK/VLEK extension OIDs (AMD "VCEK certificate and KDS interface specification", 57230). */
@@ -34,19 +35,32 @@ export interface EndorsementKeyInfo {
   cspId?: string;
 }
 
-const PEM_RE = /-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g;
+const PEM_BEGIN = '-----BEGIN CERTIFICATE-----';
+const PEM_END = '-----END CERTIFICATE-----';
 
-/** The DER bytes of each certificate in a PEM string (or of one DER certificate). */
+/**
+ * The DER bytes of each certificate in a PEM string (or of one DER certificate). One forward scan with indexOf,
+ * so the time is linear in the input whatever it holds (a lazy regex over many BEGIN lines without an END took
+ * seconds per MiB). Text between blocks is ignored; a BEGIN without an END ends the scan.
+ */
 export function certificatesDer(input: string | Uint8Array): Uint8Array[] {
   if (typeof input !== 'string') {
     const text = Buffer.from(input.subarray(0, 64)).toString('latin1');
     if (!text.includes('-----BEGIN')) return [input];
     input = Buffer.from(input).toString('utf8');
   }
-  return (input.match(PEM_RE) ?? []).map((pem) => {
-    const body = pem.replace(/-----(BEGIN|END) CERTIFICATE-----/g, '').replace(/\s+/g, '');
-    return new Uint8Array(Buffer.from(body, 'base64'));
-  });
+  const out: Uint8Array[] = [];
+  for (let at = input.indexOf(PEM_BEGIN); at !== -1; ) {
+    const bodyStart = at + PEM_BEGIN.length;
+    const end = input.indexOf(PEM_END, bodyStart);
+    if (end === -1) break;
+    // A BEGIN inside the body means the earlier block had no END: the block starts at the last BEGIN.
+    const lastBegin = input.lastIndexOf(PEM_BEGIN, end);
+    const body = input.slice(lastBegin + PEM_BEGIN.length, end).replace(/\s+/g, '');
+    out.push(new Uint8Array(Buffer.from(body, 'base64')));
+    at = input.indexOf(PEM_BEGIN, end + PEM_END.length);
+  }
+  return out;
 }
 
 export function commonName(cert: X509Certificate, field: 'subject' | 'issuer' = 'subject'): string | undefined {
@@ -114,6 +128,41 @@ export function productFromProductName(name: string | undefined): SnpProduct | u
   return SNP_PRODUCTS.find((p) => name === p || name?.startsWith(`${p}-`));
 }
 
+/**
+ * The certificates of the trusted chains (AMD's ASKs, ASVKs and ARKs we ship, or a test's), decoded and parsed once
+ * per roots object: they are constants, and parsing a 4096-bit RSA certificate costs about a third of a cold
+ * verification. Only parsing is kept; every signature is still checked on every cold verification.
+ */
+interface Anchors {
+  /** The ARK of each product. */
+  arks: Map<SnpProduct, Uint8Array>;
+  /** Parsed shipped certificates by their DER (hex). */
+  parsed: Map<string, ReadCertificate>;
+}
+const anchorsByRoots = new WeakMap<AmdRoots, Anchors>();
+
+function anchorsOf(roots: AmdRoots): Anchors {
+  let anchors = anchorsByRoots.get(roots);
+  if (!anchors) {
+    anchors = { arks: new Map(), parsed: new Map() };
+    for (const p of SNP_PRODUCTS) {
+      const chains = roots[p];
+      if (!chains) continue;
+      const vcekChain = certificatesDer(chains.vcek);
+      if (vcekChain[1]) anchors.arks.set(p, vcekChain[1]);
+      for (const der of [...vcekChain, ...certificatesDer(chains.vlek)]) {
+        try {
+          anchors.parsed.set(Buffer.from(der).toString('hex'), readCertificate(der, 'a shipped AMD certificate'));
+        } catch {
+          // A root that does not parse is never matched; the chain's own certificate is parsed (and refused) instead.
+        }
+      }
+    }
+    anchorsByRoots.set(roots, anchors);
+  }
+  return anchors;
+}
+
 export interface VerifiedChain {
   product: SnpProduct;
   kind: SnpSigningKey;
@@ -134,13 +183,6 @@ export interface ChainResult {
   validity: VerifiedChain['validity'];
 }
 
-function parseCert(der: Uint8Array, what: string): X509Certificate {
-  try {
-    return new X509Certificate(der);
-  } catch (cause) {
-    throw new DerError(`${what} is not a valid X.509 certificate (${(cause as Error).message})`);
-  }
-}
 
 const RSASSA_PSS = '1.2.840.113549.1.1.10';
 const SHA384 = '2.16.840.1.101.3.4.2.2';
@@ -159,46 +201,53 @@ function isPss384(der: Uint8Array): boolean {
  */
 export function verifyChain(signingDer: Uint8Array, chainDer: Uint8Array[], roots: AmdRoots): ChainResult {
   const failures: string[] = [];
-  const signing = parseCert(signingDer, 'the VCEK/VLEK certificate');
+  const signingRead = readCertificate(signingDer, 'the VCEK/VLEK certificate');
+  const signing = signingRead.cert;
   const info = readEndorsementKeyInfo(signing, signingDer);
-  const key = signing.publicKey;
-  const window = (name: string, c: X509Certificate) => ({ name, notBefore: Date.parse(c.validFrom), notAfter: Date.parse(c.validTo) });
-  const validity = [window(info.kind?.toUpperCase() ?? 'signing certificate', signing)];
+  const key = signingRead.publicKey;
+  const window = (name: string, c: ReadCertificate) => ({ name, notBefore: c.notBefore, notAfter: c.notAfter });
+  const validity = [window(info.kind?.toUpperCase() ?? 'signing certificate', signingRead)];
   if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'secp384r1') {
     failures.push('the VCEK/VLEK certificate does not hold an ECDSA P-384 key');
   }
   if (chainDer.length < 1 || chainDer.length > 2) {
     return { failures: [...failures, `the certificate chain has ${chainDer.length} certificates; expected the ASK or ASVK, then the ARK`], key, info, validity };
   }
-  const ask = parseCert(chainDer[0], 'the ASK/ASVK certificate');
-  const askProduct = productFromCommonName(commonName(ask));
-  const askKind: SnpSigningKey = commonName(ask)?.startsWith('SEV-VLEK-') ? 'vlek' : 'vcek';
+  const anchors = anchorsOf(roots);
+  const read = (der: Uint8Array, what: string) => anchors.parsed.get(Buffer.from(der).toString('hex')) ?? readCertificate(der, what);
+  const askRead = read(chainDer[0], 'the ASK/ASVK certificate');
+  const ask = askRead.cert;
+  const askName = commonName(ask);
+  const askProduct = productFromCommonName(askName);
+  const askKind: SnpSigningKey = askName?.startsWith('SEV-VLEK-') ? 'vlek' : 'vcek';
   const product = askProduct ?? productFromProductName(info.productName);
-  validity.push(window(commonName(ask) ?? 'ASK', ask));
+  validity.push(window(askName ?? 'ASK', askRead));
 
   // The trust anchor: the chain's ARK (or, when the chain holds only the ASK, the shipped ARK of its product)
   // must be one of the known roots, compared byte for byte.
   let arkDer: Uint8Array | undefined = chainDer[1];
   let arkProduct: SnpProduct | undefined;
   for (const p of SNP_PRODUCTS) {
-    const known = roots[p] && certificatesDer(roots[p].vcek)[1];
+    const known = anchors.arks.get(p);
     if (!known) continue;
     if (arkDer === undefined && p === product) arkDer = known;
     if (arkDer && Buffer.from(known).equals(arkDer)) arkProduct = p;
   }
   if (!arkDer) return { failures: [...failures, `no AMD root (ARK) is known for product ${product ?? 'unknown'}`], key, info, product, validity };
-  const ark = parseCert(arkDer, 'the ARK certificate');
-  validity.push(window(commonName(ark) ?? 'ARK', ark));
+  const arkRead = read(arkDer, 'the ARK certificate');
+  const ark = arkRead.cert;
+  const arkName = commonName(ark);
+  validity.push(window(arkName ?? 'ARK', arkRead));
   if (!arkProduct) {
-    failures.push(`the chain's root (CN=${commonName(ark)}) is not AMD's ARK for ${SNP_PRODUCTS.join(', ')}`);
+    failures.push(`the chain's root (CN=${arkName}) is not AMD's ARK for ${SNP_PRODUCTS.join(', ')}`);
   } else if (askProduct !== arkProduct) {
-    failures.push(`the ASK/ASVK (CN=${commonName(ask)}) is not for the ARK's product ${arkProduct}`);
+    failures.push(`the ASK/ASVK (CN=${askName}) is not for the ARK's product ${arkProduct}`);
   }
   if (!isPss384(chainDer[0]) || !isPss384(signingDer)) failures.push('a certificate in the chain is not signed with RSA-PSS SHA-384');
-  if (!ask.verify(ark.publicKey)) failures.push(`the ASK/ASVK (CN=${commonName(ask)}) is not signed by the ARK (CN=${commonName(ark)})`);
-  if (!signing.verify(ask.publicKey)) failures.push(`the ${info.kind?.toUpperCase() ?? 'signing'} certificate is not signed by the ASK/ASVK (CN=${commonName(ask)})`);
+  if (!signedBy(ask, arkRead.publicKey)) failures.push(`the ASK/ASVK (CN=${askName}) is not signed by the ARK (CN=${arkName})`);
+  if (!signedBy(signing, askRead.publicKey)) failures.push(`the ${info.kind?.toUpperCase() ?? 'signing'} certificate is not signed by the ASK/ASVK (CN=${askName})`);
   if (info.kind === undefined) failures.push(`the signing certificate (CN=${commonName(signing)}) is neither a VCEK nor a VLEK`);
-  else if (info.kind !== askKind) failures.push(`a ${info.kind.toUpperCase()} must chain to ${info.kind === 'vcek' ? 'an ASK' : 'an ASVK'}, not CN=${commonName(ask)}`);
+  else if (info.kind !== askKind) failures.push(`a ${info.kind.toUpperCase()} must chain to ${info.kind === 'vcek' ? 'an ASK' : 'an ASVK'}, not CN=${askName}`);
   const named = productFromProductName(info.productName);
   if (info.productName !== undefined && named !== product) {
     failures.push(`the ${info.kind?.toUpperCase() ?? 'signing'} certificate is for ${info.productName}, the chain for ${product ?? 'an unknown product'}`);

@@ -10,6 +10,7 @@
 import { timingSafeEqual, verify as cryptoVerify } from 'node:crypto';
 import { AttestationError } from '../types.js';
 import { DerError } from '../../der.js';
+import { CertificateError } from '../certificate.js';
 import { AMD_ROOTS, certificatesDer, endorsementKeyProductName, productFromProductName, sha256Hex, verifyChain, type AmdRoots, type ChainResult } from './certs.js';
 import { formatTcb, parseSnpReport, productFromCpuid, SNP_SIGNED_SIZE, SnpFormatError, type SnpReport, type TcbVersion } from './report.js';
 
@@ -108,7 +109,7 @@ export class SnpVerifier {
       const chainDer = certificatesDer(chainPem);
       chain = this.chainFor(signingDer, chainDer);
     } catch (err) {
-      if (err instanceof SnpFormatError || err instanceof DerError) throw new SnpReportError([{ check: 'format', message: err.message }]);
+      if (err instanceof SnpFormatError || err instanceof DerError || err instanceof CertificateError) throw new SnpReportError([{ check: 'format', message: err.message }]);
       throw err;
     }
     // Re-read the TCB fields with the layout of the chain's product (Turin differs from Milan/Genoa).

@@ -101,6 +101,16 @@ function parseQeReport(raw: Uint8Array): QeReport {
   };
 }
 
+/**
+ * The PCK chain is NUL-terminated (and often NUL-padded). Stripped by walking back over the bytes: the regex
+ * /\0+$/ retried from every NUL of a run that does not end the input, which made a 128 KiB chain take 24 s.
+ */
+function withoutTrailingNuls(bytes: Uint8Array): Uint8Array {
+  let end = bytes.length;
+  while (end > 0 && bytes[end - 1] === 0) end--;
+  return bytes.subarray(0, end);
+}
+
 export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
   const r = new Reader(bytes);
   const version = r.u16('the header');
@@ -140,7 +150,7 @@ export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
   const qeAuthData = cert.take(cert.u16('the QE auth data'), 'the QE auth data');
   const pckType = cert.u16('the PCK certification data');
   if (pckType !== 5) throw new TdxFormatError(`TDX quote PCK certification data type ${pckType} is not a PCK certificate chain (5)`);
-  const pckChain = Buffer.from(cert.take(cert.u32('the PCK certificate chain'), 'the PCK certificate chain')).toString('utf8').replace(/\0+$/, '');
+  const pckChain = Buffer.from(withoutTrailingNuls(cert.take(cert.u32('the PCK certificate chain'), 'the PCK certificate chain'))).toString('utf8');
   return {
     version,
     attestationKeyType,

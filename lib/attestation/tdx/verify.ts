@@ -7,7 +7,8 @@
  * Not checked: Intel's TCB info and QE identity collateral and the PCK revocation lists (these need Intel's
  * PCS online); the config's SVN minimums stand in for the TCB level. Like SNP, every failure is reported.
  */
-import { createHash, createPublicKey, timingSafeEqual, verify as cryptoVerify, X509Certificate, type KeyObject } from 'node:crypto';
+import { createHash, createPublicKey, timingSafeEqual, verify as cryptoVerify, type KeyObject } from 'node:crypto';
+import { CertificateError, readCertificate, signedBy, type ReadCertificate } from '../certificate.js';
 import { AttestationError } from '../types.js';
 import { certificatesDer, sha256Hex } from '../snp/certs.js';
 import { INTEL_SGX_ROOT_CA } from './intel-root.js';
@@ -146,13 +147,15 @@ export class TdxVerifier {
     const cacheKey = sha256Hex(...ders);
     const hit = this.cache.get(cacheKey);
     if (hit) return hit;
-    let certs: X509Certificate[];
+    let read: ReadCertificate[];
     try {
-      certs = ders.map((d) => new X509Certificate(d));
+      read = ders.map((d, i) => readCertificate(d, `certificate ${i} of the PCK chain`));
     } catch (err) {
-      fail('pck-chain', `the PCK certificate chain holds an invalid certificate (${(err as Error).message})`);
+      if (!(err instanceof CertificateError)) throw err;
+      fail('pck-chain', err.message);
       return undefined;
     }
+    const certs = read.map((r) => r.cert);
     if (certs.length < 2) {
       fail('pck-chain', `the PCK certificate chain has ${certs.length} certificates; expected the PCK certificate, its CA and the root CA`);
       return undefined;
@@ -165,17 +168,17 @@ export class TdxVerifier {
       ok = false;
     }
     for (let i = 0; i < certs.length - 1; i++) {
-      if (!certs[i + 1].ca || !certs[i].verify(certs[i + 1].publicKey)) {
+      if (!certs[i + 1].ca || !signedBy(certs[i], read[i + 1].publicKey)) {
         fail('pck-chain', `certificate ${i} of the PCK chain is not issued by certificate ${i + 1}`);
         ok = false;
       }
     }
-    const key = certs[0].publicKey;
+    const key = read[0].publicKey;
     if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
       fail('pck-chain', 'the PCK certificate does not hold an ECDSA P-256 key');
       ok = false;
     }
-    const validity = certs.map((c) => ({ name: c.subject.split('\n').find((l) => l.startsWith('CN='))?.slice(3) ?? c.subject, notBefore: Date.parse(c.validFrom), notAfter: Date.parse(c.validTo) }));
+    const validity = read.map(({ cert: c, notBefore, notAfter }) => ({ name: c.subject.split('\n').find((l) => l.startsWith('CN='))?.slice(3) ?? c.subject, notBefore, notAfter }));
     if (!ok) return undefined;
     const chain = { key, validity };
     if (before >= 256) this.cache.delete(this.cache.keys().next().value as string);

@@ -4,7 +4,8 @@
  * Azure's paravisor runtime-data binding (used by azure-sev-snp and azure-tdx) and certificate chains to
  * pinned roots (trusted launch). Not a variant itself.
  */
-import { createHash, X509Certificate, type KeyObject } from 'node:crypto';
+import { createHash, type X509Certificate, type KeyObject } from 'node:crypto';
+import { readCertificate, signedBy, type ReadCertificate } from '../certificate.js';
 import { z } from 'zod';
 import { parseTpmPublic, publicKeyFromTpmPublic, type TpmPublic } from '../../tpm/structures.js';
 import { TPM_ALG } from '../../tpm/constants.js';
@@ -15,6 +16,7 @@ import { SnpVerifier, type VerifiedSnpReport } from '../snp/verify.js';
 import type { AmdRoots } from '../snp/certs.js';
 import type { TcbVersion } from '../snp/report.js';
 import { decodeBase64Field } from '../vtpm-document.js';
+import { parseJson } from '../../json.js';
 
 /** Checks that a document's AK is trustworthy for a variant; throws AttestationError otherwise. */
 export type AkTrust = (document: AttestationDocument, akPublic: Uint8Array) => Promise<void>;
@@ -33,8 +35,9 @@ export interface CloudDeps extends ValidatorDeps {
 export function readInstanceInfo<T>(variant: string, document: AttestationDocument, schema: z.ZodType<T>): T {
   let json: unknown;
   try {
-    json = JSON.parse(Buffer.from(decodeBase64Field('instanceInfo', document.instanceInfo)).toString('utf8'));
+    json = parseJson(Buffer.from(decodeBase64Field('instanceInfo', document.instanceInfo)).toString('utf8'));
   } catch (cause) {
+    if (cause instanceof AttestationError) throw cause;
     throw new AttestationError(`${variant}: the document's instanceInfo is not base64-encoded JSON`, undefined, { cause });
   }
   const parsed = schema.safeParse(json);
@@ -129,17 +132,19 @@ export function verifyHclRuntimeData(variant: string, runtimeData: Uint8Array, r
   if (!digest.equals(reportData.subarray(0, 32))) {
     throw new AttestationError(`${variant}: the report's REPORT_DATA does not bind the paravisor runtime data (SHA-256 differs)`);
   }
-  let parsed: { keys?: { kid?: string; kty?: string; n?: string; e?: string }[] };
+  let parsed: unknown;
   try {
-    parsed = JSON.parse(Buffer.from(runtimeData).toString('utf8'));
+    parsed = parseJson(Buffer.from(runtimeData).toString('utf8'));
   } catch (cause) {
     throw new AttestationError(`${variant}: the paravisor runtime data is not JSON`, undefined, { cause });
   }
-  const keys = Array.isArray(parsed.keys) ? parsed.keys : [];
+  type Jwk = { kid?: unknown; kty?: unknown; n?: unknown; e?: unknown };
+  const listed = (parsed as { keys?: unknown } | null)?.keys;
+  const keys = (Array.isArray(listed) ? listed : []).filter((k): k is Jwk => typeof k === 'object' && k !== null);
   const hclKey = keys.find((k) => k.kid === 'HCLAkPub') ?? keys[0];
   if (!hclKey) throw new AttestationError(`${variant}: the paravisor runtime data holds no attestation key`);
   const area = ak.publicArea;
-  if (area.type !== TPM_ALG.RSA || hclKey.kty !== 'RSA' || !hclKey.n || !hclKey.e) {
+  if (area.type !== TPM_ALG.RSA || hclKey.kty !== 'RSA' || typeof hclKey.n !== 'string' || typeof hclKey.e !== 'string' || !hclKey.n || !hclKey.e) {
     throw new AttestationError(`${variant}: the paravisor's attestation key and the quote's AK are not both RSA keys`);
   }
   const n = Buffer.from(hclKey.n, 'base64url');
@@ -155,22 +160,16 @@ export function verifyHclRuntimeData(variant: string, runtimeData: Uint8Array, r
  * at `now` and each issuer a CA. Returns the leaf's certificate; throws AttestationError saying what failed.
  */
 export function verifyCertChain(what: string, leafDer: Uint8Array, intermediatesDer: Uint8Array[], rootsDer: Uint8Array[], now: Date): X509Certificate {
-  const parse = (der: Uint8Array) => {
-    try {
-      return new X509Certificate(der);
-    } catch (cause) {
-      throw new AttestationError(`${what}: a certificate is not valid X.509`, undefined, { cause });
-    }
-  };
+  const parse = (der: Uint8Array) => ({ der, ...readCertificate(der, `${what}: a certificate`) });
   const leaf = parse(leafDer);
-  const pool = [...intermediatesDer, ...rootsDer].map((der) => ({ der, cert: parse(der) }));
+  const pool = [...intermediatesDer, ...rootsDer].map(parse);
   const isRoot = (der: Uint8Array) => rootsDer.some((r) => Buffer.from(r).equals(der));
-  const valid = (c: X509Certificate) => now.getTime() >= Date.parse(c.validFrom) && now.getTime() <= Date.parse(c.validTo);
-  let current = { der: leafDer, cert: leaf };
+  const valid = (c: ReadCertificate) => now.getTime() >= c.notBefore && now.getTime() <= c.notAfter;
+  let current = leaf;
   for (let depth = 0; depth < 6; depth++) {
-    if (!valid(current.cert)) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" is not valid at ${now.toISOString()}`);
-    if (isRoot(current.der)) return leaf;
-    const issuer = pool.find((p) => p.cert.ca && current.cert.checkIssued(p.cert) && current.cert.verify(p.cert.publicKey));
+    if (!valid(current)) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" is not valid at ${now.toISOString()}`);
+    if (isRoot(current.der)) return leaf.cert;
+    const issuer = pool.find((p) => p.cert.ca && current.cert.checkIssued(p.cert) && signedBy(current.cert, p.publicKey));
     if (!issuer) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" does not chain to a trusted root`);
     current = issuer;
   }

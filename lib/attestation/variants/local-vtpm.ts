@@ -2,11 +2,12 @@
  * The local-vtpm variant (DESIGN §5): nodes of the local provider, each with its own swtpm. Its AK is trusted
  * only when it is, byte for byte, the AK the local provider registered for that instance when it created the
  * node (like GCP's shielded-instance identity API). instanceInfo is the UTF-8 JSON `{"instance":"<node name>"}`.
- * A trusted AK identifies the instance, so the result names it, with the role the provider registered.
+ * A trusted AK identifies the instance, so the result names it, with the role and addresses the provider registered.
  */
 import { bytesEqual } from '../tpm-quote.js';
 import { AttestationError, type Validator, type ValidatorDeps, type VariantConfig } from '../types.js';
 import { createVtpmValidator } from '../vtpm-validator.js';
+import { parseJson } from '../../json.js';
 
 export const VARIANT = 'local-vtpm';
 
@@ -35,7 +36,8 @@ export function createValidator(config: VariantConfig, deps: ValidatorDeps): Val
           hint: 'The node runs on another TPM than the provider created it with.',
         });
       }
-      return { name: instance, role: await registry.role?.(instance) };
+      const [role, addresses] = await Promise.all([registry.role?.(instance), registry.addresses?.(instance)]);
+      return { name: instance, role, ...(addresses ? { addresses } : {}) };
     },
   });
 }
@@ -43,7 +45,7 @@ export function createValidator(config: VariantConfig, deps: ValidatorDeps): Val
 function parseInstance(instanceInfo: Uint8Array): string {
   let info: unknown;
   try {
-    info = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(instanceInfo));
+    info = parseJson(new TextDecoder('utf-8', { fatal: true }).decode(instanceInfo));
   } catch {
     throw new AttestationError('local-vtpm: instanceInfo is not UTF-8 JSON');
   }

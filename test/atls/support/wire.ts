@@ -4,7 +4,7 @@
  * directions (and can alter one, playing a man in the middle), so tests assert what each side really sent.
  */
 import { InterceptingCall, type Interceptor, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
-import { attestedChannelOptions, createAttestedClientCredentials, startAttestedServer } from '../../../lib/atls/index.js';
+import { attestedChannelOptions, createAttestedClientCredentials, JOIN_SERVICE_LIMITS, startAttestedServer } from '../../../lib/atls/index.js';
 
 export interface WireEntry {
   from: 'client' | 'server';
@@ -57,7 +57,7 @@ export interface TestServer {
 }
 
 export async function startTestServer(service: ServiceDefinition, implementation: UntypedServiceImplementation): Promise<TestServer> {
-  const server = await startAttestedServer({ what: 'test server', service, implementation, host: '127.0.0.1', port: 0, shutdownGraceMs: 0 });
+  const server = await startAttestedServer({ what: 'test server', service, implementation, host: '127.0.0.1', port: 0, shutdownGraceMs: 0, limits: JOIN_SERVICE_LIMITS });
   return {
     address: `127.0.0.1:${server.port}`,
     stop: () => server.close(),

@@ -63,6 +63,10 @@ export interface CertSpec {
   serial?: number;
   ca?: boolean;
   extensions?: Extension[];
+  /** A SubjectPublicKeyInfo to put in place of `publicKey`'s (one node:crypto cannot decode, say). */
+  spki?: Uint8Array;
+  /** The encoded notBefore Time in place of `notBefore`'s (an unreadable date, say). */
+  notBeforeRaw?: Uint8Array;
 }
 
 export interface TestCert {
@@ -78,13 +82,18 @@ export function makeCert(spec: CertSpec): TestCert {
     int(spec.serial ?? 1),
     algorithm(spec.signature),
     name(spec.issuer),
-    seq(time(spec.notBefore ?? new Date('2020-01-01T00:00:00Z')), time(spec.notAfter ?? new Date('2045-01-01T00:00:00Z'))),
+    seq(spec.notBeforeRaw ?? time(spec.notBefore ?? new Date('2020-01-01T00:00:00Z')), time(spec.notAfter ?? new Date('2045-01-01T00:00:00Z'))),
     name(spec.subject),
-    spec.publicKey.export({ type: 'spki', format: 'der' }),
+    spec.spki ?? spec.publicKey.export({ type: 'spki', format: 'der' }),
     ...(exts.length > 0 ? [explicit(3, seq(...exts.map((e) => seq(oid(e.oid), ...(e.critical ? [bool(true)] : []), octetString(e.value)))))] : []),
   );
   const signature = signTbs(spec.signature, tbs, spec.signingKey);
   const der = seq(tbs, algorithm(spec.signature), bitString(signature));
   const b64 = Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n');
   return { der: new Uint8Array(der), pem: `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----\n` };
+}
+
+/** A UTCTime element with exactly `text` (which need not be a valid time). */
+export function tlvTime(text: string): Uint8Array {
+  return tlv(TAG.UTC_TIME, Buffer.from(text, 'latin1'));
 }

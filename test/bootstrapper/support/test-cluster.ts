@@ -67,6 +67,11 @@ export class TestProvider implements AkRegistry {
     return this.aks.get(instance);
   }
 
+  async addresses(instance: string): Promise<string[] | undefined> {
+    const node = this.nodes.find((n) => n.name === instance);
+    return node && [node.vpcIp];
+  }
+
   metadataFor(name: string): NodeMetadata {
     return {
       self: async () => this.nodes.find((n) => n.name === name)!,

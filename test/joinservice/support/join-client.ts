@@ -8,6 +8,7 @@ import type { Issuer } from '../../../lib/attestation/types.js';
 import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../../../lib/atls/index.js';
 import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello, type JoinResponse } from '../../../proto/gen/constellation/join.js';
 import * as x509 from '../../../lib/x509.js';
+import { TEST_NODE_IP } from './software-vtpm.js';
 
 let credentials: ReturnType<typeof createAttestedClientCredentials> | undefined;
 /** Made once: building TLS credentials loads the root store (tens of ms), a cost a real node pays once per boot. */
@@ -48,7 +49,7 @@ export async function requestTicket(address: string, issuer: Issuer, hello: Join
 }
 
 /** A kubelet CSR (DER) made with @peculiar/x509, an implementation independent of the one that signs it. */
-export async function kubeletCsr(ips: string[] = ['10.0.0.7']): Promise<Buffer> {
+export async function kubeletCsr(ips: string[] = [TEST_NODE_IP]): Promise<Buffer> {
   const algorithm = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' };
   const keys = (await webcrypto.subtle.generateKey(algorithm, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
   const csr = await x509.Pkcs10CertificateRequestGenerator.create({

@@ -66,12 +66,15 @@ export class SoftwareVtpm implements Issuer {
   }
 }
 
-/** The provider's record of which AK and role each instance has (what the local metadata server answers). */
-export class TestAkRegistry implements AkRegistry {
-  private readonly nodes = new Map<string, { akPublic: Uint8Array; role: 'control-plane' | 'worker' }>();
+/** The address a test node has unless it says otherwise (kubeletCsr's default IP SAN). */
+export const TEST_NODE_IP = '10.0.0.7';
 
-  register(instance: string, akPublic: Uint8Array, role: 'control-plane' | 'worker' = 'worker'): void {
-    this.nodes.set(instance, { akPublic, role });
+/** The provider's record of which AK, role and addresses each instance has (what the local metadata server answers). */
+export class TestAkRegistry implements AkRegistry {
+  private readonly nodes = new Map<string, { akPublic: Uint8Array; role: 'control-plane' | 'worker'; addresses: string[] }>();
+
+  register(instance: string, akPublic: Uint8Array, role: 'control-plane' | 'worker' = 'worker', addresses: string[] = [TEST_NODE_IP]): void {
+    this.nodes.set(instance, { akPublic, role, addresses });
   }
 
   async lookup(instance: string): Promise<Uint8Array | undefined> {
@@ -80,5 +83,9 @@ export class TestAkRegistry implements AkRegistry {
 
   async role(instance: string): Promise<'control-plane' | 'worker' | undefined> {
     return this.nodes.get(instance)?.role;
+  }
+
+  async addresses(instance: string): Promise<string[] | undefined> {
+    return this.nodes.get(instance)?.addresses;
   }
 }

@@ -71,6 +71,22 @@ describe('local provider: metadata server', () => {
     await assert.rejects(new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.109` }).self(), /403|not the address/);
   });
 
+  it('answers a path with a malformed %-escape with 400 and says so, not with a server error', async () => {
+    const response = await fetch(`${url}/v1/ak/%E0%A4%A`);
+    assert.equal(response.status, 400);
+    assert.match(((await response.json()) as { error: string }).error, /the path segment "%E0%A4%A" is not validly URL-encoded/);
+  });
+
+  it('answers a control body with a "constructor" key with 400 naming the key', async () => {
+    const response = await fetch(`${url}/v1/control/nodes/evil`, {
+      method: 'PUT',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: '{"role":"worker","group":"w","address":"127.0.0.1","akPublic":"AA==","constructor":null}',
+    });
+    assert.equal(response.status, 400);
+    assert.match(((await response.json()) as { error: string }).error, /request body has the key "constructor", which is not allowed/);
+  });
+
   it('needs METADATA_URL and NODE_IP on the node side', () => {
     assert.throws(() => new LocalNodeMetadata({ metadataUrl: '', nodeIp: '' }), /needs METADATA_URL/);
   });
