@@ -4,8 +4,7 @@
  * `constellation status`. Member names are node names; peer URLs https://<node IP>:2380.
  */
 import type { Etcd3 } from 'etcd3';
-import { UserError } from '../errors.js';
-import { etcdClient, etcdErrorDetail, type EtcdConnection } from './etcd.js';
+import { etcdClient, etcdErrorDetail, unavailableOnError, type EtcdConnection } from './etcd.js';
 import { StoreUnavailableError } from './types.js';
 
 export interface EtcdMember {
@@ -138,11 +137,3 @@ function toMember(m: { ID: string; name: string; peerURLs: string[]; clientURLs:
   return { id: String(m.ID), name: m.name, peerUrls: m.peerURLs, clientUrls: m.clientURLs, isLearner: Boolean(m.isLearner) };
 }
 
-async function unavailableOnError<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof UserError) throw err;
-    throw new StoreUnavailableError(etcdErrorDetail(err), { cause: err });
-  }
-}

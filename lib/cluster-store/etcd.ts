@@ -125,14 +125,18 @@ export class EtcdClusterStore implements ClusterStore {
     this.client.close();
   }
 
-  /** Runs an etcd call; any failure of etcd itself (no quorum, unreachable, deadline) becomes StoreUnavailableError. */
-  private async call<T>(fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      if (err instanceof UserError) throw err;
-      throw new StoreUnavailableError(etcdErrorDetail(err), { cause: err });
-    }
+  private call<T>(fn: () => Promise<T>): Promise<T> {
+    return unavailableOnError(fn);
+  }
+}
+
+/** Runs an etcd call; any failure of etcd itself (no quorum, unreachable, deadline) becomes StoreUnavailableError. */
+export async function unavailableOnError<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof UserError) throw err;
+    throw new StoreUnavailableError(etcdErrorDetail(err), { cause: err });
   }
 }
 
