@@ -9,6 +9,7 @@ import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.j
 import { UserError } from '../../lib/errors.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type { ClusterPaths } from './layout.js';
+import { isNetworkId } from './network.js';
 
 const pid = z.number().int().positive();
 
@@ -32,7 +33,7 @@ const clusterRecordSchema = z.object({
    * The id in the names of the cluster's network namespaces (./network.ts), made with the record, before any
    * namespace exists. Missing only in records of earlier versions, whose nodes had loopback addresses.
    */
-  netId: z.string().regex(/^[0-9a-f]{12}$/).optional(),
+  netId: z.string().refine(isNetworkId, 'must be 12 hex digits').optional(),
   /** The cluster's /24 ("10.213.N"); set once the cluster holds it (./network.ts, claimRange). */
   prefix: z.string().optional(),
   metadataPort: z.number().int(),

@@ -30,7 +30,7 @@ import { FileDigestCache } from './digest-cache.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
 import type { LaunchConfig } from './launcher.js';
 import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, METADATA_PORT, nodeAddress, nodePaths } from './layout.js';
-import { ADDRESS_POOL_ENV, ClusterNetwork, DEFAULT_ADDRESS_POOL, newNetworkId, type IpRunner } from './network.js';
+import { ADDRESS_POOL_ENV, ClusterNetwork, DEFAULT_ADDRESS_POOL, isNetworkId, newNetworkId, type IpRunner } from './network.js';
 import { isOwnedBy, siblingModule, spawnDetached, stopOwnedProcesses } from './processes.js';
 
 export interface LocalInfrastructureOptions {
@@ -284,7 +284,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     );
     // With every process gone: the namespaces (the cluster's network id is in the record and in the journal).
     const netIds = new Set([record?.netId, ...journal.filter((r) => r.id === NETWORK_RESOURCE_ID).map((r) => r.data?.netId)]);
-    for (const id of netIds) if (typeof id === 'string') await new ClusterNetwork(id, this.network.ip).remove();
+    for (const id of netIds) if (isNetworkId(id)) await new ClusterNetwork(id, this.network.ip).remove();
     await fs.rm(paths.dir, { recursive: true, force: true, maxRetries: 5 });
     for (const r of journal) await ctx.journal.remove(r.id);
   }

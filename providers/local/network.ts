@@ -50,6 +50,11 @@ export function newNetworkId(): string {
   return randomBytes(6).toString('hex');
 }
 
+/** Whether a string is a network id (as made by newNetworkId). */
+export function isNetworkId(id: unknown): id is string {
+  return typeof id === 'string' && /^[0-9a-f]{12}$/.test(id);
+}
+
 export function netnsPath(name: string): string {
   return `${NETNS_DIR}/${name}`;
 }
@@ -196,7 +201,7 @@ export class ClusterNetwork {
     readonly id: string,
     private readonly ip: IpRunner = runIp,
   ) {
-    if (!/^[0-9a-f]{12}$/.test(id)) throw new Error(`not a network id: ${id}`);
+    if (!isNetworkId(id)) throw new Error(`not a network id: ${id}`);
     this.gateway = `cst-${id}`;
   }
 

@@ -13,7 +13,7 @@ import { measureBoot, swtpmLauncherTpm } from '../../../providers/local/launcher
 import { clusterPaths, LOAD_BALANCER_PORTS, METADATA_PORT, nodePaths } from '../../../providers/local/layout.js';
 import { ClusterNetwork, netnsPath, rangeLink } from '../../../providers/local/network.js';
 import { localAkRegistry } from '../../../providers/local/node-metadata.js';
-import { findOwnedProcesses, isAlive } from '../../../providers/local/processes.js';
+import { findOwnedProcesses, isAlive, stopOwnedProcesses } from '../../../providers/local/processes.js';
 import { makeImage, type TestImage } from './fixtures/image.js';
 import { bindAsNobody, createRequest, getJson, killLeftovers, netnsOf, rootLinkExists, tempDir, testContext, waitForJson } from './support.js';
 
@@ -239,6 +239,31 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     assert.equal(started.state, 'running');
     assert.deepEqual(await localAkRegistry(metadataUrl).lookup('worker-0'), akBefore, 'the TPM kept its state: same AK');
     assert.deepEqual((await info(started)).pcrs, await expectedPcrs());
+  });
+
+  it('comes back after this machine restarted (every process and namespace gone): same range, nodes running', async () => {
+    const before = await instances();
+    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const network = new ClusterNetwork(store.record.netId as string);
+    await infra.stopNodes(before.map((i) => i.name), ctx);
+    await stopOwnedProcesses(clusterPaths(ws).cloudOwner, [store.record.cloudPid as number]);
+    await network.remove();
+    assert.deepEqual(await network.namespaces(), []);
+
+    await infra.startNodes(before.map((i) => i.name), ctx);
+    const after = await instances();
+    assert.deepEqual(
+      after.map((i) => [i.name, i.privateIp, i.state]),
+      before.map((i) => [i.name, i.privateIp, 'running']),
+    );
+    assert.equal((await network.namespaces()).length, before.length + 1);
+    for (const instance of after) assert.equal((await info(instance)).name, instance.name);
+    assert.deepEqual(await waitForJson(`http://${after[0].privateIp}:9000/metadata/self`), {
+      name: after[0].name,
+      providerId: `local://${after[0].name}`,
+      role: after[0].role,
+      vpcIp: after[0].privateIp,
+    });
   });
 
   it('measures a changed image: one changed byte changes PCR 9 (and the manifest in PCR 11), not PCR 4', async () => {
