@@ -125,21 +125,22 @@ async function claimFreeRange(network: ClusterNetwork, options: NetworkOptions):
 }
 
 /**
- * Makes sure the cluster's cloud daemon runs (and, before it starts, the cluster's network). `started` tells the
- * caller that the daemon is fresh and knows no nodes yet (the daemon keeps nothing on disk), so every recorded node
- * must be registered again.
+ * Makes sure the cluster's cloud daemon runs (and, before it starts, the cluster's network: `network`, by default
+ * ensureNetwork). `started` tells the caller that the daemon is fresh and knows no nodes yet (the daemon keeps
+ * nothing on disk), so every recorded node must be registered again.
  */
 export async function ensureCloud(
   store: ClusterStore,
   ctx: ProviderContext,
   options: NetworkOptions,
+  network: () => Promise<ClusterNetwork> = () => ensureNetwork(store, ctx, options),
 ): Promise<{ control: CloudControl; started: boolean }> {
   const { paths, record } = store;
   const token = await controlToken(paths.controlToken);
   if (record.prefix && record.netId && record.cloudPid && (await isOwnedBy(record.cloudPid, paths.cloudOwner))) {
     return { control: new CloudControl(metadataUrl(record.prefix, record.metadataPort), token), started: false };
   }
-  const network = await ensureNetwork(store, ctx, options);
+  const { gateway: netns } = await network();
   const prefix = record.prefix as string;
   const gateway = gatewayAddress(prefix);
   // A daemon that an interrupted run started but never recorded would hold the ports (only a run that got as far as
@@ -159,7 +160,7 @@ export async function ensureCloud(
     owner: paths.cloudOwner,
     cwd: paths.dir,
     logFile: paths.cloudLog,
-    netns: network.gateway,
+    netns,
   });
   if (message.type === 'error') {
     throw new UserError(`The local cluster's metadata server and load balancer did not start on ${gateway}: ${message.message}`, {
@@ -170,7 +171,7 @@ export async function ensureCloud(
     r.cloudPid = pid;
   });
   await ctx.journal.record({ kind: 'local:cloud', id: CLOUD_RESOURCE_ID, name: gateway, dependsOn: [NETWORK_RESOURCE_ID], data: { pid } });
-  ctx.log.debug('local cloud daemon started', { pid, gateway, netns: network.gateway });
+  ctx.log.debug('local cloud daemon started', { pid, gateway, netns });
   return { control: new CloudControl(metadataUrl(prefix, record.metadataPort), token), started: true };
 }
 

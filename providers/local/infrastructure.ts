@@ -24,7 +24,16 @@ import type {
   InstanceState,
   ProviderContext,
 } from '../contract.js';
-import { CloudControl, CLUSTER_RESOURCE_ID, CLOUD_RESOURCE_ID, ensureCloud, metadataUrl, NETWORK_RESOURCE_ID, type NetworkOptions } from './cloud.js';
+import {
+  CloudControl,
+  CLUSTER_RESOURCE_ID,
+  CLOUD_RESOURCE_ID,
+  ensureCloud,
+  ensureNetwork,
+  metadataUrl,
+  NETWORK_RESOURCE_ID,
+  type NetworkOptions,
+} from './cloud.js';
 import { ClusterStore, type ClusterRecord } from './cluster-record.js';
 import { FileDigestCache } from './digest-cache.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
@@ -130,10 +139,16 @@ export class LocalInfrastructure implements InfrastructureProvider {
     });
     const names = Object.keys(store.record.nodes);
     ctx.progress?.(`starting ${names.length} nodes`);
-    // The network and the cloud daemon (which fix the address range) start while the nodes' TPMs are made.
-    const [cloud] = await settleAll([ensureCloud(store, ctx, this.network), ...names.map((name) => this.prepareNode(store, name, ctx))]);
+    // The network (which fixes the address range) and the cloud daemon start while the nodes' TPMs are made; each
+    // node is plugged into the network as soon as it exists.
+    const network = ensureNetwork(store, ctx, this.network);
+    network.catch(() => undefined); // its failure is reported by those who wait for it
+    const [cloud, ...plugged] = await settleAll([
+      ensureCloud(store, ctx, this.network, () => network),
+      ...names.map((name) => this.prepareNode(store, name, ctx, network)),
+    ]);
     await cloud.control.setCluster({ initSecretHash: store.record.initSecretHash });
-    await settleAll(names.map((name) => this.bootNode(store, name, cloud.control, ctx)));
+    await settleAll(names.map((name, i) => this.bootNode(store, name, cloud.control, ctx, { plugged: plugged[i] })));
     const gateway = gatewayAddress(store.record.prefix as string);
     return {
       clusterEndpoint: gateway,
@@ -387,10 +402,23 @@ export class LocalInfrastructure implements InfrastructureProvider {
   /**
    * What a node needs before it can boot, doing only what is missing: folder, state disk, a running swtpm, and the
    * AK (read once, before the first boot, so it can be registered). Needs no address yet, so it runs while the
-   * cloud daemon starts.
+   * cloud daemon starts. Given the network that is being made, it also plugs a node that is not running into it
+   * meanwhile, and tells whether it did.
    */
-  private async prepareNode(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
+  private async prepareNode(store: ClusterStore, name: string, ctx: ProviderContext, network?: Promise<ClusterNetwork>): Promise<boolean> {
     ctx.signal?.throwIfAborted();
+    const node = store.record.nodes[name];
+    const running = node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, nodePaths(ctx.workspaceDir, name).dir));
+    const plug = async () => {
+      if (!network || running) return false;
+      await (await network).plugNode(name, node.host, this.address(store.record, name));
+      return true;
+    };
+    const [, plugged] = await settleAll([this.prepareTpm(store, name, ctx), plug()]);
+    return plugged;
+  }
+
+  private async prepareTpm(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
     const node = store.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
     await this.recordNode(store, name, ctx);
@@ -417,11 +445,18 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /**
-   * Registers a prepared node (address, AK) with the metadata server and starts its launcher, unless it runs.
+   * Registers a prepared node (address, AK) with the metadata server, plugs it into the network (a fresh pair of
+   * links, unless `plugged` says prepareNode just did) and starts its launcher in its namespace, unless it runs.
    * With `reboot`, a running node's launcher and node program are stopped and started again (the launcher resets
    * the TPM).
    */
-  private async bootNode(store: ClusterStore, name: string, cloud: CloudControl, ctx: ProviderContext, options: { reboot?: boolean } = {}): Promise<void> {
+  private async bootNode(
+    store: ClusterStore,
+    name: string,
+    cloud: CloudControl,
+    ctx: ProviderContext,
+    options: { reboot?: boolean; plugged?: boolean } = {},
+  ): Promise<void> {
     ctx.signal?.throwIfAborted();
     const node = store.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
@@ -433,7 +468,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     // Everything of the node but its TPM: the launcher, the node program and whatever that started.
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0], { keep: [node.swtpmPid as number] });
     const network = this.clusterNetwork(store);
-    await network.plugNode(name, node.host, address);
+    if (!options.plugged) await network.plugNode(name, node.host, address);
     const { swtpmPaths } = await import('../../lib/tpm/swtpm.js');
     const tpm = swtpmPaths(np.tpmDir);
     const launch: LaunchConfig = {
