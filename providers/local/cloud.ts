@@ -15,7 +15,7 @@ import type { ClusterStore } from './cluster-record.js';
 import { requestJson } from './http-json.js';
 import { gatewayAddress, LOAD_BALANCER_PORTS } from './layout.js';
 import type { NodeRegistration } from './metadata-server.js';
-import { ADDRESS_POOL_ENV, candidateRanges, ClusterNetwork, newNetworkId, parseAddressPool, type IpRunner } from './network.js';
+import { ADDRESS_POOL_ENV, candidateRanges, ClusterNetwork, newNetworkId, parseAddressPool } from './network.js';
 import { isOwnedBy, siblingModule, spawnDetached, stopOwnedProcesses } from './processes.js';
 
 export const CLOUD_RESOURCE_ID = 'local-cloud';
@@ -27,8 +27,6 @@ export interface NetworkOptions {
   addressPool: string;
   /** Randomness for choosing the first range to try (tests). */
   random?: () => number;
-  /** Runs `ip` (tests may watch it); default: the real one. */
-  ip?: IpRunner;
 }
 
 export function metadataUrl(prefix: string, port: number): string {
@@ -87,7 +85,7 @@ export async function ensureNetwork(store: ClusterStore, ctx: ProviderContext, o
       r.netId = newNetworkId();
     });
   }
-  const network = new ClusterNetwork(record.netId as string, options.ip);
+  const network = new ClusterNetwork(record.netId as string);
   await ctx.journal.record({
     kind: 'local:network',
     id: NETWORK_RESOURCE_ID,

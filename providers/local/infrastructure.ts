@@ -39,7 +39,7 @@ import { FileDigestCache } from './digest-cache.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
 import type { LaunchConfig } from './launcher.js';
 import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, METADATA_PORT, nodeAddress, nodePaths } from './layout.js';
-import { ADDRESS_POOL_ENV, ClusterNetwork, DEFAULT_ADDRESS_POOL, isNetworkId, newNetworkId, type IpRunner } from './network.js';
+import { ADDRESS_POOL_ENV, ClusterNetwork, DEFAULT_ADDRESS_POOL, isNetworkId, newNetworkId, requireRoot } from './network.js';
 import { isOwnedBy, siblingModule, spawnDetached, stopOwnedProcesses } from './processes.js';
 
 export interface LocalInfrastructureOptions {
@@ -52,8 +52,6 @@ export interface LocalInfrastructureOptions {
   addressPool?: string;
   /** Randomness for choosing the first address range to try (tests). */
   random?: () => number;
-  /** Runs `ip` (tests). */
-  ip?: IpRunner;
 }
 
 /** The built bootstrapper: dist/bootstrapper/main.js in the image dist/, found from where this module runs. */
@@ -87,7 +85,6 @@ export class LocalInfrastructure implements InfrastructureProvider {
     this.network = {
       addressPool: options.addressPool ?? (process.env[ADDRESS_POOL_ENV] || DEFAULT_ADDRESS_POOL),
       random: options.random,
-      ip: options.ip,
     };
   }
 
@@ -100,6 +97,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   async create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult> {
+    requireRoot(); // before anything exists
     const paths = clusterPaths(ctx.workspaceDir);
     await fs.access(this.image.entry).catch(() => {
       throw new UserError(`The node program ${this.image.entry} does not exist.`, {
@@ -299,7 +297,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     );
     // With every process gone: the namespaces (the cluster's network id is in the record and in the journal).
     const netIds = new Set([record?.netId, ...journal.filter((r) => r.id === NETWORK_RESOURCE_ID).map((r) => r.data?.netId)]);
-    for (const id of netIds) if (isNetworkId(id)) await new ClusterNetwork(id, this.network.ip).remove();
+    for (const id of netIds) if (isNetworkId(id)) await new ClusterNetwork(id).remove();
     await fs.rm(paths.dir, { recursive: true, force: true, maxRetries: 5 });
     for (const r of journal) await ctx.journal.remove(r.id);
   }
@@ -338,7 +336,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
 
   /** The cluster's network; its id exists once ensureCloud ran (which every operation that boots nodes calls first). */
   private clusterNetwork(store: ClusterStore): ClusterNetwork {
-    return new ClusterNetwork(store.record.netId as string, this.network.ip);
+    return new ClusterNetwork(store.record.netId as string);
   }
 
   private groupMembers(record: ClusterRecord, group: string): string[] {

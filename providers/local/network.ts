@@ -147,9 +147,18 @@ export class IpError extends Error {
 const NEEDS_ROOT_HINT =
   'Run the CLI as root (for example with sudo), as the README says. The local provider gives every node its own network namespace, which only root can make.';
 
-export const runIp: IpRunner = (args, batch) => {
+/** Throws the UserError that says the local provider needs root, unless this process runs as root. */
+export function requireRoot(): void {
   if (process.getuid?.() !== 0) {
-    return Promise.reject(new UserError('The local provider needs root: its nodes run in their own network namespaces.', { hint: NEEDS_ROOT_HINT }));
+    throw new UserError('The local provider needs root: its nodes run in their own network namespaces.', { hint: NEEDS_ROOT_HINT });
+  }
+}
+
+export const runIp: IpRunner = (args, batch) => {
+  try {
+    requireRoot();
+  } catch (err) {
+    return Promise.reject(err);
   }
   return new Promise((resolve, reject) => {
     const child = spawn('ip', args, { stdio: ['pipe', 'pipe', 'pipe'] });

@@ -6,6 +6,8 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import {
   candidateRanges,
   ClusterNetwork,
@@ -17,7 +19,7 @@ import {
   parseRoutes,
   rangeLink,
 } from '../../../providers/local/network.js';
-import { REPO_ROOT } from '../../support/cli.js';
+import { CLI, REPO_ROOT } from '../../support/cli.js';
 import { NOBODY, rootLinkExists } from './support.js';
 
 describe('local provider: address ranges', () => {
@@ -146,6 +148,24 @@ describe('local provider: network namespaces (root)', function () {
     const { message, hint } = JSON.parse(out) as { message: string; hint: string };
     assert.equal(message, 'The local provider needs root: its nodes run in their own network namespaces.');
     assert.match(hint, /Run the CLI as root/);
+  });
+
+  it('mini up run by a user who is not root says so, before the provider makes anything', async () => {
+    const ws = await fs.mkdtemp(path.join(os.tmpdir(), 'cl-nonroot-'));
+    try {
+      await fs.chown(ws, NOBODY, NOBODY);
+      const res = await new Promise<{ code: number; stderr: string }>((resolve) =>
+        execFile(process.execPath, [CLI, 'mini', 'up', '-C', ws], { uid: NOBODY, gid: NOBODY, cwd: ws, env: { ...process.env, HOME: ws } }, (err, _out, stderr) =>
+          resolve({ code: err ? Number(err.code) : 0, stderr }),
+        ),
+      );
+      assert.notEqual(res.code, 0);
+      assert.match(res.stderr, /The local provider needs root: its nodes run in their own network namespaces\./);
+      assert.match(res.stderr, /Hint: Run the CLI as root/);
+      await assert.rejects(fs.stat(path.join(ws, 'constellation-local')), { code: 'ENOENT' });
+    } finally {
+      await fs.rm(ws, { recursive: true, force: true });
+    }
   });
 });
 
