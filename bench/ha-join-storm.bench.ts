@@ -18,8 +18,8 @@ import type { ClusterStore } from '../lib/cluster-store/types.js';
 import { nullLogger } from '../lib/logging/index.js';
 import { createClusterPki, loadClusterPki } from '../lib/pki/cluster-pki.js';
 import { startLoadBalancer } from '../providers/local/load-balancer.js';
-import { candidatePrefixes } from '../providers/local/layout.js';
 import { makeTestStore } from '../test/joinservice/support/test-store.js';
+import { loopbackPrefixes } from '../test/providers/local/support.js';
 import { imagePcrs, measurementsFor, TestAkRegistry } from '../test/joinservice/support/software-vtpm.js';
 import { startNodeFleet } from './support/node-fleet.js';
 import { median } from './support/stats.js';
@@ -100,7 +100,7 @@ export default async function bench(out: (line: string) => void): Promise<void> 
 /** An address range 127.0.N.0/24 where nothing listens on the bench's addresses yet. */
 async function freePrefix(): Promise<string> {
   const net = await import('node:net');
-  for (const prefix of candidatePrefixes()) {
+  for (const prefix of loopbackPrefixes()) {
     const free = await new Promise<boolean>((resolve) => {
       const server = net.createServer();
       server.once('error', () => resolve(false));

@@ -5,7 +5,7 @@ export default class Create extends BaseCommand<typeof Create> {
   static override summary = "Create the cluster's infrastructure (nodes, network, load balancer) with the config's provider.";
   static override description = `Reads constellation-conf.yaml, makes the cluster's uid and init secret, writes them to constellation-state.yaml, then asks the provider to create the node groups. The nodes get only a bcrypt hash of the init secret. When create finishes, the state holds the cluster endpoint; run \`constellation init\` next.
 
-With the local provider, the nodes are processes on this machine (one swtpm, encrypted state directory and loopback address each), and create writes the measurements of the node image it boots (PCRs 4, 9, 11) into the config.
+With the local provider, the nodes are processes on this machine (one swtpm, encrypted state directory and network namespace with its own address each; this needs root), and create writes the measurements of the node image it boots (PCRs 4, 9, 11) into the config.
 
 An interrupted create (Ctrl-C, a killed terminal) continues when run again: the uid and init secret are kept, and the provider continues from what it recorded in constellation-resources.json.
 

@@ -12,7 +12,7 @@ A node that fails attestation gets nothing (the error names the PCR). A wrong ma
 
   static override examples = [
     { description: 'Recover every control-plane node of the cluster in the current workspace:', command: '<%= config.bin %> <%= command.id %>' },
-    { description: 'Recover through the load balancer (or one node):', command: '<%= config.bin %> <%= command.id %> -e 127.0.4.1' },
+    { description: 'Recover through the load balancer (or one node):', command: '<%= config.bin %> <%= command.id %> -e 10.213.4.1' },
   ];
 
   static override enableJsonFlag = true;

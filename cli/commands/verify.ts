@@ -16,7 +16,7 @@ Exit codes: 0 every node verified, ${EXIT_REFUSED} a node was refused (the row n
   static override examples = [
     { description: 'Verify the node behind the cluster endpoint:', command: '<%= config.bin %> <%= command.id %>' },
     { description: 'Verify every node of the cluster:', command: '<%= config.bin %> <%= command.id %> --all' },
-    { description: 'Verify one node against a cluster ID from elsewhere:', command: '<%= config.bin %> <%= command.id %> -e 127.0.4.100 --cluster-id 2b7c…' },
+    { description: 'Verify one node against a cluster ID from elsewhere:', command: '<%= config.bin %> <%= command.id %> -e 10.213.4.100 --cluster-id 2b7c…' },
     { description: 'Print the attestation documents as the nodes sent them:', command: '<%= config.bin %> <%= command.id %> --all -o raw' },
   ];
 

@@ -1,8 +1,9 @@
 /**
  * The local cluster's "cloud": one detached process per cluster that runs the metadata server and the TCP load
- * balancer on the gateway address <prefix>.1. Started by the CLI side (./cloud.ts) as
- * `node cloud-daemon.js <cluster folder>/cloud.json`; it reports {type:'ready'} or {type:'error', code} over IPC
- * (code EADDRINUSE tells the CLI that this address range is taken, so it tries the next one) and runs until SIGTERM.
+ * balancer on the gateway address <prefix>.1, in the cluster's gateway network namespace (./network.ts), where no
+ * other process of the machine can bind that address. Started by the CLI side (./cloud.ts) as
+ * `nsenter --net=<gateway namespace> -- node cloud-daemon.js <cluster folder>/cloud.json`; it reports {type:'ready'}
+ * or {type:'error', code} over IPC and runs until SIGTERM.
  * It keeps no state on disk: the CLI side registers the nodes again whenever it (re)starts the daemon.
  */
 import type { Server } from 'node:http';
@@ -14,7 +15,8 @@ import { CloudRegistry, createMetadataServer } from './metadata-server.js';
 import { reportStartup } from './processes.js';
 
 export const cloudConfigSchema = z.object({
-  prefix: z.string().regex(/^127\.\d{1,3}\.\d{1,3}$/),
+  /** The cluster's /24 ("10.213.5"). */
+  prefix: z.string().regex(/^\d{1,3}\.\d{1,3}\.\d{1,3}$/),
   metadataPort: z.number().int().min(1).max(65535),
   loadBalancerPorts: z.array(z.number().int().min(1).max(65535)),
   controlTokenFile: z.string(),

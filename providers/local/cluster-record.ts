@@ -1,6 +1,6 @@
 /**
- * cluster.json: the local provider's own record of a cluster (uid, address prefix, node groups, nodes with their
- * addresses, AKs and PIDs), so status, scaling, reboot and terminate work from any later CLI process.
+ * cluster.json: the local provider's own record of a cluster (uid, network id and address prefix, node groups, nodes
+ * with their addresses, AKs and PIDs), so status, scaling, reboot and terminate work from any later CLI process.
  * One ClusterStore per CLI operation holds it in memory; changes are written atomically, one after another, so
  * nodes started in parallel never lose each other's updates.
  */
@@ -9,6 +9,7 @@ import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.j
 import { UserError } from '../../lib/errors.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type { ClusterPaths } from './layout.js';
+import { isNetworkId } from './network.js';
 
 const pid = z.number().int().positive();
 
@@ -28,7 +29,12 @@ const clusterRecordSchema = z.object({
   version: z.literal(1),
   uid: z.string(),
   name: z.string(),
-  /** 127.0.N: the cluster's /24; set once the cloud daemon has bound it. */
+  /**
+   * The id in the names of the cluster's network namespaces (./network.ts), made with the record, before any
+   * namespace exists. Missing only in records of earlier versions, whose nodes had loopback addresses.
+   */
+  netId: z.string().refine(isNetworkId, 'must be 12 hex digits').optional(),
+  /** The cluster's /24 ("10.213.N"); set once the cluster holds it (./network.ts, claimRange). */
   prefix: z.string().optional(),
   metadataPort: z.number().int(),
   cloudPid: pid.optional(),

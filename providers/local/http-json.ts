@@ -1,6 +1,6 @@
 /**
  * A small JSON-over-HTTP client for the local metadata server. node:http rather than fetch because nodes must send
- * from their own loopback address (the metadata server identifies a node by its source address), which fetch cannot.
+ * from their own address (the metadata server identifies a node by its source address), which fetch cannot.
  */
 import http from 'node:http';
 

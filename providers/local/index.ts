@@ -1,6 +1,6 @@
 /**
  * The local provider (DESIGN §9): a cluster of process nodes on this machine, each with its own software TPM,
- * state-disk file and loopback address, behind a local metadata server and TCP load balancer.
+ * state directory and network namespace (with an address no other local user can take), behind a local metadata server and TCP load balancer.
  * Nodes produce the local-vtpm attestation variant. Implementation modules load on first use, so loading the
  * provider costs nothing until it is used.
  */

@@ -1,11 +1,14 @@
 /**
  * The local provider's CLI side (InfrastructureProvider): a cluster of process nodes on this machine.
- * Per node: its swtpm (state in the node folder), a sparse state-disk file, an address <prefix>.10+ (control plane)
- * or <prefix>.100+ (worker), and a detached launcher (./launcher.ts) that measures the image and runs the node
- * program. Per cluster: the cloud daemon (metadata server + load balancer, ./cloud.ts) on <prefix>.1.
+ * Per node: its swtpm (state in the node folder, in the root namespace: it talks over unix sockets), a state-disk
+ * folder, a network namespace with the address <prefix>.10+ (control plane) or <prefix>.100+ (worker), and a detached
+ * launcher (./launcher.ts) in that namespace that measures the image and runs the node program. Per cluster: the
+ * network (./network.ts) and the cloud daemon (metadata server + load balancer, ./cloud.ts) on <prefix>.1 in the
+ * cluster's gateway namespace.
  * Everything is recorded in cluster.json and the workspace's resource journal before or right after it exists,
- * and every process carries its folder as owner mark, so any later CLI process continues an interrupted create or
- * terminates whatever exists (see ./processes.ts). Nodes start in parallel.
+ * every process carries its folder as owner mark, and every namespace the cluster's network id, so any later CLI
+ * process continues an interrupted create or terminates whatever exists (see ./processes.ts). Nodes start in
+ * parallel.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -21,12 +24,22 @@ import type {
   InstanceState,
   ProviderContext,
 } from '../contract.js';
-import { CloudControl, CLUSTER_RESOURCE_ID, CLOUD_RESOURCE_ID, ensureCloud, metadataUrl } from './cloud.js';
+import {
+  CloudControl,
+  CLUSTER_RESOURCE_ID,
+  CLOUD_RESOURCE_ID,
+  ensureCloud,
+  ensureNetwork,
+  metadataUrl,
+  NETWORK_RESOURCE_ID,
+  type NetworkOptions,
+} from './cloud.js';
 import { ClusterStore, type ClusterRecord } from './cluster-record.js';
 import { FileDigestCache } from './digest-cache.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
 import type { LaunchConfig } from './launcher.js';
 import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, METADATA_PORT, nodeAddress, nodePaths } from './layout.js';
+import { ADDRESS_POOL_ENV, ClusterNetwork, DEFAULT_ADDRESS_POOL, isNetworkId, newNetworkId, requireRoot } from './network.js';
 import { isOwnedBy, siblingModule, spawnDetached, stopOwnedProcesses } from './processes.js';
 
 export interface LocalInfrastructureOptions {
@@ -35,7 +48,9 @@ export interface LocalInfrastructureOptions {
   /** The Node.js binary that runs the node program (measured into PCR 4). Default: the one running the CLI. */
   nodeBinary?: string;
   metadataPort?: number;
-  /** Randomness for choosing the first address range to probe (tests). */
+  /** The pool that cluster address ranges come from. Default: env CONSTELLATION_LOCAL_ADDRESS_POOL, else 10.213.0.0/16. */
+  addressPool?: string;
+  /** Randomness for choosing the first address range to try (tests). */
   random?: () => number;
 }
 
@@ -57,7 +72,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
   readonly name = 'local';
   readonly image: NodeImage;
   private readonly metadataPort: number;
-  private readonly random?: () => number;
+  private readonly network: NetworkOptions;
 
   constructor(options: LocalInfrastructureOptions = {}) {
     const program = options.nodeProgram ?? defaultNodeProgram();
@@ -67,7 +82,10 @@ export class LocalInfrastructure implements InfrastructureProvider {
       entry: path.resolve(program.entry),
     };
     this.metadataPort = options.metadataPort ?? METADATA_PORT;
-    this.random = options.random;
+    this.network = {
+      addressPool: options.addressPool ?? (process.env[ADDRESS_POOL_ENV] || DEFAULT_ADDRESS_POOL),
+      random: options.random,
+    };
   }
 
   /**
@@ -79,6 +97,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   async create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult> {
+    requireRoot(); // before anything exists
     const paths = clusterPaths(ctx.workspaceDir);
     await fs.access(this.image.entry).catch(() => {
       throw new UserError(`The node program ${this.image.entry} does not exist.`, {
@@ -98,6 +117,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       version: 1,
       uid: request.uid,
       name: request.name,
+      netId: newNetworkId(),
       metadataPort: this.metadataPort,
       initSecretHash: request.initSecretHash,
       kubernetesBackend: kubernetesBackendOf(request),
@@ -117,10 +137,16 @@ export class LocalInfrastructure implements InfrastructureProvider {
     });
     const names = Object.keys(store.record.nodes);
     ctx.progress?.(`starting ${names.length} nodes`);
-    // The cloud daemon (which fixes the address range) starts while the nodes' TPMs are made.
-    const [cloud] = await settleAll([ensureCloud(store, ctx, this.random), ...names.map((name) => this.prepareNode(store, name, ctx))]);
+    // The network (which fixes the address range) and the cloud daemon start while the nodes' TPMs are made; each
+    // node is plugged into the network as soon as it exists.
+    const network = ensureNetwork(store, ctx, this.network);
+    network.catch(() => undefined); // its failure is reported by those who wait for it
+    const [cloud, ...plugged] = await settleAll([
+      ensureCloud(store, ctx, this.network, () => network),
+      ...names.map((name) => this.prepareNode(store, name, ctx, network)),
+    ]);
     await cloud.control.setCluster({ initSecretHash: store.record.initSecretHash });
-    await settleAll(names.map((name) => this.bootNode(store, name, cloud.control, ctx)));
+    await settleAll(names.map((name, i) => this.bootNode(store, name, cloud.control, ctx, { plugged: plugged[i] })));
     const gateway = gatewayAddress(store.record.prefix as string);
     return {
       clusterEndpoint: gateway,
@@ -269,6 +295,9 @@ export class LocalInfrastructure implements InfrastructureProvider {
       paths.dir,
       cloudPids.filter((p): p is number => typeof p === 'number'),
     );
+    // With every process gone: the namespaces (the cluster's network id is in the record and in the journal).
+    const netIds = new Set([record?.netId, ...journal.filter((r) => r.id === NETWORK_RESOURCE_ID).map((r) => r.data?.netId)]);
+    for (const id of netIds) if (isNetworkId(id)) await new ClusterNetwork(id).remove();
     await fs.rm(paths.dir, { recursive: true, force: true, maxRetries: 5 });
     for (const r of journal) await ctx.journal.remove(r.id);
   }
@@ -293,7 +322,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
 
   /** The cloud daemon's control client; a freshly (re)started daemon gets every recorded node registered again. */
   private async cloud(store: ClusterStore, ctx: ProviderContext): Promise<CloudControl> {
-    const { control, started } = await ensureCloud(store, ctx, this.random);
+    const { control, started } = await ensureCloud(store, ctx, this.network);
     if (started) {
       await control.setCluster({ initSecretHash: store.record.initSecretHash });
       for (const [name, node] of Object.entries(store.record.nodes)) {
@@ -303,6 +332,11 @@ export class LocalInfrastructure implements InfrastructureProvider {
       }
     }
     return control;
+  }
+
+  /** The cluster's network; its id exists once ensureCloud ran (which every operation that boots nodes calls first). */
+  private clusterNetwork(store: ClusterStore): ClusterNetwork {
+    return new ClusterNetwork(store.record.netId as string);
   }
 
   private groupMembers(record: ClusterRecord, group: string): string[] {
@@ -366,10 +400,23 @@ export class LocalInfrastructure implements InfrastructureProvider {
   /**
    * What a node needs before it can boot, doing only what is missing: folder, state disk, a running swtpm, and the
    * AK (read once, before the first boot, so it can be registered). Needs no address yet, so it runs while the
-   * cloud daemon starts.
+   * cloud daemon starts. Given the network that is being made, it also plugs a node that is not running into it
+   * meanwhile, and tells whether it did.
    */
-  private async prepareNode(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
+  private async prepareNode(store: ClusterStore, name: string, ctx: ProviderContext, network?: Promise<ClusterNetwork>): Promise<boolean> {
     ctx.signal?.throwIfAborted();
+    const node = store.record.nodes[name];
+    const running = node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, nodePaths(ctx.workspaceDir, name).dir));
+    const plug = async () => {
+      if (!network || running) return false;
+      await (await network).plugNode(name, node.host, this.address(store.record, name));
+      return true;
+    };
+    const [, plugged] = await settleAll([this.prepareTpm(store, name, ctx), plug()]);
+    return plugged;
+  }
+
+  private async prepareTpm(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
     const node = store.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
     await this.recordNode(store, name, ctx);
@@ -396,11 +443,18 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /**
-   * Registers a prepared node (address, AK) with the metadata server and starts its launcher, unless it runs.
+   * Registers a prepared node (address, AK) with the metadata server, plugs it into the network (a fresh pair of
+   * links, unless `plugged` says prepareNode just did) and starts its launcher in its namespace, unless it runs.
    * With `reboot`, a running node's launcher and node program are stopped and started again (the launcher resets
    * the TPM).
    */
-  private async bootNode(store: ClusterStore, name: string, cloud: CloudControl, ctx: ProviderContext, options: { reboot?: boolean } = {}): Promise<void> {
+  private async bootNode(
+    store: ClusterStore,
+    name: string,
+    cloud: CloudControl,
+    ctx: ProviderContext,
+    options: { reboot?: boolean; plugged?: boolean } = {},
+  ): Promise<void> {
     ctx.signal?.throwIfAborted();
     const node = store.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
@@ -411,6 +465,8 @@ export class LocalInfrastructure implements InfrastructureProvider {
     if (!options.reboot && node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, np.dir))) return;
     // Everything of the node but its TPM: the launcher, the node program and whatever that started.
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0], { keep: [node.swtpmPid as number] });
+    const network = this.clusterNetwork(store);
+    if (!options.plugged) await network.plugNode(name, node.host, address);
     const { swtpmPaths } = await import('../../lib/tpm/swtpm.js');
     const tpm = swtpmPaths(np.tpmDir);
     const launch: LaunchConfig = {
@@ -437,6 +493,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       owner: np.dir,
       cwd: np.dir,
       logFile: np.log,
+      netns: network.nodeNetns(name),
     });
     await store.update(() => {
       node.launcherPid = pid;
@@ -456,6 +513,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     // The load balancer no longer picks it; calls it is serving end before it stops, as a cloud LB drains a target.
     if (node.role === 'control-plane') await new Promise((resolve) => setTimeout(resolve, DRAIN_MS));
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
+    await this.clusterNetwork(store).unplugNode(name, node.host);
     await fs.rm(np.dir, { recursive: true, force: true, maxRetries: 5 });
     await store.update((r) => {
       delete r.nodes[name];

@@ -1,9 +1,10 @@
 /**
- * Where the local provider keeps its cluster in the workspace, and the fixed network numbers of a local cluster.
+ * Where the local provider keeps its cluster in the workspace, and the fixed network numbers of a local cluster
+ * (the namespaces and links that carry them: ./network.ts).
  * One place for these names so the CLI side, the cloud daemon and the launcher agree on them.
  *
  *   <workspace>/constellation-local/
- *     cluster.json            the provider's record: uid, address prefix, PIDs, nodes (CLI side writes it)
+ *     cluster.json            the provider's record: uid, network id, address prefix, PIDs, nodes (CLI side writes it)
  *     cloud.json, cloud.log   the cloud daemon's config and log (metadata server + load balancer)
  *     control-token           bearer token of the daemon's control API (0600): only the CLI side registers nodes
  *     nodes/<name>/           one folder per node: tpm/, state-disk/ (encrypted), state/ (its mount point), node.log,
@@ -29,6 +30,8 @@ export interface ClusterPaths {
   cloudLog: string;
   controlToken: string;
   nodesDir: string;
+  /** The cloud daemon's owner mark (./processes.ts): below the cluster folder, apart from the nodes'. */
+  cloudOwner: string;
 }
 
 export function clusterPaths(workspaceDir: string): ClusterPaths {
@@ -41,6 +44,7 @@ export function clusterPaths(workspaceDir: string): ClusterPaths {
     cloudLog: path.join(dir, 'cloud.log'),
     controlToken: path.join(dir, 'control-token'),
     nodesDir: path.join(dir, 'nodes'),
+    cloudOwner: path.join(dir, 'cloud'),
   };
 }
 
@@ -78,7 +82,10 @@ export function nodePaths(workspaceDir: string, name: string): NodePaths {
   };
 }
 
-/** Host numbers inside the cluster's /24: .1 gateway (metadata + load balancer), control planes .10+, workers .100+. */
+/**
+ * Host numbers inside the cluster's /24 (see ./network.ts): .1 the gateway (metadata server and load balancer, in the
+ * gateway namespace), .2 this machine (the root namespace: the CLI), control planes .10+, workers .100+.
+ */
 const HOST_RANGES: Record<NodeRole, [first: number, last: number]> = {
   'control-plane': [10, 99],
   worker: [100, 254],
@@ -86,6 +93,11 @@ const HOST_RANGES: Record<NodeRole, [first: number, last: number]> = {
 
 export function gatewayAddress(prefix: string): string {
   return `${prefix}.1`;
+}
+
+/** The root namespace's address in the cluster's range: where the CLI's connections to the cluster come from. */
+export function hostAddress(prefix: string): string {
+  return `${prefix}.2`;
 }
 
 /** The lowest free host number of the role's range, given the host numbers nodes already have. */
@@ -100,15 +112,4 @@ export function allocateHost(role: NodeRole, taken: Iterable<number>): number {
 
 export function nodeAddress(prefix: string, host: number): string {
   return `${prefix}.${host}`;
-}
-
-/**
- * Candidate cluster prefixes 127.0.N (N = 2..254), starting at a random N so that clusters created at the same time
- * (parallel tests, two workspaces) rarely probe the same range first. Which one is free is found by binding.
- */
-export function candidatePrefixes(random: () => number = Math.random): string[] {
-  const first = 2;
-  const count = 253;
-  const start = Math.floor(random() * count);
-  return Array.from({ length: count }, (_, i) => `127.0.${first + ((start + i) % count)}`);
 }

@@ -1,7 +1,7 @@
 /**
  * The local cluster's metadata server (HTTP JSON, on <prefix>.1:8080): what a cloud's instance metadata service
  * and identity API are for cloud nodes. It tells a node who it is (by the connection's source address: every node
- * has its own loopback address), its peers, the load balancer, the init-secret hash, and the registered attestation
+ * has its own address, in its own network namespace, which no other process can send from), its peers, the load balancer, the init-secret hash, and the registered attestation
  * key of any instance (the trust anchor of the local-vtpm variant).
  * Only the provider registers and unregisters nodes: the control endpoints need the bearer token that the CLI side
  * keeps in the workspace (constellation-local/control-token, 0600).
@@ -101,7 +101,7 @@ function decodePathSegment(segment: string): string {
   }
 }
 
-/** IPv4-mapped IPv6 (::ffff:127.0.3.10) to plain IPv4. */
+/** IPv4-mapped IPv6 (::ffff:10.213.3.10) to plain IPv4. */
 function sourceAddress(req: http.IncomingMessage): string {
   return (req.socket.remoteAddress ?? '').replace(/^::ffff:/, '');
 }

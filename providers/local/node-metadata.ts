@@ -9,7 +9,7 @@ import type { InstanceMetadata, NodeMetadata } from '../contract.js';
 import { HttpStatusError, requestJson } from './http-json.js';
 
 export interface LocalNodeMetadataOptions {
-  /** Base URL of the metadata server, e.g. http://127.0.5.1:8080. Default: env METADATA_URL. */
+  /** Base URL of the metadata server, e.g. http://10.213.5.1:8080. Default: env METADATA_URL. */
   metadataUrl?: string;
   /** This node's address, used as source address. Default: env NODE_IP. */
   nodeIp?: string;

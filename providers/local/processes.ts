@@ -6,6 +6,9 @@
  * program inherits it from its launcher); swtpm is recognised by its command line naming the node's TPM folder.
  * A recorded PID is killed only when it still matches (PIDs get reused), and a sweep finds what a killed CLI never
  * got to record. Linux /proc is the source of truth; the local provider runs on Linux only.
+ * A process meant for a network namespace (./network.ts) starts as `nsenter --net=<namespace> -- node …`: nsenter
+ * enters only the network namespace and then executes Node.js in its place (same PID, environment and IPC channel),
+ * so the process stays in the root mount namespace, where its FUSE mounts are visible to the provider.
  */
 import { spawn } from 'node:child_process';
 import { promises as fs } from 'node:fs';
@@ -14,6 +17,7 @@ import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { detachMountsUnder } from '../../lib/mounts.js';
 import { openRegularFileForAppend } from '../../lib/workspace/regular-file.js';
+import { netnsPath } from './network.js';
 
 export const OWNER_ENV = 'CONSTELLATION_LOCAL_OWNER';
 const SWTPM_PROGRAMS = new Set(['swtpm', 'swtpm_setup']);
@@ -53,6 +57,8 @@ export interface DetachedSpawn {
   logFile: string;
   /** The Node.js binary to run it with; default: the one running this process. */
   execPath?: string;
+  /** The named network namespace to run it in (default: this process's). */
+  netns?: string;
 }
 
 /**
@@ -62,7 +68,9 @@ export interface DetachedSpawn {
 export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: number; message: StartupMessage }> {
   const log = await openRegularFileForAppend(options.logFile, { what: 'the node log', mode: 0o600 });
   try {
-    const child = spawn(options.execPath ?? process.execPath, [...nodeArgsFor(options.file), ...options.args], {
+    const command = [options.execPath ?? process.execPath, ...nodeArgsFor(options.file), ...options.args];
+    const [file, ...args] = options.netns ? ['nsenter', `--net=${netnsPath(options.netns)}`, '--', ...command] : command;
+    const child = spawn(file, args, {
       cwd: options.cwd,
       detached: true,
       env: { ...process.env, [OWNER_ENV]: options.owner },

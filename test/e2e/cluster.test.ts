@@ -27,10 +27,12 @@ import type { ProviderContext } from '../../providers/contract.js';
 import { LocalInfrastructure } from '../../providers/local/infrastructure.js';
 import { measureBoot, swtpmLauncherTpm } from '../../providers/local/launcher.js';
 import { clusterPaths, nodePaths } from '../../providers/local/layout.js';
+import type { ClusterNetwork } from '../../providers/local/network.js';
 import { isAlive } from '../../providers/local/processes.js';
 import {
   attemptJoin,
   cleanUp,
+  clusterNetwork,
   clusterProcesses,
   copyBuiltCli,
   exists,
@@ -94,9 +96,9 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
         ['worker-1', 'worker', 'joined'],
       ],
     );
-    for (const n of nodes) assert.match(n.address, /^127\.0\.\d+\.\d+$/);
+    for (const n of nodes) assert.match(n.address, /^10\.213\.\d+\.\d+$/, 'an address of the default pool 10.213.0.0/16');
     const text = await run(copy, ws, ['status']);
-    assert.match(text.stdout, /worker-1\s+worker\s+127\.0\.\d+\.101\s+joined/);
+    assert.match(text.stdout, /worker-1\s+worker\s+10\.213\.\d+\.101\s+joined/);
     assert.match(text.stdout, /3 of 3 nodes joined/);
     const state = await readState(ws);
     assert.match(state.clusterValues.clusterID, /^[0-9a-f]{64}$/);
@@ -203,8 +205,10 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
     }
   });
 
-  it('terminate leaves no process and no node folder behind, and keeps the master secret', async () => {
+  it('terminate leaves no process, network namespace or node folder behind, and keeps the master secret', async () => {
     const pids = await clusterProcesses(ws);
+    const network = (await clusterNetwork(ws)) as ClusterNetwork;
+    assert.equal((await network.namespaces()).length, (await status(copy, ws)).length + 1, 'one per node and the gateway\'s');
     assert.ok(pids.length >= 8, `expected the cluster's processes, found ${pids.length}`);
     const secret = await fs.readFile(path.join(ws, MASTER_SECRET_FILE));
     const res = await run(copy, ws, ['terminate', '-y']);
@@ -212,6 +216,7 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
     assert.deepEqual(await clusterProcesses(ws), []);
     assert.deepEqual((await Promise.all(pids.map(isAlive))).filter(Boolean), []);
     assert.equal(await exists(clusterPaths(ws).dir), false);
+    assert.deepEqual(await network.namespaces(), []);
     assert.equal(await exists(path.join(ws, ADMIN_CONF_FILE)), false);
     assert.deepEqual(await fs.readFile(path.join(ws, MASTER_SECRET_FILE)), secret);
     assert.equal((await readState(ws)).infrastructure.uid, '');
@@ -314,9 +319,11 @@ describe('e2e: the CLI killed during mini up', function () {
     const ws = await newWorkspace('killed-terminate');
     workspaces.push(ws);
     await killMiniUpAt(ws, points[1]);
+    const network = (await clusterNetwork(ws)) as ClusterNetwork;
     const terminated = await run(copy, ws, ['terminate', '-y']);
     assert.equal(terminated.code, 0, terminated.stderr);
     assert.deepEqual(await clusterProcesses(ws), []);
     assert.equal(await exists(clusterPaths(ws).dir), false);
+    assert.deepEqual(await network.namespaces(), []);
   });
 });

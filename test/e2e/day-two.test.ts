@@ -91,7 +91,7 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
     const merged = parse(await fs.readFile(kubeconfig, 'utf8')) as { contexts: { name: string }[]; 'current-context': string; clusters: { name: string; cluster: { server: string } }[] };
     assert.deepEqual(merged.contexts.map((c) => c.name), ['elsewhere', 'kubernetes-admin@constell']);
     assert.equal(merged['current-context'], 'kubernetes-admin@constell');
-    assert.match(merged.clusters.find((c) => c.name === 'constell')?.cluster.server ?? '', /^https:\/\/127\.0\.\d+\.1:6443$/);
+    assert.match(merged.clusters.find((c) => c.name === 'constell')?.cluster.server ?? '', /^https:\/\/10\.213\.\d+\.1:6443$/);
     assert.equal((await fs.stat(kubeconfig)).mode & 0o777, 0o600);
   });
 

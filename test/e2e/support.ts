@@ -8,7 +8,9 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { ClusterStore } from '../../providers/local/cluster-record.js';
 import { clusterPaths } from '../../providers/local/layout.js';
+import { ClusterNetwork } from '../../providers/local/network.js';
 import { findOwnedProcesses } from '../../providers/local/processes.js';
 import { REPO_ROOT, type CliResult } from '../support/cli.js';
 
@@ -73,8 +75,15 @@ export function clusterProcesses(ws: string): Promise<number[]> {
   return findOwnedProcesses(clusterPaths(ws).dir);
 }
 
-/** Last resort after a test: `terminate -y`, then SIGKILL whatever of the workspace still runs. */
+/** The network of the workspace's local cluster (namespaces named after its id), while cluster.json exists. */
+export async function clusterNetwork(ws: string): Promise<ClusterNetwork | undefined> {
+  const netId = (await ClusterStore.load(clusterPaths(ws)).catch(() => undefined))?.record.netId;
+  return netId ? new ClusterNetwork(netId) : undefined;
+}
+
+/** Last resort after a test: `terminate -y`, then SIGKILL whatever of the workspace still runs and remove its namespaces. */
 export async function cleanUp(copy: CliCopy, ws: string): Promise<void> {
+  const network = await clusterNetwork(ws);
   await run(copy, ws, ['terminate', '-y']).catch(() => undefined);
   for (const pid of await clusterProcesses(ws)) {
     try {
@@ -83,6 +92,7 @@ export async function cleanUp(copy: CliCopy, ws: string): Promise<void> {
       // already gone
     }
   }
+  await network?.remove();
 }
 
 export interface NodeStatusJson {

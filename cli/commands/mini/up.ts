@@ -4,7 +4,7 @@ import { BaseCommand } from '../../base-command.js';
 
 export default class MiniUp extends BaseCommand<typeof MiniUp> {
   static override summary = 'Create and initialize a whole cluster on this machine with the local provider.';
-  static override description = `One command for config generate local, create, init, and waiting until every node has joined. Each node is a set of processes on this machine with its own software TPM (swtpm), encrypted state directory (gocryptfs) and loopback address; a metadata server and a load balancer play the cloud. The nodes run the bootstrapper built in dist/ (npm run build).
+  static override description = `One command for config generate local, create, init, and waiting until every node has joined. Each node is a set of processes on this machine with its own software TPM (swtpm), encrypted state directory (gocryptfs) and network namespace (an address no other local user can take; this needs root); a metadata server and a load balancer play the cloud. The nodes run the bootstrapper built in dist/ (npm run build).
 
 The workspace gets the usual files: constellation-conf.yaml, constellation-state.yaml, constellation-mastersecret.json, constellation-admin.conf, and the node folders under constellation-local/.
 

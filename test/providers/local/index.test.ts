@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { loadProvider } from '../../../providers/registry.js';
 import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
-import { allocateHost, candidatePrefixes, nodeAddress, nodePaths } from '../../../providers/local/layout.js';
+import { allocateHost, gatewayAddress, hostAddress, nodeAddress, nodePaths } from '../../../providers/local/layout.js';
 import { LocalNodeMetadata } from '../../../providers/local/node-metadata.js';
 
 describe('local provider: module and address plan', () => {
@@ -26,21 +26,15 @@ describe('local provider: module and address plan', () => {
     assert.match(infra.image.imageDir, /\/dist$/);
   });
 
-  it('gives control planes .10+ and workers .100+, lowest free first', () => {
+  it('gives control planes .10+ and workers .100+, lowest free first; .1 is the gateway, .2 this machine', () => {
     assert.equal(allocateHost('control-plane', []), 10);
     assert.equal(allocateHost('control-plane', [10, 11, 100]), 12);
     assert.equal(allocateHost('worker', [10, 100, 102]), 101);
-    assert.equal(nodeAddress('127.0.7', 101), '127.0.7.101');
+    assert.equal(nodeAddress('10.213.7', 101), '10.213.7.101');
+    assert.equal(gatewayAddress('10.213.7'), '10.213.7.1');
+    assert.equal(hostAddress('10.213.7'), '10.213.7.2');
     const full = Array.from({ length: 90 }, (_, i) => 10 + i);
     assert.throws(() => allocateHost('control-plane', full), /No free address/);
-  });
-
-  it('probes every 127.0.N range (N = 2..254) once, from a random start', () => {
-    const all = candidatePrefixes(() => 0.5);
-    assert.equal(all.length, 253);
-    assert.equal(new Set(all).size, 253);
-    assert.ok(all.every((p) => /^127\.0\.(\d+)$/.test(p) && Number(p.split('.')[2]) >= 2 && Number(p.split('.')[2]) <= 254));
-    assert.notEqual(candidatePrefixes(() => 0)[0], candidatePrefixes(() => 0.99)[0]);
   });
 
   it('refuses node names that are not plain folder names', () => {

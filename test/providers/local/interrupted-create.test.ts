@@ -1,17 +1,20 @@
 /**
  * A CLI process killed in the middle of `create` leaves a workspace from which create continues or terminate
- * cleans up: no process and no folder left behind, even for processes the killed CLI never got to record.
+ * cleans up: no process, network namespace, link or folder left behind, even for processes the killed CLI never got
+ * to record.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { ClusterStore } from '../../../providers/local/cluster-record.js';
 import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
 import { clusterPaths } from '../../../providers/local/layout.js';
+import { ClusterNetwork, rangeLink } from '../../../providers/local/network.js';
 import { findOwnedProcesses, isAlive, nodeArgsFor } from '../../../providers/local/processes.js';
 import { makeImage, type TestImage } from './fixtures/image.js';
-import { createRequest, killLeftovers, tempDir, testContext, waitForJson } from './support.js';
+import { createRequest, killLeftovers, rootLinkExists, tempDir, testContext, waitForJson } from './support.js';
 
 const CREATE_SCRIPT = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'create-cluster.ts');
 
@@ -72,15 +75,29 @@ describe('local provider: a CLI killed during create', function () {
     await fs.rm(tmp, { recursive: true, force: true });
   });
 
-  it('terminate after a kill while the cloud daemon and TPMs start removes everything', async () => {
-    const ws = await workspace();
-    await createAndKill(ws, image, /starting metadata server/);
-    const ctx = testContext(ws);
-    await infra.terminate(ctx);
-    assert.deepEqual(await findOwnedProcesses(clusterPaths(ws).dir), []);
-    await assert.rejects(fs.stat(clusterPaths(ws).dir), { code: 'ENOENT' });
-    assert.deepEqual(await ctx.journal.list(), []);
-  });
+  /** What the killed run made of the cluster's network, as recorded (the id exists from the record's start). */
+  async function networkOf(ws: string): Promise<{ network: ClusterNetwork; prefix?: string }> {
+    const { record } = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    return { network: new ClusterNetwork(record.netId as string), prefix: record.prefix };
+  }
+
+  for (const [when, killAt] of [
+    ['while the network is made', /^starting \d+ nodes/],
+    ['while the cloud daemon and TPMs start', /starting metadata server/],
+  ] as const) {
+    it(`terminate after a kill ${when} removes everything`, async () => {
+      const ws = await workspace();
+      await createAndKill(ws, image, killAt);
+      const { network, prefix } = await networkOf(ws);
+      const ctx = testContext(ws);
+      await infra.terminate(ctx);
+      assert.deepEqual(await findOwnedProcesses(clusterPaths(ws).dir), []);
+      await assert.rejects(fs.stat(clusterPaths(ws).dir), { code: 'ENOENT' });
+      assert.deepEqual(await network.namespaces(), []);
+      if (prefix) assert.equal(await rootLinkExists(rangeLink(prefix)), false, 'the range is free again');
+      assert.deepEqual(await ctx.journal.list(), []);
+    });
+  }
 
   it('create after a kill while nodes boot continues to a running cluster, and terminate removes it', async () => {
     const ws = await workspace();
@@ -106,8 +123,12 @@ describe('local provider: a CLI killed during create', function () {
     const count = (what: string) => cmdlines.filter((c) => c.includes(what)).length;
     // One cloud daemon, and per node one swtpm and one launcher (which runs the node program): nothing doubled.
     assert.deepEqual([count('cloud-daemon'), count('swtpm\0socket'), count('launcher')], [1, 3, 3]);
+    const { network, prefix } = await networkOf(ws);
+    assert.equal((await network.namespaces()).length, 4, 'one namespace per node and the gateway\'s, none doubled');
     await infra.terminate(ctx);
     for (const pid of pids) assert.equal(await isAlive(pid), false);
     await assert.rejects(fs.stat(clusterPaths(ws).dir), { code: 'ENOENT' });
+    assert.deepEqual(await network.namespaces(), []);
+    assert.equal(await rootLinkExists(rangeLink(prefix as string)), false);
   });
 });

@@ -1,8 +1,8 @@
 /** The TCP load balancer in-process: round-robin over control-plane backends, skipping ones that refuse. */
 import assert from 'node:assert/strict';
 import net from 'node:net';
-import { candidatePrefixes } from '../../../providers/local/layout.js';
 import { startLoadBalancer, type LoadBalancer } from '../../../providers/local/load-balancer.js';
+import { loopbackPrefixes } from './support.js';
 
 const PORT = 9000;
 
@@ -33,7 +33,7 @@ describe('local provider: load balancer', () => {
 
   before(async () => {
     // Another test process may use a range right now: take the first one where everything binds.
-    for (const candidate of candidatePrefixes()) {
+    for (const candidate of loopbackPrefixes()) {
       const servers = ['10', '11'].map((host) =>
         net.createServer((socket) => {
           sources.push(socket.remoteAddress ?? '');

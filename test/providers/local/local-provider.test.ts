@@ -1,6 +1,6 @@
 /**
  * The local provider end to end, with real processes: a 1+2 cluster of stand-in node programs (./fixtures), each
- * with its own swtpm, launcher and loopback address, behind the cloud daemon's metadata server and load balancer.
+ * with its own swtpm, launcher and network namespace, behind the cloud daemon's metadata server and load balancer.
  */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
@@ -10,11 +10,12 @@ import { ClusterStore } from '../../../providers/local/cluster-record.js';
 import { expectedPcrValues, imageEventDigests } from '../../../providers/local/image-measurement.js';
 import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
 import { measureBoot, swtpmLauncherTpm } from '../../../providers/local/launcher.js';
-import { clusterPaths, nodePaths } from '../../../providers/local/layout.js';
+import { clusterPaths, LOAD_BALANCER_PORTS, METADATA_PORT, nodePaths } from '../../../providers/local/layout.js';
+import { ClusterNetwork, netnsPath, rangeLink } from '../../../providers/local/network.js';
 import { localAkRegistry } from '../../../providers/local/node-metadata.js';
-import { findOwnedProcesses, isAlive } from '../../../providers/local/processes.js';
+import { findOwnedProcesses, isAlive, stopOwnedProcesses } from '../../../providers/local/processes.js';
 import { makeImage, type TestImage } from './fixtures/image.js';
-import { createRequest, getJson, killLeftovers, tempDir, testContext, waitForJson } from './support.js';
+import { bindAsNobody, createRequest, getJson, killLeftovers, netnsOf, rootLinkExists, tempDir, testContext, waitForJson } from './support.js';
 
 interface NodeInfo {
   name: string;
@@ -64,7 +65,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   });
 
   it('creates one running node per planned instance, on its own address of the cluster range', async () => {
-    assert.match(gateway, /^127\.0\.\d+\.1$/);
+    assert.match(gateway, /^10\.213\.\d+\.1$/, 'in the default address pool 10.213.0.0/16');
     const prefix = gateway.slice(0, -2);
     assert.deepEqual(
       (await instances()).map((i) => [i.name, i.role, i.nodeGroup, i.privateIp, i.state]),
@@ -80,7 +81,39 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     assert.equal((await fs.readFile(np.address, 'utf8')).trim(), `${prefix}.101`);
     assert.ok((await fs.stat(path.join(np.tpmDir, 'tpm2-00.permall'))).isFile());
     const resources = (await ctx.journal.list()).map((r) => r.id).sort();
-    assert.deepEqual(resources, ['local-cloud', 'local-cluster', 'local-node/control-plane-0', 'local-node/worker-0', 'local-node/worker-1']);
+    assert.deepEqual(resources, ['local-cloud', 'local-cluster', 'local-network', 'local-node/control-plane-0', 'local-node/worker-0', 'local-node/worker-1']);
+  });
+
+  it('runs each node in its own network namespace (in the root mount namespace), the cloud daemon in the gateway\'s', async () => {
+    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const network = new ClusterNetwork(store.record.netId as string);
+    const rootMounts = await fs.readlink('/proc/self/ns/mnt');
+    for (const [name, node] of Object.entries(store.record.nodes)) {
+      const pids = await findOwnedProcesses(nodePaths(ws, name).dir);
+      const program = pids.filter((pid) => pid !== node.swtpmPid);
+      assert.ok(program.includes(node.launcherPid as number), `${name}: the launcher, which runs the node program`);
+      for (const pid of program) {
+        assert.equal(await netnsOf(pid), network.nodeNetns(name), `${name}: process ${pid}`);
+        assert.equal(await fs.readlink(`/proc/${pid}/ns/mnt`), rootMounts, `${name}: process ${pid} sees the provider's mounts`);
+      }
+      assert.equal(await netnsOf(node.swtpmPid as number), 'root', `${name}'s swtpm (unix sockets) needs no namespace`);
+    }
+    assert.equal(await netnsOf(store.record.cloudPid as number), network.gateway);
+    assert.deepEqual((await network.namespaces()).sort(), [
+      network.gateway,
+      network.nodeNetns('control-plane-0'),
+      network.nodeNetns('worker-0'),
+      network.nodeNetns('worker-1'),
+    ]);
+    assert.ok(await rootLinkExists(rangeLink(store.record.prefix as string)), 'the link that reserves the range');
+  });
+
+  it('lets no other user of the machine bind a node\'s address or the gateway\'s', async () => {
+    const addresses = [gateway, ...(await instances()).map((i) => i.privateIp)];
+    const ports = [METADATA_PORT, ...LOAD_BALANCER_PORTS];
+    const result = await bindAsNobody(addresses, ports);
+    assert.equal(Object.keys(result).length, addresses.length * ports.length);
+    for (const [where, outcome] of Object.entries(result)) assert.equal(outcome, 'EADDRNOTAVAIL', where);
   });
 
   it('starts the node program with its identity and measures the image into PCR 4, 9 and 11', async () => {
@@ -116,8 +149,10 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       assert.equal(await waitForJson(`${base}/lb`), gateway);
       assert.equal(await waitForJson(`${base}/init-secret-hash`), createRequest().initSecretHash);
     }
-    const stranger = await getJson(`${metadataUrl}/v1/self`, `${gateway.slice(0, -2)}.250`);
+    // This machine's address in the range (where the CLI's connections come from) is no node.
+    const stranger = await getJson(`${metadataUrl}/v1/self`);
     assert.equal(stranger.status, 403);
+    assert.deepEqual(stranger.body, { error: `${gateway.slice(0, -2)}.2 is not the address of a node of this cluster` });
   });
 
   it('keeps node registration to the CLI side (the control API needs the workspace token)', async () => {
@@ -206,6 +241,31 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     assert.deepEqual((await info(started)).pcrs, await expectedPcrs());
   });
 
+  it('comes back after this machine restarted (every process and namespace gone): same range, nodes running', async () => {
+    const before = await instances();
+    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const network = new ClusterNetwork(store.record.netId as string);
+    await infra.stopNodes(before.map((i) => i.name), ctx);
+    await stopOwnedProcesses(clusterPaths(ws).cloudOwner, [store.record.cloudPid as number]);
+    await network.remove();
+    assert.deepEqual(await network.namespaces(), []);
+
+    await infra.startNodes(before.map((i) => i.name), ctx);
+    const after = await instances();
+    assert.deepEqual(
+      after.map((i) => [i.name, i.privateIp, i.state]),
+      before.map((i) => [i.name, i.privateIp, 'running']),
+    );
+    assert.equal((await network.namespaces()).length, before.length + 1);
+    for (const instance of after) assert.equal((await info(instance)).name, instance.name);
+    assert.deepEqual(await waitForJson(`http://${after[0].privateIp}:9000/metadata/self`), {
+      name: after[0].name,
+      providerId: `local://${after[0].name}`,
+      role: after[0].role,
+      vpcIp: after[0].privateIp,
+    });
+  });
+
   it('measures a changed image: one changed byte changes PCR 9 (and the manifest in PCR 11), not PCR 4', async () => {
     const old = await infra.expectedMeasurements();
     const payload = await fs.readFile(image.payload);
@@ -234,6 +294,8 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     assert.equal(await localAkRegistry(metadataUrl).lookup('worker-2'), undefined);
     assert.deepEqual(await findOwnedProcesses(nodePaths(ws, 'worker-2').dir), []);
     await assert.rejects(fs.stat(nodePaths(ws, 'worker-2').dir), { code: 'ENOENT' });
+    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    await assert.rejects(fs.stat(netnsPath(new ClusterNetwork(store.record.netId as string).nodeNetns('worker-2'))), { code: 'ENOENT' });
     await assert.rejects(infra.scaleNodeGroup('nope', 1, ctx), /no node group "nope"/);
   });
 
@@ -247,13 +309,17 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     await assert.rejects(infra.describeInstance('worker-1', ctx), /no node "worker-1"/);
   });
 
-  it('terminates: no process and no node folder left, journal emptied', async () => {
+  it('terminates: no process, namespace, link or node folder left, journal emptied', async () => {
     const pids = await findOwnedProcesses(clusterPaths(ws).dir);
+    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const network = new ClusterNetwork(store.record.netId as string);
     // cloud daemon + per node: swtpm, and the launcher that runs the node program in its process
     assert.ok(pids.length >= 7, `expected the cluster's processes, found ${pids.length}`);
     await infra.terminate(ctx);
     for (const pid of pids) assert.equal(await isAlive(pid), false, `process ${pid} still runs`);
     await assert.rejects(fs.stat(clusterPaths(ws).dir), { code: 'ENOENT' });
+    assert.deepEqual(await network.namespaces(), []);
+    assert.equal(await rootLinkExists(rangeLink(store.record.prefix as string)), false);
     assert.deepEqual(await ctx.journal.list(), []);
     assert.deepEqual(await infra.listInstances(ctx), []);
     await infra.terminate(ctx); // again: nothing to do, no error

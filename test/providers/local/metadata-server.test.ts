@@ -3,10 +3,10 @@ import assert from 'node:assert/strict';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { requestJson } from '../../../providers/local/http-json.js';
-import { candidatePrefixes } from '../../../providers/local/layout.js';
 import { CloudRegistry, createMetadataServer } from '../../../providers/local/metadata-server.js';
 import { LocalNodeMetadata, localAkRegistry } from '../../../providers/local/node-metadata.js';
 import { CloudControl } from '../../../providers/local/cloud.js';
+import { loopbackPrefixes } from './support.js';
 
 describe('local provider: metadata server', () => {
   const token = 'c'.repeat(64);
@@ -17,7 +17,7 @@ describe('local provider: metadata server', () => {
   let control: CloudControl;
 
   before(async () => {
-    prefix = candidatePrefixes()[0];
+    prefix = loopbackPrefixes()[0];
     server = createMetadataServer({ registry: new CloudRegistry(), gateway: `${prefix}.1`, controlToken: token });
     await new Promise<void>((resolve) => server.listen(0, `${prefix}.1`, resolve));
     url = `http://${prefix}.1:${(server.address() as AddressInfo).port}`;
