@@ -32,8 +32,8 @@ export interface SigningKeyPair {
 
 function requireP256(key: KeyObject, what: string): void {
   if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
-    const actual = key.asymmetricKeyType === 'ec' ? `an EC key on ${key.asymmetricKeyDetails?.namedCurve}` : `a ${key.asymmetricKeyType} key`;
-    throw new UserError(`${what} is ${actual}; measurements are signed with ECDSA P-256 keys only.`, {
+    const actual = key.asymmetricKeyType === 'ec' ? `EC on ${key.asymmetricKeyDetails?.namedCurve}` : key.asymmetricKeyType?.toUpperCase();
+    throw new UserError(`${what} is not an ECDSA P-256 key (it is ${actual}); measurements are signed with P-256 keys only.`, {
       hint: 'Use a P-256 key, e.g. one made by `cosign generate-key-pair` or `openssl ecparam -name prime256v1 -genkey`.',
     });
   }
