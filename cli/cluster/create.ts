@@ -21,11 +21,11 @@ import { UserError } from '../../lib/errors.js';
 import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { emptyState, readStateOrEmpty, statePath, writeState } from '../../lib/workspace/state.js';
-import { editConfig } from './config-edit.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { terminateCluster } from './terminate.js';
 import { TERMINATE_HINT, workspaceArg } from './next-steps.js';
 import { clusterJournalView } from '../iam/journal-view.js';
-import { LOCAL_BUILD_IMAGE } from '../../lib/images/image-version.js';
+import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
 
 /** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */

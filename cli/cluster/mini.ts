@@ -16,7 +16,7 @@ import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, RESOURCES_FILE, STATE_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
-import { editConfig } from './config-edit.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { createCluster } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
 import { loadInfrastructure, workspaceInfrastructure } from './provider.js';

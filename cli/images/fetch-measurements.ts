@@ -11,7 +11,7 @@ import type { Measurements } from '../../lib/attestation/types.js';
 import { loadConfig } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
-import { editConfig } from '../cluster/config-edit.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { loadImageMeasurements, loadMeasurementsFromUrls, type ImageSourceOptions } from './image-measurements.js';
 
 export interface FetchMeasurementsOptions extends ImageSourceOptions {

@@ -13,8 +13,8 @@
 import type { Measurements } from '../../lib/attestation/types.js';
 import { attestationVariantOf, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
-import { trustedKeyFromPem, type TrustedKey } from '../../lib/images/cosign-signature.js';
-import { compareImageVersions, LOCAL_BUILD_IMAGE } from '../../lib/images/image-version.js';
+import { trustedKeyFromPem, type TrustedKey } from '../../lib/signing-keys.js';
+import { compareImageVersions, LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import { displayUrl, readUrl, toUrl, type ReadUrlOptions } from '../../lib/images/read-url.js';
 import { releaseKey } from '../../lib/images/release-key.js';
 import { verifyMeasurementsFile, type SignedMeasurements } from '../../lib/images/signed-measurements.js';

@@ -12,9 +12,9 @@
 import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import type { Measurements } from '../../lib/attestation/types.js';
 import { loadConfig, measurementsOf, providerOf, SUPPORTED_KUBERNETES_VERSIONS } from '../../lib/config/index.js';
-import { compareImageVersions, LOCAL_BUILD_IMAGE } from '../../lib/images/image-version.js';
+import { compareImageVersions, LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import type { Logger } from '../../lib/logging/index.js';
-import { editConfig } from '../cluster/config-edit.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { availableImages, type ImageSourceOptions } from './image-measurements.js';
 
 export interface UpgradeCheckOptions extends ImageSourceOptions {

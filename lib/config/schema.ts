@@ -6,8 +6,8 @@
  */
 import { z } from 'zod';
 import type { UserError } from '../errors.js';
-import { trustedKeyFromPem } from '../images/cosign-signature.js';
-import { isImageVersion, LOCAL_BUILD_IMAGE } from '../images/image-version.js';
+import { trustedKeyFromPem } from '../signing-keys.js';
+import { isImageVersion, LOCAL_BUILD_IMAGE } from './image-version.js';
 import { DISK_TYPES, isAllowedInstanceType, MIN_STATE_DISK_GB } from './instance-types.js';
 import { MAX_PCR_INDEX } from './measurements.js';
 import { CONFIG_VERSION, SUPPORTED_KUBERNETES_VERSIONS } from './versions.js';

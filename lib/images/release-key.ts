@@ -4,7 +4,7 @@
  * signature verifies with this key, unless the config names another key (measurementsSigningKey) for images the
  * user signs.
  */
-import { trustedKeyFromPem, type TrustedKey } from './cosign-signature.js';
+import { trustedKeyFromPem, type TrustedKey } from '../signing-keys.js';
 
 /**
  * ECDSA P-256, SubjectPublicKeyInfo PEM (cosign.pub format); SHA-256 of its DER:

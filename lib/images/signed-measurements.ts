@@ -15,8 +15,9 @@ import type { Measurements } from '../attestation/types.js';
 import { measurementsSchema } from '../config/schema.js';
 import { ATTESTATION_VARIANTS, type AttestationVariant } from '../config/variants.js';
 import { UserError } from '../errors.js';
-import { signBlob, verifyBlob, type TrustedKey } from './cosign-signature.js';
-import { isImageVersion } from './image-version.js';
+import type { TrustedKey } from '../signing-keys.js';
+import { signBlob, verifyBlob } from './cosign-signature.js';
+import { isImageVersion } from '../config/image-version.js';
 import type { KeyObject } from 'node:crypto';
 
 /** What a verified measurements file says: the image version, its attestation variant, its measurements. */

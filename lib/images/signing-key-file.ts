@@ -8,7 +8,7 @@ import { createPublicKey, type KeyObject } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { writeFileAtomic, FileExistsError } from '../workspace/atomic-file.js';
-import { generateSigningKeyPair, privateKeyFromPem, trustedKeyFromPem, type TrustedKey } from './cosign-signature.js';
+import { generateSigningKeyPair, privateKeyFromPem, trustedKeyFromPem, type TrustedKey } from '../signing-keys.js';
 
 export interface SigningKeyFiles {
   privateKeyFile: string;

@@ -15,7 +15,7 @@
 import { z } from 'zod';
 import { ATTESTATION_VARIANTS, type AttestationVariant } from '../config/variants.js';
 import { UserError } from '../errors.js';
-import { isImageVersion } from './image-version.js';
+import { isImageVersion } from '../config/image-version.js';
 import { displayUrl } from './read-url.js';
 
 export interface IndexedImage {

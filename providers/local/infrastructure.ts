@@ -11,7 +11,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Measurements } from '../../lib/attestation/types.js';
 import { UserError } from '../../lib/errors.js';
-import { LOCAL_BUILD_IMAGE } from '../../lib/images/image-version.js';
+import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type {
   CreateRequest,

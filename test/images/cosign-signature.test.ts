@@ -6,15 +6,8 @@ import path from 'node:path';
 import { createPrivateKey, createPublicKey, generateKeyPairSync, webcrypto } from 'node:crypto';
 import { children, readOnly, TAG } from '../../lib/der.js';
 import { UserError } from '../../lib/errors.js';
-import {
-  decodeSignature,
-  generateSigningKeyPair,
-  keyFingerprint,
-  privateKeyFromPem,
-  signBlob,
-  trustedKeyFromPem,
-  verifyBlob,
-} from '../../lib/images/cosign-signature.js';
+import { decodeSignature, signBlob, verifyBlob } from '../../lib/images/cosign-signature.js';
+import { generateSigningKeyPair, keyFingerprint, privateKeyFromPem, trustedKeyFromPem } from '../../lib/signing-keys.js';
 import { RELEASE_MEASUREMENTS_PUBLIC_KEY, releaseKey } from '../../lib/images/release-key.js';
 import { COSIGN_RELEASE_PUBLIC_KEY, DSSE, SIGN_BLOB } from './cosign-vectors.js';
 

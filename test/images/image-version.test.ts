@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { compareImageVersions, isImageVersion } from '../../lib/images/image-version.js';
+import { compareImageVersions, isImageVersion } from '../../lib/config/image-version.js';
 
 describe('image versions', () => {
   const ascending = ['v1', 'v1.0.1', 'v1.2', 'v2.0.0-rc1', 'v2.0.0-rc2', 'v2.0.0-rc10', 'v2', 'v2.0.1', 'v10', 'nightly', 'zeta'];

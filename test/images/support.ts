@@ -6,7 +6,7 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Measurements } from '../../lib/attestation/types.js';
-import { generateSigningKeyPair, privateKeyFromPem, trustedKeyFromPem, type TrustedKey } from '../../lib/images/cosign-signature.js';
+import { generateSigningKeyPair, privateKeyFromPem, trustedKeyFromPem, type TrustedKey } from '../../lib/signing-keys.js';
 import { signMeasurementsFile, type SignedMeasurements } from '../../lib/images/signed-measurements.js';
 import { parseDocument } from 'yaml';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { editConfig } from '../../cli/cluster/config-edit.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { measurementChanges, upgradeCheck } from '../../cli/images/upgrade-check.js';
 import { generateConfigFiles, loadConfig, measurementsOf as configMeasurements } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
