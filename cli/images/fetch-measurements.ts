@@ -1,7 +1,7 @@
 /**
  * `config fetch-measurements`: reads an image's signed measurements, verifies them with the pinned key
  * (./image-measurements.ts) and writes them into the config as the variant's whole measurement set, keeping the
- * config's comments (../cluster/config-edit.ts). Which file:
+ * config's comments (lib/config/edit.ts). Which file:
  *   -u URL [-s SIGNATURE_URL]   that file (signature default: URL + ".sig", as cosign names it)
  *   otherwise                   the config's `image`: the user's local image of that version (local provider), or
  *                               its entry in the version index (--index, clouds)
