@@ -4,6 +4,7 @@
 # util-linux (nsenter): a network namespace per node; gocryptfs + fuse3: the local nodes' encrypted state
 # directories; etcd-server: the control planes' cluster store.
 # cryptsetup-bin: the LUKS2 state disk of cloud nodes (its tests format and check headers; no device-mapper here).
+# openssl: cross-checks of certificates and of measurement signatures with an independent tool.
 set -euo pipefail
 missing=()
 command -v swtpm >/dev/null 2>&1 || missing+=(swtpm)
@@ -15,6 +16,7 @@ command -v gocryptfs >/dev/null 2>&1 || missing+=(gocryptfs)
 command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v cryptsetup >/dev/null 2>&1 || missing+=(cryptsetup-bin)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "Installing Debian packages: ${missing[*]}" >&2
 SUDO=""

@@ -3,8 +3,10 @@
  * state file. The uid and the init secret are made once and written to the state BEFORE the provider is called,
  * so a create killed at any point re-runs with the same ones: the provider continues what it recorded in the
  * journal, and the nodes' init-secret hash always belongs to the secret in the state. The nodes get only the bcrypt
- * hash of the init secret. A provider that knows its image's measurements (the local provider: PCRs 4, 9, 11 of the
- * node image it boots) has them written into the config first, so the config matches what the nodes will show.
+ * hash of the init secret. Before anything is written, the config gets the measurements its nodes must show: a
+ * versioned local image's signed measurements, verified with the user's image key (or the config's
+ * measurementsSigningKey; an edited file is refused here, before anything starts), or, for the current build, what
+ * a measuring provider reports (the local provider: PCRs 4, 9, 11 of the node image it boots).
  *
  * `createClusterWithRollBack` is what the command runs: when the provider fails half-way with an error that says
  * `canRollBack` (everything it made is in the journal), it offers the roll back: with -y it rolls back, on a
@@ -19,10 +21,12 @@ import { UserError } from '../../lib/errors.js';
 import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { emptyState, readStateOrEmpty, statePath, writeState } from '../../lib/workspace/state.js';
-import { editConfig } from './config-edit.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { terminateCluster } from './terminate.js';
 import { TERMINATE_HINT, workspaceArg } from './next-steps.js';
 import { clusterJournalView } from '../iam/journal-view.js';
+import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
+import type { ImageSourceOptions } from '../images/image-measurements.js';
 
 /** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */
 const UID_BYTES = 4;
@@ -37,6 +41,8 @@ export interface CreateOptions {
   progress?: (message: string) => void;
   random?: RandomSource;
   signal?: AbortSignal;
+  /** Where versioned images and their key are (tests: another user config folder). */
+  imageSource?: ImageSourceOptions;
 }
 
 export interface CreateClusterResult {
@@ -77,6 +83,18 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
       hint: 'Run `constellation terminate` to remove it first, or create the new cluster in another workspace (-C <dir>).',
     });
   }
+
+  if (providerName === 'local' && config.image !== LOCAL_BUILD_IMAGE) {
+    options.progress?.(`verifying the signed measurements of image ${config.image}`);
+    const { loadImageMeasurements } = await import('../images/image-measurements.js');
+    const signed = await loadImageMeasurements(config, config.image, options.imageSource);
+    log.info('image measurements verified', { image: config.image, key: signed.key.fingerprint });
+    config = await editConfig(workspaceDir, { measurements: signed.measurements, replaceMeasurements: true });
+  } else if (isMeasuring(provider)) {
+    options.progress?.('measuring the node image');
+    config = await editConfig(workspaceDir, { measurements: await provider.expectedMeasurements(workspaceDir) });
+  }
+
   const resumed = state.infrastructure.uid !== '';
   if (resumed) {
     if (!state.infrastructure.initSecret) throw new UserError(`The state file ${statePath(workspaceDir)} has a uid but no init secret.`, { hint: TERMINATE_HINT });
@@ -91,11 +109,6 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     // Persisted before anything exists, so a killed create continues with the same identity.
     await writeState(workspaceDir, state);
     log.info('new cluster identity', { uid: state.infrastructure.uid });
-  }
-
-  if (isMeasuring(provider)) {
-    options.progress?.('measuring the node image');
-    config = await editConfig(workspaceDir, { measurements: await provider.expectedMeasurements(workspaceDir) });
   }
 
   const { default: bcrypt } = await import('bcryptjs');

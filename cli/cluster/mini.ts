@@ -16,10 +16,10 @@ import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, RESOURCES_FILE, STATE_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
-import { editConfig } from './config-edit.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { createCluster } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
-import { loadInfrastructure } from './provider.js';
+import { loadInfrastructure, workspaceInfrastructure } from './provider.js';
 import { clusterStatus, summarizeStatus, type NodeStatusEntry } from './status.js';
 import { terminateCluster } from './terminate.js';
 
@@ -38,6 +38,8 @@ export interface MiniUpOptions {
   /** Undefined: the default (1), or the earlier run's count when continuing one. */
   controlPlanes?: number;
   workers?: number;
+  /** The image the nodes boot: `local` (the current build) or a version of `mini image create`. Undefined: `local`, or the earlier run's. */
+  image?: string;
   /** A step begins (message undefined) or reports a detail. */
   progress?: (step: MiniStep, message?: string) => void;
   random?: RandomSource;
@@ -72,7 +74,7 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
   const { continued } = await prepareConfig(options);
   if (continued) step('config', 'continuing the cluster of an earlier run in this workspace');
 
-  const provider = options.provider ?? (await loadInfrastructure('local'));
+  const provider = options.provider ?? (await workspaceInfrastructure(workspaceDir));
   const state = await readStateOrEmpty(workspaceDir);
   if (!state.clusterValues.clusterID) {
     step('create');
@@ -112,8 +114,8 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
       });
     }
     await generateConfigFiles(workspaceDir, 'local');
-    await editConfig(workspaceDir, { initialCounts: wanted() });
-    log.info('generated a local config', wanted());
+    await editConfig(workspaceDir, { initialCounts: wanted(), ...(options.image ? { image: options.image } : {}) });
+    log.info('generated a local config', { ...wanted(), image: options.image ?? 'local' });
     return { continued: false };
   }
 
@@ -127,15 +129,16 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
   const config = await loadConfig(workspaceDir);
   const counts = wanted(config);
   const differs = Object.entries(counts).some(([group, n]) => config.nodeGroups[group]?.initialCount !== n);
-  if (differs) {
+  const otherImage = options.image !== undefined && options.image !== config.image;
+  if (differs || otherImage) {
     const state = await readStateOrEmpty(workspaceDir);
     if (state.infrastructure.uid) {
-      const have = `${config.nodeGroups[CONTROL_PLANE_GROUP]?.initialCount ?? 0} control-plane and ${config.nodeGroups[WORKER_GROUP]?.initialCount ?? 0} worker nodes`;
-      throw new UserError(`The cluster in ${workspaceDir} was started with ${have}; the flags ask for another size.`, {
-        hint: 'Run mini up without -c/-w to continue it, or `constellation mini down` first to start over.',
+      const have = `${config.nodeGroups[CONTROL_PLANE_GROUP]?.initialCount ?? 0} control-plane and ${config.nodeGroups[WORKER_GROUP]?.initialCount ?? 0} worker nodes on image ${config.image}`;
+      throw new UserError(`The cluster in ${workspaceDir} was started with ${have}; the flags ask for another ${differs ? 'size' : 'image'}.`, {
+        hint: 'Run mini up without -c/-w/--image to continue it, or `constellation mini down` first to start over.',
       });
     }
-    await editConfig(workspaceDir, { initialCounts: counts });
+    await editConfig(workspaceDir, { initialCounts: counts, ...(otherImage ? { image: options.image } : {}) });
   }
   log.info('continuing with the existing config', counts);
   return { continued: true };

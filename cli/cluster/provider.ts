@@ -14,11 +14,14 @@ export async function loadInfrastructure(name: string, options: Record<string, u
   return provider.infrastructure(options);
 }
 
-/** Options for a provider's infrastructure(): its config section (region, project, ...) and the uid once known. */
+/**
+ * Options for a provider's infrastructure(): its config section (region, project, ...), the config's image (the
+ * image new nodes boot: replacements and added nodes) and the uid once known.
+ */
 export function infrastructureOptions(config: Config | undefined, state: State | undefined, name: string): Record<string, unknown> {
   const section = (config?.provider as Record<string, Record<string, unknown> | undefined> | undefined)?.[name] ?? {};
   const uid = state?.infrastructure.uid;
-  return { ...section, ...(uid ? { uid } : {}) };
+  return { ...section, ...(config?.image ? { image: config.image } : {}), ...(uid ? { uid } : {}) };
 }
 
 /** The provider's section of the state (infrastructure.<provider>): what its create returned as providerState. */

@@ -5,6 +5,9 @@
  * variant allowed for the provider, disk types and sizes per provider) are refinements on the root.
  */
 import { z } from 'zod';
+import type { UserError } from '../errors.js';
+import { trustedKeyFromPem } from '../signing-keys.js';
+import { isImageVersion, LOCAL_BUILD_IMAGE } from './image-version.js';
 import { DISK_TYPES, isAllowedInstanceType, MIN_STATE_DISK_GB } from './instance-types.js';
 import { MAX_PCR_INDEX } from './measurements.js';
 import { CONFIG_VERSION, SUPPORTED_KUBERNETES_VERSIONS } from './versions.js';
@@ -54,7 +57,8 @@ const pcrIndex = z.string().regex(/^(?:1?[0-9]|2[0-3])$/, {
   error: present((input) => `PCR index ${JSON.stringify(input)} is out of range: PCR indexes are 0 to ${MAX_PCR_INDEX}`),
 });
 
-const measurementsSchema = z
+/** The measurements of an attestation variant; also the shape of a signed measurements file's `measurements`. */
+export const measurementsSchema = z
   .record(pcrIndex, measurementSchema)
   .refine((m) => Object.keys(m).length > 0, {
     error: 'no measurements: without any, nothing about a node would be checked. Regenerate the config or copy them from your image.',
@@ -190,6 +194,15 @@ function exactlyOne(section: string, choices: readonly string[]) {
 
 const NODE_GROUP_NAME = /^[a-z0-9_]{1,32}$/;
 
+/** measurementsSigningKey must be a P-256 public key in PEM. */
+function validSigningKey(pem: string, ctx: z.RefinementCtx): void {
+  try {
+    trustedKeyFromPem(pem, 'the key');
+  } catch (err) {
+    ctx.addIssue({ code: 'custom', message: `is not usable: ${(err as Error).message} ${(err as UserError).hint ?? ''}`.trim() });
+  }
+}
+
 /** Cross-section rules; run only when every section parsed on its own. */
 function crossCheck(config: ConfigShape, ctx: z.RefinementCtx): void {
   const provider = PROVIDERS.find((p) => config.provider[p] !== undefined);
@@ -203,6 +216,13 @@ function crossCheck(config: ConfigShape, ctx: z.RefinementCtx): void {
       message: `attestation variant ${variant} does not run on provider ${provider}; ${provider} allows ${PROVIDER_VARIANTS[provider].join(', ')}`,
     });
     return;
+  }
+  if (provider === 'local' && config.image !== LOCAL_BUILD_IMAGE && !isImageVersion(config.image)) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['image'],
+      message: `a local image is \`${LOCAL_BUILD_IMAGE}\` (the current build) or a version made by \`constellation mini image create\` (letters, digits, '.', '_', '-')`,
+    });
   }
   let controlPlaneGroups = 0;
   for (const [name, group] of Object.entries(config.nodeGroups)) {
@@ -266,7 +286,16 @@ function sectionsSchema(options: ConfigSchemaOptions) {
         })
         .describe('Kubernetes version of the cluster; see `constellation config kubernetes-versions`.'),
       image: (allowIncomplete ? image : image.min(1, { error: present('is empty: set the node image (AMI id, Azure image id or GCE image URL)') }))
-        .describe('Node image: `local` for the local provider, else an AMI id, Azure image id or GCE image URL.'),
+        .describe(
+          'Node image: for the local provider `local` (the current build) or a version made by `constellation mini image create`; else an AMI id, Azure image id or GCE image URL.',
+        ),
+      measurementsSigningKey: z
+        .string()
+        .superRefine(validSigningKey)
+        .optional()
+        .describe(
+          "PEM public key (ECDSA P-256, as cosign.pub) that signed measurements must verify with, for images you sign yourself. Unset: this CLI's release key (clouds), or your local image key (the local provider's versioned images).",
+        ),
       microserviceVersion: z
         .string()
         .regex(/^v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$/, { error: present('must be a version like v1.2.3') })

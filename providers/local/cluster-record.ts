@@ -18,6 +18,8 @@ const nodeRecordSchema = z.object({
   role: z.enum(['control-plane', 'worker']),
   /** Host number in the cluster's /24 (the address is <prefix>.<host>). */
   host: z.number().int().min(2).max(254),
+  /** The image the node boots: `local` (the current build) or a version of the user's images; unset: `local`. */
+  image: z.string().optional(),
   /** TPMT_PUBLIC of the node's AK, base64; set once, before the node first boots. */
   akPublic: z.string().optional(),
   swtpmPid: pid.optional(),

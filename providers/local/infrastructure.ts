@@ -12,9 +12,9 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { fileURLToPath } from 'node:url';
 import type { Measurements } from '../../lib/attestation/types.js';
 import { UserError } from '../../lib/errors.js';
+import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type {
   CreateRequest,
@@ -37,13 +37,23 @@ import {
 import { ClusterStore, type ClusterRecord } from './cluster-record.js';
 import { FileDigestCache } from './digest-cache.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
+import { LocalImageStore } from './image-store.js';
 import type { LaunchConfig } from './launcher.js';
 import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, METADATA_PORT, nodeAddress, nodePaths } from './layout.js';
 import { ADDRESS_POOL_ENV, ClusterNetwork, DEFAULT_ADDRESS_POOL, isNetworkId, newNetworkId, requireRoot } from './network.js';
+import { defaultNodeProgram } from './node-program.js';
+export { defaultNodeProgram } from './node-program.js';
 import { isOwnedBy, siblingModule, spawnDetached, stopOwnedProcesses } from './processes.js';
 
 export interface LocalInfrastructureOptions {
-  /** The node program the launcher starts, and the image directory it measures (entry must be inside it). */
+  /**
+   * The config's `image`: `local` (default) boots the current build (or `nodeProgram`), a version boots that image of
+   * the user's (`mini image create`, ./image-store.ts). New nodes boot it; a node keeps the image it was made with.
+   */
+  image?: string;
+  /** The user's config folder, which holds the versioned images; default $XDG_CONFIG_HOME/constellation. */
+  userConfigDir?: string;
+  /** For image `local`: the node program the launcher starts, and the image directory it measures (entry inside it). */
   nodeProgram?: { entry: string; imageDir: string };
   /** The Node.js binary that runs the node program (measured into PCR 4). Default: the one running the CLI. */
   nodeBinary?: string;
@@ -54,15 +64,6 @@ export interface LocalInfrastructureOptions {
   random?: () => number;
 }
 
-/** The built bootstrapper: dist/bootstrapper/main.js in the image dist/, found from where this module runs. */
-export function defaultNodeProgram(): { entry: string; imageDir: string } {
-  const here = path.dirname(fileURLToPath(import.meta.url));
-  const parts = here.split(path.sep);
-  const distAt = parts.lastIndexOf('dist');
-  const imageDir = distAt >= 0 ? parts.slice(0, distAt + 1).join(path.sep) : path.resolve(here, '../../dist');
-  return { entry: path.join(imageDir, 'bootstrapper', 'main.js'), imageDir };
-}
-
 const nodeResourceId = (name: string) => `local-node/${name}`;
 
 /** How long a removed control plane keeps serving the calls it has, after the load balancer stopped sending more. */
@@ -70,17 +71,22 @@ const DRAIN_MS = 500;
 
 export class LocalInfrastructure implements InfrastructureProvider {
   readonly name = 'local';
+  /** The image new nodes boot: its version (`local`: the current build) and what the launcher runs and measures. */
+  readonly imageVersion: string;
   readonly image: NodeImage;
+  /** The current build (image `local`): the nodes of a cluster made before versioned images boot it. */
+  private readonly localBuild: NodeImage;
+  private readonly images: LocalImageStore;
   private readonly metadataPort: number;
   private readonly network: NetworkOptions;
 
   constructor(options: LocalInfrastructureOptions = {}) {
     const program = options.nodeProgram ?? defaultNodeProgram();
-    this.image = {
-      nodeBinary: path.resolve(options.nodeBinary ?? process.execPath),
-      imageDir: path.resolve(program.imageDir),
-      entry: path.resolve(program.entry),
-    };
+    const nodeBinary = path.resolve(options.nodeBinary ?? process.execPath);
+    this.localBuild = { nodeBinary, imageDir: path.resolve(program.imageDir), entry: path.resolve(program.entry) };
+    this.images = new LocalImageStore({ userConfigDir: options.userConfigDir, nodeBinary });
+    this.imageVersion = options.image ?? LOCAL_BUILD_IMAGE;
+    this.image = this.nodeImageOf(this.imageVersion);
     this.metadataPort = options.metadataPort ?? METADATA_PORT;
     this.network = {
       addressPool: options.addressPool ?? (process.env[ADDRESS_POOL_ENV] || DEFAULT_ADDRESS_POOL),
@@ -89,8 +95,8 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /**
-   * The measurements (PCR 4, 8, 9, 11, 12, 13, SHA-256) of a node booted by this provider: every boot (create,
-   * reboot, scale, replace) starts the image this object was made with, as it is at that moment.
+   * The measurements (PCR 4, 8, 9, 11, 12, 13, SHA-256) of a node booted from this provider's image, as its files
+   * are at this moment. For a versioned image, `create` uses its signed measurements instead (cli/images).
    */
   expectedMeasurements(workspaceDir?: string): Promise<Measurements> {
     return expectedImageMeasurements(this.image, new FileDigestCache(workspaceDir ? clusterPaths(workspaceDir).digestCache : undefined));
@@ -99,11 +105,12 @@ export class LocalInfrastructure implements InfrastructureProvider {
   async create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult> {
     requireRoot(); // before anything exists
     const paths = clusterPaths(ctx.workspaceDir);
-    await fs.access(this.image.entry).catch(() => {
-      throw new UserError(`The node program ${this.image.entry} does not exist.`, {
-        hint: 'Build the project first (npm run build).',
+    if (request.image !== this.imageVersion) {
+      throw new UserError(`The config names image ${request.image}, but the local provider was set up to boot ${this.imageVersion}.`, {
+        hint: 'This is a bug in constellation: the provider must be made from the same config.',
       });
-    });
+    }
+    await this.requireImage(this.imageVersion);
     await ctx.journal.record({ kind: 'local:cluster', id: CLUSTER_RESOURCE_ID, name: LOCAL_DIR, data: { dir: paths.dir } });
     await fs.mkdir(paths.nodesDir, { recursive: true, mode: 0o700 });
 
@@ -346,6 +353,26 @@ export class LocalInfrastructure implements InfrastructureProvider {
       .sort((a, b) => index(a) - index(b));
   }
 
+  /** What the launcher runs and measures for image `version`. */
+  private nodeImageOf(version: string): NodeImage {
+    return version === LOCAL_BUILD_IMAGE ? this.localBuild : this.images.nodeImage(version);
+  }
+
+  /** Refuses to boot an image that is not there (no build, or no such versioned image). */
+  private async requireImage(version: string): Promise<void> {
+    const image = this.nodeImageOf(version);
+    if (version !== LOCAL_BUILD_IMAGE && !(await this.images.has(version))) {
+      throw new UserError(`There is no local image ${version} (in ${this.images.imagesDir}).`, {
+        hint: `\`constellation mini image list\` shows the images; \`constellation mini image create ${version}\` makes one from the current build.`,
+      });
+    }
+    await fs.access(image.entry).catch(() => {
+      throw new UserError(`The node program ${image.entry} does not exist.`, {
+        hint: version === LOCAL_BUILD_IMAGE ? 'Build the project first (npm run build).' : `The image ${version} is incomplete: make it again under a new version.`,
+      });
+    });
+  }
+
   /** Plans a node of the group (name and address) in the record; names are never reused within a cluster. */
   private addNode(record: ClusterRecord, group: string): string {
     const role = record.nodeGroups[group].role;
@@ -356,7 +383,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       role,
       Object.values(record.nodes).map((n) => n.host),
     );
-    record.nodes[name] = { group, role, host };
+    record.nodes[name] = { group, role, host, image: this.imageVersion };
     return name;
   }
 
@@ -469,6 +496,8 @@ export class LocalInfrastructure implements InfrastructureProvider {
     if (!options.plugged) await network.plugNode(name, node.host, address);
     const { swtpmPaths } = await import('../../lib/tpm/swtpm.js');
     const tpm = swtpmPaths(np.tpmDir);
+    const imageVersion = node.image ?? LOCAL_BUILD_IMAGE;
+    await this.requireImage(imageVersion);
     const launch: LaunchConfig = {
       name,
       role: node.role,
@@ -478,9 +507,9 @@ export class LocalInfrastructure implements InfrastructureProvider {
       stateDisk: np.stateDisk,
       stateDir: np.stateDir,
       tpm: { serverSocket: tpm.serverSocket, ctrlSocket: tpm.ctrlSocket },
-      image: this.image,
+      image: this.nodeImageOf(imageVersion),
       kubernetesBackend: store.record.kubernetesBackend,
-      imageVersion: 'local',
+      imageVersion,
       digestCache: clusterPaths(ctx.workspaceDir).digestCache,
     };
     await writeFileAtomic(np.launchConfig, `${JSON.stringify(launch, null, 2)}\n`);
@@ -488,7 +517,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     const { pid, message } = await spawnDetached({
       file: siblingModule('launcher'),
       // The launcher runs the node program in its own process: on the Node.js binary that is measured into PCR 4.
-      execPath: this.image.nodeBinary,
+      execPath: launch.image.nodeBinary,
       args: [np.launchConfig],
       owner: np.dir,
       cwd: np.dir,

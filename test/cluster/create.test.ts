@@ -20,6 +20,9 @@ import { IDENTITY, RESOURCE_GROUP, SUBSCRIPTION } from '../providers/azure/fixtu
 import { PROJECT } from '../providers/gcp/support.js';
 import type { CreateRequest, ProviderContext, TerminateOptions } from '../../providers/contract.js';
 import { MeasuringMemoryProvider, MemoryProvider } from './support/stand-in.js';
+import { SignatureError } from '../../lib/images/signed-measurements.js';
+import { LocalImageStore } from '../../providers/local/image-store.js';
+import { fakeBuild, setConfigKeys } from '../images/support.js';
 import { IMAGE_MEASUREMENTS, localWorkspace, tempDir } from './support/workspace.js';
 
 describe('createCluster', () => {
@@ -87,6 +90,40 @@ describe('createCluster', () => {
     assert.ok(written.includes('# clusterID: zero until the node joins a cluster'), 'comments stay');
     assert.ok(written.indexOf('\n      4:') < written.indexOf('\n      8:'), 'PCRs stay in order');
     assert.notEqual(written, text);
+  });
+
+  describe('on a versioned local image', () => {
+    let userConfigDir: string;
+    let store: LocalImageStore;
+    beforeEach(async () => {
+      userConfigDir = path.join(ws, 'user-config');
+      const nodeBinary = path.join(ws, 'node');
+      await fs.writeFile(nodeBinary, 'runtime');
+      store = new LocalImageStore({ userConfigDir, nodeBinary });
+      await store.create('v1', await fakeBuild(path.join(ws, 'repo')));
+      await setConfigKeys(ws, { image: 'v1' });
+    });
+    const createOn = (provider: MemoryProvider) =>
+      createCluster({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger, imageSource: { userConfigDir } });
+
+    it("writes the image's signed measurements into the config, not what the provider measures", async () => {
+      const provider = new MeasuringMemoryProvider(IMAGE_MEASUREMENTS);
+      await createOn(provider);
+      const signed = await store.measurements('v1', (await store.publicKey())!);
+      assert.deepEqual(measurementsOf(await loadConfig(ws)), signed.measurements);
+      assert.equal(provider.requests[0].image, 'v1');
+    });
+
+    it('refuses measurements edited after signing before anything exists: no state, no provider call, config unchanged', async () => {
+      const file = path.join(store.imageDir('v1'), 'measurements.json');
+      await fs.writeFile(file, (await fs.readFile(file, 'utf8')).replace('"warnOnly": true', '"warnOnly": false'));
+      const config = await fs.readFile(path.join(ws, CONFIG_FILE), 'utf8');
+      const provider = new MemoryProvider();
+      await assert.rejects(createOn(provider), (err: Error) => err instanceof SignatureError && err.message.includes('of local image v1'));
+      assert.equal(provider.requests.length, 0);
+      assert.equal((await readState(ws)).infrastructure.uid, '');
+      assert.equal(await fs.readFile(path.join(ws, CONFIG_FILE), 'utf8'), config);
+    });
   });
 
   it('refuses a workspace whose cluster is initialized', async () => {

@@ -1,7 +1,9 @@
 import assert from 'node:assert/strict';
+import { generateKeyPairSync } from 'node:crypto';
 import { ConfigError, parseConfig, type ConfigIssue } from '../../lib/config/index.js';
 
 const ZERO = '0'.repeat(64);
+const P384_PEM = generateKeyPairSync('ec', { namedCurve: 'secp384r1' }).publicKey.export({ type: 'spki', format: 'pem' }) as string;
 
 /** A valid local config with known line numbers (see the comments). */
 const VALID_LOCAL = `version: v4
@@ -133,6 +135,9 @@ const cases: BrokenCase[] = [
   { name: 'bad service CIDR', text: replaceLine(6, 'serviceCIDR: 10.96.0.0/40'), path: 'serviceCIDR', line: 6, message: /IPv4 CIDR/ },
   { name: 'cluster name with capitals', text: replaceLine(2, 'name: MyCluster'), path: 'name', line: 2, message: /lowercase/ },
   { name: 'tag value not a string', text: replaceLine(7, 'tags:\n  cost: [1]'), path: 'tags.cost', line: 8, message: /must be a string, not a list/ },
+  { name: 'local image that is no version', text: replaceLine(4, 'image: ../elsewhere'), path: 'image', line: 4, message: /a local image is `local` \(the current build\) or a version made by `constellation mini image create`/ },
+  { name: 'measurements signing key that is no PEM key', text: insertAfter(4, 'measurementsSigningKey: abc'), path: 'measurementsSigningKey', line: 5, message: /is not usable: the key is not a PEM public key/ },
+  { name: 'measurements signing key on another curve', text: insertAfter(4, `measurementsSigningKey: |\n${P384_PEM.trim().split('\n').map((l) => `  ${l}`).join('\n')}`), path: 'measurementsSigningKey', line: 5, message: /is not an ECDSA P-256 key \(it is EC on secp384r1\)/ },
   { name: 'empty file', text: '', path: '', line: 1, message: /the file is empty/ },
   { name: 'top level is a list', text: '- version: v4\n', path: '', line: 1, message: /top level must be a mapping/ },
 ];

@@ -13,6 +13,7 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
   static override examples = [
     { description: 'A cluster of 1 control-plane node and 1 worker in the current directory:', command: '<%= config.bin %> <%= command.id %>' },
     { description: '1 control-plane node and 2 workers in a new directory:', command: '<%= config.bin %> <%= command.id %> -w 2 -C ./mini' },
+    { description: 'A cluster on local image v1 (made by `mini image create v1`):', command: '<%= config.bin %> <%= command.id %> --image v1 -C ./mini' },
   ];
 
   static override flags = {
@@ -27,6 +28,10 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       description: 'Number of worker nodes (default 1; a continued run keeps its earlier count).',
       min: 0,
       max: 150,
+    }),
+    image: Flags.string({
+      description: 'The image the nodes boot: `local` (the current build, default) or a version made by `mini image create` (its signed measurements are verified first).',
+      helpValue: '<version>',
     }),
     yes: Flags.boolean({ char: 'y', description: 'Do not ask before continuing a cluster an earlier mini up left in the workspace.' }),
     'merge-kubeconfig': Flags.boolean({ description: "Merge the cluster's admin kubeconfig into yours (KUBECONFIG, else ~/.kube/config) and make its context the current one; other contexts are kept." }),
@@ -65,6 +70,7 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
           log,
           controlPlanes: this.flags['control-plane-nodes'],
           workers: this.flags['worker-nodes'],
+          image: this.flags.image,
           progress: report,
         }),
       ),

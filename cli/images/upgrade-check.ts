@@ -1,0 +1,126 @@
+/**
+ * `upgrade check`: what the config runs against what it could run.
+ *   images        the available images (./image-measurements.ts: the user's local images, or a cloud's version
+ *                 index), each with its signed measurements verified, or the reason they were refused, and how its
+ *                 measurements differ from the config's
+ *   kubernetes    the Kubernetes versions this CLI supports that are newer than the config's (lib/config/versions.ts)
+ *   upgrade       the smallest upgrade: the oldest verified image newer than the config's
+ * With `updateConfig`, the smallest upgrade is written into the config (image and its whole measurement set,
+ * comments kept); `upgrade apply` then rolls it out. The current build of the local provider (`local`) has no
+ * version, so no image counts as newer than it: set `image` to a version to start upgrading by version.
+ */
+import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
+import type { Measurements } from '../../lib/attestation/types.js';
+import { loadConfig, measurementsOf, providerOf, SUPPORTED_KUBERNETES_VERSIONS } from '../../lib/config/index.js';
+import { compareImageVersions, LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
+import type { Logger } from '../../lib/logging/index.js';
+import { editConfig } from '../../lib/config/edit.js';
+import { availableImages, type ImageSourceOptions } from './image-measurements.js';
+
+export interface UpgradeCheckOptions extends ImageSourceOptions {
+  workspaceDir: string;
+  log: Logger;
+  /** Write the smallest upgrade into the config. */
+  updateConfig?: boolean;
+}
+
+/** One PCR whose expected value (or presence) the image would change. */
+export interface PcrChange {
+  index: number;
+  /** The config's value; undefined when the config does not measure this PCR. */
+  from?: string;
+  /** The image's value; undefined when the image does not measure it. */
+  to?: string;
+  warnOnly: boolean;
+}
+
+export interface ImageReport {
+  version: string;
+  /** What the config's `image` becomes for it. */
+  image: string;
+  source: string;
+  /** Relative to the config's image; `unordered` when the config's image has no version (`local`, or not indexed). */
+  relation: 'current' | 'newer' | 'older' | 'unordered';
+  measurements?: Measurements;
+  measurementsDigest?: string;
+  /** How its measurements differ from the config's. */
+  changes?: PcrChange[];
+  refused?: string;
+}
+
+export interface UpgradeCheckResult {
+  current: { image: string; version?: string; kubernetesVersion: string; measurementsDigest: string };
+  key: { name: string; fingerprint: string };
+  images: ImageReport[];
+  kubernetes: { current: string; supported: string[]; newer: string[] };
+  upgrade?: { version: string; image: string; measurements: Measurements };
+  configUpdated: boolean;
+}
+
+export async function upgradeCheck(options: UpgradeCheckOptions): Promise<UpgradeCheckResult> {
+  const { workspaceDir, log } = options;
+  const config = await loadConfig(workspaceDir);
+  const configured = measurementsOf(config);
+  const { images, key, index } = await availableImages(config, options);
+
+  let currentVersion: string | undefined;
+  if (providerOf(config) === 'local') currentVersion = config.image === LOCAL_BUILD_IMAGE ? undefined : config.image;
+  else currentVersion = index?.find((e) => e.image === config.image || e.version === config.image)?.version;
+
+  const reports: ImageReport[] = images.map((img) => {
+    const relation = currentVersion === undefined ? 'unordered' : relationOf(compareImageVersions(img.version, currentVersion));
+    if (!img.measurements) return { version: img.version, image: img.image, source: img.source, relation, refused: img.refused };
+    return {
+      version: img.version,
+      image: img.image,
+      source: img.source,
+      relation,
+      measurements: img.measurements,
+      measurementsDigest: imageMeasurementsDigest(img.measurements),
+      changes: measurementChanges(configured, img.measurements),
+    };
+  });
+  const next = reports.find((r) => r.relation === 'newer' && r.measurements);
+  const upgrade = next ? { version: next.version, image: next.image, measurements: next.measurements! } : undefined;
+
+  let configUpdated = false;
+  if (options.updateConfig && upgrade) {
+    await editConfig(workspaceDir, { image: upgrade.image, measurements: upgrade.measurements, replaceMeasurements: true });
+    configUpdated = true;
+    log.info('config updated to the smallest upgrade', { image: upgrade.image, version: upgrade.version });
+  }
+  return {
+    current: {
+      image: config.image,
+      ...(currentVersion ? { version: currentVersion } : {}),
+      kubernetesVersion: config.kubernetesVersion,
+      measurementsDigest: imageMeasurementsDigest(configured),
+    },
+    key: { name: key.name, fingerprint: key.fingerprint },
+    images: reports,
+    kubernetes: {
+      current: config.kubernetesVersion,
+      supported: [...SUPPORTED_KUBERNETES_VERSIONS],
+      newer: SUPPORTED_KUBERNETES_VERSIONS.filter((v) => compareImageVersions(v, config.kubernetesVersion) > 0),
+    },
+    ...(upgrade ? { upgrade } : {}),
+    configUpdated,
+  };
+}
+
+function relationOf(order: number): ImageReport['relation'] {
+  return order > 0 ? 'newer' : order < 0 ? 'older' : 'current';
+}
+
+/** The PCRs whose expected value, warn-only flag or presence differ, ascending. */
+export function measurementChanges(from: Measurements, to: Measurements): PcrChange[] {
+  const indices = [...new Set([...Object.keys(from), ...Object.keys(to)])].map(Number).sort((a, b) => a - b);
+  const changes: PcrChange[] = [];
+  for (const index of indices) {
+    const a = from[String(index)];
+    const b = to[String(index)];
+    if (a && b && a.expected.toLowerCase() === b.expected.toLowerCase() && a.warnOnly === b.warnOnly) continue;
+    changes.push({ index, ...(a ? { from: a.expected.toLowerCase() } : {}), ...(b ? { to: b.expected.toLowerCase() } : {}), warnOnly: (b ?? a)!.warnOnly });
+  }
+  return changes;
+}
