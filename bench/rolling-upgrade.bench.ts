@@ -1,18 +1,18 @@
 /**
- * Rolling upgrade of a local 3 + 2 cluster (issue 11), through a private copy of the built CLI whose dist/ is the node
- * image: v2 is that image with one byte changed, its measurements written into the config; `upgrade apply -y` replaces
- * all five nodes. Reported: the rollout's wall time against 5 × one node's replacement (the median of the rollout's
+ * Rolling upgrade of a local 3 + 2 cluster (issue 11) from image v1 to v2, through a private copy of the built CLI
+ * and a temporary user config folder: v1 is the copy's build, v2 that build with one line more (`mini image create`
+ * each); after `mini up --image v1`, the config names v2 with its signed measurements (`config fetch-measurements`)
+ * and `upgrade apply -y` replaces all five nodes. Reported: the rollout's wall time against 5 × one node's replacement (the median of the rollout's
  * own replacements: add, join, verify, remove), target ≤ 1.2; and the probes that failed (the load balancer asked
  * every 100 ms for a status and an attestation document), target 0.
  */
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { editConfig } from '../cli/cluster/config-edit.js';
+import { editConfig } from '../lib/config/edit.js';
 import { getNodeStatus } from '../cli/cluster/status.js';
 import { readState } from '../lib/workspace/state.js';
-import { LocalInfrastructure } from '../providers/local/infrastructure.js';
-import { cleanUp, copyBuiltCli, start, run, tempDir } from '../test/e2e/support.js';
+import { changedBuild, cleanUp, copyBuiltCli, start, run, tempDir } from '../test/e2e/support.js';
 import { median } from './support/stats.js';
 
 const TARGET_RATIO = 1.2;
@@ -22,13 +22,17 @@ export default async function rollingUpgradeBench(out: (line: string) => void): 
   const copy = await copyBuiltCli(tmp);
   const ws = path.join(tmp, 'ws');
   await fs.mkdir(ws);
+  const env = { XDG_CONFIG_HOME: path.join(tmp, 'config') };
+  const ok = async (args: string[]) => {
+    const res = await run(copy, ws, args, env);
+    if (res.code !== 0) throw new Error(`${args.join(' ')} failed: ${res.stderr}`);
+  };
   try {
-    const up = await run(copy, ws, ['mini', 'up', '-c', '3', '-w', '2']);
-    if (up.code !== 0) throw new Error(`mini up failed: ${up.stderr}`);
-    const file = path.join(copy.imageDir, 'bootstrapper', 'node-status.d.ts');
-    await fs.appendFile(file, '// v2\n');
-    const infra = new LocalInfrastructure({ nodeProgram: { entry: path.join(copy.imageDir, 'bootstrapper', 'main.js'), imageDir: copy.imageDir } });
-    await editConfig(ws, { measurements: await infra.expectedMeasurements() });
+    await ok(['mini', 'image', 'create', 'v1', '--from', copy.root]);
+    await ok(['mini', 'image', 'create', 'v2', '--from', await changedBuild(copy, path.join(tmp, 'build-v2'), 'v2')]);
+    await ok(['mini', 'up', '--image', 'v1', '-c', '3', '-w', '2']);
+    await editConfig(ws, { image: 'v2' });
+    await ok(['config', 'fetch-measurements']);
     const lb = (await readState(ws)).infrastructure.clusterEndpoint;
 
     let probing = true;
@@ -44,7 +48,7 @@ export default async function rollingUpgradeBench(out: (line: string) => void): 
 
     // Timestamps of the rollout's own lines: "adding a node ... to replace X" → "replaced X with Y".
     const started = Date.now();
-    const child = start(copy, ws, ['upgrade', 'apply', '-y'], true);
+    const child = start(copy, ws, ['upgrade', 'apply', '-y'], true, env);
     const steps = new Map<string, { from: number; to?: number }>();
     let output = '';
     child.stdout!.on('data', (chunk: Buffer) => {

@@ -24,6 +24,7 @@ import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { pathExists } from '../../lib/workspace/files.js';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import type { Instance, InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
+import { verifyConfiguredMeasurements, type ImageSourceOptions } from '../images/image-measurements.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { clusterStatus, configuredSoftware, getNodeStatus, VERIFY_PORT, type SoftwareVersions } from './status.js';
 import { openWorkspaceStore, removeStoreMember, setMeasurements } from './store.js';
@@ -66,8 +67,8 @@ export interface UpgradeOptions {
   provider: InfrastructureProvider;
   /** Shown the plan before anything changes; false stops with nothing changed. */
   confirm?: (plan: UpgradePlan) => Promise<boolean>;
-  /** Checks the target image's signed measurements before anything else (DESIGN §10). */
-  verifyMeasurements?: () => Promise<void>;
+  /** Where the image's signed measurements are found (the user's config folder, a version index). */
+  imageSource?: ImageSourceOptions;
   progress?: (line: string) => void;
   rollback?: boolean;
   /** Longest wait for a replacement to join. */
@@ -101,8 +102,10 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
   let journal = await readJournal(journalFile);
   if (options.rollback) return rollback(journal, journalFile, options, ctx, progress);
 
-  await options.verifyMeasurements?.();
   const config = await loadConfig(workspaceDir);
+  // Before anything else (DESIGN §10): the measurements this rollout accepts are the image's signed ones.
+  const signed = await verifyConfiguredMeasurements(config, options.imageSource);
+  if (signed) progress(`verified the signed measurements of image ${config.image} (key ${signed.key.fingerprint.slice(0, 16)})`);
   const target = await configuredSoftware(config);
   const targetKey = { image: target.image, measurementsDigest: target.measurementsDigest, kubernetesVersion: target.kubernetesVersion };
   if (journal && JSON.stringify(journal.target) !== JSON.stringify(targetKey)) {

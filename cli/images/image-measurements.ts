@@ -11,7 +11,7 @@
  * (lib/images/signed-measurements.ts); a refusal is a UserError that names the file and the key.
  */
 import type { Measurements } from '../../lib/attestation/types.js';
-import { attestationVariantOf, providerOf, type Config } from '../../lib/config/index.js';
+import { attestationVariantOf, measurementsOf, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import { trustedKeyFromPem, type TrustedKey } from '../../lib/signing-keys.js';
 import { compareImageVersions, LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
@@ -90,6 +90,33 @@ export async function loadImageMeasurements(config: Config, version: string, opt
   }
   const signed = await fetchSigned(entry.measurementsUrl, entry.signatureUrl, key, { version: entry.version, variant }, options);
   return { ...signed, image: entry.image };
+}
+
+/**
+ * `upgrade apply`'s first check (DESIGN §10): the config's measurements are exactly the signed measurements of its
+ * image (every PCR, its value and whether it only warns), verified with the config's key. The local provider's
+ * current build (`local`) has none: its nodes are measured by the CLI itself (undefined).
+ */
+export async function verifyConfiguredMeasurements(config: Config, options: ImageSourceOptions = {}): Promise<VerifiedImageMeasurements | undefined> {
+  if (providerOf(config) === 'local' && config.image === LOCAL_BUILD_IMAGE) return undefined;
+  const signed = await loadImageMeasurements(config, config.image, options);
+  const configured = measurementsOf(config);
+  const indices = [...new Set([...Object.keys(signed.measurements), ...Object.keys(configured)])].sort((a, b) => Number(a) - Number(b));
+  const differences = indices.flatMap((i) => {
+    const want = signed.measurements[i];
+    const have = configured[i];
+    if (!have) return [`PCR ${i} is missing`];
+    if (!want) return [`PCR ${i} is not in the signed file`];
+    if (have.expected.toLowerCase() !== want.expected.toLowerCase()) return [`PCR ${i} is ${have.expected}, signed ${want.expected}`];
+    if (have.warnOnly !== want.warnOnly) return [`PCR ${i} has warnOnly ${have.warnOnly}, signed ${want.warnOnly}`];
+    return [];
+  });
+  if (differences.length > 0) {
+    throw new UserError(`The config's measurements are not the signed measurements of image ${config.image} (${signed.source}): ${differences.join('; ')}.`, {
+      hint: '`constellation config fetch-measurements` writes the signed measurements of the config\'s image into the config (`constellation upgrade check --update-config` does it with the image). Nothing was changed.',
+    });
+  }
+  return signed;
 }
 
 /** The signed measurements at the given URLs (or paths), verified for the config's variant with the config's key. */

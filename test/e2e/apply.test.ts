@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { editConfig } from '../../cli/cluster/config-edit.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { cleanUp, copyBuiltCli, run, status, tempDir, type CliCopy } from './support.js';
 
 describe('e2e: apply creates, initializes and scales a local cluster', function () {

@@ -13,7 +13,7 @@ import { createKubeletCsr } from '../../bootstrapper/kubelet-csr.js';
 import { createValidator } from '../../lib/attestation/registry.js';
 import { localInstanceInfo } from '../../lib/attestation/variants/local-vtpm.js';
 import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
-import { editConfig } from '../../cli/cluster/config-edit.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { loadConfig, measurementsOf } from '../../lib/config/index.js';
 import { deriveStateDiskKey } from '../../lib/kms/index.js';
 import { nullLogger } from '../../lib/logging/index.js';

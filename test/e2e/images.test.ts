@@ -9,7 +9,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { STATE_FILE } from '../../lib/workspace/files.js';
-import { cleanUp, clusterProcesses, copyBuiltCli, run, tempDir, type CliCopy } from './support.js';
+import { changedBuild, cleanUp, clusterProcesses, copyBuiltCli, run, tempDir, type CliCopy } from './support.js';
 
 interface ListedImage {
   version: string;
@@ -99,13 +99,7 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
 
   it('upgrade check finds a changed build made into v2, and --update-config writes it into the config', async () => {
     // A changed build: one byte more in a file of dist/ (PCR 9 and 11 change).
-    const next = path.join(tmp, 'next');
-    await fs.mkdir(next);
-    await fs.cp(path.join(copy.root, 'dist'), path.join(next, 'dist'), { recursive: true });
-    await fs.copyFile(path.join(copy.root, 'package.json'), path.join(next, 'package.json'));
-    await fs.symlink(path.join(copy.root, 'node_modules'), path.join(next, 'node_modules'));
-    await fs.appendFile(path.join(next, 'dist', 'bootstrapper', 'main.js'), '\n');
-    await ok(['mini', 'image', 'create', 'v2', '--from', next]);
+    await ok(['mini', 'image', 'create', 'v2', '--from', await changedBuild(copy, path.join(tmp, 'next'), 'v2')]);
 
     const check = JSON.parse(await ok(['upgrade', 'check', '--json'])) as {
       current: { image: string };

@@ -36,6 +36,19 @@ export async function copyBuiltCli(dir: string): Promise<CliCopy> {
   return { root, cli: path.join(root, 'bin', 'constellation'), imageDir: path.join(root, 'dist') };
 }
 
+/**
+ * The copy's build with one line more in the node program's entry (PCRs 9 and 11 change), in a new folder `dir`
+ * laid out as `mini image create --from` takes it (dist/ and package.json copied, node_modules linked).
+ */
+export async function changedBuild(copy: CliCopy, dir: string, marker: string): Promise<string> {
+  await fs.mkdir(dir);
+  await fs.cp(path.join(copy.root, 'dist'), path.join(dir, 'dist'), { recursive: true });
+  await fs.copyFile(path.join(copy.root, 'package.json'), path.join(dir, 'package.json'));
+  await fs.symlink(path.join(copy.root, 'node_modules'), path.join(dir, 'node_modules'));
+  await fs.appendFile(path.join(dir, 'dist', 'bootstrapper', 'main.js'), `// ${marker}\n`);
+  return dir;
+}
+
 /** Runs the copy's CLI in workspace `ws` (-C), without a terminal. */
 export function run(copy: CliCopy, ws: string, args: string[], env?: NodeJS.ProcessEnv): Promise<CliResult> {
   return new Promise((resolve) => {
@@ -48,8 +61,8 @@ export function run(copy: CliCopy, ws: string, args: string[], env?: NodeJS.Proc
 }
 
 /** Starts the copy's CLI without waiting for it (to kill it part-way); `withOutput` pipes its stdout. */
-export function start(copy: CliCopy, ws: string, args: string[], withOutput = false): ChildProcess {
-  return spawn(process.execPath, [copy.cli, ...args, '-C', ws], { cwd: ws, stdio: ['ignore', withOutput ? 'pipe' : 'ignore', 'ignore'] });
+export function start(copy: CliCopy, ws: string, args: string[], withOutput = false, env?: NodeJS.ProcessEnv): ChildProcess {
+  return spawn(process.execPath, [copy.cli, ...args, '-C', ws], { cwd: ws, env: { ...process.env, ...env }, stdio: ['ignore', withOutput ? 'pipe' : 'ignore', 'ignore'] });
 }
 
 /** Polls `check` every 10 ms until it returns a value other than undefined/false. */

@@ -1,21 +1,27 @@
 /**
- * Rolling upgrades on a real local cluster (3 control planes + 2 workers; the built CLI's private copy, whose dist/
- * is the node image). "v2" is a changed build (one byte of the image), whose measurements the config gets; a
- * "tampered" v2 is a build that differs from the one the config's measurements describe.
- *   1. a tampered replacement stops the rollout naming the PCR; the old nodes stay and serve; --rollback cleans up
- *   2. the real rollout, killed (SIGKILL) after its first replacement and run again: every node replaced, nothing
- *      lost, etcd 3 of 3, verify --all; all along a probe asks the load balancer every 100 ms (status and the
- *      verify service) and sees no failure, and a node joining mid-rollout gets its ticket.
+ * Rolling upgrades on a real local cluster (3 control planes + 2 workers) from versioned local image v1 to v2, with
+ * the built CLI's private copy and a temporary user config folder (XDG_CONFIG_HOME: the images and their key). The
+ * images, made with `mini image create` from the copy's build changed by one byte each:
+ *   v2  the upgrade
+ *   v3  correctly signed, then its files changed (a tampered image: its nodes measure otherwise)
+ *   v4  its measurements file edited after signing
+ * Cases, in order on one cluster:
+ *   1. `upgrade check` lists v2 (and refuses v4); `upgrade apply` to v4 is refused before any node is touched
+ *   2. a replacement booted from v3 stops the rollout naming the PCR; the old nodes stay and serve; --rollback
+ *   3. the real rollout to v2, killed (SIGKILL) after its first replacement and run again: every node replaced and on
+ *      v2, nothing lost, etcd 3 of 3, verify --all; all along a probe asks the load balancer every 100 ms (status and
+ *      the verify service) and sees no failure, and a node of v2 joining mid-rollout gets its ticket.
  */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { editConfig } from '../../cli/cluster/config-edit.js';
+import { parse } from 'yaml';
 import { getNodeStatus } from '../../cli/cluster/status.js';
 import { UPGRADE_JOURNAL_FILE } from '../../cli/cluster/upgrade.js';
+import { editConfig } from '../../lib/config/edit.js';
 import { loadConfig, measurementsOf } from '../../lib/config/index.js';
-import { LocalInfrastructure } from '../../providers/local/infrastructure.js';
-import { cleanUp, copyBuiltCli, run, start, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
+import { LocalImageStore } from '../../providers/local/image-store.js';
+import { changedBuild, cleanUp, copyBuiltCli, run, start, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
 
 /** Asks the load balancer every 100 ms for a status and an attestation document; counts the calls that fail. */
 function startProbe(lb: string): { stop(): Promise<{ calls: number; failures: string[] }> } {
@@ -56,23 +62,41 @@ function startProbe(lb: string): { stop(): Promise<{ calls: number; failures: st
   };
 }
 
-describe('e2e: rolling upgrade of 3 control planes + 2 workers', function () {
+describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to v2', function () {
   this.timeout(600_000);
   let tmp: string;
   let copy: CliCopy;
   let ws: string;
-  let original: Buffer;
-  const imageFile = () => path.join(copy.imageDir, 'bootstrapper', 'node-status.d.ts');
-  const infra = () => new LocalInfrastructure({ nodeProgram: { entry: path.join(copy.imageDir, 'bootstrapper', 'main.js'), imageDir: copy.imageDir } });
+  let env: NodeJS.ProcessEnv;
+  let images: LocalImageStore;
+  const cli = (args: string[]) => run(copy, ws, args, env);
+  const ok = async (args: string[]) => {
+    const res = await cli(args);
+    assert.equal(res.code, 0, `${args.join(' ')}:\n${res.stdout}\n${res.stderr}`);
+    return res.stdout;
+  };
+  const names = async () => (await status(copy, ws)).map((n) => n.name);
+  /** A changed build (PCRs 9 and 11 differ) made into image `version`. */
+  const makeImage = async (version: string) => ok(['mini', 'image', 'create', version, '--from', await changedBuild(copy, path.join(tmp, `build-${version}`), version)]);
+  /** Points the config at `version` with its signed measurements, as a user does. */
+  const useImage = async (version: string) => {
+    await editConfig(ws, { image: version });
+    await ok(['config', 'fetch-measurements']);
+  };
 
   before(async () => {
     tmp = await tempDir('cl-upgrade-');
     copy = await copyBuiltCli(tmp);
     ws = path.join(tmp, 'ws');
     await fs.mkdir(ws);
-    const res = await run(copy, ws, ['mini', 'up', '-c', '3', '-w', '2']);
-    assert.equal(res.code, 0, `${res.stdout}\n${res.stderr}`);
-    original = await fs.readFile(imageFile());
+    env = { XDG_CONFIG_HOME: path.join(tmp, 'config') };
+    images = new LocalImageStore({ userConfigDir: path.join(tmp, 'config', 'constellation') });
+    await ok(['mini', 'image', 'create', 'v1', '--from', copy.root]);
+    for (const version of ['v2', 'v3', 'v4']) await makeImage(version);
+    await fs.appendFile(path.join(images.imageDir('v3'), 'dist', 'bootstrapper', 'main.js'), '// tampered after signing\n');
+    const v4 = path.join(images.imageDir('v4'), 'measurements.json');
+    await fs.writeFile(v4, (await fs.readFile(v4, 'utf8')).replace(/"expected": "[0-9a-f]{64}"/, `"expected": "${'ab'.repeat(32)}"`));
+    await ok(['mini', 'up', '--image', 'v1', '-c', '3', '-w', '2']);
   });
 
   after(async () => {
@@ -80,38 +104,51 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers', function () {
     if (tmp) await fs.rm(tmp, { recursive: true, force: true });
   });
 
-  it('a replacement from a tampered image stops the rollout naming the PCR; the old nodes stay and serve; --rollback removes what was added', async () => {
-    // The config describes v2; the image the new nodes boot is not v2.
-    await fs.writeFile(imageFile(), Buffer.concat([original, Buffer.from('// v2\n')]));
-    await editConfig(ws, { measurements: await infra().expectedMeasurements() });
-    await fs.writeFile(imageFile(), Buffer.concat([original, Buffer.from('// tampered\n')]));
-    const before = (await status(copy, ws)).map((n) => n.name);
+  it('upgrade check lists v2; measurements edited after signing are refused before any node is touched', async () => {
+    const check = JSON.parse(await ok(['upgrade', 'check', '--json'])) as { images: { version: string; relation: string; refused?: string }[]; upgrade?: { version: string } };
+    assert.equal(check.images.find((i) => i.version === 'v2')?.relation, 'newer');
+    assert.match(check.images.find((i) => i.version === 'v4')?.refused ?? '', /do not verify/);
+    assert.equal(check.upgrade?.version, 'v2');
 
-    const res = await run(copy, ws, ['upgrade', 'apply', '-y']);
+    // The user names v4 with the values of its (edited) file, by hand: fetch-measurements would refuse them.
+    const edited = JSON.parse(await fs.readFile(path.join(images.imageDir('v4'), 'measurements.json'), 'utf8')) as { measurements: Record<string, { expected: string; warnOnly: boolean }> };
+    const config = await fs.readFile(path.join(ws, 'constellation-conf.yaml'));
+    await editConfig(ws, { image: 'v4', measurements: edited.measurements, replaceMeasurements: true });
+    const before = await names();
+    const res = await cli(['upgrade', 'apply', '-y']);
+    assert.equal(res.code, 1, res.stdout + res.stderr);
+    assert.match(res.stderr, /The measurements of local image v4 .* do not verify with your local image key/);
+    assert.deepEqual(await names(), before, 'no node was added or removed');
+    await assert.rejects(fs.stat(path.join(ws, UPGRADE_JOURNAL_FILE)), { code: 'ENOENT' });
+    await fs.writeFile(path.join(ws, 'constellation-conf.yaml'), config);
+  });
+
+  it('a replacement booted from a tampered image stops the rollout naming the PCR; the old nodes stay and serve; --rollback removes what was added', async () => {
+    await useImage('v3');
+    const before = await names();
+    const res = await cli(['upgrade', 'apply', '-y']);
     assert.equal(res.code, 3, res.stdout + res.stderr);
+    assert.match(res.stdout, /verified the signed measurements of image v3/);
     assert.match(res.stderr, /The replacement control-plane-3 of control-plane-0 was refused: [\s\S]*PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64}/);
     const during = await status(copy, ws);
     for (const name of before) assert.equal(during.find((n) => n.name === name)?.state, 'joined', `${name} stays and serves`);
-    // The cluster keeps serving joins of v1 nodes: a v1 worker reboots and rejoins.
-    await fs.writeFile(imageFile(), original);
-    assert.equal((await run(copy, ws, ['mini', 'reboot', 'worker-0'])).code, 0);
+    // The cluster keeps serving joins of v1 nodes: a v1 worker reboots and rejoins (both measurement sets are accepted).
+    await ok(['mini', 'reboot', 'worker-0']);
     await waitFor('worker-0 (v1) to rejoin', async () => (await status(copy, ws)).find((n) => n.name === 'worker-0')?.state === 'joined', 60_000);
 
-    const rollback = await run(copy, ws, ['upgrade', 'apply', '--rollback']);
-    assert.equal(rollback.code, 0, rollback.stdout + rollback.stderr);
-    assert.match(rollback.stdout, /removed control-plane-3, which the upgrade added to replace control-plane-0/);
-    assert.deepEqual((await status(copy, ws)).map((n) => n.name), before);
+    const rollback = await ok(['upgrade', 'apply', '--rollback']);
+    assert.match(rollback, /removed control-plane-3, which the upgrade added to replace control-plane-0/);
+    assert.deepEqual(await names(), before);
     await assert.rejects(fs.stat(path.join(ws, UPGRADE_JOURNAL_FILE)), { code: 'ENOENT' });
   });
 
   it('rolls every node to v2 with no failed probe, continues after a SIGKILL, lets a node join mid-rollout, and ends with etcd 3 of 3', async () => {
-    await fs.writeFile(imageFile(), Buffer.concat([original, Buffer.from('// v2\n')]));
-    await editConfig(ws, { measurements: await infra().expectedMeasurements() });
+    await useImage('v2');
     const lb = (await import('../../lib/workspace/state.js')).readState(ws).then((s) => s.infrastructure.clusterEndpoint);
     const probe = startProbe(await lb);
     try {
       // First run: killed once the first replacement is done.
-      const first = start(copy, ws, ['upgrade', 'apply', '-y']);
+      const first = start(copy, ws, ['upgrade', 'apply', '-y'], false, env);
       await waitFor('the first replacement', async () => {
         const journal = await fs.readFile(path.join(ws, UPGRADE_JOURNAL_FILE), 'utf8').catch(() => '');
         return journal.includes('"done": true');
@@ -124,9 +161,9 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers', function () {
       assert.equal(mid.filter((n) => n.state === 'joined').length, 5, JSON.stringify(mid.map((n) => [n.name, n.state])));
 
       // Mid-rollout (old and new nodes, both measurement sets accepted): a node of the new image joins.
-      const node = await startProbeNode(ws, { imageDir: copy.imageDir, entry: path.join(copy.imageDir, 'bootstrapper', 'main.js') }, 'joiner-0', path.join(tmp, 'joiner-tpm'));
+      const node = await startProbeNode(ws, images.nodeImage('v2'), 'joiner-0', path.join(tmp, 'joiner-tpm'));
       try {
-        const second = run(copy, ws, ['upgrade', 'apply', '-y']);
+        const second = cli(['upgrade', 'apply', '-y']);
         const joined = await node.join(`${await lb}:30090`);
         assert.equal(joined.error, undefined, 'a node joining mid-rollout gets its ticket');
         const res = await second;
@@ -140,13 +177,20 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers', function () {
       assert.deepEqual(failures, [], `${failures.length} of ${calls} probes failed`);
       assert.ok(calls > 20, `the probe ran (${calls} calls)`);
     }
-    const nodes = await status(copy, ws);
-    assert.equal(nodes.length, 5);
-    assert.ok(nodes.every((n) => n.state === 'joined'));
-    const full = JSON.parse((await run(copy, ws, ['status', '--json'])).stdout) as { nodes: { upToDate: boolean }[]; store: { healthyVoters: number; voters: number } };
-    assert.ok(full.nodes.every((n) => n.upToDate), 'every node runs v2');
+    const full = JSON.parse(await ok(['status', '--json'])) as {
+      nodes: { name: string; state: string; upToDate: boolean; software?: { image: string } }[];
+      store: { healthyVoters: number; voters: number };
+    };
+    assert.equal(full.nodes.length, 5);
+    for (const n of full.nodes) {
+      assert.equal(n.state, 'joined', n.name);
+      assert.equal(n.software?.image, 'v2', `${n.name} runs v2`);
+      assert.ok(n.upToDate, `${n.name} is up to date`);
+    }
     assert.deepEqual([full.store.healthyVoters, full.store.voters], [3, 3]);
-    assert.equal((await run(copy, ws, ['verify', '--all'])).code, 0);
-    assert.equal(measurementsOf(await loadConfig(ws))['9'].expected, (await infra().expectedMeasurements())['9'].expected, 'the config still describes v2');
+    await ok(['verify', '--all']);
+    const signed = await images.measurements('v2', (await images.publicKey())!);
+    assert.equal(measurementsOf(await loadConfig(ws))['9'].expected, signed.measurements['9'].expected, 'the config still describes v2');
+    assert.equal((parse(await fs.readFile(path.join(ws, 'constellation-conf.yaml'), 'utf8')) as { image: string }).image, 'v2');
   });
 });
