@@ -175,6 +175,11 @@ export class EtcdMember implements ClusterStoreHost {
       // Local clusters share two cores: a quick election after a failure, without flapping under load.
       '--heartbeat-interval=100',
       '--election-timeout=1000',
+      // etcd's strict check refuses every membership change until the leader has been connected to all voters for
+      // 5 s, so each control plane that joins right after another waited 5 s. Members are only ever added as
+      // learners (no effect on the quorum); the checks that matter are ours (lib/cluster-store/etcd-members.ts): a
+      // promotion keeps a quorum of started voters, a removal a quorum of healthy ones.
+      '--strict-reconfig-check=false',
       '--logger=zap',
       '--log-level=warn',
       ...(initial ? [`--initial-cluster=${initial.initialCluster}`, `--initial-cluster-state=${initial.state}`] : []),

@@ -5,7 +5,7 @@
  * upgrades (new measurements written once, here, for every join service).
  */
 import path from 'node:path';
-import { storeHealth, type StoreHealth } from '../../lib/cluster-store/etcd-members.js';
+import { removalRefusal, removeMember, storeHealth, type StoreHealth } from '../../lib/cluster-store/etcd-members.js';
 import { ETCD_CLIENT_PORT, EtcdClusterStore, type EtcdConnection } from '../../lib/cluster-store/etcd.js';
 import type { AttestationConfigRecord, ClusterStore, StoreCredentials } from '../../lib/cluster-store/types.js';
 import type { VariantConfig } from '../../lib/attestation/types.js';
@@ -96,11 +96,18 @@ export async function removeStoreMember(workspaceDir: string, instances: Instanc
   const credentials = await readStoreCredentials(workspaceDir);
   if (credentials.backend !== 'etcd') return false;
   const { etcdClient } = await import('../../lib/cluster-store/etcd.js');
-  const { removeMember } = await import('../../lib/cluster-store/etcd-members.js');
-  const client = await etcdClient(etcdConnection(credentials, instances.filter((i) => i.name !== nodeName)));
+  const connection = etcdConnection(credentials, instances.filter((i) => i.name !== nodeName));
+  const refusal = removalRefusal(await storeHealth(connection), nodeName);
+  if (refusal) {
+    throw new UserError(`${refusal[0].toUpperCase()}${refusal.slice(1)}.`, {
+      hint: 'Nothing was removed. Bring the control planes that are down back first (`constellation status` shows them; `constellation mini start` or `constellation recover`).',
+    });
+  }
+  const client = await etcdClient(connection);
   try {
     return await removeMember(client, nodeName);
   } finally {
     client.close();
   }
 }
+

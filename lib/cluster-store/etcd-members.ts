@@ -63,7 +63,9 @@ export async function addLearner(
 
 /**
  * Promotes a learner to a voting member. etcd refuses while the learner lags behind the leader; this asks again
- * until it is in sync or `timeoutMs` passed, or until `exited` reports that the learner's process ended.
+ * until it is in sync or `timeoutMs` passed, or until `exited` reports that the learner's process ended. It also waits
+ * while the voters that have started (the learner counts as one) would be no quorum of the grown cluster: the check
+ * etcd's strict reconfiguration mode makes, which the members run without (bootstrapper/etcd-member.ts).
  */
 export async function promoteLearner(
   client: Etcd3,
@@ -76,6 +78,10 @@ export async function promoteLearner(
     const exited = options.exited?.();
     if (exited) throw exited;
     try {
+      const members = await listMembers(client);
+      if (members.some((m) => m.id === id && !m.isLearner)) return; // promoted already (a retried join)
+      const refusal = promotionRefusal(members);
+      if (refusal) throw new Error(refusal);
       await client.cluster.memberPromote({ ID: id });
       return;
     } catch (err) {
@@ -85,6 +91,24 @@ export async function promoteLearner(
       await sleep(100);
     }
   }
+}
+
+/** Why promoting a learner now would leave the started voters (the learner one of them) no quorum; else undefined. */
+export function promotionRefusal(members: EtcdMember[]): string | undefined {
+  const voters = members.filter((m) => !m.isLearner);
+  const started = voters.filter((m) => m.name !== '').length;
+  return started + 1 > (voters.length + 1) / 2 ? undefined : `only ${started} of ${voters.length} voting members have started`;
+}
+
+/** Why removing member `name` would leave the healthy voters no quorum of the smaller cluster; else undefined. */
+export function removalRefusal(health: StoreHealth, name: string): string | undefined {
+  const member = health.members.find((m) => m.name === name);
+  if (!member || member.isLearner) return undefined;
+  const voters = health.voters - 1;
+  const healthy = health.healthyVoters - (member.healthy ? 1 : 0);
+  if (healthy > voters / 2) return undefined;
+  const down = health.members.filter((m) => !m.isLearner && !m.healthy && m.name !== name).map((m) => m.name || m.id);
+  return `removing ${name} would leave ${healthy} healthy of ${voters} voting members: no quorum (down: ${down.join(', ') || 'none'})`;
 }
 
 /** Removes the member of that node name (or peer URL); nothing when it is not a member. */
