@@ -3,7 +3,7 @@
  * Recover service) against one plain TLS unary gRPC call (Verify.GetStatus) on the same machine, on a warm
  * connection (the headline, and the strict reading of the target: both pay only their own messages) and on a
  * fresh connection each (as init, join and recover are used: both also pay a TLS handshake).
- * Target: attested p50 <= 5x plain p50. Attested and plain calls alternate in blocks, so both see the same
+ * Targets (issue 13): attested p50 <= 3x plain p50, p99 <= 5x plain p99. Attested and plain calls alternate in blocks, so both see the same
  * machine load; the load average is printed with the numbers.
  * The attester is swtpm-backed when this machine has swtpm and the vTPM issuer is built, else the software
  * stand-in of the tests; the output says which.
@@ -19,7 +19,8 @@ import { clientOptions, startTestServer } from '../test/atls/support/wire.js';
 const ROUNDS = 300;
 const WARMUP = 100;
 const BLOCK = 25;
-const TARGET_RATIO = 5;
+const TARGET_P50 = 3;
+const TARGET_P99 = 5;
 
 export default async function bench(out: (line: string) => void): Promise<void> {
   const kit = await openAttestationKit();
@@ -73,10 +74,10 @@ export default async function bench(out: (line: string) => void): Promise<void> 
     for (const [name, attestedRun, plainRun] of cases) {
       const [a, p] = await measure(attestedRun, plainRun);
       const ratio = a.p50 / p.p50;
-      const verdict = (r: number) => (r <= TARGET_RATIO ? 'met' : 'NOT met');
+      const verdict = (r: number, target: number) => (r <= target ? 'met' : 'NOT met');
       out(`${name}:`);
       out(`  attested exchange p50 ${fmt(a.p50)} p99 ${fmt(a.p99)} | plain TLS unary call p50 ${fmt(p.p50)} p99 ${fmt(p.p99)}`);
-      out(`  ratio p50 ${ratio.toFixed(2)}x (target <= ${TARGET_RATIO}x: ${verdict(ratio)}), p99 ${(a.p99 / p.p99).toFixed(2)}x (<= ${TARGET_RATIO}x: ${verdict(a.p99 / p.p99)})`);
+      out(`  ratio p50 ${ratio.toFixed(2)}x (target <= ${TARGET_P50}x: ${verdict(ratio, TARGET_P50)}), p99 ${(a.p99 / p.p99).toFixed(2)}x (<= ${TARGET_P99}x: ${verdict(a.p99 / p.p99, TARGET_P99)})`);
     }
     out(`load average after: ${os.loadavg()[0].toFixed(1)}`);
     warmRecovery.close();
