@@ -42,7 +42,7 @@ export default async function bench(out: (line: string) => void): Promise<void> 
   const stores: ClusterStore[] = [];
   const closers: Array<() => Promise<void>> = [];
   try {
-    for (const node of fleet.nodes) registry.register(node.instance, Buffer.from(node.akPublic, 'base64'));
+    for (const node of fleet.nodes) registry.register(node.instance, Buffer.from(node.akPublic, 'base64'), 'worker', [node.ip]);
     const serve = async (host: string, store: ClusterStore) => {
       const service = await startJoinService({ host, port: PORT, store, validatorDeps: { akRegistry: registry }, logger: nullLogger, tokenSink: new MemoryTokenSink() });
       services.push(service);
