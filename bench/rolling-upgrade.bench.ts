@@ -2,9 +2,10 @@
  * Rolling upgrade of a local 3 + 2 cluster (issue 11) from image v1 to v2, through a private copy of the built CLI
  * and a temporary user config folder: v1 is the copy's build, v2 that build with one line more (`mini image create`
  * each); after `mini up --image v1`, the config names v2 with its signed measurements (`config fetch-measurements`)
- * and `upgrade apply -y` replaces all five nodes. Reported: the rollout's wall time against 5 × one node's replacement (the median of the rollout's
- * own replacements: add, join, verify, remove), target ≤ 1.2; and the probes that failed (the load balancer asked
- * every 100 ms for a status and an attestation document), target 0.
+ * and `upgrade apply -y` replaces all five nodes. Reported: the rollout's wall time against 5 × one node's
+ * replacement (the median of the rollout's own replacements: add, join, verify, remove), target ≤ 1.2; and the
+ * probes that failed (the load balancer asked every 100 ms for the join service's health and a node's status),
+ * target 0.
  */
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
@@ -12,7 +13,7 @@ import path from 'node:path';
 import { editConfig } from '../lib/config/edit.js';
 import { getNodeStatus } from '../cli/cluster/status.js';
 import { readState } from '../lib/workspace/state.js';
-import { changedBuild, cleanUp, copyBuiltCli, start, run, tempDir } from '../test/e2e/support.js';
+import { changedBuild, checkJoinServiceHealth, cleanUp, copyBuiltCli, start, run, tempDir } from '../test/e2e/support.js';
 import { median } from './support/stats.js';
 
 const TARGET_RATIO = 1.2;
@@ -41,7 +42,7 @@ export default async function rollingUpgradeBench(out: (line: string) => void): 
     const probe = (async () => {
       while (probing) {
         probes++;
-        await getNodeStatus(`${lb}:30081`, 2000).catch(() => failed++);
+        await Promise.all([checkJoinServiceHealth(`${lb}:30090`), getNodeStatus(`${lb}:30081`, 2000)]).catch(() => failed++);
         await new Promise((resolve) => setTimeout(resolve, 100));
       }
     })();

@@ -1,12 +1,14 @@
 /**
  * The join service's gRPC server (DESIGN §6, §7; port 30090): JoinService.IssueJoinTicket and
  * IssueRejoinTicket on TLS with a self-signed certificate (attestation inside the stream authenticates the
- * node, see lib/atls), each call served by join-handler.ts.
+ * node, see lib/atls), each call served by join-handler.ts; beside them the standard gRPC health check
+ * (health.ts), SERVING while the cluster store answers.
  */
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { JOIN_SERVICE_LIMITS, startAttestedServer, type AttestedServer, type ExchangeLimits } from '../lib/atls/index.js';
 import { rateLimitedLogger } from '../lib/logging/index.js';
 import { JoinServiceService, type JoinRequest, type JoinResponse } from '../proto/gen/constellation/join.js';
+import { joinServiceHealth } from './health.js';
 import { createJoinHandler, type JoinHandlerOptions } from './join-handler.js';
 
 export type { ValidatorFactory } from './join-handler.js';
@@ -40,6 +42,7 @@ export async function startJoinService(options: JoinServiceOptions): Promise<Joi
       issueJoinTicket: (call: ServerDuplexStream<JoinRequest, JoinResponse>) => void handler.serve(call, 'join', call.getPeer()),
       issueRejoinTicket: (call: ServerDuplexStream<JoinRequest, JoinResponse>) => void handler.serve(call, 'rejoin', call.getPeer()),
     },
+    alsoServes: [joinServiceHealth(options.store, logger)],
     host,
     port: options.port ?? JOIN_SERVICE_PORT,
     shutdownGraceMs: SHUTDOWN_GRACE_MS,

@@ -101,6 +101,12 @@ export interface InfrastructureProvider {
    */
   addInstance?(nodeGroup: string, ctx: ProviderContext): Promise<Instance>;
   removeInstance?(id: string, ctx: ProviderContext): Promise<void>;
+  /**
+   * Takes an instance out of the load balancer and lets the connections it serves end, as a cloud load balancer
+   * drains a target; the instance keeps running until removeInstance. A control plane is drained before its cluster
+   * store member leaves, so no call reaches a join service whose store no longer answers.
+   */
+  drainInstance?(id: string, ctx: ProviderContext): Promise<void>;
   /** Deletes what the journal recorded, in reverse dependency order; tolerates resources already gone. */
   terminate(ctx: ProviderContext, options?: TerminateOptions): Promise<void>;
 }

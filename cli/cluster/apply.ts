@@ -70,10 +70,14 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
         if (group.role === 'control-plane' && group.initialCount < 1) throw new UserError('A cluster needs at least one control-plane node.', { hint: `Set nodeGroups.${group.name}.initialCount to 1 or more.` });
         say(`scaling ${group.name} from ${members.length} to ${group.initialCount} nodes`);
         if (group.role === 'control-plane' && group.initialCount < members.length && state.clusterValues.clusterID) {
-          // The newest go; their etcd members leave first, so the quorum never counts a node that is gone.
+          // The newest go; each leaves the load balancer, then the store (the quorum never counts a node that is
+          // gone), before the provider removes it.
           const index = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1));
           const leaving = [...members].sort((a, b) => index(b.name) - index(a.name)).slice(0, members.length - group.initialCount);
-          for (const node of leaving) await removeStoreMember(workspaceDir, members, node.name);
+          for (const node of leaving) {
+            await provider.drainInstance?.(node.name, ctx);
+            await removeStoreMember(workspaceDir, members, node.name);
+          }
         }
         await provider.scaleNodeGroup(group.name, group.initialCount, ctx);
         result.scaled[group.name] = [members.length, group.initialCount];

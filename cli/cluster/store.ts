@@ -5,7 +5,7 @@
  * upgrades (new measurements written once, here, for every join service).
  */
 import path from 'node:path';
-import { removalRefusal, removeMember, storeHealth, type StoreHealth } from '../../lib/cluster-store/etcd-members.js';
+import { moveLeaderAway, removalRefusal, removeMember, storeHealth, type StoreHealth } from '../../lib/cluster-store/etcd-members.js';
 import { ETCD_CLIENT_PORT, EtcdClusterStore, type EtcdConnection } from '../../lib/cluster-store/etcd.js';
 import type { AttestationConfigRecord, ClusterStore, StoreCredentials } from '../../lib/cluster-store/types.js';
 import type { VariantConfig } from '../../lib/attestation/types.js';
@@ -89,20 +89,23 @@ export async function setMeasurements(store: ClusterStore, config: VariantConfig
 
 /**
  * Takes a control-plane node out of the cluster store before the node goes (an upgrade's replaced node, a control
- * plane scaled away): etcd's member of that name is removed, so the quorum counts only members that exist. The
- * Kubernetes API store has no members of its own (kubeadm's etcd). Returns whether a member was removed.
+ * plane scaled away): etcd's member of that name is removed (its leadership handed on first), so the quorum counts
+ * only members that exist. The Kubernetes API store has no members of its own (kubeadm's etcd). Returns whether a
+ * member was removed.
  */
 export async function removeStoreMember(workspaceDir: string, instances: Instance[], nodeName: string): Promise<boolean> {
   const credentials = await readStoreCredentials(workspaceDir);
   if (credentials.backend !== 'etcd') return false;
   const { etcdClient } = await import('../../lib/cluster-store/etcd.js');
   const connection = etcdConnection(credentials, instances.filter((i) => i.name !== nodeName));
-  const refusal = removalRefusal(await storeHealth(connection), nodeName);
+  const health = await storeHealth(connection);
+  const refusal = removalRefusal(health, nodeName);
   if (refusal) {
     throw new UserError(`${refusal[0].toUpperCase()}${refusal.slice(1)}.`, {
       hint: 'Nothing was removed. Bring the control planes that are down back first (`constellation status` shows them; `constellation mini start` or `constellation recover`).',
     });
   }
+  await moveLeaderAway(connection, health, nodeName);
   const client = await etcdClient(connection);
   try {
     return await removeMember(client, nodeName);

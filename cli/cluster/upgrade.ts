@@ -212,11 +212,30 @@ async function replaceOne(step: Step, journal: UpgradeJournal, file: string, opt
     throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} does not verify: ${node.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
   }
   progress(`${step.new} joined and verified`);
-  if (step.role === 'control-plane') await removeStoreMember(workspaceDir, instances, step.old);
-  await provider.removeInstance!(step.old, ctx);
+  await retireNode(step.old, step.role, instances, options, ctx);
   step.done = true;
   await writeJournal(file, journal);
   progress(`replaced ${step.old} with ${step.new}`);
+}
+
+/**
+ * Removes a node: out of the load balancer first (no call reaches its join service once its store member is gone),
+ * then, for a control plane, out of the cluster store (the quorum never counts a node that is gone), then the instance.
+ */
+async function retireNode(
+  name: string,
+  role: Step['role'],
+  instances: Instance[],
+  options: UpgradeOptions,
+  ctx: ProviderContext,
+  { storeMayFail = false } = {},
+): Promise<void> {
+  await options.provider.drainInstance?.(name, ctx);
+  if (role === 'control-plane') {
+    const leaving = removeStoreMember(options.workspaceDir, instances, name);
+    await (storeMayFail ? leaving.catch(() => false) : leaving);
+  }
+  await options.provider.removeInstance!(name, ctx);
 }
 
 const ROLLBACK_HINT = 'The old node stays and the cluster keeps working. `constellation upgrade apply --rollback` removes what the upgrade added; fix the image and run `constellation upgrade apply` again to retry.';
@@ -254,8 +273,8 @@ async function rollback(
     if (step.done) continue;
     const added = step.new ?? (step.adding ? adoptNewest(instances, journal, step) : undefined);
     if (!added) continue;
-    if (step.role === 'control-plane') await removeStoreMember(options.workspaceDir, instances, added).catch(() => false);
-    await options.provider.removeInstance!(added, ctx);
+    // What was added may not have become a store member; a store that cannot answer does not keep it.
+    await retireNode(added, step.role, instances, options, ctx, { storeMayFail: true });
     rolledBack.push(added);
     progress(`removed ${added}, which the upgrade added to replace ${step.old}`);
   }

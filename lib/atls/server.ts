@@ -20,6 +20,8 @@ export interface AttestedServerOptions {
   what: string;
   service: ServiceDefinition;
   implementation: UntypedServiceImplementation;
+  /** Further services on the same server and port (the standard health check), admitted alike. */
+  alsoServes?: Array<{ service: ServiceDefinition; implementation: UntypedServiceImplementation }>;
   host: string;
   /** 0 picks a free port. */
   port: number;
@@ -48,7 +50,9 @@ export async function startAttestedServer(options: AttestedServerOptions): Promi
   // No channelz: nothing reads it, and it keeps counters and trace references for every call and connection.
   const server = new Server({ 'grpc.enable_channelz': 0, 'grpc.max_receive_message_length': MAX_MESSAGE_BYTES });
   const admission = new ExchangeAdmission(options.what, options.limits);
-  server.addService(options.service, admitCalls(options.service, options.implementation, admission, options.logger ?? nullLogger));
+  for (const { service, implementation } of [options, ...(options.alsoServes ?? [])]) {
+    server.addService(service, admitCalls(service, implementation, admission, options.logger ?? nullLogger));
+  }
   const target = bindAddress(options.host, options.port);
   const credentials = await createAttestedServerCredentials();
   const port = await new Promise<number>((resolve, reject) => {

@@ -111,6 +111,23 @@ export function removalRefusal(health: StoreHealth, name: string): string | unde
   return `removing ${name} would leave ${healthy} healthy of ${voters} voting members: no quorum (down: ${down.join(', ') || 'none'})`;
 }
 
+/**
+ * Hands the leadership from member `name` to another healthy voter before `name` leaves (etcd's MoveLeader, asked of
+ * the leader). Removing the leader itself leaves the cluster without one until an election timeout passed, and
+ * every read in between fails; a transfer takes a few heartbeats. Nothing when `name` is not the leader.
+ */
+export async function moveLeaderAway(connection: EtcdConnection, health: StoreHealth, name: string): Promise<void> {
+  const leader = health.members.find((m) => m.name === name && m.leader);
+  const successor = health.members.find((m) => m.name !== name && !m.isLearner && m.healthy);
+  if (!leader || !successor) return;
+  const client = await etcdClient({ ...connection, endpoints: leader.clientUrls });
+  try {
+    await unavailableOnError(() => client.maintenance.moveLeader({ targetID: successor.id }));
+  } finally {
+    client.close();
+  }
+}
+
 /** Removes the member of that node name (or peer URL); nothing when it is not a member. */
 export async function removeMember(client: Etcd3, nameOrPeerUrl: string): Promise<boolean> {
   const member = (await listMembers(client)).find((m) => m.name === nameOrPeerUrl || m.peerUrls.includes(nameOrPeerUrl));

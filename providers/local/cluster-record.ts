@@ -24,6 +24,8 @@ const nodeRecordSchema = z.object({
   akPublic: z.string().optional(),
   swtpmPid: pid.optional(),
   launcherPid: pid.optional(),
+  /** Out of the load balancer (drainInstance): about to be removed. */
+  drained: z.boolean().optional(),
 });
 export type NodeRecord = z.infer<typeof nodeRecordSchema>;
 

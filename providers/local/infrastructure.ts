@@ -225,6 +225,13 @@ export class LocalInfrastructure implements InfrastructureProvider {
     await this.removeNode(store, id, await this.cloud(store, ctx), ctx);
   }
 
+  async drainInstance(id: string, ctx: ProviderContext): Promise<void> {
+    const store = await this.requireStore(ctx);
+    const node = store.record.nodes[id];
+    if (!node || node.drained) return;
+    await this.drain(store, id, await this.cloud(store, ctx));
+  }
+
   /**
    * Reboots nodes at once, as a hypervisor would: each node's processes stop (its state disk is unmounted), its TPM
    * is reset (PCRs to zero; swtpm keeps its state, so the AK stays) and the launcher measures and starts the node
@@ -333,7 +340,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     if (started) {
       await control.setCluster({ initSecretHash: store.record.initSecretHash });
       for (const [name, node] of Object.entries(store.record.nodes)) {
-        if (node.akPublic) {
+        if (node.akPublic && !node.drained) {
           await control.registerNode(name, { role: node.role, group: node.group, address: this.address(store.record, name), akPublic: node.akPublic });
         }
       }
@@ -488,6 +495,11 @@ export class LocalInfrastructure implements InfrastructureProvider {
     const address = this.address(store.record, name);
     await writeFileAtomic(np.address, `${address}\n`);
     await cloud.registerNode(name, { role: node.role, group: node.group, address, akPublic: node.akPublic as string });
+    if (node.drained) {
+      await store.update((r) => {
+        delete r.nodes[name].drained; // started again: back in the load balancer
+      });
+    }
 
     if (!options.reboot && node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, np.dir))) return;
     // Everything of the node but its TPM: the launcher, the node program and whatever that started.
@@ -535,12 +547,19 @@ export class LocalInfrastructure implements InfrastructureProvider {
     ctx.log.debug('local node booted', { name, address, launcherPid: pid, programPid: message.programPid });
   }
 
+  /** The load balancer no longer picks the node; calls it is serving end before it goes, as a cloud LB drains a target. */
+  private async drain(store: ClusterStore, name: string, cloud: CloudControl): Promise<void> {
+    await cloud.unregisterNode(name);
+    if (store.record.nodes[name].role === 'control-plane') await new Promise((resolve) => setTimeout(resolve, DRAIN_MS));
+    await store.update((r) => {
+      r.nodes[name].drained = true;
+    });
+  }
+
   private async removeNode(store: ClusterStore, name: string, cloud: CloudControl, ctx: ProviderContext): Promise<void> {
     const node = store.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
-    await cloud.unregisterNode(name);
-    // The load balancer no longer picks it; calls it is serving end before it stops, as a cloud LB drains a target.
-    if (node.role === 'control-plane') await new Promise((resolve) => setTimeout(resolve, DRAIN_MS));
+    if (!node.drained) await this.drain(store, name, cloud);
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
     await this.clusterNetwork(store).unplugNode(name, node.host);
     await fs.rm(np.dir, { recursive: true, force: true, maxRetries: 5 });

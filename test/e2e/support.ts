@@ -108,6 +108,24 @@ export async function cleanUp(copy: CliCopy, ws: string): Promise<void> {
   await network?.remove();
 }
 
+/** The join service's standard gRPC health check at `address` (host:port); resolves when it is SERVING. */
+export async function checkJoinServiceHealth(address: string, timeoutMs = 2000): Promise<void> {
+  const [{ HealthClient, HealthCheckResponse_ServingStatus: ServingStatus }, atls, { Metadata }] = await Promise.all([
+    import('../../proto/gen/grpc/health/v1/health.js'),
+    import('../../lib/atls/index.js'),
+    import('@grpc/grpc-js'),
+  ]);
+  const client = new HealthClient(address, await atls.createAttestedClientCredentials(), { ...atls.attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
+  try {
+    const res = await new Promise<{ status: number }>((resolve, reject) =>
+      client.check({ service: 'constellation.join.v1.JoinService' }, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, r) => (err ? reject(err) : resolve(r))),
+    );
+    if (res.status !== ServingStatus.SERVING) throw new Error(`the join service at ${address} is ${ServingStatus[res.status]}`);
+  } finally {
+    client.close();
+  }
+}
+
 export interface NodeStatusJson {
   name: string;
   role: string;

@@ -9,8 +9,8 @@
  *   1. `upgrade check` lists v2 (and refuses v4); `upgrade apply` to v4 is refused before any node is touched
  *   2. a replacement booted from v3 stops the rollout naming the PCR; the old nodes stay and serve; --rollback
  *   3. the real rollout to v2, killed (SIGKILL) after its first replacement and run again: every node replaced and on
- *      v2, nothing lost, etcd 3 of 3, verify --all; all along a probe asks the load balancer every 100 ms (status and
- *      the verify service) and sees no failure, and a node of v2 joining mid-rollout gets its ticket.
+ *      v2, nothing lost, etcd 3 of 3, verify --all; all along a probe asks the load balancer every 100 ms (the join
+ *      service's health check, a node's status and its verify service) and sees no failure, and a node of v2 joining mid-rollout gets its ticket.
  */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
@@ -21,9 +21,12 @@ import { UPGRADE_JOURNAL_FILE } from '../../cli/cluster/upgrade.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { loadConfig, measurementsOf } from '../../lib/config/index.js';
 import { LocalImageStore } from '../../providers/local/image-store.js';
-import { changedBuild, cleanUp, copyBuiltCli, run, start, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
+import { changedBuild, checkJoinServiceHealth, cleanUp, copyBuiltCli, run, start, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
 
-/** Asks the load balancer every 100 ms for a status and an attestation document; counts the calls that fail. */
+/**
+ * Asks the load balancer every 100 ms for the join service's health (SERVING), a node's status and an attestation
+ * document; counts the calls that fail.
+ */
 function startProbe(lb: string): { stop(): Promise<{ calls: number; failures: string[] }> } {
   let running = true;
   let calls = 0;
@@ -38,6 +41,7 @@ function startProbe(lb: string): { stop(): Promise<{ calls: number; failures: st
       const started = Date.now();
       calls++;
       try {
+        await checkJoinServiceHealth(`${lb}:30090`);
         await getNodeStatus(`${lb}:30081`, 2000);
         const client = new VerifyClient(`${lb}:30081`, await atls.createAttestedClientCredentials(), { ...atls.attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
         try {
