@@ -136,7 +136,9 @@ export async function waitForControlPlanes(options: WaitOptions): Promise<void> 
   const deadline = clock().getTime() + options.timeoutMs;
   const reported = new Set<string>();
   for (;;) {
-    const [nodes, record] = await Promise.all([options.controlPlanes(), options.store.readKubernetesUpgrade()]);
+    // The record is read after the nodes, so it is at least as new as what they report.
+    const nodes = await options.controlPlanes();
+    const record = await options.store.readKubernetesUpgrade();
     const upgrade = record?.upgrade.version === step.to ? record.upgrade : undefined;
     const failed = Object.entries(upgrade?.nodes ?? {}).find(([name, n]) => n.result === 'failed' && nodes.some((cp) => cp.name === name));
     if (failed) {
