@@ -3,6 +3,7 @@
  * At start it serves the verify service (every node), the init server (control-plane nodes) and, when its state
  * disk is already formatted (a reboot), the recovery server; in parallel its join client asks for a join ticket
  * (fresh disk) or a rejoin ticket (formatted disk). The node lock decides between init, join and recovery.
+ * A control-plane node, once in the cluster, follows in-place Kubernetes upgrades (./kubernetes-upgrade.ts).
  */
 import type { ServerDuplexStream, ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js';
 import { NODE_SERVICE_LIMITS, startAttestedServer, type AttestedServer, type ExchangeLimits } from '../lib/atls/index.js';
@@ -19,6 +20,7 @@ import type { StateDisk } from './state-disk/types.js';
 import type { ClusterStoreHost } from './store-host.js';
 import { describeError } from './errors.js';
 import { InitServer } from './init-server.js';
+import { KubernetesUpgradeAgent } from './kubernetes-upgrade.js';
 import { JoinClient, type RetryPolicy } from './join-client.js';
 import { NodeLock } from './node-lock.js';
 import { NodeSetup, type BootstrapperTpm, type JoinServiceSettings } from './node-setup.js';
@@ -115,10 +117,14 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
   const started: Bootstrapper['ports'] = { verify: 0 };
   const stop = new AbortController();
   let joining: Promise<void> = Promise.resolve();
+  let closed = false;
+  const upgrades = node.role === 'control-plane' ? followKubernetesUpgrades(deps, status, setup, logger, clock) : undefined;
 
   const close = async () => {
+    closed = true;
     stop.abort();
     await joining;
+    await upgrades?.close();
     await Promise.all(servers.map((s) => s.close()));
     await setup.close();
   };
@@ -171,11 +177,26 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
       logger.error('the join client stopped', { reason: describeError(err) });
       status.set('failed', { reason: describeError(err) });
     });
+    // In the cluster (initialized, joined, rejoined or recovered): follow the control planes' Kubernetes upgrades.
+    void status.waitFor('initialized', 'joined').then(() => !closed && upgrades?.start());
   } catch (err) {
     await close();
     throw err;
   }
   return { status, lock, ports: started, close };
+}
+
+/** A control plane's follower of in-place Kubernetes upgrades, with its own client of the cluster store. */
+function followKubernetesUpgrades(deps: BootstrapperDeps, status: NodeStatusTracker, setup: NodeSetup, logger: Logger, clock: Clock): KubernetesUpgradeAgent {
+  return new KubernetesUpgradeAgent({
+    nodeName: deps.node.name,
+    openStore: () => setup.openStore(),
+    backend: deps.backend,
+    status,
+    keepVersion: (version) => setup.recordKubernetesVersion(version),
+    logger: logger.child({ component: 'kubernetes-upgrade' }),
+    clock,
+  });
 }
 
 /** The digest of the image PCRs (SHA-256 bank) as the launcher measured them before this program started. */

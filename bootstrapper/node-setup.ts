@@ -139,6 +139,12 @@ export class NodeSetup {
     return { ...(record as ClusterRecord), measurementSaltBytes: new Uint8Array(salt) };
   }
 
+  /** Keeps the Kubernetes version the node runs after an in-place upgrade in its cluster record (a rejoin reports it). */
+  async recordKubernetesVersion(version: string): Promise<void> {
+    const { origin, role, clusterId, measurementSalt } = await this.readClusterRecord();
+    await this.writeClusterRecord({ origin, role, clusterId, measurementSalt, kubernetesVersion: version });
+  }
+
   /** Appends to the node's boot history on its state disk (the disk is open). */
   async recordClusterEntry(how: ClusterEntry): Promise<void> {
     const earlier = (await this.options.stateDisk.readFile(BOOT_HISTORY_FILE)) ?? new Uint8Array(0);

@@ -11,6 +11,14 @@
  *   join: write the CA files of a control-plane node and the kubelet certificate ─ empty the static Pod
  *         directory ─ `kubeadm join`, then remove the config (it holds the bootstrap token)
  *
+ *   upgrade (a control plane, in place; as upstream's upgrade agent, upgrade-agent/internal/server/server.go):
+ *         the first control plane runs `kubeadm upgrade apply <version> --yes` (the cluster's ClusterConfiguration,
+ *         its own control-plane static Pods and etcd, the add-ons; the certificates kubeadm made in `init phase
+ *         certs` are renewed with our CAs, which kubeadm only reads), every other one afterwards `kubeadm upgrade
+ *         node` (its static Pods and kubelet configuration to the cluster's new version). Upstream's
+ *         --ignore-preflight-errors for CoreDNS and --patches are not passed: kubeadm installs our CoreDNS, and we
+ *         keep no patches. kubeadm needs to be of the target version itself (the node image ships it).
+ *
  * Its token sink registers each bootstrap token the node's join service issues with `kubeadm token create <token>
  * --ttl 15m0s --kubeconfig <admin.conf>`, which needs the admin kubeconfig only a control-plane node has.
  * kubeadm's and kubectl's output goes to the log line by line; bootstrap tokens and certificate keys are cut out of
@@ -26,9 +34,10 @@ import { systemClock, type Clock } from '../../lib/clock.js';
 import { loadClusterPki, pem, signKubeletCertificate } from '../../lib/pki/cluster-pki.js';
 import { createKubeletCsr } from '../kubelet-csr.js';
 import { spawnExec, type Exec, type ExecResult } from './exec.js';
-import { initConfiguration, joinConfiguration, KUBELET_CERT_FILE, KUBELET_KEY_FILE, normalizeVersion, parseEndpoint } from './kubeadm-config.js';
+import { checkVersion, initConfiguration, joinConfiguration, KUBELET_CERT_FILE, KUBELET_KEY_FILE, normalizeVersion, parseEndpoint } from './kubeadm-config.js';
 import { CILIUM_VERSION, ciliumManifestPath, kernelHasWireGuard, renderCilium } from './network-plugin.js';
-import { KubernetesBackendError, type BackendOptions, type InitParams, type JoinParams, type KubernetesBackend } from './types.js';
+import { checkKubernetesUpgrade } from '../../lib/config/versions.js';
+import { KubernetesBackendError, type BackendOptions, type ControlPlaneUpgradeParams, type InitParams, type JoinParams, type KubernetesBackend } from './types.js';
 
 export const DEFAULT_PKI_DIR = '/etc/kubernetes/pki';
 export const DEFAULT_ADMIN_CONF = '/etc/kubernetes/admin.conf';
@@ -102,6 +111,15 @@ export class KubeadmBackend implements KubernetesBackend {
     }
     const role = p.isControlPlane ? 'control-plane node' : 'worker';
     return { message: `${p.nodeName} joined the Kubernetes cluster at https://${p.apiServerEndpoint} as a ${role} (kubeadm).` };
+  }
+
+  async upgradeControlPlane(p: ControlPlaneUpgradeParams): Promise<{ message: string }> {
+    const version = checkVersion(p.version);
+    checkKubernetesUpgrade(p.from, version);
+    if (p.first) await this.run('upgrade apply', ['upgrade', 'apply', version, '--yes'], p.log, []);
+    else await this.run('upgrade node', ['upgrade', 'node'], p.log, []);
+    const what = p.first ? 'upgraded the cluster\'s control plane (kubeadm upgrade apply)' : 'followed the cluster\'s upgrade (kubeadm upgrade node)';
+    return { message: `${p.nodeName} ${what}: Kubernetes ${normalizeVersion(p.from)} → ${version}.` };
   }
 
   /**

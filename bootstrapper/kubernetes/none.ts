@@ -2,13 +2,14 @@
  * The backend "none", for local process nodes: Kubernetes is not run. The cluster still does everything else in
  * the design (attestation, the join service, state disks, PCR 15); this backend says so plainly instead of
  * pretending, returns the admin kubeconfig lib/pki made (its server is never answered), records in its work
- * directory what init and join received, without secrets, so operators and tests can see it, and keeps the
+ * directory what init, join and an in-place upgrade received, without secrets, so operators and tests can see it, and keeps the
  * bootstrap tokens the join service issues in memory (there is no API server to register them with).
  */
 import path from 'node:path';
 import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
-import type { BackendOptions, InitParams, JoinParams, KubernetesBackend } from './types.js';
+import { checkKubernetesUpgrade } from '../../lib/config/versions.js';
+import type { BackendOptions, ControlPlaneUpgradeParams, InitParams, JoinParams, KubernetesBackend } from './types.js';
 
 export const NOT_RUN_NOTICE =
   'Kubernetes is not run on local process nodes (backend none): the cluster runs attestation, the join service and the state disks, but no API server';
@@ -58,8 +59,17 @@ export class NoneBackend implements KubernetesBackend {
     return { message };
   }
 
+  /** Checks the step as kubeadm would and records the version: there is nothing to run. */
+  async upgradeControlPlane(p: ControlPlaneUpgradeParams): Promise<{ message: string }> {
+    checkKubernetesUpgrade(p.from, p.version);
+    await this.record('upgrade', { nodeName: p.nodeName, from: p.from, version: p.version, first: p.first });
+    const message = `${NOT_RUN_NOTICE}: ${p.nodeName} now counts as running Kubernetes ${p.version} (was ${p.from}); there is no kubeadm upgrade to run.`;
+    p.log.info(message, { backend: this.name });
+    return { message };
+  }
+
   /** <workDir>/kubernetes-none-<step>.json: names and public values only (no token, keys or file contents). */
-  private record(step: 'init' | 'join', received: Record<string, unknown>): Promise<void> {
+  private record(step: 'init' | 'join' | 'upgrade', received: Record<string, unknown>): Promise<void> {
     const file = path.join(this.options.workDir, `kubernetes-none-${step}.json`);
     return writeFileAtomic(file, `${JSON.stringify({ backend: this.name, step, received }, null, 2)}\n`);
   }

@@ -1,6 +1,7 @@
 /**
  * What the bootstrapper asks of Kubernetes (DESIGN §7): initialize the cluster on the first node, join every other
- * node, and register the bootstrap tokens the node's join service hands out. Backends: ./none.ts (local process
+ * node, register the bootstrap tokens the node's join service hands out, and upgrade a control plane's Kubernetes
+ * in place (DESIGN §10: the first control plane upgrades the cluster, each other one then follows). Backends: ./none.ts (local process
  * nodes, no Kubernetes) and ./kubeadm.ts (node images with kubeadm). The cluster PKI and the join material come
  * from our own code (lib/pki, the join service), so both backends get the same inputs.
  */
@@ -56,6 +57,19 @@ export interface JoinParams {
   log: Logger;
 }
 
+export interface ControlPlaneUpgradeParams {
+  nodeName: string;
+  /** The version to go to ("v1.32.10"), and the one this node runs now. */
+  version: string;
+  from: string;
+  /**
+   * The control plane that upgrades the cluster (kubeadm upgrade apply: its ClusterConfiguration, the control-plane
+   * static Pods, the add-ons); false on every other control plane (kubeadm upgrade node), only after the first's is done.
+   */
+  first: boolean;
+  log: Logger;
+}
+
 export interface KubernetesBackend {
   readonly name: BackendName;
   init(p: InitParams): Promise<{ kubeconfig: Uint8Array; message: string }>;
@@ -65,6 +79,11 @@ export interface KubernetesBackend {
    * accepts the token when the joining node presents it. A register that fails refuses that join.
    */
   tokenSink(log: Logger): TokenSink;
+  /**
+   * Upgrades this control plane's Kubernetes in place. Refuses (before running anything) what kubeadm refuses: a
+   * downgrade, or more than one minor version. Safe to run again after a failure or a crash part-way.
+   */
+  upgradeControlPlane(p: ControlPlaneUpgradeParams): Promise<{ message: string }>;
 }
 
 export interface BackendOptions {

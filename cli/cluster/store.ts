@@ -54,6 +54,16 @@ export async function openWorkspaceStore(workspaceDir: string, instances: Instan
   return EtcdClusterStore.connect(etcdConnection(credentials, instances));
 }
 
+/** Runs `fn` with a client of the workspace's cluster store, closed after. */
+export async function withWorkspaceStore<T>(workspaceDir: string, instances: Instance[], fn: (store: ClusterStore) => Promise<T>): Promise<T> {
+  const store = await openWorkspaceStore(workspaceDir, instances);
+  try {
+    return await fn(store);
+  } finally {
+    await store.close();
+  }
+}
+
 /** The store's members and quorum, or undefined when the workspace has no store credentials (not initialized). */
 export async function workspaceStoreHealth(workspaceDir: string, instances: Instance[], log: Logger): Promise<(StoreHealth & { backend: 'etcd' }) | undefined> {
   let credentials: StoreCredentials;

@@ -2,6 +2,8 @@
  * `upgrade apply` (DESIGN §10): brings every node to what the config asks for (image and its measurements,
  * Kubernetes version) by replacing nodes one at a time, with no downtime.
  *
+ *   0. a new Kubernetes version goes to the control planes in place (./kubernetes-upgrade.ts); a control plane
+ *      whose only difference was that version is not replaced; workers take it by replacement
  *   1. the new measurements go to the cluster store as the current ones; the old stay accepted (previous)
  *   2. per node, control planes first, one at a time:
  *        add a node of its group (new image) → wait until it has joined → verify it (attestation, PCR 15)
@@ -26,8 +28,9 @@ import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.j
 import type { Instance, InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
 import { verifyConfiguredMeasurements, type ImageSourceOptions } from '../images/image-measurements.js';
 import { clusterJournalView } from '../iam/journal-view.js';
+import { onlyKubernetesDiffers, planKubernetesStep, upgradeControlPlanesInPlace, type KubernetesStep } from './kubernetes-upgrade.js';
 import { clusterStatus, configuredSoftware, getNodeStatus, VERIFY_PORT, type SoftwareVersions } from './status.js';
-import { openWorkspaceStore, removeStoreMember, setMeasurements } from './store.js';
+import { openWorkspaceStore, removeStoreMember, setMeasurements, withWorkspaceStore } from './store.js';
 import { verifyCluster } from './verify.js';
 
 export const UPGRADE_JOURNAL_FILE = 'constellation-upgrade.json';
@@ -46,6 +49,8 @@ const journalSchema = z.object({
   target: z.object({ image: z.string(), measurementsDigest: z.string(), kubernetesVersion: z.string() }),
   /** The measurements current before the upgrade (restored by a rollback). */
   previous: z.looseObject({ measurements: z.record(z.string(), z.object({ expected: z.string(), warnOnly: z.boolean() })) }).optional(),
+  /** The in-place Kubernetes upgrade of the control planes, before the measurements and the replacements. */
+  kubernetes: z.object({ from: z.string(), to: z.string(), done: z.boolean() }).optional(),
   measurementsWritten: z.boolean(),
   steps: z.array(stepSchema),
 });
@@ -58,6 +63,8 @@ export interface UpgradePlan {
   replace: Array<{ name: string; role: string; runs?: SoftwareVersions }>;
   /** An earlier run's journal is continued. */
   continued: boolean;
+  /** Kubernetes goes to the control planes in place first. */
+  kubernetes?: KubernetesStep;
 }
 
 export interface UpgradeOptions {
@@ -73,6 +80,8 @@ export interface UpgradeOptions {
   rollback?: boolean;
   /** Longest wait for a replacement to join. */
   joinTimeoutMs?: number;
+  /** Longest wait for every control plane to upgrade Kubernetes in place; default 10 minutes. */
+  kubernetesTimeoutMs?: number;
   pollIntervalMs?: number;
 }
 
@@ -115,9 +124,12 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
   }
   if (!journal) {
     const status = await clusterStatus({ workspaceDir, provider, journal: options.journal, log, expected: target });
-    const outdated = status.nodes.filter((n) => n.upToDate === false);
+    const kubernetes = await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), (store) => planKubernetesStep(store, target.kubernetesVersion));
+    // A control plane that differs only in its Kubernetes version gets it in place; every other node is replaced.
+    const outdated = status.nodes.filter((n) => n.upToDate === false && !(kubernetes && n.role === 'control-plane' && onlyKubernetesDiffers(n)));
+    if (kubernetes) progress(`Kubernetes ${kubernetes.from} → ${kubernetes.to}: in place on the control planes first (kubeadm upgrade apply on one, kubeadm upgrade node on the others), then by replacement on the workers`);
     const down = status.nodes.filter((n) => n.upToDate === undefined);
-    if (outdated.length === 0) {
+    if (outdated.length === 0 && !kubernetes) {
       if (down.length > 0) progress(`every node that answers runs what the config asks for; not checked: ${down.map((n) => `${n.name} (${n.state})`).join(', ')}`);
       return { replaced: [], upToDate: true };
     }
@@ -125,13 +137,19 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
     const steps: Step[] = [...outdated]
       .sort((a, b) => (a.role === b.role ? a.name.localeCompare(b.name) : a.role === 'control-plane' ? -1 : 1))
       .map((n) => ({ old: n.name, role: n.role as Step['role'], group: instances.find((i) => i.name === n.name)!.nodeGroup }));
-    const plan: UpgradePlan = { target, replace: outdated.map((n) => ({ name: n.name, role: n.role, runs: n.software })), continued: false };
+    const plan: UpgradePlan = { target, replace: outdated.map((n) => ({ name: n.name, role: n.role, runs: n.software })), continued: false, ...(kubernetes ? { kubernetes } : {}) };
     plan.replace.sort((a, b) => steps.findIndex((s) => s.old === a.name) - steps.findIndex((s) => s.old === b.name));
     if (options.confirm && !(await options.confirm(plan))) return { replaced: [], upToDate: false };
-    journal = { version: 1, target: targetKey, measurementsWritten: false, steps };
+    journal = { version: 1, target: targetKey, ...(kubernetes ? { kubernetes: { ...kubernetes, done: false } } : {}), measurementsWritten: false, steps };
     await writeJournal(journalFile, journal);
   } else {
     progress(`continuing the upgrade to ${journal.target.image} (measurements ${journal.target.measurementsDigest}) an earlier run started`);
+  }
+
+  if (journal.kubernetes && !journal.kubernetes.done) {
+    await upgradeControlPlanesInPlace({ step: journal.kubernetes, workspaceDir, provider, ctx, progress, timeoutMs: options.kubernetesTimeoutMs, pollIntervalMs: options.pollIntervalMs });
+    journal.kubernetes.done = true;
+    await writeJournal(journalFile, journal);
   }
 
   if (!journal.measurementsWritten) {

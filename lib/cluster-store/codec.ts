@@ -11,6 +11,7 @@
  *   join/pki/<kubeadm names>  PEM: ca.crt, ca.key, front-proxy-ca.*, etcd/ca.*, sa.key, sa.pub
  *   nodes/<name>              NodeRecord JSON
  *   disks/<uuid>              the instance that claimed the disk
+ *   upgrades/kubernetes       KubernetesUpgrade JSON
  */
 import { z } from 'zod';
 import { UserError } from '../errors.js';
@@ -18,7 +19,7 @@ import { JsonInputError, parseJson as parseJsonText } from '../json.js';
 import { MEASUREMENT_SALT_LENGTH } from '../kms/index.js';
 import { PKI_FILE_NAMES, type PkiFiles } from '../pki/cluster-pki.js';
 import { masterSecretToJson, parseMasterSecret } from '../workspace/master-secret.js';
-import { StoreNotInitializedError, type AttestationConfigRecord, type ClusterInfo, type JoinConfig, type NodeRecord } from './types.js';
+import { StoreNotInitializedError, type AttestationConfigRecord, type ClusterInfo, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
 
 export const ENTRY = {
   attestationConfig: 'join/attestation-config',
@@ -30,6 +31,7 @@ export const ENTRY = {
   node: (name: string) => `nodes/${name}`,
   // UUIDs name disks case-insensitively (Kubernetes object names are lowercase): one entry per disk on every backend.
   disk: (uuid: string) => `disks/${uuid.toLowerCase()}`,
+  kubernetesUpgrade: 'upgrades/kubernetes',
 } as const;
 
 export const JOIN_CONFIG_PREFIX = 'join/';
@@ -66,6 +68,17 @@ const nodeSchema = z
     joinedAt: z.string(),
     lastEntry: z.enum(['init', 'join', 'rejoin']),
     lastEntryAt: z.string(),
+  })
+  .strict();
+
+const kubernetesUpgradeSchema = z
+  .object({
+    version: z.string().min(1),
+    from: z.string().min(1),
+    requestedAt: z.string(),
+    first: z.string().min(1).optional(),
+    applied: z.boolean().optional(),
+    nodes: z.record(z.string(), z.object({ result: z.enum(['upgraded', 'failed']), reason: z.string().optional(), at: z.string() }).strict()),
   })
   .strict();
 
@@ -111,6 +124,14 @@ export function encodeNode(record: NodeRecord): string {
 
 export function decodeNode(text: string, where: string): NodeRecord {
   return parseJson(text, nodeSchema, where);
+}
+
+export function encodeKubernetesUpgrade(upgrade: KubernetesUpgrade): string {
+  return JSON.stringify(kubernetesUpgradeSchema.parse(upgrade));
+}
+
+export function decodeKubernetesUpgrade(text: string, where: string): KubernetesUpgrade {
+  return parseJson(text, kubernetesUpgradeSchema, where);
 }
 
 function parseJson<T>(text: string, schema: z.ZodType<T>, where: string): T {

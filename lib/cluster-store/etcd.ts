@@ -8,8 +8,8 @@
 import type { Etcd3, IOptions } from 'etcd3';
 import { UserError } from '../errors.js';
 import { ETCD_SERVER_NAME } from '../pki/cluster-pki.js';
-import { decodeJoinConfig, decodeNode, encodeJoinConfig, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
-import { StoreUnavailableError, type ClusterStore, type JoinConfig, type NodeRecord } from './types.js';
+import { decodeJoinConfig, decodeKubernetesUpgrade, decodeNode, encodeJoinConfig, encodeKubernetesUpgrade, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
+import { StoreUnavailableError, type ClusterStore, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
 
 export const STORE_PREFIX = '/constellation/';
 export const ETCD_CLIENT_PORT = 2379;
@@ -114,6 +114,23 @@ export class EtcdClusterStore implements ClusterStore {
 
   async deleteNode(name: string): Promise<void> {
     await this.call(() => this.client.delete().key(`${STORE_PREFIX}${ENTRY.node(name)}`).exec());
+  }
+
+  async readKubernetesUpgrade(): Promise<{ upgrade: KubernetesUpgrade; revision: string } | undefined> {
+    const key = `${STORE_PREFIX}${ENTRY.kubernetesUpgrade}`;
+    const response = await this.call(() => this.client.get(key).exec());
+    const kv = response.kvs[0];
+    return kv ? { upgrade: decodeKubernetesUpgrade(kv.value.toString('utf8'), `${this.where}: ${key}`), revision: String(kv.mod_revision) } : undefined;
+  }
+
+  /** One transaction conditional on the key's mod revision (or on its absence). */
+  async swapKubernetesUpgrade(upgrade: KubernetesUpgrade, revision: string | undefined): Promise<boolean> {
+    const key = `${STORE_PREFIX}${ENTRY.kubernetesUpgrade}`;
+    const value = encodeKubernetesUpgrade(upgrade);
+    const result = await this.call(() =>
+      (revision === undefined ? this.client.if(key, 'Create', '==', 0) : this.client.if(key, 'Mod', '==', revision)).then(this.client.put(key).value(value)).commit(),
+    );
+    return result.succeeded;
   }
 
   async memberEndpoints(): Promise<string[]> {

@@ -9,6 +9,9 @@
  *   Secret join-secrets-<random>          masterSecret, initSecret, pki.<kubeadm name, "/" as ".">; immutable
  *   ConfigMap constellation-node-<name>   record: the node record
  *   ConfigMap constellation-disk-<uuid>   instance: the instance that claimed the disk (UUID in lowercase)
+ *   ConfigMap constellation-kubernetes-upgrade
+ *                                         upgrade: the Kubernetes upgrade record; its compare-and-swap is a create
+ *                                         (409 when it exists) or an update conditional on its resourceVersion
  *
  * Reads are plain GETs and LISTs without a resourceVersion, which the API server answers with a quorum read from
  * etcd, never from its watch cache. A write of secret entries creates a new immutable Secret and then points
@@ -27,18 +30,20 @@ import { isDeepStrictEqual } from 'node:util';
 import type { CoreV1Api, V1ConfigMap, V1Secret } from '@kubernetes/client-node';
 import { UserError } from '../errors.js';
 import { PKI_FILE_NAMES } from '../pki/cluster-pki.js';
-import { decodeJoinConfig, decodeNode, encodeJoinConfig, encodeNode, ENTRY } from './codec.js';
-import { StoreUnavailableError, type ClusterStore, type JoinConfig, type NodeRecord } from './types.js';
+import { decodeJoinConfig, decodeKubernetesUpgrade, decodeNode, encodeJoinConfig, encodeKubernetesUpgrade, encodeNode, ENTRY } from './codec.js';
+import { StoreUnavailableError, type ClusterStore, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
 
 export const STORE_NAMESPACE = 'kube-system';
 export const JOIN_CONFIG_MAP = 'join-config';
 /** On join-config: the name of the Secret that holds the secret entries of the same join configuration. */
 export const JOIN_SECRETS_ANNOTATION = 'constellation.edgeless.systems/join-secrets';
-/** On every object of the store but join-config: join-secrets, node-record or disk-claim. */
+/** On every object of the store but join-config: join-secrets, node-record, disk-claim or kubernetes-upgrade. */
 export const STORE_LABEL = 'constellation.edgeless.systems/cluster-store';
 export const JOIN_SECRETS_PREFIX = 'join-secrets-';
 export const NODE_PREFIX = 'constellation-node-';
 export const DISK_PREFIX = 'constellation-disk-';
+export const KUBERNETES_UPGRADE_MAP = 'constellation-kubernetes-upgrade';
+export const KUBERNETES_UPGRADE_KEY = 'upgrade';
 export const NODE_KEY = 'record';
 export const DISK_KEY = 'instance';
 
@@ -239,6 +244,25 @@ export class KubernetesClusterStore implements ClusterStore {
     await this.remove('ConfigMap', objectName(NODE_PREFIX, name, `The node name "${name}"`));
   }
 
+  async readKubernetesUpgrade(): Promise<{ upgrade: KubernetesUpgrade; revision: string } | undefined> {
+    const map = await this.read('ConfigMap', KUBERNETES_UPGRADE_MAP);
+    if (!map) return undefined;
+    const where = `${this.where}: ConfigMap ${STORE_NAMESPACE}/${KUBERNETES_UPGRADE_MAP}`;
+    const text = map.data?.[KUBERNETES_UPGRADE_KEY];
+    if (text === undefined) throw new UserError(`${where} holds no "${KUBERNETES_UPGRADE_KEY}".`);
+    return { upgrade: decodeKubernetesUpgrade(text, where), revision: map.metadata?.resourceVersion ?? '' };
+  }
+
+  async swapKubernetesUpgrade(upgrade: KubernetesUpgrade, revision: string | undefined): Promise<boolean> {
+    const body = storeObject(KUBERNETES_UPGRADE_MAP, 'kubernetes-upgrade', { [KUBERNETES_UPGRADE_KEY]: encodeKubernetesUpgrade(upgrade) });
+    if (revision === undefined) return (await this.create('ConfigMap', body, [409])) !== 409;
+    // Never unconditional: an empty resourceVersion would make the update succeed whatever the object holds.
+    if (revision === '') return false;
+    body.metadata!.resourceVersion = revision;
+    const result = await this.replace('ConfigMap', body, [404, 409]);
+    return result !== 404 && result !== 409;
+  }
+
   /** kubeadm adds a joining control plane to its etcd by itself. */
   async memberEndpoints(): Promise<string[]> {
     return [];
@@ -347,7 +371,7 @@ export class KubernetesClusterStore implements ClusterStore {
 }
 
 /** An object of the store in kube-system with its label and data (no resourceVersion: creates and unconditional updates). */
-function storeObject(name: string, role: 'join-secrets' | 'node-record' | 'disk-claim', data: Record<string, string>): V1ConfigMap {
+function storeObject(name: string, role: 'join-secrets' | 'node-record' | 'disk-claim' | 'kubernetes-upgrade', data: Record<string, string>): V1ConfigMap {
   return { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: STORE_NAMESPACE, labels: { [STORE_LABEL]: role } }, data };
 }
 

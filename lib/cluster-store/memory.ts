@@ -2,8 +2,8 @@
  * A cluster store in memory, with the same entries and checks as the real backends (./codec.ts): for unit tests
  * of the join service and of the CLI's store commands. `available = false` plays a store without quorum.
  */
-import { decodeJoinConfig, decodeNode, encodeJoinConfig, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
-import { StoreUnavailableError, type ClusterStore, type JoinConfig, type NodeRecord } from './types.js';
+import { decodeJoinConfig, decodeKubernetesUpgrade, decodeNode, encodeJoinConfig, encodeKubernetesUpgrade, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
+import { StoreUnavailableError, type ClusterStore, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
 
 export class MemoryClusterStore implements ClusterStore {
   readonly backend = 'memory' as const;
@@ -55,6 +55,24 @@ export class MemoryClusterStore implements ClusterStore {
     this.check();
     this.entries.delete(ENTRY.node(name));
     this.revision++;
+  }
+
+  /** The store's revision when the Kubernetes upgrade record was last written. */
+  private upgradeRevision = 0;
+
+  async readKubernetesUpgrade(): Promise<{ upgrade: KubernetesUpgrade; revision: string } | undefined> {
+    this.check();
+    const text = this.entries.get(ENTRY.kubernetesUpgrade);
+    return text === undefined ? undefined : { upgrade: decodeKubernetesUpgrade(text, ENTRY.kubernetesUpgrade), revision: String(this.upgradeRevision) };
+  }
+
+  async swapKubernetesUpgrade(upgrade: KubernetesUpgrade, revision: string | undefined): Promise<boolean> {
+    this.check();
+    const exists = this.entries.has(ENTRY.kubernetesUpgrade);
+    if (revision === undefined ? exists : !exists || revision !== String(this.upgradeRevision)) return false;
+    this.entries.set(ENTRY.kubernetesUpgrade, encodeKubernetesUpgrade(upgrade));
+    this.upgradeRevision = ++this.revision;
+    return true;
   }
 
   /** What memberEndpoints() answers. */

@@ -8,6 +8,9 @@
  *                        master secret, cluster PKI
  *   node records         one per node: role, state-disk UUID, when it joined and how it was last attested
  *   disk claims          state-disk UUID → the instance that first claimed it (a disk key goes to that one only)
+ *   Kubernetes upgrade   the version the control planes upgrade to in place (written by the CLI's upgrade), which
+ *                        control plane runs `kubeadm upgrade apply`, and how each control plane fared; written
+ *                        with compare-and-swap, so exactly one control plane claims to be the first
  *
  * Backends: ./etcd.ts (an etcd cluster stacked on the control planes of `none` nodes), ./kubernetes.ts (ConfigMaps
  * and Secrets of the Kubernetes API on `kubeadm` nodes), ./memory.ts (tests). Every read of the join configuration
@@ -58,6 +61,26 @@ export interface NodeRecord {
   lastEntryAt: string;
 }
 
+/**
+ * An in-place upgrade of the control planes' Kubernetes (DESIGN §10, bootstrapper/kubernetes-upgrade.ts): the CLI
+ * writes `version` and `from`; the control plane that swaps its name into `first` runs `kubeadm upgrade apply`
+ * and sets `applied`; every other control plane then runs `kubeadm upgrade node`; each records how it fared.
+ */
+export interface KubernetesUpgrade {
+  /** The version the control planes go to. */
+  version: string;
+  /** The version the cluster ran when the upgrade was asked for. */
+  from: string;
+  /** RFC 3339. */
+  requestedAt: string;
+  /** The control plane that claimed the cluster-wide step (`kubeadm upgrade apply`). */
+  first?: string;
+  /** The first control plane finished it: the others may follow. */
+  applied?: boolean;
+  /** Per control plane (by node name): upgraded, or failed with the reason (the node's log has the whole output). */
+  nodes: Record<string, { result: 'upgraded' | 'failed'; reason?: string; at: string }>;
+}
+
 export interface ClusterStore {
   readonly backend: 'etcd' | 'kubernetes' | 'memory';
   /**
@@ -81,6 +104,13 @@ export interface ClusterStore {
   memberEndpoints(): Promise<string[]>;
   listNodes(): Promise<NodeRecord[]>;
   deleteNode(name: string): Promise<void>;
+  /** The Kubernetes upgrade record and its revision (changes with every write), or undefined when there is none. */
+  readKubernetesUpgrade(): Promise<{ upgrade: KubernetesUpgrade; revision: string } | undefined>;
+  /**
+   * Compare-and-swap: writes `upgrade` only if the record is still at `revision` (undefined: only if there is no
+   * record yet). Returns whether it was written; false means another writer came first (read again).
+   */
+  swapKubernetesUpgrade(upgrade: KubernetesUpgrade, revision: string | undefined): Promise<boolean>;
   close(): Promise<void>;
 }
 

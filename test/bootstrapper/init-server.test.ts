@@ -37,6 +37,9 @@ class CountingBackend implements KubernetesBackend {
   tokenSink() {
     return new MemoryTokenSink();
   }
+  async upgradeControlPlane(): Promise<never> {
+    throw new Error('init never upgrades');
+  }
 }
 
 describe('bootstrapper/init-server', () => {

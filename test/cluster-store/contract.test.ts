@@ -8,7 +8,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { EtcdClusterStore, STORE_PREFIX } from '../../lib/cluster-store/etcd.js';
 import { KubernetesClusterStore } from '../../lib/cluster-store/kubernetes.js';
 import { MemoryClusterStore } from '../../lib/cluster-store/memory.js';
-import { StoreNotInitializedError, StoreUnavailableError, type ClusterStore, type JoinConfig, type NodeRecord } from '../../lib/cluster-store/types.js';
+import { StoreNotInitializedError, StoreUnavailableError, type ClusterStore, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from '../../lib/cluster-store/types.js';
 import { etcdClient } from '../../lib/cluster-store/etcd.js';
 import { generateMasterSecret, generateMeasurementSalt } from '../../lib/kms/index.js';
 import { createAdminKubeconfig, createClusterPki, loadClusterPki, type ClusterPki, type PkiFiles } from '../../lib/pki/cluster-pki.js';
@@ -32,6 +32,10 @@ function joinConfig(): JoinConfig {
 
 function node(name: string, over: Partial<NodeRecord> = {}): NodeRecord {
   return { name, role: 'worker', diskUuid: randomUUID(), joinedAt: '2030-01-02T03:04:05.000Z', lastEntry: 'join', lastEntryAt: '2030-01-02T03:04:05.000Z', ...over };
+}
+
+function kubernetesUpgrade(over: Partial<KubernetesUpgrade> = {}): KubernetesUpgrade {
+  return { version: 'v1.32.10', from: 'v1.31.14', requestedAt: '2030-01-02T03:04:05.000Z', nodes: {}, ...over };
 }
 
 /** One backend as the cases see it: a fresh, empty store per case, more clients of it, and its availability. */
@@ -201,6 +205,44 @@ for (const { name, setup } of backends) {
       assert.deepEqual(await store.listNodes(), [cp], 'deleting a missing record is no error');
     });
 
+    it('has no Kubernetes upgrade record until one is written; writes it only where there is none yet', async () => {
+      assert.equal(await store.readKubernetesUpgrade(), undefined);
+      const requested = kubernetesUpgrade();
+      assert.equal(await store.swapKubernetesUpgrade(requested, undefined), true);
+      const read = await (await backend.another()).readKubernetesUpgrade();
+      assert.deepEqual(read?.upgrade, requested);
+      assert.equal(await store.swapKubernetesUpgrade(kubernetesUpgrade({ version: 'v1.33.6' }), undefined), false, 'a record exists: a create-only swap fails');
+      assert.deepEqual((await store.readKubernetesUpgrade())?.upgrade, requested, 'and changes nothing');
+    });
+
+    it('swaps the Kubernetes upgrade record only at the revision it was read at; each write makes a new revision', async () => {
+      await store.swapKubernetesUpgrade(kubernetesUpgrade(), undefined);
+      const first = (await store.readKubernetesUpgrade())!;
+      const claimed = kubernetesUpgrade({ first: 'control-plane-1' });
+      assert.equal(await store.swapKubernetesUpgrade(claimed, first.revision), true);
+      const second = (await store.readKubernetesUpgrade())!;
+      assert.notEqual(second.revision, first.revision);
+      assert.deepEqual(second.upgrade, claimed);
+      assert.equal(await (await backend.another()).swapKubernetesUpgrade(kubernetesUpgrade({ first: 'control-plane-2' }), first.revision), false, 'a stale revision loses');
+      assert.deepEqual((await store.readKubernetesUpgrade())?.upgrade, claimed);
+      // Join configuration writes do not disturb the record's revision check.
+      await store.writeJoinConfig(joinConfig());
+      const applied = { ...claimed, applied: true, nodes: { 'control-plane-1': { result: 'upgraded' as const, at: '2030-01-02T03:05:00.000Z' } } };
+      assert.equal(await store.swapKubernetesUpgrade(applied, second.revision), true);
+      assert.deepEqual((await store.readKubernetesUpgrade())?.upgrade, applied);
+    });
+
+    it('lets exactly one of concurrent claims of the first control plane win, across clients', async () => {
+      await store.swapKubernetesUpgrade(kubernetesUpgrade(), undefined);
+      const clients = [store, await backend.another(), await backend.another()];
+      const names = Array.from({ length: 9 }, (_, i) => `control-plane-${i}`);
+      const read = await Promise.all(names.map((_, i) => clients[i % clients.length].readKubernetesUpgrade()));
+      const won = await Promise.all(names.map((name, i) => clients[i % clients.length].swapKubernetesUpgrade({ ...read[i]!.upgrade, first: name }, read[i]!.revision)));
+      const winners = names.filter((_, i) => won[i]);
+      assert.equal(winners.length, 1, `one claim won: ${winners.join(', ')}`);
+      assert.equal((await store.readKubernetesUpgrade())?.upgrade.first, winners[0]);
+    });
+
     it('refuses every call with "the control plane has no quorum" while the backend is down, and answers again after', async () => {
       const written = joinConfig();
       await store.writeJoinConfig(written);
@@ -212,6 +254,8 @@ for (const { name, setup } of backends) {
       await assert.rejects(store.claimDisk(randomUUID(), 'worker-1'), unavailable);
       await assert.rejects(store.putNode(node('worker-1')), unavailable);
       await assert.rejects(store.listNodes(), unavailable);
+      await assert.rejects(store.readKubernetesUpgrade(), unavailable);
+      await assert.rejects(store.swapKubernetesUpgrade(kubernetesUpgrade(), undefined), unavailable);
       await backend.setAvailable(true);
       // The same client (a join service keeps its own) answers again once it has reconnected.
       const deadline = Date.now() + 10_000;

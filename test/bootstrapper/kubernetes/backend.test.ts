@@ -14,6 +14,7 @@ import { X509Certificate } from 'node:crypto';
 import { MemoryTokenSink, type BootstrapToken } from '../../../joinservice/bootstrap-token.js';
 import { createClusterPki } from '../../../lib/pki/cluster-pki.js';
 import { createLogger, type Logger } from '../../../lib/logging/index.js';
+import { UserError } from '../../../lib/errors.js';
 import { ADMIN_CONF_CONTENT, installStandinKubeadm, PRINTED_CERTIFICATE_KEY, PRINTED_INIT_TOKEN, type Standin } from './standin-kubeadm.js';
 
 const CA_FILES = ['ca.crt', 'ca.key', 'front-proxy-ca.crt', 'front-proxy-ca.key', 'etcd/ca.crt', 'etcd/ca.key', 'sa.key', 'sa.pub'];
@@ -109,6 +110,16 @@ describe('bootstrapper/kubernetes', () => {
       assert.equal(record.received.kubeletCertificate, true);
       assert.ok(!text.includes(p.token) && !text.includes(p.token.split('.')[1]!));
       assert.ok(!lines.join('\n').includes(p.token.split('.')[1]!));
+    });
+
+    it('an in-place upgrade records the new version (without running anything) and refuses a skipped minor version', async () => {
+      const { log } = collectingLogger();
+      const backend = createBackend('none', { workDir });
+      const result = await backend.upgradeControlPlane({ nodeName: 'control-plane-1', version: 'v1.32.10', from: 'v1.31.14', first: false, log });
+      assert.equal(result.message, `${NOT_RUN_NOTICE}: control-plane-1 now counts as running Kubernetes v1.32.10 (was v1.31.14); there is no kubeadm upgrade to run.`);
+      const record = JSON.parse(await fs.readFile(path.join(workDir, 'kubernetes-none-upgrade.json'), 'utf8'));
+      assert.deepEqual(record.received, { nodeName: 'control-plane-1', from: 'v1.31.14', version: 'v1.32.10', first: false });
+      await assert.rejects(backend.upgradeControlPlane({ nodeName: 'control-plane-1', version: 'v1.33.6', from: 'v1.31.14', first: true, log }), /from v1\.31\.14 to v1\.33\.6 in one upgrade/);
     });
 
     it('keeps the join service\'s tokens in memory, one sink for the backend', async () => {
@@ -362,6 +373,80 @@ describe('bootstrapper/kubernetes', () => {
         const secretHalf = token.token.split('.')[1]!;
         assert.ok(!err.message.includes(secretHalf) && !lines.join('\n').includes(secretHalf));
         assert.deepEqual((await standin.calls()).map((c) => c.args), [tokenCreateArgs(token.token)]);
+      });
+    });
+
+    describe('in-place upgrade of the control planes (two nodes\' stand-ins sharing one cluster)', () => {
+      let peer: Standin;
+      const nodeBackend = (s: Standin, work: string, env: NodeJS.ProcessEnv = s.env) =>
+        createBackend('kubeadm', { workDir: work, pkiDir: s.pkiDir, adminConfPath: s.adminConf, manifestsDir: s.manifestsDir, env, hasWireGuard: async () => true });
+      const upgrade = (over: { version?: string; from?: string; first: boolean }, log: Logger) => ({
+        nodeName: over.first ? 'control-plane-0' : 'control-plane-1',
+        version: over.version ?? 'v1.32.0',
+        from: over.from ?? 'v1.31.2',
+        first: over.first,
+        log,
+      });
+      const upgradeCalls = async (s: Standin) => (await s.calls()).filter((c) => c.args[0] === 'upgrade').map((c) => c.args);
+
+      beforeEach(async () => {
+        const clusterDir = path.join(dir, 'cluster');
+        standin = await installStandinKubeadm(path.join(dir, 'cp-0'), { clusterDir });
+        peer = await installStandinKubeadm(path.join(dir, 'cp-1'), { clusterDir });
+        const { log } = collectingLogger();
+        await nodeBackend(standin, workDir).init(initParams(log));
+        const controlPlaneFiles = Object.fromEntries(CA_FILES.map((f) => [f, Buffer.from(PKI[f as keyof typeof PKI])]));
+        await nodeBackend(peer, path.join(dir, 'work-1')).join(joinParams(log, { nodeName: 'control-plane-1', isControlPlane: true, controlPlaneFiles }));
+      });
+
+      it('the first runs kubeadm upgrade apply <version> --yes, then another kubeadm upgrade node: both end at the new version', async () => {
+        const { log, lines } = collectingLogger();
+        const first = await nodeBackend(standin, workDir).upgradeControlPlane(upgrade({ first: true }, log));
+        assert.equal(first.message, 'control-plane-0 upgraded the cluster\'s control plane (kubeadm upgrade apply): Kubernetes v1.31.2 → v1.32.0.');
+        assert.deepEqual(await upgradeCalls(standin), [['upgrade', 'apply', 'v1.32.0', '--yes']]);
+        assert.deepEqual(await standin.cluster(), { version: 'v1.32.0', applied: true });
+        const other = await nodeBackend(peer, path.join(dir, 'work-1')).upgradeControlPlane(upgrade({ first: false }, log));
+        assert.equal(other.message, 'control-plane-1 followed the cluster\'s upgrade (kubeadm upgrade node): Kubernetes v1.31.2 → v1.32.0.');
+        assert.deepEqual(await upgradeCalls(peer), [['upgrade', 'node']]);
+        assert.deepEqual([await standin.nodeVersion(), await peer.nodeVersion()], ['v1.32.0', 'v1.32.0']);
+        assert.match(lines.join('\n'), /SUCCESS! Your cluster was upgraded to/, 'kubeadm\'s output is in the node log');
+      });
+
+      it('runs again after a failure or a crash part-way (the same version once more)', async () => {
+        const { log } = collectingLogger();
+        await nodeBackend(standin, workDir).upgradeControlPlane(upgrade({ first: true }, log));
+        await nodeBackend(standin, workDir).upgradeControlPlane(upgrade({ first: true, from: 'v1.32.0' }, log));
+        assert.deepEqual(await upgradeCalls(standin), [['upgrade', 'apply', 'v1.32.0', '--yes'], ['upgrade', 'apply', 'v1.32.0', '--yes']]);
+      });
+
+      it('kubeadm upgrade node before the cluster was upgraded fails (the stand-in checks the order)', async () => {
+        const { log } = collectingLogger();
+        await assert.rejects(nodeBackend(peer, path.join(dir, 'work-1')).upgradeControlPlane(upgrade({ first: false }, log)), (err: unknown) =>
+          err instanceof KubernetesBackendError && /^kubeadm upgrade node failed with exit code 3:\n.*never upgraded with kubeadm upgrade apply/.test(err.message),
+        );
+        assert.equal(await peer.nodeVersion(), undefined);
+      });
+
+      const refused: Array<[string, string, RegExp]> = [
+        ['v1.32.0', 'v1.31.2', /^Kubernetes cannot go from v1\.32\.0 down to v1\.31\.2: kubeadm does not downgrade a cluster\.$/],
+        ['v1.31.2', 'v1.33.0', /^Kubernetes cannot go from v1\.31\.2 to v1\.33\.0 in one upgrade: kubeadm upgrades one minor version at a time\.$/],
+        ['v1.31.2', 'v1.32', /^"v1\.32" is not a Kubernetes version \(vMAJOR\.MINOR\.PATCH\)\.$/],
+      ];
+      for (const [from, version, message] of refused) {
+        it(`refuses ${from} → ${version} before running kubeadm, naming both versions`, async () => {
+          const { log } = collectingLogger();
+          await assert.rejects(nodeBackend(standin, workDir).upgradeControlPlane(upgrade({ first: true, from, version }, log)), (err: unknown) => err instanceof UserError && message.test(err.message));
+          assert.deepEqual(await upgradeCalls(standin), []);
+        });
+      }
+
+      it('a kubeadm older than the target refuses as kubeadm does; the error carries its words (the image must ship the new kubeadm)', async () => {
+        const { log } = collectingLogger();
+        const old = nodeBackend(standin, workDir, { ...standin.env, STANDIN_KUBEADM_VERSION: 'v1.31.9' });
+        await assert.rejects(old.upgradeControlPlane(upgrade({ first: true }, log)), (err: unknown) =>
+          err instanceof KubernetesBackendError && /^kubeadm upgrade apply failed with exit code 3:[\s\S]*"v1\.32\.0" is higher than the kubeadm version "v1\.31\.9"/.test(err.message),
+        );
+        assert.deepEqual(await standin.cluster(), { version: 'v1.31.2', applied: false }, 'the cluster stays at its version');
       });
     });
 

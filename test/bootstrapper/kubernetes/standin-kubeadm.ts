@@ -10,6 +10,15 @@
  * parsed documents. `token create <token> --ttl <d> --description <text> --kubeconfig <file>` needs the
  * kubeconfig to exist, is recorded the same way (no documents) and prints the token, as kubeadm does. With
  * STANDIN_FAIL=1 every command fails the way kubeadm does, echoing the token on stderr.
+ *
+ * The cluster kubeadm keeps in the API server (the kubeadm-config ConfigMap's ClusterConfiguration) is played by
+ * cluster.json in a cluster directory, which the stand-ins of several nodes can share (`clusterDir`): `init`
+ * writes the version it initialized; `join --control-plane` writes the node's admin.conf, as kubeadm does.
+ * `upgrade apply <version> --yes` needs the admin.conf and an initialized cluster, checks the version as kubeadm
+ * does (vMAJOR.MINOR.PATCH; not lower than the cluster's, at most one minor version higher; not newer than the
+ * stand-in's own version, STANDIN_KUBEADM_VERSION, when set) and records the new version as applied. `upgrade
+ * node` needs the admin.conf and is refused while no `upgrade apply` happened in the cluster (a test that runs
+ * the two out of order sees it); it records the cluster's version as this node's (node-version in its own dir).
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -72,6 +81,38 @@ if (cmd === 'token') {
   process.stdout.write(token + '\n');
   process.exit(0);
 }
+const clusterFile = path.join(process.env.STANDIN_CLUSTER_DIR, 'cluster.json');
+const readCluster = () => (fs.existsSync(clusterFile) ? JSON.parse(fs.readFileSync(clusterFile, 'utf8')) : undefined);
+const parseVersion = (v) => { const m = /^v(\d+)\.(\d+)\.(\d+)$/.exec(v || ''); return m ? m.slice(1).map(Number) : undefined; };
+const compare = (a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2];
+if (cmd === 'upgrade') {
+  const sub = args[1];
+  if (!(sub === 'apply' && args.length === 4 && args[3] === '--yes') && !(sub === 'node' && args.length === 2)) fail('unexpected arguments: ' + args.join(' '));
+  if (!fs.existsSync(process.env.STANDIN_ADMIN_CONF)) fail('couldn\'t create a Kubernetes client from file "' + process.env.STANDIN_ADMIN_CONF + '": no such file or directory');
+  const cluster = readCluster();
+  if (!cluster) fail('[upgrade/config] FATAL: failed to get config map: configmaps "kubeadm-config" not found');
+  record([], 0);
+  if (process.env.STANDIN_FAIL) { process.stderr.write('[upgrade/apply] FATAL: couldn\'t upgrade control plane. kubeadm has tried to recover everything into the earlier state.\n'); process.exit(1); }
+  if (sub === 'node') {
+    if (!cluster.applied) fail('the stand-in cluster was never upgraded with kubeadm upgrade apply: upgrade node has nothing to follow');
+    fs.writeFileSync(path.join(process.env.STANDIN_DIR, 'node-version'), cluster.version);
+    process.stdout.write('[upgrade] Upgrading your Static Pod-hosted control plane instance to version "' + cluster.version + '"...\n');
+    process.stdout.write('[upgrade] The control plane instance for this node was successfully updated!\n');
+    process.exit(0);
+  }
+  const target = args[2];
+  const to = parseVersion(target);
+  if (!to) fail('[upgrade/version] FATAL: the version argument is invalid due to these errors:\n\n\t- Unable to parse semantic version "' + target + '"');
+  const current = parseVersion(cluster.version);
+  if (compare(to, current) < 0) fail('[upgrade/version] FATAL: the version argument is invalid due to these fatal errors:\n\n\t- Specified version to upgrade to "' + target + '" is lower than the cluster version "' + cluster.version + '". Downgrades are not supported yet');
+  if (to[0] !== current[0] || to[1] > current[1] + 1) fail('[upgrade/version] FATAL: the version argument is invalid due to these fatal errors:\n\n\t- Specified version to upgrade to "' + target + '" is too high; kubeadm can upgrade only 1 minor version at a time');
+  const own = parseVersion(process.env.STANDIN_KUBEADM_VERSION);
+  if (own && compare(to, own) > 0) fail('[upgrade/version] FATAL: the version argument is invalid due to these fatal errors:\n\n\t- Specified version to upgrade to "' + target + '" is higher than the kubeadm version "' + process.env.STANDIN_KUBEADM_VERSION + '". Upgrade kubeadm first using the tool you used to install kubeadm');
+  fs.writeFileSync(clusterFile, JSON.stringify({ version: target, applied: true }));
+  fs.writeFileSync(path.join(process.env.STANDIN_DIR, 'node-version'), target);
+  process.stdout.write('[upgrade/successful] SUCCESS! Your cluster was upgraded to "' + target + '". Enjoy!\n');
+  process.exit(0);
+}
 const configFile = args[args.indexOf('--config') + 1];
 const phase = cmd === 'init' && args[1] === 'phase' ? args[2] : undefined;
 const expected = phase === 'preflight' ? ['init', 'phase', 'preflight', '--config', configFile]
@@ -112,10 +153,16 @@ if (phase) {
   process.stdout.write('[' + phase + '] done\n');
 } else if (cmd === 'init') {
   fs.writeFileSync(process.env.STANDIN_ADMIN_CONF, ${JSON.stringify(ADMIN_CONF_CONTENT)});
+  fs.mkdirSync(process.env.STANDIN_CLUSTER_DIR, { recursive: true });
+  fs.writeFileSync(clusterFile, JSON.stringify({ version: docs[1].kubernetesVersion, applied: false }));
   process.stdout.write('Your Kubernetes control-plane has initialized successfully!\n');
   process.stdout.write('  kubeadm join ' + docs[1].controlPlaneEndpoint + ' --token ${PRINTED_INIT_TOKEN} \\\n');
   process.stdout.write('    --control-plane --certificate-key ${PRINTED_CERTIFICATE_KEY}\n');
 } else {
+  if (docs[0].controlPlane) {
+    fs.mkdirSync(path.dirname(process.env.STANDIN_ADMIN_CONF), { recursive: true });
+    fs.writeFileSync(process.env.STANDIN_ADMIN_CONF, ${JSON.stringify(ADMIN_CONF_CONTENT)});
+  }
   process.stderr.write('[discovery] using token ' + docs[0].discovery.bootstrapToken.token + '\n');
   process.stdout.write('This node has joined the cluster');
 }
@@ -128,10 +175,14 @@ export interface Standin {
   adminConf: string;
   manifestsDir: string;
   calls(): Promise<StandinCall[]>;
+  /** The version the cluster runs (init, upgrade apply), and whether an upgrade apply happened. */
+  cluster(): Promise<{ version: string; applied: boolean } | undefined>;
+  /** The version `upgrade apply` or `upgrade node` left this node at. */
+  nodeVersion(): Promise<string | undefined>;
 }
 
-/** Installs the stand-in as <dir>/bin/kubeadm. */
-export async function installStandinKubeadm(dir: string): Promise<Standin> {
+/** Installs the stand-in as <dir>/bin/kubeadm; `clusterDir` (default `dir`) holds the cluster it plays. */
+export async function installStandinKubeadm(dir: string, options: { clusterDir?: string } = {}): Promise<Standin> {
   const bin = path.join(dir, 'bin');
   await fs.mkdir(bin, { recursive: true });
   await fs.writeFile(path.join(bin, 'kubeadm'), SCRIPT, { mode: 0o755 });
@@ -143,6 +194,7 @@ export async function installStandinKubeadm(dir: string): Promise<Standin> {
     ...process.env,
     PATH: `${bin}${path.delimiter}${process.env.PATH ?? ''}`,
     STANDIN_DIR: dir,
+    STANDIN_CLUSTER_DIR: options.clusterDir ?? dir,
     STANDIN_YAML: path.join(REPO_ROOT, 'node_modules/yaml'),
     STANDIN_PKI_DIR: pkiDir,
     STANDIN_ADMIN_CONF: adminConf,
@@ -156,6 +208,13 @@ export async function installStandinKubeadm(dir: string): Promise<Standin> {
     async calls() {
       const text = await fs.readFile(path.join(dir, 'calls.jsonl'), 'utf8').catch(() => '');
       return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as StandinCall);
+    },
+    async cluster() {
+      const text = await fs.readFile(path.join(options.clusterDir ?? dir, 'cluster.json'), 'utf8').catch(() => undefined);
+      return text === undefined ? undefined : (JSON.parse(text) as { version: string; applied: boolean });
+    },
+    async nodeVersion() {
+      return fs.readFile(path.join(dir, 'node-version'), 'utf8').catch(() => undefined);
     },
   };
 }
