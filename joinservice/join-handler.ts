@@ -111,11 +111,15 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
               kind === 'join'
                 ? JoinTicket.encode(await tickets.joinTicket(hello!, config!, hello!.isControlPlane ? await store.memberEndpoints() : [], verified.result.instance)).finish()
                 : RejoinTicket.encode(tickets.rejoinTicket(hello!, config!)).finish();
-            await recordNode(store, hello!, kind, clock);
             return ticket;
           },
         });
         session.channel.end();
+        // The record says when the node came in; it decides nothing, so it is written once the ticket is on its way
+        // (one consensus write less in front of every join), and a failure to write it is only logged.
+        await recordNode(store, hello!, kind, clock).catch((err: unknown) =>
+          logger.warn('the node record was not written', { node: hello?.nodeName, reason: (err as Error)?.message ?? String(err) }),
+        );
         logger.info(`${kind} ticket issued`, { ...describe(hello, peer, kind), verdict: 'accepted', configGeneration: config?.generation, warnings: session.peer.result.warnings });
       } catch (err) {
         const userError = err instanceof UserError;
