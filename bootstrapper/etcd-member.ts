@@ -26,6 +26,9 @@ import { writeFileAtomic } from '../lib/workspace/atomic-file.js';
 import { readRegularFile, SIZE_LIMITS } from '../lib/workspace/regular-file.js';
 import type { ClusterStoreHost, StoreCredentials } from './store-host.js';
 
+/** How long a stopping member may take before it is killed (see close()). */
+const STOP_GRACE_MS = 1000;
+
 export interface EtcdMemberOptions {
   /** The node's name: the member's name. */
   name: string;
@@ -125,8 +128,11 @@ export class EtcdMember implements ClusterStoreHost {
     const child = this.process;
     this.process = undefined;
     if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    // SIGTERM lets a leader hand its leadership on, which takes a few heartbeats while its peers run; when they stop
+    // too (a whole control plane going down), etcd waits for them for seconds. Past STOP_GRACE_MS it is killed: etcd
+    // is made to survive that (its log is synced before it acknowledges), and its data stays mounted until it is gone.
     child.kill('SIGTERM');
-    const killed = setTimeout(() => child.kill('SIGKILL'), 5000);
+    const killed = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
     await this.exited;
     clearTimeout(killed);
   }

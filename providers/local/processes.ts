@@ -167,9 +167,15 @@ async function waitGone(pids: number[], timeoutMs: number): Promise<number[]> {
 
 /**
  * Stops the recorded PIDs that still belong to `folder`, their process groups (a launcher's node program and its
- * children), and any other process of `folder` except `keep`: SIGTERM, then SIGKILL after `graceMs`. Resolves when
- * all are gone, and the FUSE mounts below `folder` whose servers were among them (a node's gocryptfs state
- * directory) are detached. PIDs that are gone already or belong to someone else now are left alone.
+ * children), and any other process of `folder` except `keep`, in the order a machine shuts down:
+ *   1. SIGTERM to the recorded processes alone: a node program stops what it started in order (its etcd member
+ *      before the state disk that member writes to) and exits;
+ *   2. SIGTERM to what is left of `folder`, file system servers (gocryptfs) last, then to the recorded processes'
+ *      groups (children that carry no owner mark);
+ *   3. SIGKILL to whatever is still there after `graceMs` in all.
+ * Signalling everything at once let gocryptfs unmount a state disk while etcd was still writing to it. Resolves when
+ * all are gone, and the FUSE mounts below `folder` whose servers were among them are detached. PIDs that are gone
+ * already or belong to someone else now are left alone.
  */
 export async function stopOwnedProcesses(
   folder: string,
@@ -183,14 +189,36 @@ export async function stopOwnedProcesses(
   );
   const targets = [...new Set([...leaders, ...(await findOwnedProcesses(folder)).filter((pid) => !keep.has(pid))])];
   if (targets.length === 0) return detachMountsUnder(folder);
+  const deadline = Date.now() + (options.graceMs ?? 3000);
+  const left = () => Math.max(0, deadline - Date.now());
+
+  for (const pid of leaders) signal(pid, 'SIGTERM', false);
+  await waitGone(leaders, left());
+  const rest = await waitGone(targets, 0);
+  const servers = new Set(await filterAsync(rest, isFileSystemServer));
+  const plain = rest.filter((pid) => !servers.has(pid));
+  for (const pid of plain) signal(pid, 'SIGTERM', false);
+  await waitGone(plain, left());
+  for (const pid of servers) signal(pid, 'SIGTERM', false);
   for (const pid of leaders) signal(pid, 'SIGTERM', true);
-  for (const pid of targets) signal(pid, 'SIGTERM', false);
-  const stubborn = await waitGone(targets, options.graceMs ?? 3000);
-  for (const pid of stubborn) {
-    if (leaders.includes(pid)) signal(pid, 'SIGKILL', true);
-    signal(pid, 'SIGKILL', false);
-  }
-  const left = await waitGone(stubborn, 2000);
-  if (left.length > 0) throw new Error(`processes ${left.join(', ')} of ${folder} did not exit after SIGKILL`);
+  const stubborn = await waitGone(targets, left());
+
+  for (const pid of stubborn) signal(pid, 'SIGKILL', false);
+  for (const pid of leaders) signal(pid, 'SIGKILL', true);
+  const survivors = await waitGone(stubborn, 2000);
+  if (survivors.length > 0) throw new Error(`processes ${survivors.join(', ')} of ${folder} did not exit after SIGKILL`);
   await detachMountsUnder(folder);
+}
+
+/** Programs that serve a mounted file system: stopped after everything that may still write to it. */
+const FILE_SYSTEM_SERVERS = new Set(['gocryptfs']);
+
+async function isFileSystemServer(pid: number): Promise<boolean> {
+  const comm = await readProc(pid, 'comm');
+  return comm !== undefined && FILE_SYSTEM_SERVERS.has(comm.toString('utf8').trim());
+}
+
+async function filterAsync<T>(items: T[], predicate: (item: T) => Promise<boolean>): Promise<T[]> {
+  const keep = await Promise.all(items.map(predicate));
+  return items.filter((_, i) => keep[i]);
 }

@@ -159,6 +159,11 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
       (await status(copy, ws)).filter((n) => n.role === 'control-plane').every((n) => n.state === 'awaiting-recovery'),
     );
     assert.equal((await node('worker-1'))?.state, 'waiting', 'a rebooted worker waits for a join service');
+    // Each etcd member was stopped before the state disk it writes to was unmounted: none died writing to a gone disk.
+    for (const name of ['control-plane-0', 'control-plane-1']) {
+      const etcdLog = await fs.readFile(path.join(nodePaths(ws, name).dir, 'etcd.log'), 'utf8');
+      assert.doesNotMatch(etcdLog, /"level":"fatal"/, `${name}'s etcd member died at the reboot`);
+    }
 
     const secretFile = path.join(ws, MASTER_SECRET_FILE);
     const right = await fs.readFile(secretFile);
