@@ -11,6 +11,7 @@ import { UserError } from '../../lib/errors.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { parse as parseYaml, stringify } from 'yaml';
+import { yamlNestingProblem } from '../../lib/yaml-nesting.js';
 
 export interface MergeKubeconfigOptions {
   /** The cluster's admin kubeconfig (constellation-admin.conf). */
@@ -49,6 +50,8 @@ export async function mergeKubeconfig(options: MergeKubeconfigOptions): Promise<
   }
   if (existing !== undefined && existing.trim() !== '') {
     try {
+      const tooDeep = yamlNestingProblem(existing);
+      if (tooDeep) throw new Error(tooDeep);
       checkKubeconfigShape(parseYaml(existing));
       user.loadFromString(existing);
     } catch (err) {

@@ -6,6 +6,7 @@
  */
 import path from 'node:path';
 import { isMap, isScalar, isSeq, LineCounter, parseDocument, type Document, type Node } from 'yaml';
+import { yamlNestingProblem } from '../yaml-nesting.js';
 import type { z } from 'zod';
 import { UserError } from '../errors.js';
 import { CONFIG_FILE } from '../workspace/files.js';
@@ -27,6 +28,8 @@ export function parseConfig(yamlText: string, fileName: string = CONFIG_FILE, op
   if (Buffer.byteLength(yamlText) > SIZE_LIMITS.config) {
     throw new ConfigError(fileName, [{ path: '', line: 1, message: `the config is ${formatSize(Buffer.byteLength(yamlText))}; the limit is ${formatSize(SIZE_LIMITS.config)}` }]);
   }
+  const tooDeep = yamlNestingProblem(yamlText);
+  if (tooDeep) throw new ConfigError(fileName, [{ path: '', line: 1, message: `the config is not valid YAML: ${tooDeep}` }]);
   const lineCounter = new LineCounter();
   const doc = parseDocument(yamlText, { lineCounter, prettyErrors: false, uniqueKeys: true });
   const lineOf = (offset: number) => lineCounter.linePos(offset).line;

@@ -5,6 +5,7 @@
  */
 import path from 'node:path';
 import { LineCounter, parseDocument, stringify, isMap, isPair, isScalar, isSeq, type Document } from 'yaml';
+import { yamlNestingProblem } from '../yaml-nesting.js';
 import { z } from 'zod';
 import { UserError } from '../errors.js';
 import { writeFileAtomic } from './atomic-file.js';
@@ -87,6 +88,8 @@ export function parseState(text: string, file: string = STATE_FILE): State {
   if (size > SIZE_LIMITS.state) {
     throw new UserError(`The state file ${file} is ${formatSize(size)}; the limit is ${formatSize(SIZE_LIMITS.state)}.`, { hint: STATE_HINT });
   }
+  const tooDeep = yamlNestingProblem(text);
+  if (tooDeep) throw new UserError(`The state file ${file} is not valid YAML: ${tooDeep}.`, { hint: STATE_HINT });
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false });
   if (doc.errors.length > 0) {
