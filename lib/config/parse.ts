@@ -31,7 +31,7 @@ export function parseConfig(yamlText: string, fileName: string = CONFIG_FILE, op
   const tooDeep = yamlNestingProblem(yamlText);
   if (tooDeep) throw new ConfigError(fileName, [{ path: '', line: 1, message: `the config is not valid YAML: ${tooDeep}` }]);
   const lineCounter = new LineCounter();
-  const doc = parseDocument(yamlText, { lineCounter, prettyErrors: false, uniqueKeys: true });
+  const doc = parseDocument(yamlText, { lineCounter, prettyErrors: false, uniqueKeys: true, logLevel: 'error' });
   const lineOf = (offset: number) => lineCounter.linePos(offset).line;
 
   if (doc.errors.length > 0) {

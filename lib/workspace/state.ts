@@ -91,7 +91,7 @@ export function parseState(text: string, file: string = STATE_FILE): State {
   const tooDeep = yamlNestingProblem(text);
   if (tooDeep) throw new UserError(`The state file ${file} is not valid YAML: ${tooDeep}.`, { hint: STATE_HINT });
   const lineCounter = new LineCounter();
-  const doc = parseDocument(text, { lineCounter, prettyErrors: false });
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, logLevel: 'error' });
   if (doc.errors.length > 0) {
     const first = doc.errors[0];
     const line = lineCounter.linePos(first.pos[0]).line;
