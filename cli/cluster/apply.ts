@@ -19,7 +19,7 @@ import { clusterJournalView } from '../iam/journal-view.js';
 import { createCluster, nodeGroupSpecs } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
 import { waitUntilJoined } from './mini.js';
-import { openWorkspaceStore, removeStoreMember, setMeasurements } from './store.js';
+import { removeStoreMember, setMeasurements, withWorkspaceStore } from './store.js';
 import { upgradeCluster, type UpgradePlan, type UpgradeResult } from './upgrade.js';
 
 export const APPLY_PHASES = ['infrastructure', 'init', 'attestationconfig', 'image', 'k8s'] as const;
@@ -102,15 +102,12 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
   if (upgrade && !result.created) {
     result.upgrade = await upgradeCluster({ workspaceDir, log, journal: options.journal, provider, progress: say, confirm: options.confirmUpgrade });
   } else if (!skip.has('attestationconfig') && !result.created) {
-    const store = await openWorkspaceStore(workspaceDir, await provider.listInstances(ctx));
-    try {
+    await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), async (store) => {
       const { config: current } = await store.readJoinConfig();
       await setMeasurements(store, { ...current.attestation.config, measurements: measurementsOf(config) });
-      result.measurementsWritten = true;
-      say('wrote the config\'s measurements to the cluster store');
-    } finally {
-      await store.close();
-    }
+    });
+    result.measurementsWritten = true;
+    say('wrote the config\'s measurements to the cluster store');
   }
   return result;
 }

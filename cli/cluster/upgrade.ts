@@ -30,7 +30,7 @@ import { verifyConfiguredMeasurements, type ImageSourceOptions } from '../images
 import { clusterJournalView } from '../iam/journal-view.js';
 import { onlyKubernetesDiffers, planKubernetesStep, upgradeControlPlanesInPlace, type KubernetesStep } from './kubernetes-upgrade.js';
 import { clusterStatus, configuredSoftware, getNodeStatus, VERIFY_PORT, type SoftwareVersions } from './status.js';
-import { openWorkspaceStore, removeStoreMember, setMeasurements, withWorkspaceStore } from './store.js';
+import { removeStoreMember, setMeasurements, withWorkspaceStore } from './store.js';
 import { verifyCluster } from './verify.js';
 
 export const UPGRADE_JOURNAL_FILE = 'constellation-upgrade.json';
@@ -153,15 +153,12 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
   }
 
   if (!journal.measurementsWritten) {
-    const store = await openWorkspaceStore(workspaceDir, await provider.listInstances(ctx));
-    try {
+    await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), async (store) => {
       const { config: current } = await store.readJoinConfig();
-      journal.previous = current.attestation.config as UpgradeJournal['previous'];
+      journal!.previous = current.attestation.config as UpgradeJournal['previous'];
       await setMeasurements(store, { ...current.attestation.config, measurements: measurementsOf(config) } as VariantConfig, { keepPrevious: true });
       await store.writeJoinConfig({ cluster: { ...current.cluster, kubernetesVersion: target.kubernetesVersion, imageVersion: target.image } });
-    } finally {
-      await store.close();
-    }
+    });
     journal.measurementsWritten = true;
     await writeJournal(journalFile, journal);
     progress('wrote the new measurements to the cluster store (the old ones stay accepted until every node is replaced)');
@@ -174,13 +171,10 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
     replaced.push({ old: step.old, new: step.new! });
   }
 
-  const store = await openWorkspaceStore(workspaceDir, await provider.listInstances(ctx));
-  try {
+  await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), async (store) => {
     const { config: current } = await store.readJoinConfig();
     await setMeasurements(store, current.attestation.config);
-  } finally {
-    await store.close();
-  }
+  });
   await fs.rm(journalFile, { force: true });
   progress('every node runs the new image; the old measurements are no longer accepted');
   return { replaced, upToDate: false };
@@ -297,12 +291,7 @@ async function rollback(
     progress(`removed ${added}, which the upgrade added to replace ${step.old}`);
   }
   if (journal.measurementsWritten && journal.previous && journal.steps.every((s) => !s.done)) {
-    const store = await openWorkspaceStore(options.workspaceDir, await options.provider.listInstances(ctx));
-    try {
-      await setMeasurements(store, journal.previous as VariantConfig);
-    } finally {
-      await store.close();
-    }
+    await withWorkspaceStore(options.workspaceDir, await options.provider.listInstances(ctx), (store) => setMeasurements(store, journal.previous as VariantConfig));
     progress('restored the measurements of before the upgrade');
   } else if (journal.steps.some((s) => s.done)) {
     progress('some nodes run the new image already: both measurement sets stay accepted; finish the upgrade with `constellation upgrade apply`');

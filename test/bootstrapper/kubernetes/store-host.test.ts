@@ -184,6 +184,8 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
       const tokenCreates = (await standin.calls()).filter((c) => c.args[0] === 'token');
       assert.deepEqual(tokenCreates.map((c) => c.args.at(-1)), [standin.adminConf], 'the token was registered with kubeadm');
       assert.deepEqual(fake.object('configmaps', STORE_NAMESPACE, `${DISK_PREFIX}${diskUuidOf('worker-0')}`)?.data, { instance: 'worker-0' });
+      // The node's record is written once its ticket is on its way (it decides nothing): it follows shortly.
+      for (let i = 0; i < 100 && !fake.object('configmaps', STORE_NAMESPACE, `${NODE_PREFIX}worker-0`); i++) await new Promise((r) => setTimeout(r, 20));
       assert.ok(fake.object('configmaps', STORE_NAMESPACE, `${NODE_PREFIX}worker-0`), 'the worker\'s record');
 
       // An upgrade writes new measurements once, with the admin kubeconfig: the running join service applies them.
