@@ -25,6 +25,8 @@ import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeStatusTracker } from './node-status.js';
 
 export const UPGRADE_POLL_INTERVAL_MS = 1000;
+/** How long close() waits for a pass in flight. */
+const CLOSE_WAIT_MS = 500;
 /** Compare-and-swap attempts of one write before the pass gives up (the next pass tries again). */
 const SWAP_ATTEMPTS = 20;
 
@@ -77,7 +79,12 @@ export class KubernetesUpgradeAgent {
 
   async close(): Promise<void> {
     this.stop.abort();
-    await this.loop;
+    // A pass in flight may wait on a store whose other members are stopping with this node (a whole control plane
+    // going down): the node does not wait for it longer than CLOSE_WAIT_MS; an interrupted pass is one a crash would
+    // interrupt, and the next start repeats it.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.loop, new Promise((resolve) => (timer = setTimeout(resolve, CLOSE_WAIT_MS)))]);
+    clearTimeout(timer);
     const store = this.store;
     this.store = undefined;
     await store?.close();

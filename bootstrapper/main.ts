@@ -60,8 +60,13 @@ export async function runNodeProgram(start: (context: NodeProgramContext) => Pro
   };
   try {
     const bootstrapper = await start({ logger, tail, cleanup });
+    let stopping = false;
     for (const signal of ['SIGTERM', 'SIGINT'] as const) {
-      process.once(signal, () => {
+      // Handled for good, not once: a second signal must not end the process in the middle of its orderly shutdown
+      // (an etcd member still running on a state disk about to be unmounted).
+      process.on(signal, () => {
+        if (stopping) return;
+        stopping = true;
         logger.info('shutting down', { signal, state: bootstrapper.status.get().state });
         void shutdown(0);
       });

@@ -184,7 +184,9 @@ export async function stopOwnedProcesses(
 ): Promise<void> {
   const keep = new Set(options.keep ?? []);
   const ours = async (pid: number) => !keep.has(pid) && (await isOwnedBy(pid, folder));
-  const leaders = (await Promise.all(recorded.map(async (pid) => ((await ours(pid)) ? pid : undefined)))).filter(
+  // Each once: a PID recorded twice (the cluster record and the journal) got two SIGTERMs, and a node program's
+  // second one ended it in the middle of its orderly shutdown.
+  const leaders = (await Promise.all([...new Set(recorded)].map(async (pid) => ((await ours(pid)) ? pid : undefined)))).filter(
     (pid): pid is number => pid !== undefined,
   );
   const targets = [...new Set([...leaders, ...(await findOwnedProcesses(folder)).filter((pid) => !keep.has(pid))])];
