@@ -10,6 +10,7 @@
  * Every path verifies the signature over the file's exact bytes before anything in it is used
  * (lib/images/signed-measurements.ts); a refusal is a UserError that names the file and the key.
  */
+import { measurementChanges } from '../../lib/attestation/measurements.js';
 import type { Measurements } from '../../lib/attestation/types.js';
 import { attestationVariantOf, measurementsOf, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
@@ -101,15 +102,11 @@ export async function verifyConfiguredMeasurements(config: Config, options: Imag
   if (providerOf(config) === 'local' && config.image === LOCAL_BUILD_IMAGE) return undefined;
   const signed = await loadImageMeasurements(config, config.image, options);
   const configured = measurementsOf(config);
-  const indices = [...new Set([...Object.keys(signed.measurements), ...Object.keys(configured)])].sort((a, b) => Number(a) - Number(b));
-  const differences = indices.flatMap((i) => {
-    const want = signed.measurements[i];
-    const have = configured[i];
-    if (!have) return [`PCR ${i} is missing`];
-    if (!want) return [`PCR ${i} is not in the signed file`];
-    if (have.expected.toLowerCase() !== want.expected.toLowerCase()) return [`PCR ${i} is ${have.expected}, signed ${want.expected}`];
-    if (have.warnOnly !== want.warnOnly) return [`PCR ${i} has warnOnly ${have.warnOnly}, signed ${want.warnOnly}`];
-    return [];
+  const differences = measurementChanges(configured, signed.measurements).map(({ index, from, to, warnOnly }) => {
+    if (from === undefined) return `PCR ${index} is missing`;
+    if (to === undefined) return `PCR ${index} is not in the signed file`;
+    if (from !== to) return `PCR ${index} is ${from}, signed ${to}`;
+    return `PCR ${index} has warnOnly ${configured[String(index)].warnOnly}, signed ${warnOnly}`;
   });
   if (differences.length > 0) {
     throw new UserError(`The config's measurements are not the signed measurements of image ${config.image} (${signed.source}): ${differences.join('; ')}.`, {

@@ -9,7 +9,7 @@
  * comments kept); `upgrade apply` then rolls it out. The current build of the local provider (`local`) has no
  * version, so no image counts as newer than it: set `image` to a version to start upgrading by version.
  */
-import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
+import { imageMeasurementsDigest, measurementChanges, type PcrChange } from '../../lib/attestation/measurements.js';
 import type { Measurements } from '../../lib/attestation/types.js';
 import { loadConfig, measurementsOf, providerOf, SUPPORTED_KUBERNETES_VERSIONS } from '../../lib/config/index.js';
 import { compareImageVersions, LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
@@ -22,16 +22,6 @@ export interface UpgradeCheckOptions extends ImageSourceOptions {
   log: Logger;
   /** Write the smallest upgrade into the config. */
   updateConfig?: boolean;
-}
-
-/** One PCR whose expected value (or presence) the image would change. */
-export interface PcrChange {
-  index: number;
-  /** The config's value; undefined when the config does not measure this PCR. */
-  from?: string;
-  /** The image's value; undefined when the image does not measure it. */
-  to?: string;
-  warnOnly: boolean;
 }
 
 export interface ImageReport {
@@ -110,17 +100,4 @@ export async function upgradeCheck(options: UpgradeCheckOptions): Promise<Upgrad
 
 function relationOf(order: number): ImageReport['relation'] {
   return order > 0 ? 'newer' : order < 0 ? 'older' : 'current';
-}
-
-/** The PCRs whose expected value, warn-only flag or presence differ, ascending. */
-export function measurementChanges(from: Measurements, to: Measurements): PcrChange[] {
-  const indices = [...new Set([...Object.keys(from), ...Object.keys(to)])].map(Number).sort((a, b) => a - b);
-  const changes: PcrChange[] = [];
-  for (const index of indices) {
-    const a = from[String(index)];
-    const b = to[String(index)];
-    if (a && b && a.expected.toLowerCase() === b.expected.toLowerCase() && a.warnOnly === b.warnOnly) continue;
-    changes.push({ index, ...(a ? { from: a.expected.toLowerCase() } : {}), ...(b ? { to: b.expected.toLowerCase() } : {}), warnOnly: (b ?? a)!.warnOnly });
-  }
-  return changes;
 }

@@ -1,6 +1,7 @@
 /**
  * Comparing verified PCR values with the config's measurements (DESIGN §5, last step), and the mismatch report
- * operators read: one line per PCR naming the expected and the actual value and whether it is enforced.
+ * operators read: one line per PCR naming the expected and the actual value and whether it is enforced. Also the
+ * differences between two sets of measurements (an upgrade's).
  */
 import { createHash } from 'node:crypto';
 import type { Measurements, PcrComparison } from './types.js';
@@ -78,4 +79,27 @@ export function imageMeasurementsDigest(values: Map<number, Uint8Array | string>
     lines.push(`${index}=${value.toLowerCase()}\n`);
   }
   return createHash('sha256').update(lines.join('')).digest('hex').slice(0, 12);
+}
+
+/** One PCR whose expected value (or presence) a change of measurements (the config's → an image's) touches. */
+export interface PcrChange {
+  index: number;
+  /** The value before; undefined when the old set does not measure this PCR. */
+  from?: string;
+  /** The value after; undefined when the new set does not measure it. */
+  to?: string;
+  warnOnly: boolean;
+}
+
+/** The PCRs whose expected value, warn-only flag or presence differ, ascending. */
+export function measurementChanges(from: Measurements, to: Measurements): PcrChange[] {
+  const indices = [...new Set([...Object.keys(from), ...Object.keys(to)])].map(Number).sort((a, b) => a - b);
+  const changes: PcrChange[] = [];
+  for (const index of indices) {
+    const a = from[String(index)];
+    const b = to[String(index)];
+    if (a && b && a.expected.toLowerCase() === b.expected.toLowerCase() && a.warnOnly === b.warnOnly) continue;
+    changes.push({ index, ...(a ? { from: a.expected.toLowerCase() } : {}), ...(b ? { to: b.expected.toLowerCase() } : {}), warnOnly: (b ?? a)!.warnOnly });
+  }
+  return changes;
 }
