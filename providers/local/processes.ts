@@ -139,8 +139,7 @@ export async function isOwnedBy(pid: number, folder: string): Promise<boolean> {
 /** Every live process that belongs to `folder`. */
 export async function findOwnedProcesses(folder: string): Promise<number[]> {
   const pids = (await fs.readdir('/proc')).filter((e) => /^\d+$/.test(e)).map(Number);
-  const owned = await Promise.all(pids.map(async (pid) => ((await isOwnedBy(pid, folder)) ? pid : undefined)));
-  return owned.filter((pid): pid is number => pid !== undefined);
+  return filterAsync(pids, (pid) => isOwnedBy(pid, folder));
 }
 
 function signal(pid: number, sig: NodeJS.Signals, group: boolean): void {
@@ -157,9 +156,7 @@ async function waitGone(pids: number[], timeoutMs: number): Promise<number[]> {
   const deadline = Date.now() + timeoutMs;
   let alive = pids;
   for (;;) {
-    alive = (await Promise.all(alive.map(async (pid) => ((await isAlive(pid)) ? pid : undefined)))).filter(
-      (pid): pid is number => pid !== undefined,
-    );
+    alive = await filterAsync(alive, isAlive);
     if (alive.length === 0 || Date.now() >= deadline) return alive;
     await sleep(20);
   }
@@ -184,11 +181,8 @@ export async function stopOwnedProcesses(
 ): Promise<void> {
   const keep = new Set(options.keep ?? []);
   const ours = async (pid: number) => !keep.has(pid) && (await isOwnedBy(pid, folder));
-  // Each once: a PID recorded twice (the cluster record and the journal) got two SIGTERMs, and a node program's
-  // second one ended it in the middle of its orderly shutdown.
-  const leaders = (await Promise.all([...new Set(recorded)].map(async (pid) => ((await ours(pid)) ? pid : undefined)))).filter(
-    (pid): pid is number => pid !== undefined,
-  );
+  // Each once, though callers often record a PID twice (the cluster record and the journal).
+  const leaders = await filterAsync([...new Set(recorded)], ours);
   const targets = [...new Set([...leaders, ...(await findOwnedProcesses(folder)).filter((pid) => !keep.has(pid))])];
   if (targets.length === 0) return detachMountsUnder(folder);
   const deadline = Date.now() + (options.graceMs ?? 3000);
@@ -196,7 +190,7 @@ export async function stopOwnedProcesses(
 
   for (const pid of leaders) signal(pid, 'SIGTERM', false);
   await waitGone(leaders, left());
-  const rest = await waitGone(targets, 0);
+  const rest = await filterAsync(targets, isAlive);
   const servers = new Set(await filterAsync(rest, isFileSystemServer));
   const plain = rest.filter((pid) => !servers.has(pid));
   for (const pid of plain) signal(pid, 'SIGTERM', false);
@@ -220,6 +214,7 @@ async function isFileSystemServer(pid: number): Promise<boolean> {
   return comm !== undefined && FILE_SYSTEM_SERVERS.has(comm.toString('utf8').trim());
 }
 
+/** The items for which `predicate` holds, asked of all at once, in their order. */
 async function filterAsync<T>(items: T[], predicate: (item: T) => Promise<boolean>): Promise<T[]> {
   const keep = await Promise.all(items.map(predicate));
   return items.filter((_, i) => keep[i]);
