@@ -4,16 +4,15 @@
  * each); after `mini up --image v1`, the config names v2 with its signed measurements (`config fetch-measurements`)
  * and `upgrade apply -y` replaces all five nodes. Reported: the rollout's wall time against 5 × one node's
  * replacement (the median of the rollout's own replacements: add, join, verify, remove), target ≤ 1.2; and the
- * probes that failed (the load balancer asked every 100 ms for the join service's health and a node's status),
- * target 0.
+ * probes that failed (the load balancer asked every 100 ms for the join service's health, a node's status and an
+ * attestation document: the e2e test's probe), target 0.
  */
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { editConfig } from '../lib/config/edit.js';
-import { getNodeStatus } from '../cli/cluster/status.js';
 import { readState } from '../lib/workspace/state.js';
-import { changedBuild, checkJoinServiceHealth, cleanUp, copyBuiltCli, start, run, tempDir } from '../test/e2e/support.js';
+import { changedBuild, cleanUp, copyBuiltCli, start, run, startLoadBalancerProbe, tempDir } from '../test/e2e/support.js';
 import { median } from './support/stats.js';
 
 const TARGET_RATIO = 1.2;
@@ -36,16 +35,7 @@ export default async function rollingUpgradeBench(out: (line: string) => void): 
     await ok(['config', 'fetch-measurements']);
     const lb = (await readState(ws)).infrastructure.clusterEndpoint;
 
-    let probing = true;
-    let probes = 0;
-    let failed = 0;
-    const probe = (async () => {
-      while (probing) {
-        probes++;
-        await Promise.all([checkJoinServiceHealth(`${lb}:30090`), getNodeStatus(`${lb}:30081`, 2000)]).catch(() => failed++);
-        await new Promise((resolve) => setTimeout(resolve, 100));
-      }
-    })();
+    const probe = startLoadBalancerProbe(lb);
 
     // Timestamps of the rollout's own lines: "adding a node ... to replace X" → "replaced X with Y".
     const started = Date.now();
@@ -63,8 +53,8 @@ export default async function rollingUpgradeBench(out: (line: string) => void): 
     });
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
     const total = (Date.now() - started) / 1000;
-    probing = false;
-    await probe;
+    const { calls: probes, failures } = await probe.stop();
+    const failed = failures.length;
     if (code !== 0) throw new Error(`upgrade apply failed:\n${output}`);
     const durations = [...steps.values()].filter((s) => s.to !== undefined).map((s) => (s.to! - s.from) / 1000);
     const one = median(durations);

@@ -109,7 +109,7 @@ export async function cleanUp(copy: CliCopy, ws: string): Promise<void> {
 }
 
 /** The join service's standard gRPC health check at `address` (host:port); resolves when it is SERVING. */
-export async function checkJoinServiceHealth(address: string, timeoutMs = 2000): Promise<void> {
+async function checkJoinServiceHealth(address: string, timeoutMs = 2000): Promise<void> {
   const [{ HealthClient, HealthCheckResponse_ServingStatus: ServingStatus }, atls, { Metadata }] = await Promise.all([
     import('../../proto/gen/grpc/health/v1/health.js'),
     import('../../lib/atls/index.js'),
@@ -124,6 +124,50 @@ export async function checkJoinServiceHealth(address: string, timeoutMs = 2000):
   } finally {
     client.close();
   }
+}
+
+/**
+ * Asks the load balancer every 100 ms for the join service's health (SERVING), a node's status and an attestation
+ * document; counts the calls that fail.
+ */
+export function startLoadBalancerProbe(lb: string): { stop(): Promise<{ calls: number; failures: string[] }> } {
+  let running = true;
+  let calls = 0;
+  const failures: string[] = [];
+  const loop = (async () => {
+    const [{ VerifyClient }, atls, { randomBytes }, { getNodeStatus }] = await Promise.all([
+      import('../../proto/gen/constellation/verify.js'),
+      import('../../lib/atls/index.js'),
+      import('node:crypto'),
+      import('../../cli/cluster/status.js'),
+    ]);
+    while (running) {
+      const started = Date.now();
+      calls++;
+      try {
+        await checkJoinServiceHealth(`${lb}:30090`);
+        await getNodeStatus(`${lb}:30081`, 2000);
+        const client = new VerifyClient(`${lb}:30081`, await atls.createAttestedClientCredentials(), { ...atls.attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
+        try {
+          await new Promise<void>((resolve, reject) =>
+            client.getAttestation({ nonce: randomBytes(32) }, (err, res) => (err ? reject(err) : res.document.length > 0 ? resolve() : reject(new Error('empty document')))),
+          );
+        } finally {
+          client.close();
+        }
+      } catch (err) {
+        failures.push(`${new Date().toISOString()} ${(err as Error).message}`);
+      }
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, 100 - (Date.now() - started))));
+    }
+  })();
+  return {
+    async stop() {
+      running = false;
+      await loop;
+      return { calls, failures };
+    },
+  };
 }
 
 export interface NodeStatusJson {

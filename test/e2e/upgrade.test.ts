@@ -16,55 +16,11 @@ import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { getNodeStatus } from '../../cli/cluster/status.js';
 import { UPGRADE_JOURNAL_FILE } from '../../cli/cluster/upgrade.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { loadConfig, measurementsOf } from '../../lib/config/index.js';
 import { LocalImageStore } from '../../providers/local/image-store.js';
-import { changedBuild, checkJoinServiceHealth, cleanUp, copyBuiltCli, run, start, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
-
-/**
- * Asks the load balancer every 100 ms for the join service's health (SERVING), a node's status and an attestation
- * document; counts the calls that fail.
- */
-function startProbe(lb: string): { stop(): Promise<{ calls: number; failures: string[] }> } {
-  let running = true;
-  let calls = 0;
-  const failures: string[] = [];
-  const loop = (async () => {
-    const [{ VerifyClient }, atls, { randomBytes }] = await Promise.all([
-      import('../../proto/gen/constellation/verify.js'),
-      import('../../lib/atls/index.js'),
-      import('node:crypto'),
-    ]);
-    while (running) {
-      const started = Date.now();
-      calls++;
-      try {
-        await checkJoinServiceHealth(`${lb}:30090`);
-        await getNodeStatus(`${lb}:30081`, 2000);
-        const client = new VerifyClient(`${lb}:30081`, await atls.createAttestedClientCredentials(), { ...atls.attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
-        try {
-          await new Promise<void>((resolve, reject) =>
-            client.getAttestation({ nonce: randomBytes(32) }, (err, res) => (err ? reject(err) : res.document.length > 0 ? resolve() : reject(new Error('empty document')))),
-          );
-        } finally {
-          client.close();
-        }
-      } catch (err) {
-        failures.push(`${new Date().toISOString()} ${(err as Error).message}`);
-      }
-      await new Promise((resolve) => setTimeout(resolve, Math.max(0, 100 - (Date.now() - started))));
-    }
-  })();
-  return {
-    async stop() {
-      running = false;
-      await loop;
-      return { calls, failures };
-    },
-  };
-}
+import { changedBuild, cleanUp, copyBuiltCli, run, start, startLoadBalancerProbe, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
 
 describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to v2', function () {
   this.timeout(600_000);
@@ -149,7 +105,7 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to 
   it('rolls every node to v2 with no failed probe, continues after a SIGKILL, lets a node join mid-rollout, and ends with etcd 3 of 3', async () => {
     await useImage('v2');
     const lb = (await import('../../lib/workspace/state.js')).readState(ws).then((s) => s.infrastructure.clusterEndpoint);
-    const probe = startProbe(await lb);
+    const probe = startLoadBalancerProbe(await lb);
     try {
       // First run: killed once the first replacement is done.
       const first = start(copy, ws, ['upgrade', 'apply', '-y'], false, env);
