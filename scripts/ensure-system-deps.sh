@@ -5,6 +5,9 @@
 # directories; etcd-server: the control planes' cluster store.
 # cryptsetup-bin: the LUKS2 state disk of cloud nodes (its tests format and check headers; no device-mapper here).
 # openssl: cross-checks of certificates and of measurement signatures with an independent tool.
+# Node images and VM nodes (docs/workflows/node-images.md): qemu-system-x86 + ovmf (UEFI firmware) + qemu-utils boot
+# and convert images; systemd-boot-efi ships the UEFI stub of a unified kernel image; dosfstools, mtools and fdisk lay
+# out the image's EFI system partition and GPT; zstd compresses the initrd.
 set -euo pipefail
 missing=()
 command -v swtpm >/dev/null 2>&1 || missing+=(swtpm)
@@ -17,6 +20,14 @@ command -v fusermount3 >/dev/null 2>&1 || missing+=(fuse3)
 command -v etcd >/dev/null 2>&1 || missing+=(etcd-server)
 command -v cryptsetup >/dev/null 2>&1 || missing+=(cryptsetup-bin)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
+command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+command -v qemu-img >/dev/null 2>&1 || missing+=(qemu-utils)
+[ -e /usr/share/OVMF/OVMF_CODE_4M.fd ] || missing+=(ovmf)
+[ -e /usr/lib/systemd/boot/efi/linuxx64.efi.stub ] || missing+=(systemd-boot-efi)
+command -v mkfs.vfat >/dev/null 2>&1 || missing+=(dosfstools)
+command -v mcopy >/dev/null 2>&1 || missing+=(mtools)
+command -v sfdisk >/dev/null 2>&1 || missing+=(fdisk)
+command -v zstd >/dev/null 2>&1 || missing+=(zstd)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "Installing Debian packages: ${missing[*]}" >&2
 SUDO=""
