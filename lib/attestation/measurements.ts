@@ -60,6 +60,28 @@ function measuredIndices(measurements: Measurements): number[] {
 export const IMAGE_PCRS = [4, 8, 9, 11, 12, 13] as const;
 
 /**
+ * Why a set of measurements cannot say what a node runs, or undefined when it can: every image PCR must be there.
+ * An empty or partial set would let any software pass (a validator checks only the PCRs it is given), so the cluster
+ * store refuses to hold one and every validator refuses to be made from one. (Whether a PCR only warns is the signed
+ * file's decision: measurements reach the store only after they verified against it.)
+ */
+export function incompleteMeasurements(measurements: Measurements): string | undefined {
+  const missing = IMAGE_PCRS.filter((index) => measurements[String(index)] === undefined);
+  if (missing.length === 0) return undefined;
+  return `PCR ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing: every image PCR (${IMAGE_PCRS.join(', ')}) must be measured`;
+}
+
+/** Throws an AttestationError when the measurements are incomplete (see incompleteMeasurements). */
+export function requireCompleteMeasurements(measurements: Measurements): void {
+  const reason = incompleteMeasurements(measurements);
+  if (reason) {
+    throw new AttestationError(`The measurements are incomplete: ${reason}`, undefined, {
+      hint: 'Use the signed measurements of the node image (`constellation config fetch-measurements`, or what `create` writes for the local build).',
+    });
+  }
+}
+
+/**
  * A short name for an image's measurements: the first 12 hex digits of SHA-256 over "<index>=<hex>\n" for each image
  * PCR in order. A node computes it from its PCRs as booted, the CLI from the config's expected values; equal digests
  * mean the node runs the image the config expects. Empty when a value is missing.

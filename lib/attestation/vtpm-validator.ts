@@ -10,7 +10,7 @@
  * Cloud variants reuse it with their own `trustAk`.
  */
 import { hashAlgName, TPM_ALG } from '../tpm/constants.js';
-import { comparePcrs, formatMismatch, formatMismatchReport, validateMeasurements } from './measurements.js';
+import { comparePcrs, formatMismatch, formatMismatchReport, requireCompleteMeasurements, validateMeasurements } from './measurements.js';
 import { verifyTpmQuote } from './tpm-quote.js';
 import { AttestationError, type AttestationDocument, type AttestedInstance, type Measurements, type ValidationResult, type Validator, type ValidatorDeps } from './types.js';
 import { decodeBase64Field, decodeVtpmAttestation, qualifyingData } from './vtpm-document.js';
@@ -43,6 +43,7 @@ export function createVtpmValidator(options: VtpmValidatorOptions): Validator {
   if (bank === TPM_ALG.SHA1) {
     throw new AttestationError('Measurements of the SHA-1 PCR bank are refused: SHA-1 is broken', undefined, { hint: 'Use SHA-256 measurements.' });
   }
+  requireCompleteMeasurements(measurements);
 
   return {
     variant,

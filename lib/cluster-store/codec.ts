@@ -14,6 +14,7 @@
  *   upgrades/kubernetes       KubernetesUpgrade JSON
  */
 import { z } from 'zod';
+import { incompleteMeasurements } from '../attestation/measurements.js';
 import { UserError } from '../errors.js';
 import { JsonInputError, parseJson as parseJsonText } from '../json.js';
 import { MEASUREMENT_SALT_LENGTH } from '../kms/index.js';
@@ -51,7 +52,14 @@ const measurementsSchema = z.record(
   z.string().regex(/^([0-9]|1[0-9]|2[0-3])$/, 'a PCR index is 0 to 23'),
   z.object({ expected: z.string().regex(/^([0-9a-f]{2})+$/i, 'expected must be hex'), warnOnly: z.boolean() }).strict(),
 );
-const variantConfigSchema = z.looseObject({ measurements: measurementsSchema });
+// An empty or partial set would make the join services check less than a node image measures: refused on write and
+// on read, like a malformed one.
+const variantConfigSchema = z.looseObject({
+  measurements: measurementsSchema.superRefine((measurements, ctx) => {
+    const reason = incompleteMeasurements(measurements);
+    if (reason) ctx.addIssue({ code: 'custom', message: `incomplete measurements: ${reason}` });
+  }),
+});
 export const attestationConfigSchema = z.object({ variant: z.string().min(1), config: variantConfigSchema, previous: z.array(variantConfigSchema).optional() }).strict();
 const clusterSchema = z
   .object({

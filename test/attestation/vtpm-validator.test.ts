@@ -9,6 +9,7 @@ import {
   type Measurements,
   type VtpmAttestation,
 } from '../../lib/attestation/index.js';
+import { IMAGE_PCRS } from '../../lib/attestation/measurements.js';
 import { TPM_ALG } from '../../lib/tpm/constants.js';
 import { TpmClient } from '../../lib/tpm/client.js';
 import { startTestTpm, type TestTpm } from '../tpm/support.js';
@@ -45,8 +46,11 @@ describe('vTPM issuer and validator (DESIGN §5) with a real swtpm', () => {
     await tpm?.cleanup();
   });
 
-  const measure = (pcrs: Map<number, Uint8Array>, indices: number[], warnOnly = false): Measurements =>
-    Object.fromEntries(indices.map((i) => [String(i), { expected: Buffer.from(pcrs.get(i)!).toString('hex'), warnOnly }]));
+  // Every image PCR enforced (a validator refuses less), plus the PCRs a case names, with its warnOnly.
+  const measure = (pcrs: Map<number, Uint8Array>, indices: number[], warnOnly = false): Measurements => ({
+    ...Object.fromEntries(IMAGE_PCRS.map((i) => [String(i), { expected: Buffer.from(pcrs.get(i) ?? pcrs256.get(i)!).toString('hex'), warnOnly: false }])),
+    ...Object.fromEntries(indices.map((i) => [String(i), { expected: Buffer.from(pcrs.get(i)!).toString('hex'), warnOnly }])),
+  });
 
   const trustOurAk = async (akPublic: Uint8Array) => {
     if (Buffer.compare(akPublic, ak) !== 0) throw new AttestationError('unknown AK');
@@ -78,7 +82,7 @@ describe('vTPM issuer and validator (DESIGN §5) with a real swtpm', () => {
     );
     const result = await validator(measure(pcrs256, [4, 9, 11, 12, 15])).validate(doc, nonce);
     assert.deepEqual(result.userData, userData);
-    assert.equal(result.comparisons.length, 5);
+    assert.equal(result.comparisons.length, 7); // 4, 8, 9, 11, 12, 13 and 15
     assert.ok(result.comparisons.every((c) => c.match));
     assert.deepEqual(result.pcrs.get(9), pcrs256.get(9));
     assert.deepEqual(result.warnings, []);
@@ -114,6 +118,13 @@ describe('vTPM issuer and validator (DESIGN §5) with a real swtpm', () => {
     assert.deepEqual(warnings, result.warnings);
   });
 
+  it('refuses to be made from an empty or partial set of measurements, naming the missing PCRs', () => {
+    assert.throws(() => validator({}), /incomplete: PCR 4, 8, 9, 11, 12, 13 are missing/);
+    const partial = measure(pcrs256, []);
+    delete partial['9'];
+    assert.throws(() => validator(partial), /incomplete: PCR 9 is missing/);
+  });
+
   it('refuses SHA-1 measurements and documents with only SHA-1 quotes', async () => {
     assert.throws(() => validator({ '4': { expected: '00'.repeat(20), warnOnly: false } }), /SHA-1/);
     const { doc, nonce } = await fresh();
@@ -125,7 +136,7 @@ describe('vTPM issuer and validator (DESIGN §5) with a real swtpm', () => {
     const { doc, nonce } = await fresh();
     const strict = createVtpmValidator({
       variant: 'test-vtpm',
-      measurements: {},
+      measurements: measure(pcrs256, []),
       trustAk: async () => {
         throw new Error('not registered');
       },
@@ -165,7 +176,7 @@ describe('vTPM issuer and validator (DESIGN §5) with a real swtpm', () => {
 
   it('rejects documents of another variant and malformed evidence', async () => {
     const { doc, nonce } = await fresh();
-    const v = validator({});
+    const v = validator(measure(pcrs256, []));
     await rejects(v.validate({ ...doc, variant: 'azure-sev-snp' }, nonce), /variant "azure-sev-snp".*expects "test-vtpm"/);
     await rejects(v.validate({ ...doc, attestation: { akPublic: 'AAAA', quotes: [] } }, nonce), /attestation.quotes holds no quote/);
     await rejects(v.validate({ ...doc, userData: 'not base64!' }, nonce), /userData is not standard base64/);

@@ -11,6 +11,7 @@ import type { Validator } from '../../lib/attestation/types.js';
 import { createLogger } from '../../lib/logging/index.js';
 import { makeTestStore } from '../joinservice/support/test-store.js';
 import { cliInit, getStatus, TestCluster } from './support/test-cluster.js';
+import { imageMeasurements } from '../support/measurements.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -36,7 +37,7 @@ describe('bootstrapper: a join service impostor on the join service address', fu
   });
 
   it('a node does not use the impostor\'s tickets (no lock, no disk, PCR 15 zero) and joins the real cluster once it is up', async () => {
-    const fake = await makeTestStore({});
+    const fake = await makeTestStore(imageMeasurements());
     impostor = await startJoinService({
       host: '127.0.0.70',
       port: cluster.joinPort,

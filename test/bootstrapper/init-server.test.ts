@@ -12,6 +12,7 @@ import { NodeStatusTracker } from '../../bootstrapper/node-status.js';
 import { MemoryStoreHost } from '../support/memory-store-host.js';
 import { PlainStateDisk } from '../support/plain-state-disk.js';
 import type { Issuer } from '../../lib/attestation/types.js';
+import { IMAGE_PCRS } from '../../lib/attestation/measurements.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { TPM_ALG } from '../../lib/tpm/constants.js';
 import type { TpmDigest } from '../../lib/tpm/client.js';
@@ -19,6 +20,8 @@ import { InitSecrets } from '../../proto/gen/constellation/init.js';
 import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 
 const INIT_SECRET = 'a'.repeat(64);
+/** Every image PCR (a validator refuses less), zero: these tests attest no node. */
+const ZERO_IMAGE_MEASUREMENTS = Object.fromEntries(IMAGE_PCRS.map((i) => [String(i), { expected: '00'.repeat(32), warnOnly: false }]));
 
 /** A backend that fails its first `failures` inits, counting calls. */
 class CountingBackend implements KubernetesBackend {
@@ -79,7 +82,7 @@ describe('bootstrapper/init-server', () => {
       initSecret: Buffer.from(INIT_SECRET),
       measurementSalt: Buffer.alloc(32, 3),
       kubernetesVersion: 'v1.31.1',
-      attestationConfig: Buffer.from(JSON.stringify({ variant: 'local-vtpm', config: { measurements: {} } })),
+      attestationConfig: Buffer.from(JSON.stringify({ variant: 'local-vtpm', config: { measurements: ZERO_IMAGE_MEASUREMENTS } })),
       ...overrides,
     });
   }

@@ -14,6 +14,7 @@ import { generateMasterSecret, generateMeasurementSalt } from '../../lib/kms/ind
 import { createAdminKubeconfig, createClusterPki, loadClusterPki, type ClusterPki, type PkiFiles } from '../../lib/pki/cluster-pki.js';
 import { FakeKubernetesApi } from '../fakes/kubernetes/api-server.js';
 import { EtcdProcess } from './support/etcd-process.js';
+import { imageMeasurements } from '../support/measurements.js';
 
 const clock = () => new Date();
 const PKI_FILES: PkiFiles = createClusterPki({ clock, clusterName: 'contract' });
@@ -21,7 +22,7 @@ const PKI: ClusterPki = loadClusterPki(PKI_FILES);
 
 function joinConfig(): JoinConfig {
   return {
-    attestation: { variant: 'local-vtpm', config: { measurements: { '4': { expected: 'aa'.repeat(32), warnOnly: false } } } },
+    attestation: { variant: 'local-vtpm', config: { measurements: imageMeasurements('aa') } },
     cluster: { apiServerEndpoint: '10.0.0.1:6443', kubernetesVersion: 'v1.31.1', imageVersion: 'local' },
     measurementSalt: generateMeasurementSalt(),
     masterSecret: generateMasterSecret(),
@@ -143,9 +144,24 @@ for (const { name, setup } of backends) {
     it('keeps the parts a partial write does not name', async () => {
       const written = joinConfig();
       await store.writeJoinConfig(written);
-      const attestation = { variant: 'local-vtpm', config: { measurements: { '9': { expected: 'bb'.repeat(32), warnOnly: true } } }, previous: [written.attestation.config] };
+      const attestation = { variant: 'local-vtpm', config: { measurements: imageMeasurements('bb', { '9': { expected: 'bb'.repeat(32), warnOnly: true } }) }, previous: [written.attestation.config] };
       await store.writeJoinConfig({ attestation });
       assert.deepEqual((await store.readJoinConfig()).config, { ...written, attestation });
+    });
+
+    it('refuses to hold an empty or partial set of measurements, current or previous, and keeps what it had', async () => {
+      const written = joinConfig();
+      await store.writeJoinConfig(written);
+      const partial = imageMeasurements('bb');
+      delete partial['9'];
+      for (const attestation of [
+        { variant: 'local-vtpm', config: { measurements: {} } },
+        { variant: 'local-vtpm', config: { measurements: partial } },
+        { variant: 'local-vtpm', config: written.attestation.config, previous: [{ measurements: {} }] },
+      ]) {
+        await assert.rejects(store.writeJoinConfig({ attestation }), /incomplete measurements: PCR (4, 8, 9, 11, 12, 13 are|9 is) missing/);
+      }
+      assert.deepEqual((await store.readJoinConfig()).config, written);
     });
 
     it('changes the revision with every write of the join configuration and keeps it without one', async () => {
@@ -154,7 +170,7 @@ for (const { name, setup } of backends) {
       assert.equal((await store.readJoinConfig()).revision, first, 'no write, same revision');
       const seen = [first];
       const writes: Partial<JoinConfig>[] = [
-        { attestation: { variant: 'local-vtpm', config: { measurements: { '11': { expected: 'cc'.repeat(32), warnOnly: false } } } } },
+        { attestation: { variant: 'local-vtpm', config: { measurements: imageMeasurements('cc') } } },
         { cluster: { apiServerEndpoint: '10.0.0.1:6443', kubernetesVersion: 'v1.32.0' } },
         { masterSecret: generateMasterSecret() },
         { initSecret: new Uint8Array(randomBytes(32)), measurementSalt: generateMeasurementSalt() },

@@ -27,6 +27,7 @@ import { generateMasterSecret, generateMeasurementSalt } from '../../lib/kms/ind
 import { createAdminKubeconfig, createClusterPki, loadClusterPki, type PkiFiles } from '../../lib/pki/cluster-pki.js';
 import { FakeKubernetesApi, type KubeObject } from '../fakes/kubernetes/api-server.js';
 import { tokenKubeconfig, userKubeconfig } from '../fakes/kubernetes/tls.js';
+import { imageMeasurements } from '../support/measurements.js';
 
 const clock = () => new Date();
 const PKI_FILES: PkiFiles = createClusterPki({ clock, clusterName: 'kube-store' });
@@ -35,7 +36,7 @@ const NS = STORE_NAMESPACE;
 
 function joinConfig(): JoinConfig {
   return {
-    attestation: { variant: 'local-vtpm', config: { measurements: { '4': { expected: 'aa'.repeat(32), warnOnly: false } } } },
+    attestation: { variant: 'local-vtpm', config: { measurements: imageMeasurements('aa') } },
     cluster: { apiServerEndpoint: '10.0.0.1:6443', kubernetesVersion: 'v1.31.1' },
     measurementSalt: generateMeasurementSalt(),
     masterSecret: generateMasterSecret(),
@@ -160,7 +161,7 @@ describe('lib/cluster-store/kubernetes (the fake API server, the real client)', 
       await store.writeJoinConfig(joinConfig());
       const [first] = fake.names('secrets', NS);
       fake.requests.length = 0;
-      await store.writeJoinConfig({ attestation: { variant: 'local-vtpm', config: { measurements: {} } } });
+      await store.writeJoinConfig({ attestation: { variant: 'local-vtpm', config: { measurements: imageMeasurements('dd') } } });
       assert.deepEqual(fake.requests.filter((r) => r.path.includes('/secrets')), [], 'no Secret is read or written');
       assert.deepEqual(fake.names('secrets', NS), [first]);
 
@@ -204,7 +205,7 @@ describe('lib/cluster-store/kubernetes (the fake API server, the real client)', 
       const config = joinConfig();
       await store.writeJoinConfig(config);
       const other = await KubernetesClusterStore.connect({ kubeconfig: { text: admin } });
-      const attestation = { variant: 'local-vtpm', config: { measurements: { '9': { expected: 'bb'.repeat(32), warnOnly: false } } } };
+      const attestation = { variant: 'local-vtpm', config: { measurements: imageMeasurements('bb') } };
       const cluster = { apiServerEndpoint: '10.0.0.1:6443', kubernetesVersion: 'v1.32.0' };
       await Promise.all([store.writeJoinConfig({ attestation }), other.writeJoinConfig({ cluster })]);
       assert.deepEqual((await store.readJoinConfig()).config, { ...config, attestation, cluster });

@@ -7,6 +7,7 @@ import { UserError } from '../../lib/errors.js';
 import { createLogger, type Logger } from '../../lib/logging/index.js';
 import { makeTestStore, type TestStore } from './support/test-store.js';
 import { imagePcrs, measurementsFor } from './support/software-vtpm.js';
+import { imageMeasurements } from '../support/measurements.js';
 
 function recordingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = [];
@@ -71,7 +72,7 @@ describe('joinservice/join-config: the join configuration from the cluster store
     assert.equal(lines.filter((l) => l.level === 'warn').length, 1);
     assert.match(String(lines.find((l) => l.level === 'warn')!.reason), /join\/attestation-config is not valid JSON/);
 
-    await t.store.writeJoinConfig({ attestation: { ...t.contents.attestation, previous: [{ measurements: {} }] } });
+    await t.store.writeJoinConfig({ attestation: { ...t.contents.attestation, previous: [{ measurements: imageMeasurements('dd') }] } });
     const fixed = await reader.current();
     assert.equal(fixed.generation, 2);
     assert.equal(fixed.attestation.previous?.length, 1);

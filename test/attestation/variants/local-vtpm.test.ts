@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'mocha';
 import { createValidator, localInstanceInfo, VtpmIssuer, type AkRegistry, type VtpmAttestation } from '../../../lib/attestation/index.js';
+import { IMAGE_PCRS } from '../../../lib/attestation/measurements.js';
 import { TPM_ALG } from '../../../lib/tpm/constants.js';
 import { AK_TEMPLATE, TpmClient } from '../../../lib/tpm/client.js';
 import { encodeTpmPublic } from '../../../lib/tpm/structures.js';
@@ -14,7 +15,8 @@ describe('local-vtpm variant', () => {
   let ak: Uint8Array;
   const registered = new Map<string, Uint8Array>();
   const akRegistry: AkRegistry = { lookup: async (instance) => registered.get(instance) };
-  const measurements = { '15': { expected: '00'.repeat(32), warnOnly: false } };
+  // Every image PCR (a validator refuses less) and PCR 15: a fresh TPM, nothing extended.
+  const measurements = Object.fromEntries([...IMAGE_PCRS, 15].map((i) => [String(i), { expected: '00'.repeat(32), warnOnly: false }]));
   const issuerFor = (instance: string) => new VtpmIssuer({ variant: 'local-vtpm', tpm: client, instanceInfo: localInstanceInfo(instance) });
 
   before(async () => {

@@ -213,9 +213,9 @@ export class TestCluster {
   async startNode(options: TestNodeOptions): Promise<TestNode> {
     const node = await TestNode.start(this, options);
     this.nodes.push(node);
-    if (options.role === 'control-plane' && !this.provider.loadBalancer) {
-      this.provider.loadBalancer = options.ip;
-      // The expected measurements are those of the first (untampered) node's image.
+    if (options.role === 'control-plane' && !this.provider.loadBalancer) this.provider.loadBalancer = options.ip;
+    if (options.role === 'control-plane' && Object.keys(this.measurements).length === 0) {
+      // The expected measurements are those of the first (untampered) control plane's image.
       const pcrs = await node.tpm.pcrRead(TPM_ALG.SHA256, [4, 8, 9, 11, 12, 13]);
       this.measurements = Object.fromEntries([...pcrs].map(([i, v]) => [String(i), { expected: Buffer.from(v).toString('hex'), warnOnly: false }]));
     }
