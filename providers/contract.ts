@@ -62,6 +62,10 @@ export interface Instance {
   privateIp: string;
   publicIp?: string;
   state: InstanceState;
+  /** The image the provider booted the instance from, where it reports one (the local provider's image version). */
+  image?: string;
+  /** When the provider made the instance (ISO 8601), where it reports it. */
+  createdAt?: string;
 }
 
 export interface ProviderLogger {

@@ -10,7 +10,7 @@
  *
  * Each phase looks at what the workspace and the cluster already are, so apply can be run again at any time.
  */
-import { loadConfig, measurementsOf } from '../../lib/config/index.js';
+import { loadConfig } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
@@ -20,6 +20,7 @@ import { createCluster, nodeGroupSpecs } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
 import { waitUntilJoined } from './mini.js';
 import { removeStoreMember, setMeasurements, withWorkspaceStore } from './store.js';
+import { verifiedConfigMeasurements } from './trusted-measurements.js';
 import { upgradeCluster, type UpgradePlan, type UpgradeResult } from './upgrade.js';
 
 export const APPLY_PHASES = ['infrastructure', 'init', 'attestationconfig', 'image', 'k8s'] as const;
@@ -102,12 +103,11 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
   if (upgrade && !result.created) {
     result.upgrade = await upgradeCluster({ workspaceDir, log, journal: options.journal, provider, progress: say, confirm: options.confirmUpgrade });
   } else if (!skip.has('attestationconfig') && !result.created) {
-    await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), async (store) => {
-      const { config: current } = await store.readJoinConfig();
-      await setMeasurements(store, { ...current.attestation.config, measurements: measurementsOf(config) });
-    });
+    // Only what verifies against the image's signed measurements (or the local build as measured) reaches the store.
+    const verified = await verifiedConfigMeasurements(config, { provider, workspaceDir });
+    await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), (store) => setMeasurements(store, verified));
     result.measurementsWritten = true;
-    say('wrote the config\'s measurements to the cluster store');
+    say(`wrote the config's measurements to the cluster store (verified: ${verified.source})`);
   }
   return result;
 }

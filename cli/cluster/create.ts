@@ -15,7 +15,6 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { CreateRequest, InfrastructureProvider, NodeGroupSpec, ResourceJournal } from '../../providers/contract.js';
-import type { Measurements } from '../../lib/attestation/types.js';
 import { attestationVariantOf, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import type { RandomSource } from '../../lib/kms/index.js';
@@ -27,6 +26,7 @@ import { TERMINATE_HINT, workspaceArg } from './next-steps.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
+import { isMeasuringProvider } from './trusted-measurements.js';
 
 /** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */
 const UID_BYTES = 4;
@@ -50,16 +50,6 @@ export interface CreateClusterResult {
   clusterEndpoint: string;
   /** True when an interrupted create was continued (same uid and init secret). */
   resumed: boolean;
-}
-
-/** A provider that can tell the measurements of the image its nodes boot (the local provider). */
-interface MeasuringProvider {
-  /** The measurements of the nodes it boots; `workspaceDir` lets it keep what it hashed for the nodes' own measuring. */
-  expectedMeasurements(workspaceDir?: string): Promise<Measurements>;
-}
-
-function isMeasuring(provider: InfrastructureProvider): provider is InfrastructureProvider & MeasuringProvider {
-  return typeof (provider as Partial<MeasuringProvider>).expectedMeasurements === 'function';
 }
 
 /**
@@ -90,7 +80,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     const signed = await loadImageMeasurements(config, config.image, options.imageSource);
     log.info('image measurements verified', { image: config.image, key: signed.key.fingerprint });
     config = await editConfig(workspaceDir, { measurements: signed.measurements, replaceMeasurements: true });
-  } else if (isMeasuring(provider)) {
+  } else if (isMeasuringProvider(provider)) {
     options.progress?.('measuring the node image');
     config = await editConfig(workspaceDir, { measurements: await provider.expectedMeasurements(workspaceDir) });
   }

@@ -13,7 +13,7 @@ import type { AttestationOutcome, NodeStatus } from '../../proto/gen/constellati
 import type { Logger } from '../../lib/logging/index.js';
 import type { StoreHealth } from '../../lib/cluster-store/etcd-members.js';
 import { clusterJournalView } from '../iam/journal-view.js';
-import { workspaceStoreHealth } from './store.js';
+import { trustedMeasurements, withWorkspaceStore, workspaceStoreHealth } from './store.js';
 
 export const VERIFY_PORT = 30081;
 
@@ -48,6 +48,8 @@ export interface NodeStatusEntry {
 export interface ClusterStatus {
   /** The cluster store's members and quorum (etcd), once the cluster was initialized from this workspace. */
   store?: StoreHealth & { backend: 'etcd' };
+  /** The measurements the cluster store trusts (digests): its current set and the previous ones still accepted. */
+  trusted?: { current: string; previous: string[] };
   /** What the config asks for, when the command knows the config. */
   expected?: SoftwareVersions;
   /** The CLI's own version. */
@@ -72,12 +74,15 @@ export interface StatusOptions {
 
 export async function clusterStatus(options: StatusOptions): Promise<ClusterStatus> {
   const instances = await options.provider.listInstances({ journal: clusterJournalView(options.journal), log: options.log, workspaceDir: options.workspaceDir });
-  const [nodes, store] = await Promise.all([
+  const [nodes, store, trusted] = await Promise.all([
     Promise.all(instances.map((instance) => nodeStatus(instance, options))),
     options.clusterId ? workspaceStoreHealth(options.workspaceDir, instances, options.log) : undefined,
+    // What the join services accept, to compare with the config (a store that cannot answer shows as its health).
+    options.clusterId && options.expected ? withWorkspaceStore(options.workspaceDir, instances, trustedMeasurements).catch(() => undefined) : undefined,
   ]);
   return {
     ...(store ? { store } : {}),
+    ...(trusted ? { trusted } : {}),
     ...(options.expected ? { expected: options.expected } : {}),
     ...(options.cliVersion ? { cliVersion: options.cliVersion } : {}),
     nodes,
@@ -95,6 +100,18 @@ export function summarizeStatus(status: ClusterStatus): string {
   if (!status.expected) return `${summary}${store}`;
   const current = status.nodes.filter((n) => n.upToDate).length;
   return `${summary}; ${current} of ${status.nodes.length} up to date with the config${store}`;
+}
+
+/**
+ * What the store's join services accept next to the config: "trusts the config's measurements", or that they differ
+ * (after a rollback or an interrupted run: `upgrade apply` brings them together), and any previous set of a rollout.
+ */
+export function describeTrust(trusted: NonNullable<ClusterStatus['trusted']>, expected: SoftwareVersions): string {
+  const current =
+    trusted.current === expected.measurementsDigest
+      ? `the cluster store trusts the config's measurements (${trusted.current})`
+      : `the cluster store trusts measurements ${trusted.current}, not the config's ${expected.measurementsDigest || '(unknown)'}: \`constellation upgrade apply\` brings them together`;
+  return trusted.previous.length > 0 ? `${current}; it also accepts ${trusted.previous.join(', ')} until a rollout ends` : current;
 }
 
 /** "3 of 3 members healthy, quorum" or "1 of 3 members healthy, NO QUORUM". */

@@ -8,13 +8,14 @@ import path from 'node:path';
 import { moveLeaderAway, removalRefusal, removeMember, storeHealth, type StoreHealth } from '../../lib/cluster-store/etcd-members.js';
 import { ETCD_CLIENT_PORT, EtcdClusterStore, type EtcdConnection } from '../../lib/cluster-store/etcd.js';
 import type { AttestationConfigRecord, ClusterStore, StoreCredentials } from '../../lib/cluster-store/types.js';
-import type { VariantConfig } from '../../lib/attestation/types.js';
+import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { ADMIN_CONF_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { readRequiredFile } from '../../lib/workspace/required-file.js';
 import type { Instance } from '../../providers/contract.js';
+import type { VerifiedMeasurements } from './trusted-measurements.js';
 
 export function storeCredentialsPath(workspaceDir: string): string {
   return path.join(workspaceDir, STORE_CREDENTIALS_FILE);
@@ -83,18 +84,47 @@ export async function workspaceStoreHealth(workspaceDir: string, instances: Inst
 }
 
 /**
- * Makes `measurements` the current ones of the cluster, in one write every join service reads from its next request
- * on. With `keepPrevious`, the measurements current until now stay accepted (a rollout in progress, DESIGN §10).
+ * Makes verified measurements (./trusted-measurements.ts: nothing else can be written) the store's current set;
+ * with keepPrevious the set that was current stays accepted too (a rollout, while old and new nodes run).
  */
-export async function setMeasurements(store: ClusterStore, config: VariantConfig, options: { keepPrevious?: boolean } = {}): Promise<AttestationConfigRecord> {
+export async function setMeasurements(store: ClusterStore, verified: VerifiedMeasurements, options: { keepPrevious?: boolean } = {}): Promise<AttestationConfigRecord> {
   const { config: current } = await store.readJoinConfig();
   const attestation: AttestationConfigRecord = {
     variant: current.attestation.variant,
-    config,
+    config: { ...current.attestation.config, measurements: verified.measurements },
     ...(options.keepPrevious ? { previous: [current.attestation.config, ...(current.attestation.previous ?? [])] } : {}),
   };
   await store.writeJoinConfig({ attestation });
   return attestation;
+}
+
+/** Accepts the current set alone (a rollout finished: every node runs its image). */
+export async function dropPreviousMeasurements(store: ClusterStore): Promise<void> {
+  const { config: current } = await store.readJoinConfig();
+  if (!current.attestation.previous?.length) return;
+  await store.writeJoinConfig({ attestation: { variant: current.attestation.variant, config: current.attestation.config } });
+}
+
+/**
+ * A rollback of the rollout to the measurements whose digest is `targetDigest`: when the store's current set is that
+ * one (the rollout's write happened, whatever the journal recorded), the set that was current before it becomes
+ * current again. Only the store's own history is used, never a set from the workspace.
+ */
+export async function restorePreviousMeasurements(store: ClusterStore, targetDigest: string): Promise<boolean> {
+  const { config: current } = await store.readJoinConfig();
+  const [before, ...older] = current.attestation.previous ?? [];
+  if (!before || imageMeasurementsDigest(current.attestation.config.measurements) !== targetDigest) return false;
+  await store.writeJoinConfig({ attestation: { variant: current.attestation.variant, config: before, ...(older.length ? { previous: older } : {}) } });
+  return true;
+}
+
+/** What the store trusts, as measurement digests: the current set and the previous ones still accepted. */
+export async function trustedMeasurements(store: ClusterStore): Promise<{ current: string; previous: string[] }> {
+  const { config } = await store.readJoinConfig();
+  return {
+    current: imageMeasurementsDigest(config.attestation.config.measurements),
+    previous: (config.attestation.previous ?? []).map((c) => imageMeasurementsDigest(c.measurements)),
+  };
 }
 
 /**

@@ -4,11 +4,20 @@
  *
  *   0. a new Kubernetes version goes to the control planes in place (./kubernetes-upgrade.ts); a control plane
  *      whose only difference was that version is not replaced; workers take it by replacement
- *   1. the new measurements go to the cluster store as the current ones; the old stay accepted (previous)
+ *   1. the new measurements, verified against the image's signed file (./trusted-measurements.ts), go to the
+ *      cluster store as the current ones; the old stay accepted (previous). The journal records the intent first;
+ *      a run that finds the store holding them already does not write them again
  *   2. per node, control planes first, one at a time:
  *        add a node of its group (new image) → wait until it has joined → verify it (attestation, PCR 15)
  *        → control plane: remove the old node's etcd member → remove the old node
- *   3. every node runs the new image: the old measurements are dropped
+ *   3. every node is asked what it runs: a node still on another image gets a step of its own (back to 2); the old
+ *      measurements are dropped only when every node runs the new image, else the run names what it left
+ *
+ * Nothing here trusts the journal for what it writes or removes: measurements come from the signed file (or, on a
+ * rollback, from the store's own history), and a rollback removes only a node the provider lists in that group as
+ * made from the rollout's image (or, where the provider reports no image, made after the rollout started), never a
+ * node another step replaces, and it stops at the first refusal of the cluster store (a quorum at risk).
+ * When no rollout is needed, the store's measurements are brought to the config's verified ones if they differ.
  *
  * Every step is journaled in constellation-upgrade.json (0600) before and after it happens, so a killed run
  * continues where it stopped when run again, and no node is ever removed before its replacement joined. A
@@ -18,19 +27,19 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
-import type { VariantConfig } from '../../lib/attestation/types.js';
-import { loadConfig, measurementsOf } from '../../lib/config/index.js';
+import { loadConfig } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { pathExists } from '../../lib/workspace/files.js';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import type { Instance, InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
-import { verifyConfiguredMeasurements, type ImageSourceOptions } from '../images/image-measurements.js';
+import type { ImageSourceOptions } from '../images/image-measurements.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { onlyKubernetesDiffers, planKubernetesStep, upgradeControlPlanesInPlace, type KubernetesStep } from './kubernetes-upgrade.js';
 import { clusterStatus, configuredSoftware, getNodeStatus, VERIFY_PORT, type SoftwareVersions } from './status.js';
-import { removeStoreMember, setMeasurements, withWorkspaceStore } from './store.js';
+import { dropPreviousMeasurements, removeStoreMember, restorePreviousMeasurements, setMeasurements, trustedMeasurements, withWorkspaceStore } from './store.js';
+import { verifiedConfigMeasurements, type VerifiedMeasurements } from './trusted-measurements.js';
 import { verifyCluster } from './verify.js';
 
 export const UPGRADE_JOURNAL_FILE = 'constellation-upgrade.json';
@@ -47,10 +56,14 @@ const stepSchema = z.object({
 const journalSchema = z.object({
   version: z.literal(1),
   target: z.object({ image: z.string(), measurementsDigest: z.string(), kubernetesVersion: z.string() }),
-  /** The measurements current before the upgrade (restored by a rollback). */
-  previous: z.looseObject({ measurements: z.record(z.string(), z.object({ expected: z.string(), warnOnly: z.boolean() })) }).optional(),
+  /** When the rollout was planned (ISO 8601): a rollback removes only nodes made after it (where no image is known). */
+  startedAt: z.string().optional(),
+  /** Journals of earlier versions recorded the measurements before the upgrade here; nothing reads them any more. */
+  previous: z.unknown().optional(),
   /** The in-place Kubernetes upgrade of the control planes, before the measurements and the replacements. */
   kubernetes: z.object({ from: z.string(), to: z.string(), done: z.boolean() }).optional(),
+  /** Set before the store write (the intent), then measurementsWritten after it. */
+  measurementsWriting: z.boolean().optional(),
   measurementsWritten: z.boolean(),
   steps: z.array(stepSchema),
 });
@@ -113,8 +126,8 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
 
   const config = await loadConfig(workspaceDir);
   // Before anything else (DESIGN §10): the measurements this rollout accepts are the image's signed ones.
-  const signed = await verifyConfiguredMeasurements(config, options.imageSource);
-  if (signed) progress(`verified the signed measurements of image ${config.image} (key ${signed.key.fingerprint.slice(0, 16)})`);
+  const verified = await verifiedConfigMeasurements(config, { provider, workspaceDir, imageSource: options.imageSource });
+  progress(`verified ${verified.source}`);
   const target = await configuredSoftware(config);
   const targetKey = { image: target.image, measurementsDigest: target.measurementsDigest, kubernetesVersion: target.kubernetesVersion };
   if (journal && JSON.stringify(journal.target) !== JSON.stringify(targetKey)) {
@@ -131,6 +144,7 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
     const down = status.nodes.filter((n) => n.upToDate === undefined);
     if (outdated.length === 0 && !kubernetes) {
       if (down.length > 0) progress(`every node that answers runs what the config asks for; not checked: ${down.map((n) => `${n.name} (${n.state})`).join(', ')}`);
+      await reconcileStore(verified, { keepPrevious: down.length > 0 }, options, ctx, progress);
       return { replaced: [], upToDate: true };
     }
     const instances = await provider.listInstances(ctx);
@@ -140,7 +154,7 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
     const plan: UpgradePlan = { target, replace: outdated.map((n) => ({ name: n.name, role: n.role, runs: n.software })), continued: false, ...(kubernetes ? { kubernetes } : {}) };
     plan.replace.sort((a, b) => steps.findIndex((s) => s.old === a.name) - steps.findIndex((s) => s.old === b.name));
     if (options.confirm && !(await options.confirm(plan))) return { replaced: [], upToDate: false };
-    journal = { version: 1, target: targetKey, ...(kubernetes ? { kubernetes: { ...kubernetes, done: false } } : {}), measurementsWritten: false, steps };
+    journal = { version: 1, target: targetKey, startedAt: new Date().toISOString(), ...(kubernetes ? { kubernetes: { ...kubernetes, done: false } } : {}), measurementsWritten: false, steps };
     await writeJournal(journalFile, journal);
   } else {
     progress(`continuing the upgrade to ${journal.target.image} (measurements ${journal.target.measurementsDigest}) an earlier run started`);
@@ -153,31 +167,75 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
   }
 
   if (!journal.measurementsWritten) {
-    await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), async (store) => {
+    journal.measurementsWriting = true;
+    await writeJournal(journalFile, journal);
+    const wrote = await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), async (store) => {
       const { config: current } = await store.readJoinConfig();
-      journal!.previous = current.attestation.config as UpgradeJournal['previous'];
-      await setMeasurements(store, { ...current.attestation.config, measurements: measurementsOf(config) } as VariantConfig, { keepPrevious: true });
+      // A run killed between this write and the journal's finds the store holding the set already.
+      const already = (await trustedMeasurements(store)).current === verified.digest;
+      if (!already) await setMeasurements(store, verified, { keepPrevious: true });
       await store.writeJoinConfig({ cluster: { ...current.cluster, kubernetesVersion: target.kubernetesVersion, imageVersion: target.image } });
+      return !already;
     });
     journal.measurementsWritten = true;
     await writeJournal(journalFile, journal);
-    progress('wrote the new measurements to the cluster store (the old ones stay accepted until every node is replaced)');
+    progress(wrote ? 'wrote the new measurements to the cluster store (the old ones stay accepted until every node is replaced)' : 'the cluster store holds the new measurements already');
   }
 
   const replaced: UpgradeResult['replaced'] = [];
-  for (const step of journal.steps) {
-    if (step.done) continue;
-    await replaceOne(step, journal, journalFile, options, ctx, progress);
-    replaced.push({ old: step.old, new: step.new! });
+  // Until every node answers with the target: a node that no step covers (a partial rollback dropped its step, or
+  // it was added meanwhile with the old image) gets a step of its own. Bounded: a node that keeps coming back old
+  // after two rounds is named instead.
+  for (let round = 0; ; round++) {
+    for (const step of journal.steps) {
+      if (step.done) continue;
+      await replaceOne(step, journal, journalFile, options, ctx, progress);
+      replaced.push({ old: step.old, new: step.new! });
+    }
+    const status = await clusterStatus({ workspaceDir, provider, journal: options.journal, log, expected: target });
+    const outdated = status.nodes.filter((n) => n.upToDate === false);
+    const unknown = status.nodes.filter((n) => n.upToDate === undefined);
+    if (outdated.length > 0 && round < 2) {
+      const instances = await provider.listInstances(ctx);
+      for (const n of outdated) {
+        if (journal.steps.some((s) => !s.done && s.old === n.name)) continue;
+        journal.steps.push({ old: n.name, role: n.role as Step['role'], group: instances.find((i) => i.name === n.name)!.nodeGroup });
+      }
+      await writeJournal(journalFile, journal);
+      progress(`still on another image: ${outdated.map((n) => n.name).join(', ')}; replacing ${outdated.length === 1 ? 'it' : 'them'} too`);
+      continue;
+    }
+    if (outdated.length > 0 || unknown.length > 0) {
+      const left = [...outdated.map((n) => `${n.name} (${(n.outdated ?? []).join(', ') || 'runs another image'})`), ...unknown.map((n) => `${n.name} (${n.state}: not checked)`)];
+      throw new UpgradeStoppedError(`The rollout to ${target.image} did not reach every node: ${left.join('; ')}. Both measurement sets stay accepted.`, {
+        hint: 'Start or fix those nodes, then run `constellation upgrade apply` again to finish.',
+      });
+    }
+    break;
   }
 
-  await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), async (store) => {
-    const { config: current } = await store.readJoinConfig();
-    await setMeasurements(store, current.attestation.config);
-  });
+  await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), (store) => dropPreviousMeasurements(store));
   await fs.rm(journalFile, { force: true });
   progress('every node runs the new image; the old measurements are no longer accepted');
   return { replaced, upToDate: false };
+}
+
+/**
+ * No rollout is needed (every node runs what the config asks for): the store must trust exactly the config's verified
+ * measurements. It may not after a rollback or a run killed between two writes; then they are written (the previous
+ * ones stay while some node could not be asked).
+ */
+async function reconcileStore(verified: VerifiedMeasurements, { keepPrevious }: { keepPrevious: boolean }, options: UpgradeOptions, ctx: ProviderContext, progress: (l: string) => void): Promise<void> {
+  await withWorkspaceStore(options.workspaceDir, await options.provider.listInstances(ctx), async (store) => {
+    const trusted = await trustedMeasurements(store);
+    if (trusted.current !== verified.digest) {
+      await setMeasurements(store, verified, { keepPrevious });
+      progress(`the cluster store trusted measurements ${trusted.current}, not the config's ${verified.digest}: it now trusts the config's (${verified.source})`);
+    } else if (!keepPrevious && trusted.previous.length > 0) {
+      await dropPreviousMeasurements(store);
+      progress(`the cluster store also accepted measurements ${trusted.previous.join(', ')} of an earlier rollout: dropped, every node runs the config's`);
+    }
+  });
 }
 
 /** Adds the replacement, waits until it joined and verifies, then removes the old node. Journaled at each step. */
@@ -240,13 +298,10 @@ async function retireNode(
   instances: Instance[],
   options: UpgradeOptions,
   ctx: ProviderContext,
-  { storeMayFail = false } = {},
 ): Promise<void> {
   await options.provider.drainInstance?.(name, ctx);
-  if (role === 'control-plane') {
-    const leaving = removeStoreMember(options.workspaceDir, instances, name);
-    await (storeMayFail ? leaving.catch(() => false) : leaving);
-  }
+  // A refusal (the quorum would be at risk, or the store cannot answer) stops here, before the instance goes.
+  if (role === 'control-plane') await removeStoreMember(options.workspaceDir, instances, name);
   await options.provider.removeInstance!(name, ctx);
 }
 
@@ -285,14 +340,20 @@ async function rollback(
     if (step.done) continue;
     const added = step.new ?? (step.adding ? adoptNewest(instances, journal, step) : undefined);
     if (!added) continue;
-    // What was added may not have become a store member; a store that cannot answer does not keep it.
-    await retireNode(added, step.role, instances, options, ctx, { storeMayFail: true });
+    const refusal = rollbackRefusal(added, step, journal, instances);
+    if (refusal) {
+      throw new UserError(`The rollback does not remove ${added}: ${refusal}.`, {
+        hint: `The journal (${UPGRADE_JOURNAL_FILE}) names a node this upgrade did not add. Nothing more was removed; check the journal, and remove a node by hand only if you know it is the upgrade's.`,
+      });
+    }
+    await retireNode(added, step.role, instances, options, ctx);
     rolledBack.push(added);
     progress(`removed ${added}, which the upgrade added to replace ${step.old}`);
   }
-  if (journal.measurementsWritten && journal.previous && journal.steps.every((s) => !s.done)) {
-    await withWorkspaceStore(options.workspaceDir, await options.provider.listInstances(ctx), (store) => setMeasurements(store, journal.previous as VariantConfig));
-    progress('restored the measurements of before the upgrade');
+  if (journal.steps.every((s) => !s.done)) {
+    // Whether the rollout's write happened is the store's to say, not the journal's (a run killed between them).
+    const restored = await withWorkspaceStore(options.workspaceDir, await options.provider.listInstances(ctx), (store) => restorePreviousMeasurements(store, journal.target.measurementsDigest));
+    if (restored) progress('restored the measurements of before the upgrade');
   } else if (journal.steps.some((s) => s.done)) {
     progress('some nodes run the new image already: both measurement sets stay accepted; finish the upgrade with `constellation upgrade apply`');
     journal.steps = journal.steps.filter((s) => s.done);
@@ -301,6 +362,25 @@ async function rollback(
   }
   await fs.rm(file, { force: true });
   return { replaced: [], rolledBack, upToDate: false };
+}
+
+/**
+ * Why a rollback must not remove `name` as the node added for `step`, or undefined when the provider confirms it is
+ * the rollout's: listed in the step's group, not a node any step replaces, and made from the rollout's image (or,
+ * where the provider reports no image, made after the rollout started).
+ */
+function rollbackRefusal(name: string, step: Step, journal: UpgradeJournal, instances: Instance[]): string | undefined {
+  const instance = instances.find((i) => i.name === name);
+  if (!instance) return 'the provider lists no such node';
+  if (instance.nodeGroup !== step.group) return `it is in node group ${instance.nodeGroup}, not ${step.group}`;
+  if (journal.steps.some((s) => s.old === name)) return 'it is a node the upgrade replaces, not one it added';
+  if (instance.image !== undefined) {
+    return instance.image === journal.target.image ? undefined : `the provider made it from image ${instance.image}, not the upgrade's ${journal.target.image}`;
+  }
+  if (instance.createdAt && journal.startedAt) {
+    return instance.createdAt >= journal.startedAt ? undefined : `the provider made it at ${instance.createdAt}, before the upgrade started (${journal.startedAt})`;
+  }
+  return 'the provider reports neither its image nor when it made it';
 }
 
 /** A node of the step's group that no step knows: the one a killed run asked for but did not record. */

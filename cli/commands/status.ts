@@ -47,7 +47,7 @@ Takes no lock and changes nothing, so it can run while another command works in 
     return status;
   }
 
-  private render(status: ClusterStatus, { summarizeStatus: summarize, describeStore }: typeof import('../cluster/status.js')): void {
+  private render(status: ClusterStatus, { summarizeStatus: summarize, describeStore, describeTrust }: typeof import('../cluster/status.js')): void {
     if (status.nodes.length === 0) {
       this.log('The workspace has no nodes. `constellation create` (or `constellation mini up`) makes some.');
       return;
@@ -87,6 +87,7 @@ Takes no lock and changes nothing, so it can run while another command works in 
         this.log(`  ${m.name || '(not started)'}  ${m.clientUrls[0] ?? m.peerUrls[0] ?? ''}  ${m.isLearner ? 'learner' : 'voter'}${m.leader ? ', leader' : ''}  ${m.healthy ? 'healthy' : `unhealthy${m.reason ? `: ${m.reason}` : ''}`}`);
       }
     }
+    if (status.trusted && e) this.log(`Measurements: ${describeTrust(status.trusted, e)}.`);
     this.log('');
     this.log(`${summarize(status)}.`);
   }

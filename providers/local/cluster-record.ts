@@ -26,6 +26,8 @@ const nodeRecordSchema = z.object({
   launcherPid: pid.optional(),
   /** Out of the load balancer (drainInstance): about to be removed. */
   drained: z.boolean().optional(),
+  /** When the provider made the node (ISO 8601); missing in records of earlier versions. */
+  createdAt: z.string().optional(),
 });
 export type NodeRecord = z.infer<typeof nodeRecordSchema>;
 

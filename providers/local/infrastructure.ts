@@ -390,7 +390,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       role,
       Object.values(record.nodes).map((n) => n.host),
     );
-    record.nodes[name] = { group, role, host, image: this.imageVersion };
+    record.nodes[name] = { group, role, host, image: this.imageVersion, createdAt: new Date().toISOString() };
     return name;
   }
 
@@ -406,6 +406,8 @@ export class LocalInfrastructure implements InfrastructureProvider {
       nodeGroup: node.group,
       privateIp: this.address(store.record, name),
       state,
+      image: node.image ?? LOCAL_BUILD_IMAGE,
+      ...(node.createdAt ? { createdAt: node.createdAt } : {}),
     };
   }
 
