@@ -176,6 +176,7 @@ export interface NodeStatusJson {
   address: string;
   state: string;
   reason?: string;
+  software?: { image: string; measurementsDigest: string };
 }
 
 export async function status(copy: CliCopy, ws: string): Promise<NodeStatusJson[]> {
