@@ -14,7 +14,7 @@ import { loadConfig } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
-import type { InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
+import type { InfrastructureProvider, Instance, ProviderContext, ResourceJournal } from '../../providers/contract.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { createCluster, nodeGroupSpecs } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
@@ -47,6 +47,16 @@ export interface ApplyResult {
   measurementsWritten: boolean;
 }
 
+/**
+ * Newest first, by the creation time the provider reports; by the number in the name where it reports none (the
+ * local provider's records of earlier versions), which only the local provider's names carry.
+ */
+export function newestFirst(instances: Instance[]): Instance[] {
+  const index = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1));
+  if (instances.every((i) => i.createdAt)) return [...instances].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!) || index(b.name) - index(a.name));
+  return [...instances].sort((a, b) => index(b.name) - index(a.name));
+}
+
 export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
   const { workspaceDir, log, provider } = options;
   const skip = options.skip ?? new Set<ApplyPhase>();
@@ -70,14 +80,23 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
         if (members.length === group.initialCount) continue;
         if (group.role === 'control-plane' && group.initialCount < 1) throw new UserError('A cluster needs at least one control-plane node.', { hint: `Set nodeGroups.${group.name}.initialCount to 1 or more.` });
         say(`scaling ${group.name} from ${members.length} to ${group.initialCount} nodes`);
-        if (group.role === 'control-plane' && group.initialCount < members.length && state.clusterValues.clusterID) {
-          // The newest go; each leaves the load balancer, then the store (the quorum never counts a node that is
-          // gone), before the provider removes it.
-          const index = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1));
-          const leaving = [...members].sort((a, b) => index(b.name) - index(a.name)).slice(0, members.length - group.initialCount);
-          for (const node of leaving) {
-            await provider.drainInstance?.(node.name, ctx);
-            await removeStoreMember(workspaceDir, members, node.name);
+        if (group.initialCount < members.length) {
+          // Scale-in removes exactly the nodes chosen here (the newest), never ones the cloud picks: a control plane
+          // leaves the load balancer, then the store (the quorum never counts a node that is gone), then goes.
+          const leaving = newestFirst(members).slice(0, members.length - group.initialCount);
+          if (!provider.removeInstance) {
+            if (group.role === 'control-plane') {
+              throw new UserError(`The ${provider.name} provider cannot remove a chosen instance, so control planes cannot be scaled in safely.`, {
+                hint: `Keep nodeGroups.${group.name}.initialCount at ${members.length}. Nothing was changed.`,
+              });
+            }
+          } else {
+            for (const node of leaving) {
+              await provider.drainInstance?.(node.id, ctx);
+              if (group.role === 'control-plane' && state.clusterValues.clusterID) await removeStoreMember(workspaceDir, members, node.name);
+              await provider.removeInstance(node.id, ctx);
+              say(`removed ${node.name}`);
+            }
           }
         }
         await provider.scaleNodeGroup(group.name, group.initialCount, ctx);
