@@ -209,17 +209,35 @@ export function fatType(fs: Buffer): 12 | 16 | 32 {
   return new FatVolume(fs).type;
 }
 
-/** Finds the EFI system partition of a raw GPT disk and reads \EFI\BOOT\BOOTX64.EFI from it. */
-export function findEspBootFile(disk: Buffer): { data: Buffer; partition: number; path: string } {
-  const { sectorSize, partitions } = gptPartitions(disk);
+export interface EspBootFile {
+  data: Buffer;
+  /** 1-based GPT partition number of the EFI system partition it was read from. */
+  partition: number;
+  path: string;
+}
+
+/**
+ * Finds the EFI system partitions of a GPT disk and reads \EFI\BOOT\BOOTX64.EFI from the first that has it.
+ * `readRange(offset, length)` returns disk bytes, so a large disk file need not be read whole; `head` holds at
+ * least the GPT header and partition entries (the disk's first MiB does for every disk sfdisk makes).
+ */
+export function findEspBootFileIn(head: Buffer, readRange: (offset: number, length: number) => Buffer): EspBootFile {
+  const { sectorSize, partitions } = gptPartitions(head);
   const esps = partitions.filter((p) => p.typeGuid.equals(ESP_TYPE_GUID));
   if (esps.length === 0) throw new DiskImageError('the disk has no EFI system partition');
   for (const esp of esps) {
     const start = esp.firstLba * sectorSize;
-    const end = (esp.lastLba + 1) * sectorSize;
-    need(disk, start, end - start, `EFI system partition ${esp.number}`);
-    const data = readFatFile(disk.subarray(start, end), BOOT_FILE_PATH);
+    const length = (esp.lastLba + 1 - esp.firstLba) * sectorSize;
+    if (length <= 0 || length > 4 * 1024 ** 3) throw new DiskImageError(`damaged GPT: implausible size of partition ${esp.number}`);
+    const fs = readRange(start, length);
+    if (fs.length !== length) throw new DiskImageError(`damaged disk image: EFI system partition ${esp.number} lies outside the file`);
+    const data = readFatFile(fs, BOOT_FILE_PATH);
     if (data) return { data, partition: esp.number, path: `\\${BOOT_FILE_PATH.join('\\')}` };
   }
   throw new DiskImageError(`the EFI system partition has no \\${BOOT_FILE_PATH.join('\\')}`);
+}
+
+/** Finds the EFI system partition of a raw GPT disk held in memory and reads \EFI\BOOT\BOOTX64.EFI from it. */
+export function findEspBootFile(disk: Buffer): EspBootFile {
+  return findEspBootFileIn(disk, (offset, length) => disk.subarray(offset, offset + length));
 }

@@ -19,9 +19,10 @@
  *   PCR 8, 12, 13         untouched (zero): no GRUB, no command line from outside the UKI, no system extensions.
  */
 import { createHash } from 'node:crypto';
+import { closeSync, fstatSync, openSync, readSync } from 'node:fs';
 import { UserError } from '../errors.js';
 import { authenticodeDigest } from './authenticode.js';
-import { findEspBootFile, looksLikeGptDisk } from './disk.js';
+import { findEspBootFile, findEspBootFileIn, looksLikeGptDisk } from './disk.js';
 import { looksLikePe, parsePe, sectionData } from './pe.js';
 import { STUB_252_MEASURED_SECTIONS } from './uki.js';
 
@@ -98,6 +99,17 @@ export function predictUkiMeasurements(uki: Buffer): Omit<BootMeasurements, 'sou
       hint: 'Pass a node image (raw disk) or a UKI built by `constellation image build`.',
     });
   }
+  const kernel = sectionData(uki, linux);
+  let kernelDigest: Buffer;
+  try {
+    if (!looksLikePe(kernel)) throw new UserError('no PE header');
+    kernelDigest = authenticodeDigest(kernel);
+  } catch (err) {
+    if (!(err instanceof UserError)) throw err;
+    throw new UserError(`the UKI's .linux section is not an EFI-stub kernel (${err.message}): firmware would not start it, so PCR 4 cannot be predicted`, {
+      hint: 'Build the UKI with a kernel that has the EFI stub (Debian\'s vmlinuz does).',
+    });
+  }
   const sim = new PcrSimulator();
   // PCR 4: the firmware's boot manager and LoadImage (TCG PC Client Platform Firmware Profile 2.0, §3.3.4.5).
   sim.extend(4, EV_EFI_ACTION, sha256(CALLING_EFI_APPLICATION), CALLING_EFI_APPLICATION);
@@ -112,7 +124,7 @@ export function predictUkiMeasurements(uki: Buffer): Omit<BootMeasurements, 'sou
     sim.extend(11, EV_IPL, sha256(data), `UKI section data: ${name} (${data.length} bytes)`);
   }
   // The stub measures its sections before it loads the kernel, so the kernel's PCR 4 event follows them in the log.
-  sim.extend(4, EV_EFI_BOOT_SERVICES_APPLICATION, authenticodeDigest(sectionData(uki, linux)), 'Boot stage 2: the kernel in .linux (Authenticode)');
+  sim.extend(4, EV_EFI_BOOT_SERVICES_APPLICATION, kernelDigest, 'Boot stage 2: the kernel in .linux (Authenticode)');
   // PCR 9: the Linux EFI stub measures its LoadOptions and the initrd it loads through LINUX_EFI_INITRD_MEDIA.
   const cmdline = sections.get('.cmdline');
   if (cmdline) {
@@ -140,7 +152,102 @@ export function predictBootMeasurements(fileBytesOrUki: Buffer): BootMeasurement
     const boot = findEspBootFile(fileBytesOrUki);
     return { ...predictUkiMeasurements(boot.data), source: { kind: 'disk', path: boot.path, partition: boot.partition } };
   }
-  throw new UserError('not a node image: the file is neither a raw GPT disk nor a PE image (UKI)', {
-    hint: 'Pass the raw disk `image build` writes (e.g. image.raw) or a unified kernel image (.efi). Convert VHD/qcow2 to raw first (qemu-img convert -O raw).',
+  throw notAnImage();
+}
+
+function notAnImage(): UserError {
+  return new UserError('not a node image: the file is neither a raw GPT disk nor a PE image (UKI)', {
+    hint: 'Pass the raw disk `image build` writes (a fixed VHD works too) or a unified kernel image (.efi). Convert qcow2 or a GCE tar.gz to a raw disk first.',
   });
+}
+
+/** UKIs are tens of MiB; a larger PE file is not one we boot. */
+const MAX_UKI_BYTES = 1024 * 1024 * 1024;
+const DISK_HEAD_BYTES = 1024 * 1024;
+
+export interface UkiSectionDigest {
+  name: string;
+  /** VirtualSize: the bytes the stub measures and uses. */
+  size: number;
+  /** SHA-256 of the section's data up to its VirtualSize, lowercase hex. */
+  digest: string;
+  /** Whether systemd-stub 252 measures it into PCR 11. */
+  measured: boolean;
+}
+
+/** Every section of the UKI with its SHA-256 (as upstream's measured-boot tool lists them), in section-table order. */
+export function ukiSectionDigests(uki: Buffer): UkiSectionDigest[] {
+  return parsePe(uki).sections.map((s) => ({
+    name: s.name,
+    size: s.virtualSize,
+    digest: sha256(sectionData(uki, s)).toString('hex'),
+    measured: (STUB_252_MEASURED_SECTIONS as readonly string[]).includes(s.name),
+  }));
+}
+
+export interface ImageInspection {
+  source: BootMeasurements['source'];
+  sections: UkiSectionDigest[];
+  /** The prediction, or why none can be made (e.g. a .linux that is no EFI kernel). */
+  prediction: BootMeasurements | { error: UserError };
+}
+
+/** What `image measure` shows: the UKI's sections and, when the image is bootable, the predicted measurements. */
+export function inspectImageFile(file: string): ImageInspection {
+  const { uki, source } = readImageUki(file);
+  const sections = ukiSectionDigests(uki);
+  try {
+    return { source, sections, prediction: { ...predictUkiMeasurements(uki), source } };
+  } catch (err) {
+    if (err instanceof UserError) return { source, sections, prediction: { error: err } };
+    throw err;
+  }
+}
+
+/** Predicts the boot measurements of an image file on disk (see readImageUki). */
+export function predictBootMeasurementsOfFile(file: string): BootMeasurements {
+  const { uki, source } = readImageUki(file);
+  return { ...predictUkiMeasurements(uki), source };
+}
+
+/**
+ * The UKI of an image file: the file itself, or \EFI\BOOT\BOOTX64.EFI of a raw GPT disk's EFI system partition.
+ * A raw disk is not read whole: only its GPT and its EFI system partition are, so multi-GiB disks work.
+ */
+export function readImageUki(file: string): { uki: Buffer; source: BootMeasurements['source'] } {
+  let fd: number;
+  try {
+    fd = openSync(file, 'r');
+  } catch (err) {
+    throw new UserError(`cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? String(err)}`, {
+      hint: 'Pass the path of a node image (raw disk) or a unified kernel image.',
+      cause: err,
+    });
+  }
+  try {
+    const stat = fstatSync(fd);
+    if (!stat.isFile()) throw new UserError(`${file} is not a regular file`, { hint: 'Pass the path of a node image (raw disk) or a unified kernel image.' });
+    const readRange = (offset: number, length: number): Buffer => {
+      const buf = Buffer.alloc(Math.max(0, Math.min(length, stat.size - offset)));
+      let done = 0;
+      while (done < buf.length) {
+        const n = readSync(fd, buf, done, buf.length - done, offset + done);
+        if (n === 0) break;
+        done += n;
+      }
+      return buf.subarray(0, done);
+    };
+    const head = readRange(0, DISK_HEAD_BYTES);
+    if (looksLikePe(head)) {
+      if (stat.size > MAX_UKI_BYTES) throw new UserError(`${file} is a PE image of ${stat.size} bytes, too large for a UKI`);
+      return { uki: readRange(0, stat.size), source: { kind: 'uki' } };
+    }
+    if (looksLikeGptDisk(head)) {
+      const boot = findEspBootFileIn(head, readRange);
+      return { uki: boot.data, source: { kind: 'disk', path: boot.path, partition: boot.partition } };
+    }
+    throw notAnImage();
+  } finally {
+    closeSync(fd);
+  }
 }
