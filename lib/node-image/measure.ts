@@ -79,9 +79,9 @@ class PcrSimulator {
 export function stubLoadOptions(cmdline: Buffer): Buffer {
   const nul = cmdline.indexOf(0);
   const text = cmdline.subarray(0, nul === -1 ? cmdline.length : nul);
-  if (text.some((b) => b >= 0x80)) {
-    throw new UserError('the UKI\'s kernel command line has non-ASCII bytes', {
-      hint: 'Use an ASCII command line: how systemd-stub converts other bytes is not predicted.',
+  if (text.some((b) => b >= 0x80 || b < 0x20)) {
+    throw new UserError('the UKI\'s kernel command line has non-ASCII bytes or control characters (such as a newline)', {
+      hint: 'Use a printable ASCII command line without a trailing newline: how systemd-stub converts other bytes is not predicted.',
     });
   }
   const out = Buffer.alloc((text.length + 1) * 2);

@@ -66,6 +66,22 @@ describe('assembleUki (systemd-stub + sections, like ukify)', () => {
     assert.throws(() => assembleUki(uki, inputs), (e: unknown) => e instanceof UserError && /\.linux/.test(e.message));
   });
 
+  it('grows the headers when the stub has no room for all new section headers, keeping every section intact', () => {
+    const extraSections = Array.from({ length: 12 }, (_, i) => ({ name: `.x${i}`, data: `extra ${i}` }));
+    const uki = assembleUki(stub, inputs, { extraSections });
+    const pe = parsePe(uki);
+    assert.ok(pe.sizeOfHeaders > parsePe(stub).sizeOfHeaders, 'headers grew');
+    const byName = new Map(ukiSections(uki).map((s) => [s.name, s.data]));
+    assert.deepEqual(byName.get('.text'), ukiSections(stub).find((s) => s.name === '.text')?.data, 'the stub\'s code moved with its header');
+    assert.equal(byName.get('.x11')?.toString(), 'extra 11');
+    assert.deepEqual(byName.get('.linux'), kernel);
+    assert.ok(pe.sectionTableOffset + pe.numberOfSections * 40 <= pe.sizeOfHeaders);
+  });
+
+  it('refuses a command line with control characters (a trailing newline): its PCR 9 event is not predicted', () => {
+    assert.throws(() => assembleUki(stub, { ...inputs, cmdline: 'console=ttyS0\n' }), UserError);
+  });
+
   it('refuses a file that is not a PE image with a UserError', () => {
     assert.throws(() => assembleUki(Buffer.from('not a PE file at all, just some text bytes to be long enough'), inputs), UserError);
   });
