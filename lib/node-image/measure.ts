@@ -16,6 +16,8 @@
  *                         its NUL (what the stub passes), then EV_EVENT_TAG "Linux initrd" = SHA-256 of the initrd.
  *
  * Events are listed in the order a boot logs them (the stub measures its sections before it loads the kernel).
+ * Our own code: upstream's predictor is a Go program that shells out to systemd-dissect; no JavaScript library
+ * predicts UEFI/systemd-stub measurements.
  *   PCR 8, 12, 13         untouched (zero): no GRUB, no command line from outside the UKI, no system extensions.
  */
 import { createHash } from 'node:crypto';
