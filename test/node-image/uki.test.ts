@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { UserError } from '../../lib/errors.js';
-import { parsePe, peChecksum } from '../../lib/node-image/pe.js';
+import { parsePe, peChecksum, PeFormatError } from '../../lib/node-image/pe.js';
 import { assembleUki, ukiSections } from '../../lib/node-image/uki.js';
 
 const STUB_PATH = '/usr/lib/systemd/boot/efi/linuxx64.efi.stub';
@@ -80,6 +80,12 @@ describe('assembleUki (systemd-stub + sections, like ukify)', () => {
 
   it('refuses a command line with control characters (a trailing newline): its PCR 9 event is not predicted', () => {
     assert.throws(() => assembleUki(stub, { ...inputs, cmdline: 'console=ttyS0\n' }), UserError);
+  });
+
+  it('refuses a PE section that claims gigabytes of zero-fill (a fuzz finding: it made image measure hash for seconds)', () => {
+    const hostile = Buffer.from(stub);
+    hostile.writeUInt32LE(0xf0000000, parsePe(stub).sections[0]!.headerOffset + 8); // .text VirtualSize
+    assert.throws(() => parsePe(hostile), (e: unknown) => e instanceof PeFormatError && /bytes in memory/.test(e.message));
   });
 
   it('refuses a file that is not a PE image with a UserError', () => {
