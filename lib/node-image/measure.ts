@@ -34,7 +34,7 @@ export const EV_IPL = 0x0000000d;
 export const EV_EFI_BOOT_SERVICES_APPLICATION = 0x80000003;
 export const EV_EFI_ACTION = 0x80000007;
 
-const EVENT_TYPE_NAMES: Record<number, string> = {
+export const EVENT_TYPE_NAMES: Record<number, string> = {
   [EV_SEPARATOR]: 'EV_SEPARATOR',
   [EV_EVENT_TAG]: 'EV_EVENT_TAG',
   [EV_IPL]: 'EV_IPL',

@@ -13,7 +13,7 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseEventLog, replayEventLog } from '../../lib/attestation/eventlog.js';
-import { predictBootMeasurementsOfFile, type BootMeasurements } from '../../lib/node-image/measure.js';
+import { EVENT_TYPE_NAMES, predictBootMeasurementsOfFile, type BootMeasurements } from '../../lib/node-image/measure.js';
 import { assembleUki } from '../../lib/node-image/uki.js';
 import { writeEspDisk } from '../support/esp-disk.js';
 import { bootReportInitrd } from '../support/initrd.js';
@@ -79,15 +79,16 @@ describe('measured boot under OVMF + swtpm', function () {
     });
   }
 
-  it('exposes an event log that replays to the reported PCRs, with the predicted events for 4, 9 and 11', () => {
+  it('exposes an event log that replays to the reported PCRs, with exactly the predicted events (type, digest, order) for 4, 9 and 11', () => {
     const { prediction, boot } = booted.base;
     const log = parseEventLog(boot.report.eventLog);
     const replayed = replayEventLog(log).get(SHA256)!;
     for (const pcr of [0, 1, 2, 3, 4, 5, 6, 7, 9, 11]) {
       assert.equal(Buffer.from(replayed.get(pcr) ?? Buffer.alloc(32)).toString('hex'), boot.report.pcrs.get(pcr), `PCR ${pcr}`);
     }
-    const logged = log.events.filter((e) => [4, 9, 11].includes(e.pcrIndex)).map((e) => [e.pcrIndex, Buffer.from(e.digests.get(SHA256)!).toString('hex')]);
-    assert.deepEqual(logged, prediction.events.map((e) => [e.pcr, e.digest]));
+    const logged = log.events.filter((e) => [4, 9, 11].includes(e.pcrIndex))
+      .map((e) => [e.pcrIndex, EVENT_TYPE_NAMES[e.eventType] ?? `0x${e.eventType.toString(16)}`, Buffer.from(e.digests.get(SHA256)!).toString('hex')]);
+    assert.deepEqual(logged, prediction.events.map((e) => [e.pcr, e.type, e.digest]));
   });
 
   it('moves PCR 9 and 11 in prediction and boot alike when one initrd byte changes', () => {
