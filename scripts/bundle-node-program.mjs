@@ -1,7 +1,7 @@
 /**
  * Bundles the node program (bootstrapper/main.ts) with esbuild into dist/node-program/, a folder that holds
- * everything the node program loads and nothing else (docs/architecture/local-provider.md, "What a local node
- * measures"):
+ * everything the node program loads and nothing else (docs/workflows/local-provider.md,
+ * "Boot measurements"):
  *
  *   dist/node-program/
  *     main.mjs              the entry (ESM, exports main(); run directly it starts the node)
