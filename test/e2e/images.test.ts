@@ -2,14 +2,16 @@
  * Versioned local images through the built CLI's private copy, with real node processes: `mini image create` of
  * the copy, a cluster on that image (`mini up --image v1`: every node runs v1 and shows its signed measurements), an
  * image whose measurements were edited after signing refused before anything starts, and `upgrade check` finding a
- * changed build made into v2. The user's config folder is a temporary XDG_CONFIG_HOME. One cluster; cases in order.
+ * changed build made into v2, and an image with a byte appended to one of its files refused at init naming PCR 9.
+ * The user's config folder is a temporary XDG_CONFIG_HOME. One cluster; cases in order.
  */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { STATE_FILE } from '../../lib/workspace/files.js';
-import { changedBuild, cleanUp, clusterProcesses, copyBuiltCli, run, tempDir, type CliCopy } from './support.js';
+import { changedBuild, cleanUp, clusterProcesses, copyBuiltCli, run, tamper, tempDir, type CliCopy } from './support.js';
+import { removeImageTree } from '../../providers/local/image-store.js';
 
 interface ListedImage {
   version: string;
@@ -48,7 +50,7 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
 
   after(async () => {
     if (copy && ws) await cleanUp(copy, ws);
-    if (tmp) await fs.rm(tmp, { recursive: true, force: true });
+    if (tmp) await removeImageTree(tmp);
   });
 
   it('mini image list shows the image with its measurements digest and a verified signature', async () => {
@@ -61,6 +63,7 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     await ok(['mini', 'image', 'create', 'v1-edited', '--from', copy.root]);
     const file = path.join(tmp, 'config', 'constellation', 'images', 'v1-edited', 'measurements.json');
     const signed = JSON.parse(await fs.readFile(file, 'utf8')) as { measurements: Record<string, { expected: string }> };
+    await fs.chmod(file, 0o644); // images are read-only: their owner can make a file writable
     await fs.writeFile(file, (await fs.readFile(file, 'utf8')).replace(signed.measurements['9'].expected, 'ab'.repeat(32)));
     assert.equal((await images()).find((i) => i.version === 'v1-edited')?.signature, 'bad');
 
@@ -72,6 +75,22 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     assert.match(res.stderr, /Hint: Nothing was changed\./);
     assert.deepEqual(await clusterProcesses(other), [], 'no node was started');
     assert.equal((parse(await fs.readFile(path.join(other, STATE_FILE), 'utf8')) as { infrastructure: { uid: string } }).infrastructure.uid, '', 'not even a cluster identity was made');
+  });
+
+  it('an image with one byte appended to one of its files after signing: the first node is refused naming PCR 9, no cluster comes up', async () => {
+    await ok(['mini', 'image', 'create', 'v1-tampered', '--from', copy.root]);
+    // koffi's native add-on: a file a local node never loads, and still measured as every other file of the image.
+    await tamper(path.join(tmp, 'config', 'constellation', 'images', 'v1-tampered', 'node-program', 'koffi.node'), '');
+    const other = path.join(tmp, 'ws-tampered');
+    await fs.mkdir(other);
+    try {
+      const res = await cli(['mini', 'up', '--image', 'v1-tampered', '-w', '0'], other);
+      assert.notEqual(res.code, 0, `${res.stdout}\n${res.stderr}`);
+      assert.match(`${res.stdout}\n${res.stderr}`, /PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64}/);
+      assert.doesNotMatch(res.stdout, /is up/);
+    } finally {
+      await cleanUp(copy, other);
+    }
   });
 
   it('mini up --image v1: every node boots v1 and shows its signed measurements; verify --all accepts them', async () => {
@@ -92,7 +111,7 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     }
     // The nodes run the image's copy of the build, not the CLI's dist/.
     const launch = JSON.parse(await fs.readFile(path.join(ws, 'constellation-local', 'nodes', status.nodes[0].name, 'launch.json'), 'utf8')) as { image: { imageDir: string }; imageVersion: string };
-    assert.equal(launch.image.imageDir, path.join(tmp, 'config', 'constellation', 'images', 'v1', 'dist'));
+    assert.equal(launch.image.imageDir, path.join(tmp, 'config', 'constellation', 'images', 'v1', 'node-program'));
     assert.equal(launch.imageVersion, 'v1');
     await ok(['verify', '--all']);
   });

@@ -20,10 +20,10 @@ describe('local provider: module and address plan', () => {
     assert.equal(metadata.constructor.name, LocalNodeMetadata.name);
   });
 
-  it('defaults the node program to the built bootstrapper in dist/', async () => {
+  it('defaults the node program to the bundled bootstrapper in dist/node-program/', async () => {
     const infra = new LocalInfrastructure();
-    assert.match(infra.image.entry, /\/dist\/bootstrapper\/main\.js$/);
-    assert.match(infra.image.imageDir, /\/dist$/);
+    assert.match(infra.image.entry, /\/dist\/node-program\/main\.mjs$/);
+    assert.match(infra.image.imageDir, /\/dist\/node-program$/);
   });
 
   it('gives control planes .10+ and workers .100+, lowest free first; .1 is the gateway, .2 this machine', () => {
