@@ -67,6 +67,25 @@ export async function terminateCluster(options: TerminateOptions): Promise<Termi
   return { provider: providerName, removedFiles, masterSecretKept: await pathExists(path.join(workspaceDir, MASTER_SECRET_FILE)) };
 }
 
+/** Whether the workspace has (or had, half-made) a cluster: a created identity in the state, a recorded resource, or a local cluster folder. */
+export async function hasCluster(workspaceDir: string): Promise<boolean> {
+  const state = await readStateOrEmpty(workspaceDir).catch(() => undefined);
+  if (state === undefined || state.infrastructure.uid !== '') return true; // an unreadable state is terminate's to sort out
+  if (await pathExists(path.join(workspaceDir, LOCAL_CLUSTER_DIR))) return true;
+  return (await clusterJournalView(new FileResourceJournal(workspaceDir)).list()).length > 0;
+}
+
+/** Refuses `terminate` in a folder without a cluster (before the question): nothing would be deleted. Reads only. */
+export async function checkSomethingToTerminate(workspaceDir: string): Promise<void> {
+  if (await hasCluster(workspaceDir)) return;
+  throw new UserError(`The workspace ${workspaceDir} has no cluster: there is nothing to terminate.`, { hint: NO_CLUSTER_HINT });
+}
+
+export const NO_CLUSTER_HINT = "Run the command in the cluster's workspace (-C <dir>): the folder that holds its constellation-state.yaml.";
+
+/** The local provider's cluster folder in the workspace (providers/local/layout.ts). */
+const LOCAL_CLUSTER_DIR = 'constellation-local';
+
 /**
  * Refuses `terminate --by-tag` for a workspace whose provider has no tags (local), before anything is asked or
  * deleted. Reads the workspace only.

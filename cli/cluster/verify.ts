@@ -80,7 +80,9 @@ export async function verifyCluster(options: VerifyOptions): Promise<VerifyResul
   const providerName = providerOf(config);
   const variant = attestationVariantOf(config);
   const deps: ValidatorDeps = {
-    ...(options.validatorDeps ?? (await attestationDepsFor(providerName, providerStateOf(state, providerName)))),
+    // A node named with -e in a workspace without a created cluster: the provider finds its AK trust from the address.
+    ...(options.validatorDeps ??
+      (await attestationDepsFor(providerName, { ...(options.nodeEndpoint ? { nodeAddress: options.nodeEndpoint } : {}), ...providerStateOf(state, providerName) }))),
     warn: () => undefined, // warnings are read from each result
   };
   const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;

@@ -22,21 +22,19 @@ With --by-tag (cloud providers), it also deletes every resource that carries the
 
   static override enableJsonFlag = true;
 
-  public async run(): Promise<{ provider: string | null; removedFiles: string[] } | undefined> {
-    const [{ confirm }, { withWorkspaceSession }, { checkTerminateByTag, terminateCluster }, { runWithSteps, rendererFor }] = await Promise.all([
+  public async run(): Promise<{ provider: string | null; removedFiles: string[] }> {
+    const [{ confirmOrStop }, { withWorkspaceSession }, { checkSomethingToTerminate, checkTerminateByTag, terminateCluster }, { runWithSteps, rendererFor }] = await Promise.all([
       import('../confirm.js'),
       import('../cluster/session.js'),
       import('../cluster/terminate.js'),
       import('../cluster/reporter.js'),
     ]);
     const byTag = this.flags['by-tag'];
+    await checkSomethingToTerminate(this.workspaceDir);
     if (byTag) await checkTerminateByTag(this.workspaceDir);
     const what = byTag ? "Everything its provider made, and everything tagged with the cluster's uid, is deleted" : 'Everything its provider made is deleted';
     const question = `Terminate the cluster in ${this.workspaceDir}? ${what} (the master secret stays).`;
-    if (!(await confirm(question, { yes: this.flags.yes }))) {
-      this.log('Nothing was terminated.');
-      return undefined;
-    }
+    await confirmOrStop(question, { yes: this.flags.yes }, 'Nothing was terminated.');
     const result = await withWorkspaceSession(this.workspaceDir, 'terminate', ({ workspaceDir, journal, log }) =>
       runWithSteps([{ id: 'terminate', title: 'Terminating the cluster' }], rendererFor(process.stdout, this.jsonEnabled()), (report) =>
         terminateCluster({ workspaceDir, journal, log, byTag, progress: (m) => report('terminate', m) }),

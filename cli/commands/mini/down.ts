@@ -19,17 +19,15 @@ Refuses workspaces of cloud clusters (use \`constellation terminate\`). Asks for
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ removedFiles: string[] } | undefined> {
-    const [{ confirm }, { withWorkspaceSession }, { miniDown }, { runWithSteps, rendererFor }] = await Promise.all([
+    const [{ confirmOrStop }, { withWorkspaceSession }, { checkSomethingToRemove, miniDown }, { runWithSteps, rendererFor }] = await Promise.all([
       import('../../confirm.js'),
       import('../../cluster/session.js'),
       import('../../cluster/mini.js'),
       import('../../cluster/reporter.js'),
     ]);
+    await checkSomethingToRemove(this.workspaceDir);
     const question = `Remove the local cluster in ${this.workspaceDir} and its files, including the master secret?`;
-    if (!(await confirm(question, { yes: this.flags.yes }))) {
-      this.log('Nothing was removed.');
-      return undefined;
-    }
+    await confirmOrStop(question, { yes: this.flags.yes }, 'Nothing was removed.');
     const result = await withWorkspaceSession(this.workspaceDir, 'mini down', ({ workspaceDir, journal, log }) =>
       runWithSteps([{ id: 'down', title: 'Removing the local cluster' }], rendererFor(process.stdout, this.jsonEnabled()), (report) =>
         miniDown({ workspaceDir, journal, log, progress: (m) => report('down', m) }),
