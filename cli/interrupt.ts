@@ -30,6 +30,7 @@ export function installInterruptHandler(options: InterruptOptions): void {
   installed = true;
   const write = options.write ?? ((text: string) => process.stderr.write(text));
   const exit = options.exit ?? ((code: number) => process.exit(code));
+  process.removeAllListeners('SIGINT'); // bin/constellation's, for the start-up
   process.once('SIGINT', () => {
     process.once('SIGINT', () => exit(EXIT_INTERRUPTED));
     void (async () => {

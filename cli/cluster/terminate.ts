@@ -28,6 +28,9 @@ export interface TerminateOptions {
   provider?: InfrastructureProvider;
   /** Also delete resources tagged with the cluster's uid that the journal does not know (cloud providers). */
   byTag?: boolean;
+  /** Where the user's kubeconfig is found (KUBECONFIG, else <home>/.kube/config); default process.env and the home folder. */
+  kubeconfigEnv?: NodeJS.ProcessEnv;
+  home?: string;
 }
 
 export interface TerminateResult {
@@ -53,6 +56,15 @@ export async function terminateCluster(options: TerminateOptions): Promise<Termi
     options.progress?.(`deleting what the ${providerName} provider made${options.byTag ? ', and what carries its tag' : ''}`);
     log.info('terminating', { provider: providerName, uid: state.infrastructure.uid, byTag: options.byTag === true });
     await provider.terminate({ journal, log, progress: options.progress, workspaceDir }, options.byTag ? { byTag: true } : undefined);
+  }
+  if (state.infrastructure.uid) {
+    // The user's kubeconfig must not keep a context of a cluster that is gone (merged by --merge-kubeconfig).
+    const { kubeconfigClusterName, removeMergedKubeconfig } = await import('./kubeconfig-merge.js');
+    const changed = await removeMergedKubeconfig({ clusterName: kubeconfigClusterName(state.infrastructure), env: options.kubeconfigEnv, home: options.home });
+    if (changed) {
+      log.info('removed the cluster from the user kubeconfig', { file: changed });
+      options.progress?.(`removed the cluster's context from ${changed}`);
+    }
   }
   if (await pathExists(statePath(workspaceDir))) await writeState(workspaceDir, emptyState());
   // The cluster's credentials name a cluster that no longer exists.

@@ -81,13 +81,13 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       if (result.kubernetesBackend === 'none') {
         this.log('Kubernetes backend: none: the nodes run attestation, the join service and encrypted state disks, but no Kubernetes.');
       }
-      this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
+      if (result.kubeconfigFile) this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
       const ws = workspaceArg(this.workspaceDir);
       this.log(`\`constellation status${ws}\` shows the nodes; \`constellation mini down${ws}\` removes the cluster.`);
     }
     if (this.flags['merge-kubeconfig']) {
       const { mergeKubeconfigAndReport } = await import('../../cluster/kubeconfig-merge.js');
-      await mergeKubeconfigAndReport(result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
+      await mergeKubeconfigAndReport(this.workspaceDir, result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
     }
     return { clusterId: result.clusterId, kubeconfigFile: result.kubeconfigFile, nodes: result.nodes };
   }
