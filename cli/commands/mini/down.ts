@@ -5,7 +5,7 @@ export default class MiniDown extends BaseCommand<typeof MiniDown> {
   static override summary = 'Remove the local cluster and the workspace files mini up made, the master secret included.';
   static override description = `Terminates the local cluster (every node process, swtpm, state disk and node folder, the metadata server and load balancer), then deletes constellation-conf.yaml, constellation-state.yaml, constellation-mastersecret.json, constellation-admin.conf, constellation-resources.json and constellation-cluster.log. The debug log (constellation-debug.log) stays.
 
-Refuses workspaces of cloud clusters (use \`constellation terminate\`). Asks for confirmation unless -y is given; without a terminal, -y is required.`;
+Refuses workspaces of cloud clusters (use \`constellation terminate\`), and, as terminate does, a folder with no cluster and none of these files. Asks for confirmation unless -y is given; without a terminal, -y is required; declined, it exits with code 1 and changes nothing.`;
 
   static override examples = [
     { description: 'Remove the local cluster in the current directory (asks first):', command: '<%= config.bin %> <%= command.id %>' },
