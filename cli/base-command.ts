@@ -1,13 +1,18 @@
 /**
  * The base of every command: the global flags (-C/--workspace, --debug, --force) and one place that turns
  * errors into messages. A UserError prints its message and hint (a ConfigError one `<file>:<line>: <path>: <message>`
- * line per problem); anything else is a bug, printed with its stack only under --debug. Commands stay thin: parse,
+ * line per problem), an operating system's file error (permission, read-only, disk full) names the file and the fix
+ * (./system-errors.ts), a declined question its message alone (./confirm.ts); anything else is a bug, printed with
+ * its stack only under --debug. Ctrl-C exits with 130 (./interrupt.ts). Commands stay thin: parse,
  * call one library function, render. Nothing here may import a heavy library: every command's start-up pays for it.
  */
 import { Command, Flags, Interfaces } from '@oclif/core';
 import path from 'node:path';
 import { isConfigError } from '../lib/config/errors.js';
 import { isUserError } from '../lib/errors.js';
+import { isDeclined } from './confirm.js';
+import { installInterruptHandler } from './interrupt.js';
+import { explainSystemError } from './system-errors.js';
 
 export type InferredFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
 export type InferredArgs<T extends typeof Command> = Interfaces.InferredArgs<T['args']>;
@@ -38,6 +43,10 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   }
 
   public override async init(): Promise<void> {
+    installInterruptHandler({
+      workspaceDir: () => (this.flags ? this.workspaceDir : undefined),
+      command: () => ['constellation', ...process.argv.slice(2).map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`))].join(' '),
+    });
     await super.init();
     const { args, argv, flags } = await this.parse({
       flags: this.ctor.flags,
@@ -51,9 +60,16 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     this.positional = argv as string[];
   }
 
-  protected override async catch(err: Error & { exitCode?: number; oclif?: { exit?: number } }): Promise<unknown> {
+  protected override async catch(thrown: Error & { exitCode?: number; oclif?: { exit?: number } }): Promise<unknown> {
     // oclif's own exit signal (this.exit()) passes through untouched.
-    if (err.oclif?.exit !== undefined && err.message.startsWith('EEXIT')) throw err;
+    if (thrown.oclif?.exit !== undefined && thrown.message.startsWith('EEXIT')) throw thrown;
+    const err: Error & { exitCode?: number; oclif?: { exit?: number } } = explainSystemError(thrown) ?? thrown;
+    if (isDeclined(err)) {
+      // The user said no: the message alone, the same way in every command (cli/confirm.ts).
+      if (this.jsonEnabled()) process.stdout.write(`${JSON.stringify({ declined: { message: err.message } }, null, 2)}\n`);
+      else process.stderr.write(`${err.message}\n`);
+      this.exit(err.exitCode);
+    }
     const debug = (this.flags as { debug?: boolean } | undefined)?.debug ?? process.argv.includes('--debug');
     const exitCode = isUserError(err) ? err.exitCode : (err.oclif?.exit ?? 1);
     const hint = isUserError(err) ? err.hint : undefined;

@@ -93,6 +93,11 @@ export interface TerminateOptions {
 /** CLI side. Every method is idempotent and safe to call again after an interruption. */
 export interface InfrastructureProvider {
   readonly name: ProviderName;
+  /**
+   * Refuses (a UserError naming every unmet one) what this machine lacks for create, before the workspace is
+   * written to: `create` calls it first (the local provider: root, its programs, /dev/fuse, the node program).
+   */
+  checkPreconditions?(): Promise<void>;
   create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult>;
   listInstances(ctx: ProviderContext): Promise<Instance[]>;
   describeInstance(id: string, ctx: ProviderContext): Promise<Instance>;

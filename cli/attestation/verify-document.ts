@@ -13,8 +13,8 @@ import { formatSize, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 
 export interface VerifyDocumentFileOptions {
   documentFile: string;
-  /** Hex; empty for a document made without a nonce. */
-  nonceHex: string;
+  /** Hex; empty for a document made without a nonce. Default: the file's "nonce" field (verify -o raw), else empty. */
+  nonceHex?: string;
   /** The config file whose attestation section (variant, measurements) applies. */
   configFile: string;
   /** local-vtpm: a file with the registered AK (TPMT_PUBLIC, binary or base64), used for any instance. */
@@ -46,8 +46,9 @@ export async function verifyDocumentFile(options: VerifyDocumentFileOptions): Pr
   if (options.qualifyingDataHex !== undefined && options.nonceHex) {
     throw new UserError('--nonce and --qualifying-data exclude each other.', { hint: '--qualifying-data gives the quote\'s qualifying data exactly; the nonce is then not used.' });
   }
-  const nonce = parseHex(options.nonceHex, '--nonce');
-  const document = parseAttestationDocument(await readUserFile(options.documentFile, 'attestation document'));
+  const content = await readUserFile(options.documentFile, 'attestation document');
+  const document = parseAttestationDocument(content);
+  const nonce = options.nonceHex !== undefined ? parseHex(options.nonceHex, '--nonce') : options.qualifyingDataHex !== undefined ? new Uint8Array(0) : savedNonce(content);
   const loaded = await config.loadConfig(path.dirname(options.configFile), { fileName: path.basename(options.configFile) });
   const variant = config.attestationVariantOf(loaded);
   const variantConfig = config.attestationConfigOf(loaded);
@@ -88,6 +89,17 @@ async function reportEvidence(document: AttestationDocument, validator: Validato
     if (!isUserError(err)) throw err;
     return { ...base, verdict: 'rejected', error: err.message, ...(err.hint ? { hint: err.hint } : {}) };
   }
+}
+
+/** The "nonce" field `verify -o raw` adds to the document it prints (hex); empty when there is none. */
+function savedNonce(content: Buffer): Uint8Array {
+  let value: unknown;
+  try {
+    value = (JSON.parse(content.toString('utf8')) as { nonce?: unknown }).nonce;
+  } catch {
+    return new Uint8Array(0); // parseAttestationDocument accepted it, so this does not happen
+  }
+  return typeof value === 'string' ? parseHex(value, 'The document\'s "nonce" field') : new Uint8Array(0);
 }
 
 function parseHex(text: string, flag: string): Uint8Array {

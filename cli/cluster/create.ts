@@ -74,6 +74,9 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     });
   }
 
+  // Before the config's measurements or the state are written.
+  await provider.checkPreconditions?.();
+
   if (providerName === 'local' && config.image !== LOCAL_BUILD_IMAGE) {
     options.progress?.(`verifying the signed measurements of image ${config.image}`);
     const { loadImageMeasurements } = await import('../images/image-measurements.js');

@@ -24,7 +24,7 @@ import {
 } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
-import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
+import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE, pathExists, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
 import { masterSecretPath, readMasterSecret, writeMasterSecret } from '../../lib/workspace/master-secret.js';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { readState, writeState, type Infrastructure } from '../../lib/workspace/state.js';
@@ -54,6 +54,7 @@ export interface InitClusterResult {
   clusterId: string;
   /** The node's Kubernetes backend ("none" on local process nodes, "kubeadm" on node images that run Kubernetes). */
   kubernetesBackend: string;
+  /** The admin kubeconfig written; empty where the cluster runs no Kubernetes (backend none): none is written. */
   kubeconfigFile: string;
   /** Where an earlier, different kubeconfig was moved to (it is never overwritten). */
   previousKubeconfigFile?: string;
@@ -88,7 +89,7 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
       );
     }
     log.info('cluster already initialized', { clusterId });
-    return { clusterId, kubernetesBackend: '', kubeconfigFile, alreadyInitialized: true, warnings: [] };
+    return { clusterId, kubernetesBackend: '', kubeconfigFile: (await pathExists(kubeconfigFile)) ? kubeconfigFile : '', alreadyInitialized: true, warnings: [] };
   }
 
   const master = await masterSecretForInit(workspaceDir, random, log);
@@ -152,14 +153,16 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
       hint: `The node was initialized by another workspace or with another master secret. ${TERMINATE_HINT}`,
     });
   }
-  const previousKubeconfigFile = await writeKubeconfig(kubeconfigFile, result.kubeconfig, log);
+  // Backend none runs no API server: a kubeconfig would send kubectl to a port that never answers.
+  const runsKubernetes = result.kubernetesBackend !== 'none';
+  const previousKubeconfigFile = runsKubernetes ? await writeKubeconfig(kubeconfigFile, result.kubeconfig, log) : undefined;
   if (result.storeCredentials.length > 0) {
     await writeFileAtomic(path.join(workspaceDir, STORE_CREDENTIALS_FILE), result.storeCredentials, { mode: 0o600 });
   }
   state.clusterValues.clusterID = clusterId;
   await writeState(workspaceDir, state);
   log.info('cluster initialized', { clusterId, kubernetesBackend: result.kubernetesBackend });
-  return { clusterId, kubernetesBackend: result.kubernetesBackend, kubeconfigFile, previousKubeconfigFile, alreadyInitialized: false, warnings };
+  return { clusterId, kubernetesBackend: result.kubernetesBackend, kubeconfigFile: runsKubernetes ? kubeconfigFile : '', previousKubeconfigFile, alreadyInitialized: false, warnings };
 }
 
 /** The workspace's master secret: the existing file, else a new one written (exclusively) now. */

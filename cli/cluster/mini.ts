@@ -21,7 +21,7 @@ import { createCluster } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
 import { loadInfrastructure, workspaceInfrastructure } from './provider.js';
 import { clusterStatus, summarizeStatus, type NodeStatusEntry } from './status.js';
-import { terminateCluster } from './terminate.js';
+import { hasCluster, NO_CLUSTER_HINT, terminateCluster } from './terminate.js';
 
 export const MINI_STEPS = ['config', 'create', 'init', 'join'] as const;
 export type MiniStep = (typeof MINI_STEPS)[number];
@@ -62,6 +62,20 @@ export interface MiniUpResult {
   /** The run continued a workspace an earlier mini up left. */
   continued: boolean;
   nodes: NodeStatusEntry[];
+}
+
+/**
+ * What mini up checks before it writes or starts anything, the workspace folder itself included: the local
+ * provider's preconditions (root, its programs, /dev/fuse, the built node program), then the workspace (writable,
+ * and as root owned by root with every file in it). A run that fails here leaves no trace.
+ */
+export async function checkMiniUpPreconditions(workspaceDir: string): Promise<void> {
+  const [{ requireLocalPreconditions }, { checkWorkspaceAccess }] = await Promise.all([
+    import('../../providers/local/preconditions.js'),
+    import('../../lib/workspace/access.js'),
+  ]);
+  await requireLocalPreconditions();
+  await checkWorkspaceAccess(workspaceDir, { mayCreate: true });
 }
 
 export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
@@ -194,6 +208,13 @@ export interface MiniDownOptions {
 
 /** The workspace files mini up makes (the debug log stays: it records this run too). */
 export const MINI_FILES = [CONFIG_FILE, STATE_FILE, MASTER_SECRET_FILE, ADMIN_CONF_FILE, STORE_CREDENTIALS_FILE, RESOURCES_FILE, CLUSTER_LOG_FILE] as const;
+
+/** Refuses `mini down` where there is neither a cluster nor a file of mini up's (before the question), as terminate does. */
+export async function checkSomethingToRemove(workspaceDir: string): Promise<void> {
+  if (await hasCluster(workspaceDir)) return;
+  for (const name of MINI_FILES) if (await pathExists(path.join(workspaceDir, name))) return;
+  throw new UserError(`The workspace ${workspaceDir} has no cluster: there is nothing to remove.`, { hint: NO_CLUSTER_HINT });
+}
 
 export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles: string[] }> {
   const { workspaceDir } = options;

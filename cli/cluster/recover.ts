@@ -64,12 +64,19 @@ type Attempt = { done: { node: string } } | { refused: string } | { unreachable:
 export async function recoverCluster(options: RecoverOptions): Promise<RecoverResult> {
   const { workspaceDir, log } = options;
   const [config, state] = await Promise.all([loadConfig(workspaceDir), readStateOrEmpty(workspaceDir)]);
+  if (!options.endpoint && !state.infrastructure.uid) {
+    // After terminate (or before create) the state is empty: no node is left that could wait for its master secret.
+    throw new UserError(`The workspace ${workspaceDir} has no cluster: it was terminated, or never created. There is nothing to recover.`, {
+      hint: 'recover brings back a running cluster whose control planes all rebooted; run it in that cluster\'s workspace (-C <dir>), or name one of its nodes with -e HOST[:PORT]. A terminated cluster cannot be recovered: create a new one (`constellation apply`, or `constellation mini up` for a local cluster).',
+    });
+  }
   const master = await readMasterSecret(workspaceDir);
   const providerName = providerOf(config);
   const variant = attestationVariantOf(config);
   const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;
   const validator = await factory(variant, attestationConfigOf(config), {
-    ...(options.validatorDeps ?? (await attestationDepsFor(providerName, providerStateOf(state, providerName)))),
+    ...(options.validatorDeps ??
+      (await attestationDepsFor(providerName, { ...(options.endpoint ? { nodeAddress: options.endpoint } : {}), ...providerStateOf(state, providerName) }))),
     warn: (message) => log.warn('attestation warning', { message }),
   });
   const port = options.port ?? RECOVERY_PORT;

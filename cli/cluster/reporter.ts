@@ -78,7 +78,8 @@ export async function runWithSteps<S extends string, T>(
         await finished[i].promise;
       },
     })),
-    { renderer, exitOnError: true, rendererOptions: { collapseErrors: false } },
+    // Ctrl-C is the CLI's to handle (cli/interrupt.ts); listr2's own handler would exit with 127 and say nothing.
+    { renderer, exitOnError: true, registerSignalListeners: false, rendererOptions: { collapseErrors: false } },
   );
   const shown = list.run().catch(() => undefined);
   try {

@@ -138,7 +138,8 @@ async function nodeStatus(instance: Instance, options: StatusOptions): Promise<N
   const software: SoftwareVersions = {
     image: answer.imageVersion,
     measurementsDigest: answer.imageMeasurementsDigest,
-    kubernetesVersion: answer.kubernetesVersion,
+    // A cluster without Kubernetes (expected version empty: expectedForStatus) shows none, whatever the node says.
+    kubernetesVersion: options.expected?.kubernetesVersion === '' ? '' : answer.kubernetesVersion,
     microserviceVersion: answer.microserviceVersion,
     attestationVariant: answer.attestationVariant,
   };
@@ -207,6 +208,22 @@ export async function getNodeStatus(address: string, timeoutMs: number): Promise
   } finally {
     client.close();
   }
+}
+
+/**
+ * Whether the config's cluster runs Kubernetes: every provider but local with its default backend `none` (whose
+ * nodes report the config's version without running it). Where it does not, status shows no Kubernetes version.
+ */
+export async function runsKubernetes(config: import('../../lib/config/index.js').Config): Promise<boolean> {
+  const { providerOf } = await import('../../lib/config/index.js');
+  if (providerOf(config) !== 'local') return true;
+  return (config.provider as { local?: { kubernetesBackend?: string } }).local?.kubernetesBackend === 'kubeadm';
+}
+
+/** What the status command expects of the nodes: the config's software, without a Kubernetes version where none runs. */
+export async function expectedForStatus(config: import('../../lib/config/index.js').Config): Promise<SoftwareVersions> {
+  const software = await configuredSoftware(config);
+  return (await runsKubernetes(config)) ? software : { ...software, kubernetesVersion: '' };
 }
 
 /** What the config asks the nodes to run. */

@@ -28,6 +28,9 @@ export interface TerminateOptions {
   provider?: InfrastructureProvider;
   /** Also delete resources tagged with the cluster's uid that the journal does not know (cloud providers). */
   byTag?: boolean;
+  /** Where the user's kubeconfig is found (KUBECONFIG, else <home>/.kube/config); default process.env and the home folder. */
+  kubeconfigEnv?: NodeJS.ProcessEnv;
+  home?: string;
 }
 
 export interface TerminateResult {
@@ -54,6 +57,15 @@ export async function terminateCluster(options: TerminateOptions): Promise<Termi
     log.info('terminating', { provider: providerName, uid: state.infrastructure.uid, byTag: options.byTag === true });
     await provider.terminate({ journal, log, progress: options.progress, workspaceDir }, options.byTag ? { byTag: true } : undefined);
   }
+  if (state.infrastructure.uid) {
+    // The user's kubeconfig must not keep a context of a cluster that is gone (merged by --merge-kubeconfig).
+    const { kubeconfigClusterName, removeMergedKubeconfig } = await import('./kubeconfig-merge.js');
+    const changed = await removeMergedKubeconfig({ clusterName: kubeconfigClusterName(state.infrastructure), env: options.kubeconfigEnv, home: options.home });
+    if (changed) {
+      log.info('removed the cluster from the user kubeconfig', { file: changed });
+      options.progress?.(`removed the cluster's context from ${changed}`);
+    }
+  }
   if (await pathExists(statePath(workspaceDir))) await writeState(workspaceDir, emptyState());
   // The cluster's credentials name a cluster that no longer exists.
   for (const name of [ADMIN_CONF_FILE, STORE_CREDENTIALS_FILE]) {
@@ -66,6 +78,25 @@ export async function terminateCluster(options: TerminateOptions): Promise<Termi
   log.info('terminated', { provider: providerName });
   return { provider: providerName, removedFiles, masterSecretKept: await pathExists(path.join(workspaceDir, MASTER_SECRET_FILE)) };
 }
+
+/** Whether the workspace has (or had, half-made) a cluster: a created identity in the state, a recorded resource, or a local cluster folder. */
+export async function hasCluster(workspaceDir: string): Promise<boolean> {
+  const state = await readStateOrEmpty(workspaceDir).catch(() => undefined);
+  if (state === undefined || state.infrastructure.uid !== '') return true; // an unreadable state is terminate's to sort out
+  if (await pathExists(path.join(workspaceDir, LOCAL_CLUSTER_DIR))) return true;
+  return (await clusterJournalView(new FileResourceJournal(workspaceDir)).list()).length > 0;
+}
+
+/** Refuses `terminate` in a folder without a cluster (before the question): nothing would be deleted. Reads only. */
+export async function checkSomethingToTerminate(workspaceDir: string): Promise<void> {
+  if (await hasCluster(workspaceDir)) return;
+  throw new UserError(`The workspace ${workspaceDir} has no cluster: there is nothing to terminate.`, { hint: NO_CLUSTER_HINT });
+}
+
+export const NO_CLUSTER_HINT = "Run the command in the cluster's workspace (-C <dir>): the folder that holds its constellation-state.yaml.";
+
+/** The local provider's cluster folder in the workspace (providers/local/layout.ts). */
+const LOCAL_CLUSTER_DIR = 'constellation-local';
 
 /**
  * Refuses `terminate --by-tag` for a workspace whose provider has no tags (local), before anything is asked or

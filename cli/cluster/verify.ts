@@ -56,6 +56,8 @@ export interface NodeVerification {
   warnings: string[];
   /** The document as the node sent it (for `-o raw`). */
   document?: AttestationDocument;
+  /** The nonce (hex) the document was made for: `attestation verify` needs it to check the quote again. */
+  nonce?: string;
 }
 
 export interface VerifyResult {
@@ -80,7 +82,9 @@ export async function verifyCluster(options: VerifyOptions): Promise<VerifyResul
   const providerName = providerOf(config);
   const variant = attestationVariantOf(config);
   const deps: ValidatorDeps = {
-    ...(options.validatorDeps ?? (await attestationDepsFor(providerName, providerStateOf(state, providerName)))),
+    // A node named with -e in a workspace without a created cluster: the provider finds its AK trust from the address.
+    ...(options.validatorDeps ??
+      (await attestationDepsFor(providerName, { ...(options.nodeEndpoint ? { nodeAddress: options.nodeEndpoint } : {}), ...providerStateOf(state, providerName) }))),
     warn: () => undefined, // warnings are read from each result
   };
   const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;
@@ -129,14 +133,15 @@ async function verifyNode(target: Target, validator: Validator, clusterId: Uint8
   if (target.skip) return { ...base, outcome: 'unreachable', reason: target.skip };
   const [{ requestVerifiedAttestation }, { AttestationError }] = await Promise.all([import('../../lib/atls/verify-service.js'), import('../../lib/attestation/types.js')]);
   let peer;
+  const nonce = new Uint8Array(randomBytes(32));
   try {
-    peer = await requestVerifiedAttestation(target.address, { validator, timeoutMs: options.timeoutMs ?? 10_000, nonce: new Uint8Array(randomBytes(32)) });
+    peer = await requestVerifiedAttestation(target.address, { validator, timeoutMs: options.timeoutMs ?? 10_000, nonce });
   } catch (err) {
     if (err instanceof AttestationError) return { ...base, outcome: 'refused', reason: err.message, ...(err.comparisons ? { pcrs: actualValues(err.comparisons) } : {}) };
     if (isUserError(err)) return { ...base, outcome: 'unreachable', reason: err.message };
     throw err;
   }
-  const named = { ...base, node: target.name ?? peer.result.instance?.name ?? target.address, warnings: peer.result.warnings, document: peer.document };
+  const named = { ...base, node: target.name ?? peer.result.instance?.name ?? target.address, warnings: peer.result.warnings, document: peer.document, nonce: Buffer.from(nonce).toString('hex') };
   const pcrs = Object.fromEntries([...peer.result.pcrs].sort(([a], [b]) => a - b).map(([i, v]) => [String(i), Buffer.from(v).toString('hex')]));
   const actual = peer.result.pcrs.get(CLUSTER_PCR);
   const expected = actual ? expectedClusterPcr(clusterId, actual.length) : undefined;

@@ -34,7 +34,7 @@ export default class Apply extends BaseCommand<typeof Apply> {
       if (!(PHASES as readonly string[]).includes(phase)) throw new UserError(`"${phase}" is not a phase of apply.`, { hint: `The phases: ${PHASES.join(', ')}.` });
       skip.add(phase as ApplyPhase);
     }
-    const [{ withWorkspaceSession }, { applyConfig }, { workspaceInfrastructure }, { confirm }] = await Promise.all([
+    const [{ withWorkspaceSession }, { applyConfig }, { workspaceInfrastructure }, { confirmOrStop }] = await Promise.all([
       import('../cluster/session.js'),
       import('../cluster/apply.js'),
       import('../cluster/provider.js'),
@@ -51,7 +51,8 @@ export default class Apply extends BaseCommand<typeof Apply> {
         progress: say,
         confirmUpgrade: async (plan) => {
           say(`Upgrade: ${plan.replace.length} node(s) to replace, one at a time: ${plan.replace.map((n) => n.name).join(', ')}.`);
-          return confirm('Start the rollout?', { yes: this.flags.yes });
+          await confirmOrStop('Start the rollout?', { yes: this.flags.yes }, 'The rollout did not start; no node was replaced.');
+          return true;
         },
       }),
     );

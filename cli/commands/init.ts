@@ -37,14 +37,14 @@ If the node's measurements differ from the config, nothing is sent and the error
       this.log(`Cluster ID: ${result.clusterId}`);
       if (!result.alreadyInitialized) {
         this.log(`Kubernetes backend: ${result.kubernetesBackend}${result.kubernetesBackend === 'none' ? ' (the nodes run attestation, the join service and state disks, but no Kubernetes)' : ''}`);
-        this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
+        if (result.kubeconfigFile) this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
         if (result.previousKubeconfigFile) this.log(`The earlier kubeconfig was moved to ${result.previousKubeconfigFile}.`);
       }
       this.log('Keep constellation-mastersecret.json safe: it is the only way to recover the state disks.');
     }
     if (this.flags['merge-kubeconfig']) {
       const { mergeKubeconfigAndReport } = await import('../cluster/kubeconfig-merge.js');
-      await mergeKubeconfigAndReport(result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
+      await mergeKubeconfigAndReport(this.workspaceDir, result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
     }
     return {
       clusterId: result.clusterId,

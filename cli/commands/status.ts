@@ -20,7 +20,7 @@ Takes no lock and changes nothing, so it can run while another command works in 
   static override enableJsonFlag = true;
 
   public async run(): Promise<ClusterStatus> {
-    const [{ withDebugLog }, { workspaceInfrastructure }, { clusterStatus, configuredSoftware }, { readStateOrEmpty }, { FileResourceJournal }, { loadConfig }, { cliVersion }] =
+    const [{ withDebugLog }, { workspaceInfrastructure }, { clusterStatus, expectedForStatus }, { readStateOrEmpty }, { FileResourceJournal }, { loadConfig }, { cliVersion }] =
       await Promise.all([
         import('../cluster/session.js'),
         import('../cluster/provider.js'),
@@ -39,7 +39,7 @@ Takes no lock and changes nothing, so it can run while another command works in 
         journal: new FileResourceJournal(this.workspaceDir),
         log,
         clusterId: state.clusterValues.clusterID || undefined,
-        expected: await configuredSoftware(config),
+        expected: await expectedForStatus(config),
         cliVersion: cliVersion(),
       });
     });
@@ -54,7 +54,7 @@ Takes no lock and changes nothing, so it can run while another command works in 
     }
     const e = status.expected;
     if (e) {
-      this.log(`Config: image ${e.image} (measurements ${e.measurementsDigest || 'unknown'}), Kubernetes ${e.kubernetesVersion}, microservices ${e.microserviceVersion}, attestation ${e.attestationVariant}; CLI v${status.cliVersion}`);
+      this.log(`Config: image ${e.image} (measurements ${e.measurementsDigest || 'unknown'}), Kubernetes ${e.kubernetesVersion || 'none (kubernetesBackend: none)'}, microservices ${e.microserviceVersion}, attestation ${e.attestationVariant}; CLI v${status.cliVersion}`);
       this.log('');
     }
     const rows = [

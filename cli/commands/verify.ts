@@ -18,13 +18,14 @@ Exit codes: 0 every node verified, ${EXIT_REFUSED} a node was refused (the row n
     { description: 'Verify every node of the cluster:', command: '<%= config.bin %> <%= command.id %> --all' },
     { description: 'Verify one node against a cluster ID from elsewhere:', command: '<%= config.bin %> <%= command.id %> -e 10.213.4.100 --cluster-id 2b7c…' },
     { description: 'Print the attestation documents as the nodes sent them:', command: '<%= config.bin %> <%= command.id %> --all -o raw' },
+    { description: 'Save one node\'s document and check it again offline, with the PCR table:', command: '<%= config.bin %> <%= command.id %> -e 10.213.4.100 -o raw > node.json && <%= config.bin %> attestation verify node.json' },
   ];
 
   static override flags = {
     'node-endpoint': Flags.string({ char: 'e', description: "A node's verify service, HOST[:PORT] (port default 30081). Default: the cluster endpoint.", helpValue: 'HOST[:PORT]', exclusive: ['all'] }),
     'cluster-id': Flags.string({ description: "The cluster ID (hex) the node must belong to. Default: the state file's.", helpValue: 'ID' }),
     all: Flags.boolean({ description: 'Verify every node the provider lists, concurrently.' }),
-    output: Flags.string({ char: 'o', description: 'table (default), json (one object with every node), or raw (the attestation documents).', options: ['table', 'json', 'raw'], default: 'table' }),
+    output: Flags.string({ char: 'o', description: 'table (default), json (one object with every node), or raw (the attestation documents, one per line, each with the nonce it was made for: `attestation verify` takes the saved line).', options: ['table', 'json', 'raw'], default: 'table' }),
   };
 
   public async run(): Promise<VerifyResult> {
@@ -53,11 +54,12 @@ Exit codes: 0 every node verified, ${EXIT_REFUSED} a node was refused (the row n
   private render(result: VerifyResult): void {
     const output = this.flags.output;
     if (output === 'raw') {
-      for (const n of result.nodes) if (n.document) this.log(JSON.stringify(n.document));
+      // One document per line, with the nonce it was made for: `attestation verify <file>` takes it from there.
+      for (const n of result.nodes) if (n.document) this.log(JSON.stringify({ ...n.document, nonce: n.nonce }));
       return;
     }
     if (output === 'json') {
-      this.log(JSON.stringify({ clusterId: result.clusterId, variant: result.variant, nodes: result.nodes.map(({ document: _d, ...n }) => n) }, null, 2));
+      this.log(JSON.stringify({ clusterId: result.clusterId, variant: result.variant, nodes: result.nodes.map(({ document: _d, nonce: _n, ...n }) => n) }, null, 2));
       return;
     }
     const rows = [['NODE', 'ADDRESS', 'RESULT'], ...result.nodes.map((n) => [n.node, n.address, n.outcome.toUpperCase()])];

@@ -1,7 +1,8 @@
 /**
  * Runs and controls swtpm, the software TPM 2.0 every local node owns (DESIGN §9).
- * One swtpm process per state directory: TPM commands on `<stateDir>/swtpm.sock`, swtpm's control protocol on
- * `<stateDir>/swtpm.sock.ctrl` (power cycle, shutdown). The state is manufactured once with swtpm_setup, so the
+ * One swtpm process per state directory: TPM commands on `<socketDir>/swtpm.sock`, swtpm's control protocol on
+ * `<socketDir>/swtpm.sock.ctrl` (power cycle, shutdown); the socket folder is the state directory unless the caller
+ * names a shorter one (a unix socket path has at most 107 bytes, a state directory in a workspace can be longer). The state is manufactured once with swtpm_setup, so the
  * endorsement seed, and with it the attestation key, survives restarts. swtpm serves one connection at a time.
  */
 import { spawn } from 'node:child_process';
@@ -14,8 +15,10 @@ import { TpmClient } from './client.js';
 import { processIsAlive } from '../process.js';
 
 export interface SwtpmOptions {
-  /** Directory of the TPM's persistent state (created when missing). The sockets and swtpm.log live here too. */
+  /** Directory of the TPM's persistent state (created when missing). swtpm.log lives here too, and the sockets by default. */
   stateDir: string;
+  /** Where the two sockets go (created when missing, 0700); default `stateDir`. */
+  socketDir?: string;
   /** Let swtpm outlive this process (own process group, no pipes to us). */
   detached?: boolean;
   /** PCR banks activated when the state is first manufactured. Default sha256 and sha384. */
@@ -42,20 +45,22 @@ const CMD_SHUTDOWN = 0x03;
 const MAX_SOCKET_PATH = 107;
 const STATE_FILE = 'tpm2-00.permall';
 
-export function swtpmPaths(stateDir: string): { serverSocket: string; ctrlSocket: string; logFile: string } {
-  const serverSocket = path.join(path.resolve(stateDir), 'swtpm.sock');
+export function swtpmPaths(stateDir: string, socketDir = stateDir): { serverSocket: string; ctrlSocket: string; logFile: string } {
+  const serverSocket = path.join(path.resolve(socketDir), 'swtpm.sock');
   return { serverSocket, ctrlSocket: `${serverSocket}.ctrl`, logFile: path.join(path.resolve(stateDir), 'swtpm.log') };
 }
 
 export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
   const stateDir = path.resolve(options.stateDir);
-  const { serverSocket, ctrlSocket, logFile } = swtpmPaths(stateDir);
+  const socketDir = path.resolve(options.socketDir ?? stateDir);
+  const { serverSocket, ctrlSocket, logFile } = swtpmPaths(stateDir, socketDir);
   if (Buffer.byteLength(ctrlSocket) > MAX_SOCKET_PATH) {
-    throw new SwtpmError(`The TPM state directory path is too long for a unix socket: ${stateDir}`, {
-      hint: `Use a directory whose path is shorter than ${MAX_SOCKET_PATH - 'swtpm.sock.ctrl'.length} characters.`,
+    throw new SwtpmError(`The TPM socket folder's path is too long for a unix socket: ${socketDir}`, {
+      hint: `Use a folder whose path has at most ${MAX_SOCKET_PATH - Buffer.byteLength(ctrlSocket) + Buffer.byteLength(socketDir)} bytes.`,
     });
   }
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
+  await fs.mkdir(socketDir, { recursive: true, mode: 0o700 });
   if (!existsSync(path.join(stateDir, STATE_FILE))) await manufacture(stateDir, options.pcrBanks ?? ['sha256', 'sha384']);
   if (await canConnect(ctrlSocket)) {
     throw new SwtpmError(`A swtpm is already running on ${stateDir}`, { hint: 'Stop it first; a TPM state has one owner.' });

@@ -7,3 +7,4 @@ export * from './state.js';
 export * from './master-secret.js';
 export * from './lock.js';
 export * from './resource-journal.js';
+export * from './access.js';

@@ -24,11 +24,21 @@ const provider: ProviderModule = {
     const { localNodePlatform } = await import('./node-platform.js');
     return localNodePlatform(options);
   },
-  /** The AK registry of the cluster's metadata server: local-vtpm trusts only the AKs registered there. */
+  /**
+   * The AK registry of the cluster's metadata server: local-vtpm trusts only the AKs registered there. Its URL comes
+   * from the cluster's state (metadataUrl); without a state (`verify -e <node> --cluster-id …` in a workspace that
+   * holds only the config) it is the metadata server of the node's address range (options.nodeAddress).
+   */
   async attestationDeps(options?: Record<string, unknown>) {
-    const { localAkRegistry } = await import('./node-metadata.js');
-    const metadataUrl = (options?.metadataUrl as string | undefined) ?? process.env.METADATA_URL;
-    if (!metadataUrl) throw new Error('local provider: attestationDeps needs the metadata server URL (options.metadataUrl).');
+    const [{ localAkRegistry }, { metadataUrlOfNode }] = await Promise.all([import('./node-metadata.js'), import('./layout.js')]);
+    const nodeAddress = options?.nodeAddress as string | undefined;
+    const metadataUrl = (options?.metadataUrl as string | undefined) ?? process.env.METADATA_URL ?? (nodeAddress ? metadataUrlOfNode(nodeAddress) : undefined);
+    if (!metadataUrl) {
+      const { UserError } = await import('../../lib/errors.js');
+      throw new UserError('This workspace has no local cluster, so there is no metadata server to ask for the nodes\' attestation keys.', {
+        hint: 'Name the node with -e <address> (its cluster\'s metadata server is then asked), or run the command in the workspace of the cluster (-C <dir>).',
+      });
+    }
     return { akRegistry: localAkRegistry(metadataUrl, { localAddress: options?.localAddress as string | undefined }) };
   },
 };

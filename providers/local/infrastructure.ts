@@ -1,7 +1,7 @@
 /**
  * The local provider's CLI side (InfrastructureProvider): a cluster of process nodes on this machine.
- * Per node: its swtpm (state in the node folder, in the root namespace: it talks over unix sockets), a state-disk
- * folder, a network namespace with the address <prefix>.10+ (control plane) or <prefix>.100+ (worker), and a detached
+ * Per node: its swtpm (state in the node folder, its unix sockets in the cluster's runtime folder, ./layout.ts; in the
+ * root namespace), a state-disk folder, a network namespace with the address <prefix>.10+ (control plane) or <prefix>.100+ (worker), and a detached
  * launcher (./launcher.ts) in that namespace that measures the image and runs the node program. Per cluster: the
  * network (./network.ts) and the cloud daemon (metadata server + load balancer, ./cloud.ts) on <prefix>.1 in the
  * cluster's gateway namespace.
@@ -16,6 +16,7 @@ import type { Measurements } from '../../lib/attestation/types.js';
 import { UserError } from '../../lib/errors.js';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
+import { pathExists } from '../../lib/workspace/files.js';
 import type {
   CreateRequest,
   CreateResult,
@@ -42,6 +43,7 @@ import type { LaunchConfig } from './launcher.js';
 import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, METADATA_PORT, nodeAddress, nodePaths } from './layout.js';
 import { ADDRESS_POOL_ENV, ClusterNetwork, DEFAULT_ADDRESS_POOL, isNetworkId, newNetworkId, requireRoot } from './network.js';
 import { defaultNodeProgram } from './node-program.js';
+import { requireLocalPreconditions } from './preconditions.js';
 export { defaultNodeProgram } from './node-program.js';
 import { isOwnedBy, siblingModule, spawnDetached, stopOwnedProcesses } from './processes.js';
 
@@ -100,6 +102,11 @@ export class LocalInfrastructure implements InfrastructureProvider {
    */
   expectedMeasurements(workspaceDir?: string): Promise<Measurements> {
     return expectedImageMeasurements(this.image, new FileDigestCache(workspaceDir ? clusterPaths(workspaceDir).digestCache : undefined));
+  }
+
+  /** Root, the programs, /dev/fuse, the runtime folder and the current build's node program (./preconditions.ts). */
+  async checkPreconditions(): Promise<void> {
+    await requireLocalPreconditions({ nodeProgram: this.localBuild.entry });
   }
 
   async create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult> {
@@ -293,14 +300,15 @@ export class LocalInfrastructure implements InfrastructureProvider {
     ctx.progress?.(`stopping ${nodes.size} local nodes`);
     await settleAll(
       [...nodes].map(async ([name, pids]) => {
-        let dir: string;
+        let np: ReturnType<typeof nodePaths>;
         try {
-          dir = nodePaths(ctx.workspaceDir, name).dir;
+          np = nodePaths(ctx.workspaceDir, name);
         } catch {
           return; // not a node folder of ours; removed with the cluster folder below
         }
-        await stopOwnedProcesses(dir, pids);
-        await fs.rm(dir, { recursive: true, force: true, maxRetries: 5 });
+        await stopOwnedProcesses(np.dir, pids);
+        await fs.rm(np.dir, { recursive: true, force: true, maxRetries: 5 });
+        await fs.rm(np.socketDir, { recursive: true, force: true });
         await ctx.journal.remove(nodeResourceId(name));
       }),
     );
@@ -313,6 +321,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     const netIds = new Set([record?.netId, ...journal.filter((r) => r.id === NETWORK_RESOURCE_ID).map((r) => r.data?.netId)]);
     for (const id of netIds) if (isNetworkId(id)) await new ClusterNetwork(id).remove();
     await fs.rm(paths.dir, { recursive: true, force: true, maxRetries: 5 });
+    await fs.rm(paths.runtimeDir, { recursive: true, force: true });
     for (const r of journal) await ctx.journal.remove(r.id);
   }
 
@@ -460,10 +469,12 @@ export class LocalInfrastructure implements InfrastructureProvider {
     await fs.mkdir(np.stateDisk, { recursive: true, mode: 0o700 });
 
     const { startSwtpm, swtpmPaths } = await import('../../lib/tpm/swtpm.js');
-    if (node.swtpmPid === undefined || !(await isOwnedBy(node.swtpmPid, np.dir))) {
+    const sockets = swtpmPaths(np.tpmDir, np.socketDir);
+    // A swtpm of an older CLI has its sockets in the TPM folder; the node is started anew with them in the runtime one.
+    if (node.swtpmPid === undefined || !(await isOwnedBy(node.swtpmPid, np.dir)) || !(await pathExists(sockets.ctrlSocket))) {
       // A launcher without its TPM is useless, and an orphaned swtpm would hold the TPM state.
-      await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0]);
-      const swtpm = await startSwtpm({ stateDir: np.tpmDir, detached: true });
+      await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
+      const swtpm = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, detached: true });
       await store.update(() => {
         node.swtpmPid = swtpm.pid;
         node.launcherPid = undefined;
@@ -471,7 +482,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       await this.recordNode(store, name, ctx);
     }
     if (node.akPublic === undefined) {
-      const akPublic = Buffer.from(await readAttestationKey(swtpmPaths(np.tpmDir).serverSocket)).toString('base64');
+      const akPublic = Buffer.from(await readAttestationKey(sockets.serverSocket)).toString('base64');
       await store.update(() => {
         node.akPublic = akPublic;
       });
@@ -509,7 +520,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     const network = this.clusterNetwork(store);
     if (!options.plugged) await network.plugNode(name, node.host, address);
     const { swtpmPaths } = await import('../../lib/tpm/swtpm.js');
-    const tpm = swtpmPaths(np.tpmDir);
+    const tpm = swtpmPaths(np.tpmDir, np.socketDir);
     const imageVersion = node.image ?? LOCAL_BUILD_IMAGE;
     await this.requireImage(imageVersion);
     const launch: LaunchConfig = {
@@ -565,6 +576,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
     await this.clusterNetwork(store).unplugNode(name, node.host);
     await fs.rm(np.dir, { recursive: true, force: true, maxRetries: 5 });
+    await fs.rm(np.socketDir, { recursive: true, force: true });
     await store.update((r) => {
       delete r.nodes[name];
     });

@@ -9,12 +9,21 @@
  *     control-token           bearer token of the daemon's control API (0600): only the CLI side registers nodes
  *     nodes/<name>/           one folder per node: tpm/, state-disk/ (encrypted), state/ (its mount point), node.log,
  *                             launch.json, launcher.pid, address
+ *
+ *   /run/constellation/<16 hex digits of SHA-256(cluster folder)>/   the cluster's runtime folder (root's, tmpfs)
+ *     <node>/swtpm.sock, swtpm.sock.ctrl                            the node's TPM sockets
+ *
+ * The sockets live apart from the workspace because a unix socket's path has at most 107 bytes, and a workspace may
+ * be anywhere: the runtime folder's path has the same short length for every workspace (docs/getting-started.md).
  */
+import { createHash } from 'node:crypto';
 import path from 'node:path';
 import type { NodeRole } from '../contract.js';
 import { UserError } from '../../lib/errors.js';
 
 export const LOCAL_DIR = 'constellation-local';
+/** Where the local clusters' runtime folders (unix sockets) are: root's tmpfs, so a path that is short everywhere. */
+export const RUNTIME_ROOT = '/run/constellation';
 
 /** The metadata server's port on the cluster's gateway address (<prefix>.1). */
 export const METADATA_PORT = 8080;
@@ -32,6 +41,8 @@ export interface ClusterPaths {
   nodesDir: string;
   /** The cloud daemon's owner mark (./processes.ts): below the cluster folder, apart from the nodes'. */
   cloudOwner: string;
+  /** The cluster's runtime folder: the nodes' unix sockets, under a path of fixed length (see the header). */
+  runtimeDir: string;
 }
 
 export function clusterPaths(workspaceDir: string): ClusterPaths {
@@ -45,6 +56,7 @@ export function clusterPaths(workspaceDir: string): ClusterPaths {
     controlToken: path.join(dir, 'control-token'),
     nodesDir: path.join(dir, 'nodes'),
     cloudOwner: path.join(dir, 'cloud'),
+    runtimeDir: path.join(RUNTIME_ROOT, createHash('sha256').update(dir).digest('hex').slice(0, 16)),
   };
 }
 
@@ -59,6 +71,8 @@ export interface NodePaths {
   launchConfig: string;
   launcherPid: string;
   address: string;
+  /** The node's TPM sockets (swtpm.sock, swtpm.sock.ctrl): in the cluster's runtime folder. */
+  socketDir: string;
 }
 
 const NODE_NAME = /^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$/;
@@ -69,7 +83,8 @@ export function nodePaths(workspaceDir: string, name: string): NodePaths {
       hint: 'Node names are lowercase letters, digits and dashes (as in "control-plane-default-0").',
     });
   }
-  const dir = path.join(clusterPaths(workspaceDir).nodesDir, name);
+  const cluster = clusterPaths(workspaceDir);
+  const dir = path.join(cluster.nodesDir, name);
   return {
     dir,
     tpmDir: path.join(dir, 'tpm'),
@@ -79,6 +94,7 @@ export function nodePaths(workspaceDir: string, name: string): NodePaths {
     launchConfig: path.join(dir, 'launch.json'),
     launcherPid: path.join(dir, 'launcher.pid'),
     address: path.join(dir, 'address'),
+    socketDir: path.join(cluster.runtimeDir, name),
   };
 }
 
@@ -93,6 +109,16 @@ const HOST_RANGES: Record<NodeRole, [first: number, last: number]> = {
 
 export function gatewayAddress(prefix: string): string {
   return `${prefix}.1`;
+}
+
+/**
+ * The metadata server (http://<prefix>.1:<port>) of the cluster a node address (host or host:port) belongs to, on
+ * the default port; undefined for anything but an IPv4 address.
+ */
+export function metadataUrlOfNode(nodeAddress: string): string | undefined {
+  const parts = nodeAddress.replace(/:\d+$/, '').split('.');
+  if (parts.length !== 4 || !parts.every((p) => /^\d{1,3}$/.test(p) && Number(p) <= 255)) return undefined;
+  return `http://${gatewayAddress(parts.slice(0, 3).join('.'))}:${METADATA_PORT}`;
 }
 
 /** The root namespace's address in the cluster's range: where the CLI's connections to the cluster come from. */

@@ -130,10 +130,56 @@ export async function isOwnedBy(pid: number, folder: string): Promise<boolean> {
   if (!cmdline) return false;
   const argv = cmdline.toString('utf8').split('\0');
   // swtpm (and swtpm_setup, which a killed CLI may leave running) name the node's TPM folder on their command line
-  // (dir=<node>/tpm, path=<node>/tpm/swtpm.sock, --tpmstate <node>/tpm).
+  // (--tpmstate dir=<node>/tpm, --log file=<node>/tpm/swtpm.log; its sockets are in the runtime folder, ./layout.ts).
   return (
     SWTPM_PROGRAMS.has(path.basename(argv[0] ?? '')) && argv.some((arg) => arg.split(/[=,]/).some((part) => underFolder(part, folder)))
   );
+}
+
+/**
+ * What of the local cluster in `clusterDir` (its constellation-local/ folder) runs, one line per owner: the cloud
+ * daemon and each node (launcher, node program, what it started, its swtpm). For the message of an interrupted
+ * command: these processes run on by design, and the same command continues with them.
+ */
+export async function describeClusterProcesses(clusterDir: string): Promise<string[]> {
+  const pids = (await fs.readdir('/proc')).filter((e) => /^\d+$/.test(e)).map(Number);
+  const byOwner = new Map<string, number[]>();
+  await Promise.all(
+    pids.map(async (pid) => {
+      const owner = await ownerFolderOf(pid, clusterDir);
+      if (owner !== undefined) byOwner.set(owner, [...(byOwner.get(owner) ?? []), pid]);
+    }),
+  );
+  return [...byOwner]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([owner, list]) => {
+      const [first, name] = path.relative(clusterDir, owner).split(path.sep);
+      const what = first === 'nodes' && name ? `node ${name}` : first === 'cloud' ? 'metadata server and load balancer' : owner;
+      return `${what}: PID${list.length === 1 ? '' : 's'} ${list.sort((a, b) => a - b).join(', ')}`;
+    });
+}
+
+/** The folder below `clusterDir` (a node folder, or the cloud daemon's) that owns the process, if any. */
+async function ownerFolderOf(pid: number, clusterDir: string): Promise<string | undefined> {
+  if (pid === process.pid || !(await isAlive(pid))) return undefined;
+  const environ = await readProc(pid, 'environ');
+  const owner = environ
+    ?.toString('utf8')
+    .split('\0')
+    .find((entry) => entry.startsWith(`${OWNER_ENV}=`))
+    ?.slice(OWNER_ENV.length + 1);
+  const candidates = owner !== undefined ? [owner] : await swtpmFolders(pid);
+  const under = candidates.find((c) => underFolder(c, clusterDir));
+  if (under === undefined) return undefined;
+  const parts = path.relative(clusterDir, under).split(path.sep);
+  return path.join(clusterDir, ...parts.slice(0, parts[0] === 'nodes' ? 2 : 1));
+}
+
+/** The paths a swtpm (or swtpm_setup) process names on its command line; none for other programs. */
+async function swtpmFolders(pid: number): Promise<string[]> {
+  const argv = ((await readProc(pid, 'cmdline'))?.toString('utf8') ?? '').split('\0');
+  if (!SWTPM_PROGRAMS.has(path.basename(argv[0] ?? ''))) return [];
+  return argv.flatMap((arg) => arg.split(/[=,]/)).filter((part) => part.startsWith('/'));
 }
 
 /** Every live process that belongs to `folder`. */

@@ -3,7 +3,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { mergeKubeconfig, userKubeconfigPath } from '../../cli/cluster/kubeconfig-merge.js';
+import { kubeconfigClusterName, mergeKubeconfig, removeMergedKubeconfig, userKubeconfigPath } from '../../cli/cluster/kubeconfig-merge.js';
 
 const ADMIN = `apiVersion: v1
 kind: Config
@@ -74,6 +74,33 @@ describe('cli/cluster/kubeconfig-merge', () => {
     assert.deepEqual(merged.contexts[0], { name: 'prod', context: { cluster: 'prod', user: 'alice', namespace: 'web' } });
     assert.equal(merged['current-context'], 'kubernetes-admin@constell');
     assert.equal((await fs.stat(target)).mode & 0o777, 0o600);
+  });
+
+  it('names the entries after the cluster, so a second cluster\'s merge keeps the first one\'s', async () => {
+    const target = path.join(dir, 'config');
+    const first = kubeconfigClusterName({ name: 'constell', uid: '0a1b2c3d' });
+    const second = kubeconfigClusterName({ name: 'constell', uid: '4e5f6071' });
+    assert.deepEqual(await mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target }, clusterName: first }), { file: target, context: 'admin@constell-0a1b2c3d' });
+    await mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target }, clusterName: second });
+    const merged = parse(await fs.readFile(target, 'utf8'));
+    assert.deepEqual(merged.contexts.map((c: { name: string }) => c.name), ['admin@constell-0a1b2c3d', 'admin@constell-4e5f6071']);
+    assert.deepEqual(merged.contexts[0].context, { cluster: 'constell-0a1b2c3d', user: 'constell-0a1b2c3d-admin' });
+    assert.deepEqual(merged.clusters.map((c: { name: string }) => c.name), ['constell-0a1b2c3d', 'constell-4e5f6071']);
+    assert.equal(merged['current-context'], 'admin@constell-4e5f6071');
+  });
+
+  it('removes exactly a cluster\'s merged entries (terminate, mini down), unsets the current context if it was that cluster\'s', async () => {
+    const target = path.join(dir, 'config');
+    await fs.writeFile(target, OTHER);
+    const clusterName = kubeconfigClusterName({ name: 'constell', uid: '0a1b2c3d' });
+    await mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target }, clusterName });
+    assert.equal(await removeMergedKubeconfig({ clusterName, env: { KUBECONFIG: target } }), target);
+    const left = parse(await fs.readFile(target, 'utf8'));
+    assert.deepEqual(left.contexts.map((c: { name: string }) => c.name), ['prod']);
+    assert.deepEqual(left.clusters.map((c: { name: string }) => c.name), ['constell', 'prod']);
+    assert.deepEqual(left.users.map((u: { name: string }) => u.name), ['alice']);
+    assert.equal(left['current-context'], '');
+    assert.equal(await removeMergedKubeconfig({ clusterName, env: { KUBECONFIG: target } }), undefined, 'a second removal changes nothing');
   });
 
   it('creates ~/.kube/config when there is none', async () => {

@@ -1,6 +1,7 @@
 /** The cluster commands as a user runs them (built CLI, no terminal): the answers that need no cluster. */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { runCli } from '../support/cli.js';
 import { tempDir } from './support/workspace.js';
 
@@ -15,6 +16,10 @@ describe('cluster commands without a cluster', () => {
   const cli = (...args: string[]) => runCli([...args, '-C', ws]);
 
   it('terminate and mini down destroy nothing without -y when there is no terminal', async () => {
+    // A workspace with a cluster identity (else both refuse at once: there is nothing to terminate).
+    assert.equal((await cli('config', 'generate', 'local')).code, 0);
+    const state = path.join(ws, 'constellation-state.yaml');
+    await fs.writeFile(state, (await fs.readFile(state, 'utf8')).replace(/uid: ""/, 'uid: "0123abcd"'));
     for (const args of [['terminate'], ['mini', 'down']]) {
       const res = await cli(...args);
       assert.equal(res.code, 1, args.join(' '));

@@ -3,13 +3,14 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { withWorkspaceSession } from '../../cli/cluster/session.js';
 import { acquireWorkspaceLock } from '../../lib/workspace/lock.js';
-import { DEBUG_LOG_FILE, LOCK_FILE } from '../../lib/workspace/files.js';
+import { CONFIG_FILE, DEBUG_LOG_FILE, LOCK_FILE } from '../../lib/workspace/files.js';
 import { tempDir } from './support/workspace.js';
 
 describe('withWorkspaceSession', () => {
   let ws: string;
   beforeEach(async () => {
     ws = await tempDir();
+    await fs.writeFile(path.join(ws, CONFIG_FILE), 'version: v1\n'); // a workspace: it keeps a debug log
   });
   afterEach(async () => {
     await fs.rm(ws, { recursive: true, force: true });
@@ -28,6 +29,23 @@ describe('withWorkspaceSession', () => {
     );
     assert.equal(lines[1].command, 'create');
     assert.notEqual(lines[1].initSecret, 'abcdef', 'secrets are redacted');
+  });
+
+  it('leaves no debug log in a folder that is no workspace', async () => {
+    await fs.rm(path.join(ws, CONFIG_FILE));
+    await withWorkspaceSession(ws, 'terminate', async ({ log }) => log.info('nothing here'));
+    assert.deepEqual(await fs.readdir(ws), []);
+  });
+
+  it('keeps every line, the earlier ones too, once the command makes the folder a workspace', async () => {
+    await fs.rm(path.join(ws, CONFIG_FILE));
+    await withWorkspaceSession(ws, 'mini up', async ({ log }) => {
+      log.info('before the config');
+      await fs.writeFile(path.join(ws, CONFIG_FILE), 'version: v1\n');
+      log.info('after the config');
+    });
+    const lines = (await fs.readFile(path.join(ws, DEBUG_LOG_FILE), 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
+    assert.deepEqual(lines, ['command started', 'before the config', 'after the config', 'command finished']);
   });
 
   it('logs the error and releases the lock when the command fails', async () => {

@@ -62,12 +62,25 @@ describe('swtpm lifecycle', () => {
     assert.deepEqual((await resetCountAndPcr15(second.serverSocket)).ak, ak);
   });
 
-  it('refuses a state directory whose socket path would be too long', async () => {
+  it('refuses a state directory whose socket path would be too long, naming the longest that fits (91 bytes)', async () => {
     await assert.rejects(startSwtpm({ stateDir: path.join(dir, 'x'.repeat(120)) }), (err: unknown) => {
       assert.ok(err instanceof SwtpmError);
       assert.match(err.message, /too long for a unix socket/);
+      assert.match(err.hint ?? '', /at most 91 bytes/);
       return true;
     });
+  });
+
+  it('keeps its state in a long state directory and its sockets in a short socket folder', async () => {
+    const stateDir = path.join(dir, 'y'.repeat(150));
+    const h = await startSwtpm({ stateDir, socketDir: path.join(dir, 's') });
+    try {
+      assert.equal(h.ctrlSocket, path.join(dir, 's', 'swtpm.sock.ctrl'));
+      assert.ok(existsSync(path.join(stateDir, 'tpm2-00.permall')), 'the state is in the state directory');
+      assert.match((await resetCountAndPcr15(h.serverSocket)).pcr15, /^0+$/);
+    } finally {
+      await h.stop();
+    }
   });
 
   it('refuses to start a second swtpm on a state directory in use, leaving the first one serving', async () => {

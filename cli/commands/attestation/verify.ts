@@ -11,7 +11,7 @@ export default class AttestationVerify extends BaseCommand<typeof AttestationVer
   static override summary = 'Verify an attestation document against the measurements of a config, and show why it passes or fails.';
   static override description = `Runs the attestation variant's validator over a saved attestation document (JSON: variant, attestation, instanceInfo, userData) and prints the verdict and a table of PCRs: index, expected value, actual value, whether the PCR is enforced or only warns, and whether it matches.
 
-The measurements come from the workspace's ${CONFIG_FILE} unless --config names another file. --nonce is the nonce the document was made for (hex; empty by default).
+The measurements come from the workspace's ${CONFIG_FILE} unless --config names another file. --nonce is the nonce the document was made for (hex); without it, the document file's own "nonce" field (as \`verify -o raw\` writes it), else empty.
 
 Cloud variants use the config's provider with its default credential chain where the variant needs the cloud (gcp-*: the instance's shielded VM identity; aws-nitro-tpm: the EC2 image), and fetch a VCEK missing from SEV-SNP evidence from AMD's key distribution service (cached in ~/.cache/constellation/kds).
 
@@ -36,7 +36,7 @@ Exit codes: 0 accepted, ${EXIT_REJECTED} rejected, 1 the document or config coul
   };
 
   static override flags = {
-    nonce: Flags.string({ description: 'The nonce the document was made for, hex (default: empty).', default: '' }),
+    nonce: Flags.string({ description: 'The nonce the document was made for, hex (default: the document file\'s "nonce" field, as `verify -o raw` writes it, else empty).' }),
     config: Flags.string({ description: `Config file with the measurements (default: <workspace>/${CONFIG_FILE}).` }),
     ak: Flags.string({ description: "local-vtpm only: the node's registered attestation key (TPMT_PUBLIC, binary or base64 file)." }),
     'qualifying-data': Flags.string({ description: "The quote's qualifying data exactly, hex, for quotes made outside Constellation's protocol (instead of --nonce)." }),

@@ -46,7 +46,7 @@ Every identity is recorded in the workspace as soon as the cloud made it: an int
 
   public async run(): Promise<CreateIamResult | { created: false }> {
     const cloud = this.args.cloud as IamCloud;
-    const [{ confirm }, { createIam, iamFlagInputs, resolveIamInputs }] = await Promise.all([import('../../confirm.js'), import('../../iam/index.js')]);
+    const [{ confirmOrStop }, { createIam, iamFlagInputs, resolveIamInputs }] = await Promise.all([import('../../confirm.js'), import('../../iam/index.js')]);
     const { withWorkspaceSession } = await import('../../cluster/session.js');
     const { inputs: flags, notInConfig } = iamFlagInputs(cloud, this.flags as unknown as Record<string, string | undefined>);
     const inputs = await resolveIamInputs(this.workspaceDir, cloud, flags);
@@ -57,10 +57,7 @@ Every identity is recorded in the workspace as soon as the cloud made it: an int
       const shown = [`prefix=${this.flags.prefix}`, ...inputKeys.map((key) => `${key}=${String(inputs.providerConfig[key])}`)];
       this.log(`${CLOUD_NAMES[cloud]} identities to create: ${shown.join(', ')}`);
     }
-    if (!(await confirm(`Create the ${CLOUD_NAMES[cloud]} identities?`, { yes: this.flags.yes }))) {
-      this.log('Nothing was created.');
-      return { created: false };
-    }
+    await confirmOrStop(`Create the ${CLOUD_NAMES[cloud]} identities?`, { yes: this.flags.yes }, 'Nothing was created.');
 
     const result = await withWorkspaceSession(this.workspaceDir, `iam create ${cloud}`, ({ journal, log }) =>
       createIam({

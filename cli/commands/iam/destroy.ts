@@ -18,7 +18,7 @@ export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
   static override enableJsonFlag = true;
 
   public async run(): Promise<DestroyIamResult> {
-    const [{ confirm }, { destroyIam, listIamIdentities }] = await Promise.all([import('../../confirm.js'), import('../../iam/index.js')]);
+    const [{ confirmOrStop }, { destroyIam, listIamIdentities }] = await Promise.all([import('../../confirm.js'), import('../../iam/index.js')]);
     const { withWorkspaceSession } = await import('../../cluster/session.js');
     const result = await withWorkspaceSession(this.workspaceDir, 'iam destroy', async ({ journal, log }) => {
       const identities = await listIamIdentities(journal);
@@ -27,7 +27,7 @@ export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
         this.log('Identities to delete:');
         for (const i of identities) this.log(`  ${i.kind} ${i.id}`);
       }
-      if (!(await confirm(`Delete these ${identities.length} identities?`, { yes: this.flags.yes }))) return undefined;
+      await confirmOrStop(`Delete these ${identities.length} identities?`, { yes: this.flags.yes }, 'Nothing was deleted.');
       return destroyIam({
         workspaceDir: this.workspaceDir,
         journal,
@@ -35,10 +35,6 @@ export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
         progress: this.jsonEnabled() ? undefined : (m) => this.logToStderr(`  ${m}`),
       });
     });
-    if (!result) {
-      this.log('Nothing was deleted.');
-      return { providers: [], destroyed: [] };
-    }
     if (!this.jsonEnabled()) {
       this.log(result.destroyed.length === 0 ? 'The workspace records no identities made by `iam create`: nothing to delete.' : `Deleted ${result.destroyed.length} identities (${result.providers.join(', ')}).`);
     }

@@ -40,7 +40,7 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ clusterId: string; kubeconfigFile: string; nodes: { name: string; role: string; address: string; state: string }[] }> {
-    const [{ confirmIfInteractive }, { withWorkspaceSession }, { miniUp }, { runWithSteps, rendererFor }, { workspaceArg }, { CONFIG_FILE, pathExists }] = await Promise.all([
+    const [{ confirmIfInteractiveOrStop }, { withWorkspaceSession }, { checkMiniUpPreconditions, miniUp }, { runWithSteps, rendererFor }, { workspaceArg }, { CONFIG_FILE, pathExists }] = await Promise.all([
       import('../../confirm.js'),
       import('../../cluster/session.js'),
       import('../../cluster/mini.js'),
@@ -48,13 +48,14 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       import('../../cluster/next-steps.js'),
       import('../../../lib/workspace/files.js'),
     ]);
+    await checkMiniUpPreconditions(this.workspaceDir); // before anything is made, the workspace folder included
     await fs.mkdir(this.workspaceDir, { recursive: true });
-    if (
-      (await pathExists(`${this.workspaceDir}/${CONFIG_FILE}`)) &&
-      !(await confirmIfInteractive(`${this.workspaceDir} holds a cluster config from an earlier run. Continue that cluster?`, { yes: this.flags.yes }))
-    ) {
-      this.log('Nothing was changed. `constellation mini down` removes the earlier cluster; or use another directory (-C <dir>).');
-      this.exit(1);
+    if (await pathExists(`${this.workspaceDir}/${CONFIG_FILE}`)) {
+      await confirmIfInteractiveOrStop(
+        `${this.workspaceDir} holds a cluster config from an earlier run. Continue that cluster?`,
+        { yes: this.flags.yes },
+        'Nothing was changed. `constellation mini down` removes the earlier cluster; or use another directory (-C <dir>).',
+      );
     }
     const steps = [
       { id: 'config', title: 'Writing the config' },
@@ -80,13 +81,13 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       if (result.kubernetesBackend === 'none') {
         this.log('Kubernetes backend: none: the nodes run attestation, the join service and encrypted state disks, but no Kubernetes.');
       }
-      this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
+      if (result.kubeconfigFile) this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
       const ws = workspaceArg(this.workspaceDir);
       this.log(`\`constellation status${ws}\` shows the nodes; \`constellation mini down${ws}\` removes the cluster.`);
     }
     if (this.flags['merge-kubeconfig']) {
       const { mergeKubeconfigAndReport } = await import('../../cluster/kubeconfig-merge.js');
-      await mergeKubeconfigAndReport(result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
+      await mergeKubeconfigAndReport(this.workspaceDir, result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
     }
     return { clusterId: result.clusterId, kubeconfigFile: result.kubeconfigFile, nodes: result.nodes };
   }

@@ -28,7 +28,7 @@ Runs on the local provider in this build.`;
   static override enableJsonFlag = true;
 
   public async run(): Promise<UpgradeResult> {
-    const [{ withWorkspaceSession }, { upgradeCluster }, { workspaceInfrastructure }, { confirm }] = await Promise.all([
+    const [{ withWorkspaceSession }, { upgradeCluster }, { workspaceInfrastructure }, { confirmOrStop }] = await Promise.all([
       import('../../cluster/session.js'),
       import('../../cluster/upgrade.js'),
       import('../../cluster/provider.js'),
@@ -47,7 +47,8 @@ Runs on the local provider in this build.`;
         progress: say,
         confirm: async (plan: UpgradePlan) => {
           for (const line of describePlan(plan)) say(line);
-          return confirm('Start the rollout?', { yes: this.flags.yes });
+          await confirmOrStop('Start the rollout?', { yes: this.flags.yes }, 'The rollout did not start; no node was replaced.');
+          return true;
         },
       }),
     );

@@ -60,6 +60,8 @@ export interface StandInNodeOptions {
   status?: () => Partial<NodeStatus>;
   /** Called when the challenge arrives (before anything secret could have been sent). */
   onChallenge?: () => void;
+  /** The Kubernetes backend Init reports (default `none`: no kubeconfig is written for it). */
+  kubernetesBackend?: string;
 }
 
 export interface StandInNode {
@@ -97,7 +99,7 @@ export async function startStandInNode(options: StandInNodeOptions): Promise<Sta
           return;
         }
         const clusterId = deriveClusterId(deriveMeasurementSecret({ key: secrets.masterKey, salt: secrets.masterSalt }), secrets.measurementSalt);
-        const result = InitResult.encode({ kubeconfig: Buffer.from(KUBECONFIG), clusterId: Buffer.from(clusterId), kubernetesBackend: 'none', storeCredentials: Buffer.alloc(0) }).finish();
+        const result = InitResult.encode({ kubeconfig: Buffer.from(KUBECONFIG), clusterId: Buffer.from(clusterId), kubernetesBackend: options.kubernetesBackend ?? 'none', storeCredentials: Buffer.alloc(0) }).finish();
         session.channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(result) } });
         session.channel.end();
       })();

@@ -1,0 +1,124 @@
+/**
+ * The first hour on a real local cluster (the built CLI's private copy, ./support.ts): a workspace whose path is
+ * 200 characters long (the TPM sockets live in the short runtime folder, not in the workspace), what a cluster
+ * without Kubernetes shows, `verify -e … --cluster-id` from a folder that holds only the config, `verify -o raw`
+ * checked again by `attestation verify`, and Ctrl-C during mini up. Every cluster is removed in `after`.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { ADMIN_CONF_FILE, CONFIG_FILE } from '../../lib/workspace/files.js';
+import { readState } from '../../lib/workspace/state.js';
+import { clusterPaths, nodePaths, RUNTIME_ROOT } from '../../providers/local/layout.js';
+import { cleanUp, clusterProcesses, copyBuiltCli, exists, run, tempDir, type CliCopy } from './support.js';
+
+describe('the first hour (a real local cluster)', function () {
+  this.timeout(240_000);
+  let tmp: string;
+  let copy: CliCopy;
+  const workspaces: string[] = [];
+
+  before(async () => {
+    tmp = await tempDir('cl-first-hour-');
+    copy = await copyBuiltCli(tmp);
+  });
+  after(async () => {
+    for (const ws of workspaces) await cleanUp(copy, ws);
+    if (tmp) await fs.rm(tmp, { recursive: true, force: true });
+  });
+
+  /** A workspace path of exactly `length` characters below the test's folder (not made yet). */
+  function workspaceOfLength(length: number): string {
+    let ws = path.join(tmp, 'w');
+    while (ws.length < length) ws = path.join(ws, 'd'.repeat(Math.min(60, length - ws.length - 1)));
+    assert.equal(ws.length, length);
+    workspaces.push(ws);
+    return ws;
+  }
+
+  describe('a cluster in a workspace whose path has 200 characters', () => {
+    let ws: string;
+    before(async () => {
+      ws = workspaceOfLength(200);
+      await fs.mkdir(ws, { recursive: true });
+      const res = await run(copy, ws, ['mini', 'up']);
+      assert.equal(res.code, 0, `${res.stdout}\n${res.stderr}`);
+    });
+
+    it('comes up, with each node\'s TPM sockets in the cluster\'s runtime folder', async () => {
+      const status = await run(copy, ws, ['status']);
+      assert.match(status.stdout, /2 of 2 nodes joined/);
+      const runtime = clusterPaths(ws).runtimeDir;
+      assert.ok(runtime.startsWith(`${RUNTIME_ROOT}/`));
+      for (const node of ['control-plane-0', 'worker-0']) {
+        const launch = JSON.parse(await fs.readFile(nodePaths(ws, node).launchConfig, 'utf8')) as { tpm: { ctrlSocket: string } };
+        assert.equal(launch.tpm.ctrlSocket, path.join(runtime, node, 'swtpm.sock.ctrl'));
+        assert.ok(Buffer.byteLength(launch.tpm.ctrlSocket) <= 107, 'fits a unix socket address');
+        assert.ok(await exists(launch.tpm.ctrlSocket), node);
+      }
+    });
+
+    it('shows no Kubernetes version and writes no kubeconfig: the nodes run no API server (backend none)', async () => {
+      const status = await run(copy, ws, ['status']);
+      assert.match(status.stdout, /Kubernetes none \(kubernetesBackend: none\)/);
+      assert.match(status.stdout, /control-plane-0\s+control-plane\s+\S+\s+joined\s+\S+\s+-\s+yes/);
+      assert.equal(await exists(path.join(ws, ADMIN_CONF_FILE)), false);
+    });
+
+    it('verify -e <node> --cluster-id <id> verifies the node from a folder that holds only the config (the documented use)', async () => {
+      const other = path.join(tmp, 'verifier');
+      await fs.mkdir(other);
+      await fs.copyFile(path.join(ws, CONFIG_FILE), path.join(other, CONFIG_FILE));
+      const { clusterValues } = await readState(ws);
+      const address = /worker-0\s+worker\s+(\S+)/.exec((await run(copy, ws, ['status'])).stdout)?.[1];
+      assert.ok(address);
+      const res = await run(copy, other, ['verify', '-e', address, '--cluster-id', clusterValues.clusterID]);
+      assert.equal(res.code, 0, `${res.stdout}\n${res.stderr}`);
+      assert.match(res.stdout, /worker-0\s+\S+\s+VERIFIED/);
+    });
+
+    it('verify -o raw prints a document with its nonce, and attestation verify accepts the saved line', async () => {
+      const res = await run(copy, ws, ['verify', '-o', 'raw']);
+      assert.equal(res.code, 0, res.stderr);
+      const line = res.stdout.trim().split('\n')[0];
+      assert.match((JSON.parse(line) as { nonce: string }).nonce, /^[0-9a-f]{64}$/);
+      const file = path.join(tmp, 'node.json');
+      await fs.writeFile(file, line);
+      const check = await run(copy, ws, ['attestation', 'verify', file]);
+      assert.equal(check.code, 0, `${check.stdout}\n${check.stderr}`);
+      assert.match(check.stdout, /Verdict: ACCEPTED/);
+    });
+
+    it('mini down removes the cluster and its runtime folder', async () => {
+      const runtime = clusterPaths(ws).runtimeDir;
+      const res = await run(copy, ws, ['mini', 'down', '-y']);
+      assert.equal(res.code, 0, res.stderr);
+      assert.equal(await exists(runtime), false);
+      assert.deepEqual(await clusterProcesses(ws), []);
+    });
+  });
+
+  it('Ctrl-C 1.5 s into mini up exits with 130 and says to run it again, and mini up again finishes the cluster', async () => {
+    const ws = path.join(tmp, 'interrupted');
+    workspaces.push(ws);
+    await fs.mkdir(ws);
+    // As a terminal's Ctrl-C: SIGINT to the whole foreground process group.
+    const child = spawn(process.execPath, [copy.cli, 'mini', 'up', '-C', ws], { cwd: tmp, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const timer = setTimeout(() => process.kill(-(child.pid as number), 'SIGINT'), 1500);
+    const code = await exited;
+    clearTimeout(timer);
+    assert.equal(code, 130, output);
+    assert.match(output, /Interrupted; run the same command again to continue\. \(constellation mini up -C \S+\)/);
+
+    const again = await run(copy, ws, ['mini', 'up', '-y']);
+    assert.equal(again.code, 0, `${again.stdout}\n${again.stderr}`);
+    assert.match(again.stdout, /is up: 2 nodes joined/);
+    const down = await run(copy, ws, ['mini', 'down', '-y']);
+    assert.equal(down.code, 0, down.stderr);
+  });
+});
