@@ -6,8 +6,10 @@
  * every secret-sized value its tickets held and a master secret of its own, and serves a join service of its own on
  * the worker's address (./fixtures/compromised-worker.ts).
  *
- * Before the fix, a ticket carried the init secret: the attacker initialized the new control plane as a cluster of
- * its own, whose join service then sat behind the load balancer. Now: no ticket carries the init secret, the new
+ * Before the fix, a ticket carried the init secret: run against that code (commit 379a4af, with the two assertions
+ * on the tickets taken out), the attacker found the init secret among its tickets' values by the metadata's hash,
+ * initialized control-plane-1 as a cluster of its own, and `apply` ended with "control-plane-1: failed (it belongs
+ * to another cluster …)"; with the assertions in, the test fails at "no ticket carries the init secret". Now: no ticket carries the init secret, the new
  * control plane serves no Init (the metadata stopped carrying the init-secret hash at init), every Init the attacker
  * tries fails, no node joins the attacker, and every node proves by attestation (PCR 15) that it belongs to this
  * cluster.
@@ -102,6 +104,7 @@ describe('e2e: a compromised worker while apply adds a control plane', function 
     assert.ok(candidates.length > 0);
     const carriesInitSecret = candidates.some((c) => c === initSecret || Buffer.from(c, 'hex').toString() === initSecret);
     assert.equal(carriesInitSecret, false, 'no ticket carries the init secret');
+    assert.equal(tickets.matchingHash, 0, 'nothing the worker holds matches the init-secret hash');
 
     // The worker reboots and rejoins; the attacker stays in its namespace.
     const reboot = await run(copy, ws, ['mini', 'reboot', 'worker-0']);
