@@ -102,7 +102,7 @@ describe('lib/cluster-store/kubernetes (the fake API server, the real client)', 
       const decoded = Object.fromEntries(Object.entries(secret.data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
       assert.deepEqual(decoded, {
         masterSecret: encoded.get('join/master-secret'),
-        initSecret: encoded.get('join/init-secret'),
+        joinServiceKey: encoded.get('join/service-key'),
         'pki.ca.crt': config.pki['ca.crt'],
         'pki.ca.key': config.pki['ca.key'],
         'pki.front-proxy-ca.crt': config.pki['front-proxy-ca.crt'],
