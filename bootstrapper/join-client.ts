@@ -149,6 +149,10 @@ export class JoinClient {
       this.logger.warn(`${kind} ticket not used: the join-service key cannot be read from the metadata`, { address, reason: describeError(err) });
       return undefined;
     }
+    if (key === '') {
+      this.logger.warn(`${kind} ticket not used: the metadata holds no join-service key to check it with (a cluster created by an earlier version: create it again)`, { address });
+      return undefined;
+    }
     if (ticketSignatureValid(Buffer.from(key, 'base64'), kind, ownKey, ticket, signature)) return ticket;
     this.logger.warn(
       `${kind} ticket not used: it is not signed with this cluster's join-service key, so it does not come from a genuine join service of this cluster`,
