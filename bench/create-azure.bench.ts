@@ -40,6 +40,7 @@ function request(uid: string): CreateRequest {
     kubernetesVersion: 'v1.30.0',
     attestationVariant: 'azure-sev-snp',
     initSecretHash: '$2a$10$benchbenchbenchbenchbeu5GcOQzq3nXfR2mP1d1nT9kY2W0w8m2',
+    joinServiceKey: Buffer.alloc(32, 7).toString('base64'),
     tags: {},
     nodeGroups: [group('control_plane_default', 'control-plane', 3), group('worker_default', 'worker', 2)],
     providerConfig: {

@@ -1,6 +1,7 @@
 /**
  * The bootstrapper daemon (DESIGN §7), with every collaborator a parameter so tests run whole nodes in-process.
- * At start it serves the verify service (every node), the init server (control-plane nodes) and, when its state
+ * At start it serves the verify service (every node), the init server (control-plane nodes of a cluster whose
+ * metadata still carries the init-secret hash, i.e. not yet initialized) and, when its state
  * disk is already formatted (a reboot), the recovery server; in parallel its join client asks for a join ticket
  * (fresh disk) or a rejoin ticket (formatted disk). The node lock decides between init, join and recovery.
  * A control-plane node, once in the cluster, follows in-place Kubernetes upgrades (./kubernetes-upgrade.ts).
@@ -136,7 +137,9 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
 
     const rebooted = await deps.stateDisk.isFormatted();
     const common: NodeRoleOptions = { node, issuer: deps.issuer, lock, status, setup, stateDisk: deps.stateDisk, logger, stepTimeoutMs: deps.stepTimeoutMs };
-    if (node.role === 'control-plane') {
+    if (node.role === 'control-plane' && (await initializedCluster(deps.metadata, logger))) {
+      logger.info('the cluster is initialized (the metadata carries no init-secret hash): this node serves no Init');
+    } else if (node.role === 'control-plane') {
       const init = new InitServer({
         ...common,
         metadata: deps.metadata,
@@ -184,6 +187,20 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     throw err;
   }
   return { status, lock, ports: started, close };
+}
+
+/**
+ * Whether the provider says the cluster is initialized: its metadata no longer carries the init-secret hash. A node
+ * added then never serves Init. Metadata that cannot be read says nothing: the init server starts, and checks the
+ * hash again on every call (an empty one refuses all).
+ */
+async function initializedCluster(metadata: NodeMetadata, logger: Logger): Promise<boolean> {
+  try {
+    return (await metadata.initSecretHash()) === '';
+  } catch (err) {
+    logger.warn('the init-secret hash cannot be read from the metadata; the init server starts and checks it on every call', { reason: describeError(err) });
+    return false;
+  }
 }
 
 /** A control plane's follower of in-place Kubernetes upgrades, with its own client of the cluster store. */

@@ -1,7 +1,8 @@
 /**
  * The init server (DESIGN §6, §7; port 9000, control-plane nodes): the CLI verifies this node's attestation
  * and seals it the cluster's secrets; the node checks the init secret against the bcrypt hash from its
- * metadata, takes the node lock, derives the keys, extends PCR 15, formats its state disk, makes the cluster
+ * metadata, takes the node lock, derives the keys (and from the init secret the join-service identity key, which
+ * the cluster store keeps instead of the secret), extends PCR 15, formats its state disk, makes the cluster
  * PKI, writes and starts the join service, brings up the Kubernetes backend, streams Progress, and seals the
  * InitResult back to the CLI (or sends a Failure with the tail of its log).
  *
@@ -17,6 +18,7 @@ import { decodeMessage, initServerAdapter } from '../lib/atls/index.js';
 import { UserError } from '../lib/errors.js';
 import {
   deriveClusterId,
+  deriveJoinServiceKeySeed,
   deriveMeasurementSecret,
   deriveStateDiskKey,
   MEASUREMENT_SALT_LENGTH,
@@ -35,7 +37,7 @@ import type { StoreCredentials } from './store-host.js';
 import { withPort } from '../lib/addresses.js';
 import { serveCliCall } from './cli-call.js';
 import { describeError } from './errors.js';
-import { initSecretMatches } from './init-secret.js';
+import { initSecretPassword } from './init-secret.js';
 
 export const API_SERVER_PORT = 6443;
 const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
@@ -71,6 +73,8 @@ interface CheckedInitSecrets {
 
 interface InitAttempt {
   fingerprint: Buffer;
+  /** The join-service identity key's seed, derived from the init secret that was checked. */
+  joinServiceKey: Uint8Array;
   running?: Promise<InitResult>;
   result?: InitResult;
 }
@@ -90,7 +94,11 @@ export class InitServer {
   /** The gRPC handler of Init.Init. Never throws: every outcome is logged and, where possible, told to the CLI. */
   handle(call: ServerDuplexStream<InitRequest, InitResponse>): Promise<void> {
     const { issuer, stepTimeoutMs, logTail } = this.options;
-    const options = { purpose: 'init' as const, issuer, logger: this.logger, stepTimeoutMs, failureMessage: 'init failed', failureLog: logTail };
+    // The node's log goes only to a caller that proved it holds the init secret: anyone else reaching port 9000
+    // (through the load balancer) learns nothing about the node from a refusal.
+    let proved = false;
+    const failureLog = () => (proved ? logTail() : new Uint8Array(0));
+    const options = { purpose: 'init' as const, issuer, logger: this.logger, stepTimeoutMs, failureMessage: 'init failed', failureLog };
     return serveCliCall(call, initServerAdapter, options, async (session, peer) => {
       this.logger.info('init secrets received', { peer });
       const progress: ProgressListener = (step, message) => {
@@ -100,7 +108,7 @@ export class InitServer {
           // The CLI went away; init goes on, and a re-run of init picks up the result.
         }
       };
-      const result = await this.initialize(decodeMessage(InitSecrets, session.secrets, 'The init secrets'), progress);
+      const result = await this.initialize(decodeMessage(InitSecrets, session.secrets, 'The init secrets'), progress, () => (proved = true));
       session.channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(InitResult.encode(result).finish()) } });
       session.channel.end();
       this.logger.info('init result sent', { peer });
@@ -109,17 +117,18 @@ export class InitServer {
 
   /**
    * Initializes the cluster on this node with `secrets` (already received over the attested channel), calling
-   * `onProgress` for each step. A UserError says why it was refused or what failed.
+   * `onProgress` for each step, and `onProved` once the secrets are known to carry the right init secret. A
+   * UserError says why it was refused or what failed.
    */
-  async initialize(secrets: InitSecrets, onProgress: ProgressListener = () => {}): Promise<InitResult> {
+  async initialize(secrets: InitSecrets, onProgress: ProgressListener = () => {}, onProved: () => void = () => {}): Promise<InitResult> {
     const checked = checkInitSecrets(secrets);
     const fingerprint = fingerprintOf(checked);
     if (!this.attempt) {
-      await this.checkInitSecret(checked.initSecret);
+      const joinServiceKey = await this.checkInitSecret(checked.initSecret);
       // Another Init may have taken the node while bcrypt ran.
       if (!this.attempt) {
         await this.refuseIfTaken();
-        this.attempt = { fingerprint };
+        this.attempt = { fingerprint, joinServiceKey };
       }
     }
     const attempt = this.attempt;
@@ -128,6 +137,7 @@ export class InitServer {
         hint: 'Run init with the master secret of the cluster this node belongs to, or initialize a new cluster on new nodes.',
       });
     }
+    onProved();
     if (attempt.result) {
       onProgress('done', 'this node was already initialized with these secrets; sending the same result again');
       return attempt.result;
@@ -135,7 +145,7 @@ export class InitServer {
     this.listeners.add(onProgress);
     try {
       if (attempt.running) onProgress('init', 'an init with these secrets is already running on this node; waiting for it');
-      attempt.running ??= this.run(checked).then(
+      attempt.running ??= this.run(checked, attempt.joinServiceKey).then(
         (result) => {
           attempt.result = result;
           attempt.running = undefined;
@@ -152,8 +162,13 @@ export class InitServer {
     }
   }
 
-  private async checkInitSecret(initSecret: Uint8Array): Promise<void> {
-    if (await initSecretMatches(initSecret, await this.options.metadata.initSecretHash())) return;
+  /**
+   * The seed of the join-service identity key when `initSecret` is the one behind the metadata's hash; a UserError
+   * otherwise. A cluster that is initialized has no hash in the metadata any more, so no Init passes here then.
+   */
+  private async checkInitSecret(initSecret: Uint8Array): Promise<Uint8Array> {
+    const password = await initSecretPassword(initSecret, await this.options.metadata.initSecretHash());
+    if (password !== undefined) return deriveJoinServiceKeySeed(password);
     this.logger.warn('init refused: wrong init secret');
     throw new UserError('The init secret is wrong: it does not match the hash this node got from its provider.', {
       hint: 'Run init from the workspace that created this cluster (its constellation-state.yaml holds the init secret).',
@@ -182,7 +197,7 @@ export class InitServer {
   }
 
   /** The steps after the lock; each is safe to run again when an earlier attempt failed. */
-  private async run(secrets: CheckedInitSecrets): Promise<InitResult> {
+  private async run(secrets: CheckedInitSecrets, joinServiceKey: Uint8Array): Promise<InitResult> {
     const { node, setup, stateDisk, status, clock } = this.options;
     status.attested('accepted', 'the CLI (init)', { now: clock() });
     status.set('initializing');
@@ -236,7 +251,7 @@ export class InitServer {
           attestation: secrets.attestation,
           masterSecret: secrets.master,
           measurementSalt: secrets.measurementSalt,
-          initSecret: secrets.initSecret,
+          joinServiceKey,
           cluster: { apiServerEndpoint, kubernetesVersion: secrets.kubernetesVersion, imageVersion: this.options.imageVersion },
           pki: this.pki,
         });

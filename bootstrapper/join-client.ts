@@ -1,8 +1,8 @@
 /**
  * The join client (DESIGN §7), running on every node in parallel with the init server until the node lock is
  * taken. It finds a join service through the provider's metadata (the load balancer first, then the other
- * control-plane nodes), attests itself with a JoinHello bound into its document, and on a ticket takes the
- * lock, extends PCR 15, formats (join) or unlocks (rejoin) its state disk and joins Kubernetes; a control-plane
+ * control-plane nodes), attests itself with a JoinHello bound into its document, and on a ticket signed with the
+ * cluster's join-service identity key (from the metadata; docs/join-service.md) takes the lock, extends PCR 15, formats (join) or unlocks (rejoin) its state disk and joins Kubernetes; a control-plane
  * node then hosts a join service too.
  *
  * A join service that cannot be reached is retried quietly (the cluster may not be up yet); one that refuses
@@ -10,9 +10,9 @@
  * keeps asking, with a capped backoff, since a fixed node or updated measurements may be accepted later.
  */
 import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, decodeMessage, joinClientAdapter, joinHelloBoundFields } from '../lib/atls/index.js';
-import { deriveClusterId } from '../lib/kms/index.js';
+import { deriveClusterId, ticketSignatureValid } from '../lib/kms/index.js';
 import { loadClusterPki, pem } from '../lib/pki/cluster-pki.js';
-import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello } from '../proto/gen/constellation/join.js';
+import { JoinServiceClient, JoinTicket, RejoinTicket, SignedTicket, type JoinHello } from '../proto/gen/constellation/join.js';
 import type { NodeMetadata } from '../providers/contract.js';
 import { realSleep, type Sleep } from '../lib/clock.js';
 import type { Logger } from '../lib/logging/index.js';
@@ -20,7 +20,6 @@ import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeRoleOptions } from './node-role.js';
 import { describeError, peerRefusal } from './errors.js';
 import { withPort } from '../lib/addresses.js';
-import { initSecretMatches } from './init-secret.js';
 import { NO_QUORUM_MESSAGE } from '../lib/cluster-store/types.js';
 import { createKubeletCsr, type KubeletCsr } from './kubelet-csr.js';
 
@@ -47,7 +46,7 @@ export interface JoinClientOptions extends NodeRoleOptions {
   sleep?: Sleep;
 }
 
-type Attempt = { ticket: Uint8Array } | { refused: string } | { unreachable: string };
+type Attempt = { ticket: Uint8Array; ownKey: Uint8Array } | { refused: string } | { unreachable: string };
 
 /** Files of the kubelet's key and certificate on the state disk. */
 export const KUBELET_KEY_FILE = 'kubelet/kubelet.key';
@@ -78,10 +77,11 @@ export class JoinClient {
         if (signal.aborted || lock.locked) return;
         const attempt = await this.attempt(address, kind, hello, signal);
         if ('ticket' in attempt) {
-          if (!(await this.genuine(attempt.ticket, kind, address))) continue;
+          const ticket = await this.genuine(attempt.ticket, attempt.ownKey, kind, address);
+          if (!ticket) continue;
           status.attested('accepted', `the join service at ${address}`);
           // A rejoin ticket's key must open the disk before the node commits to it (a wrong one changes nothing).
-          if (kind === 'rejoin' && !(await this.unlockWith(attempt.ticket, address))) {
+          if (kind === 'rejoin' && !(await this.unlockWith(ticket, address))) {
             refused = true;
             break;
           }
@@ -89,7 +89,7 @@ export class JoinClient {
             this.logger.info(`${kind} ticket received, but this node was initialized meanwhile; the ticket is not used`);
             return;
           }
-          await this.complete(kind, attempt.ticket);
+          await this.complete(kind, ticket);
           return;
         }
         if ('refused' in attempt && attempt.refused.startsWith(NO_QUORUM_MESSAGE)) {
@@ -135,22 +135,30 @@ export class JoinClient {
   }
 
   /**
-   * Whether the ticket comes from a genuine join service of this node's cluster: it carries the init secret whose
-   * bcrypt hash the provider's metadata holds. Anyone can listen on a join service's address and seal a ticket to
-   * this node's key; only the cluster knows the init secret.
+   * The ticket's bytes when it comes from a genuine join service of this node's cluster: signed with the cluster's
+   * join-service identity key (whose public half the provider's metadata holds) over this exchange's ephemeral key
+   * of the node. Anyone can listen on a join service's address and seal a ticket to this node's key; only a
+   * control plane of the cluster holds that key (a worker's ticket does not carry it, a fresh node has none).
    */
-  private async genuine(sealed: Uint8Array, kind: JoinKind, address: string): Promise<boolean> {
-    const { initSecret } = kind === 'join' ? decodeMessage(JoinTicket, sealed, 'The join ticket') : decodeMessage(RejoinTicket, sealed, 'The rejoin ticket');
-    let hash: string;
+  private async genuine(sealed: Uint8Array, ownKey: Uint8Array, kind: JoinKind, address: string): Promise<Uint8Array | undefined> {
+    const { ticket, signature } = decodeMessage(SignedTicket, sealed, `The ${kind} ticket`);
+    let key: string;
     try {
-      hash = await this.options.metadata.initSecretHash();
+      key = await this.options.metadata.joinServiceKey();
     } catch (err) {
-      this.logger.warn('ticket not used: the init secret hash cannot be read from the metadata', { address, reason: describeError(err) });
-      return false;
+      this.logger.warn(`${kind} ticket not used: the join-service key cannot be read from the metadata`, { address, reason: describeError(err) });
+      return undefined;
     }
-    if (await initSecretMatches(initSecret, hash)) return true;
-    this.logger.warn(`${kind} ticket not used: it does not carry this cluster's init secret, so it does not come from a genuine join service of this cluster`, { address });
-    return false;
+    if (key === '') {
+      this.logger.warn(`${kind} ticket not used: the metadata holds no join-service key to check it with (a cluster created by an earlier version: create it again)`, { address });
+      return undefined;
+    }
+    if (ticketSignatureValid(Buffer.from(key, 'base64'), kind, ownKey, ticket, signature)) return ticket;
+    this.logger.warn(
+      `${kind} ticket not used: it is not signed with this cluster's join-service key, so it does not come from a genuine join service of this cluster`,
+      { address },
+    );
+    return undefined;
   }
 
   /** The load balancer, then every other control-plane node (each host:port of the join service). */
@@ -198,7 +206,7 @@ export class JoinClient {
         timeoutMs: this.options.stepTimeoutMs,
       });
       session.channel.end();
-      return { ticket: session.secrets };
+      return { ticket: session.secrets, ownKey: session.publicKey };
     } catch (err) {
       const refusal = peerRefusal(err);
       return refusal !== undefined ? { refused: refusal } : { unreachable: describeError(err) };

@@ -3,7 +3,8 @@
  * transport carries the stream: the JoinHello is checked for form, then the node attests (fresh nonce; the
  * document must pass the validator of the current attestation config and its userData must bind the
  * purpose "join"/"rejoin", the node's ephemeral key and every JoinHello field), and only then is a ticket
- * made and sealed to that key. The join configuration comes from the cluster store, read when the evidence
+ * made, signed with the cluster's join-service identity key over the node's ephemeral key (so the node can tell a
+ * genuine join service from anyone else who can seal to it), and sealed to that key. The join configuration comes from the cluster store, read when the evidence
  * arrives (./join-config.ts): a store without quorum refuses the node. A state disk is bound in the store to the
  * instance that first claimed it; its key never goes to another. A refusal is a Failure naming what failed (e.g.
  * the PCR with expected and actual value) with nothing sealed. Every decision is logged with node name, verdict and reason, never a
@@ -111,7 +112,7 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
               kind === 'join'
                 ? JoinTicket.encode(await tickets.joinTicket(hello!, config!, hello!.isControlPlane ? await store.memberEndpoints() : [], verified.result.instance)).finish()
                 : RejoinTicket.encode(tickets.rejoinTicket(hello!, config!)).finish();
-            return ticket;
+            return tickets.sign(ticket, kind, verified.publicKey, config!);
           },
         });
         session.channel.end();

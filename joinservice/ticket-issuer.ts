@@ -4,15 +4,16 @@
  * certificate for its CSR's key, named with the provider's view of the instance, API endpoint, a fresh 15-minute
  * bootstrap token, discovery hash, Kubernetes version, and for control-plane nodes the cluster PKI and the cluster
  * store's member endpoints) or a RejoinTicket
- * (disk key and measurement secret, for a rebooted node). The server calls checkHello before attestation
+ * (disk key and measurement secret, for a rebooted node), each signed with the cluster's join-service identity key
+ * (sign). No ticket carries the init secret. The server calls checkHello before attestation
  * (so a malformed request fails fast), checkIdentity after it passed, and the ticket methods only then.
  */
-import { deriveMeasurementSecret, deriveStateDiskKey } from '../lib/kms/index.js';
+import { deriveMeasurementSecret, deriveStateDiskKey, signTicket } from '../lib/kms/index.js';
 import { AttestationError, type AttestedInstance } from '../lib/attestation/types.js';
 import { UserError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import { checkNodeName, discoveryTokenCaCertHash, signKubeletCertificate } from '../lib/pki/cluster-pki.js';
-import type { JoinHello, JoinTicket, RejoinTicket } from '../proto/gen/constellation/join.js';
+import { SignedTicket, type JoinHello, type JoinTicket, type RejoinTicket } from '../proto/gen/constellation/join.js';
 import type { BootstrapTokenIssuer } from './bootstrap-token.js';
 import { controlPlaneFiles, type LoadedJoinConfig } from './join-config.js';
 
@@ -88,7 +89,6 @@ export class JoinTicketIssuer {
       controlPlaneFiles: hello.isControlPlane ? controlPlaneFiles(config) : [],
       kubernetesVersion: config.cluster.kubernetesVersion,
       storeEndpoints: hello.isControlPlane ? storeEndpoints : [],
-      initSecret: Buffer.from(config.initSecret),
     };
   }
 
@@ -96,8 +96,17 @@ export class JoinTicketIssuer {
     return {
       stateDiskKey: Buffer.from(deriveStateDiskKey(config.masterSecret, hello.diskUuid)),
       measurementSecret: Buffer.from(deriveMeasurementSecret(config.masterSecret)),
-      initSecret: Buffer.from(config.initSecret),
     };
+  }
+
+  /**
+   * What is sealed to the node: the encoded ticket and the join service's signature over it, bound to the node's
+   * ephemeral key of this exchange (lib/kms/join-service-key.ts), so that the node can tell it comes from a join
+   * service of its cluster.
+   */
+  sign(ticket: Uint8Array, kind: TicketKind, nodePublicKey: Uint8Array, config: LoadedJoinConfig): Uint8Array {
+    const signature = signTicket(config.joinServiceKey, kind, nodePublicKey, ticket);
+    return SignedTicket.encode({ ticket: Buffer.from(ticket), signature: Buffer.from(signature) }).finish();
   }
 
   private discoveryHash(config: LoadedJoinConfig): string {

@@ -36,6 +36,8 @@ export interface CreateRequest {
   nodeGroups: NodeGroupSpec[];
   /** bcrypt hash of the init secret; nodes read it from instance metadata. The secret itself never goes here. */
   initSecretHash: string;
+  /** The join-service identity key derived from the init secret (public, base64); nodes read it from instance metadata. */
+  joinServiceKey: string;
   tags: Record<string, string>;
   providerConfig: Record<string, unknown>;
 }
@@ -116,6 +118,11 @@ export interface InfrastructureProvider {
    * store member leaves, so no call reaches a join service whose store no longer answers.
    */
   drainInstance?(id: string, ctx: ProviderContext): Promise<void>;
+  /**
+   * Records that the cluster is initialized: its nodes' metadata stops carrying the init-secret hash, so that no node
+   * added later serves Init. Providers without it leave the hash in place (docs/join-service.md says what holds then).
+   */
+  markInitialized?(ctx: ProviderContext): Promise<void>;
   /** Deletes what the journal recorded, in reverse dependency order; tolerates resources already gone. */
   terminate(ctx: ProviderContext, options?: TerminateOptions): Promise<void>;
 }
@@ -133,8 +140,13 @@ export interface NodeMetadata {
   peers(): Promise<InstanceMetadata[]>;
   /** host:port-less address of the control-plane load balancer. */
   loadBalancerEndpoint(): Promise<string>;
-  /** bcrypt hash of the init secret. */
+  /** bcrypt hash of the init secret; empty once the cluster is initialized (where the provider records that). */
   initSecretHash(): Promise<string>;
+  /**
+   * The cluster's join-service identity key (raw Ed25519 public key, base64; lib/kms/join-service-key.ts): a node
+   * uses a ticket only when it is signed with it. Empty when the provider holds none.
+   */
+  joinServiceKey(): Promise<string>;
 }
 
 /**

@@ -19,15 +19,19 @@
  *         --ignore-preflight-errors for CoreDNS and --patches are not passed: kubeadm installs our CoreDNS, and we
  *         keep no patches. kubeadm needs to be of the target version itself (the node image ships it).
  *
- * Its token sink registers each bootstrap token the node's join service issues with `kubeadm token create <token>
- * --ttl 15m0s --kubeconfig <admin.conf>`, which needs the admin kubeconfig only a control-plane node has.
+ * Its token sink registers each bootstrap token the node's join service issues as the Secret `kubeadm token create`
+ * makes (kube-system/bootstrap-token-<id>, type bootstrap.kubernetes.io/token, for kubeadm's default node group,
+ * expiring with the token), applied with `kubectl apply --server-side -f <file>` from a 0600 file that is removed
+ * afterwards: the token never appears on a command line (which `ps` shows every user). It needs the admin
+ * kubeconfig only a control-plane node has.
  * kubeadm's and kubectl's output goes to the log line by line; bootstrap tokens and certificate keys are cut out of
  * it first, and out of arguments and error messages.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
-import { TOKEN_TTL_MS, type BootstrapToken, type TokenSink } from '../../joinservice/bootstrap-token.js';
+import { stringify } from 'yaml';
+import type { BootstrapToken, TokenSink } from '../../joinservice/bootstrap-token.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { systemClock, type Clock } from '../../lib/clock.js';
@@ -48,9 +52,33 @@ const KUBEADM = 'kubeadm';
 const KUBECTL = 'kubectl';
 const ERROR_TAIL_LINES = 20;
 const REDACTED = '[redacted]';
-/** kubeadm's --ttl as a Go duration ("15m0s"): the lifetime the join service gives every token. */
-export const KUBEADM_TOKEN_TTL = `${Math.floor(TOKEN_TTL_MS / 60_000)}m${(TOKEN_TTL_MS % 60_000) / 1000}s`;
 export const KUBEADM_TOKEN_DESCRIPTION = 'constellation join ticket';
+/** The group kubeadm's default node bootstrap tokens authenticate as (its RBAC lets them join). */
+export const KUBEADM_TOKEN_GROUP = 'system:bootstrappers:kubeadm:default-node-token';
+
+/**
+ * The Secret `kubeadm token create` makes for a token (Kubernetes "Authenticating with Bootstrap Tokens"):
+ * kube-system/bootstrap-token-<id>, usable for authentication and signing, in kubeadm's default node group,
+ * expiring when the join service says the token does.
+ */
+export function bootstrapTokenSecret(token: BootstrapToken): Record<string, unknown> {
+  const [id, secret] = token.token.split('.');
+  return {
+    apiVersion: 'v1',
+    kind: 'Secret',
+    metadata: { name: `bootstrap-token-${id}`, namespace: 'kube-system' },
+    type: 'bootstrap.kubernetes.io/token',
+    stringData: {
+      description: KUBEADM_TOKEN_DESCRIPTION,
+      'token-id': id,
+      'token-secret': secret,
+      expiration: token.expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+      'usage-bootstrap-authentication': 'true',
+      'usage-bootstrap-signing': 'true',
+      'auth-extra-groups': KUBEADM_TOKEN_GROUP,
+    },
+  };
+}
 /** Any bootstrap token kubeadm prints (init prints the one it made), and --certificate-key values. */
 const TOKEN_PATTERN = /\b[a-z0-9]{6}\.[a-z0-9]{16}\b/g;
 const CERTIFICATE_KEY_PATTERN = /(--certificate-key[= ]+)[0-9a-fA-F]+/g;
@@ -169,8 +197,14 @@ export class KubeadmBackend implements KubernetesBackend {
         { hint: 'Only a control-plane node that initialized the cluster or joined it as a control-plane node has one (kubeadm writes it); a joining node retries.' },
       );
     });
-    const args = ['token', 'create', token.token, '--ttl', KUBEADM_TOKEN_TTL, '--description', KUBEADM_TOKEN_DESCRIPTION, '--kubeconfig', this.adminConfPath];
-    await this.run('token create', args, log, [token.token]);
+    await fs.mkdir(this.options.workDir, { recursive: true, mode: 0o700 });
+    const file = path.join(this.options.workDir, `bootstrap-token-${token.id}.yaml`);
+    await writeFileAtomic(file, stringify(bootstrapTokenSecret(token)), { mode: 0o600 });
+    try {
+      await this.run('bootstrap token', ['apply', '--server-side', '--force-conflicts', '--kubeconfig', this.adminConfPath, '-f', file], log, [token.token], KUBECTL);
+    } finally {
+      await fs.rm(file, { force: true });
+    }
     // The token id is public (kubeadm names the token's Secret after it); the log's redaction would hide a "tokenId" field.
     log.info(`bootstrap token ${token.id} registered with the API server`, { expiresAt: token.expiresAt.toISOString() });
   }

@@ -75,6 +75,8 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
       await createCluster({ workspaceDir, provider, journal: options.journal, log, progress: say });
       result.created = true;
     } else {
+      // Nodes added to an initialized cluster must never serve Init: the metadata says so before any is added.
+      if (state.clusterValues.clusterID) await provider.markInitialized?.(ctx);
       for (const group of nodeGroupSpecs(config)) {
         const members = (await provider.listInstances(ctx)).filter((i) => i.nodeGroup === group.name);
         if (members.length === group.initialCount) continue;

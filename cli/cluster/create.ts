@@ -17,7 +17,7 @@ import { randomBytes } from 'node:crypto';
 import type { CreateRequest, InfrastructureProvider, NodeGroupSpec, ResourceJournal } from '../../providers/contract.js';
 import { attestationVariantOf, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
-import type { RandomSource } from '../../lib/kms/index.js';
+import { deriveJoinServiceKeySeed, joinServicePublicKey, type RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { emptyState, readStateOrEmpty, statePath, writeState } from '../../lib/workspace/state.js';
 import { editConfig } from '../../lib/config/edit.js';
@@ -105,7 +105,10 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
   }
 
   const { default: bcrypt } = await import('bcryptjs');
-  const initSecretHash = await bcrypt.hash(initSecretPassword(Buffer.from(state.infrastructure.initSecret, 'hex')), BCRYPT_COST);
+  const password = initSecretPassword(Buffer.from(state.infrastructure.initSecret, 'hex'));
+  const initSecretHash = await bcrypt.hash(password, BCRYPT_COST);
+  // The public half of the join-service identity key: nodes check every ticket against it (docs/join-service.md).
+  const joinServiceKey = Buffer.from(joinServicePublicKey(deriveJoinServiceKeySeed(password))).toString('base64');
   const request: CreateRequest = {
     uid: state.infrastructure.uid,
     name: config.name,
@@ -114,6 +117,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     attestationVariant: attestationVariantOf(config),
     nodeGroups: nodeGroupSpecs(config),
     initSecretHash,
+    joinServiceKey,
     tags: config.tags,
     providerConfig: ((config.provider as Record<string, unknown>)[providerName] ?? {}) as Record<string, unknown>,
   };

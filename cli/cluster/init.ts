@@ -47,6 +47,11 @@ export interface InitOptions {
   port?: number;
   connectTimeoutMs?: number;
   stepTimeoutMs?: number;
+  /**
+   * Tells the provider that the cluster is initialized, so that its nodes' metadata stops carrying the init-secret
+   * hash and no node added later serves Init; default: the workspace provider's markInitialized, where it has one.
+   */
+  markInitialized?: () => Promise<void>;
 }
 
 export interface InitClusterResult {
@@ -89,7 +94,9 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
       );
     }
     log.info('cluster already initialized', { clusterId });
-    return { clusterId, kubernetesBackend: '', kubeconfigFile: (await pathExists(kubeconfigFile)) ? kubeconfigFile : '', alreadyInitialized: true, warnings: [] };
+    // Again: a run killed between the state write and the provider's mark continues here.
+    const warnings = await markInitialized(options);
+    return { clusterId, kubernetesBackend: '', kubeconfigFile: (await pathExists(kubeconfigFile)) ? kubeconfigFile : '', alreadyInitialized: true, warnings };
   }
 
   const master = await masterSecretForInit(workspaceDir, random, log);
@@ -162,7 +169,34 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
   state.clusterValues.clusterID = clusterId;
   await writeState(workspaceDir, state);
   log.info('cluster initialized', { clusterId, kubernetesBackend: result.kubernetesBackend });
+  warnings.push(...(await markInitialized(options)));
   return { clusterId, kubernetesBackend: result.kubernetesBackend, kubeconfigFile: runsKubernetes ? kubeconfigFile : '', previousKubeconfigFile, alreadyInitialized: false, warnings };
+}
+
+/**
+ * Asks the provider to stop publishing the init-secret hash. A failure is a warning, not an error: the cluster is
+ * initialized, and without the init secret (only this workspace holds it) no node can be initialized anyway.
+ */
+async function markInitialized(options: InitOptions): Promise<string[]> {
+  const { workspaceDir, log } = options;
+  try {
+    if (options.markInitialized) {
+      await options.markInitialized();
+    } else {
+      const [{ workspaceInfrastructure }, { FileResourceJournal }, { clusterJournalView }] = await Promise.all([
+        import('./provider.js'),
+        import('../../lib/workspace/resource-journal.js'),
+        import('../iam/journal-view.js'),
+      ]);
+      const provider = await workspaceInfrastructure(workspaceDir);
+      await provider.markInitialized?.({ journal: clusterJournalView(new FileResourceJournal(workspaceDir)), log, workspaceDir });
+    }
+    return [];
+  } catch (err) {
+    const reason = err instanceof Error ? err.message : String(err);
+    log.warn('the provider did not record that the cluster is initialized', { reason });
+    return [`The provider did not record that the cluster is initialized (${reason}): nodes added later still accept Init from this workspace. Run \`constellation init\` again to retry.`];
+  }
 }
 
 /** The workspace's master secret: the existing file, else a new one written (exclusively) now. */

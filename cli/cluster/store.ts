@@ -24,14 +24,21 @@ export function storeCredentialsPath(workspaceDir: string): string {
 export async function readStoreCredentials(workspaceDir: string): Promise<StoreCredentials> {
   const file = storeCredentialsPath(workspaceDir);
   const text = await readRequiredFile(file, 'the cluster store credentials', 'They are written by `constellation init`; run the command in the workspace that initialized the cluster (-C <dir>).', SIZE_LIMITS.storeCredentials);
-  let value: Partial<StoreCredentials & { endpoints: unknown; caCert: unknown }>;
+  let parsed: unknown;
   try {
-    value = JSON.parse(text.toString('utf8'));
+    parsed = JSON.parse(text.toString('utf8'));
   } catch {
     throw new UserError(`${file} is not valid JSON.`, { hint: 'It is written by `constellation init`; restore it from your backup.' });
   }
+  // Valid JSON is not yet an object: `null`, a number or a list hold no credentials either.
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new UserError(`${file} does not hold cluster store credentials (it holds ${parsed === null ? 'null' : Array.isArray(parsed) ? 'a list' : `a ${typeof parsed}`}, not an object).`, {
+      hint: 'It is written by `constellation init`; restore it from your backup.',
+    });
+  }
+  const value = parsed as Partial<StoreCredentials & { endpoints: unknown; caCert: unknown }>;
   if (value.backend === 'kubernetes') return { backend: 'kubernetes' };
-  if (value.backend !== 'etcd' || !Array.isArray(value.endpoints) || typeof value.caCert !== 'string' || typeof value.clientCert !== 'string' || typeof value.clientKey !== 'string') {
+  if (value.backend !== 'etcd' || !Array.isArray(value.endpoints) || !value.endpoints.every((e) => typeof e === 'string') || typeof value.caCert !== 'string' || typeof value.clientCert !== 'string' || typeof value.clientKey !== 'string') {
     throw new UserError(`${file} does not hold cluster store credentials.`, { hint: 'It is written by `constellation init`; restore it from your backup.' });
   }
   return value as StoreCredentials;

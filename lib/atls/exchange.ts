@@ -73,6 +73,8 @@ export interface AttestedOptions extends ExchangeOptions {
 export interface AttestedSession<Out, In> {
   /** The opened plaintext the verifier sealed. */
   secrets: Uint8Array;
+  /** This side's ephemeral public key of the exchange (the verifier sealed to it): fresh per exchange. */
+  publicKey: Uint8Array;
   binding: ExchangeBinding;
   channel: AtlsChannel<Out, In>;
   /** Seals a reply to the verifier's key (a UserError when the verifier sent none). */
@@ -206,6 +208,7 @@ async function attestAndReceive<Out, In>(channel: AtlsChannel<Out, In>, options:
     const secrets = unseal(sealed.jwe, keys.privateKey, binding);
     return {
       secrets,
+      publicKey: new Uint8Array(keys.publicKey),
       binding,
       channel,
       sealToVerifier: async (plaintext) => {

@@ -17,7 +17,7 @@ import { z } from 'zod';
 import { incompleteMeasurements } from '../attestation/measurements.js';
 import { UserError } from '../errors.js';
 import { JsonInputError, parseJson as parseJsonText } from '../json.js';
-import { MEASUREMENT_SALT_LENGTH } from '../kms/index.js';
+import { JOIN_SERVICE_KEY_SEED_LENGTH, MEASUREMENT_SALT_LENGTH } from '../kms/index.js';
 import { PKI_FILE_NAMES, type PkiFiles } from '../pki/cluster-pki.js';
 import { masterSecretToJson, parseMasterSecret } from '../workspace/master-secret.js';
 import { StoreNotInitializedError, type AttestationConfigRecord, type ClusterInfo, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
@@ -27,7 +27,7 @@ export const ENTRY = {
   cluster: 'join/cluster',
   measurementSalt: 'join/measurement-salt',
   masterSecret: 'join/master-secret',
-  initSecret: 'join/init-secret',
+  joinServiceKey: 'join/service-key',
   pki: (name: string) => `join/pki/${name}`,
   node: (name: string) => `nodes/${name}`,
   // UUIDs name disks case-insensitively (Kubernetes object names are lowercase): one entry per disk on every backend.
@@ -44,7 +44,7 @@ export const JOIN_CONFIG_ENTRIES: readonly string[] = [
   ENTRY.cluster,
   ENTRY.measurementSalt,
   ENTRY.masterSecret,
-  ENTRY.initSecret,
+  ENTRY.joinServiceKey,
   ...PKI_FILE_NAMES.map((name) => ENTRY.pki(name)),
 ];
 
@@ -97,7 +97,7 @@ export function encodeJoinConfig(parts: Partial<JoinConfig>): Map<string, string
   if (parts.cluster) out.set(ENTRY.cluster, JSON.stringify(clusterSchema.parse(parts.cluster)));
   if (parts.measurementSalt) out.set(ENTRY.measurementSalt, Buffer.from(parts.measurementSalt).toString('hex'));
   if (parts.masterSecret) out.set(ENTRY.masterSecret, masterSecretToJson(parts.masterSecret));
-  if (parts.initSecret) out.set(ENTRY.initSecret, Buffer.from(parts.initSecret).toString('hex'));
+  if (parts.joinServiceKey) out.set(ENTRY.joinServiceKey, Buffer.from(parts.joinServiceKey).toString('hex'));
   if (parts.pki) for (const name of PKI_FILE_NAMES) out.set(ENTRY.pki(name), parts.pki[name]);
   return out;
 }
@@ -119,11 +119,13 @@ export function decodeJoinConfig(entries: ReadonlyMap<string, string>, where: st
     throw new UserError(`${name(ENTRY.measurementSalt)} must hold ${MEASUREMENT_SALT_LENGTH} bytes as hex.`);
   }
   const masterSecret = parseMasterSecret(entries.get(ENTRY.masterSecret)!, name(ENTRY.masterSecret));
-  const initSecretHex = entries.get(ENTRY.initSecret)!.trim();
-  // The init secret is secret: the message names the entry, never its value.
-  if (!/^([0-9a-fA-F]{2})+$/.test(initSecretHex)) throw new UserError(`${name(ENTRY.initSecret)} must hold hex.`);
+  const serviceKeyHex = entries.get(ENTRY.joinServiceKey)!.trim();
+  // The key is secret: the message names the entry, never its value.
+  if (!new RegExp(`^[0-9a-fA-F]{${JOIN_SERVICE_KEY_SEED_LENGTH * 2}}$`).test(serviceKeyHex)) {
+    throw new UserError(`${name(ENTRY.joinServiceKey)} must hold ${JOIN_SERVICE_KEY_SEED_LENGTH} bytes as hex.`);
+  }
   const pki = Object.fromEntries(PKI_FILE_NAMES.map((file) => [file, entries.get(ENTRY.pki(file))!])) as PkiFiles;
-  return { attestation, cluster, measurementSalt: new Uint8Array(Buffer.from(saltHex, 'hex')), masterSecret, initSecret: new Uint8Array(Buffer.from(initSecretHex, 'hex')), pki };
+  return { attestation, cluster, measurementSalt: new Uint8Array(Buffer.from(saltHex, 'hex')), masterSecret, joinServiceKey: new Uint8Array(Buffer.from(serviceKeyHex, 'hex')), pki };
 }
 
 export function encodeNode(record: NodeRecord): string {

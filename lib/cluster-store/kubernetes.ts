@@ -6,7 +6,7 @@
  *
  *   ConfigMap join-config                 attestationConfig, measurementSalt (upstream's keys), clusterInfo; its
  *                                         annotation constellation.edgeless.systems/join-secrets names the Secret ↓
- *   Secret join-secrets-<random>          masterSecret, initSecret, pki.<kubeadm name, "/" as ".">; immutable
+ *   Secret join-secrets-<random>          masterSecret, joinServiceKey, pki.<kubeadm name, "/" as ".">; immutable
  *   ConfigMap constellation-node-<name>   record: the node record
  *   ConfigMap constellation-disk-<uuid>   instance: the instance that claimed the disk (UUID in lowercase)
  *   ConfigMap constellation-kubernetes-upgrade
@@ -53,7 +53,7 @@ export const JOIN_ENTRY_PLACES: ReadonlyMap<string, { in: 'configmap' | 'secret'
   [ENTRY.measurementSalt, { in: 'configmap', key: 'measurementSalt' }],
   [ENTRY.cluster, { in: 'configmap', key: 'clusterInfo' }],
   [ENTRY.masterSecret, { in: 'secret', key: 'masterSecret' }],
-  [ENTRY.initSecret, { in: 'secret', key: 'initSecret' }],
+  [ENTRY.joinServiceKey, { in: 'secret', key: 'joinServiceKey' }],
   ...PKI_FILE_NAMES.map((name) => [ENTRY.pki(name), { in: 'secret', key: `pki.${name.replaceAll('/', '.')}` }] as const),
 ]);
 

@@ -43,10 +43,11 @@ export interface JoinConfig {
   measurementSalt: Uint8Array;
   masterSecret: MasterSecret;
   /**
-   * The init secret (its bcrypt hash is in every node's metadata): tickets carry it, so that a node can tell a
-   * genuine join service of its cluster from an impostor before it uses a ticket.
+   * The seed of the join-service identity key (lib/kms/join-service-key.ts): every join service signs its tickets
+   * with it, and a joining node checks the signature against the public key in its metadata. Derived from the init
+   * secret at init; the init secret itself is kept nowhere in the cluster.
    */
-  initSecret: Uint8Array;
+  joinServiceKey: Uint8Array;
   pki: PkiFiles;
 }
 

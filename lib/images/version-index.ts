@@ -63,6 +63,12 @@ export function parseVersionIndex(text: string, indexUrl: URL): IndexedImage[] {
       if (url.protocol !== 'https:' && url.protocol !== 'file:') {
         throw new UserError(`The version index ${where} points at ${url.href} (images.${i}.${key}); only https and file URLs are read.`);
       }
+      // A remote index must not make the CLI read files of this machine: it may point only at https.
+      if (indexUrl.protocol === 'https:' && url.protocol !== 'https:') {
+        throw new UserError(`The version index ${where} points at ${displayUrl(url)} (images.${i}.${key}); an index read over https may point only at https URLs.`, {
+          hint: 'Local measurements files are named on the command line (-u <path>), never by a remote index.',
+        });
+      }
       return url;
     };
     return {

@@ -1,7 +1,8 @@
 /**
  * Node side on AWS (NodeMetadata): who am I (instance metadata service, then EC2 for my tags), who are my
  * peers (instances with my constellation-uid tag), where is the control plane's load balancer (the load
- * balancer with my uid tag), and the init secret's bcrypt hash (my constellation-init-secret-hash tag).
+ * balancer with my uid tag), the init secret's bcrypt hash (my constellation-init-secret-hash tag) and the cluster's
+ * join-service key (my constellation-join-service-key tag).
  * The node's instance profile grants ec2:DescribeInstances and elasticloadbalancing:Describe* (see iam.ts).
  */
 import { DescribeInstancesCommand, type DescribeInstancesCommandOutput, type Instance as Ec2Instance } from '@aws-sdk/client-ec2';
@@ -77,6 +78,12 @@ export class AwsNodeMetadata implements NodeMetadata {
     const hash = tagValue((await this.me()).instance.Tags, TAG.initSecretHash);
     if (!hash) throw new Error(`instance has no ${TAG.initSecretHash} tag`);
     return hash;
+  }
+
+  async joinServiceKey(): Promise<string> {
+    const key = tagValue((await this.me()).instance.Tags, TAG.joinServiceKey);
+    if (!key) throw new Error(`instance has no ${TAG.joinServiceKey} tag`);
+    return key;
   }
 
   private async cluster(): Promise<{ region: string; uid: string }> {

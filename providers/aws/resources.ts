@@ -80,6 +80,7 @@ export const TAG = {
   role: 'constellation-role',
   nodeGroup: 'constellation-node-group',
   initSecretHash: 'constellation-init-secret-hash',
+  joinServiceKey: 'constellation-join-service-key',
   name: 'Name',
 } as const;
 
@@ -99,6 +100,7 @@ export function nodeTags(request: CreateRequest, group: string, role: NodeRole):
     [TAG.role]: role,
     [TAG.nodeGroup]: group,
     [TAG.initSecretHash]: request.initSecretHash,
+    [TAG.joinServiceKey]: request.joinServiceKey,
   };
 }
 

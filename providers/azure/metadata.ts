@@ -1,6 +1,6 @@
 /**
- * Node side of the Azure provider: what a bootstrapper asks about itself and its cluster. "Self" and the init
- * secret hash come from the instance metadata service (IMDS, http://169.254.169.254, header Metadata: true),
+ * Node side of the Azure provider: what a bootstrapper asks about itself and its cluster. "Self", the init
+ * secret hash and the join-service key come from the instance metadata service (IMDS, http://169.254.169.254, header Metadata: true),
  * whose tags are the scale set's tags; peers and the load balancer come from Azure Resource Manager, found by
  * the cluster's uid tag in the node's resource group, authenticated as the node's managed identity
  * (DefaultAzureCredential picks it up on a VM).
@@ -10,7 +10,7 @@ import { UserError } from '../../lib/errors.js';
 import { createAzureClients, type AzureClients } from './clients.js';
 import { toUserError } from './errors.js';
 import { IMDS_ENDPOINT, type AzureProviderOptions } from './options.js';
-import { parseResourceId, TAG_INIT_SECRET_HASH, TAG_ROLE, TAG_UID } from './plan.js';
+import { parseResourceId, TAG_INIT_SECRET_HASH, TAG_JOIN_SERVICE_KEY, TAG_ROLE, TAG_UID } from './plan.js';
 import { collect, listScaleSetMembers } from './scale-set-members.js';
 
 const IMDS_API_VERSION = '2021-02-01';
@@ -91,6 +91,10 @@ export class AzureNodeMetadata implements NodeMetadata {
 
   async initSecretHash(): Promise<string> {
     return this.requiredTag(TAG_INIT_SECRET_HASH);
+  }
+
+  async joinServiceKey(): Promise<string> {
+    return this.requiredTag(TAG_JOIN_SERVICE_KEY);
   }
 
   async peers(): Promise<InstanceMetadata[]> {

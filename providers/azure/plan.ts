@@ -30,6 +30,7 @@ export const TAG_UID = 'constellation-uid';
 export const TAG_ROLE = 'constellation-role';
 export const TAG_NODE_GROUP = 'constellation-node-group';
 export const TAG_INIT_SECRET_HASH = 'constellation-init-secret-hash';
+export const TAG_JOIN_SERVICE_KEY = 'constellation-join-service-key';
 
 export const VNET_CIDR = '10.0.0.0/16';
 export const NODE_SUBNET_CIDR = '10.0.0.0/20';
@@ -322,6 +323,7 @@ function scaleSetBody(p: {
       [TAG_ROLE]: group.role,
       [TAG_NODE_GROUP]: group.name,
       [TAG_INIT_SECRET_HASH]: request.initSecretHash,
+      [TAG_JOIN_SERVICE_KEY]: request.joinServiceKey,
     },
     ...(group.zone ? { zones: [group.zone] } : {}),
     sku: { name: group.instanceType, tier: 'Standard', capacity: group.initialCount },

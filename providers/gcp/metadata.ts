@@ -1,6 +1,6 @@
 /**
  * Node side of the GCP provider (NodeMetadata): the instance's own name, zone, project, IP and the attributes
- * its template set (role, uid, load-balancer address, bcrypt hash of the init secret) come from the GCE
+ * its template set (role, uid, load-balancer address, bcrypt hash of the init secret, join-service key) come from the GCE
  * metadata server; peers come from the Compute API (instances labelled with the cluster's uid, in every zone).
  * The metadata server is read with fetch: a few GETs with one header (google's gcp-metadata package is not a
  * direct dependency). Its address honours GCE_METADATA_HOST like Google's libraries do.
@@ -10,7 +10,7 @@ import type { InstanceMetadata, NodeMetadata } from '../contract.js';
 import { GcpCompute, lastSegment } from './clients.js';
 import { toInstanceMetadata } from './instances.js';
 import { DEFAULT_RETRY, type GcpProviderOptions } from './options.js';
-import { labelValue, LABEL_UID, META_INIT_SECRET_HASH, META_LOAD_BALANCER, META_ROLE, META_UID } from './plan.js';
+import { labelValue, LABEL_UID, META_INIT_SECRET_HASH, META_JOIN_SERVICE_KEY, META_LOAD_BALANCER, META_ROLE, META_UID } from './plan.js';
 import { withRetry } from './retry.js';
 
 class MetadataError extends Error {
@@ -65,6 +65,10 @@ export class GcpNodeMetadata implements NodeMetadata {
 
   async initSecretHash(): Promise<string> {
     return this.attribute(META_INIT_SECRET_HASH);
+  }
+
+  async joinServiceKey(): Promise<string> {
+    return this.attribute(META_JOIN_SERVICE_KEY);
   }
 
   private async attribute(key: string): Promise<string> {

@@ -54,6 +54,7 @@ export const META_UID = 'constellation-uid';
 export const META_ROLE = 'constellation-role';
 export const META_NODE_GROUP = 'constellation-node-group';
 export const META_INIT_SECRET_HASH = 'constellation-init-secret-hash';
+export const META_JOIN_SERVICE_KEY = 'constellation-join-service-key';
 export const META_LOAD_BALANCER = 'constellation-load-balancer';
 
 export const gcpConfigSchema = z.object({
@@ -324,6 +325,7 @@ function instanceProperties(
     [META_ROLE]: group.role,
     [META_NODE_GROUP]: group.name,
     [META_INIT_SECRET_HASH]: request.initSecretHash,
+    [META_JOIN_SERVICE_KEY]: request.joinServiceKey,
     [META_LOAD_BALANCER]: ctx.loadBalancer,
     'kubernetes-version': request.kubernetesVersion,
     'serial-port-enable': 'FALSE',

@@ -14,7 +14,7 @@ import type { CloudConfig } from './cloud-daemon.js';
 import type { ClusterStore } from './cluster-record.js';
 import { requestJson } from './http-json.js';
 import { gatewayAddress, LOAD_BALANCER_PORTS } from './layout.js';
-import type { NodeRegistration } from './metadata-server.js';
+import type { ClusterSettings, NodeRegistration } from './metadata-server.js';
 import { ADDRESS_POOL_ENV, candidateRanges, ClusterNetwork, newNetworkId, parseAddressPool } from './network.js';
 import { isOwnedBy, siblingModule, spawnDetached, stopOwnedProcesses } from './processes.js';
 
@@ -40,7 +40,7 @@ export class CloudControl {
     private readonly token: string,
   ) {}
 
-  setCluster(settings: { initSecretHash: string }): Promise<void> {
+  setCluster(settings: ClusterSettings): Promise<void> {
     return requestJson(`${this.metadataUrl}/v1/control/cluster`, { method: 'PUT', body: settings, token: this.token });
   }
 

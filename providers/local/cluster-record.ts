@@ -45,6 +45,10 @@ const clusterRecordSchema = z.object({
   metadataPort: z.number().int(),
   cloudPid: pid.optional(),
   initSecretHash: z.string(),
+  /** The join-service identity key (public, base64) the nodes check tickets against; empty in records of earlier versions. */
+  joinServiceKey: z.string().default(''),
+  /** Set once `init` succeeded: from then on the metadata serves no init-secret hash, so no node added later serves Init. */
+  initialized: z.boolean().default(false),
   /** The config's provider.local.kubernetesBackend, handed to every node. */
   kubernetesBackend: z.enum(['none', 'kubeadm']).default('none'),
   nodeGroups: z.record(
@@ -103,4 +107,12 @@ export class ClusterStore {
     this.queue = run.catch(() => undefined);
     return run;
   }
+}
+
+/**
+ * What the metadata server tells nodes about the cluster: the init-secret hash only until the cluster is
+ * initialized (so that no node added later serves Init), and the join-service key.
+ */
+export function clusterSettings(record: ClusterRecord): { initSecretHash: string; joinServiceKey: string } {
+  return { initSecretHash: record.initialized ? '' : record.initSecretHash, joinServiceKey: record.joinServiceKey };
 }

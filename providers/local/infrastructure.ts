@@ -35,7 +35,7 @@ import {
   NETWORK_RESOURCE_ID,
   type NetworkOptions,
 } from './cloud.js';
-import { ClusterStore, type ClusterRecord } from './cluster-record.js';
+import { clusterSettings, ClusterStore, type ClusterRecord } from './cluster-record.js';
 import { FileDigestCache } from './digest-cache.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
 import { LocalImageStore } from './image-store.js';
@@ -134,6 +134,8 @@ export class LocalInfrastructure implements InfrastructureProvider {
       netId: newNetworkId(),
       metadataPort: this.metadataPort,
       initSecretHash: request.initSecretHash,
+      joinServiceKey: request.joinServiceKey,
+      initialized: false,
       kubernetesBackend: kubernetesBackendOf(request),
       nodeGroups: {},
       nextNodeIndex: {},
@@ -141,6 +143,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     });
     await store.update((r) => {
       r.initSecretHash = request.initSecretHash;
+      r.joinServiceKey = request.joinServiceKey;
       r.kubernetesBackend = kubernetesBackendOf(request);
       for (const g of request.nodeGroups) {
         r.nodeGroups[g.name] ??= { role: g.role, stateDiskSizeGB: g.stateDiskSizeGB, count: g.initialCount };
@@ -159,7 +162,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       ensureCloud(store, ctx, this.network, () => network),
       ...names.map((name) => this.prepareNode(store, name, ctx, network)),
     ]);
-    await cloud.control.setCluster({ initSecretHash: store.record.initSecretHash });
+    await cloud.control.setCluster(clusterSettings(store.record));
     await settleAll(names.map((name, i) => this.bootNode(store, name, cloud.control, ctx, { plugged: plugged[i] })));
     const gateway = gatewayAddress(store.record.prefix as string);
     return {
@@ -281,6 +284,14 @@ export class LocalInfrastructure implements InfrastructureProvider {
       .sort();
   }
 
+  /** The metadata stops serving the init-secret hash (the record keeps that, so a restarted cloud daemon does too). */
+  async markInitialized(ctx: ProviderContext): Promise<void> {
+    const store = await this.requireStore(ctx);
+    if (!store.record.initialized) await store.update((r) => void (r.initialized = true));
+    const cloud = await this.cloud(store, ctx);
+    await cloud.setCluster(clusterSettings(store.record));
+  }
+
   async terminate(ctx: ProviderContext): Promise<void> {
     const paths = clusterPaths(ctx.workspaceDir);
     let record: ClusterRecord | undefined;
@@ -347,7 +358,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
   private async cloud(store: ClusterStore, ctx: ProviderContext): Promise<CloudControl> {
     const { control, started } = await ensureCloud(store, ctx, this.network);
     if (started) {
-      await control.setCluster({ initSecretHash: store.record.initSecretHash });
+      await control.setCluster(clusterSettings(store.record));
       for (const [name, node] of Object.entries(store.record.nodes)) {
         if (node.akPublic && !node.drained) {
           await control.registerNode(name, { role: node.role, group: node.group, address: this.address(store.record, name), akPublic: node.akPublic });

@@ -1,7 +1,8 @@
 /**
  * The local cluster's metadata server (HTTP JSON, on <prefix>.1:8080): what a cloud's instance metadata service
  * and identity API are for cloud nodes. It tells a node who it is (by the connection's source address: every node
- * has its own address, in its own network namespace, which no other process can send from), its peers, the load balancer, the init-secret hash, and the registered attestation
+ * has its own address, in its own network namespace, which no other process can send from), its peers, the load balancer, the init-secret hash
+ * (empty once the cluster is initialized: no node added later serves Init), the join-service key, and the registered attestation
  * key of any instance (the trust anchor of the local-vtpm variant).
  * Only the provider registers and unregisters nodes: the control endpoints need the bearer token that the CLI side
  * keeps in the workspace (constellation-local/control-token, 0600).
@@ -9,9 +10,10 @@
  *   GET    /v1/self                  the caller's InstanceMetadata (403 for an unregistered source address)
  *   GET    /v1/peers                 all nodes' InstanceMetadata
  *   GET    /v1/load-balancer         {"endpoint": "<prefix>.1"}
- *   GET    /v1/init-secret-hash      {"initSecretHash": "<bcrypt hash>"}
+ *   GET    /v1/init-secret-hash      {"initSecretHash": "<bcrypt hash>"}  ("" once the cluster is initialized)
+ *   GET    /v1/join-service-key      {"joinServiceKey": "<base64 Ed25519 public key>"}
  *   GET    /v1/ak/<instance>         {"akPublic": base64 TPMT_PUBLIC, "role", "address"}, 404 for unknown instances
- *   PUT    /v1/control/cluster       {"initSecretHash"}                       (token)
+ *   PUT    /v1/control/cluster       {"initSecretHash","joinServiceKey"}      (token)
  *   PUT    /v1/control/nodes/<name>  {"role","group","address","akPublic"}   (token)
  *   DELETE /v1/control/nodes/<name>                                          (token)
  */
@@ -31,12 +33,14 @@ export const registeredNodeSchema = z.object({
 export type NodeRegistration = z.infer<typeof registeredNodeSchema>;
 export type RegisteredNode = NodeRegistration & { name: string };
 
-const clusterSettingsSchema = z.object({ initSecretHash: z.string() });
+const clusterSettingsSchema = z.object({ initSecretHash: z.string(), joinServiceKey: z.string() });
+export type ClusterSettings = z.infer<typeof clusterSettingsSchema>;
 
 /** What the metadata server and the load balancer know; the control API changes it. */
 export class CloudRegistry {
   readonly nodes = new Map<string, RegisteredNode>();
   initSecretHash = '';
+  joinServiceKey = '';
 
   byAddress(address: string): RegisteredNode | undefined {
     for (const node of this.nodes.values()) if (node.address === address) return node;
@@ -145,6 +149,8 @@ export function createMetadataServer(options: MetadataServerOptions): http.Serve
           return { endpoint: options.gateway };
         case 'init-secret-hash':
           return { initSecretHash: registry.initSecretHash };
+        case 'join-service-key':
+          return { joinServiceKey: registry.joinServiceKey };
       }
     }
     if (req.method === 'GET' && resource === 'ak' && name !== undefined && extra === undefined) {
@@ -156,7 +162,9 @@ export function createMetadataServer(options: MetadataServerOptions): http.Serve
       if (!authorized(req)) throw new RequestError(401, 'the control API needs the workspace control token');
       const [, , what, nodeName] = parts;
       if (req.method === 'PUT' && what === 'cluster' && nodeName === undefined) {
-        registry.initSecretHash = parse(clusterSettingsSchema, await readBody(req)).initSecretHash;
+        const settings = parse(clusterSettingsSchema, await readBody(req));
+        registry.initSecretHash = settings.initSecretHash;
+        registry.joinServiceKey = settings.joinServiceKey;
         return {};
       }
       if (what === 'nodes' && nodeName !== undefined && parts.length === 4) {

@@ -52,6 +52,10 @@ export class LocalNodeMetadata implements NodeMetadata {
   async initSecretHash(): Promise<string> {
     return (await this.get<{ initSecretHash: string }>('/v1/init-secret-hash')).initSecretHash;
   }
+
+  async joinServiceKey(): Promise<string> {
+    return (await this.get<{ joinServiceKey: string }>('/v1/join-service-key')).joinServiceKey;
+  }
 }
 
 /** The AK registry of a local cluster: the AK the provider registered for an instance, or undefined. */

@@ -1,7 +1,8 @@
 /**
  * Join-service impersonation (attack review, item 1): a process that listens on the join service's address
  * before the cluster's own does, accepts any node and seals it a ticket it made up. A node must not use such a
- * ticket: only a genuine join service of its cluster knows the init secret whose hash the node's metadata holds.
+ * ticket: only a genuine join service of its cluster holds the join-service key whose public half the node's
+ * metadata holds (docs/join-service.md).
  * Real swtpm nodes, the real join client; the impostor is our own join service with a made-up configuration.
  */
 import assert from 'node:assert/strict';
@@ -52,7 +53,7 @@ describe('bootstrapper: a join service impostor on the join service address', fu
     const worker = await cluster.startNode({ name: 'w-0', ip: '127.0.0.71', role: 'worker' });
     // The impostor hands out tickets; the node turns each down.
     const deadline = Date.now() + 20_000;
-    while (!worker.log.some((l) => l.includes("does not carry this cluster's init secret"))) {
+    while (!worker.log.some((l) => l.includes("is not signed with this cluster's join-service key"))) {
       if (Date.now() > deadline) assert.fail(`the node never got an impostor's ticket:\n${worker.log.join('\n')}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }

@@ -62,6 +62,7 @@ describe('bootstrapper/init-server', () => {
         peers: async () => [],
         loadBalancerEndpoint: async () => '127.0.0.1',
         initSecretHash: async () => bcrypt.hashSync(INIT_SECRET, 4),
+        joinServiceKey: async () => '',
       },
       lock,
       status,

@@ -26,7 +26,7 @@ function joinConfig(): JoinConfig {
     cluster: { apiServerEndpoint: '10.0.0.1:6443', kubernetesVersion: 'v1.31.1', imageVersion: 'local' },
     measurementSalt: generateMeasurementSalt(),
     masterSecret: generateMasterSecret(),
-    initSecret: new Uint8Array(randomBytes(32)),
+    joinServiceKey: new Uint8Array(randomBytes(32)),
     pki: PKI_FILES,
   };
 }
@@ -173,7 +173,7 @@ for (const { name, setup } of backends) {
         { attestation: { variant: 'local-vtpm', config: { measurements: imageMeasurements('cc') } } },
         { cluster: { apiServerEndpoint: '10.0.0.1:6443', kubernetesVersion: 'v1.32.0' } },
         { masterSecret: generateMasterSecret() },
-        { initSecret: new Uint8Array(randomBytes(32)), measurementSalt: generateMeasurementSalt() },
+        { joinServiceKey: new Uint8Array(randomBytes(32)), measurementSalt: generateMeasurementSalt() },
       ];
       for (const parts of writes) {
         await store.writeJoinConfig(parts);

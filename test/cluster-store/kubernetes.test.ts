@@ -40,14 +40,14 @@ function joinConfig(): JoinConfig {
     cluster: { apiServerEndpoint: '10.0.0.1:6443', kubernetesVersion: 'v1.31.1' },
     measurementSalt: generateMeasurementSalt(),
     masterSecret: generateMasterSecret(),
-    initSecret: new Uint8Array(randomBytes(32)),
+    joinServiceKey: new Uint8Array(randomBytes(32)),
     pki: PKI_FILES,
   };
 }
 
 /** Every form in which a secret of `config` could leak into a message. */
 function secretForms(config: JoinConfig): string[] {
-  const forms = [config.masterSecret.key, config.masterSecret.salt, config.initSecret].flatMap((bytes) => [Buffer.from(bytes).toString('hex'), Buffer.from(bytes).toString('base64')]);
+  const forms = [config.masterSecret.key, config.masterSecret.salt, config.joinServiceKey].flatMap((bytes) => [Buffer.from(bytes).toString('hex'), Buffer.from(bytes).toString('base64')]);
   const caKey = config.pki['ca.key'].split('\n')[1];
   return [...forms, caKey, Buffer.from(config.pki['ca.key']).toString('base64').slice(0, 40)];
 }
@@ -103,7 +103,7 @@ describe('lib/cluster-store/kubernetes (the fake API server, the real client)', 
       const decoded = Object.fromEntries(Object.entries(secret.data).map(([k, v]) => [k, Buffer.from(v, 'base64').toString('utf8')]));
       assert.deepEqual(decoded, {
         masterSecret: encoded.get('join/master-secret'),
-        initSecret: encoded.get('join/init-secret'),
+        joinServiceKey: encoded.get('join/service-key'),
         'pki.ca.crt': config.pki['ca.crt'],
         'pki.ca.key': config.pki['ca.key'],
         'pki.front-proxy-ca.crt': config.pki['front-proxy-ca.crt'],
@@ -176,11 +176,11 @@ describe('lib/cluster-store/kubernetes (the fake API server, the real client)', 
       const base = { ...joinConfig(), cluster: { apiServerEndpoint: '10.0.0.1:6443', kubernetesVersion: 'v1.30.0' } };
       await store.writeJoinConfig(base);
       // Each write changes a ConfigMap entry and a Secret entry together: version N goes with init secret N.
-      const initSecretOf = (n: number) => new Uint8Array(Buffer.alloc(32, n));
+      const serviceKeyOf = (n: number) => new Uint8Array(Buffer.alloc(32, n));
       let writing = true;
       const writer = (async () => {
         for (let n = 1; n <= 8; n++) {
-          await store.writeJoinConfig({ cluster: { ...base.cluster, kubernetesVersion: `v1.31.${n}` }, initSecret: initSecretOf(n) });
+          await store.writeJoinConfig({ cluster: { ...base.cluster, kubernetesVersion: `v1.31.${n}` }, joinServiceKey: serviceKeyOf(n) });
         }
         writing = false;
       })();
@@ -189,8 +189,8 @@ describe('lib/cluster-store/kubernetes (the fake API server, the real client)', 
         while (writing) {
           const { config } = await reader.readJoinConfig();
           const version = config.cluster.kubernetesVersion;
-          const expected = version === 'v1.30.0' ? base.initSecret : initSecretOf(Number(version.split('.')[2]));
-          assert.deepEqual(config.initSecret, expected, `version ${version} with its own init secret`);
+          const expected = version === 'v1.30.0' ? base.joinServiceKey : serviceKeyOf(Number(version.split('.')[2]));
+          assert.deepEqual(config.joinServiceKey, expected, `version ${version} with its own join-service key`);
           reads++;
         }
         return reads;

@@ -39,7 +39,7 @@ import { parseMasterSecret } from '../../lib/workspace/master-secret.js';
 import { emptyState, parseState, stateToYaml } from '../../lib/workspace/state.js';
 import { CloudRegistry, createMetadataServer } from '../../providers/local/metadata-server.js';
 import { InitRequest, InitSecrets } from '../../proto/gen/constellation/init.js';
-import { JoinRequest, JoinTicket, RejoinTicket } from '../../proto/gen/constellation/join.js';
+import { JoinRequest, JoinTicket, RejoinTicket, SignedTicket } from '../../proto/gen/constellation/join.js';
 import { RecoverRequest, RecoverSecrets } from '../../proto/gen/constellation/recover.js';
 import { JoinTicketIssuer } from '../../joinservice/ticket-issuer.js';
 import { BootstrapTokenIssuer, MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
@@ -376,7 +376,7 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
           fc.array(fc.oneof(fc.constantFrom('v1', 'ak', 'control', 'nodes', '%', '%ff', '%C0%AF', '..', '%00'), fc.string({ maxLength: 8 }).map(encodeURI)), { maxLength: 5 }).map((p) => `/${p.join('/')}`),
         ),
         token: fc.boolean(),
-        body: textLike(['{"role":"worker","group":"w","address":"127.0.0.1","akPublic":"AA=="}', '{"initSecretHash":"x"}']),
+        body: textLike(['{"role":"worker","group":"w","address":"127.0.0.1","akPublic":"AA=="}', '{"initSecretHash":"x","joinServiceKey":"AA=="}']),
       }),
       run: async (request) => (await service.get()).request(request),
       expected: () => false,
@@ -385,7 +385,7 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
     target({
       name: 'grpc-messages',
       parses: 'gRPC request messages and sealed payloads as the handlers decode them (proto/gen via atls/services.ts decodeMessage), and the join request check',
-      inputs: fc.tuple(fc.nat({ max: 6 }), bytesLike([...protoSeeds.init, ...protoSeeds.join, ...protoSeeds.recover, ...protoSeeds.secrets], 2048)),
+      inputs: fc.tuple(fc.nat({ max: 7 }), bytesLike([...protoSeeds.init, ...protoSeeds.join, ...protoSeeds.recover, ...protoSeeds.secrets], 2048)),
       run: ([which, bytes]) => {
         switch (which) {
           case 0:
@@ -404,6 +404,8 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
             return decodeMessage(JoinTicket, bytes, 'The join ticket');
           case 5:
             return decodeMessage(RejoinTicket, bytes, 'The rejoin ticket');
+          case 6:
+            return decodeMessage(SignedTicket, bytes, 'The join ticket');
           default:
             return decodeMessage(RecoverSecrets, bytes, 'The recovery secrets');
         }

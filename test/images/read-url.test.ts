@@ -44,6 +44,21 @@ describe('reading supply-chain files from URLs', () => {
     await assert.rejects(readUrl(pathToFileURL(path.join(dir, 'big')), { maxBytes: 1024 }), /larger than 1024 bytes/);
   });
 
+  it('ends a read that trickles one byte at a time at its total deadline, naming it', async () => {
+    const started = Date.now();
+    await assert.rejects(
+      readUrl(new URL('slow', server.url), { ca: server.ca, timeoutMs: 10_000, deadlineMs: 700 }),
+      (err: Error) => err instanceof UserError && err.message === `Cannot fetch ${server.url}slow: not read within 700 ms.`,
+    );
+    assert.ok(Date.now() - started < 5_000);
+  });
+
+  it('refuses a file URL that names another host with a UserError that says what a file URL is (not a TypeError)', async () => {
+    assert.throws(() => toUrl('file://host/x'), (err: Error) => err instanceof UserError && /file:\/\/host\/x: a file URL names a file on this machine, not on "host"\./.test(err.message));
+    await assert.rejects(readUrl(new URL('file://host/x')), (err: Error) => err instanceof UserError && /not on "host"/.test(err.message));
+    assert.equal((await readUrl(toUrl(`file://localhost${path.join(dir, 'v2', 'measurements.json')}`))).toString(), 'signed bytes');
+  });
+
   it('reads file URLs and paths (relative to cwd), and refuses plain http and other schemes', async () => {
     assert.equal((await readUrl(toUrl(pathToFileURL(path.join(dir, 'v2', 'measurements.json')).href))).toString(), 'signed bytes');
     assert.equal((await readUrl(toUrl('v2/measurements.json', dir))).toString(), 'signed bytes');
@@ -81,6 +96,7 @@ describe('version indexes', () => {
     ['a version that is no version', { images: [{ version: '../x', measurementsUrl: 'a', signatureUrl: 'b' }] }, /images\.0\.version: is not an image version/],
     ['an unknown variant', { images: [{ version: 'v1', measurementsUrl: 'a', signatureUrl: 'b', variant: 'tpm' }] }, /images\.0\.variant/],
     ['an http URL', { images: [{ version: 'v1', measurementsUrl: 'http://x.test/m', signatureUrl: 'b' }] }, /points at http:\/\/x\.test\/m \(images\.0\.measurementsUrl\); only https and file URLs are read/],
+    ['a file URL in an index read over https', { images: [{ version: 'v1', measurementsUrl: 'file:///etc/shadow', signatureUrl: 'b' }] }, /points at \/etc\/shadow \(images\.0\.measurementsUrl\); an index read over https may point only at https URLs/],
   ];
   for (const [name, content, expected] of invalid) {
     it(`are refused with ${name}`, () => {

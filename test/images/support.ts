@@ -92,6 +92,13 @@ export async function httpsFileServer(root: string): Promise<HttpsFileServer> {
       res.writeHead(302, { location: url.pathname.slice('/redirect'.length) }).end();
       return;
     }
+    if (url.pathname === '/slow') {
+      // One byte every 100 ms, forever: a server that never finishes but is never idle.
+      res.writeHead(200, { 'content-type': 'application/octet-stream' });
+      const trickle = setInterval(() => res.write('x'), 100);
+      res.on('close', () => clearInterval(trickle));
+      return;
+    }
     if (url.pathname.startsWith('/to-http/')) {
       res.writeHead(302, { location: `http://127.0.0.1:1${url.pathname.slice('/to-http'.length)}` }).end();
       return;

@@ -1,10 +1,11 @@
 import assert from 'node:assert/strict';
-import { X509Certificate } from 'node:crypto';
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { BootstrapTokenIssuer, MemoryTokenSink, TOKEN_PATTERN, TOKEN_TTL_MS } from '../../joinservice/bootstrap-token.js';
 import { JoinConfigReader, type LoadedJoinConfig } from '../../joinservice/join-config.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { JoinTicketIssuer } from '../../joinservice/ticket-issuer.js';
-import { deriveMeasurementSecret, deriveStateDiskKey } from '../../lib/kms/index.js';
+import { deriveMeasurementSecret, deriveStateDiskKey, joinServicePublicKey, ticketSignatureValid } from '../../lib/kms/index.js';
+import { RejoinTicket, SignedTicket } from '../../proto/gen/constellation/join.js';
 import { discoveryTokenCaCertHash, PKI_FILE_NAMES } from '../../lib/pki/cluster-pki.js';
 import { hello, kubeletCsr } from './support/join-client.js';
 import { makeTestStore, TEST_NOW, type TestStore } from './support/test-store.js';
@@ -24,6 +25,18 @@ describe('joinservice/ticket-issuer', () => {
   beforeEach(() => {
     sink = new MemoryTokenSink(clock);
     issuer = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink, clock }), clock });
+  });
+
+  it('signs a ticket with the join-service key over the node\'s exchange key: valid for that exchange and kind only', () => {
+    const ticket = RejoinTicket.encode(issuer.rejoinTicket(hello(), config)).finish();
+    const nodeKey = randomBytes(65);
+    const signed = SignedTicket.decode(issuer.sign(ticket, 'rejoin', nodeKey, config));
+    const publicKey = joinServicePublicKey(service.contents.joinServiceKey);
+    assert.deepEqual(new Uint8Array(signed.ticket), new Uint8Array(ticket));
+    assert.ok(ticketSignatureValid(publicKey, 'rejoin', nodeKey, signed.ticket, signed.signature));
+    assert.ok(!ticketSignatureValid(publicKey, 'rejoin', randomBytes(65), signed.ticket, signed.signature), 'another exchange');
+    assert.ok(!ticketSignatureValid(publicKey, 'join', nodeKey, signed.ticket, signed.signature), 'another kind');
+    assert.ok(!ticketSignatureValid(joinServicePublicKey(randomBytes(32)), 'rejoin', nodeKey, signed.ticket, signed.signature), 'another cluster');
   });
 
   it('gives a worker its disk key, the measurement values, a kubelet certificate, a token and the discovery hash, but no CA files', async () => {
@@ -67,12 +80,11 @@ describe('joinservice/ticket-issuer', () => {
     assert.deepEqual(worker.storeEndpoints, [], 'a worker learns nothing about the store');
   });
 
-  it('gives a rejoining node only its disk key, the measurement secret, and the init secret that proves the service genuine', () => {
+  it('gives a rejoining node only its disk key and the measurement secret', () => {
     const request = hello();
     issuer.checkHello(request, 'rejoin');
     const ticket = issuer.rejoinTicket(request, config);
-    assert.deepEqual(Object.keys(ticket).sort(), ['initSecret', 'measurementSecret', 'stateDiskKey']);
-    assert.deepEqual(new Uint8Array(ticket.initSecret), service.contents.initSecret);
+    assert.deepEqual(Object.keys(ticket).sort(), ['measurementSecret', 'stateDiskKey']);
     assert.deepEqual(new Uint8Array(ticket.stateDiskKey), deriveStateDiskKey(service.masterSecret, request.diskUuid));
     assert.equal(sink.size, 0, 'no token for a rejoin');
   });

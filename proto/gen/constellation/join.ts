@@ -26,7 +26,7 @@ export const protobufFileName = "constellation/join.proto";
 /**
  * Node -> join service (port 30090): a joining node proves its measurements and receives its ticket.
  * node: JoinRequest.hello | service: Challenge (nonce) | node: Evidence (userData binds the hello)
- * | service: Sealed(JoinTicket or RejoinTicket, to the node's public key) or Failure.
+ * | service: Sealed(SignedTicket holding a JoinTicket or RejoinTicket, to the node's public key) or Failure.
  */
 
 export interface JoinRequest {
@@ -75,19 +75,23 @@ export interface JoinTicket {
    * which the node adds itself as a member (learner first).
    */
   storeEndpoints: string[];
-  /**
-   * The cluster's init secret: the node checks it against the bcrypt hash in its metadata before it uses the ticket,
-   * so that only a genuine join service of its cluster can hand it one.
-   */
-  initSecret: Buffer;
 }
 
 /** Plaintext of the sealed ticket of IssueRejoinTicket. */
 export interface RejoinTicket {
   stateDiskKey: Buffer;
   measurementSecret: Buffer;
-  /** As JoinTicket.init_secret. */
-  initSecret: Buffer;
+}
+
+/**
+ * Plaintext of the Sealed message of IssueJoinTicket and IssueRejoinTicket: the encoded JoinTicket or RejoinTicket,
+ * and the join service's Ed25519 signature (with the cluster's join-service identity key, whose public half the
+ * node reads from its provider's metadata) over a label, the ticket kind ("join" or "rejoin"), the node's ephemeral
+ * public key of this exchange and the ticket bytes. A node uses a ticket only when the signature is valid.
+ */
+export interface SignedTicket {
+  ticket: Buffer;
+  signature: Buffer;
 }
 
 function createBaseJoinRequest(): JoinRequest {
@@ -546,7 +550,6 @@ function createBaseJoinTicket(): JoinTicket {
     kubernetesVersion: "",
     tokenExpiresAt: 0,
     storeEndpoints: [],
-    initSecret: Buffer.alloc(0),
   };
 }
 
@@ -584,9 +587,6 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     }
     for (const v of message.storeEndpoints) {
       writer.uint32(90).string(v!);
-    }
-    if (message.initSecret.length !== 0) {
-      writer.uint32(98).bytes(message.initSecret);
     }
     return writer;
   },
@@ -692,14 +692,6 @@ export const JoinTicket: MessageFns<JoinTicket> = {
             message.storeEndpoints.push(reader.string());
             continue;
           }
-          case 12: {
-            if (tag !== 98) {
-              break;
-            }
-
-            message.initSecret = Buffer.from(reader.bytes());
-            continue;
-          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -765,11 +757,6 @@ export const JoinTicket: MessageFns<JoinTicket> = {
         : globalThis.Array.isArray(object?.store_endpoints)
         ? object.store_endpoints.map((e: any) => globalThis.String(e))
         : [],
-      initSecret: isSet(object.initSecret)
-        ? Buffer.from(bytesFromBase64(object.initSecret))
-        : isSet(object.init_secret)
-        ? Buffer.from(bytesFromBase64(object.init_secret))
-        : Buffer.alloc(0),
     };
   },
 
@@ -808,9 +795,6 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     if (message.storeEndpoints?.length) {
       obj.storeEndpoints = message.storeEndpoints;
     }
-    if (message.initSecret.length !== 0) {
-      obj.initSecret = base64FromBytes(message.initSecret);
-    }
     return obj;
   },
 
@@ -830,13 +814,12 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     message.kubernetesVersion = object.kubernetesVersion ?? "";
     message.tokenExpiresAt = object.tokenExpiresAt ?? 0;
     message.storeEndpoints = object.storeEndpoints?.map((e) => e) || [];
-    message.initSecret = object.initSecret ?? Buffer.alloc(0);
     return message;
   },
 };
 
 function createBaseRejoinTicket(): RejoinTicket {
-  return { stateDiskKey: Buffer.alloc(0), measurementSecret: Buffer.alloc(0), initSecret: Buffer.alloc(0) };
+  return { stateDiskKey: Buffer.alloc(0), measurementSecret: Buffer.alloc(0) };
 }
 
 export const RejoinTicket: MessageFns<RejoinTicket> = {
@@ -846,9 +829,6 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
     }
     if (message.measurementSecret.length !== 0) {
       writer.uint32(18).bytes(message.measurementSecret);
-    }
-    if (message.initSecret.length !== 0) {
-      writer.uint32(26).bytes(message.initSecret);
     }
     return writer;
   },
@@ -882,14 +862,6 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
             message.measurementSecret = Buffer.from(reader.bytes());
             continue;
           }
-          case 3: {
-            if (tag !== 26) {
-              break;
-            }
-
-            message.initSecret = Buffer.from(reader.bytes());
-            continue;
-          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -914,11 +886,6 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
         : isSet(object.measurement_secret)
         ? Buffer.from(bytesFromBase64(object.measurement_secret))
         : Buffer.alloc(0),
-      initSecret: isSet(object.initSecret)
-        ? Buffer.from(bytesFromBase64(object.initSecret))
-        : isSet(object.init_secret)
-        ? Buffer.from(bytesFromBase64(object.init_secret))
-        : Buffer.alloc(0),
     };
   },
 
@@ -930,9 +897,6 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
     if (message.measurementSecret.length !== 0) {
       obj.measurementSecret = base64FromBytes(message.measurementSecret);
     }
-    if (message.initSecret.length !== 0) {
-      obj.initSecret = base64FromBytes(message.initSecret);
-    }
     return obj;
   },
 
@@ -943,7 +907,91 @@ export const RejoinTicket: MessageFns<RejoinTicket> = {
     const message = createBaseRejoinTicket();
     message.stateDiskKey = object.stateDiskKey ?? Buffer.alloc(0);
     message.measurementSecret = object.measurementSecret ?? Buffer.alloc(0);
-    message.initSecret = object.initSecret ?? Buffer.alloc(0);
+    return message;
+  },
+};
+
+function createBaseSignedTicket(): SignedTicket {
+  return { ticket: Buffer.alloc(0), signature: Buffer.alloc(0) };
+}
+
+export const SignedTicket: MessageFns<SignedTicket> = {
+  encode(message: SignedTicket, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.ticket.length !== 0) {
+      writer.uint32(10).bytes(message.ticket);
+    }
+    if (message.signature.length !== 0) {
+      writer.uint32(18).bytes(message.signature);
+    }
+    return writer;
+  },
+
+  decode(input: BinaryReader | Uint8Array, length?: number): SignedTicket {
+    const reader = input instanceof BinaryReader ? input : new BinaryReader(input);
+    const previousRecursionDepth = (reader as any).__tsProtoDecodeDepth ?? 0;
+    if (previousRecursionDepth >= 100) {
+      throw new globalThis.Error("protobuf decode recursion limit exceeded");
+    }
+    (reader as any).__tsProtoDecodeDepth = previousRecursionDepth + 1;
+    try {
+      const end = length === undefined ? reader.len : reader.pos + length;
+      const message = createBaseSignedTicket();
+      while (reader.pos < end) {
+        const tag = reader.uint32();
+        switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.ticket = Buffer.from(reader.bytes());
+            continue;
+          }
+          case 2: {
+            if (tag !== 18) {
+              break;
+            }
+
+            message.signature = Buffer.from(reader.bytes());
+            continue;
+          }
+        }
+        if ((tag & 7) === 4 || tag === 0) {
+          break;
+        }
+        reader.skip(tag & 7);
+      }
+      return message;
+    } finally {
+      (reader as any).__tsProtoDecodeDepth = previousRecursionDepth;
+    }
+  },
+
+  fromJSON(object: any): SignedTicket {
+    return {
+      ticket: isSet(object.ticket) ? Buffer.from(bytesFromBase64(object.ticket)) : Buffer.alloc(0),
+      signature: isSet(object.signature) ? Buffer.from(bytesFromBase64(object.signature)) : Buffer.alloc(0),
+    };
+  },
+
+  toJSON(message: SignedTicket): unknown {
+    const obj: any = {};
+    if (message.ticket.length !== 0) {
+      obj.ticket = base64FromBytes(message.ticket);
+    }
+    if (message.signature.length !== 0) {
+      obj.signature = base64FromBytes(message.signature);
+    }
+    return obj;
+  },
+
+  create<I extends Exact<DeepPartial<SignedTicket>, I>>(base?: I): SignedTicket {
+    return SignedTicket.fromPartial(base ?? ({} as any));
+  },
+  fromPartial<I extends Exact<DeepPartial<SignedTicket>, I>>(object: I): SignedTicket {
+    const message = createBaseSignedTicket();
+    message.ticket = object.ticket ?? Buffer.alloc(0);
+    message.signature = object.signature ?? Buffer.alloc(0);
     return message;
   },
 };

@@ -69,6 +69,35 @@ describe('AMD KDS fetcher (fake KDS, on-disk cache)', () => {
     await assert.rejects(new KdsClient(fetch).vcek('Genoa', vcek.chipId, vcek.tcb), (err: Error) => err instanceof AttestationError && /offline/.test(err.message) && /cached in/.test((err as AttestationError).hint ?? ''));
   });
 
+  it('caches only a certificate: an HTTP 200 answer that is none is refused and not cached', async () => {
+    kds.addVcek(vcekPath, Buffer.from('<html>captive portal</html>'));
+    const fetch = kdsFetcher({ baseUrl: kds.url, cacheDir });
+    await assert.rejects(fetch(`${KDS_BASE_URL}${vcekPath}`), (err: Error) => err instanceof KdsUnavailableError && /with something that is not a DER certificate; nothing was cached/.test(err.message));
+    assert.deepEqual(await fs.readdir(cacheDir), []);
+  });
+
+  it('refuses an answer larger than 64 KiB without caching it', async () => {
+    kds.addVcek(vcekPath, Buffer.alloc(100_000, 0x30));
+    const fetch = kdsFetcher({ baseUrl: kds.url, cacheDir });
+    await assert.rejects(fetch(`${KDS_BASE_URL}${vcekPath}`), /answered more than 65536 bytes/);
+    assert.deepEqual(await fs.readdir(cacheDir), []);
+  });
+
+  it('asks the KDS again for an entry older than 30 days, and for a cached file that is no certificate', async () => {
+    let now = Date.now();
+    const fetch = kdsFetcher({ baseUrl: kds.url, cacheDir, now: () => now });
+    await fetch(`${KDS_BASE_URL}${vcekPath}`);
+    await fetch(`${KDS_BASE_URL}${vcekPath}`);
+    assert.equal(kds.requests.length, 1, 'a fresh entry is served from the cache');
+    now += 31 * 24 * 60 * 60 * 1000;
+    assert.deepEqual(Buffer.from(await fetch(`${KDS_BASE_URL}${vcekPath}`)), Buffer.from(vcek.cert.der));
+    assert.equal(kds.requests.length, 2, 'an expired entry is fetched again');
+    const [file] = await fs.readdir(cacheDir);
+    await fs.writeFile(path.join(cacheDir, file), 'planted');
+    assert.deepEqual(Buffer.from(await kdsFetcher({ baseUrl: kds.url, cacheDir })(`${KDS_BASE_URL}${vcekPath}`)), Buffer.from(vcek.cert.der));
+    assert.equal(kds.requests.length, 3, 'a cached file that is no certificate is fetched again');
+  });
+
   it('names the KDS answer for an unknown chip, and caches nothing', async () => {
     const other = makeEndorsementKey(ca, { chipId: new Uint8Array(64).fill(9) });
     const fetch = kdsFetcher({ baseUrl: kds.url, cacheDir });

@@ -323,10 +323,9 @@ describe('bootstrapper/kubernetes', () => {
     });
 
     describe('token sink', () => {
-      const tokenCreateArgs = (token: string) =>
-        ['token', 'create', token, '--ttl', '15m0s', '--description', 'constellation join ticket', '--kubeconfig', standin.adminConf];
+      const applyArgs = (id: string) => ['apply', '--server-side', '--force-conflicts', '--kubeconfig', standin.adminConf, '-f', path.join(workDir, `bootstrap-token-${id}.yaml`)];
 
-      it('registers a token with kubeadm token create: the token, --ttl 15m0s and the admin kubeconfig; the token is not logged', async () => {
+      it('registers a token as kubeadm\'s bootstrap-token Secret through kubectl, from a file it removes: never on a command line, never logged', async () => {
         await fs.mkdir(path.dirname(standin.adminConf), { recursive: true });
         await fs.writeFile(standin.adminConf, ADMIN_CONF_CONTENT);
         const { log, lines } = collectingLogger();
@@ -335,9 +334,29 @@ describe('bootstrapper/kubernetes', () => {
 
         const [call, ...more] = await standin.calls();
         assert.equal(more.length, 0);
-        assert.deepEqual(call!.args, tokenCreateArgs(token.token));
+        assert.equal(call!.program, 'kubectl');
+        assert.deepEqual(call!.args, applyArgs(token.id));
+        assert.ok(!call!.args.join(' ').includes(token.token.split('.')[1]!), 'the token secret is not on the command line');
+        assert.deepEqual(call!.docs, [
+          {
+            apiVersion: 'v1',
+            kind: 'Secret',
+            metadata: { name: `bootstrap-token-${token.id}`, namespace: 'kube-system' },
+            type: 'bootstrap.kubernetes.io/token',
+            stringData: {
+              description: 'constellation join ticket',
+              'token-id': token.id,
+              'token-secret': token.token.split('.')[1],
+              expiration: token.expiresAt.toISOString().replace(/\.\d{3}Z$/, 'Z'),
+              'usage-bootstrap-authentication': 'true',
+              'usage-bootstrap-signing': 'true',
+              'auth-extra-groups': 'system:bootstrappers:kubeadm:default-node-token',
+            },
+          },
+        ]);
+        await assert.rejects(fs.stat(applyArgs(token.id).at(-1)!), 'the file with the token is removed');
         const log_ = lines.join('\n');
-        assert.match(log_, /running kubeadm token create/);
+        assert.match(log_, /running kubectl bootstrap token/);
         assert.ok(log_.includes(`bootstrap token ${token.id} registered with the API server`), 'the public token id is logged');
         assert.ok(!log_.includes(token.token.split('.')[1]!), 'the token secret is not logged (kubeadm printed it)');
       });
@@ -355,24 +374,23 @@ describe('bootstrapper/kubernetes', () => {
         assert.deepEqual(await standin.calls(), []);
       });
 
-      it('a failing kubeadm token create surfaces the tail of its stderr without the token', async () => {
+      it('a failing kubectl apply of the token surfaces the tail of its stderr without the token, and removes the file', async () => {
         await fs.mkdir(path.dirname(standin.adminConf), { recursive: true });
         await fs.writeFile(standin.adminConf, ADMIN_CONF_CONTENT);
         const { log, lines } = collectingLogger();
         const token = bootstrapToken();
-        const failing = createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, adminConfPath: standin.adminConf, env: { ...standin.env, STANDIN_FAIL: '1' } });
+        const failing = createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, adminConfPath: standin.adminConf, env: { ...standin.env, STANDIN_FAIL_KUBECTL: '1' } });
         const err = await failing.tokenSink(log).register(token).then(
           () => assert.fail('the token was registered'),
           (e: unknown) => e,
         );
         assert.ok(err instanceof KubernetesBackendError);
-        assert.match(err.message, /^kubeadm token create failed with exit code 1:/);
-        assert.match(err.message, /creating token \[redacted\]/);
-        assert.match(err.message, new RegExp(`failed to create or update bootstrap token with name bootstrap-token-${token.id}: Unauthorized`));
-        assert.match(err.message, /To see the stack trace/);
+        assert.match(err.message, /^kubectl bootstrap token failed with exit code 1:/);
+        assert.match(err.message, /unable to recognize/);
         const secretHalf = token.token.split('.')[1]!;
         assert.ok(!err.message.includes(secretHalf) && !lines.join('\n').includes(secretHalf));
-        assert.deepEqual((await standin.calls()).map((c) => c.args), [tokenCreateArgs(token.token)]);
+        assert.deepEqual((await standin.calls()).map((c) => c.args), [applyArgs(token.id)]);
+        await assert.rejects(fs.stat(applyArgs(token.id).at(-1)!), 'the file with the token is removed after a failure too');
       });
     });
 

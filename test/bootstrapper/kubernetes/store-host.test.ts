@@ -127,6 +127,7 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
           // The control-plane endpoint: where the API server answers.
           loadBalancerEndpoint: async () => `127.0.0.1:${fake.port}`,
           initSecretHash: async () => bcrypt.hashSync(INIT_SECRET, 4),
+          joinServiceKey: async () => '',
         },
         lock: new NodeLock(),
         status: new NodeStatusTracker('control-plane-0', 'control-plane'),

@@ -1,7 +1,7 @@
 /**
- * The join service with the kubeadm backend's token sink (stand-in kubeadm on PATH, software vTPM nodes, gRPC on
- * 127.0.0.1): a ticket carries only a token kubeadm registered, and a token kubeadm could not register refuses the
- * join with kubeadm's reason, without the token.
+ * The join service with the kubeadm backend's token sink (stand-in kubectl on PATH, software vTPM nodes, gRPC on
+ * 127.0.0.1): a ticket carries only a token registered with the API server, and a token that could not be registered
+ * refuses the join with kubectl's reason, without the token.
  */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
@@ -59,31 +59,30 @@ describe('bootstrapper/kubernetes: the join service registers its tokens with ku
     return vtpm;
   }
 
-  it('hands out the token kubeadm token create registered, and logs it only by its id', async () => {
+  it('hands out the token it registered (kubeadm\'s bootstrap-token Secret, through kubectl), and logs it only by its id', async () => {
     const address = await startWithKubeadm();
     const attempt = await requestTicket(address, worker('worker-1'), hello({ nodeName: 'worker-1', certificateRequest: await kubeletCsr() }), 'join');
     assert.equal(attempt.error, undefined, attempt.error?.message);
     const token = attempt.ticket!.token;
     const calls = await standin.calls();
-    assert.deepEqual(calls.map((c) => c.args), [
-      ['token', 'create', token, '--ttl', '15m0s', '--description', 'constellation join ticket', '--kubeconfig', standin.adminConf],
-    ]);
+    assert.deepEqual(calls.map((c) => c.args), [['apply', '--server-side', '--force-conflicts', '--kubeconfig', standin.adminConf, '-f', path.join(dir, 'work', `bootstrap-token-${token.split('.')[0]}.yaml`)]]);
+    assert.equal((calls[0]!.docs[0] as { stringData: Record<string, string> }).stringData['token-secret'], token.split('.')[1]);
     const text = log.join('\n');
     assert.ok(text.includes(`bootstrap token ${token.split('.')[0]} registered with the API server`));
     assert.ok(!text.includes(token.split('.')[1]!), 'the token secret is not logged');
   });
 
-  it('refuses the join when kubeadm token create fails: kubeadm\'s reason, no ticket, no token anywhere', async () => {
-    const address = await startWithKubeadm({ env: { ...standin.env, STANDIN_FAIL: '1' } });
+  it('refuses the join when the token cannot be registered: kubectl\'s reason, no ticket, no token anywhere', async () => {
+    const address = await startWithKubeadm({ env: { ...standin.env, STANDIN_FAIL_KUBECTL: '1' } });
     const attempt = await requestTicket(address, worker('worker-2'), hello({ nodeName: 'worker-2', certificateRequest: await kubeletCsr() }), 'join');
     assert.equal(attempt.ticket, undefined);
     assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
     const message = attempt.error!.message;
-    assert.match(message, /The bootstrap token for this join could not be registered with Kubernetes, so no ticket was issued: kubeadm token create failed with exit code 1:/);
-    assert.match(message, /: Unauthorized/);
+    assert.match(message, /The bootstrap token for this join could not be registered with Kubernetes, so no ticket was issued: kubectl bootstrap token failed with exit code 1:/);
+    assert.match(message, /unable to recognize/);
 
     const [call] = await standin.calls();
-    const secretHalf = call!.args[2]!.split('.')[1]!;
+    const secretHalf = (call!.docs[0] as { stringData: Record<string, string> }).stringData['token-secret']!;
     assert.ok(!message.includes(secretHalf), 'the token is not in the refusal');
     const text = log.join('\n');
     assert.ok(!text.includes(secretHalf), 'the token is not logged');

@@ -26,6 +26,7 @@ import type { AkRegistry, Measurements, Validator } from '../../../lib/attestati
 import * as localVtpm from '../../../lib/attestation/variants/local-vtpm.js';
 import { VtpmIssuer } from '../../../lib/attestation/vtpm-issuer.js';
 import { createLogger } from '../../../lib/logging/index.js';
+import { deriveJoinServiceKeySeed, joinServicePublicKey } from '../../../lib/kms/index.js';
 import { TpmClient } from '../../../lib/tpm/client.js';
 import { TPM_ALG } from '../../../lib/tpm/constants.js';
 import { powerCycleSwtpm, startSwtpm, type SwtpmHandle } from '../../../lib/tpm/swtpm.js';
@@ -62,6 +63,8 @@ export class TestProvider implements AkRegistry {
   readonly aks = new Map<string, Uint8Array>();
   loadBalancer = '';
   initSecretHash = '';
+  /** The join-service identity key's public half (base64), as `create` publishes it. */
+  joinServiceKey = '';
 
   async lookup(instance: string): Promise<Uint8Array | undefined> {
     return this.aks.get(instance);
@@ -78,6 +81,7 @@ export class TestProvider implements AkRegistry {
       peers: async () => [...this.nodes],
       loadBalancerEndpoint: async () => this.loadBalancer,
       initSecretHash: async () => this.initSecretHash,
+      joinServiceKey: async () => this.joinServiceKey,
     };
   }
 }
@@ -207,6 +211,7 @@ export class TestCluster {
     const cluster = new TestCluster(dir, new TestProvider(), await freePort());
     // bcrypt cost 4: the comparison is what is tested, not the cost. The CLI hashes the secret's hex form.
     cluster.provider.initSecretHash = bcrypt.hashSync(cluster.initSecret.toString('hex'), 4);
+    cluster.provider.joinServiceKey = Buffer.from(joinServicePublicKey(deriveJoinServiceKeySeed(cluster.initSecret.toString('hex')))).toString('base64');
     return cluster;
   }
 

@@ -6,7 +6,7 @@
 import { createHash, webcrypto } from 'node:crypto';
 import type { Issuer } from '../../../lib/attestation/types.js';
 import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../../../lib/atls/index.js';
-import { JoinServiceClient, JoinTicket, RejoinTicket, type JoinHello, type JoinResponse } from '../../../proto/gen/constellation/join.js';
+import { JoinServiceClient, JoinTicket, RejoinTicket, SignedTicket, type JoinHello, type JoinResponse } from '../../../proto/gen/constellation/join.js';
 import * as x509 from '../../../lib/x509.js';
 import { TEST_NODE_IP } from './software-vtpm.js';
 
@@ -19,6 +19,10 @@ export interface JoinAttempt<T> {
   error?: Error;
   /** The oneof cases of every response, in order. */
   responses: string[];
+  /** What was sealed: the ticket's bytes and the join service's signature. */
+  signed?: SignedTicket;
+  /** The node's ephemeral key of the exchange (the signature covers it). */
+  nodeKey?: Uint8Array;
 }
 
 export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'join'): Promise<JoinAttempt<JoinTicket>>;
@@ -40,7 +44,8 @@ export async function requestTicket(address: string, issuer: Issuer, hello: Join
       timeoutMs: 10_000,
     });
     session.channel.end();
-    return { ticket: kind === 'join' ? JoinTicket.decode(session.secrets) : RejoinTicket.decode(session.secrets), responses };
+    const signed = SignedTicket.decode(session.secrets);
+    return { ticket: kind === 'join' ? JoinTicket.decode(signed.ticket) : RejoinTicket.decode(signed.ticket), responses, signed, nodeKey: session.publicKey };
   } catch (error) {
     return { error: error as Error, responses };
   } finally {

@@ -22,7 +22,7 @@ export async function makeTestStore(measurements: Measurements, variant = 'local
     attestation: { variant, config: { measurements } },
     masterSecret,
     measurementSalt: generateMeasurementSalt(),
-    initSecret: new Uint8Array(randomBytes(32)),
+    joinServiceKey: new Uint8Array(randomBytes(32)),
     cluster: { apiServerEndpoint: '127.0.0.1:6443', kubernetesVersion: 'v1.31.1' },
     pki,
   };

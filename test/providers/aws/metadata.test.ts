@@ -3,7 +3,7 @@ import { after, before, describe, it } from 'mocha';
 import provider from '../../../providers/aws/index.js';
 import { AwsInfrastructure } from '../../../providers/aws/infrastructure.js';
 import { startFakeAws, type FakeAws } from '../../fakes/aws/server.js';
-import { context, createRequest, fakeOptions, INIT_SECRET_HASH } from './support.js';
+import { context, createRequest, fakeOptions, INIT_SECRET_HASH, JOIN_SERVICE_KEY } from './support.js';
 
 describe('aws provider: node metadata', function () {
   let fake: FakeAws;
@@ -41,6 +41,7 @@ describe('aws provider: node metadata', function () {
     const lb = [...fake.state.loadBalancers.values()].find((l) => l.tags['constellation-uid'] === 'a1b2c3d4')!;
     assert.equal(await metadata.loadBalancerEndpoint(), lb.dnsName);
     assert.equal(await metadata.initSecretHash(), INIT_SECRET_HASH);
+    assert.equal(await metadata.joinServiceKey(), JOIN_SERVICE_KEY);
     assert.ok(fake.imds.tokens.size >= 1, 'IMDSv2 session token used');
   });
 

@@ -24,6 +24,8 @@ export function context(journal = new MemoryResourceJournal(), extra: Partial<Pr
 }
 
 export const INIT_SECRET_HASH = '$2b$10$abcdefghijklmnopqrstuu5Yx8PjBQ5GQ0hZyq7k0V0eW3sC0WJ9C';
+/** A join-service identity key (public, base64) as `create` publishes it. */
+export const JOIN_SERVICE_KEY = Buffer.alloc(32, 7).toString('base64');
 
 export function createRequest(overrides: Partial<CreateRequest> = {}): CreateRequest {
   return {
@@ -33,6 +35,7 @@ export function createRequest(overrides: Partial<CreateRequest> = {}): CreateReq
     kubernetesVersion: 'v1.31.1',
     attestationVariant: 'aws-sev-snp',
     initSecretHash: INIT_SECRET_HASH,
+    joinServiceKey: JOIN_SERVICE_KEY,
     tags: { team: 'blue' },
     providerConfig: {
       region: 'us-east-2',

@@ -5,6 +5,8 @@ export const SUBSCRIPTION = '00000000-1111-2222-3333-444444444444';
 export const RESOURCE_GROUP = 'constell-rg';
 export const IDENTITY = `/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/constell-nodes`;
 export const INIT_SECRET_HASH = '$2a$10$abcdefghijklmnopqrstuu5GcOQzq3nXfR2mP1d1nT9kY2W0w8m2';
+/** A join-service identity key (public, base64) as `create` publishes it. */
+export const JOIN_SERVICE_KEY = Buffer.alloc(32, 7).toString('base64');
 
 export function createRequest(overrides: Partial<CreateRequest> = {}): CreateRequest {
   return {
@@ -14,6 +16,7 @@ export function createRequest(overrides: Partial<CreateRequest> = {}): CreateReq
     kubernetesVersion: 'v1.30.0',
     attestationVariant: 'azure-sev-snp',
     initSecretHash: INIT_SECRET_HASH,
+    joinServiceKey: JOIN_SERVICE_KEY,
     tags: { team: 'platform' },
     nodeGroups: [
       { name: 'control_plane_default', role: 'control-plane', zone: '', instanceType: 'Standard_DC4as_v5', stateDiskSizeGB: 30, stateDiskType: 'Premium_LRS', initialCount: 3 },

@@ -11,7 +11,7 @@ import type { InfrastructureProvider } from '../../../providers/contract.js';
 import { UserError } from '../../../lib/errors.js';
 import { FakeArm, type LoggedRequest } from '../../fakes/azure/arm-server.js';
 import { testContext } from './context.js';
-import { createRequest, IDENTITY, INIT_SECRET_HASH, RESOURCE_GROUP, SUBSCRIPTION } from './fixtures.js';
+import { createRequest, IDENTITY, INIT_SECRET_HASH, JOIN_SERVICE_KEY, RESOURCE_GROUP, SUBSCRIPTION } from './fixtures.js';
 
 const RG_ID = `/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`;
 const PORTS = [6443, 9000, 30090, 30081, 9999];
@@ -91,6 +91,7 @@ describe('azure infrastructure (fake ARM)', function () {
       'constellation-role': 'control-plane',
       'constellation-node-group': 'control_plane_default',
       'constellation-init-secret-hash': INIT_SECRET_HASH,
+      'constellation-join-service-key': JOIN_SERVICE_KEY,
     });
     const cpIp = profile.networkProfile.networkInterfaceConfigurations[0].properties.ipConfigurations[0].properties;
     assert.match(cpIp.loadBalancerBackendAddressPools[0].id, /loadBalancers\/demo-a1b2c3d4-lb\/backendAddressPools\/control-plane$/);

@@ -10,7 +10,7 @@ import type { CreateResult, Instance } from '../../../providers/contract.js';
 import { FakeArm } from '../../fakes/azure/arm-server.js';
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
 import { testContext } from './context.js';
-import { createRequest, INIT_SECRET_HASH, RESOURCE_GROUP, SUBSCRIPTION } from './fixtures.js';
+import { createRequest, INIT_SECRET_HASH, JOIN_SERVICE_KEY, RESOURCE_GROUP, SUBSCRIPTION } from './fixtures.js';
 
 describe('azure node metadata (fake IMDS and ARM)', function () {
   let fake: FakeArm;
@@ -49,6 +49,7 @@ describe('azure node metadata (fake IMDS and ARM)', function () {
     const me = instances.find((i) => i.role === 'worker')!;
     assert.deepEqual(await metadata.self(), { name: me.name, providerId: `azure://${me.id}`, role: 'worker', vpcIp: me.privateIp });
     assert.equal(await metadata.initSecretHash(), INIT_SECRET_HASH);
+    assert.equal(await metadata.joinServiceKey(), JOIN_SERVICE_KEY);
     assert.ok(imds.requests.length > 0 && imds.requests.every((r) => r.metadataHeader === 'true'));
   });
 

@@ -9,7 +9,7 @@ import { GcpNodeMetadata } from '../../../providers/gcp/metadata.js';
 import { pemToDer } from '../../../providers/gcp/shielded-identity.js';
 import type { GcpShieldedIdentityClient } from '../../../lib/attestation/variants/gcp-sev-es.js';
 import { FakeGcp } from '../../fakes/gcp/server.js';
-import { createRequest, INIT_SECRET_HASH, PROJECT, providerContext, ZONE } from './support.js';
+import { createRequest, INIT_SECRET_HASH, JOIN_SERVICE_KEY, PROJECT, providerContext, ZONE } from './support.js';
 
 describe('GCP node metadata (fake metadata server and Compute API)', () => {
   let fake: FakeGcp;
@@ -42,6 +42,7 @@ describe('GCP node metadata (fake metadata server and Compute API)', () => {
     assert.deepEqual(await metadata.self(), { name: self.name, providerId: `gce://${PROJECT}/${ZONE}/${self.name}`, role: 'worker', vpcIp: self.ip });
     assert.equal(await metadata.loadBalancerEndpoint(), endpoint);
     assert.equal(await metadata.initSecretHash(), INIT_SECRET_HASH);
+    assert.equal(await metadata.joinServiceKey(), JOIN_SERVICE_KEY);
   });
 
   it('lists the peers of its own cluster only', async () => {

@@ -11,6 +11,8 @@ export const ZONE = 'europe-west3-b';
 
 /** bcrypt-shaped; the real one is made by the CLI from the init secret. */
 export const INIT_SECRET_HASH = '$2a$10$N9qo8uLOickgx2ZMRZoMyeIjZAgcfl7p92ldGxad68LJZdL17lhWy';
+/** A join-service identity key (public, base64) as `create` publishes it. */
+export const JOIN_SERVICE_KEY = Buffer.alloc(32, 7).toString('base64');
 
 export function createRequest(overrides: Partial<CreateRequest> = {}): CreateRequest {
   return {
@@ -20,6 +22,7 @@ export function createRequest(overrides: Partial<CreateRequest> = {}): CreateReq
     kubernetesVersion: 'v1.31.1',
     attestationVariant: 'gcp-sev-snp',
     initSecretHash: INIT_SECRET_HASH,
+    joinServiceKey: JOIN_SERVICE_KEY,
     tags: { team: 'Platform' },
     providerConfig: { project: PROJECT, region: REGION, zone: ZONE, IAMServiceAccountVM: 'vm@fake-project.iam.gserviceaccount.com' },
     nodeGroups: [

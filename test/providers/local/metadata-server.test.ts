@@ -22,7 +22,7 @@ describe('local provider: metadata server', () => {
     await new Promise<void>((resolve) => server.listen(0, `${prefix}.1`, resolve));
     url = `http://${prefix}.1:${(server.address() as AddressInfo).port}`;
     control = new CloudControl(url, token);
-    await control.setCluster({ initSecretHash: '$2a$10$hash' });
+    await control.setCluster({ initSecretHash: '$2a$10$hash', joinServiceKey: 'c2VydmljZS1rZXk=' });
     await control.registerNode('control-plane-0', { role: 'control-plane', group: 'cp', address: `${prefix}.10`, akPublic: ak });
     await control.registerNode('worker-0', { role: 'worker', group: 'w', address: `${prefix}.100`, akPublic: ak });
   });
@@ -43,6 +43,7 @@ describe('local provider: metadata server', () => {
     ]);
     assert.equal(await cp.loadBalancerEndpoint(), `${prefix}.1`);
     assert.equal(await cp.initSecretHash(), '$2a$10$hash');
+    assert.equal(await cp.joinServiceKey(), 'c2VydmljZS1rZXk=');
     const stranger = new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.77` });
     await assert.rejects(stranger.self(), /403|not the address of a node/);
   });

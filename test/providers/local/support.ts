@@ -36,6 +36,7 @@ export function createRequest(overrides: Partial<CreateRequest> = {}): CreateReq
     attestationVariant: 'local-vtpm',
     nodeGroups: [group('control_plane_default', 'control-plane', 1), group('worker_default', 'worker', 2)],
     initSecretHash: '$2a$10$abcdefghijklmnopqrstuu4Dx2q4pU8I3ArFZ2S4GlQfQ6hFfzn2S',
+    joinServiceKey: Buffer.alloc(32, 7).toString('base64'),
     tags: {},
     providerConfig: {},
     ...overrides,
