@@ -7,7 +7,8 @@
 # openssl: cross-checks of certificates and of measurement signatures with an independent tool.
 # Node images and VM nodes (docs/workflows/node-images.md): qemu-system-x86 + ovmf (UEFI firmware) + qemu-utils boot
 # and convert images; systemd-boot-efi ships the UEFI stub of a unified kernel image; dosfstools, mtools and fdisk lay
-# out the image's EFI system partition and GPT; zstd compresses the initrd.
+# out the image's EFI system partition and GPT; zstd compresses the initrd. osslsigncode and binutils (objdump) cross-check
+# our PE reader and Authenticode digests (test/node-image).
 set -euo pipefail
 missing=()
 command -v swtpm >/dev/null 2>&1 || missing+=(swtpm)
@@ -28,6 +29,8 @@ command -v mkfs.vfat >/dev/null 2>&1 || missing+=(dosfstools)
 command -v mcopy >/dev/null 2>&1 || missing+=(mtools)
 command -v sfdisk >/dev/null 2>&1 || missing+=(fdisk)
 command -v zstd >/dev/null 2>&1 || missing+=(zstd)
+command -v osslsigncode >/dev/null 2>&1 || missing+=(osslsigncode)
+command -v objdump >/dev/null 2>&1 || missing+=(binutils)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "Installing Debian packages: ${missing[*]}" >&2
 SUDO=""
