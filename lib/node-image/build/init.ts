@@ -3,7 +3,8 @@
  * script of ours. /init mounts proc, sys, dev and securityfs, loads the kernel modules the node needs (built at image
  * build time from the kernel package, ./modules.ts), brings up loopback and the network the command line names
  * (`constellation.net=dhcp`, the default, `none`, or `static:<addr>/<prefix>[,<gateway>]`), prints the boot report
- * to the console and then execs the node program under the pinned Node.js. The boot report is a fixed format that
+ * to the console and then runs the node program under the pinned Node.js; when that ends, the VM powers off (a
+ * node whose program ended has nothing left to do, and init must not exit: the kernel would panic). The boot report is a fixed format that
  * tests and `image` tooling read from the serial console (docs/workflows/node-images.md):
  *
  *     CONSTELLATION-BOOT pcr-sha256 <N> <64 lowercase hex>    N = 0..23, from /sys/class/tpm/tpm0/pcr-sha256/N
@@ -99,7 +100,9 @@ log=/sys/kernel/security/tpm0/binary_bios_measurements
 echo "CONSTELLATION-BOOT end"
 
 echo "init: starting the node program"
-exec /${NODE_BINARY} /${NODE_PROGRAM_DIR}/main.mjs
+/${NODE_BINARY} /${NODE_PROGRAM_DIR}/main.mjs
+echo "init: the node program exited with code $?; powering off"
+poweroff -f
 `;
 }
 
