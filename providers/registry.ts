@@ -1,6 +1,8 @@
 /**
  * Loads a provider by name, lazily: the built-in ones from providers/<name>/index.js, any other from an
  * installed package named `constellation-provider-<name>`. Nothing here imports a cloud SDK.
+ * The built-in ones are imported by string literal, so that the bundler of the node program
+ * (scripts/bundle-node-program.mjs) puts every built-in provider into the bundle.
  */
 import { PROVIDERS } from '../lib/attestation/variant.js';
 import { UserError } from '../lib/errors.js';
@@ -9,13 +11,22 @@ import type { ProviderModule } from './contract.js';
 /** The providers of the variant table's provider column. */
 export const BUILTIN_PROVIDERS = PROVIDERS;
 
+type LoadedModule = { default?: ProviderModule; provider?: ProviderModule };
+
+/** One literal import per built-in provider (a new provider adds its line here and to the variant table). */
+const BUILTIN_MODULES: Record<(typeof BUILTIN_PROVIDERS)[number], () => Promise<LoadedModule>> = {
+  local: () => import('./local/index.js'),
+  aws: () => import('./aws/index.js'),
+  azure: () => import('./azure/index.js'),
+  gcp: () => import('./gcp/index.js'),
+};
+
 export async function loadProvider(name: string): Promise<ProviderModule> {
-  const specifier = (BUILTIN_PROVIDERS as readonly string[]).includes(name)
-    ? `./${name}/index.js`
-    : `constellation-provider-${name}`;
-  let mod: { default?: ProviderModule; provider?: ProviderModule };
+  const builtin = Object.hasOwn(BUILTIN_MODULES, name) ? BUILTIN_MODULES[name as keyof typeof BUILTIN_MODULES] : undefined;
+  const specifier = builtin ? `./${name}/index.js` : `constellation-provider-${name}`;
+  let mod: LoadedModule;
   try {
-    mod = (await import(specifier)) as typeof mod;
+    mod = (builtin ? await builtin() : await import(specifier)) as LoadedModule;
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ERR_MODULE_NOT_FOUND' && String((err as Error).message).includes(specifier.replace('./', ''))) {

@@ -2,11 +2,17 @@
  * What the node launcher measures into the TPM ("firmware" of a local node), and the PCR values that results in.
  * The launcher and `create` (expected measurements for the config) both call this module, so they cannot disagree.
  *
+ * A local node image is the Node.js binary plus the node program's folder (dist/node-program/ of a build, made by
+ * scripts/bundle-node-program.mjs: the bundle, its chunks and the native and data files it loads). The node program
+ * loads nothing from outside that folder but the Node.js binary, so measuring both by content measures every byte
+ * it can execute (docs/architecture/local-provider.md).
+ *
  * Event digests, computed once per PCR bank algorithm (SHA-256, SHA-384):
  *   PCR 4  ← H(the Node.js binary that runs the node program)
  *   PCR 9  ← H(image directory), a deterministic digest over its sorted file list and contents:
- *            H( for each entry in sorted relative POSIX path order: path ‖ 0x00 ‖ type ‖ H(content or link target) )
- *            with type 'f' (regular file) or 'l' (symbolic link, not followed); directories only contribute entries
+ *            H( for each regular file in sorted relative POSIX path order: path ‖ 0x00 ‖ 'f' ‖ H(content) )
+ *            directories only contribute their files; an image holding anything else (a symbolic link, which could
+ *            point out of the image, a socket, a device) is refused, so nothing loadable escapes the digest
  *   PCR 11 ← H(manifest), the manifest being the JSON {"entry": <entry relative to the image>, "image": hex(PCR 9
  *            digest), "node": hex(PCR 4 digest)} (keys in this order): which program of which image on which runtime
  * Each PCR is extended once after a TPM reset, so its value is H(0^n ‖ event digest). PCRs 8, 12 and 13 stay zero.
@@ -48,33 +54,34 @@ function digestAll(h: Record<BankAlgorithm, Hash>): Record<BankAlgorithm, Buffer
   return { sha256: h.sha256.digest(), sha384: h.sha384.digest() };
 }
 
-async function listImage(dir: string, prefix = ''): Promise<{ rel: string; type: 'f' | 'l' }[]> {
-  const out: { rel: string; type: 'f' | 'l' }[] = [];
+/** Thrown for an image directory that holds something other than regular files and directories. */
+function notAnImageFile(dir: string, rel: string, what: string): UserError {
+  return new UserError(`The node image ${dir} holds ${what} (${rel}); an image holds only regular files and folders.`, {
+    hint: 'A link could lead out of the measured image. Rebuild it (npm run build) or make the image again from a clean build.',
+  });
+}
+
+async function listImage(dir: string, prefix = ''): Promise<string[]> {
+  const out: string[] = [];
   for (const entry of await fs.readdir(path.join(dir, prefix), { withFileTypes: true })) {
     const rel = prefix ? `${prefix}/${entry.name}` : entry.name;
     if (entry.isDirectory()) out.push(...(await listImage(dir, rel)));
-    else if (entry.isSymbolicLink()) out.push({ rel, type: 'l' });
-    else if (entry.isFile()) out.push({ rel, type: 'f' });
-    // Sockets, FIFOs and devices are not part of an image.
+    else if (entry.isFile()) out.push(rel);
+    else throw notAnImageFile(dir, rel, entry.isSymbolicLink() ? 'a symbolic link' : 'a special file');
   }
   return out;
 }
 
-/** The PCR 9 event digest of an image directory, per bank. */
+/** The PCR 9 event digest of an image directory, per bank (see the module header). */
 export async function imageDirectoryDigests(dir: string, cache: FileDigestCache = new FileDigestCache()): Promise<Record<BankAlgorithm, Buffer>> {
-  const entries = (await listImage(dir)).sort((a, b) => (a.rel < b.rel ? -1 : a.rel > b.rel ? 1 : 0));
-  const perEntry = await Promise.all(
-    entries.map(async ({ rel, type }) => {
-      const file = path.join(dir, ...rel.split('/'));
-      if (type === 'f') return cache.digests(file);
-      const target = await fs.readlink(file);
-      return { sha256: createHash('sha256').update(target).digest(), sha384: createHash('sha384').update(target).digest() };
-    }),
-  );
+  const root = await fs.lstat(dir);
+  if (root.isSymbolicLink()) throw notAnImageFile(dir, '.', 'a symbolic link');
+  const files = (await listImage(dir)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const perFile = await Promise.all(files.map((rel) => cache.digests(path.join(dir, ...rel.split('/')))));
   const h = hashes();
-  entries.forEach(({ rel, type }, i) => {
+  files.forEach((rel, i) => {
     for (const alg of BANK_ALGORITHMS) {
-      h[alg].update(Buffer.from(rel, 'utf8')).update(Buffer.from([0, type.charCodeAt(0)])).update(perEntry[i][alg]);
+      h[alg].update(Buffer.from(rel, 'utf8')).update(Buffer.from([0, 'f'.charCodeAt(0)])).update(perFile[i][alg]);
     }
   });
   return digestAll(h);

@@ -3,20 +3,24 @@
  * (lib/user-config-dir.ts), so that every workspace of the user can run them:
  *
  *   <user config>/images/<version>/
- *     dist/, package.json, node_modules/   the image: a build as `npm run build` leaves it; the nodes run dist/
+ *     node-program/                         the image: a copy of the build's dist/node-program/ (the bundled node
+ *                                           program and every file it loads; ./node-program.ts)
  *     measurements.json, .sig               its measurements (lib/images/signed-measurements.ts), signed
  *     image.json                            {version, created, source}: when and from which folder it was made
  *   <user config>/image-signing-key.pem     the user's image key (PKCS#8, 0600), made on first use; .pub beside it
  *
- * create: check the source folder → copy it into a temporary folder beside the images (dist/ and package.json
- * copied; node_modules hard-linked where the file system allows, else copied) → measure the copy exactly as the
- * launcher will measure it when a node boots (./image-measurement.ts) → write and sign the measurements → rename the
- * folder to its version, so an image exists whole or not at all. An image is never changed afterwards: a new build
- * is a new version. Nothing here checks that an image's files still match its measurements: a node booted from a
- * changed image shows other PCRs, and attestation refuses it, as it would a tampered cloud image.
+ * create: check the source folder → copy its dist/node-program/ into a temporary folder beside the images (file
+ * contents copied, never linked: the source's owner must not be able to change the image; a source holding a
+ * symbolic link or a special file is refused) → measure the copy exactly as the launcher will measure it when a node
+ * boots (./image-measurement.ts) → write and sign the measurements → make every file read-only (0444, folders
+ * 0555; owned by whoever runs create, the image store's owner) → rename the folder to its version, so an image
+ * exists whole or not at all. An image is never changed afterwards: a new build is a new version. Nothing here
+ * checks that an image's files still match its measurements: a node booted from a changed image shows other PCRs,
+ * and attestation refuses it, as it would a tampered cloud image. Removing an image (or a temporary folder) makes
+ * its folders writable first (removeImageTree).
  */
 import { randomBytes } from 'node:crypto';
-import { promises as fs } from 'node:fs';
+import { constants as fsConstants, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import type { Measurements } from '../../lib/attestation/types.js';
@@ -29,7 +33,7 @@ import { loadOrCreateSigningKey, readPublicKeyFile, signingKeyFiles, type Signin
 import { userConfigDir } from '../../lib/user-config-dir.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
-import { defaultNodeProgram } from './node-program.js';
+import { buildFolder, defaultNodeProgram, NODE_PROGRAM_DIR, NODE_PROGRAM_ENTRY } from './node-program.js';
 
 export const LOCAL_IMAGE_VARIANT = 'local-vtpm';
 const MEASUREMENTS_FILE = 'measurements.json';
@@ -37,6 +41,8 @@ const SIGNATURE_FILE = 'measurements.json.sig';
 const INFO_FILE = 'image.json';
 const KEY_NAME = 'image-signing-key';
 const TEMP_PREFIX = '.creating-';
+/** The image's node-program folder inside an image version. */
+const PROGRAM_DIR = 'node-program';
 
 export interface LocalImageStoreOptions {
   /** The user's config folder; default $XDG_CONFIG_HOME/constellation or ~/.config/constellation. */
@@ -70,8 +76,6 @@ export interface CreatedImage extends LocalImage {
   keyFile: string;
 }
 
-/** What a folder must hold to be made an image: the repository's layout after `npm run build`. */
-const REQUIRED = [path.join('dist', 'bootstrapper', 'main.js'), 'package.json', 'node_modules'];
 
 export class LocalImageStore {
   readonly root: string;
@@ -96,8 +100,8 @@ export class LocalImageStore {
 
   /** What the launcher boots for a node of this image. */
   nodeImage(version: string): NodeImage {
-    const dist = path.join(this.imageDir(version), 'dist');
-    return { nodeBinary: this.nodeBinary, imageDir: dist, entry: path.join(dist, 'bootstrapper', 'main.js') };
+    const program = path.join(this.imageDir(version), PROGRAM_DIR);
+    return { nodeBinary: this.nodeBinary, imageDir: program, entry: path.join(program, NODE_PROGRAM_ENTRY) };
   }
 
   /** The user's image key (its public half), or undefined before the first image was made. */
@@ -108,8 +112,9 @@ export class LocalImageStore {
   /** Makes image `version` from `from` (default: the build this CLI runs from); see the module header. */
   async create(version: string, from?: string): Promise<CreatedImage> {
     requireVersion(version);
-    const source = path.resolve(from ?? defaultBuildFolder());
-    await checkSource(source);
+    const source = path.resolve(from ?? buildFolder());
+    const sourceProgram = defaultNodeProgram(source).imageDir;
+    await checkSource(source, sourceProgram);
     const dir = this.imageDir(version);
     await this.refuseExisting(version);
     await fs.mkdir(this.imagesDir, { recursive: true, mode: 0o700 });
@@ -119,12 +124,9 @@ export class LocalImageStore {
     const temp = path.join(this.imagesDir, `${TEMP_PREFIX}${version}-${process.pid}-${randomBytes(4).toString('hex')}`);
     try {
       await fs.mkdir(temp, { mode: 0o700 });
-      await fs.cp(path.join(source, 'dist'), path.join(temp, 'dist'), { recursive: true, verbatimSymlinks: true });
-      await fs.copyFile(path.join(source, 'package.json'), path.join(temp, 'package.json'));
-      await linkTree(await fs.realpath(path.join(source, 'node_modules')), path.join(temp, 'node_modules'));
-
-      const dist = path.join(temp, 'dist');
-      const measured = await expectedImageMeasurements({ nodeBinary: this.nodeBinary, imageDir: dist, entry: path.join(dist, 'bootstrapper', 'main.js') });
+      const program = path.join(temp, PROGRAM_DIR);
+      await copyTree(sourceProgram, program);
+      const measured = await expectedImageMeasurements({ nodeBinary: this.nodeBinary, imageDir: program, entry: path.join(program, NODE_PROGRAM_ENTRY) });
       // The variant's warn-only entries (PCR 15) stay, so the config after an upgrade has the shape `create` gives it.
       const measurements = { ...defaultMeasurements(LOCAL_IMAGE_VARIANT), ...measured };
       const signed = signMeasurementsFile({ version, variant: LOCAL_IMAGE_VARIANT, measurements }, privateKey);
@@ -132,6 +134,7 @@ export class LocalImageStore {
       await writeFileAtomic(path.join(temp, SIGNATURE_FILE), signed.signature, { mode: 0o644 });
       const info: LocalImage = { version, created: this.now().toISOString(), source, dir };
       await writeFileAtomic(path.join(temp, INFO_FILE), `${JSON.stringify({ version, created: info.created, source }, null, 2)}\n`, { mode: 0o644 });
+      await makeReadOnly(temp);
       await fs.rename(temp, dir).catch(async (err: NodeJS.ErrnoException) => {
         if (err.code === 'ENOTEMPTY' || err.code === 'EEXIST') await this.refuseExisting(version);
         throw err;
@@ -145,7 +148,7 @@ export class LocalImageStore {
         keyFile: this.keyFiles.privateKeyFile,
       };
     } finally {
-      await fs.rm(temp, { recursive: true, force: true, maxRetries: 3 });
+      await removeImageTree(temp);
     }
   }
 
@@ -226,7 +229,7 @@ export class LocalImageStore {
       if (!name.startsWith(TEMP_PREFIX)) continue;
       const pid = Number(/-(\d+)-[0-9a-f]+$/.exec(name)?.[1]);
       if (Number.isInteger(pid) && pid > 0 && isAlive(pid)) continue;
-      await fs.rm(path.join(this.imagesDir, name), { recursive: true, force: true, maxRetries: 3 });
+      await removeImageTree(path.join(this.imagesDir, name));
     }
   }
 }
@@ -241,19 +244,11 @@ function requireVersion(version: string): void {
   }
 }
 
-/** The folder this CLI runs from: the parent of its dist/ (the repository after `npm run build`). */
-function defaultBuildFolder(): string {
-  return path.dirname(defaultNodeProgram().imageDir);
-}
-
-async function checkSource(source: string): Promise<void> {
-  const missing: string[] = [];
-  for (const rel of REQUIRED) {
-    if (!(await fs.stat(path.join(source, rel)).then(() => true, () => false))) missing.push(rel);
-  }
-  if (missing.length > 0) {
-    throw new UserError(`${source} is not a build to make an image of: ${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} missing.`, {
-      hint: 'Give a folder laid out as the repository after `npm ci && npm run build` (dist/, package.json, node_modules/).',
+async function checkSource(source: string, program: string): Promise<void> {
+  const entry = path.join(program, NODE_PROGRAM_ENTRY);
+  if (!(await fs.stat(entry).then((st) => st.isFile(), () => false))) {
+    throw new UserError(`${source} is not a build to make an image of: ${path.join(NODE_PROGRAM_DIR, NODE_PROGRAM_ENTRY)} is missing.`, {
+      hint: 'Give a folder laid out as the repository after `npm ci && npm run build` (its dist/node-program/ is the image).',
     });
   }
 }
@@ -268,23 +263,47 @@ function isAlive(pid: number): boolean {
 }
 
 /**
- * Copies a tree with hard links for files (no data copied; npm replaces files rather than rewriting them, so the
- * image keeps its versions), falling back to copies across file systems; symbolic links are copied as links.
+ * Copies a tree by content (never a link: the copy must not change when the source does). Only regular files and
+ * folders are copied; a symbolic link or a special file in the source is refused, as the launcher would refuse it.
  */
-async function linkTree(from: string, to: string): Promise<void> {
-  await fs.mkdir(to, { recursive: true });
-  const entries = await fs.readdir(from, { withFileTypes: true });
-  await Promise.all(
-    entries.map(async (entry) => {
-      const src = path.join(from, entry.name);
-      const dst = path.join(to, entry.name);
-      if (entry.isDirectory()) return linkTree(src, dst);
-      if (entry.isSymbolicLink()) return fs.symlink(await fs.readlink(src), dst);
-      if (!entry.isFile()) return;
-      await fs.link(src, dst).catch((err: NodeJS.ErrnoException) => {
-        if (err.code === 'EXDEV' || err.code === 'EPERM' || err.code === 'EMLINK') return fs.copyFile(src, dst);
-        throw err;
+async function copyTree(from: string, to: string): Promise<void> {
+  await fs.mkdir(to, { mode: 0o700 });
+  for (const entry of await fs.readdir(from, { withFileTypes: true })) {
+    const src = path.join(from, entry.name);
+    const dst = path.join(to, entry.name);
+    if (entry.isDirectory()) await copyTree(src, dst);
+    else if (entry.isFile()) await fs.copyFile(src, dst, fsConstants.COPYFILE_EXCL);
+    else {
+      throw new UserError(`${src} is ${entry.isSymbolicLink() ? 'a symbolic link' : 'a special file'}: a node image holds only regular files and folders.`, {
+        hint: 'Rebuild (npm run build): the bundled node program has no links.',
       });
-    }),
-  );
+    }
+  }
+}
+
+/** Files 0444, folders 0555, deepest first (a folder is made read-only after what is inside it). */
+async function makeReadOnly(dir: string): Promise<void> {
+  for (const entry of await fs.readdir(dir, { withFileTypes: true })) {
+    const p = path.join(dir, entry.name);
+    if (entry.isDirectory()) await makeReadOnly(p);
+    else if (entry.isFile()) await fs.chmod(p, 0o444);
+  }
+  await fs.chmod(dir, 0o555);
+}
+
+/**
+ * Removes an image folder (or a temporary one) whose folders are read-only: a folder's entries can only be removed
+ * once it is writable again. Missing folders are fine.
+ */
+export async function removeImageTree(dir: string): Promise<void> {
+  const writable = async (d: string): Promise<void> => {
+    const st = await fs.lstat(d).catch(() => undefined);
+    if (!st?.isDirectory()) return;
+    await fs.chmod(d, 0o700).catch(() => undefined);
+    for (const entry of await fs.readdir(d, { withFileTypes: true }).catch(() => [])) {
+      if (entry.isDirectory()) await writable(path.join(d, entry.name));
+    }
+  };
+  await writable(dir);
+  await fs.rm(dir, { recursive: true, force: true, maxRetries: 3 });
 }

@@ -21,7 +21,7 @@ import { PROJECT } from '../providers/gcp/support.js';
 import type { CreateRequest, ProviderContext, TerminateOptions } from '../../providers/contract.js';
 import { MeasuringMemoryProvider, MemoryProvider } from './support/stand-in.js';
 import { SignatureError } from '../../lib/images/signed-measurements.js';
-import { LocalImageStore } from '../../providers/local/image-store.js';
+import { LocalImageStore, removeImageTree } from '../../providers/local/image-store.js';
 import { fakeBuild, setConfigKeys } from '../images/support.js';
 import { IMAGE_MEASUREMENTS, localWorkspace, tempDir } from './support/workspace.js';
 import { fillImageMeasurements } from '../support/image-measurements.js';
@@ -32,7 +32,7 @@ describe('createCluster', () => {
     ws = await localWorkspace();
   });
   afterEach(async () => {
-    await fs.rm(ws, { recursive: true, force: true });
+    await removeImageTree(ws);
   });
 
   const create = (provider: MemoryProvider) => createCluster({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger });

@@ -65,7 +65,7 @@ describe('e2e: a highly available control plane (3 control planes + 2 workers)',
   });
 
   it('a measurement written once to the store takes effect on every join service at once: the old image is refused by all three', async () => {
-    const probe = await startProbeNode(ws, { imageDir: copy.imageDir, entry: path.join(copy.imageDir, 'bootstrapper', 'main.js') }, 'probe-0', path.join(tmp, 'probe-tpm'));
+    const probe = await startProbeNode(ws, { imageDir: copy.imageDir, entry: copy.entry }, 'probe-0', path.join(tmp, 'probe-tpm'));
     try {
       const controlPlanes = (await status(copy, ws)).filter((n) => n.role === 'control-plane');
       const ask = (address: string) => probe.join(`${address}:30090`);

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { parse } from 'yaml';
 import { STATE_FILE } from '../../lib/workspace/files.js';
 import { changedBuild, cleanUp, clusterProcesses, copyBuiltCli, run, tempDir, type CliCopy } from './support.js';
+import { removeImageTree } from '../../providers/local/image-store.js';
 
 interface ListedImage {
   version: string;
@@ -48,7 +49,7 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
 
   after(async () => {
     if (copy && ws) await cleanUp(copy, ws);
-    if (tmp) await fs.rm(tmp, { recursive: true, force: true });
+    if (tmp) await removeImageTree(tmp);
   });
 
   it('mini image list shows the image with its measurements digest and a verified signature', async () => {
@@ -61,6 +62,7 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     await ok(['mini', 'image', 'create', 'v1-edited', '--from', copy.root]);
     const file = path.join(tmp, 'config', 'constellation', 'images', 'v1-edited', 'measurements.json');
     const signed = JSON.parse(await fs.readFile(file, 'utf8')) as { measurements: Record<string, { expected: string }> };
+    await fs.chmod(file, 0o644); // images are read-only: their owner can make a file writable
     await fs.writeFile(file, (await fs.readFile(file, 'utf8')).replace(signed.measurements['9'].expected, 'ab'.repeat(32)));
     assert.equal((await images()).find((i) => i.version === 'v1-edited')?.signature, 'bad');
 
@@ -92,7 +94,7 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     }
     // The nodes run the image's copy of the build, not the CLI's dist/.
     const launch = JSON.parse(await fs.readFile(path.join(ws, 'constellation-local', 'nodes', status.nodes[0].name, 'launch.json'), 'utf8')) as { image: { imageDir: string }; imageVersion: string };
-    assert.equal(launch.image.imageDir, path.join(tmp, 'config', 'constellation', 'images', 'v1', 'dist'));
+    assert.equal(launch.image.imageDir, path.join(tmp, 'config', 'constellation', 'images', 'v1', 'node-program'));
     assert.equal(launch.imageVersion, 'v1');
     await ok(['verify', '--all']);
   });

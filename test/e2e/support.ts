@@ -17,8 +17,10 @@ import { REPO_ROOT, type CliResult } from '../support/cli.js';
 export interface CliCopy {
   root: string;
   cli: string;
-  /** The node image the copy's local provider boots (its dist/). */
+  /** The node image the copy's local provider boots (its dist/node-program/, the bundled node program). */
   imageDir: string;
+  /** The node program's entry in it. */
+  entry: string;
 }
 
 export async function tempDir(prefix: string): Promise<string> {
@@ -33,20 +35,25 @@ export async function copyBuiltCli(dir: string): Promise<CliCopy> {
     await fs.cp(path.join(REPO_ROOT, entry), path.join(root, entry), { recursive: true });
   }
   await fs.symlink(path.join(REPO_ROOT, 'node_modules'), path.join(root, 'node_modules'));
-  return { root, cli: path.join(root, 'bin', 'constellation'), imageDir: path.join(root, 'dist') };
+  const imageDir = path.join(root, 'dist', 'node-program');
+  return { root, cli: path.join(root, 'bin', 'constellation'), imageDir, entry: path.join(imageDir, 'main.mjs') };
 }
 
 /**
  * The copy's build with one line more in the node program's entry (PCRs 9 and 11 change), in a new folder `dir`
- * laid out as `mini image create --from` takes it (dist/ and package.json copied, node_modules linked).
+ * laid out as `mini image create --from` takes it (dist/node-program/ copied).
  */
 export async function changedBuild(copy: CliCopy, dir: string, marker: string): Promise<string> {
-  await fs.mkdir(dir);
-  await fs.cp(path.join(copy.root, 'dist'), path.join(dir, 'dist'), { recursive: true });
-  await fs.copyFile(path.join(copy.root, 'package.json'), path.join(dir, 'package.json'));
-  await fs.symlink(path.join(copy.root, 'node_modules'), path.join(dir, 'node_modules'));
-  await fs.appendFile(path.join(dir, 'dist', 'bootstrapper', 'main.js'), `// ${marker}\n`);
+  await fs.mkdir(path.join(dir, 'dist'), { recursive: true });
+  await fs.cp(copy.imageDir, path.join(dir, 'dist', 'node-program'), { recursive: true });
+  await fs.appendFile(path.join(dir, 'dist', 'node-program', 'main.mjs'), `// ${marker}\n`);
   return dir;
+}
+
+/** Appends a line to a file of an image, as an attacker would (images are read-only: its owner makes it writable). */
+export async function tamper(file: string, line: string): Promise<void> {
+  await fs.chmod(file, 0o644);
+  await fs.appendFile(file, `${line}\n`);
 }
 
 /** Runs the copy's CLI in workspace `ws` (-C), without a terminal. */

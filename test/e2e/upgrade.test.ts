@@ -19,8 +19,8 @@ import { parse } from 'yaml';
 import { UPGRADE_JOURNAL_FILE } from '../../cli/cluster/upgrade.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { loadConfig, measurementsOf } from '../../lib/config/index.js';
-import { LocalImageStore } from '../../providers/local/image-store.js';
-import { changedBuild, cleanUp, copyBuiltCli, run, start, startLoadBalancerProbe, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
+import { LocalImageStore, removeImageTree } from '../../providers/local/image-store.js';
+import { changedBuild, cleanUp, tamper, copyBuiltCli, run, start, startLoadBalancerProbe, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
 
 describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to v2', function () {
   this.timeout(600_000);
@@ -53,15 +53,16 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to 
     images = new LocalImageStore({ userConfigDir: path.join(tmp, 'config', 'constellation') });
     await ok(['mini', 'image', 'create', 'v1', '--from', copy.root]);
     for (const version of ['v2', 'v3', 'v4']) await makeImage(version);
-    await fs.appendFile(path.join(images.imageDir('v3'), 'dist', 'bootstrapper', 'main.js'), '// tampered after signing\n');
+    await tamper(path.join(images.imageDir('v3'), 'node-program', 'main.mjs'), '// tampered after signing');
     const v4 = path.join(images.imageDir('v4'), 'measurements.json');
+    await fs.chmod(v4, 0o644); // images are read-only: their owner can make a file writable
     await fs.writeFile(v4, (await fs.readFile(v4, 'utf8')).replace(/"expected": "[0-9a-f]{64}"/, `"expected": "${'ab'.repeat(32)}"`));
     await ok(['mini', 'up', '--image', 'v1', '-c', '3', '-w', '2']);
   });
 
   after(async () => {
     if (copy && ws) await cleanUp(copy, ws);
-    if (tmp) await fs.rm(tmp, { recursive: true, force: true });
+    if (tmp) await removeImageTree(tmp);
   });
 
   it('upgrade check lists v2; measurements edited after signing are refused before any node is touched', async () => {

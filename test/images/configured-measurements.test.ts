@@ -8,7 +8,7 @@ import path from 'node:path';
 import { verifyConfiguredMeasurements } from '../../cli/images/image-measurements.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { generateConfigFiles, loadConfig } from '../../lib/config/index.js';
-import { LocalImageStore } from '../../providers/local/image-store.js';
+import { LocalImageStore, removeImageTree } from '../../providers/local/image-store.js';
 import { fakeBuild, setConfigKeys, tempDir } from './support.js';
 
 describe("upgrade apply's check of the config's measurements", () => {
@@ -34,7 +34,7 @@ describe("upgrade apply's check of the config's measurements", () => {
     await generateConfigFiles(ws, 'local');
   });
   afterEach(async () => {
-    await fs.rm(dir, { recursive: true, force: true });
+    await removeImageTree(dir);
   });
 
   it("accepts the image's signed measurements and says which key verified them", async () => {
@@ -72,6 +72,7 @@ describe("upgrade apply's check of the config's measurements", () => {
   it('refuses an image whose measurements file was edited after signing', async () => {
     await useImage('v2');
     const file = path.join(store.imageDir('v2'), 'measurements.json');
+    await fs.chmod(file, 0o644); // images are read-only: their owner can make a file writable
     await fs.writeFile(file, (await fs.readFile(file, 'utf8')).replace(/"expected": "[0-9a-f]{64}"/, `"expected": "${'ab'.repeat(32)}"`));
     await assert.rejects(check(), /do not verify with your local image key/);
   });

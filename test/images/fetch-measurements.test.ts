@@ -6,7 +6,7 @@ import { generateConfigFiles, loadConfig, measurementsOf as configMeasurements }
 import { SignatureError } from '../../lib/images/signed-measurements.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
-import { LocalImageStore } from '../../providers/local/image-store.js';
+import { LocalImageStore, removeImageTree } from '../../providers/local/image-store.js';
 import { fakeBuild, httpsFileServer, measurementsOf, setConfigKeys, tempDir, testSigner, writeSignedFile, type TestSigner } from './support.js';
 
 describe('config fetch-measurements', () => {
@@ -22,7 +22,7 @@ describe('config fetch-measurements', () => {
     signer = testSigner();
   });
   afterEach(async () => {
-    await fs.rm(dir, { recursive: true, force: true });
+    await removeImageTree(dir);
   });
 
   describe('on a cloud config', () => {

@@ -52,16 +52,19 @@ export async function writeSignedFile(dir: string, name: string, signed: SignedM
   return { file: filePath, signature: `${filePath}.sig` };
 }
 
-/** A folder laid out as the repository after `npm run build`, small: dist/ (with the bootstrapper entry), package.json, node_modules/. */
+/**
+ * A folder laid out as the repository after `npm run build`, small: dist/node-program/ (the bundled node program's
+ * folder: its entry, a chunk and a data file in a subfolder), and a node_modules/ the image must not take.
+ */
 export async function fakeBuild(dir: string, marker = 'build 1'): Promise<string> {
-  await fs.mkdir(path.join(dir, 'dist', 'bootstrapper'), { recursive: true });
-  await fs.mkdir(path.join(dir, 'dist', 'lib'), { recursive: true });
+  const program = path.join(dir, 'dist', 'node-program');
+  await fs.mkdir(path.join(program, 'etcd3'), { recursive: true });
   await fs.mkdir(path.join(dir, 'node_modules', 'dep'), { recursive: true });
-  await fs.writeFile(path.join(dir, 'dist', 'bootstrapper', 'main.js'), `// ${marker}\n`);
-  await fs.writeFile(path.join(dir, 'dist', 'lib', 'util.js'), 'export const x = 1;\n');
+  await fs.writeFile(path.join(program, 'main.mjs'), `// ${marker}\n`);
+  await fs.writeFile(path.join(program, 'chunk-ABC.mjs'), 'export const x = 1;\n');
+  await fs.writeFile(path.join(program, 'etcd3', 'rpc.proto'), 'syntax = "proto3";\n');
   await fs.writeFile(path.join(dir, 'package.json'), '{"type":"module"}\n');
   await fs.writeFile(path.join(dir, 'node_modules', 'dep', 'index.js'), 'module.exports = 1;\n');
-  await fs.symlink('index.js', path.join(dir, 'node_modules', 'dep', 'alias.js'));
   return dir;
 }
 

@@ -8,7 +8,7 @@ import { measurementChanges } from '../../lib/attestation/measurements.js';
 import { generateConfigFiles, loadConfig, measurementsOf as configMeasurements } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
-import { LocalImageStore } from '../../providers/local/image-store.js';
+import { LocalImageStore, removeImageTree } from '../../providers/local/image-store.js';
 import { fakeBuild, measurementsOf, setConfigKeys, tempDir, testSigner, writeSignedFile } from './support.js';
 import { fillImageMeasurements } from '../support/image-measurements.js';
 
@@ -21,7 +21,7 @@ describe('upgrade check', () => {
     await fs.mkdir(ws);
   });
   afterEach(async () => {
-    await fs.rm(dir, { recursive: true, force: true });
+    await removeImageTree(dir);
   });
 
   describe('local images', () => {
@@ -35,6 +35,7 @@ describe('upgrade check', () => {
       for (const v of ['v1', 'v2', 'v3']) await store.create(v, await fakeBuild(path.join(dir, `repo-${v}`), `build ${v}`));
       // v3's measurements were edited after signing.
       const v3 = path.join(store.imageDir('v3'), 'measurements.json');
+      await fs.chmod(v3, 0o644); // images are read-only: their owner can make a file writable
       await fs.writeFile(v3, (await fs.readFile(v3, 'utf8')).replace('"warnOnly": true', '"warnOnly": false'));
       await generateConfigFiles(ws, 'local');
       await setConfigKeys(ws, { image: 'v1' });

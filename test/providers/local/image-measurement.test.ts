@@ -1,4 +1,7 @@
-/** The node image digests the launcher extends and `create` expects: deterministic, sensitive to every byte. */
+/**
+ * The node image digests the launcher extends and `create` expects: deterministic, sensitive to every byte of every
+ * file of the bundled node program's folder, and refusing links (which could lead out of the image).
+ */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
 import { promises as fs } from 'node:fs';
@@ -11,6 +14,10 @@ import {
   imageDirectoryDigests,
   imageEventDigests,
 } from '../../../providers/local/image-measurement.js';
+import { UserError } from '../../../lib/errors.js';
+import { FileDigestCache } from '../../../providers/local/digest-cache.js';
+import { defaultNodeProgram } from '../../../providers/local/node-program.js';
+import { REPO_ROOT } from '../../support/cli.js';
 import { tempDir } from './support.js';
 
 describe('local provider: image measurement', () => {
@@ -44,7 +51,7 @@ describe('local provider: image measurement', () => {
     }
   });
 
-  it('changes with one byte, a renamed file, an added empty file or a symlink target', async () => {
+  it('changes with one byte, a renamed file or an added empty file', async () => {
     const base = (await imageDirectoryDigests(image.imageDir)).sha256.toString('hex');
     const seen = new Set([base]);
     const variant = async (change: () => Promise<void>, undo: () => Promise<void>) => {
@@ -59,9 +66,41 @@ describe('local provider: image measurement', () => {
     await variant(() => fs.writeFile(a, 'A'), () => fs.writeFile(a, 'a'));
     await variant(() => fs.rename(a, `${a}x`), () => fs.rename(`${a}x`, a));
     await variant(() => fs.writeFile(path.join(image.imageDir, 'empty'), ''), () => fs.rm(path.join(image.imageDir, 'empty')));
-    const link = path.join(image.imageDir, 'link');
-    await variant(() => fs.symlink('a.js', link), () => fs.rm(link));
-    await variant(() => fs.symlink('b.js', link), () => fs.rm(link));
+  });
+
+  it('refuses an image holding a symbolic link, to a file inside or outside it, or a folder link, naming it', async () => {
+    for (const [rel, target] of [['link.js', 'a.js'], ['bootstrapper/out.js', '/etc/hostname'], ['dir', '/usr/lib']]) {
+      const link = path.join(image.imageDir, rel);
+      await fs.symlink(target, link);
+      await assert.rejects(imageDirectoryDigests(image.imageDir), (err: Error) => err instanceof UserError && err.message.includes(`holds a symbolic link (${rel})`));
+      await assert.rejects(imageEventDigests(image), /an image holds only regular files and folders/);
+      await fs.rm(link);
+    }
+    const linkedImage = path.join(tmp, 'linked-image');
+    await fs.symlink(image.imageDir, linkedImage);
+    await assert.rejects(imageDirectoryDigests(linkedImage), /holds a symbolic link/);
+  });
+
+  it('on the real bundled node program (dist/node-program): a byte appended to any of its files changes PCR 9 and 11', async function () {
+    this.timeout(300_000);
+    const copy = path.join(tmp, 'node-program');
+    await fs.cp(defaultNodeProgram(REPO_ROOT).imageDir, copy, { recursive: true });
+    const real = { nodeBinary: image.nodeBinary, imageDir: copy, entry: path.join(copy, 'main.mjs') };
+    const cache = new FileDigestCache();
+    const base = await imageEventDigests(real, cache);
+    const files = (await fs.readdir(copy, { recursive: true, withFileTypes: true })).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name));
+    assert.ok(files.some((f) => f.endsWith('koffi.node')) && files.some((f) => f.endsWith('.proto')) && files.length > 10, 'the bundle, its chunks and its native and data files');
+    for (const file of files) {
+      const size = (await fs.stat(file)).size;
+      await fs.appendFile(file, '\n');
+      const changed = await imageEventDigests(real, cache);
+      for (const alg of ['sha256', 'sha384'] as const) {
+        assert.notDeepEqual(changed[alg][9], base[alg][9], `PCR 9 (${alg}) after a byte appended to ${path.relative(copy, file)}`);
+        assert.notDeepEqual(changed[alg][11], base[alg][11], `PCR 11 (${alg}) after a byte appended to ${path.relative(copy, file)}`);
+      }
+      await fs.truncate(file, size);
+    }
+    assert.deepEqual(await imageEventDigests(real, cache), base, 'back to the original');
   });
 
   it('gives PCR 4 the runtime, PCR 9 the image, PCR 11 the manifest naming the entry', async () => {

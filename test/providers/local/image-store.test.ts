@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { imageMeasurementsDigest } from '../../../lib/attestation/measurements.js';
@@ -7,7 +8,7 @@ import { verifyBlob } from '../../../lib/images/cosign-signature.js';
 import { trustedKeyFromPem } from '../../../lib/signing-keys.js';
 import { SignatureError } from '../../../lib/images/signed-measurements.js';
 import { expectedImageMeasurements } from '../../../providers/local/image-measurement.js';
-import { LocalImageStore } from '../../../providers/local/image-store.js';
+import { LocalImageStore, removeImageTree } from '../../../providers/local/image-store.js';
 import { fakeBuild, tempDir, testSigner } from '../../images/support.js';
 
 describe('local images (mini image create / list)', () => {
@@ -24,15 +25,16 @@ describe('local images (mini image create / list)', () => {
     store = new LocalImageStore({ userConfigDir: path.join(dir, 'config'), nodeBinary, now: () => new Date('2026-01-02T03:04:05Z') });
   });
   afterEach(async () => {
-    await fs.rm(dir, { recursive: true, force: true });
+    await removeImageTree(dir);
   });
 
   it('copies the build, measures it as the launcher will measure a node of it, and signs the measurements', async () => {
     const image = await store.create('v1', build);
     assert.equal(image.dir, path.join(dir, 'config', 'images', 'v1'));
-    assert.equal(await fs.readFile(path.join(image.dir, 'dist', 'bootstrapper', 'main.js'), 'utf8'), '// build 1\n');
-    assert.equal(await fs.readFile(path.join(image.dir, 'package.json'), 'utf8'), '{"type":"module"}\n');
-    assert.equal(await fs.readlink(path.join(image.dir, 'node_modules', 'dep', 'alias.js')), 'index.js');
+    assert.equal(await fs.readFile(path.join(image.dir, 'node-program', 'main.mjs'), 'utf8'), '// build 1\n');
+    // Only what the node program runs: its folder, the measurements, the signature, the info.
+    assert.deepEqual((await fs.readdir(image.dir)).sort(), ['image.json', 'measurements.json', 'measurements.json.sig', 'node-program']);
+    assert.deepEqual((await fs.readdir(path.join(image.dir, 'node-program'), { recursive: true })).sort(), ['chunk-ABC.mjs', 'etcd3', 'etcd3/rpc.proto', 'main.mjs']);
 
     // What a node booted from the image shows: the launcher measures store.nodeImage(v1).
     const booted = await expectedImageMeasurements(store.nodeImage('v1'));
@@ -60,25 +62,54 @@ describe('local images (mini image create / list)', () => {
     assert.equal((await store.measurements('v2', key)).version, 'v2');
   });
 
-  it('hard-links node_modules (no copy of the dependencies) but copies dist/, which a rebuild rewrites in place', async () => {
+  it('copies the node program (never links), read-only: files 0444, folders 0555, owned by the store\'s owner', async () => {
     const image = await store.create('v1', build);
-    const [srcDep, imgDep] = await Promise.all([fs.stat(path.join(build, 'node_modules', 'dep', 'index.js')), fs.stat(path.join(image.dir, 'node_modules', 'dep', 'index.js'))]);
-    assert.equal(imgDep.ino, srcDep.ino);
-    const [srcMain, imgMain] = await Promise.all([fs.stat(path.join(build, 'dist', 'bootstrapper', 'main.js')), fs.stat(path.join(image.dir, 'dist', 'bootstrapper', 'main.js'))]);
-    assert.notEqual(imgMain.ino, srcMain.ino);
-    await fs.writeFile(path.join(build, 'dist', 'bootstrapper', 'main.js'), '// build 2\n');
-    assert.equal(await fs.readFile(path.join(image.dir, 'dist', 'bootstrapper', 'main.js'), 'utf8'), '// build 1\n');
+    for (const rel of ['main.mjs', 'chunk-ABC.mjs', 'etcd3/rpc.proto']) {
+      const [src, img] = await Promise.all([fs.stat(path.join(build, 'dist', 'node-program', rel)), fs.stat(path.join(image.dir, 'node-program', rel))]);
+      assert.notEqual(img.ino, src.ino, `${rel} is a copy`);
+      assert.equal(img.nlink, 1, `${rel} has no other name`);
+      assert.equal(img.mode & 0o777, 0o444, rel);
+      assert.equal(img.uid, process.getuid!(), rel);
+    }
+    for (const rel of ['', 'node-program', 'node-program/etcd3']) assert.equal((await fs.stat(path.join(image.dir, rel))).mode & 0o777, 0o555, rel || 'the version folder');
+    for (const rel of ['measurements.json', 'measurements.json.sig', 'image.json']) assert.equal((await fs.stat(path.join(image.dir, rel))).mode & 0o777, 0o444, rel);
+    // A rebuild (or the source's owner) changing the source changes nothing in the image.
+    await fs.appendFile(path.join(build, 'dist', 'node-program', 'main.mjs'), '// build 2\n');
+    assert.equal(await fs.readFile(path.join(image.dir, 'node-program', 'main.mjs'), 'utf8'), '// build 1\n');
   });
 
-  it('follows a node_modules that is a symbolic link (a copied CLI links the repository\'s)', async () => {
-    const linked = path.join(dir, 'linked');
-    await fs.mkdir(linked);
-    await fs.cp(path.join(build, 'dist'), path.join(linked, 'dist'), { recursive: true });
-    await fs.copyFile(path.join(build, 'package.json'), path.join(linked, 'package.json'));
-    await fs.symlink(path.join(build, 'node_modules'), path.join(linked, 'node_modules'));
-    const image = await store.create('v1', linked);
-    assert.equal((await fs.lstat(path.join(image.dir, 'node_modules'))).isDirectory(), true);
-    assert.equal(await fs.readFile(path.join(image.dir, 'node_modules', 'dep', 'index.js'), 'utf8'), 'module.exports = 1;\n');
+  it('refuses a build whose node program holds a symbolic link (it could lead out of the image), leaving no image', async () => {
+    await fs.symlink('/etc/passwd', path.join(build, 'dist', 'node-program', 'etcd3', 'kv.proto'));
+    await assert.rejects(store.create('v1', build), (err: Error) => err instanceof UserError && /kv\.proto is a symbolic link: a node image holds only regular files and folders/.test(err.message));
+    assert.deepEqual(await fs.readdir(store.imagesDir), []);
+  });
+
+  it('an owner of the source folder other than the store\'s cannot change the image made from it', async function () {
+    if (process.getuid!() !== 0) this.skip(); // needs root to make a folder of another user and act as that user
+    const nobody = 65534;
+    await fs.chown(build, nobody, nobody);
+    for (const rel of await fs.readdir(build, { recursive: true })) await fs.chown(path.join(build, String(rel)), nobody, nobody);
+    const image = await store.create('v1', build);
+    // Every folder on the way is open to nobody (as a shared machine's might be): only the image's own modes protect it.
+    for (const d of [dir, path.join(dir, 'config'), store.imagesDir]) await fs.chmod(d, 0o755);
+    const files = (await fs.readdir(image.dir, { recursive: true })).map((rel) => path.join(image.dir, String(rel)));
+    for (const f of [image.dir, ...files]) assert.notEqual((await fs.stat(f)).uid, nobody, `${f} is not nobody's`);
+    const script = `
+      const fs = require('node:fs');
+      const tries = { append: () => fs.appendFileSync(process.argv[1], 'x'), create: () => fs.writeFileSync(process.argv[2], 'x'),
+        remove: () => fs.unlinkSync(process.argv[1]), chmod: () => fs.chmodSync(process.argv[1], 0o666), rename: () => fs.renameSync(process.argv[1], process.argv[2]) };
+      const out = {};
+      for (const [name, f] of Object.entries(tries)) { try { f(); out[name] = 'done'; } catch (e) { out[name] = e.code; } }
+      console.log(JSON.stringify(out));`;
+    const main = path.join(image.dir, 'node-program', 'main.mjs');
+    const res = spawnSync(process.execPath, ['-e', script, main, path.join(image.dir, 'node-program', 'payload.mjs')], { uid: nobody, gid: nobody, encoding: 'utf8' });
+    assert.equal(res.status, 0, res.stderr);
+    assert.deepEqual(JSON.parse(res.stdout), { append: 'EACCES', create: 'EACCES', remove: 'EACCES', chmod: 'EPERM', rename: 'EACCES' });
+    assert.equal(await fs.readFile(main, 'utf8'), '// build 1\n');
+    // And what nobody changes in the source afterwards stays out of the image.
+    const changed = spawnSync(process.execPath, ['-e', "require('node:fs').appendFileSync(process.argv[1], '// payload\\n')", path.join(build, 'dist', 'node-program', 'main.mjs')], { uid: nobody, gid: nobody });
+    assert.equal(changed.status, 0);
+    assert.equal(await fs.readFile(main, 'utf8'), '// build 1\n');
   });
 
   it('gives another build other measurements (PCR 9 and 11), the same runtime the same PCR 4', async () => {
@@ -108,6 +139,7 @@ describe('local images (mini image create / list)', () => {
   it('refuses measurements edited after signing, and lists the image as bad', async () => {
     const image = await store.create('v1', build);
     const file = path.join(image.dir, 'measurements.json');
+    await fs.chmod(file, 0o644); // images are read-only: their owner can make a file writable
     await fs.writeFile(file, (await fs.readFile(file, 'utf8')).replace(image.measurements['9'].expected, 'ff'.repeat(32)));
     const key = (await store.publicKey())!;
     await assert.rejects(store.measurements('v1', key), (err: Error) => err instanceof SignatureError && err.message.includes(`of local image v1 (${file}) do not verify with your local image key`));
@@ -127,9 +159,8 @@ describe('local images (mini image create / list)', () => {
   it('refuses `local`, names that are no versions, and folders that are not a build', async () => {
     await assert.rejects(store.create('local', build), /"local" names the current build, not an image version/);
     await assert.rejects(store.create('../v1', build), /is not an image version/);
-    await fs.rm(path.join(build, 'node_modules'), { recursive: true });
-    await fs.rm(path.join(build, 'package.json'));
-    await assert.rejects(store.create('v1', build), new RegExp(`${build} is not a build to make an image of: package.json, node_modules are missing`));
+    await fs.rm(path.join(build, 'dist', 'node-program', 'main.mjs'));
+    await assert.rejects(store.create('v1', build), new RegExp(`${build} is not a build to make an image of: dist/node-program/main.mjs is missing`));
     assert.deepEqual(await store.list(), []);
   });
 

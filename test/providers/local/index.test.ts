@@ -23,7 +23,7 @@ describe('local provider: module and address plan', () => {
   it('defaults the node program to the built bootstrapper in dist/', async () => {
     const infra = new LocalInfrastructure();
     assert.match(infra.image.entry, /\/dist\/bootstrapper\/main\.js$/);
-    assert.match(infra.image.imageDir, /\/dist$/);
+    assert.match(infra.image.imageDir, /\/dist\/node-program$/);
   });
 
   it('gives control planes .10+ and workers .100+, lowest free first; .1 is the gateway, .2 this machine', () => {

@@ -1,0 +1,125 @@
+/**
+ * Bundles the node program (bootstrapper/main.ts) with esbuild into dist/node-program/, a folder that holds
+ * everything the node program loads and nothing else (docs/architecture/local-provider.md, "What a local node
+ * measures"):
+ *
+ *   dist/node-program/
+ *     main.mjs              the entry (ESM, exports main(); run directly it starts the node)
+ *     chunk-<hash>.mjs      code loaded on first use (providers, cloud SDKs, Kubernetes client), split by esbuild
+ *     koffi.node            koffi's native add-on for linux-x64 (glibc), loaded by lib/attestation/tee/sev-guest.ts
+ *     etcd3/*.proto         the etcd API that etcd3 parses at run time
+ *     manifests/cilium/cilium.yaml   the network plugin's manifest (kubeadm backend)
+ *
+ * Nothing in it reads node_modules/ or the repository at run time: packages are bundled, the files they read at run
+ * time are copied beside the bundle and found from it (the plugins below). The image of a local node is this folder
+ * plus the Node.js binary, so the launcher can measure every file the node program can load (PCR 9).
+ * Output is deterministic: no minification, paths in comments relative to the repository, chunk names from content.
+ * Run by `npm run build` after tsc (it bundles the TypeScript sources, not dist/).
+ */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as esbuild from 'esbuild';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const OUT = path.join(ROOT, 'dist', 'node-program');
+const pkg = JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8'));
+
+/** CommonJS code inside an ES module bundle needs require, __filename and __dirname: those of the chunk. */
+const BANNER = [
+  "import { createRequire as __bundleCreateRequire } from 'node:module';",
+  "import { dirname as __bundleDirname } from 'node:path';",
+  "import { fileURLToPath as __bundleFileURLToPath } from 'node:url';",
+  'const require = __bundleCreateRequire(import.meta.url);',
+  'const __filename = __bundleFileURLToPath(import.meta.url);',
+  'const __dirname = __bundleDirname(__filename);',
+].join('\n');
+
+/** Replaces a module's source for the bundle (onLoad), checking the replaced text is still there. */
+function patchSource(file, from, to) {
+  return async (args) => {
+    const text = await fs.readFile(args.path, 'utf8');
+    if (!text.includes(from)) throw new Error(`${file}: expected text not found (${from}); the package changed: update scripts/bundle-node-program.mjs`);
+    return { contents: text.replace(from, to), loader: 'js' };
+  };
+}
+
+/** Optional dependencies of bundled packages (ws, node-fetch, the AWS SDK) that the node program does without. */
+const OPTIONAL_PACKAGES = /^(bufferutil|utf-8-validate|encoding|@aws-sdk\/signature-v4-crt)$/;
+
+const runtimeFiles = {
+  name: 'node-program-runtime-files',
+  setup(build) {
+    // Optional packages that bundled code tries to require inside try/catch: never searched for in node_modules
+    // above the bundle (in the repository that would load unmeasured code); they are simply absent.
+    build.onResolve({ filter: OPTIONAL_PACKAGES }, (args) => ({ path: args.path, namespace: 'absent-package' }));
+    build.onLoad({ filter: /.*/, namespace: 'absent-package' }, (args) => ({
+      contents: `throw Object.assign(new Error(${JSON.stringify(`${args.path} is not part of the node program`)}), { code: 'MODULE_NOT_FOUND' });`,
+      loader: 'js',
+    }));
+    // koffi finds its add-on through its platform packages in node_modules; in the bundle it is ./koffi.node.
+    build.onLoad({ filter: /[\\/]koffi[\\/]src[\\/]koffi[\\/]src[\\/]static\.js$/ }, () => ({
+      contents: [
+        "import { createRequire } from 'node:module';",
+        'const require = createRequire(import.meta.url);',
+        "export function loadStatic(pkg) { return pkg === 'linux-x64' ? require('./koffi.node') : null; }",
+      ].join('\n'),
+      loader: 'js',
+    }));
+    // etcd3 parses its .proto files at run time from its package folder; in the bundle they are ./etcd3/.
+    build.onLoad(
+      { filter: /[\\/]etcd3[\\/]lib[\\/]connection-pool\.js$/ },
+      patchSource('etcd3/lib/connection-pool.js', '`${__dirname}/../proto/rpc.proto`', '`${__dirname}/etcd3/rpc.proto`'),
+    );
+    // The package's version and folder: the bundle's own (no package.json above it in an image).
+    build.onLoad({ filter: /[\\/]lib[\\/]config[\\/]package-info\.ts$/ }, () => ({
+      contents: [
+        "import path from 'node:path';",
+        "import { fileURLToPath, pathToFileURL } from 'node:url';",
+        'export function packageRoot() { return path.dirname(fileURLToPath(import.meta.url)); }',
+        `export function cliVersion() { return ${JSON.stringify(pkg.version)}; }`,
+        "export function configSchemaFile() { return path.join(packageRoot(), 'schema', 'config.schema.json'); }",
+        'export function configSchemaUrl() { return pathToFileURL(configSchemaFile()).href; }',
+      ].join('\n'),
+      loader: 'js',
+    }));
+  },
+};
+
+/** The files the bundle loads at run time, copied beside it: [source relative to the repository, destination]. */
+const COPIES = [
+  ['node_modules/@koromix/koffi-linux-x64/linux_x64/koffi.node', 'koffi.node'],
+  ['node_modules/etcd3/proto/rpc.proto', 'etcd3/rpc.proto'],
+  ['node_modules/etcd3/proto/auth.proto', 'etcd3/auth.proto'],
+  ['node_modules/etcd3/proto/kv.proto', 'etcd3/kv.proto'],
+  ['manifests/cilium/cilium.yaml', 'manifests/cilium/cilium.yaml'],
+];
+
+export async function bundleNodeProgram(outDir = OUT) {
+  await fs.rm(outDir, { recursive: true, force: true });
+  const result = await esbuild.build({
+    absWorkingDir: ROOT,
+    entryPoints: { main: 'bootstrapper/main.ts' },
+    outdir: outDir,
+    outExtension: { '.js': '.mjs' },
+    chunkNames: 'chunk-[hash]',
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: 'node20',
+    sourcemap: false,
+    minify: false,
+    legalComments: 'none',
+    logLevel: 'warning',
+    banner: { js: BANNER },
+    plugins: [runtimeFiles],
+  });
+  if (result.errors.length > 0) throw new Error('bundling the node program failed');
+  for (const [from, to] of COPIES) {
+    await fs.mkdir(path.dirname(path.join(outDir, to)), { recursive: true });
+    await fs.copyFile(path.join(ROOT, from), path.join(outDir, to));
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) await bundleNodeProgram(process.argv[2] ? path.resolve(process.argv[2]) : OUT);
