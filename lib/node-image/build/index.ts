@@ -102,6 +102,7 @@ export interface ImageManifest {
   };
   components: { initrd: { sha256: string; size: number; entries: number }; uki: { sha256: string; size: number } };
   measurements: Record<string, { expected: string; warnOnly: boolean }>;
+  /** Every output but measurements.json.sig (a new signature of the same file differs; the image does not). */
   outputs: ManifestFile[];
 }
 
@@ -263,7 +264,8 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
     await fs.writeFile(path.join(options.outDir, 'measurements.json.sig'), signBlob(key.privateKey, file));
 
     report('formats');
-    const outputs = [`${name}.raw`, 'measurements.json', 'measurements.json.sig'];
+    // The signature is not listed: ECDSA signatures differ from signing to signing, the image's bytes do not.
+    const outputs = [`${name}.raw`, 'measurements.json'];
     await fs.writeFile(path.join(options.outDir, `${name}.efi`), uki);
     outputs.push(`${name}.efi`);
     if (provider === 'azure') {
@@ -312,7 +314,7 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
 }
 
 /** kubeadm, kubelet, kubectl, containerd (+ runc, crictl, … when present) into /usr/bin; images/*.tar into the images folder. */
-async function addKubernetesBinaries(tree: RootTree, dir: string): Promise<Array<{ path: string; sha256: string }>> {
+export async function addKubernetesBinaries(tree: RootTree, dir: string): Promise<Array<{ path: string; sha256: string }>> {
   const inputs: Array<{ path: string; sha256: string }> = [];
   const missing: string[] = [];
   for (const bin of [...KUBERNETES_REQUIRED, ...KUBERNETES_OPTIONAL]) {
