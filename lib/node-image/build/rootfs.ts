@@ -43,7 +43,8 @@ export async function indexPackages(trees: ReadonlyArray<{ dir: string; origin: 
       else continue;
       const before = index.get(key);
       if (before && before.type !== 'dir' && node.type !== 'dir' && before.origin !== origin) {
-        // Same path from two packages: harmless only if both are the same kind (the first wins; the lead package lists are small).
+        // The same path from two packages (after merging /usr): the first package listed wins when both are the same
+        // kind of file; a file in one and a link in the other is a conflict the package list must resolve.
         if (before.type !== node.type) throw new Error(`packages ${before.origin} and ${origin} both provide ${key}`);
       }
       if (!before) index.set(key, node);
