@@ -16,6 +16,8 @@
  *                         its NUL (what the stub passes), then EV_EVENT_TAG "Linux initrd" = SHA-256 of the initrd.
  *
  * Events are listed in the order a boot logs them (the stub measures its sections before it loads the kernel).
+ * Our own code: upstream's predictor is a Go program that shells out to systemd-dissect; no JavaScript library
+ * predicts UEFI/systemd-stub measurements.
  *   PCR 8, 12, 13         untouched (zero): no GRUB, no command line from outside the UKI, no system extensions.
  */
 import { createHash } from 'node:crypto';
@@ -32,7 +34,7 @@ export const EV_IPL = 0x0000000d;
 export const EV_EFI_BOOT_SERVICES_APPLICATION = 0x80000003;
 export const EV_EFI_ACTION = 0x80000007;
 
-const EVENT_TYPE_NAMES: Record<number, string> = {
+export const EVENT_TYPE_NAMES: Record<number, string> = {
   [EV_SEPARATOR]: 'EV_SEPARATOR',
   [EV_EVENT_TAG]: 'EV_EVENT_TAG',
   [EV_IPL]: 'EV_IPL',
@@ -79,9 +81,9 @@ class PcrSimulator {
 export function stubLoadOptions(cmdline: Buffer): Buffer {
   const nul = cmdline.indexOf(0);
   const text = cmdline.subarray(0, nul === -1 ? cmdline.length : nul);
-  if (text.some((b) => b >= 0x80)) {
-    throw new UserError('the UKI\'s kernel command line has non-ASCII bytes', {
-      hint: 'Use an ASCII command line: how systemd-stub converts other bytes is not predicted.',
+  if (text.some((b) => b >= 0x80 || b < 0x20)) {
+    throw new UserError('the UKI\'s kernel command line has non-ASCII bytes or control characters (such as a newline)', {
+      hint: 'Use a printable ASCII command line without a trailing newline: how systemd-stub converts other bytes is not predicted.',
     });
   }
   const out = Buffer.alloc((text.length + 1) * 2);

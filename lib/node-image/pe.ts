@@ -16,6 +16,8 @@ export const PE32PLUS_MAGIC = 0x20b;
 /** Index of the certificate table ("security directory") in the optional header's data directories. */
 export const CERTIFICATE_TABLE_INDEX = 4;
 export const SECTION_HEADER_SIZE = 40;
+/** The most bytes a section may have in memory beyond its raw data (zero-filled by the loader). */
+const MAX_ZERO_FILL = 16 * 1024 * 1024;
 
 export interface PeSection {
   /** Name without trailing NULs (at most 8 bytes in the header; longer COFF names are not used by UEFI images). */
@@ -127,6 +129,11 @@ export function parsePe(buf: Buffer): PeImage {
       characteristics: buf.readUInt32LE(h + 36),
       headerOffset: h,
     };
+    // A loader zero-fills a section beyond its raw data; a few MiB of that is .bss, more is a malformed image
+    // (and would make us hash gigabytes of zeros).
+    if (section.virtualSize > section.sizeOfRawData + MAX_ZERO_FILL) {
+      throw new PeFormatError(`not a valid PE image: section ${JSON.stringify(section.name)} is ${section.virtualSize} bytes in memory but ${section.sizeOfRawData} in the file`);
+    }
     if (section.sizeOfRawData > 0) {
       need(buf, section.pointerToRawData, section.sizeOfRawData, `the data of section ${JSON.stringify(section.name)}`);
     }

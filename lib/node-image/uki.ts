@@ -76,6 +76,11 @@ export function assembleUki(stub: Buffer, sections: UkiInputs, options: Assemble
     }
   }
   if (sections.linux.length === 0) throw new UserError('the kernel (.linux) is empty');
+  if (toBuffer(sections.cmdline).some((b) => b < 0x20 || b >= 0x7f)) {
+    throw new UserError('the kernel command line must be printable ASCII without control characters (no trailing newline)', {
+      hint: 'Only such command lines have a verified PCR 9 prediction (docs/measured-boot.md).',
+    });
+  }
 
   // Keep headers and section data; drop the COFF symbol table and any signature after the last section.
   const rawEnd = Math.max(pe.sizeOfHeaders, ...pe.sections.map((s) => s.pointerToRawData + s.sizeOfRawData));

@@ -56,7 +56,7 @@ describe('fuzzing the parsers of attacker-controlled bytes (short run; npm run f
 
   it('covers every parser the issue names', () => {
     assert.deepEqual(targets.map((t) => t.name), [
-      'der', 'csr', 'certificate', 'pem', 'snp-report', 'tdx-quote', 'tpm-structures', 'tpm-quote', 'event-log', 'sealed',
+      'der', 'csr', 'certificate', 'pem', 'snp-report', 'tdx-quote', 'tpm-structures', 'tpm-quote', 'event-log', 'node-image', 'sealed',
       'attestation-document', 'local-vtpm-document', 'config-yaml', 'state-yaml', 'metadata-requests', 'grpc-messages',
     ]);
   });

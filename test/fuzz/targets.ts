@@ -34,6 +34,7 @@ import { UserError } from '../../lib/errors.js';
 import { readCertificateRequest } from '../../lib/pki/certificates.js';
 import { TpmReader } from '../../lib/tpm/marshal.js';
 import { parseTpmAttest, parseTpmPublic, parseTpmSignature, publicKeyFromTpmPublic, readPcrSelections, tpmName } from '../../lib/tpm/structures.js';
+import { predictBootMeasurements, ukiSectionDigests } from '../../lib/node-image/measure.js';
 import { parseMasterSecret } from '../../lib/workspace/master-secret.js';
 import { emptyState, parseState, stateToYaml } from '../../lib/workspace/state.js';
 import { CloudRegistry, createMetadataServer } from '../../providers/local/metadata-server.js';
@@ -310,6 +311,21 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
       parses: 'TCG crypto-agile event logs, parsed and replayed (attestation/eventlog.ts)',
       inputs: bytesLike([gce.eventLog], 8192),
       run: (bytes) => replayEventLog(parseEventLog(bytes)),
+      expected: userError,
+    }),
+    target({
+      name: 'node-image',
+      parses: 'PE images, UKIs and GPT disks with a FAT ESP, as image measure reads them (node-image/measure.ts)',
+      inputs: bytesLike([new Uint8Array(readFileSync(path.join(TESTDATA, 'measured-boot/uki.efi')))], 8192),
+      run: (bytes) => {
+        const buf = Buffer.from(bytes);
+        try {
+          ukiSectionDigests(buf);
+        } catch (err) {
+          if (!(err instanceof UserError)) throw err;
+        }
+        return predictBootMeasurements(buf);
+      },
       expected: userError,
     }),
     target({

@@ -4,7 +4,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { UserError } from '../../lib/errors.js';
-import { parsePe, peChecksum } from '../../lib/node-image/pe.js';
+import { parsePe, peChecksum, PeFormatError } from '../../lib/node-image/pe.js';
 import { assembleUki, ukiSections } from '../../lib/node-image/uki.js';
 
 const STUB_PATH = '/usr/lib/systemd/boot/efi/linuxx64.efi.stub';
@@ -64,6 +64,28 @@ describe('assembleUki (systemd-stub + sections, like ukify)', () => {
   it('refuses a stub that is already a UKI, naming the sections', () => {
     const uki = assembleUki(stub, inputs);
     assert.throws(() => assembleUki(uki, inputs), (e: unknown) => e instanceof UserError && /\.linux/.test(e.message));
+  });
+
+  it('grows the headers when the stub has no room for all new section headers, keeping every section intact', () => {
+    const extraSections = Array.from({ length: 12 }, (_, i) => ({ name: `.x${i}`, data: `extra ${i}` }));
+    const uki = assembleUki(stub, inputs, { extraSections });
+    const pe = parsePe(uki);
+    assert.ok(pe.sizeOfHeaders > parsePe(stub).sizeOfHeaders, 'headers grew');
+    const byName = new Map(ukiSections(uki).map((s) => [s.name, s.data]));
+    assert.deepEqual(byName.get('.text'), ukiSections(stub).find((s) => s.name === '.text')?.data, 'the stub\'s code moved with its header');
+    assert.equal(byName.get('.x11')?.toString(), 'extra 11');
+    assert.deepEqual(byName.get('.linux'), kernel);
+    assert.ok(pe.sectionTableOffset + pe.numberOfSections * 40 <= pe.sizeOfHeaders);
+  });
+
+  it('refuses a command line with control characters (a trailing newline): its PCR 9 event is not predicted', () => {
+    assert.throws(() => assembleUki(stub, { ...inputs, cmdline: 'console=ttyS0\n' }), UserError);
+  });
+
+  it('refuses a PE section that claims gigabytes of zero-fill (a fuzz finding: it made image measure hash for seconds)', () => {
+    const hostile = Buffer.from(stub);
+    hostile.writeUInt32LE(0xf0000000, parsePe(stub).sections[0]!.headerOffset + 8); // .text VirtualSize
+    assert.throws(() => parsePe(hostile), (e: unknown) => e instanceof PeFormatError && /bytes in memory/.test(e.message));
   });
 
   it('refuses a file that is not a PE image with a UserError', () => {

@@ -13,7 +13,7 @@
  * Everything started is killed by PID and the scratch folder removed, also on timeout or failure.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -130,4 +130,28 @@ export async function bootDisk(diskPath: string, options: BootOptions = {}): Pro
     await kill(swtpm);
     rmSync(dir, { recursive: true, force: true });
   }
+}
+
+/**
+ * Which accelerator boots this disk: KVM when /dev/kvm is usable and a probe boot under KVM reaches the boot report
+ * within `probeMs`, else TCG. The answer is remembered in `rememberIn` (a file; keyed by the caller, e.g. by
+ * kernel), because a failed probe costs its whole timeout: on machines whose KVM runs only PVM-enabled guest kernels
+ * a Debian kernel hangs right after decompression.
+ */
+export async function chooseAccel(diskPath: string, rememberIn: string, probeMs = 60_000): Promise<'tcg' | 'kvm'> {
+  try {
+    accessSync('/dev/kvm', constants.R_OK | constants.W_OK);
+  } catch {
+    return 'tcg';
+  }
+  if (existsSync(rememberIn)) return readFileSync(rememberIn, 'utf8').trim() === 'kvm' ? 'kvm' : 'tcg';
+  let accel: 'tcg' | 'kvm' = 'tcg';
+  try {
+    await bootDisk(diskPath, { accel: 'kvm', timeoutMs: probeMs });
+    accel = 'kvm';
+  } catch {
+    accel = 'tcg';
+  }
+  writeFileSync(rememberIn, `${accel}\n`);
+  return accel;
 }
