@@ -1,7 +1,7 @@
 /**
  * Bundles the node program (bootstrapper/main.ts) with esbuild into dist/node-program/, a folder that holds
- * everything the node program loads and nothing else (docs/architecture/local-provider.md, "What a local node
- * measures"):
+ * everything the node program loads and nothing else (docs/workflows/local-provider.md,
+ * "Boot measurements"):
  *
  *   dist/node-program/
  *     main.mjs              the entry (ESM, exports main(); run directly it starts the node)
@@ -17,6 +17,7 @@
  * Run by `npm run build` after tsc (it bundles the TypeScript sources, not dist/).
  */
 import { promises as fs } from 'node:fs';
+import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as esbuild from 'esbuild';
@@ -47,6 +48,42 @@ function patchSource(file, from, to) {
 /** Optional dependencies of bundled packages (ws, node-fetch, the AWS SDK) that the node program does without. */
 const OPTIONAL_PACKAGES = /^(bufferutil|utf-8-validate|encoding|@aws-sdk\/signature-v4-crt)$/;
 
+/**
+ * A CommonJS package imported by an ES module: Node.js gives the module's named exports, but esbuild knows them only
+ * at run time, so a chunk it splits off for `await import('@grpc/grpc-js')` exports only `default` (`Server` would
+ * be undefined), and `export * from '@peculiar/x509'` (lib/x509.ts) re-exports nothing statically. Every CommonJS
+ * module imported dynamically, or statically by our code, is imported through a facade that lists its export names,
+ * taken from the module itself at build time; its default export is module.exports, as in Node.js.
+ */
+const RESERVED = new Set(['default', 'await', 'break', 'case', 'catch', 'class', 'const', 'continue', 'debugger', 'delete', 'do', 'else', 'enum', 'export', 'extends', 'false', 'finally', 'for', 'function', 'if', 'import', 'in', 'instanceof', 'let', 'new', 'null', 'return', 'static', 'super', 'switch', 'this', 'throw', 'true', 'try', 'typeof', 'var', 'void', 'while', 'with', 'yield']);
+// Loading @peculiar/x509 for its names needs the Reflect polyfill first, as at run time (lib/x509.ts).
+createRequire(import.meta.url)('reflect-metadata');
+
+const dynamicImportFacades = {
+  name: 'dynamic-import-facades',
+  setup(build) {
+    build.onResolve({ filter: /^[^./]/ }, async (args) => {
+      const ours = !/[\\/]node_modules[\\/]/.test(args.importer);
+      if (args.path.startsWith('node:') || args.pluginData?.facade) return undefined;
+      if (args.kind !== 'dynamic-import' && !(ours && args.kind === 'import-statement')) return undefined;
+      const resolved = await build.resolve(args.path, { kind: 'dynamic-import', resolveDir: args.resolveDir, pluginData: { facade: true } });
+      if (resolved.errors.length > 0 || resolved.external || resolved.namespace !== 'file') return undefined;
+      // ES modules (import/export statements) keep their names in a split chunk; only CommonJS needs the facade.
+      if (/^\s*(import|export)\s/m.test(await fs.readFile(resolved.path, 'utf8'))) return undefined;
+      // Relative to the repository: the path appears in the bundle, which must not depend on where it was built.
+      return { path: path.relative(ROOT, resolved.path).split(path.sep).join('/'), namespace: 'dynamic-import-facade' };
+    });
+    build.onLoad({ filter: /.*/, namespace: 'dynamic-import-facade' }, (args) => {
+      const file = path.join(ROOT, args.path);
+      const names = Object.keys(createRequire(file)(file)).filter((n) => /^[A-Za-z_$][\w$]*$/.test(n) && !RESERVED.has(n)).sort();
+      // require(): module.exports itself, as Node.js gives it as the default export of a CommonJS module.
+      const lines = [`const m = require(${JSON.stringify(`./${path.basename(file)}`)});`, 'export default m;'];
+      if (names.length > 0) lines.push(`export const { ${names.join(', ')} } = m;`);
+      return { contents: lines.join('\n'), loader: 'js', resolveDir: path.dirname(file) };
+    });
+  },
+};
+
 const runtimeFiles = {
   name: 'node-program-runtime-files',
   setup(build) {
@@ -75,7 +112,7 @@ const runtimeFiles = {
     build.onLoad({ filter: /[\\/]lib[\\/]config[\\/]package-info\.ts$/ }, () => ({
       contents: [
         "import path from 'node:path';",
-        "import { fileURLToPath, pathToFileURL } from 'node:url';",
+        "import { fileURLToPath } from 'node:url';",
         'export function packageRoot() { return path.dirname(fileURLToPath(import.meta.url)); }',
         `export function cliVersion() { return ${JSON.stringify(pkg.version)}; }`,
         "export function configSchemaFile() { return path.join(packageRoot(), 'schema', 'config.schema.json'); }",
@@ -113,9 +150,16 @@ export async function bundleNodeProgram(outDir = OUT) {
     legalComments: 'none',
     logLevel: 'warning',
     banner: { js: BANNER },
-    plugins: [runtimeFiles],
+    plugins: [dynamicImportFacades, runtimeFiles],
   });
   if (result.errors.length > 0) throw new Error('bundling the node program failed');
+  // A chunk that exports only `default = require_x()` is a CommonJS package imported dynamically without its names.
+  for (const name of await fs.readdir(outDir)) {
+    const text = await fs.readFile(path.join(outDir, name), 'utf8').catch(() => '');
+    if (/^export default require_\w+\(\);$/m.test(text) && !/^export \{/m.test(text)) {
+      throw new Error(`${name}: a CommonJS module imported dynamically lost its named exports (see dynamicImportFacades)`);
+    }
+  }
   for (const [from, to] of COPIES) {
     await fs.mkdir(path.dirname(path.join(outDir, to)), { recursive: true });
     await fs.copyFile(path.join(ROOT, from), path.join(outDir, to));

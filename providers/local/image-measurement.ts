@@ -5,7 +5,7 @@
  * A local node image is the Node.js binary plus the node program's folder (dist/node-program/ of a build, made by
  * scripts/bundle-node-program.mjs: the bundle, its chunks and the native and data files it loads). The node program
  * loads nothing from outside that folder but the Node.js binary, so measuring both by content measures every byte
- * it can execute (docs/architecture/local-provider.md).
+ * it can execute (docs/workflows/local-provider.md).
  *
  * Event digests, computed once per PCR bank algorithm (SHA-256, SHA-384):
  *   PCR 4  ← H(the Node.js binary that runs the node program)

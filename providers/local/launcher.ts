@@ -8,32 +8,71 @@
  *   4. reports {type:'ready', programPid} over IPC and runs the node program in this same process (it imports the
  *      entry and calls its exported main(), if any). It restarts nothing on its own; rebooting is the provider's job.
  * Its stdout/stderr (and the node program's) go to the node's node.log.
+ *
+ * The node program is the bundle of dist/node-program/ (providers/local/node-program.ts), which loads nothing from
+ * node_modules/; the launcher runs in the same process, so it imports no package either (the launch config is
+ * checked by hand below, not with a schema library): nothing of the node's process comes from node_modules/.
+ * The launcher itself is not measured: it is the node's firmware (docs/workflows/local-provider.md).
  */
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { z } from 'zod';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { FileDigestCache } from './digest-cache.js';
 import { BANK_ALGORITHMS, imageEventDigests, MEASURED_PCRS, TPM_ALG_ID, type NodeImage } from './image-measurement.js';
 import { reportStartup } from './processes.js';
 
-export const launchConfigSchema = z.object({
-  name: z.string(),
-  role: z.enum(['control-plane', 'worker']),
-  address: z.string(),
-  metadataUrl: z.string(),
-  nodeDir: z.string(),
-  stateDisk: z.string(),
-  stateDir: z.string(),
-  tpm: z.object({ serverSocket: z.string(), ctrlSocket: z.string() }),
-  image: z.object({ nodeBinary: z.string(), imageDir: z.string(), entry: z.string() }),
-  /** The config's provider.local.kubernetesBackend. */
-  kubernetesBackend: z.enum(['none', 'kubeadm']).default('none'),
+export interface LaunchConfig {
+  name: string;
+  role: 'control-plane' | 'worker';
+  address: string;
+  metadataUrl: string;
+  nodeDir: string;
+  stateDisk: string;
+  stateDir: string;
+  tpm: { serverSocket: string; ctrlSocket: string };
+  image: NodeImage;
+  /** The config's provider.local.kubernetesBackend (default none). */
+  kubernetesBackend: 'none' | 'kubeadm';
   /** The cluster's digest cache of image files (./digest-cache.ts). */
-  digestCache: z.string().optional(),
-  /** The image's version: "local" for the current build. */
-  imageVersion: z.string().min(1).default('local'),
-});
-export type LaunchConfig = z.infer<typeof launchConfigSchema>;
+  digestCache?: string;
+  /** The image's version: "local" for the current build (the default). */
+  imageVersion: string;
+}
+
+/** Checks a parsed launch.json (written by the provider, ./infrastructure.ts); throws naming the first bad field. */
+export function parseLaunchConfig(value: unknown): LaunchConfig {
+  const object = (v: unknown, where: string): Record<string, unknown> => {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`launch config: ${where} must be an object`);
+    return v as Record<string, unknown>;
+  };
+  const text = (o: Record<string, unknown>, key: string, where = key): string => {
+    if (typeof o[key] !== 'string') throw new Error(`launch config: ${where} must be a string`);
+    return o[key] as string;
+  };
+  const config = object(value, 'the file');
+  const tpm = object(config.tpm, 'tpm');
+  const image = object(config.image, 'image');
+  const role = text(config, 'role');
+  if (role !== 'control-plane' && role !== 'worker') throw new Error('launch config: role must be control-plane or worker');
+  const kubernetesBackend = config.kubernetesBackend ?? 'none';
+  if (kubernetesBackend !== 'none' && kubernetesBackend !== 'kubeadm') throw new Error('launch config: kubernetesBackend must be none or kubeadm');
+  if (config.digestCache !== undefined) text(config, 'digestCache');
+  const imageVersion = config.imageVersion === undefined ? 'local' : text(config, 'imageVersion');
+  if (imageVersion === '') throw new Error('launch config: imageVersion must not be empty');
+  return {
+    name: text(config, 'name'),
+    role,
+    address: text(config, 'address'),
+    metadataUrl: text(config, 'metadataUrl'),
+    nodeDir: text(config, 'nodeDir'),
+    stateDisk: text(config, 'stateDisk'),
+    stateDir: text(config, 'stateDir'),
+    tpm: { serverSocket: text(tpm, 'serverSocket', 'tpm.serverSocket'), ctrlSocket: text(tpm, 'ctrlSocket', 'tpm.ctrlSocket') },
+    image: { nodeBinary: text(image, 'nodeBinary', 'image.nodeBinary'), imageDir: text(image, 'imageDir', 'image.imageDir'), entry: text(image, 'entry', 'image.entry') },
+    kubernetesBackend,
+    digestCache: config.digestCache as string | undefined,
+    imageVersion,
+  };
+}
 
 /** The TPM operations the launcher needs (swtpmLauncherTpm below; tests may pass others). */
 export interface LauncherTpm {
@@ -99,7 +138,7 @@ const stamp = () => new Date().toISOString();
 async function main(configFile: string): Promise<void> {
   let config: LaunchConfig;
   try {
-    config = launchConfigSchema.parse(JSON.parse((await readRegularFile(configFile, { what: 'the launch config', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8')));
+    config = parseLaunchConfig(JSON.parse((await readRegularFile(configFile, { what: 'the launch config', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8')));
     console.log(`${stamp()} launcher: booting ${config.name} (${config.role}) at ${config.address}`);
     await measureBoot(config.image, await swtpmLauncherTpm(config.tpm), new FileDigestCache(config.digestCache));
     console.log(`${stamp()} launcher: measured ${config.image.imageDir} into PCR 4, 9, 11`);

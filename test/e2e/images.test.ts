@@ -2,14 +2,15 @@
  * Versioned local images through the built CLI's private copy, with real node processes: `mini image create` of
  * the copy, a cluster on that image (`mini up --image v1`: every node runs v1 and shows its signed measurements), an
  * image whose measurements were edited after signing refused before anything starts, and `upgrade check` finding a
- * changed build made into v2. The user's config folder is a temporary XDG_CONFIG_HOME. One cluster; cases in order.
+ * changed build made into v2, and an image with a byte appended to one of its files refused at init naming PCR 9.
+ * The user's config folder is a temporary XDG_CONFIG_HOME. One cluster; cases in order.
  */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { STATE_FILE } from '../../lib/workspace/files.js';
-import { changedBuild, cleanUp, clusterProcesses, copyBuiltCli, run, tempDir, type CliCopy } from './support.js';
+import { changedBuild, cleanUp, clusterProcesses, copyBuiltCli, run, tamper, tempDir, type CliCopy } from './support.js';
 import { removeImageTree } from '../../providers/local/image-store.js';
 
 interface ListedImage {
@@ -74,6 +75,22 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     assert.match(res.stderr, /Hint: Nothing was changed\./);
     assert.deepEqual(await clusterProcesses(other), [], 'no node was started');
     assert.equal((parse(await fs.readFile(path.join(other, STATE_FILE), 'utf8')) as { infrastructure: { uid: string } }).infrastructure.uid, '', 'not even a cluster identity was made');
+  });
+
+  it('an image with one byte appended to one of its files after signing: the first node is refused naming PCR 9, no cluster comes up', async () => {
+    await ok(['mini', 'image', 'create', 'v1-tampered', '--from', copy.root]);
+    // koffi's native add-on: a file a local node never loads, and still measured as every other file of the image.
+    await tamper(path.join(tmp, 'config', 'constellation', 'images', 'v1-tampered', 'node-program', 'koffi.node'), '');
+    const other = path.join(tmp, 'ws-tampered');
+    await fs.mkdir(other);
+    try {
+      const res = await cli(['mini', 'up', '--image', 'v1-tampered', '-w', '0'], other);
+      assert.notEqual(res.code, 0, `${res.stdout}\n${res.stderr}`);
+      assert.match(`${res.stdout}\n${res.stderr}`, /PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64}/);
+      assert.doesNotMatch(res.stdout, /is up/);
+    } finally {
+      await cleanUp(copy, other);
+    }
   });
 
   it('mini up --image v1: every node boots v1 and shows its signed measurements; verify --all accepts them', async () => {

@@ -20,9 +20,9 @@ describe('local provider: module and address plan', () => {
     assert.equal(metadata.constructor.name, LocalNodeMetadata.name);
   });
 
-  it('defaults the node program to the built bootstrapper in dist/', async () => {
+  it('defaults the node program to the bundled bootstrapper in dist/node-program/', async () => {
     const infra = new LocalInfrastructure();
-    assert.match(infra.image.entry, /\/dist\/bootstrapper\/main\.js$/);
+    assert.match(infra.image.entry, /\/dist\/node-program\/main\.mjs$/);
     assert.match(infra.image.imageDir, /\/dist\/node-program$/);
   });
 

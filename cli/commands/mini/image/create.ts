@@ -3,9 +3,9 @@ import { BaseCommand } from '../../../base-command.js';
 
 export default class MiniImageCreate extends BaseCommand<typeof MiniImageCreate> {
   static override summary = 'Make a versioned local node image of the current build (or of a given folder), with signed measurements.';
-  static override description = `Copies the build (dist/, package.json and node_modules/, laid out as the repository after \`npm run build\`) into your config folder ($XDG_CONFIG_HOME/constellation/images/<version>, else ~/.config/constellation/images/<version>), measures it exactly as the local provider's launcher measures a node when it boots (PCRs 4, 9, 11; 8, 12, 13 zero), and signs the measurements (measurements.json, measurements.json.sig: cosign's blob signature format) with your image key, image-signing-key.pem in the same folder (ECDSA P-256, made on first use, mode 0600).
+  static override description = `Copies the build's bundled node program (dist/node-program/ of the repository after \`npm run build\`: the bundle and every file it loads) into your config folder ($XDG_CONFIG_HOME/constellation/images/<version>/node-program, else ~/.config/constellation/images/<version>/node-program), by content (never linked; a symbolic link in it is refused), read-only (files 0444, folders 0555) and owned by you, measures it exactly as the local provider's launcher measures a node when it boots (PCRs 4, 9, 11; 8, 12, 13 zero), and signs the measurements (measurements.json, measurements.json.sig: cosign's blob signature format) with your image key, image-signing-key.pem in the same folder (ECDSA P-256, made on first use, mode 0600).
 
-Set \`image: <version>\` in a local config (or \`mini up --image <version>\`) to run nodes of this image: \`create\` verifies the signed measurements with your key before anything starts and writes them into the config. An image never changes; make a new build a new version. node_modules/ is hard-linked where the file system allows.`;
+Set \`image: <version>\` in a local config (or \`mini up --image <version>\`) to run nodes of this image: \`create\` verifies the signed measurements with your key before anything starts and writes them into the config. An image never changes; make a new build a new version.`;
 
   static override examples = [
     { description: 'Make image v1 of the current build:', command: '<%= config.bin %> <%= command.id %> v1' },
@@ -17,7 +17,7 @@ Set \`image: <version>\` in a local config (or \`mini up --image <version>\`) to
   };
 
   static override flags = {
-    from: Flags.string({ description: 'Folder to make the image of, laid out as the repository after `npm run build` (default: the build this CLI runs from).', helpValue: '<folder>' }),
+    from: Flags.string({ description: 'Folder to make the image of, laid out as the repository after `npm run build` (its dist/node-program/; default: the build this CLI runs from).', helpValue: '<folder>' }),
   };
 
   static override enableJsonFlag = true;
