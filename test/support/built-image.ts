@@ -3,7 +3,7 @@
  * by every test that needs it (the build tests, the VM boot). Built into a folder keyed by the digest of the inputs
  * (the pinned packages' .deb files, the Node.js binary, the bundled node program, the build code itself), below
  * $TMPDIR/constellation-test-images/, together with the image key that signed it; a later run with the same inputs
- * reuses it. The Debian packages come from the package cache `npm run pretest` fills: without them the test fails
+ * reuses it (images of other inputs untouched for a day are removed after a new build). The Debian packages come from the package cache `npm run pretest` fills: without them the test fails
  * under CI=true with what to run, and skips elsewhere.
  */
 import { createHash } from 'node:crypto';
@@ -55,6 +55,17 @@ export async function inputsDigest(cache = defaultPackageCache()): Promise<strin
 
 let shared: Promise<BuiltTestImage> | undefined;
 
+/** Images of other inputs untouched for a day (each is ~250 MB); younger ones may belong to a run in another checkout. */
+async function pruneStaleImages(parent: string, keep: string): Promise<void> {
+  const dayAgo = Date.now() - 24 * 3600_000;
+  for (const name of await fs.readdir(parent)) {
+    const p = path.join(parent, name);
+    if (p === keep) continue;
+    const st = await fs.stat(p).catch(() => undefined);
+    if (st && st.mtimeMs < dayAgo) await fs.rm(p, { recursive: true, force: true });
+  }
+}
+
 /** Runs `image build` (the built CLI) into `out` with the given key folder and cache; throws with its output on failure. */
 export async function runImageBuild(out: string, configHome: string, packageCache: string, extra: string[] = []): Promise<void> {
   const res = await runCli(['image', 'build', '--provider', 'qemu', '--out', out, '--version', 'v0.0.1-test', '--package-cache', packageCache, '--no-download', ...extra], {
@@ -83,6 +94,7 @@ export function builtQemuImage(): Promise<BuiltTestImage> {
       await fs.rm(temp, { recursive: true, force: true });
       throw err;
     }
+    await pruneStaleImages(path.dirname(root), root);
     return { dir, rawDisk: path.join(dir, name), configHome, packageCache, buildMs: Date.now() - started };
   })();
   return shared;
