@@ -6,7 +6,7 @@
 # cryptsetup-bin: the LUKS2 state disk of cloud nodes (its tests format and check headers; no device-mapper here).
 # openssl: cross-checks of certificates and of measurement signatures with an independent tool.
 # Node images and VM nodes (docs/workflows/node-images.md): qemu-system-x86 + ovmf (UEFI firmware) + qemu-utils boot
-# and convert images; systemd-boot-efi ships the UEFI stub of a unified kernel image; dosfstools, mtools and fdisk lay
+# and convert images; systemd-boot-efi ships the UEFI stub of a unified kernel image; dosfstools, mtools, fdisk and gdisk (sgdisk) lay
 # out the image's EFI system partition and GPT; zstd compresses the initrd. osslsigncode and binutils (objdump) cross-check
 # our PE reader and Authenticode digests (test/node-image).
 set -euo pipefail
@@ -28,6 +28,7 @@ command -v qemu-img >/dev/null 2>&1 || missing+=(qemu-utils)
 command -v mkfs.vfat >/dev/null 2>&1 || missing+=(dosfstools)
 command -v mcopy >/dev/null 2>&1 || missing+=(mtools)
 command -v sfdisk >/dev/null 2>&1 || missing+=(fdisk)
+command -v sgdisk >/dev/null 2>&1 || missing+=(gdisk)
 command -v zstd >/dev/null 2>&1 || missing+=(zstd)
 command -v osslsigncode >/dev/null 2>&1 || missing+=(osslsigncode)
 command -v objdump >/dev/null 2>&1 || missing+=(binutils)

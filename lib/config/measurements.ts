@@ -4,9 +4,11 @@
  * 12 and 13 zero, 15 clusterID (zero until the node joins a cluster). Firmware PCRs (0–3, 6, 7) differ per
  * cloud and firmware release, so they only warn.
  *
- * We publish no cloud node images yet, so the cloud defaults use all-zero values: they have the right shape and
- * policy (which PCRs are enforced) and a user replaces them with the values of the image they run. The local
- * provider measures its node image at `create` and adds PCRs 4, 9 and 11 then.
+ * We publish no cloud node images yet, so the cloud defaults use all-zero values as placeholders: they have the right
+ * shape and policy (which PCRs are enforced), and a user replaces them with the values of the image they run
+ * (`constellation image build` writes them, docs/workflows/node-images.md); `config validate` and `create` refuse a
+ * placeholder left in an enforced PCR that boot extends (lib/config/schema.ts). The local provider measures its node
+ * image at `create` and adds PCRs 4, 9 and 11 then.
  */
 import type { Measurements } from '../attestation/types.js';
 import { variantSpec } from '../attestation/variant.js';

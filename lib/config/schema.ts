@@ -203,6 +203,31 @@ function validSigningKey(pem: string, ctx: z.RefinementCtx): void {
   }
 }
 
+/**
+ * An enforced PCR that every boot extends (firmware 0–7, the kernel command line and initrd 9, the unified kernel
+ * image 11) can never read all zeros: an all-zero expected value there is a placeholder (what `config generate`
+ * writes for clouds), not a measurement, and would refuse every node. 8, 12, 13 are zero on our images by design.
+ */
+export const PCRS_EXTENDED_AT_BOOT: readonly number[] = [0, 1, 2, 3, 4, 5, 6, 7, 9, 11];
+export const ZERO_MEASUREMENT_HINT =
+  'fill in the measurements of your node image: `constellation image build` writes them (measurements.json beside the image), `constellation config fetch-measurements` fetches the signed ones of a published image';
+
+function refuseZeroMeasurements(config: ConfigShape, ctx: z.RefinementCtx): void {
+  const sections = Object.entries(config.attestation).filter(([, section]) => section !== undefined);
+  if (sections.length !== 1) return; // "exactly one variant" is the problem to name first
+  for (const [key, section] of sections) {
+    if (!section) continue;
+    for (const [index, m] of Object.entries(section.measurements)) {
+      if (m.warnOnly || !PCRS_EXTENDED_AT_BOOT.includes(Number(index)) || !/^0+$/.test(m.expected)) continue;
+      ctx.addIssue({
+        code: 'custom',
+        path: ['attestation', key, 'measurements', index, 'expected'],
+        message: `PCR ${index} is enforced but expected all zeros, a value no boot produces (a placeholder): ${ZERO_MEASUREMENT_HINT}`,
+      });
+    }
+  }
+}
+
 /** Cross-section rules; run only when every section parsed on its own. */
 function crossCheck(config: ConfigShape, ctx: z.RefinementCtx): void {
   const provider = PROVIDERS.find((p) => config.provider[p] !== undefined);
@@ -328,6 +353,9 @@ type ConfigShape = z.output<ReturnType<typeof sectionsSchema>>;
 export function buildConfigSchema(options: ConfigSchemaOptions = {}) {
   return sectionsSchema(options)
     .superRefine(crossCheck)
+    .superRefine((config, ctx) => {
+      if (!options.allowIncomplete) refuseZeroMeasurements(config, ctx);
+    })
     .describe('Constellation cluster configuration (constellation-conf.yaml).');
 }
 

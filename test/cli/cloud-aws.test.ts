@@ -14,6 +14,7 @@ import { CONFIG_FILE, RESOURCES_FILE, STATE_FILE } from '../../lib/workspace/fil
 import { FAKE_CREDENTIALS, FAKE_IMAGE, startFakeAws, type FakeAws } from '../fakes/aws/server.js';
 import { list, str, type Params } from '../fakes/aws/wire.js';
 import { runCli } from '../support/cli.js';
+import { fillImageMeasurements } from '../support/image-measurements.js';
 
 const PORTS = [6443, 9000, 30090, 30081, 9999];
 
@@ -43,6 +44,7 @@ describe('constellation create / terminate (AWS, fake cloud)', function () {
     template = await fs.mkdtemp(path.join(os.tmpdir(), 'cli-cloud-aws-template-'));
     const gen = await runCli(['config', 'generate', 'aws', '-C', template]);
     assert.equal(gen.code, 0, gen.stderr);
+    await fillImageMeasurements(template);
     const file = path.join(template, CONFIG_FILE);
     const doc = parseDocument(await fs.readFile(file, 'utf8'));
     doc.setIn(['image'], FAKE_IMAGE);

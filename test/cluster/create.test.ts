@@ -24,6 +24,7 @@ import { SignatureError } from '../../lib/images/signed-measurements.js';
 import { LocalImageStore, removeImageTree } from '../../providers/local/image-store.js';
 import { fakeBuild, setConfigKeys } from '../images/support.js';
 import { IMAGE_MEASUREMENTS, localWorkspace, tempDir } from './support/workspace.js';
+import { fillImageMeasurements } from '../support/image-measurements.js';
 
 describe('createCluster', () => {
   let ws: string;
@@ -281,6 +282,7 @@ describe('create and terminate through cli/cluster against the Azure and GCP fak
   async function cloudWorkspace(cloud: 'azure' | 'gcp', fields: Record<string, unknown>): Promise<string> {
     const dir = await tempDir('cl-cloud-');
     await generateConfigFiles(dir, cloud);
+    await fillImageMeasurements(dir);
     const file = path.join(dir, CONFIG_FILE);
     const doc = parseDocument(await fs.readFile(file, 'utf8'));
     for (const [key, value] of Object.entries(fields)) doc.setIn(key.split('.'), value);

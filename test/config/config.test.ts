@@ -6,6 +6,7 @@ import {
   ATTESTATION_VARIANTS,
   attestationConfigOf,
   attestationVariantOf,
+  type Config,
   DEFAULT_INSTANCE_TYPES,
   defaultConfig,
   INSTANCE_TYPES,
@@ -131,9 +132,57 @@ describe('config: defaults, rendering, lookups', () => {
   });
 });
 
+/** A generated cloud config with its image's measurements filled in (what `image build` gives a user). */
+function withImageMeasurements(config: Config, values: Record<string, string> = { '4': '4a'.repeat(32), '9': '9b'.repeat(32), '11': '1c'.repeat(32) }): Config {
+  const measurements = measurementsOf(config);
+  for (const [index, value] of Object.entries(values)) measurements[index] = { ...measurements[index], expected: value };
+  return config;
+}
+
+describe('config: placeholder measurements of cloud configs', () => {
+  const complete = (yaml: string) => yaml.replace('image: ""', 'image: ami-1').replace(/iamProfileControlPlane: ""/, 'iamProfileControlPlane: cp').replace(/iamProfileWorkerNodes: ""/, 'iamProfileWorkerNodes: w');
+
+  it('a generated cloud config says its measurements are placeholders and how to fill them', () => {
+    const yaml = renderConfig(defaultConfig('aws'));
+    assert.match(yaml, /measurements below are placeholders/);
+    assert.match(yaml, /constellation image build/);
+    assert.match(yaml, /config fetch-measurements/);
+  });
+
+  it('validate refuses each enforced PCR that boot extends (4, 9, 11) left at zero, naming the fix', () => {
+    const yaml = complete(renderConfig(defaultConfig('aws')));
+    assert.throws(
+      () => parseConfig(yaml),
+      (e: unknown) => {
+        const message = (e as Error).message;
+        return ['4', '9', '11'].every((i) => message.includes(`attestation.awsSEVSNP.measurements.${i}.expected: PCR ${i} is enforced but expected all zeros`)) && /constellation image build/.test(message) && !/measurements\.(8|12|13|0|15)\./.test(message);
+      },
+    );
+  });
+
+  it('validate accepts the image\'s values for 4, 9, 11 with 8, 12, 13 zero and warn-only firmware PCRs zero', () => {
+    const yaml = complete(renderConfig(withImageMeasurements(defaultConfig('aws'))));
+    const m = measurementsOf(parseConfig(yaml));
+    assert.equal(m['4'].expected, '4a'.repeat(32));
+    assert.equal(m['8'].expected, '0'.repeat(64));
+    assert.equal(m['0'].warnOnly, true);
+  });
+
+  it('validate refuses a zero firmware PCR once it is enforced', () => {
+    const config = withImageMeasurements(defaultConfig('gcp'));
+    measurementsOf(config)['0'] = { expected: '0'.repeat(64), warnOnly: false };
+    const yaml = renderConfig(config).replace('image: ""', 'image: projects/p/global/images/i').replace(/(\n\s+(project|serviceAccountKeyPath|region|zone)): ""/g, '$1: x');
+    assert.throws(() => parseConfig(yaml), /measurements\.0\.expected: PCR 0 is enforced but expected all zeros/);
+  });
+
+  it('config generate may still write the placeholders (an incomplete config parses leniently)', () => {
+    assert.doesNotThrow(() => parseConfig(renderConfig(defaultConfig('azure')), 'constellation-conf.yaml', { allowIncomplete: true }));
+  });
+});
+
 describe('config: updating provider fields (iam create --update-config)', () => {
   it('fills empty fields, keeps the comments, and the result validates', () => {
-    const generated = renderConfig(defaultConfig('aws'), { schemaUrl: 'https://example.test/s.json' }).replace('image: ""', 'image: ami-1');
+    const generated = renderConfig(withImageMeasurements(defaultConfig('aws')), { schemaUrl: 'https://example.test/s.json' }).replace('image: ""', 'image: ami-1');
     const updated = setProviderFields(generated, { iamProfileControlPlane: 'cp-profile', iamProfileWorkerNodes: 'worker-profile' });
     assert.equal(updated.split('\n')[0], '# yaml-language-server: $schema=https://example.test/s.json');
     assert.match(updated, /# IAM instance profile of the control-plane nodes\.[^\n]*\n\s+iamProfileControlPlane: cp-profile\n/);

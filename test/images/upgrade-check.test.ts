@@ -10,6 +10,7 @@ import { nullLogger } from '../../lib/logging/index.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
 import { LocalImageStore, removeImageTree } from '../../providers/local/image-store.js';
 import { fakeBuild, measurementsOf, setConfigKeys, tempDir, testSigner, writeSignedFile } from './support.js';
+import { fillImageMeasurements } from '../support/image-measurements.js';
 
 describe('upgrade check', () => {
   let dir: string;
@@ -103,6 +104,7 @@ describe('upgrade check', () => {
     }
     await fs.writeFile(path.join(site, 'index.json'), JSON.stringify({ images: images.reverse() }));
     await generateConfigFiles(ws, 'aws');
+    await fillImageMeasurements(ws);
     await setConfigKeys(ws, { image: 'ami-01', measurementsSigningKey: signer.publicKeyPem });
     // The rest of an AWS config that `iam create` would fill.
     const file = path.join(ws, CONFIG_FILE);

@@ -9,7 +9,7 @@ export default class ConfigGenerate extends BaseCommand<typeof ConfigGenerate> {
   static override description = `Writes constellation-conf.yaml with defaults for the provider (node groups, instance and disk types, the attestation variant and its measurements) and an empty constellation-state.yaml into the workspace. It never overwrites: if either file exists, it writes neither.
 
 Default attestation variants: ${PROVIDERS.map((p) => `${p} → ${PROVIDER_VARIANTS[p][0]}`).join(', ')}.
-For a cloud, fields only your account knows are left empty: \`constellation iam create <cloud> --update-config\` fills the identities; set \`image\` to your node image. \`constellation config validate\` names whatever is still missing.`;
+For a cloud, fields only your account knows are left empty: \`constellation iam create <cloud> --update-config\` fills the identities; set \`image\` to your node image and its measurements (written as all-zero placeholders) to the image's: \`constellation image build\` writes them, \`constellation config fetch-measurements\` fetches a published image's. \`constellation config validate\` names whatever is still missing, an enforced PCR left at zero included.`;
 
   static override examples = [
     { description: 'A cluster on this machine (local provider):', command: '<%= config.bin %> <%= command.id %> local' },
@@ -71,6 +71,7 @@ For a cloud, fields only your account knows are left empty: \`constellation iam 
         this.log('Next: review the file; `constellation config validate` checks it.');
       } else {
         this.log(`Next: \`constellation iam create ${result.provider} --update-config\` fills the cloud identities; set \`image\` to your node image;`);
+        this.log('fill the measurements (placeholders now: all zeros) with your image\'s: `constellation image build` writes them, `constellation config fetch-measurements` fetches a published image\'s;');
         this.log('then `constellation config validate` names anything still missing.');
       }
     }

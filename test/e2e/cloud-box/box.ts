@@ -15,6 +15,7 @@ import { startLoadBalancer, type LoadBalancer } from '../../../providers/local/l
 import { installStandinKubeadm } from '../../bootstrapper/kubernetes/standin-kubeadm.js';
 import { REPO_ROOT } from '../../support/cli.js';
 import type { BoxNodeConfig } from './node-program.js';
+import { extendBootPcrs } from '../../support/image-measurements.js';
 
 const NODE_PROGRAM = path.join(path.dirname(fileURLToPath(import.meta.url)), 'node-program.ts');
 export const CONTROL_PLANE_PORTS = [6443, 9000, 30090, 30081, 9999] as const;
@@ -60,6 +61,13 @@ export class CloudBox {
     await fs.mkdir(dir, { recursive: true });
     const swtpm = await startSwtpm({ stateDir: path.join(dir, 'tpm') });
     try {
+      // The node image's measured boot: firmware, systemd-stub and the kernel extend PCR 4, 9 and 11 before the node program runs.
+      const booted = await TpmClient.connect(swtpm.serverSocket);
+      try {
+        await extendBootPcrs(booted);
+      } finally {
+        booted.close();
+      }
       if (settings.provision) {
         const tpm = await TpmClient.connect(swtpm.serverSocket);
         try {

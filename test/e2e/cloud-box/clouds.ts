@@ -39,6 +39,7 @@ import { runCli } from '../../support/cli.js';
 import { RSA_AK_TEMPLATE } from '../../tpm/support.js';
 import type { BoxInstance, NodeSettings } from './box.js';
 import type { BoxTee } from './node-program.js';
+import { fillImageMeasurements } from '../../support/image-measurements.js';
 
 const AZ_SUBSCRIPTION = '00000000-1111-2222-3333-444444444444';
 const AZ_GROUP = 'box-rg';
@@ -73,6 +74,8 @@ export interface BoxCloud {
 export async function generateConfig(workspace: string, provider: string, variant: string, edit: (doc: Document) => void): Promise<void> {
   const gen = await runCli(['config', 'generate', provider, '--attestation', variant, '-C', workspace]);
   assert.equal(gen.code, 0, gen.stderr);
+  // The image's measurements, which the box's nodes reproduce (box.ts extends PCR 4, 9, 11 as their boot).
+  await fillImageMeasurements(workspace);
   const file = path.join(workspace, CONFIG_FILE);
   const doc = parseDocument(await fs.readFile(file, 'utf8'));
   doc.setIn(['nodeGroups', 'control_plane_default', 'initialCount'], 1);
