@@ -30,8 +30,9 @@ With --by-tag (cloud providers), it also deletes every resource that carries the
       import('../cluster/reporter.js'),
     ]);
     const byTag = this.flags['by-tag'];
-    await checkSomethingToTerminate(this.workspaceDir);
+    // --by-tag's own refusals first: they say more (a provider without tags) than "no cluster".
     if (byTag) await checkTerminateByTag(this.workspaceDir);
+    await checkSomethingToTerminate(this.workspaceDir);
     const what = byTag ? "Everything its provider made, and everything tagged with the cluster's uid, is deleted" : 'Everything its provider made is deleted';
     const question = `Terminate the cluster in ${this.workspaceDir}? ${what} (the master secret stays).`;
     await confirmOrStop(question, { yes: this.flags.yes }, 'Nothing was terminated.');

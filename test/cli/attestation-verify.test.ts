@@ -104,7 +104,7 @@ describe('constellation attestation verify', function () {
     const report = JSON.parse(res.stdout) as AttestationReport;
     assert.equal(report.verdict, 'accepted');
     assert.equal(report.variant, 'local-vtpm');
-    assert.deepEqual(report.pcrs.map((r) => [r.index, r.mode, r.match]), [[4, 'enforced', true], [9, 'enforced', true], [11, 'enforced', true], [15, 'warn', true]]);
+    assert.deepEqual(report.pcrs.map((r) => [r.index, r.mode, r.match]), [[4, 'enforced', true], [8, 'enforced', true], [9, 'enforced', true], [11, 'enforced', true], [12, 'enforced', true], [13, 'enforced', true], [15, 'warn', true]]);
     assert.equal(report.pcrs[0].actual, kit!.pcrs['4']);
   });
 
