@@ -11,7 +11,9 @@ import { execFile, spawnSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { editConfig } from '../../lib/config/edit.js';
 import { CLI, REPO_ROOT, runCli, type CliResult } from '../support/cli.js';
+import { imageMeasurements } from '../support/measurements.js';
 
 const NOBODY = 65534;
 const BUG = /This is a bug/;
@@ -121,6 +123,13 @@ describe('the first hour (CLI)', function () {
 
     it('verify -e … --cluster-id in a workspace that holds only the config asks the node (unreachable here), not a bug', async () => {
       await configGenerate(dir);
+      // A generated local config has no image PCRs yet (create measures the build): verify says so, not a bug.
+      const bare = await runCli(['verify', '-C', dir, '-e', '127.0.0.1:1', '--cluster-id', 'ab'.repeat(32)]);
+      assert.equal(bare.code, 1);
+      assert.match(bare.stderr, /The measurements are incomplete: PCR 4, 9, 11 are missing/);
+      assert.doesNotMatch(bare.stderr, BUG);
+      // With the image's measurements in the config (as after create, or fetch-measurements), it asks the node.
+      await editConfig(dir, { measurements: imageMeasurements('5a') });
       const res = await runCli(['verify', '-C', dir, '-e', '127.0.0.1:1', '--cluster-id', 'ab'.repeat(32)]);
       assert.equal(res.code, 1);
       assert.match(res.stdout, /127\.0\.0\.1:1\s+UNREACHABLE/);
