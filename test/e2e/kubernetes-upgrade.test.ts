@@ -8,6 +8,7 @@
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { getNodeStatus, VERIFY_PORT } from '../../cli/cluster/status.js';
 import { UPGRADE_JOURNAL_FILE } from '../../cli/cluster/upgrade.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
 import { cleanUp, copyBuiltCli, run, status, tempDir, waitFor, type CliCopy } from './support.js';
@@ -15,6 +16,7 @@ import { cleanUp, copyBuiltCli, run, status, tempDir, waitFor, type CliCopy } fr
 interface NodeJson {
   name: string;
   role: string;
+  address: string;
   state: string;
   upToDate?: boolean;
   software?: { kubernetesVersion: string };
@@ -32,7 +34,20 @@ describe('e2e: in-place Kubernetes upgrade of the control planes, then replaceme
     assert.match(text, /^kubernetesVersion: v\d+\.\d+\.\d+$/m);
     await fs.writeFile(file, text.replace(/^kubernetesVersion: .*$/m, `kubernetesVersion: ${version}`));
   };
-  const nodes = async () => (JSON.parse((await run(copy, ws, ['status', '--json'])).stdout) as { nodes: NodeJson[] }).nodes;
+  /**
+   * Each node as `status` lists it, with the Kubernetes version the node itself reports: `status` shows none for the
+   * `none` backend (it runs no Kubernetes), whose nodes still record the version the upgrade moved them to.
+   */
+  const nodes = async () => {
+    const listed = (JSON.parse((await run(copy, ws, ['status', '--json'])).stdout) as { nodes: NodeJson[] }).nodes;
+    return Promise.all(
+      listed.map(async (n) => {
+        if (!n.software) return n;
+        const own = await getNodeStatus(`${n.address}:${VERIFY_PORT}`, 3000).catch(() => undefined);
+        return { ...n, software: { kubernetesVersion: own?.kubernetesVersion ?? '' } };
+      }),
+    );
+  };
 
   before(async () => {
     tmp = await tempDir('cl-k8s-upgrade-');

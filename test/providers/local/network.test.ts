@@ -160,8 +160,8 @@ describe('local provider: network namespaces (root)', function () {
         ),
       );
       assert.notEqual(res.code, 0);
-      assert.match(res.stderr, /The local provider needs root: its nodes run in their own network namespaces\./);
-      assert.match(res.stderr, /Hint: Run the CLI as root/);
+      assert.match(res.stderr, /The local provider needs root: its nodes run in their own network namespaces\. Nothing was started or written\./);
+      assert.match(res.stderr, /Hint: Run the command as root/);
       await assert.rejects(fs.stat(path.join(ws, 'constellation-local', 'cluster.json')), { code: 'ENOENT' });
       await assert.rejects(fs.stat(path.join(ws, 'constellation-local', 'nodes')), { code: 'ENOENT' });
     } finally {
