@@ -12,7 +12,7 @@
 import { imageMeasurementsDigest, measurementChanges, type PcrChange } from '../../lib/attestation/measurements.js';
 import type { Measurements } from '../../lib/attestation/types.js';
 import { loadConfig, measurementsOf, providerOf, SUPPORTED_KUBERNETES_VERSIONS } from '../../lib/config/index.js';
-import { compareImageVersions, LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
+import { compareImageVersions, isNumberedVersion, LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { availableImages, type ImageSourceOptions } from './image-measurements.js';
@@ -58,7 +58,9 @@ export async function upgradeCheck(options: UpgradeCheckOptions): Promise<Upgrad
   else currentVersion = index?.find((e) => e.image === config.image || e.version === config.image)?.version;
 
   const reports: ImageReport[] = images.map((img) => {
-    const relation = currentVersion === undefined ? 'unordered' : relationOf(compareImageVersions(img.version, currentVersion));
+    // Only numbered versions are newer or older: a name like "test-build" is shown apart, never recommended.
+    const ordered = currentVersion !== undefined && isNumberedVersion(img.version) && isNumberedVersion(currentVersion);
+    const relation = !ordered ? (img.version === currentVersion ? 'current' : 'unordered') : relationOf(compareImageVersions(img.version, currentVersion!));
     if (!img.measurements) return { version: img.version, image: img.image, source: img.source, relation, refused: img.refused };
     return {
       version: img.version,

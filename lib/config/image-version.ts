@@ -20,6 +20,11 @@ export function isImageVersion(name: string): boolean {
 
 const NUMBERED = /^v?(\d+(?:\.\d+)*)(?:-([0-9A-Za-z.-]+))?$/;
 
+/** Whether `name` is a numbered version ([v]N(.N)*[-pre]), the only kind that is newer or older than another. */
+export function isNumberedVersion(name: string): boolean {
+  return NUMBERED.test(name);
+}
+
 /** Pieces of a pre-release label: digit runs as numbers, the rest as text. */
 function pieces(label: string): (number | string)[] {
   return (label.match(/\d+|[^\d.-]+/g) ?? []).map((p) => (/^\d+$/.test(p) ? Number(p) : p));

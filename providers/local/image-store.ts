@@ -152,6 +152,15 @@ export class LocalImageStore {
     }
   }
 
+  /**
+   * Removes image `version` (its folder is read-only: made writable first). Workspaces whose config names it can no
+   * longer boot nodes of it; their running nodes keep running.
+   */
+  async delete(version: string): Promise<void> {
+    if (!(await this.has(version))) this.missing(version, Object.assign(new Error(version), { code: 'ENOENT' }));
+    await removeImageTree(this.imageDir(version));
+  }
+
   /** Every image, oldest first by creation; each with its signature checked against the user's image key. */
   async list(): Promise<ListedImage[]> {
     const names = await fs.readdir(this.imagesDir).catch((err: NodeJS.ErrnoException) => {

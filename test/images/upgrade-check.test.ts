@@ -85,6 +85,20 @@ describe('upgrade check', () => {
       assert.equal(await fs.readFile(path.join(ws, CONFIG_FILE), 'utf8'), after);
     });
 
+    it('never ranks an image whose name is not a numbered version as newer, nor recommends it', async () => {
+      await store.create('test-build', await fakeBuild(path.join(dir, 'repo-test-build'), 'build test-build'));
+      const result = await upgradeCheck({ workspaceDir: ws, log: nullLogger, userConfigDir });
+      assert.equal(result.images.find((i) => i.version === 'test-build')?.relation, 'unordered');
+      assert.equal(result.upgrade?.version, 'v2');
+    });
+
+    it('deletes an image; deleting it again is refused as an unknown version', async () => {
+      await store.delete('v2');
+      assert.deepEqual((await store.list()).map((i) => i.version), ['v1', 'v3']);
+      await assert.rejects(fs.stat(store.imageDir('v2')), { code: 'ENOENT' });
+      await assert.rejects(store.delete('v2'), /There is no local image v2/);
+    });
+
     it('orders nothing against the current build (image: local)', async () => {
       await setConfigKeys(ws, { image: 'local' });
       const result = await upgradeCheck({ workspaceDir: ws, log: nullLogger, userConfigDir, updateConfig: true });
