@@ -29,6 +29,7 @@ import { akFromModulus } from '../attestation/variants/cloud-helpers.js';
 import { FakeGcp } from '../fakes/gcp/server.js';
 import { runCli } from '../support/cli.js';
 import { TESTDATA } from '../support/testdata.js';
+import { extendBootPcrs, fillImageMeasurements } from '../support/image-measurements.js';
 
 const AZURE = path.join(TESTDATA, 'attestation/azure-sev-snp');
 const GCE = path.join(TESTDATA, 'attestation/gce-vtpm/gce-cos-85-no-nonce.json');
@@ -46,8 +47,13 @@ async function workspace(provider: string, variant: string, edit: (doc: ReturnTy
   doc.setIn(['image'], 'test-image');
   const section = doc.getIn(['provider', provider]) as { items: { key: { value: string }; value: { value: unknown } }[] };
   for (const item of section.items) if (item.value?.value === '') doc.setIn(['provider', provider, item.key.value], item.key.value === 'serviceAccountKeyPath' ? 'sa-key.json' : `test-${item.key.value}`);
-  edit(doc);
   await fs.writeFile(file, doc.toString());
+  // The generated placeholders are refused (all-zero enforced PCRs): filled as a user fills them; a case that checks
+  // a quote then sets the PCRs of its evidence.
+  await fillImageMeasurements(dir);
+  const filled = parseDocument(await fs.readFile(file, 'utf8'));
+  edit(filled);
+  await fs.writeFile(file, filled.toString());
   return dir;
 }
 
@@ -114,6 +120,7 @@ describe('constellation attestation verify (cloud variants)', function () {
       swtpm = await startSwtpm({ stateDir: path.join(dir, 'tpm') });
       const tpm = await TpmClient.connect(swtpm.serverSocket);
       try {
+        await extendBootPcrs(tpm); // the boot of the image whose measurements the config holds
         for (const imageId of [FAKE_IMAGE, 'ami-0000000000unknown']) {
           const instanceInfo = new TextEncoder().encode(JSON.stringify({ region: 'us-east-2', imageId, instanceId: 'i-0123456789abcdef0' }));
           const document = await new VtpmIssuer({ variant: 'aws-nitro-tpm', tpm, instanceInfo }).issue(new Uint8Array(32), nonce);
@@ -162,6 +169,8 @@ describe('constellation attestation verify (cloud variants)', function () {
         for (const i of ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) {
           doc.setIn(['attestation', 'gcpSEVES', 'measurements', Number(i)], doc.createNode({ expected: sha256.pcrs[i], warnOnly: false }));
         }
+        // The evidence's image is no UKI: its PCR 11 is zero, which only a warn-only entry may expect.
+        doc.setIn(['attestation', 'gcpSEVES', 'measurements', 11], doc.createNode({ expected: sha256.pcrs['11'], warnOnly: true }));
       });
       dirs.push(dir);
       const document = {
