@@ -182,8 +182,10 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
 
       const first = await join(address, 'worker-0');
       assert.equal(first.error, undefined, first.error?.message);
-      const tokenCreates = (await standin.calls()).filter((c) => c.args[0] === 'token');
-      assert.deepEqual(tokenCreates.map((c) => c.args.at(-1)), [standin.adminConf], 'the token was registered with kubeadm');
+      // kubeadm's bootstrap-token Secret, applied with kubectl from a file (the token never on a command line).
+      const tokenApplies = (await standin.calls()).filter((c) => c.program === 'kubectl' && c.args.at(-1)!.includes('bootstrap-token-'));
+      assert.equal(tokenApplies.length, 1, 'the token was registered with the API server');
+      assert.deepEqual(tokenApplies[0]!.args.slice(0, 5), ['apply', '--server-side', '--force-conflicts', '--kubeconfig', standin.adminConf]);
       assert.deepEqual(fake.object('configmaps', STORE_NAMESPACE, `${DISK_PREFIX}${diskUuidOf('worker-0')}`)?.data, { instance: 'worker-0' });
       // The node's record is written once its ticket is on its way (it decides nothing): it follows shortly.
       for (let i = 0; i < 100 && !fake.object('configmaps', STORE_NAMESPACE, `${NODE_PREFIX}worker-0`); i++) await new Promise((r) => setTimeout(r, 20));
