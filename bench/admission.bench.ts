@@ -48,7 +48,7 @@ export default async function bench(out: (line: string) => void): Promise<void> 
   try {
     const ak = await tpm.attestationKey();
     const issuer = new VtpmIssuer({ variant: 'local-vtpm', tpm, instanceInfo: localInstanceInfo('cp-0') });
-    const pcrs = await tpm.pcrRead(TPM_ALG.SHA256, [4, 9, 11]);
+    const pcrs = await tpm.pcrRead(TPM_ALG.SHA256, [4, 8, 9, 11, 12, 13]);
     const measurements = Object.fromEntries([...pcrs].map(([i, v]) => [String(i), { expected: Buffer.from(v).toString('hex'), warnOnly: false }]));
     const validator = await createValidator('local-vtpm', { measurements }, { akRegistry: { lookup: async () => ak.publicArea } });
 
