@@ -14,12 +14,13 @@ import { loadConfig } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
-import type { InfrastructureProvider, Instance, ProviderContext, ResourceJournal } from '../../providers/contract.js';
+import type { InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { createCluster, nodeGroupSpecs } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
 import { waitUntilJoined } from './mini.js';
 import { removeStoreMember, setMeasurements, withWorkspaceStore } from './store.js';
+import { newestFirst } from './newest-first.js';
 import { verifiedConfigMeasurements } from './trusted-measurements.js';
 import { upgradeCluster, type UpgradePlan, type UpgradeResult } from './upgrade.js';
 
@@ -45,16 +46,6 @@ export interface ApplyResult {
   scaled: Record<string, [number, number]>;
   upgrade?: UpgradeResult;
   measurementsWritten: boolean;
-}
-
-/**
- * Newest first, by the creation time the provider reports; by the number in the name where it reports none (the
- * local provider's records of earlier versions), which only the local provider's names carry.
- */
-export function newestFirst(instances: Instance[]): Instance[] {
-  const index = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1));
-  if (instances.every((i) => i.createdAt)) return [...instances].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!) || index(b.name) - index(a.name));
-  return [...instances].sort((a, b) => index(b.name) - index(a.name));
 }
 
 export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {

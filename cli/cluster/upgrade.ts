@@ -28,6 +28,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
 import { loadConfig } from '../../lib/config/index.js';
+import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
@@ -38,6 +39,7 @@ import type { ImageSourceOptions } from '../images/image-measurements.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { onlyKubernetesDiffers, planKubernetesStep, upgradeControlPlanesInPlace, type KubernetesStep } from './kubernetes-upgrade.js';
 import { clusterStatus, configuredSoftware, getNodeStatus, VERIFY_PORT, type SoftwareVersions } from './status.js';
+import { newestFirst } from './newest-first.js';
 import { dropPreviousMeasurements, removeStoreMember, restorePreviousMeasurements, setMeasurements, trustedMeasurements, withWorkspaceStore } from './store.js';
 import { verifiedConfigMeasurements, type VerifiedMeasurements } from './trusted-measurements.js';
 import { verifyCluster } from './verify.js';
@@ -172,7 +174,7 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
     const wrote = await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), async (store) => {
       const { config: current } = await store.readJoinConfig();
       // A run killed between this write and the journal's finds the store holding the set already.
-      const already = (await trustedMeasurements(store)).current === verified.digest;
+      const already = imageMeasurementsDigest(current.attestation.config.measurements) === verified.digest;
       if (!already) await setMeasurements(store, verified, { keepPrevious: true });
       await store.writeJoinConfig({ cluster: { ...current.cluster, kubernetesVersion: target.kubernetesVersion, imageVersion: target.image } });
       return !already;
@@ -386,9 +388,7 @@ function rollbackRefusal(name: string, step: Step, journal: UpgradeJournal, inst
 /** A node of the step's group that no step knows: the one a killed run asked for but did not record. */
 function adoptNewest(instances: Instance[], journal: UpgradeJournal, step: Step): string | undefined {
   const known = new Set(journal.steps.flatMap((s) => [s.old, s.new].filter((n): n is string => n !== undefined)));
-  const index = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1));
-  const candidates = instances.filter((i) => i.nodeGroup === step.group && !known.has(i.name)).sort((a, b) => index(b.name) - index(a.name));
-  return candidates[0]?.name;
+  return newestFirst(instances.filter((i) => i.nodeGroup === step.group && !known.has(i.name)))[0]?.name;
 }
 
 function address(instances: Instance[], name: string): string {

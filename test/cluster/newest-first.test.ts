@@ -1,5 +1,5 @@
 import assert from 'node:assert/strict';
-import { newestFirst } from '../../cli/cluster/apply.js';
+import { newestFirst } from '../../cli/cluster/newest-first.js';
 import type { Instance } from '../../providers/contract.js';
 
 const node = (name: string, createdAt?: string): Instance => ({ id: `id-${name}`, name, role: 'control-plane', nodeGroup: 'cp', privateIp: '10.0.0.1', state: 'running', ...(createdAt ? { createdAt } : {}) });
