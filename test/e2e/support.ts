@@ -4,11 +4,14 @@
  * measurements under a running test), running that CLI in a workspace, polling, and cleaning up every process a
  * workspace's cluster started.
  */
+import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
+import { editConfig } from '../../lib/config/edit.js';
 import { ClusterStore } from '../../providers/local/cluster-record.js';
+import { LocalImageStore } from '../../providers/local/image-store.js';
 import { clusterPaths } from '../../providers/local/layout.js';
 import { ClusterNetwork } from '../../providers/local/network.js';
 import { findOwnedProcesses } from '../../providers/local/processes.js';
@@ -271,4 +274,38 @@ export async function startProbeNode(ws: string, image: { imageDir: string; entr
     await swtpm.stop();
     throw err;
   }
+}
+
+/** A workspace for tests of versioned local images: the built CLI's copy, and a user config folder of its own. */
+export interface ImageWorkspace {
+  tmp: string;
+  copy: CliCopy;
+  ws: string;
+  /** XDG_CONFIG_HOME of the test's user config folder (the images and their key). */
+  env: NodeJS.ProcessEnv;
+  images: LocalImageStore;
+  cli(args: string[]): Promise<CliResult>;
+  /** Runs the CLI and fails the test unless it exits 0; its stdout. */
+  ok(args: string[]): Promise<string>;
+  /** Points the config at `version` with its signed measurements, as a user does. */
+  useImage(version: string): Promise<void>;
+}
+
+export async function imageWorkspace(prefix: string): Promise<ImageWorkspace> {
+  const tmp = await tempDir(prefix);
+  const copy = await copyBuiltCli(tmp);
+  const ws = path.join(tmp, 'ws');
+  await fs.mkdir(ws);
+  const env = { XDG_CONFIG_HOME: path.join(tmp, 'config') };
+  const cli = (args: string[]) => run(copy, ws, args, env);
+  const ok = async (args: string[]) => {
+    const res = await cli(args);
+    assert.equal(res.code, 0, `${args.join(' ')}:\n${res.stdout}\n${res.stderr}`);
+    return res.stdout;
+  };
+  const useImage = async (version: string) => {
+    await editConfig(ws, { image: version });
+    await ok(['config', 'fetch-measurements']);
+  };
+  return { tmp, copy, ws, env, images: new LocalImageStore({ userConfigDir: path.join(tmp, 'config', 'constellation') }), cli, ok, useImage };
 }

@@ -21,22 +21,19 @@ import type { Measurements } from '../../lib/attestation/types.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { loadConfig, measurementsOf } from '../../lib/config/index.js';
 import { LocalImageStore } from '../../providers/local/image-store.js';
-import { changedBuild, cleanUp, copyBuiltCli, run, status, tempDir, type CliCopy } from './support.js';
+import { changedBuild, cleanUp, imageWorkspace, status, type CliCopy, type ImageWorkspace } from './support.js';
 
 describe('e2e: upgrade state is verified, not trusted (1 control plane + 1 worker, images v1 and v2)', function () {
   this.timeout(600_000);
+  let w: ImageWorkspace;
   let tmp: string;
   let copy: CliCopy;
   let ws: string;
-  let env: NodeJS.ProcessEnv;
   let images: LocalImageStore;
   const measurementsOfImage: Record<string, Measurements> = {};
-  const cli = (args: string[]) => run(copy, ws, args, env);
-  const ok = async (args: string[]) => {
-    const res = await cli(args);
-    assert.equal(res.code, 0, `${args.join(' ')}:\n${res.stdout}\n${res.stderr}`);
-    return res.stdout;
-  };
+  const cli = (args: string[]) => w.cli(args);
+  const ok = (args: string[]) => w.ok(args);
+  const useImage = (version: string) => w.useImage(version);
   const names = async () => (await status(copy, ws)).map((n) => n.name).sort();
   const journalFile = () => path.join(ws, UPGRADE_JOURNAL_FILE);
   /** What the cluster store trusts: its current set's digest and its previous ones. */
@@ -52,18 +49,10 @@ describe('e2e: upgrade state is verified, not trusted (1 control plane + 1 worke
   };
   const writeJournal = (journal: object) => fs.writeFile(journalFile(), JSON.stringify({ version: 1, ...journal }, null, 2), { mode: 0o600 });
   const target = async (image: string) => ({ image, measurementsDigest: imageMeasurementsDigest(measurementsOfImage[image]), kubernetesVersion: (await loadConfig(ws)).kubernetesVersion });
-  const useImage = async (version: string) => {
-    await editConfig(ws, { image: version });
-    await ok(['config', 'fetch-measurements']);
-  };
 
   before(async () => {
-    tmp = await tempDir('cl-upgrade-trust-');
-    copy = await copyBuiltCli(tmp);
-    ws = path.join(tmp, 'ws');
-    await fs.mkdir(ws);
-    env = { XDG_CONFIG_HOME: path.join(tmp, 'config') };
-    images = new LocalImageStore({ userConfigDir: path.join(tmp, 'config', 'constellation') });
+    w = await imageWorkspace('cl-upgrade-trust-');
+    ({ tmp, copy, ws, images } = w);
     await ok(['mini', 'image', 'create', 'v1', '--from', copy.root]);
     await ok(['mini', 'image', 'create', 'v2', '--from', await changedBuild(copy, path.join(tmp, 'build-v2'), 'v2')]);
     const key = (await images.publicKey())!;

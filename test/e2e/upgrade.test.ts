@@ -20,37 +20,26 @@ import { UPGRADE_JOURNAL_FILE } from '../../cli/cluster/upgrade.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { loadConfig, measurementsOf } from '../../lib/config/index.js';
 import { LocalImageStore, removeImageTree } from '../../providers/local/image-store.js';
-import { changedBuild, cleanUp, tamper, copyBuiltCli, run, start, startLoadBalancerProbe, startProbeNode, status, tempDir, waitFor, type CliCopy } from './support.js';
+import { changedBuild, cleanUp, imageWorkspace, start, startLoadBalancerProbe, startProbeNode, status, tamper, waitFor, type CliCopy, type ImageWorkspace } from './support.js';
 
 describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to v2', function () {
   this.timeout(600_000);
+  let w: ImageWorkspace;
   let tmp: string;
   let copy: CliCopy;
   let ws: string;
   let env: NodeJS.ProcessEnv;
   let images: LocalImageStore;
-  const cli = (args: string[]) => run(copy, ws, args, env);
-  const ok = async (args: string[]) => {
-    const res = await cli(args);
-    assert.equal(res.code, 0, `${args.join(' ')}:\n${res.stdout}\n${res.stderr}`);
-    return res.stdout;
-  };
+  const cli = (args: string[]) => w.cli(args);
+  const ok = (args: string[]) => w.ok(args);
+  const useImage = (version: string) => w.useImage(version);
   const names = async () => (await status(copy, ws)).map((n) => n.name);
   /** A changed build (PCRs 9 and 11 differ) made into image `version`. */
   const makeImage = async (version: string) => ok(['mini', 'image', 'create', version, '--from', await changedBuild(copy, path.join(tmp, `build-${version}`), version)]);
-  /** Points the config at `version` with its signed measurements, as a user does. */
-  const useImage = async (version: string) => {
-    await editConfig(ws, { image: version });
-    await ok(['config', 'fetch-measurements']);
-  };
 
   before(async () => {
-    tmp = await tempDir('cl-upgrade-');
-    copy = await copyBuiltCli(tmp);
-    ws = path.join(tmp, 'ws');
-    await fs.mkdir(ws);
-    env = { XDG_CONFIG_HOME: path.join(tmp, 'config') };
-    images = new LocalImageStore({ userConfigDir: path.join(tmp, 'config', 'constellation') });
+    w = await imageWorkspace('cl-upgrade-');
+    ({ tmp, copy, ws, env, images } = w);
     await ok(['mini', 'image', 'create', 'v1', '--from', copy.root]);
     for (const version of ['v2', 'v3', 'v4']) await makeImage(version);
     await tamper(path.join(images.imageDir('v3'), 'node-program', 'main.mjs'), '// tampered after signing');
