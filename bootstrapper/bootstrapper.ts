@@ -3,7 +3,8 @@
  * At start it serves the verify service (every node), the init server (control-plane nodes of a cluster whose
  * metadata still carries the init-secret hash, i.e. not yet initialized) and, when its state
  * disk is already formatted (a reboot), the recovery server; in parallel its join client asks for a join ticket
- * (fresh disk) or a rejoin ticket (formatted disk). The node lock decides between init, join and recovery.
+ * (fresh disk) or a rejoin ticket (formatted disk). The node lock decides between init, join and recovery, and the
+ * status tracker's table which state may follow which (docs/bootstrapper.md#states).
  * A control-plane node, once in the cluster, follows in-place Kubernetes upgrades (./kubernetes-upgrade.ts).
  */
 import type { ServerDuplexStream, ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js';
@@ -93,10 +94,14 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
   const host = deps.host ?? node.ip;
   const lock = new NodeLock();
   const status = new NodeStatusTracker(node.name, node.role, {
-    attestationVariant: deps.issuer.variant,
-    imageVersion: deps.imageVersion ?? '',
-    imageMeasurementsDigest: await bootedImageDigest(deps.tpm),
-    microserviceVersion: `v${cliVersion()}`,
+    lock,
+    logger,
+    software: {
+      attestationVariant: deps.issuer.variant,
+      imageVersion: deps.imageVersion ?? '',
+      imageMeasurementsDigest: await bootedImageDigest(deps.tpm),
+      microserviceVersion: `v${cliVersion()}`,
+    },
   });
   const setup = new NodeSetup({
     tpm: deps.tpm,
@@ -111,6 +116,7 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
       port: ports.join,
     },
     store: deps.store,
+    lock,
   });
   const servers: AttestedServer[] = [];
   const serve = (what: string, service: ServiceDefinition, implementation: UntypedServiceImplementation, port: number) =>
@@ -162,7 +168,7 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
       servers.push(server);
       started.recovery = server.port;
       // Back in the cluster (rejoined or recovered), the node has nothing to recover: `recover` stops finding it.
-      lock.onLocked(() => void server.close());
+      lock.onCommitted(() => void server.close());
     }
 
     const kind = rebooted ? 'rejoin' : 'join';
@@ -174,11 +180,12 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
       joinServicePort: ports.join,
       retry: deps.retry,
     });
-    // Whoever takes the lock (init, recovery, or the join client itself) ends the search for a join service.
-    lock.onLocked(() => stop.abort());
+    // Whoever commits the lock (init, recovery, or the join client itself) ends the search for a join service.
+    lock.onCommitted(() => stop.abort());
     joining = join.run(kind, stop.signal).catch((err: unknown) => {
       logger.error('the join client stopped', { reason: describeError(err) });
-      status.set('failed', { reason: describeError(err) });
+      // Shown only while no owner holds the node: an owner's own state says more.
+      if (!lock.locked) status.set('failed', { reason: describeError(err) });
     });
     // In the cluster (initialized, joined, rejoined or recovered): follow the control planes' Kubernetes upgrades.
     void status.waitFor('initialized', 'joined').then(() => !closed && upgrades?.start());

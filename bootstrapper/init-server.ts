@@ -8,7 +8,9 @@
  *
  * Retrying is safe: an Init carrying the same master secret and init secret as the one this node took (a CLI
  * killed mid-init runs init again) joins the running attempt or gets the same InitResult, and one whose first
- * attempt failed runs the (idempotent) steps again. Any other Init after the lock is refused.
+ * attempt failed runs the (idempotent) steps again. Any other Init after the lock is refused. Concurrent Inits
+ * share one admission (the check of the disk and the taking of the node lock): the first with the right init secret
+ * takes the lock for all, and the others wait for it and share its attempt, as a retry would.
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { ServerDuplexStream } from '@grpc/grpc-js';
@@ -33,6 +35,7 @@ import type { Clock } from '../lib/clock.js';
 import type { Logger } from '../lib/logging/index.js';
 import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeRoleOptions } from './node-role.js';
+import type { LockToken } from './node-lock.js';
 import type { StoreCredentials } from './store-host.js';
 import { withPort } from '../lib/addresses.js';
 import { serveCliCall } from './cli-call.js';
@@ -73,6 +76,8 @@ interface CheckedInitSecrets {
 
 interface InitAttempt {
   fingerprint: Buffer;
+  /** The node lock, held by init for this attempt (and its retries). */
+  token: LockToken;
   /** The join-service identity key's seed, derived from the init secret that was checked. */
   joinServiceKey: Uint8Array;
   running?: Promise<InitResult>;
@@ -81,6 +86,8 @@ interface InitAttempt {
 
 export class InitServer {
   private attempt: InitAttempt | undefined;
+  /** The one admission under way: the disk check and the lock, shared by Inits that passed the secret check meanwhile. */
+  private admission: Promise<InitAttempt> | undefined;
   private readonly listeners = new Set<ProgressListener>();
   private pki: PkiFiles | undefined;
   private storeCredentials: StoreCredentials | undefined;
@@ -125,13 +132,13 @@ export class InitServer {
     const fingerprint = fingerprintOf(checked);
     if (!this.attempt) {
       const joinServiceKey = await this.checkInitSecret(checked.initSecret);
-      // Another Init may have taken the node while bcrypt ran.
+      // Another Init may have been admitted, or begun its admission, while bcrypt ran: this one shares its outcome.
       if (!this.attempt) {
-        await this.refuseIfTaken();
-        this.attempt = { fingerprint, joinServiceKey };
+        this.admission ??= this.admit(fingerprint, joinServiceKey).finally(() => (this.admission = undefined));
+        await this.admission;
       }
     }
-    const attempt = this.attempt;
+    const attempt = this.attempt!;
     if (!timingSafeEqual(attempt.fingerprint, fingerprint)) {
       throw new UserError('This node is already initialized (or being initialized) with another master secret or init secret.', {
         hint: 'Run init with the master secret of the cluster this node belongs to, or initialize a new cluster on new nodes.',
@@ -145,7 +152,7 @@ export class InitServer {
     this.listeners.add(onProgress);
     try {
       if (attempt.running) onProgress('init', 'an init with these secrets is already running on this node; waiting for it');
-      attempt.running ??= this.run(checked, attempt.joinServiceKey).then(
+      attempt.running ??= this.run(checked, attempt).then(
         (result) => {
           attempt.result = result;
           attempt.running = undefined;
@@ -175,9 +182,11 @@ export class InitServer {
     });
   }
 
-  private async refuseIfTaken(): Promise<void> {
-    if (this.options.lock.owner === 'join') {
-      throw new UserError('This node has joined (or is joining) a cluster, so it cannot be initialized.', {
+  /** Takes the node lock for init after checking that the node belongs to no cluster; the attempt, or a UserError. */
+  private async admit(fingerprint: Buffer, joinServiceKey: Uint8Array): Promise<InitAttempt> {
+    const { lock } = this.options;
+    if (lock.owner === 'join' || lock.owner === 'recover') {
+      throw new UserError(`This node has joined (or is joining) a cluster${lock.owner === 'recover' ? ' through `constellation recover`' : ''}, so it cannot be initialized.`, {
         hint: 'Initialize a cluster through a control-plane node that belongs to none.',
       });
     }
@@ -186,9 +195,12 @@ export class InitServer {
         hint: 'It rejoins that cluster by itself; if no control-plane node of it runs any more, use `constellation recover`.',
       });
     }
-    if (!this.options.lock.tryLock('init')) {
-      throw new UserError('This node is already taken by another init or join.');
-    }
+    const token = lock.tryLock('init');
+    if (!token) throw new UserError(`This node was taken by ${lock.owner} meanwhile, so it cannot be initialized.`);
+    // Init never gives the node back: an attempt that fails is retried with the same secrets, under the same lock.
+    lock.commit(token);
+    this.attempt = { fingerprint, joinServiceKey, token };
+    return this.attempt;
   }
 
   private emit(step: string, message: string): void {
@@ -197,27 +209,28 @@ export class InitServer {
   }
 
   /** The steps after the lock; each is safe to run again when an earlier attempt failed. */
-  private async run(secrets: CheckedInitSecrets, joinServiceKey: Uint8Array): Promise<InitResult> {
+  private async run(secrets: CheckedInitSecrets, attempt: InitAttempt): Promise<InitResult> {
     const { node, setup, stateDisk, status, clock } = this.options;
+    const { token, joinServiceKey } = attempt;
     status.attested('accepted', 'the CLI (init)', { now: clock() });
-    status.set('initializing');
+    status.set('initializing', {}, token);
     try {
       const measurementSecret = deriveMeasurementSecret(secrets.master);
       const clusterId = deriveClusterId(measurementSecret, secrets.measurementSalt);
       this.emit('keys', `derived the cluster keys; clusterID ${Buffer.from(clusterId).toString('hex')}`);
 
-      await setup.extendClusterPcr(clusterId);
+      await setup.extendClusterPcr(token, clusterId);
       this.emit('pcr15', 'extended PCR 15 with the clusterID');
 
-      const how = await setup.openStateDisk(deriveStateDiskKey(secrets.master, stateDisk.uuid));
-      await setup.writeClusterRecord({
+      const how = await setup.openStateDisk(token, deriveStateDiskKey(secrets.master, stateDisk.uuid));
+      await setup.writeClusterRecord(token, {
         origin: 'init',
         role: node.role,
         clusterId: Buffer.from(clusterId).toString('hex'),
         measurementSalt: Buffer.from(secrets.measurementSalt).toString('hex'),
         kubernetesVersion: secrets.kubernetesVersion,
       });
-      if (how === 'formatted') await setup.recordClusterEntry('init');
+      if (how === 'formatted') await setup.recordClusterEntry(token, 'init');
       status.setKubernetesVersion(secrets.kubernetesVersion);
       this.emit('state-disk', `${how} the state disk ${stateDisk.uuid} with its derived key`);
 
@@ -244,7 +257,7 @@ export class InitServer {
       });
       this.emit('kubernetes', kubernetes.message);
 
-      await setup.createStore(pki);
+      await setup.createStore(token, pki);
       const store = await setup.openStore();
       try {
         await store.writeJoinConfig({
@@ -261,12 +274,12 @@ export class InitServer {
       } finally {
         await store.close();
       }
-      this.storeCredentials ??= await setup.storeCredentials(pki);
+      this.storeCredentials ??= await setup.storeCredentials(token, pki);
       this.emit('cluster-store', 'created the cluster store and wrote the join configuration to it');
-      const joinService = await setup.startJoinService();
+      const joinService = await setup.startJoinService(token);
       this.emit('join-service', `join service listening on ${node.ip}:${joinService.port}`);
 
-      status.set('initialized', { clusterId });
+      status.set('initialized', { clusterId }, token);
       this.emit('done', 'the cluster is initialized');
       return {
         kubeconfig: Buffer.from(kubernetes.kubeconfig),
@@ -275,7 +288,7 @@ export class InitServer {
         storeCredentials: Buffer.from(JSON.stringify(this.storeCredentials)),
       };
     } catch (err) {
-      status.set('failed', { reason: describeError(err) });
+      status.set('failed', { reason: describeError(err) }, token);
       throw err;
     }
   }

@@ -3,7 +3,10 @@
  * taken. It finds a join service through the provider's metadata (the load balancer first, then the other
  * control-plane nodes), attests itself with a JoinHello bound into its document, and on a ticket signed with the
  * cluster's join-service identity key (from the metadata; docs/join-service.md) takes the lock, extends PCR 15, formats (join) or unlocks (rejoin) its state disk and joins Kubernetes; a control-plane
- * node then hosts a join service too.
+ * node then hosts a join service too. A rejoin ticket's key must open the disk before the node commits to it: the
+ * lock is held provisionally meanwhile, and given back when the disk refuses the key. A ticket that arrives while
+ * another owner holds the lock (init, or `recover` checking its key) is not used; the search goes on until the lock
+ * is committed (./node-lock.ts). The search sets the node's state only while the lock is free.
  *
  * A join service that cannot be reached is retried quietly (the cluster may not be up yet); one that refuses
  * the node (its Failure names the PCR that differs) puts the node in state `refused` with that reason, and it
@@ -18,6 +21,8 @@ import { realSleep, type Sleep } from '../lib/clock.js';
 import type { Logger } from '../lib/logging/index.js';
 import type { KubernetesBackend } from './kubernetes/backend.js';
 import type { NodeRoleOptions } from './node-role.js';
+import type { LockToken } from './node-lock.js';
+import type { NodeState } from './node-status.js';
 import { describeError, peerRefusal } from './errors.js';
 import { withPort } from '../lib/addresses.js';
 import { NO_QUORUM_MESSAGE } from '../lib/cluster-store/types.js';
@@ -44,9 +49,14 @@ export interface JoinClientOptions extends NodeRoleOptions {
   retry?: RetryPolicy;
   /** Waits between rounds; default: real time. */
   sleep?: Sleep;
+  /** Asks one join service for a ticket; default: over gRPC with the attested exchange (tests hand in tickets). */
+  ask?: AskJoinService;
 }
 
-type Attempt = { ticket: Uint8Array; ownKey: Uint8Array } | { refused: string } | { unreachable: string };
+/** What asking one join service gave: the sealed ticket's plaintext and the node's key of the exchange, a refusal, or nothing. */
+export type Attempt = { ticket: Uint8Array; ownKey: Uint8Array } | { refused: string } | { unreachable: string };
+
+export type AskJoinService = (address: string, kind: JoinKind, hello: JoinHello, signal: AbortSignal) => Promise<Attempt>;
 
 /** Files of the kubelet's key and certificate on the state disk. */
 export const KUBELET_KEY_FILE = 'kubelet/kubelet.key';
@@ -60,36 +70,41 @@ export class JoinClient {
     this.logger = options.logger.child({ component: 'join' });
   }
 
-  /** Asks until the node holds a ticket and has used it, until the lock is taken by init, or until `signal` aborts. */
+  /** Asks until the node holds a ticket and has used it, until another owner committed the lock, or until `signal` aborts. */
   async run(kind: JoinKind, signal: AbortSignal): Promise<void> {
     const { lock, status } = this.options;
     const retry = this.options.retry ?? DEFAULT_RETRY;
     const hello = await this.hello(kind);
     let wait = retry.initialMs;
     let round = 0;
-    while (!signal.aborted && !lock.locked) {
+    const ask = this.options.ask ?? ((address, k, h, sig) => this.attempt(address, k, h, sig));
+    while (!signal.aborted && !lock.committed) {
       round++;
       let refused = false;
       let noQuorum: string | undefined;
       const endpoints = await this.discover();
       if (endpoints.length === 0 && round === 1) this.logger.info('no join service endpoint known yet; asking the metadata again');
       for (const address of endpoints) {
-        if (signal.aborted || lock.locked) return;
-        const attempt = await this.attempt(address, kind, hello, signal);
+        if (signal.aborted || lock.committed) return;
+        const attempt = await ask(address, kind, hello, signal);
         if ('ticket' in attempt) {
           const ticket = await this.genuine(attempt.ticket, attempt.ownKey, kind, address);
           if (!ticket) continue;
+          const token = lock.tryLock('join');
+          if (!token) {
+            this.logger.info(`${kind} ticket received, but ${lock.owner} holds the node lock; the ticket is not used`);
+            if (lock.committed) return;
+            break; // The holder may still give the lock back (a key its disk refused): ask again after a wait.
+          }
           status.attested('accepted', `the join service at ${address}`);
-          // A rejoin ticket's key must open the disk before the node commits to it (a wrong one changes nothing).
-          if (kind === 'rejoin' && !(await this.unlockWith(ticket, address))) {
+          if (kind === 'join') {
+            lock.commit(token); // A fresh node's join never gives the node back.
+          } else if (!(await this.unlockWith(token, ticket, address))) {
+            // A rejoin ticket's key must open the disk before the node commits to it (a wrong one changes nothing).
             refused = true;
             break;
           }
-          if (!lock.tryLock('join')) {
-            this.logger.info(`${kind} ticket received, but this node was initialized meanwhile; the ticket is not used`);
-            return;
-          }
-          await this.complete(kind, ticket);
+          await this.complete(kind, token, ticket);
           return;
         }
         if ('refused' in attempt && attempt.refused.startsWith(NO_QUORUM_MESSAGE)) {
@@ -100,7 +115,7 @@ export class JoinClient {
         }
         if ('refused' in attempt) {
           if (status.get().reason !== attempt.refused) this.logger.warn(`${kind} refused by the join service`, { address, reason: attempt.refused });
-          status.set('refused', { reason: attempt.refused });
+          this.report('refused', attempt.refused);
           status.attested('refused', `the join service at ${address}`, { reason: attempt.refused });
           refused = true;
           break;
@@ -108,7 +123,7 @@ export class JoinClient {
         this.logger.debug('join service not reachable', { address, reason: attempt.unreachable, round });
       }
       if (!refused && kind === 'rejoin') this.noJoinServiceAnswers(noQuorum);
-      else if (!refused && noQuorum) status.set('waiting', { reason: noQuorum });
+      else if (!refused && noQuorum) this.report('waiting', noQuorum);
       try {
         await (this.options.sleep ?? realSleep)(wait, signal);
       } catch {
@@ -128,10 +143,15 @@ export class JoinClient {
     if (current !== 'waiting' && current !== 'awaiting-recovery' && current !== 'refused') return;
     const why = noQuorum ? 'the control plane has no quorum' : 'no join service answers';
     if (node.role === 'control-plane') {
-      status.set('awaiting-recovery', { reason: `${why}: run \`constellation recover\` if control-plane nodes rebooted` });
+      this.report('awaiting-recovery', `${why}: run \`constellation recover\` if control-plane nodes rebooted`);
     } else {
-      status.set('waiting', { reason: `${why} yet: it rejoins once the control plane is back` });
+      this.report('waiting', `${why} yet: it rejoins once the control plane is back`);
     }
+  }
+
+  /** A result of the search, shown while no owner holds the lock (an owner's state is never overwritten by it). */
+  private report(state: NodeState, reason: string): void {
+    if (!this.options.lock.locked) this.options.status.set(state, { reason });
   }
 
   /**
@@ -216,51 +236,54 @@ export class JoinClient {
     }
   }
 
-  private async unlockWith(sealed: Uint8Array, address: string): Promise<boolean> {
+  /** Opens the disk with a rejoin ticket's key under the provisional lock; a key the disk refuses gives the lock back. */
+  private async unlockWith(token: LockToken, sealed: Uint8Array, address: string): Promise<boolean> {
     try {
-      await this.options.setup.openStateDisk(decodeMessage(RejoinTicket, sealed, 'The rejoin ticket').stateDiskKey);
+      await this.options.setup.openStateDisk(token, decodeMessage(RejoinTicket, sealed, 'The rejoin ticket').stateDiskKey);
       return true;
     } catch (err) {
+      this.options.lock.release(token);
       const reason = `the rejoin ticket from ${address} does not unlock the state disk: ${describeError(err)}`;
       this.logger.error('rejoin ticket not used', { reason });
-      this.options.status.set('failed', { reason });
+      this.report('refused', reason);
       return false;
     }
   }
 
   /** Uses a ticket; the node holds the lock. A failure here leaves the node `failed` (it cannot take another ticket). */
-  private async complete(kind: JoinKind, sealed: Uint8Array): Promise<void> {
+  private async complete(kind: JoinKind, token: LockToken, sealed: Uint8Array): Promise<void> {
     const { status, node } = this.options;
-    status.set('joining');
+    status.set('joining', {}, token);
     try {
-      const clusterId = kind === 'join' ? await this.join(decodeMessage(JoinTicket, sealed, 'The join ticket')) : await this.rejoin(decodeMessage(RejoinTicket, sealed, 'The rejoin ticket'));
-      status.set('joined', { clusterId });
+      const clusterId =
+        kind === 'join' ? await this.join(token, decodeMessage(JoinTicket, sealed, 'The join ticket')) : await this.rejoin(token, decodeMessage(RejoinTicket, sealed, 'The rejoin ticket'));
+      status.set('joined', { clusterId }, token);
       this.logger.info(`${kind === 'join' ? 'joined' : 'rejoined'} the cluster`, { clusterId: Buffer.from(clusterId).toString('hex'), role: node.role });
     } catch (err) {
       const reason = describeError(err);
-      status.set('failed', { reason });
+      status.set('failed', { reason }, token);
       this.logger.error(`${kind} failed after the ticket arrived`, { reason });
     }
   }
 
-  private async join(ticket: JoinTicket): Promise<Uint8Array> {
-    const { setup, stateDisk, node, backend } = this.options;
+  private async join(token: LockToken, ticket: JoinTicket): Promise<Uint8Array> {
+    const { setup, node, backend } = this.options;
     const clusterId = deriveClusterId(ticket.measurementSecret, ticket.measurementSalt);
-    await setup.extendClusterPcr(clusterId);
-    await setup.openStateDisk(ticket.stateDiskKey);
-    await setup.writeClusterRecord({
+    await setup.extendClusterPcr(token, clusterId);
+    await setup.openStateDisk(token, ticket.stateDiskKey);
+    await setup.writeClusterRecord(token, {
       origin: 'join',
       role: node.role,
       clusterId: Buffer.from(clusterId).toString('hex'),
       measurementSalt: Buffer.from(ticket.measurementSalt).toString('hex'),
       kubernetesVersion: ticket.kubernetesVersion,
     });
-    await setup.recordClusterEntry('join');
+    await setup.recordClusterEntry(token, 'join');
     this.options.status.setKubernetesVersion(ticket.kubernetesVersion);
     const kubeletKey = Buffer.from(this.csr!.privateKeyPem);
     const kubeletCert = Buffer.from(pem('CERTIFICATE', ticket.kubeletCert));
-    await stateDisk.writeFile(KUBELET_KEY_FILE, kubeletKey);
-    await stateDisk.writeFile(KUBELET_CERT_FILE, kubeletCert);
+    await setup.writeNodeFile(token, KUBELET_KEY_FILE, kubeletKey);
+    await setup.writeNodeFile(token, KUBELET_CERT_FILE, kubeletCert);
     const isControlPlane = node.role === 'control-plane';
     const kubernetes = await backend.join({
       nodeName: node.name,
@@ -279,15 +302,15 @@ export class JoinClient {
     this.logger.info(kubernetes.message);
     if (isControlPlane) {
       const pki = loadClusterPki(Object.fromEntries(ticket.controlPlaneFiles.map((f) => [f.name, f.data])), 'the join ticket\'s control-plane files');
-      await setup.joinStore(pki, ticket.storeEndpoints);
-      const service = await setup.startJoinService();
+      await setup.joinStore(token, pki, ticket.storeEndpoints);
+      const service = await setup.startJoinService(token);
       this.logger.info('hosting a join service', { address: `${node.ip}:${service.port}` });
     }
     return clusterId;
   }
 
-  private async rejoin(ticket: RejoinTicket): Promise<Uint8Array> {
-    const { clusterId, record } = await this.options.setup.resume(ticket.stateDiskKey, ticket.measurementSecret, {
+  private async rejoin(token: LockToken, ticket: RejoinTicket): Promise<Uint8Array> {
+    const { clusterId, record } = await this.options.setup.resume(token, ticket.stateDiskKey, ticket.measurementSecret, {
       hostJoinService: this.options.node.role === 'control-plane',
       how: 'rejoin',
     });

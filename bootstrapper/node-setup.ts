@@ -3,7 +3,9 @@
  * safe to repeat (an init retried after a failure runs them again): extend PCR 15 with the clusterID (once per
  * boot), format or unlock the state disk, keep the node's cluster record on the encrypted disk (what a rejoin
  * needs to recompute the clusterID), and on control-plane nodes host a part of the cluster store (./store-host.ts)
- * and a join service reading it.
+ * and a join service reading it. Every step that changes the node requires the node lock's token of its caller
+ * (./node-lock.ts): a step called without it, or by an owner that lost the lock, throws and changes nothing; the
+ * first step that cannot be undone (extending PCR 15, opening the state disk) commits the lock.
  */
 import { createHash } from 'node:crypto';
 import { UserError } from '../lib/errors.js';
@@ -20,6 +22,7 @@ import type { TpmClient } from '../lib/tpm/client.js';
 import type { TokenSink } from '../joinservice/bootstrap-token.js';
 import type { ValidatorFactory } from '../joinservice/server.js';
 import type { StateDisk } from './state-disk/types.js';
+import { NodeLockError, type LockToken, type NodeLock } from './node-lock.js';
 
 /** The PCR that says which cluster a node belongs to (DESIGN §4). */
 export const CLUSTER_PCR = 15;
@@ -69,6 +72,8 @@ export interface NodeSetupOptions {
   joinService: JoinServiceSettings & { host: string; port: number };
   /** This node's part of the cluster store (control-plane nodes). */
   store: ClusterStoreHost;
+  /** The node lock whose token each changing step requires. */
+  lock: NodeLock;
 }
 
 export class NodeSetup {
@@ -82,7 +87,8 @@ export class NodeSetup {
    * Extends PCR 15 with the clusterID in every allocated SHA-256/SHA-384 bank: PCR15 = H(0 ‖ H(clusterID)).
    * Once per boot; a second call with the same clusterID does nothing, another clusterID is refused.
    */
-  async extendClusterPcr(clusterId: Uint8Array): Promise<void> {
+  async extendClusterPcr(token: LockToken, clusterId: Uint8Array): Promise<void> {
+    this.options.lock.check(token, 'extend PCR 15');
     if (clusterId.length !== CLUSTER_ID_LENGTH) throw new UserError(`A clusterID has ${CLUSTER_ID_LENGTH} bytes, got ${clusterId.length}.`);
     if (this.extendedWith) {
       if (this.extendedWith.equals(clusterId)) return;
@@ -95,29 +101,39 @@ export class NodeSetup {
       banks.map((b) => ({ hashAlg: b.hashAlg, digest: new Uint8Array(createHash(BANK_HASHES[b.hashAlg]).update(clusterId).digest()) })),
     );
     this.extendedWith = Buffer.from(clusterId);
+    this.options.lock.commit(token);
     this.options.logger.info('extended PCR 15 with the clusterID', { clusterId: Buffer.from(clusterId).toString('hex') });
   }
 
   /**
    * Formats the state disk with `key` on first use, unlocks it otherwise (a wrong key is refused by the disk).
-   * Once open, later calls (a retried init, a rejoin after its key was checked) return at once.
+   * Once open, later calls (a retried init, a rejoin after its key was checked) return at once. The disk open
+   * commits the caller's lock; a key the disk refuses leaves both as they were.
    */
-  async openStateDisk(key: Uint8Array): Promise<'formatted' | 'unlocked'> {
-    const disk = this.options.stateDisk;
+  async openStateDisk(token: LockToken, key: Uint8Array): Promise<'formatted' | 'unlocked'> {
+    const { stateDisk: disk, lock } = this.options;
+    lock.check(token, 'open the state disk');
     if (this.diskOpen) return 'unlocked';
     if (await disk.isFormatted()) {
       await disk.unlock(key);
       this.diskOpen = true;
+      lock.commit(token);
       this.options.logger.info('state disk unlocked', { diskUuid: disk.uuid });
       return 'unlocked';
     }
     await disk.format(key);
     this.diskOpen = true;
+    lock.commit(token);
     this.options.logger.info('state disk formatted', { diskUuid: disk.uuid });
     return 'formatted';
   }
 
-  async writeClusterRecord(record: ClusterRecord): Promise<void> {
+  async writeClusterRecord(token: LockToken, record: ClusterRecord): Promise<void> {
+    this.options.lock.check(token, 'write the cluster record');
+    await this.putClusterRecord(record);
+  }
+
+  private async putClusterRecord(record: ClusterRecord): Promise<void> {
     await this.options.stateDisk.writeFile(CLUSTER_RECORD_FILE, Buffer.from(`${JSON.stringify(record)}\n`));
   }
 
@@ -139,14 +155,25 @@ export class NodeSetup {
     return { ...(record as ClusterRecord), measurementSaltBytes: new Uint8Array(salt) };
   }
 
-  /** Keeps the Kubernetes version the node runs after an in-place upgrade in its cluster record (a rejoin reports it). */
+  /**
+   * Keeps the Kubernetes version the node runs after an in-place upgrade in its cluster record (a rejoin reports it).
+   * Only a node in its cluster (the lock committed) follows upgrades; it needs no owner's token.
+   */
   async recordKubernetesVersion(version: string): Promise<void> {
+    if (!this.options.lock.committed) throw new NodeLockError('Cannot record a Kubernetes version: the node is not in a cluster yet.');
     const { origin, role, clusterId, measurementSalt } = await this.readClusterRecord();
-    await this.writeClusterRecord({ origin, role, clusterId, measurementSalt, kubernetesVersion: version });
+    await this.putClusterRecord({ origin, role, clusterId, measurementSalt, kubernetesVersion: version });
+  }
+
+  /** Writes one of the node's files (below the state disk's mount point). */
+  async writeNodeFile(token: LockToken, name: string, data: Uint8Array): Promise<void> {
+    this.options.lock.check(token, `write ${name}`);
+    await this.options.stateDisk.writeFile(name, data);
   }
 
   /** Appends to the node's boot history on its state disk (the disk is open). */
-  async recordClusterEntry(how: ClusterEntry): Promise<void> {
+  async recordClusterEntry(token: LockToken, how: ClusterEntry): Promise<void> {
+    this.options.lock.check(token, 'write the boot history');
     const earlier = (await this.options.stateDisk.readFile(BOOT_HISTORY_FILE)) ?? new Uint8Array(0);
     const line = `${JSON.stringify({ time: this.options.clock().toISOString(), how })}\n`;
     await this.options.stateDisk.writeFile(BOOT_HISTORY_FILE, Buffer.concat([earlier, Buffer.from(line)]));
@@ -158,37 +185,42 @@ export class NodeSetup {
    * hosted a join service before, start it again. Returns the clusterID and the node's cluster record.
    */
   async resume(
+    token: LockToken,
     diskKey: Uint8Array,
     measurementSecret: Uint8Array,
     options: { hostJoinService: boolean; how: ClusterEntry },
   ): Promise<{ clusterId: Uint8Array; record: ClusterRecord }> {
-    await this.openStateDisk(diskKey);
+    this.options.lock.check(token, 'rejoin the cluster', ['join', 'recover']);
+    await this.openStateDisk(token, diskKey);
     const record = await this.readClusterRecord();
     const clusterId = deriveClusterId(measurementSecret, record.measurementSaltBytes);
     if (Buffer.from(clusterId).toString('hex') !== record.clusterId) {
       throw new UserError('The measurement secret does not give the clusterID this node recorded: it belongs to another cluster.');
     }
-    await this.extendClusterPcr(clusterId);
-    await this.recordClusterEntry(options.how);
+    await this.extendClusterPcr(token, clusterId);
+    await this.recordClusterEntry(token, options.how);
     if (options.hostJoinService && (await this.options.store.hosted())) {
       await this.options.store.resume();
-      await this.startJoinService();
+      await this.startJoinService(token);
     }
     return { clusterId, record };
   }
 
   /** The first control plane at init: creates the cluster store with this node in it. */
-  createStore(pki: ClusterPki): Promise<void> {
+  async createStore(token: LockToken, pki: ClusterPki): Promise<void> {
+    this.options.lock.check(token, 'create the cluster store', ['init']);
     return this.options.store.create(pki);
   }
 
   /** A control plane that joined: becomes part of the cluster store through the ticket's endpoints. */
-  joinStore(pki: ClusterPki, endpoints: string[]): Promise<void> {
+  async joinStore(token: LockToken, pki: ClusterPki, endpoints: string[]): Promise<void> {
+    this.options.lock.check(token, 'join the cluster store', ['join']);
     return this.options.store.join(pki, endpoints);
   }
 
   /** Credentials for the CLI to reach the cluster store (made at init). */
-  storeCredentials(pki: ClusterPki): Promise<StoreCredentials> {
+  async storeCredentials(token: LockToken, pki: ClusterPki): Promise<StoreCredentials> {
+    this.options.lock.check(token, "make the CLI's cluster-store credentials", ['init']);
     return this.options.store.adminCredentials(pki);
   }
 
@@ -198,7 +230,8 @@ export class NodeSetup {
   }
 
   /** Starts the join service on this node, reading the cluster store (once; later calls return the same service). */
-  startJoinService(): Promise<JoinServiceHandle> {
+  async startJoinService(token: LockToken): Promise<JoinServiceHandle> {
+    this.options.lock.check(token, 'start the join service');
     const settings = this.options.joinService;
     this.joinService ??= (async () => {
       const store = await this.options.store.open();
@@ -222,6 +255,11 @@ export class NodeSetup {
     })();
     // A start that failed may be tried again (e.g. by a retried init).
     this.joinService.catch(() => (this.joinService = undefined));
+    return await this.joinService;
+  }
+
+  /** The join service this node runs (started by its owner), if any: a read-only view for status and tests. */
+  runningJoinService(): Promise<JoinServiceHandle> | undefined {
     return this.joinService;
   }
 

@@ -1,10 +1,12 @@
 /**
  * The recovery server (port 9999; nodes that booted with a formatted state disk): when no join service of the
  * cluster runs any more (say, every control-plane node rebooted), the CLI verifies this node's attestation and
- * seals it the master secret (RecoverSecrets). The node derives its disk key from it, unlocks the disk (a wrong
- * master secret is refused and changes nothing), takes the node lock, recomputes the clusterID from the
- * measurement salt on its disk, extends PCR 15 and, on a control-plane node, restarts its join service; then
- * it answers RecoverDone with its disk UUID. It runs in parallel with the rejoin client; whichever wins takes the lock.
+ * seals it the master secret (RecoverSecrets). The node takes the node lock as `recover` (provisionally), derives
+ * its disk key and unlocks the disk with it, which commits the lock (a wrong master secret is refused by the disk,
+ * the lock is given back and nothing changed), recomputes the clusterID from the measurement salt on its disk,
+ * extends PCR 15 and, on a control-plane node, restarts its join service; then it answers RecoverDone with its disk
+ * UUID. It runs in parallel with the rejoin client: whichever takes the lock first unlocks the disk, and the other
+ * stands down (a `recover` that lost is told so; a rejoin ticket that lost is not used).
  */
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { decodeMessage, recoverServerAdapter } from '../lib/atls/index.js';
@@ -41,23 +43,35 @@ export class RecoveryServer {
     if (secrets.masterKey.length < MIN_MASTER_KEY_LENGTH || secrets.masterSalt.length < MIN_MASTER_SALT_LENGTH) {
       throw new UserError('The recover request is malformed: the master key or salt is too short.');
     }
-    if (lock.locked) throw new UserError('This node is already back in its cluster; there is nothing to recover.');
+    const token = lock.tryLock('recover');
+    if (!token) {
+      throw new UserError(
+        lock.owner === 'join'
+          ? 'This node is rejoining (or has rejoined) its cluster through a join service; there is nothing to recover.'
+          : 'This node is already being recovered (or is back in its cluster); there is nothing to recover.',
+      );
+    }
     const master = { key: new Uint8Array(secrets.masterKey), salt: new Uint8Array(secrets.masterSalt) };
-    // Unlocking first: a wrong master secret is refused by the disk and leaves the node as it was.
-    await setup.openStateDisk(deriveStateDiskKey(master, stateDisk.uuid));
-    if (!lock.tryLock('join')) throw new UserError('This node rejoined its cluster meanwhile; there is nothing to recover.');
-    status.attested('accepted', 'the CLI (recover)');
-    status.set('joining');
+    const diskKey = deriveStateDiskKey(master, stateDisk.uuid);
     try {
-      const { clusterId, record } = await setup.resume(deriveStateDiskKey(master, stateDisk.uuid), deriveMeasurementSecret(master), {
+      // A wrong master secret is refused by the disk: the lock goes back and the node is as it was.
+      await setup.openStateDisk(token, diskKey);
+    } catch (err) {
+      lock.release(token);
+      throw err;
+    }
+    status.attested('accepted', 'the CLI (recover)');
+    status.set('joining', {}, token);
+    try {
+      const { clusterId, record } = await setup.resume(token, diskKey, deriveMeasurementSecret(master), {
         hostJoinService: node.role === 'control-plane',
         how: 'recover',
       });
       status.setKubernetesVersion(record.kubernetesVersion ?? '');
-      status.set('joined', { clusterId });
+      status.set('joined', { clusterId }, token);
       this.logger.info('recovered: state disk unlocked with the master secret from the CLI', { clusterId: Buffer.from(clusterId).toString('hex') });
     } catch (err) {
-      status.set('failed', { reason: describeError(err) });
+      status.set('failed', { reason: describeError(err) }, token);
       throw err;
     }
   }

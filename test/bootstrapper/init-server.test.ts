@@ -51,9 +51,10 @@ describe('bootstrapper/init-server', () => {
   let storeHost: MemoryStoreHost;
   let extended: TpmDigest[][];
   let setup: NodeSetup;
+  let lock: NodeLock;
 
-  async function server(backend: KubernetesBackend, lock = new NodeLock()) {
-    const status = new NodeStatusTracker('cp-0', 'control-plane');
+  async function server(backend: KubernetesBackend) {
+    const status = new NodeStatusTracker('cp-0', 'control-plane', { lock });
     const init = new InitServer({
       node: { name: 'cp-0', ip: '127.0.0.1', role: 'control-plane' },
       issuer: {} as Issuer,
@@ -93,6 +94,7 @@ describe('bootstrapper/init-server', () => {
     disk = new PlainStateDisk(path.join(dir, 'state'));
     storeHost = new MemoryStoreHost();
     extended = [];
+    lock = new NodeLock();
     setup = new NodeSetup({
       tpm: {
         pcrBanks: async () => [{ hashAlg: TPM_ALG.SHA256, pcrs: [...Array(24).keys()] }],
@@ -103,6 +105,7 @@ describe('bootstrapper/init-server', () => {
       clock: () => new Date(),
       joinService: { validatorDeps: {}, host: '127.0.0.1', port: 0 },
       store: storeHost,
+      lock,
     });
   });
   afterEach(async () => {
@@ -145,9 +148,9 @@ describe('bootstrapper/init-server', () => {
   });
 
   it('refuses a node that is joining, and one whose disk is already formatted', async () => {
-    const lock = new NodeLock();
-    lock.tryLock('join');
-    await assert.rejects((await server(new CountingBackend(), lock)).init.initialize(secrets()), /has joined \(or is joining\) a cluster/);
+    const join = lock.tryLock('join')!;
+    await assert.rejects((await server(new CountingBackend())).init.initialize(secrets()), /has joined \(or is joining\) a cluster/);
+    lock.release(join);
 
     await disk.format(randomBytes(32));
     const fresh = await server(new CountingBackend());

@@ -28,11 +28,12 @@ async function closedPort(): Promise<number> {
 }
 
 function options(metadata: Partial<NodeMetadata>, overrides: Partial<JoinClientOptions> = {}): JoinClientOptions {
+  const lock = new NodeLock();
   return {
     node: { name: 'worker-0', ip: '127.0.0.1', role: 'worker' },
     issuer: unused<Issuer>('issuer'),
-    lock: new NodeLock(),
-    status: new NodeStatusTracker('worker-0', 'worker'),
+    lock,
+    status: new NodeStatusTracker('worker-0', 'worker', { lock }),
     setup: unused<NodeSetup>('setup'),
     stateDisk: { uuid: '00000000-0000-4000-8000-000000000000' } as StateDisk,
     logger: nullLogger,
@@ -80,9 +81,9 @@ describe('join client backoff (fake clock)', () => {
     assert.equal(asked, 3);
   });
 
-  it('stops as soon as the node lock is taken (the node was initialized instead)', async () => {
+  it('stops as soon as another owner commits the node lock (the node was initialized instead)', async () => {
     const opts = options({});
-    const { waits, sleep } = recordingSleep(2, () => opts.lock.tryLock('init'));
+    const { waits, sleep } = recordingSleep(2, () => opts.lock.commit(opts.lock.tryLock('init')!));
     await new JoinClient({ ...opts, sleep }).run('rejoin', new AbortController().signal);
     assert.equal(waits.length, 2);
   });

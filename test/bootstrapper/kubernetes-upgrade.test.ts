@@ -6,6 +6,7 @@
 import assert from 'node:assert/strict';
 import { KubernetesUpgradeAgent, type KubernetesUpgradeAgentOptions } from '../../bootstrapper/kubernetes-upgrade.js';
 import type { ControlPlaneUpgradeParams } from '../../bootstrapper/kubernetes/backend.js';
+import { NodeLock } from '../../bootstrapper/node-lock.js';
 import { NodeStatusTracker } from '../../bootstrapper/node-status.js';
 import { MemoryClusterStore } from '../../lib/cluster-store/memory.js';
 import type { KubernetesUpgrade } from '../../lib/cluster-store/types.js';
@@ -23,7 +24,7 @@ function controlPlane(store: MemoryClusterStore, name: string, options: { runs?:
   const ran: Array<Pick<ControlPlaneUpgradeParams, 'version' | 'from' | 'first'>> = [];
   const kept: string[] = [];
   const log: string[] = [];
-  const status = new NodeStatusTracker(name, 'control-plane', { kubernetesVersion: options.runs ?? 'v1.32.10' });
+  const status = new NodeStatusTracker(name, 'control-plane', { lock: new NodeLock(), software: { kubernetesVersion: options.runs ?? 'v1.32.10' } });
   let closed = 0;
   const agent = new KubernetesUpgradeAgent({
     nodeName: name,

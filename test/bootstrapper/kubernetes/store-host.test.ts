@@ -73,6 +73,7 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
     let fake: FakeKubernetesApi;
     let setup: NodeSetup;
     let disk: PlainStateDisk;
+    let lock: NodeLock;
     let backend: KubernetesBackend;
     const registry = new TestAkRegistry();
 
@@ -102,6 +103,7 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
       });
       await fs.mkdir(path.join(dir, 'work'), { recursive: true });
       disk = new PlainStateDisk(path.join(dir, 'state'));
+      lock = new NodeLock();
       setup = new NodeSetup({
         tpm: { pcrBanks: async () => [{ hashAlg: TPM_ALG.SHA256, pcrs: [...Array(24).keys()] }], pcrExtend: async () => undefined },
         stateDisk: disk,
@@ -109,6 +111,7 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
         clock,
         joinService: { validatorDeps: { akRegistry: registry }, host: '127.0.0.1', port: 0, tokenSink: backend.tokenSink(nullLogger) },
         store: new KubernetesStoreHost({ adminConfPath: standin.adminConf }),
+        lock,
       });
     });
     afterEach(async () => {
@@ -129,8 +132,8 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
           initSecretHash: async () => bcrypt.hashSync(INIT_SECRET, 4),
           joinServiceKey: async () => '',
         },
-        lock: new NodeLock(),
-        status: new NodeStatusTracker('control-plane-0', 'control-plane'),
+        lock,
+        status: new NodeStatusTracker('control-plane-0', 'control-plane', { lock }),
         setup,
         stateDisk: disk,
         backend,
@@ -178,7 +181,7 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
 
     it('the join service reads the store in the API for every join: a measurement written once applies to the next join, and no API server means no join', async () => {
       await initialize();
-      const address = `127.0.0.1:${(await setup.startJoinService()).port}`;
+      const address = `127.0.0.1:${(await setup.runningJoinService()!).port}`;
 
       const first = await join(address, 'worker-0');
       assert.equal(first.error, undefined, first.error?.message);
