@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
+import { promises as fs } from 'node:fs';
 import bcrypt from 'bcryptjs';
 import type { InitParams, KubernetesBackend } from '../../bootstrapper/kubernetes/backend.js';
 import { InitServer } from '../../bootstrapper/init-server.js';
@@ -268,6 +269,18 @@ describe('bootstrapper node state machine', () => {
       assert.deepEqual(outOfFailed, [['initializing', 'init'], ['joining', 'recover']]);
       const finals: NodeState[] = ['initialized', 'joined'];
       assert.ok(NODE_TRANSITIONS.every((t) => !t.from.some((f) => finals.includes(f))));
+    });
+
+    it('is the table docs/bootstrapper.md shows', async () => {
+      const page = await fs.readFile(new URL('../../docs/bootstrapper.md', import.meta.url), 'utf8');
+      const table = page.slice(page.indexOf('| from | to | by |')).split('\n\n')[0].split('\n').slice(2);
+      const states = (cell: string) => [...cell.matchAll(/`([a-z-]+)`/g)].map((m) => m[1]);
+      const documented = table.flatMap((row) => {
+        const [from, to, by] = row.split('|').slice(1, 4);
+        return states(from).flatMap((f) => states(to).flatMap((t) => by.split(',').map((who) => `${f} -> ${t} by ${who.trim()}`)));
+      });
+      const coded = NODE_TRANSITIONS.flatMap((t) => t.from.flatMap((f) => t.by.map((who) => `${f} -> ${t.to} by ${who}`)));
+      assert.deepEqual([...new Set(documented)].sort(), [...new Set(coded)].sort());
     });
 
     it('a setup step without the owner\'s token throws and leaves the disk untouched', async () => {
