@@ -69,9 +69,15 @@ export default async function bench(out: (line: string) => void): Promise<void> 
       members.push(new EtcdMember({ name: `cp-${host}`, ip: `${prefix}.${host}`, dir: path.join(dir, `cp-${host}`), logFile: path.join(dir, `etcd-${host}.log`), clock: () => new Date(), logger: nullLogger }));
     }
     await members[0].create(pki);
+    // As init does: the join configuration through an admin client; the join services then read it as their own user.
+    const admin = await members[0].openAsAdmin(pki);
+    try {
+      await admin.writeJoinConfig(test.contents);
+    } finally {
+      await admin.close();
+    }
     const first = await members[0].open();
     stores.push(first);
-    await first.writeJoinConfig(test.contents);
     for (const member of members.slice(1)) await member.join(pki, [members[0].clientUrl]);
     for (const [i, member] of members.entries()) {
       const store = i === 0 ? first : await member.open();

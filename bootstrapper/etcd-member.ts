@@ -9,14 +9,21 @@
  *   reboot  resume():  start from the data directory (etcd ignores the initial-cluster flags then); no wait for a
  *                      quorum, which comes back as the other control planes do
  *
+ * Access control (lib/cluster-store/etcd-access.ts): create() turns etcd's authentication on once the first member
+ * is healthy. The member's own client (its join service, its upgrade follower) acts as the join service's user;
+ * init's write of the join configuration and a joining member's MemberAdd/MemberPromote use an admin certificate
+ * made in memory from the etcd CA, valid for ADMIN_CERTIFICATE_LIFETIME_MS and never written to disk.
+ *
  * The process is a child of the bootstrapper and carries its owner mark, so the local provider stops it with the
  * node. Start-up failures name etcd's log.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { ENTRY } from '../lib/cluster-store/codec.js';
+import { enableAccessControl, ETCD_ADMIN_USER, ETCD_JOIN_SERVICE_USER } from '../lib/cluster-store/etcd-access.js';
 import { addLearner, promoteLearner } from '../lib/cluster-store/etcd-members.js';
-import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, EtcdClusterStore, etcdClient, type EtcdConnection } from '../lib/cluster-store/etcd.js';
+import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, EtcdClusterStore, etcdClient, STORE_PREFIX, type EtcdConnection } from '../lib/cluster-store/etcd.js';
 import type { ClusterStore } from '../lib/cluster-store/types.js';
 import type { Clock } from '../lib/clock.js';
 import { UserError } from '../lib/errors.js';
@@ -28,6 +35,9 @@ import type { ClusterStoreHost, StoreCredentials } from './store-host.js';
 
 /** How long a stopping member may take before it is killed (see close()). */
 const STOP_GRACE_MS = 1000;
+
+/** Lifetime of the admin certificate a control plane makes in memory for init's writes or a membership change. */
+export const ADMIN_CERTIFICATE_LIFETIME_MS = 10 * 60_000;
 
 export interface EtcdMemberOptions {
   /** The node's name: the member's name. */
@@ -75,6 +85,12 @@ export class EtcdMember implements ClusterStoreHost {
     await this.writeCertificates(pki);
     await this.start({ initialCluster: `${this.options.name}=${this.peerUrl}`, state: 'new' });
     await this.waitHealthy();
+    const admin = await etcdClient(this.adminConnection(pki, [this.clientUrl]));
+    try {
+      await enableAccessControl(admin);
+    } finally {
+      admin.close();
+    }
   }
 
   async join(pki: ClusterPki, endpoints: string[]): Promise<void> {
@@ -85,7 +101,7 @@ export class EtcdMember implements ClusterStoreHost {
       // A join retried after the member started once: it is a member already.
       await this.start();
     } else {
-      const client = await etcdClient({ ...(await this.connection()), endpoints });
+      const client = await etcdClient(this.adminConnection(pki, endpoints));
       try {
         const { member, members } = await addLearner(client, this.peerUrl);
         const initialCluster = members
@@ -119,8 +135,12 @@ export class EtcdMember implements ClusterStoreHost {
     return EtcdClusterStore.connect(await this.connection());
   }
 
+  async openAsAdmin(pki: ClusterPki): Promise<ClusterStore> {
+    return EtcdClusterStore.connect(this.adminConnection(pki, [this.clientUrl]));
+  }
+
   async adminCredentials(pki: ClusterPki): Promise<StoreCredentials> {
-    const admin = issueEtcdClientCertificate(pki, { commonName: 'constellation-admin', clock: this.options.clock });
+    const admin = issueEtcdClientCertificate(pki, { commonName: ETCD_ADMIN_USER, clock: this.options.clock });
     return { backend: 'etcd', endpoints: [this.clientUrl], caCert: pki.files['etcd/ca.crt'], clientCert: admin.cert, clientKey: admin.key };
   }
 
@@ -137,7 +157,13 @@ export class EtcdMember implements ClusterStoreHost {
     clearTimeout(killed);
   }
 
-  /** This node's client connection to its own member. */
+  /** An admin connection with a certificate made now, in memory, valid for minutes. */
+  private adminConnection(pki: ClusterPki, endpoints: string[]): EtcdConnection {
+    const admin = issueEtcdClientCertificate(pki, { commonName: ETCD_ADMIN_USER, clock: this.options.clock, lifetimeMs: ADMIN_CERTIFICATE_LIFETIME_MS });
+    return { endpoints, caCert: pki.files['etcd/ca.crt'], clientCert: admin.cert, clientKey: admin.key };
+  }
+
+  /** This node's client connection to its own member (as the join service's user). */
   private async connection(): Promise<EtcdConnection> {
     const read = async (name: string) => (await readRegularFile(path.join(this.options.dir, name), { what: `the etcd member's ${name}`, maxBytes: SIZE_LIMITS.stateDiskFile })).toString('utf8');
     const [caCert, clientCert, clientKey] = await Promise.all([read(FILES.ca), read(FILES.clientCert), read(FILES.clientKey)]);
@@ -146,7 +172,7 @@ export class EtcdMember implements ClusterStoreHost {
 
   private async writeCertificates(pki: ClusterPki): Promise<void> {
     const { server, peer } = issueEtcdMemberCertificates(pki, { name: this.options.name, ips: [this.options.ip], clock: this.options.clock });
-    const client = issueEtcdClientCertificate(pki, { commonName: `${this.options.name}-joinservice`, clock: this.options.clock });
+    const client = issueEtcdClientCertificate(pki, { commonName: ETCD_JOIN_SERVICE_USER, clock: this.options.clock });
     const files: [string, string][] = [
       [FILES.ca, pki.files['etcd/ca.crt']],
       [FILES.serverCert, server.cert],
@@ -222,7 +248,8 @@ export class EtcdMember implements ClusterStoreHost {
         const exited = this.exitedEarly();
         if (exited) throw exited;
         try {
-          await client.get('health').exec();
+          // A linearizable read the join service's user may make (with access control on, it may read nothing else).
+          await client.get(`${STORE_PREFIX}${ENTRY.cluster}`).exec();
           return;
         } catch {
           if (Date.now() > deadline) {

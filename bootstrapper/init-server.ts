@@ -258,7 +258,7 @@ export class InitServer {
       this.emit('kubernetes', kubernetes.message);
 
       await setup.createStore(token, pki);
-      const store = await setup.openStore();
+      const store = await setup.openStoreAsAdmin(token, pki);
       try {
         await store.writeJoinConfig({
           attestation: secrets.attestation,

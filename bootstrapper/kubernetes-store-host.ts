@@ -52,6 +52,11 @@ export class KubernetesStoreHost implements ClusterStoreHost {
     return KubernetesClusterStore.connect({ kubeconfig: { path: this.adminConfPath }, timeoutMs: this.options.timeoutMs });
   }
 
+  /** The join service's client is the admin kubeconfig already. */
+  openAsAdmin(): Promise<ClusterStore> {
+    return this.open();
+  }
+
   async adminCredentials(): Promise<StoreCredentials> {
     return { backend: 'kubernetes' };
   }

@@ -224,9 +224,15 @@ export class NodeSetup {
     return this.options.store.adminCredentials(pki);
   }
 
-  /** A client of the cluster store (for init to write the join configuration). */
+  /** A client of the cluster store with the join service's rights. */
   openStore(): Promise<ClusterStore> {
     return this.options.store.open();
+  }
+
+  /** A client of the cluster store with every right: init writes the join configuration through it. */
+  async openStoreAsAdmin(token: LockToken, pki: ClusterPki): Promise<ClusterStore> {
+    this.options.lock.check(token, 'write the join configuration', ['init']);
+    return this.options.store.openAsAdmin(pki);
   }
 
   /** Starts the join service on this node, reading the cluster store (once; later calls return the same service). */

@@ -18,8 +18,10 @@ export interface ClusterStoreHost {
   hosted(): Promise<boolean>;
   /** After a reboot (rejoin, recovery): start this node's part from its state disk; does not wait for a quorum. */
   resume(): Promise<void>;
-  /** A client of the store for this node's join service. */
+  /** A client of the store for this node's join service (etcd: the join service's user, which cannot change the join configuration). */
   open(): Promise<ClusterStore>;
+  /** A client with every right, for init's write of the join configuration (etcd: a short-lived admin certificate made in memory). */
+  openAsAdmin(pki: ClusterPki): Promise<ClusterStore>;
   /** Credentials for the CLI, made at init. */
   adminCredentials(pki: ClusterPki): Promise<StoreCredentials>;
   /** Stops this node's part of the store. */

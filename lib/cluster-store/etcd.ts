@@ -147,13 +147,33 @@ export class EtcdClusterStore implements ClusterStore {
   }
 }
 
-/** Runs an etcd call; any failure of etcd itself (no quorum, unreachable, deadline) becomes StoreUnavailableError. */
+/**
+ * Runs an etcd call; a request etcd's access control refused (./etcd-access.ts) becomes StoreAccessDeniedError, any
+ * other failure of etcd itself (no quorum, unreachable, deadline) StoreUnavailableError.
+ */
 export async function unavailableOnError<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
     if (err instanceof UserError) throw err;
+    if (accessDenied(err)) throw new StoreAccessDeniedError(etcdErrorDetail(err), { cause: err });
     throw new StoreUnavailableError(etcdErrorDetail(err), { cause: err });
+  }
+}
+
+/** etcd refused the request: the certificate's user lacks the permission, or names no user. */
+function accessDenied(err: unknown): boolean {
+  const name = (err as Error)?.name ?? '';
+  return name === 'EtcdPermissionDeniedError' || name === 'EtcdUserNotFoundError' || /permission denied|user name not found/i.test(String((err as Error)?.message ?? ''));
+}
+
+/** etcd's access control refused a request: the client's certificate is not one that may make it. */
+export class StoreAccessDeniedError extends UserError {
+  constructor(detail: string, options: { cause?: unknown } = {}) {
+    super(`The cluster store refused the request: this client's certificate may not make it (${detail}).`, {
+      hint: 'The CLI reaches the store with the certificate in constellation-store.json (made at init); use the workspace that initialized the cluster.',
+      cause: options.cause,
+    });
   }
 }
 

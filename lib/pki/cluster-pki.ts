@@ -143,18 +143,28 @@ export interface CertificatePair {
 export function issueEtcdMemberCertificates(pki: ClusterPki, options: { name: string; ips: string[]; clock: Clock }): { server: CertificatePair; peer: CertificatePair } {
   const ips = [...new Set([...options.ips, '127.0.0.1'])];
   const dns = [options.name, 'localhost', ETCD_SERVER_NAME];
-  const leaf = () => issueLeaf(pki.etcdCa, { commonName: options.name, ips, dns, usages: [OID.serverAuth, OID.clientAuth], clock: options.clock });
+  // The common name is no etcd user (lib/cluster-store/etcd-access.ts): whatever the node is called, a member's
+  // certificate presented to a client port gets no access to the store.
+  const commonName = `${ETCD_MEMBER_NAME_PREFIX}${options.name}`;
+  const leaf = () => issueLeaf(pki.etcdCa, { commonName, ips, dns, usages: [OID.serverAuth, OID.clientAuth], clock: options.clock });
   return { server: leaf(), peer: leaf() };
 }
 
-/** A client certificate of the etcd CA (the join services' and the CLI's access to the cluster store). */
-export function issueEtcdClientCertificate(pki: ClusterPki, options: { commonName: string; clock: Clock }): CertificatePair {
-  return issueLeaf(pki.etcdCa, { commonName: options.commonName, ips: [], dns: [], usages: [OID.clientAuth], clock: options.clock });
+/** How the common name of an etcd member's certificates begins (no etcd user's name does). */
+export const ETCD_MEMBER_NAME_PREFIX = 'etcd-member:';
+
+/**
+ * A client certificate of the etcd CA (the join services' and the CLI's access to the cluster store); its common
+ * name is the etcd user it acts as. Valid LEAF_VALIDITY_DAYS, or `lifetimeMs` (a control plane's admin certificate
+ * for one membership change).
+ */
+export function issueEtcdClientCertificate(pki: ClusterPki, options: { commonName: string; clock: Clock; lifetimeMs?: number }): CertificatePair {
+  return issueLeaf(pki.etcdCa, { commonName: options.commonName, ips: [], dns: [], usages: [OID.clientAuth], clock: options.clock, lifetimeMs: options.lifetimeMs });
 }
 
 function issueLeaf(
   issuer: Issuer,
-  options: { commonName: string; ips: string[]; dns: string[]; usages: string[]; clock: Clock },
+  options: { commonName: string; ips: string[]; dns: string[]; usages: string[]; clock: Clock; lifetimeMs?: number },
 ): CertificatePair {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const now = options.clock().getTime();
@@ -164,7 +174,7 @@ function issueLeaf(
       subject: encodeName([[OID.commonName, options.commonName]]),
       publicKey: publicKey.export({ type: 'spki', format: 'der' }),
       notBefore: new Date(now - BACKDATE_MS),
-      notAfter: new Date(now + LEAF_VALIDITY_DAYS * DAY_MS),
+      notAfter: new Date(now + (options.lifetimeMs ?? LEAF_VALIDITY_DAYS * DAY_MS)),
       serial: randomSerial(),
       extensions: [basicConstraints(false), keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]), extendedKeyUsage(options.usages), ...names],
     },

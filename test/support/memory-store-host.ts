@@ -32,6 +32,10 @@ export class MemoryStoreHost implements ClusterStoreHost {
     return this.store;
   }
 
+  async openAsAdmin(): Promise<ClusterStore> {
+    return this.store;
+  }
+
   async adminCredentials(): Promise<StoreCredentials> {
     return { backend: 'etcd', endpoints: ['https://127.0.0.1:2379'], caCert: 'ca', clientCert: 'cert', clientKey: 'key' };
   }
