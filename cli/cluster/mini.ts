@@ -32,6 +32,8 @@ const CONTROL_PLANE_GROUP = 'control_plane_default';
 const WORKER_GROUP = 'worker_default';
 export const DEFAULT_CONTROL_PLANES = 1;
 export const DEFAULT_WORKERS = 1;
+/** How long mini up waits for VM nodes to boot (to serve init, to join): TCG on a loaded 2-core machine takes minutes. */
+export const VM_BOOT_TIMEOUT_MS = 20 * 60_000;
 
 export interface MiniUpOptions {
   workspaceDir: string;
@@ -102,11 +104,20 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
     await createCluster({ workspaceDir, provider, journal: options.journal, log, random: options.random, progress: (m) => step('create', m) });
   }
 
+  // A VM boots its firmware, kernel and node program under emulation where KVM does not run it (minutes here).
+  const vm = provider.name === 'qemu';
   step('init');
-  const init = await initCluster({ workspaceDir, log, random: options.random, progress: (m) => step('init', m), ...options.init });
+  const init = await initCluster({
+    workspaceDir,
+    log,
+    random: options.random,
+    progress: (m) => step('init', m),
+    ...(vm ? { connectTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}),
+    ...options.init,
+  });
 
   step('join');
-  const nodes = await waitUntilJoined(provider, init.clusterId, options);
+  const nodes = await waitUntilJoined(provider, init.clusterId, { ...(vm ? { joinTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}), ...options });
   return { clusterId: init.clusterId, kubernetesBackend: init.kubernetesBackend, kubeconfigFile: init.kubeconfigFile, continued, nodes };
 }
 

@@ -3,8 +3,8 @@
  * image under KVM reaches its /init's boot report, else TCG (software emulation). A probe is needed because
  * /dev/kvm may exist and still not run the image: on machines whose KVM runs only PVM-enabled guest kernels, a
  * Debian kernel hangs right after decompression (docs/measured-boot.md). A failed probe costs its whole timeout,
- * so the answer is remembered in the user's config folder (qemu-accel.json), keyed by the image's PCR 4 (which
- * covers the kernel); a probe runs at most once per kernel.
+ * so the answer is remembered in the user's config folder (qemu-accel.json), keyed by the image's kernel package
+ * and its SHA-256 (from the image's manifest); a probe runs at most once per kernel.
  */
 import { spawn } from 'node:child_process';
 import { constants, promises as fs } from 'node:fs';
@@ -23,7 +23,7 @@ export interface ProbeOptions {
   rawDisk: string;
   firmware: string;
   firmwareVars: string;
-  /** The key the answer is remembered under (the image's PCR 4). */
+  /** The key the answer is remembered under (the image's kernel package). */
   kernelKey: string;
   rememberIn: string;
   probeMs?: number;

@@ -106,12 +106,16 @@ export class QemuInfrastructure extends LocalInfrastructure {
     let choice = this.accelChoices.get(image.rawDisk);
     if (!choice) {
       choice = (async () => {
-        const measurements = JSON.parse(await fs.readFile(image.measurementsFile, 'utf8')) as { measurements?: Record<string, { expected?: string }> };
+        // The kernel decides whether KVM runs the image: the manifest names its package (and its SHA-256).
+        const manifest = JSON.parse(await fs.readFile(path.join(image.dir, 'manifest.json'), 'utf8').catch(() => '{}')) as {
+          inputs?: { debianPackages?: { name: string; sha256: string }[] };
+        };
+        const kernel = manifest.inputs?.debianPackages?.find((p) => p.name.startsWith('linux-image-'));
         return chooseAccel(this.settings.accel, {
           rawDisk: image.rawDisk,
           firmware: this.settings.firmware,
           firmwareVars: this.settings.firmwareVars,
-          kernelKey: measurements.measurements?.['4']?.expected ?? image.rawDisk,
+          kernelKey: kernel ? `${kernel.name}@${kernel.sha256}` : image.rawDisk,
           rememberIn: path.join(this.userConfig, 'qemu-accel.json'),
         });
       })();
