@@ -9,6 +9,7 @@
  *   state disk   the virtio disk whose serial is `constellation-state` (/dev/vdb), LUKS2 via cryptsetup, real
  *                dm-crypt in the guest kernel, mounted at /var/run/state
  *   backend      `constellation.kubernetes-backend=` of the kernel command line (measured into PCR 9/11)
+ *   version      IMAGE_VERSION of the initrd's /etc/os-release (what `status` shows)
  *
  * It attests as qemu-vtpm with the AK the provider registered when it created the VM; its join service asks the
  * metadata server's AK registry, as a local node's does.
@@ -29,12 +30,14 @@ export const STATE_DISK_SERIAL = 'constellation-state';
 /** Where the guest learns things; tests point these at files of their own. */
 export interface GuestFiles {
   cmdline: string;
+  /** The image's os-release (its IMAGE_VERSION), in the measured initrd. */
+  osRelease?: string;
   routes: string;
   blockDevices: string;
   devices: string;
 }
 
-const GUEST_FILES: GuestFiles = { cmdline: '/proc/cmdline', routes: '/proc/net/route', blockDevices: '/sys/block', devices: '/dev' };
+const GUEST_FILES: GuestFiles = { cmdline: '/proc/cmdline', osRelease: '/etc/os-release', routes: '/proc/net/route', blockDevices: '/sys/block', devices: '/dev' };
 
 /** The default route's gateway of /proc/net/route (hex little-endian), or undefined. */
 export function defaultGateway(routes: string): string | undefined {
@@ -63,6 +66,11 @@ export async function findStateDisk(files: GuestFiles = GUEST_FILES): Promise<st
   return `${files.devices}/vdb`;
 }
 
+/** IMAGE_VERSION of an os-release file, or undefined. */
+export function imageVersionOf(osRelease: string): string | undefined {
+  return /^IMAGE_VERSION="?([^"\n]+)"?$/m.exec(osRelease)?.[1];
+}
+
 function backendOf(cmdline: string): 'none' | 'kubeadm' {
   return /(?:^|\s)constellation\.kubernetes-backend=kubeadm(?:\s|$)/.test(cmdline) ? 'kubeadm' : 'none';
 }
@@ -88,9 +96,11 @@ export async function qemuNodePlatform(options: NodePlatformOptions, files: Gues
   const metadata = new LocalNodeMetadata({ metadataUrl, nodeIp: ip });
   const base = cloudPlatformBase('qemu', options, { variants: [VARIANT], metadata, stateDisk: await findStateDisk(files) });
   const cmdline = await fs.readFile(files.cmdline, 'utf8').catch(() => '');
+  const osRelease = files.osRelease ? await fs.readFile(files.osRelease, 'utf8').catch(() => '') : '';
   let name: string | undefined;
   return {
     ...base,
+    imageVersion: options.imageVersion ?? imageVersionOf(osRelease) ?? base.imageVersion,
     identity: async () => {
       const self = await base.identity();
       name = self.name;

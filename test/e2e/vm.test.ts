@@ -3,8 +3,9 @@
  * worker that boots the shared built qemu image (test/support/built-image.ts) and goes through its life in order:
  * up (both nodes join), verify (PCR 4, 9 and 11 of every node are `image measure` of the image), the state disks
  * (LUKS2, formatted and opened inside the guest; only ciphertext on the host), a worker reset (it rejoins with its
- * data), and terminate (no process, namespace, tap device or disk file left). One cluster for all, because each VM
- * boot costs about a minute here; each `it` checks one thing and names it.
+ * data), a reset of every control plane (it waits; `recover` brings it back), and terminate (no process, namespace, tap device or disk file left). One cluster for all, because each VM
+ * boot costs minutes here; each `it` checks one thing and names it. A second, one-node cluster boots a disk whose
+ * initrd differs from the one its signed measurements describe (an attacker's swap) and is refused.
  */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
@@ -14,7 +15,9 @@ import { clusterPaths } from '../../providers/local/layout.js';
 import { findOwnedProcesses } from '../../providers/local/processes.js';
 import { ClusterNetwork, NETNS_DIR } from '../../providers/local/network.js';
 import { ClusterStore } from '../../providers/local/cluster-record.js';
-import { builtQemuImage, missingPackages, type BuiltTestImage } from '../support/built-image.js';
+import { buildNodeImage } from '../../lib/node-image/build/index.js';
+import { defaultBuildDeps, pinnedNodeBinary } from '../../lib/node-image/build/defaults.js';
+import { builtQemuImage, missingPackages, NODE_PROGRAM_DIR, type BuiltTestImage } from '../support/built-image.js';
 import { runCli, type CliResult } from '../support/cli.js';
 
 interface VerifyJson {
@@ -108,6 +111,25 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes) assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
   });
 
+  it('mini reboot of every control plane: it waits for recovery, `recover` brings it back, verify --all OK', async () => {
+    const boots = (await nodeLog('control-plane-0')).split('CONSTELLATION-BOOT end').length;
+    const res = await cli(['mini', 'reboot', 'control-plane-0']);
+    assert.equal(res.code, 0, res.stderr);
+    const deadline = Date.now() + 20 * 60_000;
+    for (;;) {
+      const log = await nodeLog('control-plane-0');
+      if (log.split('CONSTELLATION-BOOT end').length > boots && /"bootstrapper started"/.test(log.slice(log.lastIndexOf('CONSTELLATION-BOOT end')))) break;
+      assert.ok(Date.now() < deadline, 'control-plane-0 did not boot again');
+      await new Promise((resolve) => setTimeout(resolve, 2000));
+    }
+    const recovered = await cli(['recover']);
+    assert.equal(recovered.code, 0, `recover failed:\n${recovered.stderr}\n${recovered.stdout}`);
+    assert.match(await nodeLog('control-plane-0'), /"recovered: state disk unlocked with the master secret from the CLI"/);
+    const verified = await cli(['verify', '--all', '-o', 'json']);
+    assert.equal(verified.code, 0, verified.stderr);
+    for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes) assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
+  });
+
   it('terminate leaves no process, namespace, tap device or disk file', async () => {
     const paths = clusterPaths(ws);
     const res = await cli(['terminate', '-y']);
@@ -117,5 +139,69 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     assert.deepEqual(namespaces, [], 'namespaces of the cluster (and the tap devices inside them)');
     assert.equal(await fs.stat(paths.dir).catch(() => undefined), undefined, 'the cluster folder with the disks');
     assert.equal(await fs.stat(paths.runtimeDir).catch(() => undefined), undefined, 'the runtime folder with the QMP sockets');
+  });
+});
+
+describe('mini up --vm on a disk whose initrd changed after its measurements were signed', function () {
+  this.timeout(45 * 60_000);
+  let work: string | undefined;
+  let ws: string | undefined;
+
+  after(async function () {
+    if (ws) {
+      const paths = clusterPaths(ws);
+      const netId = (await ClusterStore.load(paths).catch(() => undefined))?.record.netId;
+      await runCli(['terminate', '-y', '-C', ws], { cwd: ws }).catch(() => undefined);
+      for (const pid of await findOwnedProcesses(paths.dir)) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone
+        }
+      }
+      if (netId) await new ClusterNetwork(netId).remove().catch(() => undefined);
+      await fs.rm(ws, { recursive: true, force: true });
+    }
+    if (work) await fs.rm(work, { recursive: true, force: true });
+  });
+
+  it('the node is refused at init and gets nothing; verify -e names PCR 9 and 11', async function () {
+    const missing = await missingPackages();
+    if (missing.length > 0) {
+      if (process.env.CI === 'true') throw new Error(`the package cache lacks ${missing.join(', ')}: run \`npm run image-inputs\``);
+      this.skip();
+    }
+    const image = await builtQemuImage();
+    work = await fs.mkdtemp(path.join(os.tmpdir(), 'vm-swapped-'));
+    // The other disk: the same build with one more line in the node program, so only the initrd differs.
+    const program = path.join(work, 'node-program');
+    await fs.cp(NODE_PROGRAM_DIR, program, { recursive: true });
+    await fs.appendFile(path.join(program, 'main.mjs'), '// changed after measuring\n');
+    const other = path.join(work, 'other');
+    const built = await buildNodeImage(
+      { provider: 'qemu', outDir: other, version: 'v0.0.1-test', packageCache: image.packageCache, nodeProgramDir: program, node: await pinnedNodeBinary(), download: false },
+      defaultBuildDeps(undefined, path.join(work, 'other-key')),
+    );
+    // The attacker's folder: that disk under the image's genuine signed measurements.
+    const swapped = path.join(work, 'swapped');
+    await fs.mkdir(swapped);
+    await fs.copyFile(built.rawDisk, path.join(swapped, path.basename(image.rawDisk)));
+    for (const file of ['measurements.json', 'measurements.json.sig', 'manifest.json']) await fs.copyFile(path.join(image.dir, file), path.join(swapped, file));
+
+    ws = await fs.mkdtemp(path.join(os.tmpdir(), 'vm-refused-'));
+    const env = { XDG_CONFIG_HOME: image.configHome };
+    const up = await runCli(['mini', 'up', '--vm', '--image', swapped, '-c', '1', '-w', '0', '-y', '-C', ws], { cwd: ws, env });
+    assert.notEqual(up.code, 0, up.stdout);
+    assert.match(up.stderr, /PCR 9\b/);
+    assert.match(up.stderr, /PCR 11\b/);
+    const log = await fs.readFile(path.join(clusterPaths(ws).nodesDir, 'control-plane-0', 'node.log'), 'latin1');
+    assert.doesNotMatch(log, /"state disk formatted"|extended PCR 15/, 'the refused node got no secret');
+
+    const record = (await ClusterStore.load(clusterPaths(ws)))!.record;
+    const address = `${record.prefix}.${record.nodes['control-plane-0']!.host}`;
+    const verify = await runCli(['verify', '-e', address, '--cluster-id', '0'.repeat(64), '-C', ws], { cwd: ws, env });
+    assert.notEqual(verify.code, 0);
+    assert.match(`${verify.stdout}${verify.stderr}`, /PCR 9\b/);
+    assert.match(`${verify.stdout}${verify.stderr}`, /PCR 11\b/);
   });
 });

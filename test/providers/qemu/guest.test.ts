@@ -10,7 +10,7 @@ import path from 'node:path';
 import { addressOfMac, dhcpReply, parseDhcpRequest } from '../../../providers/local/dhcp-server.js';
 import { chooseAccel } from '../../../providers/qemu/accel.js';
 import { resolveQemuImage } from '../../../providers/qemu/image.js';
-import { defaultGateway, findStateDisk, STATE_DISK_SERIAL } from '../../../providers/qemu/node-platform.js';
+import { defaultGateway, findStateDisk, imageVersionOf, STATE_DISK_SERIAL } from '../../../providers/qemu/node-platform.js';
 import { qemuArgs } from '../../../providers/qemu/vm.js';
 
 /** A BOOTREQUEST as busybox udhcpc sends it: message type `type`, MAC 02:00:0a:d5:05:64 (10.213.5.100). */
@@ -73,6 +73,11 @@ describe('qemu provider: what the guest reads', () => {
     const routes = 'Iface\tDestination\tGateway \tFlags\n' + 'eth0\t0005D50A\t00000000\t0001\n' + 'eth0\t00000000\t0105D50A\t0003\n';
     assert.equal(defaultGateway(routes), '10.213.5.1');
     assert.equal(defaultGateway('Iface\tDestination\tGateway\n'), undefined);
+  });
+
+  it('reads the image version from os-release', () => {
+    assert.equal(imageVersionOf('NAME="Constellation"\nIMAGE_VERSION="v1.2.0"\n'), 'v1.2.0');
+    assert.equal(imageVersionOf('NAME="Debian"\n'), undefined);
   });
 
   it('finds the state disk by its virtio serial, else /dev/vdb', async () => {
