@@ -16,6 +16,7 @@ type LoadedModule = { default?: ProviderModule; provider?: ProviderModule };
 /** One literal import per built-in provider (a new provider adds its line here and to the variant table). */
 const BUILTIN_MODULES: Record<(typeof BUILTIN_PROVIDERS)[number], () => Promise<LoadedModule>> = {
   local: () => import('./local/index.js'),
+  qemu: () => import('./qemu/index.js'),
   aws: () => import('./aws/index.js'),
   azure: () => import('./azure/index.js'),
   gcp: () => import('./gcp/index.js'),

@@ -77,10 +77,10 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
   // Before the config's measurements or the state are written.
   await provider.checkPreconditions?.();
 
-  if (providerName === 'local' && config.image !== LOCAL_BUILD_IMAGE) {
+  if ((providerName === 'local' && config.image !== LOCAL_BUILD_IMAGE) || providerName === 'qemu') {
     options.progress?.(`verifying the signed measurements of image ${config.image}`);
     const { loadImageMeasurements } = await import('../images/image-measurements.js');
-    const signed = await loadImageMeasurements(config, config.image, options.imageSource);
+    const signed = await loadImageMeasurements(config, config.image, { baseDir: workspaceDir, ...options.imageSource });
     log.info('image measurements verified', { image: config.image, key: signed.key.fingerprint });
     config = await editConfig(workspaceDir, { measurements: signed.measurements, replaceMeasurements: true });
   } else if (isMeasuringProvider(provider)) {

@@ -1,5 +1,7 @@
 /**
- * `mini up` / `mini down`: a whole cluster on this machine with the local provider, in one command.
+ * `mini up` / `mini down`: a whole cluster on this machine with the local provider (process nodes) or, with --vm,
+ * the qemu provider (VM nodes that boot the node image; without an image named, mini up builds the one of this
+ * installation into the user's qemu image store first: providers/qemu/image-build.ts), in one command.
  * mini up = config generate local (with the node counts asked for) → create → init → wait until every node has
  * joined. Each step first looks at what the workspace already holds, so running mini up again after it was killed
  * at any point continues where it stopped: an existing config and state are used, create continues with the uid and
@@ -30,6 +32,8 @@ const CONTROL_PLANE_GROUP = 'control_plane_default';
 const WORKER_GROUP = 'worker_default';
 export const DEFAULT_CONTROL_PLANES = 1;
 export const DEFAULT_WORKERS = 1;
+/** How long mini up waits for VM nodes to boot (to serve init, to join): TCG on a loaded 2-core machine takes minutes. */
+export const VM_BOOT_TIMEOUT_MS = 20 * 60_000;
 
 export interface MiniUpOptions {
   workspaceDir: string;
@@ -40,6 +44,10 @@ export interface MiniUpOptions {
   workers?: number;
   /** The image the nodes boot: `local` (the current build) or a version of `mini image create`. Undefined: `local`, or the earlier run's. */
   image?: string;
+  /** VM nodes (the qemu provider); `image` is then a qemu image's folder or a version of the user's qemu image store. */
+  vm?: boolean;
+  /** The user's config folder (the qemu image store and the image key); default $XDG_CONFIG_HOME/constellation. */
+  userConfigDir?: string;
   /** A step begins (message undefined) or reports a detail. */
   progress?: (step: MiniStep, message?: string) => void;
   random?: RandomSource;
@@ -69,12 +77,13 @@ export interface MiniUpResult {
  * provider's preconditions (root, its programs, /dev/fuse, the built node program), then the workspace (writable,
  * and as root owned by root with every file in it). A run that fails here leaves no trace.
  */
-export async function checkMiniUpPreconditions(workspaceDir: string): Promise<void> {
+export async function checkMiniUpPreconditions(workspaceDir: string, options: { vm?: boolean } = {}): Promise<void> {
   const [{ requireLocalPreconditions }, { checkWorkspaceAccess }] = await Promise.all([
     import('../../providers/local/preconditions.js'),
     import('../../lib/workspace/access.js'),
   ]);
-  await requireLocalPreconditions();
+  if (options.vm) await (await loadInfrastructure('qemu')).checkPreconditions?.();
+  else await requireLocalPreconditions();
   await checkWorkspaceAccess(workspaceDir, { mayCreate: true });
 }
 
@@ -95,11 +104,20 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
     await createCluster({ workspaceDir, provider, journal: options.journal, log, random: options.random, progress: (m) => step('create', m) });
   }
 
+  // A VM boots its firmware, kernel and node program under emulation where KVM does not run it (minutes here).
+  const vm = provider.name === 'qemu';
   step('init');
-  const init = await initCluster({ workspaceDir, log, random: options.random, progress: (m) => step('init', m), ...options.init });
+  const init = await initCluster({
+    workspaceDir,
+    log,
+    random: options.random,
+    progress: (m) => step('init', m),
+    ...(vm ? { connectTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}),
+    ...options.init,
+  });
 
   step('join');
-  const nodes = await waitUntilJoined(provider, init.clusterId, options);
+  const nodes = await waitUntilJoined(provider, init.clusterId, { ...(vm ? { joinTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}), ...options });
   return { clusterId: init.clusterId, kubernetesBackend: init.kubernetesBackend, kubeconfigFile: init.kubeconfigFile, continued, nodes };
 }
 
@@ -127,17 +145,30 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
         hint: `Restore ${CONFIG_FILE}, or run \`constellation terminate\` and remove ${STATE_FILE}; or use a new directory (-C <dir>).`,
       });
     }
-    await generateConfigFiles(workspaceDir, 'local');
-    await editConfig(workspaceDir, { initialCounts: wanted(), ...(options.image ? { image: options.image } : {}) });
-    log.info('generated a local config', { ...wanted(), image: options.image ?? 'local' });
+    const kind = options.vm ? 'qemu' : 'local';
+    let image = options.image;
+    if (options.vm && image === undefined) {
+      const { ensureStoreImage } = await import('../../providers/qemu/image-build.js');
+      const stored = await ensureStoreImage({ userConfigDir: options.userConfigDir, progress: (m) => options.progress?.('config', m) });
+      image = stored.version;
+      log.info(stored.built ? 'built the qemu image into the image store' : 'the qemu image store has the image', { image });
+    }
+    await generateConfigFiles(workspaceDir, kind);
+    await editConfig(workspaceDir, { initialCounts: wanted(), ...(image ? { image } : {}), ...(options.vm ? { allowIncomplete: true } : {}) });
+    log.info(`generated a ${kind} config`, { ...wanted(), image: image ?? 'local' });
     return { continued: false };
   }
 
   // Leniently first: a cloud config that is still incomplete must get this message, not a list of empty fields.
   const provider = providerOf(await loadConfig(workspaceDir, { allowIncomplete: true }));
-  if (provider !== 'local') {
+  if (provider !== 'local' && provider !== 'qemu') {
     throw new UserError(`The workspace ${workspaceDir} holds a config for the ${provider} provider; mini up runs local clusters only.`, {
       hint: 'Run mini up in a new, empty directory (-C <dir>).',
+    });
+  }
+  if ((provider === 'qemu') !== (options.vm ?? false)) {
+    throw new UserError(`The workspace ${workspaceDir} holds a cluster of ${provider === 'qemu' ? 'VM' : 'process'} nodes; mini up was asked for ${options.vm ? 'VM' : 'process'} nodes.`, {
+      hint: provider === 'qemu' ? 'Run `mini up --vm` to continue it.' : 'Run mini up without --vm to continue it, or use a new directory (-C <dir>).',
     });
   }
   const config = await loadConfig(workspaceDir);
@@ -225,7 +256,7 @@ export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles
     } catch {
       // An unreadable config does not stop the clean-up; terminate finds the provider elsewhere.
     }
-    if (provider !== undefined && provider !== 'local') {
+    if (provider !== undefined && provider !== 'local' && provider !== 'qemu') {
       throw new UserError(`The workspace ${workspaceDir} holds a ${provider} cluster; mini down removes local clusters only.`, {
         hint: 'Use `constellation terminate` for a cloud cluster.',
       });
@@ -272,7 +303,7 @@ export interface MiniPowerOptions {
 export async function miniPower(options: MiniPowerOptions): Promise<{ nodes: string[] }> {
   const { workspaceDir, log } = options;
   await requireLocalCluster(workspaceDir);
-  const provider = options.provider ?? ((await loadInfrastructure('local')) as unknown as NodePowerControl);
+  const provider = options.provider ?? ((await workspaceInfrastructure(workspaceDir)) as unknown as NodePowerControl);
   const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir, progress: options.progress };
   const nodes = [...new Set([...(options.nodes ?? []), ...(options.controlPlanes ? await provider.nodeNames(ctx, 'control-plane') : [])])];
   if (nodes.length === 0) throw new UserError(`Name the nodes to ${options.action}.`, { hint: 'Give node names (see `constellation status`), or --control-planes.' });
@@ -287,7 +318,7 @@ async function requireLocalCluster(workspaceDir: string): Promise<void> {
     throw new UserError(`The workspace ${workspaceDir} has no cluster config.`, { hint: 'Run the command in the workspace of a local cluster (-C <dir>); `constellation mini up` makes one.' });
   }
   const provider = providerOf(await loadConfig(workspaceDir, { allowIncomplete: true }));
-  if (provider !== 'local') {
+  if (provider !== 'local' && provider !== 'qemu') {
     throw new UserError(`The workspace ${workspaceDir} holds a ${provider} cluster; mini commands act on local clusters only.`, { hint: 'Use your cloud\'s console or CLI to reboot cloud VMs.' });
   }
 }

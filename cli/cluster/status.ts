@@ -216,6 +216,8 @@ export async function getNodeStatus(address: string, timeoutMs: number): Promise
  */
 export async function runsKubernetes(config: import('../../lib/config/index.js').Config): Promise<boolean> {
   const { providerOf } = await import('../../lib/config/index.js');
+  // A qemu image runs the backend on its kernel command line: `none` unless it was built with Kubernetes binaries.
+  if (providerOf(config) === 'qemu') return false;
   if (providerOf(config) !== 'local') return true;
   return (config.provider as { local?: { kubernetesBackend?: string } }).local?.kubernetesBackend === 'kubeadm';
 }

@@ -42,7 +42,7 @@ export interface TerminateResult {
   masterSecretKept: boolean;
 }
 
-const PROVIDER_SECTIONS = ['local', 'aws', 'azure', 'gcp'] as const;
+const PROVIDER_SECTIONS = ['local', 'qemu', 'aws', 'azure', 'gcp'] as const;
 
 export async function terminateCluster(options: TerminateOptions): Promise<TerminateResult> {
   const { workspaceDir, log } = options;
@@ -108,8 +108,8 @@ export async function checkTerminateByTag(workspaceDir: string): Promise<void> {
 }
 
 function refuseByTagWithout(providerName: string | undefined): void {
-  if (providerName !== 'local') return;
-  throw new UserError('--by-tag works only for a cloud provider: the local provider tags nothing.', {
+  if (providerName !== 'local' && providerName !== 'qemu') return;
+  throw new UserError(`--by-tag works only for a cloud provider: the ${providerName} provider tags nothing.`, {
     hint: 'Run `constellation terminate` without --by-tag: the local provider finds every process it started by its owner mark, also ones it never recorded.',
   });
 }

@@ -2,9 +2,10 @@
  * Where an image's signed measurements come from and which key they must verify with: the one place the CLI decides
  * both, for `create` (versioned local images), `config fetch-measurements`, `upgrade check` and `upgrade apply`.
  *
- *   key     the config's measurementsSigningKey, else (local provider) the user's image key, else the release key
+ *   key     the config's measurementsSigningKey, else (local and qemu providers) the user's image key, else the release key
  *           pinned into this CLI (lib/images/release-key.ts)
  *   source  local provider: the user's images (`mini image create`, providers/local/image-store.ts)
+ *           qemu provider: measurements.json beside the image (its folder, or a version of the user's qemu image store)
  *           clouds: a version index (lib/images/version-index.ts), or the URLs of a file and its signature
  *
  * Every path verifies the signature over the file's exact bytes before anything in it is used
@@ -29,6 +30,8 @@ export interface ImageSourceOptions {
   index?: string;
   /** How URLs are read (tests: the CA of a local HTTPS server). */
   read?: ReadUrlOptions;
+  /** qemu: the folder a relative image folder is relative to (the workspace); default the working directory. */
+  baseDir?: string;
 }
 
 /** Signed measurements, verified, with what the config's `image` is for them and where they were read. */
@@ -53,7 +56,7 @@ export interface AvailableImage {
 /** The key an image's measurements must verify with, for this config (see the module header). */
 export async function trustedMeasurementsKey(config: Config, options: ImageSourceOptions = {}): Promise<TrustedKey> {
   if (config.measurementsSigningKey) return trustedKeyFromPem(config.measurementsSigningKey, "the config's measurementsSigningKey");
-  if (providerOf(config) !== 'local') return releaseKey();
+  if (providerOf(config) !== 'local' && providerOf(config) !== 'qemu') return releaseKey();
   const store = new LocalImageStore({ userConfigDir: options.userConfigDir });
   const key = await store.publicKey();
   if (!key) {
@@ -81,6 +84,12 @@ export async function loadImageMeasurements(config: Config, version: string, opt
     const store = new LocalImageStore({ userConfigDir: options.userConfigDir });
     const signed = await store.measurements(version, key);
     return { ...signed, image: version, source: store.imageDir(version), key };
+  }
+  if (providerOf(config) === 'qemu') {
+    const { resolveQemuImage, loadQemuImageMeasurements } = await import('../../providers/qemu/image.js');
+    const image = await resolveQemuImage(version, { userConfigDir: options.userConfigDir, baseDir: options.baseDir });
+    const signed = await loadQemuImageMeasurements(image, key);
+    return { ...signed, image: version, source: image.measurementsFile, key };
   }
   const entries = await readIndex(options);
   const entry = pickEntry(entries.filter((e) => e.version === version || e.image === version), variant);

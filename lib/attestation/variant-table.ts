@@ -13,7 +13,7 @@
  */
 import type { Validator, ValidatorDeps, VariantConfig } from './types.js';
 
-export const PROVIDERS = ['local', 'aws', 'azure', 'gcp'] as const;
+export const PROVIDERS = ['local', 'qemu', 'aws', 'azure', 'gcp'] as const;
 export type Provider = (typeof PROVIDERS)[number];
 
 /** How the node's VM is isolated from its host: the CVM technology, none for a VM with a vTPM only. */
@@ -103,6 +103,24 @@ export const VARIANT_TABLE = [
     akTrust: 'provider-registry',
     issuer: 'vtpm',
     validator: () => import('./variants/local-vtpm.js'),
+  },
+  {
+    // The qemu provider registered the VM's AK (its swtpm's) when it created the node, as local-vtpm; the VM boots
+    // the node image under OVMF, so PCR 4, 9 and 11 are the image's signed ones (create writes them into the config).
+    name: 'qemu-vtpm',
+    configKey: 'qemuVTPM',
+    provider: 'qemu',
+    isDefault: true,
+    summary: 'QEMU VMs on this machine booting the node image, with swtpm as their TPM.',
+    configFields: 'none',
+    // 4, 9 and 11 come from the image's signed measurements at `create` (the validator requires them).
+    measurements: { enforced: [8, 12, 13], warnOnly: [0, 1, 2, 3, 6, 7, 15] },
+    // The VM's size is provider.qemu's vcpus and memoryMiB: the only type is `qemu`.
+    instanceTypes: ['qemu'],
+    defaultInstanceType: 'qemu',
+    akTrust: 'provider-registry',
+    issuer: 'vtpm',
+    validator: () => import('./variants/qemu-vtpm.js'),
   },
   {
     // The SNP report's REPORT_DATA is SHA-512 of the AK (VLEK-signed).

@@ -48,7 +48,7 @@ export function providerOfVariant(variant: VariantName): Provider {
   return variantSpec(variant).provider;
 }
 
-const PROVIDER_TITLES: Record<Provider, string> = { local: 'the local provider', aws: 'AWS', azure: 'Azure', gcp: 'GCP' };
+const PROVIDER_TITLES: Record<Provider, string> = { local: 'the local provider', qemu: 'the qemu provider', aws: 'AWS', azure: 'Azure', gcp: 'GCP' };
 
 /** The row of `variant` when it runs on `provider`; a UserError naming the provider's variants otherwise. */
 export function requireVariantOn(provider: Provider, variant: string): VariantSpec {
@@ -76,6 +76,7 @@ export function instanceFamily(provider: Provider, instanceType: string): string
       return size ? `${size[1]!.toUpperCase()}${size[2]!.toLowerCase()}` : '';
     }
     case 'local':
+    case 'qemu':
       return instanceType;
   }
 }

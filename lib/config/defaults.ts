@@ -38,6 +38,15 @@ const LOCATIONS = {
   gcp: { region: 'europe-west3', zone: 'europe-west3-a' },
 } as const;
 
+/** A qemu node's VM: what one node program with its etcd member needs; Debian's OVMF build; KVM where it works. */
+export const QEMU_DEFAULTS = {
+  vcpus: 2,
+  memoryMiB: 2048,
+  firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd',
+  firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd',
+  accel: 'auto',
+} as const;
+
 /** Minimum launch TCB of SEV-SNP variants: the TCB of the reference evidence in our tests. Raise it to your fleet's. */
 const SNP_TCB = { bootloaderVersion: 2, teeVersion: 0, snpVersion: 6, microcodeVersion: 93 };
 
@@ -53,7 +62,7 @@ export function defaultConfig(provider: string, options: DefaultConfigOptions = 
   }
   const variant = chooseVariant(provider, options.attestationVariant);
   const kubernetesVersion = chooseKubernetesVersion(options.kubernetesVersion);
-  const zone = provider === 'local' ? 'local' : LOCATIONS[provider].zone;
+  const zone = provider === 'local' || provider === 'qemu' ? provider : LOCATIONS[provider].zone;
   const group = (role: NodeGroup['role'], initialCount: number): NodeGroup => ({
     role,
     zone,
@@ -72,7 +81,7 @@ export function defaultConfig(provider: string, options: DefaultConfigOptions = 
     tags: options.tags ?? {},
     provider: { [provider]: providerSection(provider) },
     nodeGroups: {
-      control_plane_default: group('control-plane', provider === 'local' ? 1 : 3),
+      control_plane_default: group('control-plane', provider === 'local' || provider === 'qemu' ? 1 : 3),
       worker_default: group('worker', 1),
     },
     attestation: { [variantConfigKey(variant)]: attestationSection(variant) },
@@ -109,6 +118,8 @@ function providerSection(provider: Provider): Record<string, unknown> {
   switch (provider) {
     case 'local':
       return { kubernetesBackend: 'none' };
+    case 'qemu':
+      return { ...QEMU_DEFAULTS };
     case 'aws':
       return { ...LOCATIONS.aws, iamProfileControlPlane: '', iamProfileWorkerNodes: '', deployCSIDriver: true };
     case 'azure':

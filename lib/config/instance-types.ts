@@ -13,17 +13,18 @@ export const INSTANCE_TYPES = Object.fromEntries(VARIANTS.map((v) => [v.name, v.
 /** What `config generate` writes per variant (control plane and workers alike). */
 export const DEFAULT_INSTANCE_TYPES = Object.fromEntries(VARIANTS.map((v) => [v.name, v.defaultInstanceType])) as Record<AttestationVariant, string>;
 
-/** State-disk types per provider; the first is the default. `file`: the local provider's disk is a file. */
+/** State-disk types per provider; the first is the default. `file`: the local provider's disk is a file; `raw`: a qemu VM's sparse raw disk file. */
 export const DISK_TYPES: Record<Provider, readonly string[]> = {
   local: ['file'],
+  qemu: ['raw'],
   aws: ['gp3', 'gp2', 'io2'],
   azure: ['Premium_LRS', 'StandardSSD_LRS', 'Standard_LRS'],
   gcp: ['pd-ssd', 'pd-balanced', 'pd-standard'],
 };
 
 /** Smallest state disk per provider in GB: a local disk may be tiny, a cloud node needs room for images. */
-export const MIN_STATE_DISK_GB: Record<Provider, number> = { local: 1, aws: 10, azure: 10, gcp: 10 };
-export const DEFAULT_STATE_DISK_GB: Record<Provider, number> = { local: 1, aws: 30, azure: 30, gcp: 30 };
+export const MIN_STATE_DISK_GB: Record<Provider, number> = { local: 1, qemu: 1, aws: 10, azure: 10, gcp: 10 };
+export const DEFAULT_STATE_DISK_GB: Record<Provider, number> = { local: 1, qemu: 1, aws: 30, azure: 30, gcp: 30 };
 
 export function isAllowedInstanceType(variant: AttestationVariant, instanceType: string): boolean {
   return INSTANCE_TYPES[variant].includes(instanceType);

@@ -40,7 +40,12 @@ export function renderConfig(config: Config, options: RenderOptions = {}): strin
   annotate(doc.contents as YAMLMap, []);
   const providerName = Object.keys(config.provider)[0];
   const header = [...HEADER];
-  if (providerName && providerName !== 'local') {
+  if (providerName === 'qemu') {
+    header.push(
+      ' `image` is a built qemu image (its folder) or a version in your image store; `create` writes its signed measurements',
+      ' (PCR 4, 9 and 11 of measurements.json beside the image, verified with your image key) into this file.',
+    );
+  } else if (providerName && providerName !== 'local') {
     header.push(
       ' Empty fields are errors until they are set: `constellation iam create ' +
         `${providerName} --update-config\` fills the identities, and \`image\` is the node image you run.`,

@@ -132,6 +132,17 @@ function providerSchemas(allowIncomplete: boolean) {
           .describe('none: nodes run everything except Kubernetes; kubeadm: nodes run kubeadm (needs the Kubernetes binaries).'),
       })
       .describe('Nodes are processes on this machine with software TPMs.'),
+    qemu: z
+      .strictObject({
+        vcpus: z.number().int().min(1).max(64).describe('Virtual CPUs of each node VM.'),
+        memoryMiB: z.number().int().min(512).describe('Memory of each node VM in MiB (the node image runs from RAM).'),
+        firmware: z.string().min(1).describe("The UEFI firmware's code (OVMF), e.g. Debian's /usr/share/OVMF/OVMF_CODE_4M.fd."),
+        firmwareVars: z.string().min(1).describe("The firmware's variable store template; every node gets its own copy."),
+        accel: z
+          .enum(['auto', 'kvm', 'tcg'])
+          .describe('auto: KVM where a probe boot of the image works, else TCG (software emulation); kvm or tcg: that one.'),
+      })
+      .describe('Nodes are QEMU VMs on this machine that boot the node image under UEFI firmware, with swtpm as their TPM.'),
     aws: z
       .strictObject({
         region: userField('AWS region', 'AWS region, e.g. us-east-2.'),
@@ -242,6 +253,13 @@ function crossCheck(config: ConfigShape, ctx: z.RefinementCtx): void {
     });
     return;
   }
+  if (provider === 'qemu' && config.image === LOCAL_BUILD_IMAGE) {
+    ctx.addIssue({
+      code: 'custom',
+      path: ['image'],
+      message: 'a qemu image is the folder of a built image (`constellation image build --provider qemu --out <dir>`) or a version in your image store; `mini up --vm` builds one',
+    });
+  }
   if (provider === 'local' && config.image !== LOCAL_BUILD_IMAGE && !isImageVersion(config.image)) {
     ctx.addIssue({
       code: 'custom',
@@ -270,7 +288,7 @@ function crossCheck(config: ConfigShape, ctx: z.RefinementCtx): void {
         code: 'custom',
         path: at('instanceType'),
         message: `instance type ${JSON.stringify(group.instanceType)} cannot run attestation variant ${variant}${
-          provider === 'local' ? '' : ' (not a confidential VM of that kind)'
+          provider === 'local' || provider === 'qemu' ? '' : ' (not a confidential VM of that kind)'
         }; see \`constellation config instance-types\` for the allowed types`,
       });
     }
@@ -312,7 +330,7 @@ function sectionsSchema(options: ConfigSchemaOptions) {
         .describe('Kubernetes version of the cluster; see `constellation config kubernetes-versions`.'),
       image: (allowIncomplete ? image : image.min(1, { error: present('is empty: set the node image (AMI id, Azure image id or GCE image URL)') }))
         .describe(
-          'Node image: for the local provider `local` (the current build) or a version made by `constellation mini image create`; else an AMI id, Azure image id or GCE image URL.',
+          'Node image: for the local provider `local` (the current build) or a version made by `constellation mini image create`; for qemu the folder of a built qemu image or a version in your image store; else an AMI id, Azure image id or GCE image URL.',
         ),
       measurementsSigningKey: z
         .string()

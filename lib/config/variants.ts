@@ -27,6 +27,7 @@ export const VARIANT_CONFIG_KEY_LIST = VARIANTS.map((v) => v.configKey) as Varia
 /** The variants each provider allows; the first is what `config generate` picks without -a. */
 export const PROVIDER_VARIANTS: Record<Provider, readonly AttestationVariant[]> = {
   local: variantsOf('local'),
+  qemu: variantsOf('qemu'),
   aws: variantsOf('aws'),
   azure: variantsOf('azure'),
   gcp: variantsOf('gcp'),

@@ -25,6 +25,12 @@ export interface SwtpmOptions {
   pcrBanks?: string[];
   /** How long to wait for the sockets, in ms. Default 10 s. */
   startTimeoutMs?: number;
+  /**
+   * `vm`: the TPM of a QEMU VM (QEMU's tpm emulator backend): only the control socket, over which QEMU hands swtpm
+   * its data channel, and no start-up of our own (QEMU initializes the TPM at every VM reset, the firmware sends
+   * TPM2_Startup). Default: the server socket too, started and ready for commands.
+   */
+  attach?: 'socket' | 'vm';
 }
 
 export interface SwtpmHandle {
@@ -69,13 +75,14 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
   await fs.rm(serverSocket, { force: true });
   await fs.rm(ctrlSocket, { force: true });
 
+  const vm = options.attach === 'vm';
   const args = [
     'socket',
     '--tpm2',
     '--tpmstate', `dir=${stateDir},mode=0600`,
-    '--server', `type=unixio,path=${serverSocket},mode=0600`,
+    ...(vm ? [] : ['--server', `type=unixio,path=${serverSocket},mode=0600`]),
     '--ctrl', `type=unixio,path=${ctrlSocket},mode=0600`,
-    '--flags', 'not-need-init,startup-clear',
+    ...(vm ? [] : ['--flags', 'not-need-init,startup-clear']),
     '--log', `file=${logFile},level=1,truncate`,
   ];
   const child = spawn('swtpm', args, { detached: options.detached ?? false, stdio: 'ignore' });
@@ -95,7 +102,7 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
       });
     }
     // Both sockets accept: the server socket's file appears at bind(), before listen(), so test by connecting.
-    if ((await canConnect(ctrlSocket)) && (await canConnect(serverSocket))) break;
+    if ((await canConnect(ctrlSocket)) && (vm || (await canConnect(serverSocket)))) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new SwtpmError(`swtpm did not open its sockets in ${stateDir} in time.${await logTail(logFile)}`);

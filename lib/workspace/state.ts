@@ -33,6 +33,7 @@ export const infrastructureSchema = z.strictObject({
   gcp: providerSection(),
   aws: providerSection(),
   local: providerSection(),
+  qemu: providerSection(),
 });
 
 export const clusterValuesSchema = z.strictObject({
@@ -183,7 +184,7 @@ function scalarsAsWritten(doc: Document): void {
   }
 }
 
-const PROVIDER_SECTIONS = new Set(['azure', 'gcp', 'aws', 'local']);
+const PROVIDER_SECTIONS = new Set(['azure', 'gcp', 'aws', 'local', 'qemu']);
 
 function nodeOffset(doc: Document, keyPath: string[]): number | undefined {
   const node = keyPath.length === 0 ? doc.contents : doc.getIn(keyPath, true);

@@ -10,6 +10,7 @@ import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { z } from 'zod';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
+import { startDhcpServer, type DhcpServer } from './dhcp-server.js';
 import { startLoadBalancer, type LoadBalancer } from './load-balancer.js';
 import { CloudRegistry, createMetadataServer } from './metadata-server.js';
 import { reportStartup } from './processes.js';
@@ -20,6 +21,8 @@ export const cloudConfigSchema = z.object({
   metadataPort: z.number().int().min(1).max(65535),
   loadBalancerPorts: z.array(z.number().int().min(1).max(65535)),
   controlTokenFile: z.string(),
+  /** Answer DHCP for the registered nodes (VM nodes, providers/qemu/; ./dhcp-server.ts). */
+  dhcp: z.boolean().optional(),
 });
 export type CloudConfig = z.infer<typeof cloudConfigSchema>;
 
@@ -40,16 +43,26 @@ export async function startCloud(config: CloudConfig, controlToken: string): Pro
     });
   });
   let lb: LoadBalancer;
+  let dhcp: DhcpServer | undefined;
   try {
     lb = await startLoadBalancer({ host: gateway, ports: config.loadBalancerPorts, backends: () => registry.controlPlaneAddresses() });
   } catch (err) {
     server.close();
     throw err;
   }
+  if (config.dhcp) {
+    try {
+      dhcp = await startDhcpServer({ gateway, isNode: (address) => registry.byAddress(address) !== undefined, log: (line) => console.log(`${new Date().toISOString()} ${line}`) });
+    } catch (err) {
+      server.close();
+      await lb.close();
+      throw err;
+    }
+  }
   return {
     async close() {
       server.closeAllConnections();
-      await Promise.all([new Promise((resolve) => server.close(resolve)), lb.close()]);
+      await Promise.all([new Promise((resolve) => server.close(resolve)), lb.close(), dhcp?.close()]);
     },
   };
 }

@@ -27,6 +27,8 @@ export interface NetworkOptions {
   addressPool: string;
   /** Randomness for choosing the first range to try (tests). */
   random?: () => number;
+  /** The cloud daemon answers DHCP for the registered nodes (VM nodes: providers/qemu/). */
+  dhcp?: boolean;
 }
 
 export function metadataUrl(prefix: string, port: number): string {
@@ -149,6 +151,7 @@ export async function ensureCloud(
     metadataPort: record.metadataPort,
     loadBalancerPorts: [...LOAD_BALANCER_PORTS],
     controlTokenFile: paths.controlToken,
+    ...(options.dhcp ? { dhcp: true } : {}),
   };
   await writeFileAtomic(paths.cloudConfig, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
   ctx.progress?.(`starting metadata server and load balancer on ${gateway}`);

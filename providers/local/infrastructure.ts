@@ -40,7 +40,7 @@ import { FileDigestCache } from './digest-cache.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
 import { LocalImageStore } from './image-store.js';
 import type { LaunchConfig } from './launcher.js';
-import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, METADATA_PORT, nodeAddress, nodePaths } from './layout.js';
+import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, METADATA_PORT, nodeAddress, nodePaths, type NodePaths } from './layout.js';
 import { ADDRESS_POOL_ENV, ClusterNetwork, DEFAULT_ADDRESS_POOL, isNetworkId, newNetworkId, requireRoot } from './network.js';
 import { defaultNodeProgram } from './node-program.js';
 import { requireLocalPreconditions } from './preconditions.js';
@@ -71,16 +71,25 @@ const nodeResourceId = (name: string) => `local-node/${name}`;
 /** How long a removed control plane keeps serving the calls it has, after the load balancer stopped sending more. */
 const DRAIN_MS = 500;
 
+/**
+ * The local provider's infrastructure. Its nodes are process nodes; the qemu provider (providers/qemu/) extends it
+ * with VM nodes by overriding the two steps that differ: starting a node's TPM (startTpm) and starting the node's
+ * machine in its namespace (startMachine). Everything else (record, network, cloud daemon, ownership, scaling,
+ * power, terminate) is the same code.
+ */
 export class LocalInfrastructure implements InfrastructureProvider {
-  readonly name = 'local';
+  readonly name: string = 'local';
   /** The image new nodes boot: its version (`local`: the current build) and what the launcher runs and measures. */
   readonly imageVersion: string;
-  readonly image: NodeImage;
+  /** What the launcher runs and measures for the image new nodes boot. */
+  get image(): NodeImage {
+    return this.nodeImageOf(this.imageVersion);
+  }
   /** The current build (image `local`): the nodes of a cluster made before versioned images boot it. */
   private readonly localBuild: NodeImage;
   private readonly images: LocalImageStore;
   private readonly metadataPort: number;
-  private readonly network: NetworkOptions;
+  protected readonly network: NetworkOptions;
 
   constructor(options: LocalInfrastructureOptions = {}) {
     const program = options.nodeProgram ?? defaultNodeProgram();
@@ -88,7 +97,6 @@ export class LocalInfrastructure implements InfrastructureProvider {
     this.localBuild = { nodeBinary, imageDir: path.resolve(program.imageDir), entry: path.resolve(program.entry) };
     this.images = new LocalImageStore({ userConfigDir: options.userConfigDir, nodeBinary });
     this.imageVersion = options.image ?? LOCAL_BUILD_IMAGE;
-    this.image = this.nodeImageOf(this.imageVersion);
     this.metadataPort = options.metadataPort ?? METADATA_PORT;
     this.network = {
       addressPool: options.addressPool ?? (process.env[ADDRESS_POOL_ENV] || DEFAULT_ADDRESS_POOL),
@@ -101,7 +109,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
    * are at this moment. For a versioned image, `create` uses its signed measurements instead (cli/images).
    */
   expectedMeasurements(workspaceDir?: string): Promise<Measurements> {
-    return expectedImageMeasurements(this.image, new FileDigestCache(workspaceDir ? clusterPaths(workspaceDir).digestCache : undefined));
+    return expectedImageMeasurements(this.nodeImageOf(this.imageVersion), new FileDigestCache(workspaceDir ? clusterPaths(workspaceDir).digestCache : undefined));
   }
 
   /** Root, the programs, /dev/fuse, the runtime folder and the current build's node program (./preconditions.ts). */
@@ -336,7 +344,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     for (const r of journal) await ctx.journal.remove(r.id);
   }
 
-  private async requireStore(ctx: ProviderContext): Promise<ClusterStore> {
+  protected async requireStore(ctx: ProviderContext): Promise<ClusterStore> {
     const store = await ClusterStore.load(clusterPaths(ctx.workspaceDir));
     if (!store) {
       throw new UserError(`The workspace ${ctx.workspaceDir} has no local cluster.`, { hint: 'Create one first (constellation create).' });
@@ -344,7 +352,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     return store;
   }
 
-  private requireNode(store: ClusterStore, name: string): ClusterRecord['nodes'][string] {
+  protected requireNode(store: ClusterStore, name: string): ClusterRecord['nodes'][string] {
     const node = store.record.nodes[name];
     if (!node) {
       throw new UserError(`The local cluster has no node "${name}".`, {
@@ -355,7 +363,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /** The cloud daemon's control client; a freshly (re)started daemon gets every recorded node registered again. */
-  private async cloud(store: ClusterStore, ctx: ProviderContext): Promise<CloudControl> {
+  protected async cloud(store: ClusterStore, ctx: ProviderContext): Promise<CloudControl> {
     const { control, started } = await ensureCloud(store, ctx, this.network);
     if (started) {
       await control.setCluster(clusterSettings(store.record));
@@ -369,7 +377,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /** The cluster's network; its id exists once ensureCloud ran (which every operation that boots nodes calls first). */
-  private clusterNetwork(store: ClusterStore): ClusterNetwork {
+  protected clusterNetwork(store: ClusterStore): ClusterNetwork {
     return new ClusterNetwork(store.record.netId as string);
   }
 
@@ -386,7 +394,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /** Refuses to boot an image that is not there (no build, or no such versioned image). */
-  private async requireImage(version: string): Promise<void> {
+  protected async requireImage(version: string): Promise<void> {
     const image = this.nodeImageOf(version);
     if (version !== LOCAL_BUILD_IMAGE && !(await this.images.has(version))) {
       throw new UserError(`There is no local image ${version} (in ${this.images.imagesDir}).`, {
@@ -432,7 +440,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /** The node's address; empty while the cluster has no address range yet (create was interrupted before). */
-  private address(record: ClusterRecord, name: string): string {
+  protected address(record: ClusterRecord, name: string): string {
     return record.prefix ? nodeAddress(record.prefix, record.nodes[name].host) : '';
   }
 
@@ -442,7 +450,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     await this.bootNode(store, name, cloud, ctx, options);
   }
 
-  private async recordNode(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
+  protected async recordNode(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
     const node = store.record.nodes[name];
     await ctx.journal.record({
       kind: 'local:node',
@@ -465,7 +473,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     const running = node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, nodePaths(ctx.workspaceDir, name).dir));
     const plug = async () => {
       if (!network || running) return false;
-      await (await network).plugNode(name, node.host, this.address(store.record, name));
+      await this.plug(await network, name, node.host, this.address(store.record, name));
       return true;
     };
     const [, plugged] = await settleAll([this.prepareTpm(store, name, ctx), plug()]);
@@ -479,15 +487,15 @@ export class LocalInfrastructure implements InfrastructureProvider {
     await fs.mkdir(np.tpmDir, { recursive: true, mode: 0o700 });
     await fs.mkdir(np.stateDisk, { recursive: true, mode: 0o700 });
 
-    const { startSwtpm, swtpmPaths } = await import('../../lib/tpm/swtpm.js');
+    const { swtpmPaths } = await import('../../lib/tpm/swtpm.js');
     const sockets = swtpmPaths(np.tpmDir, np.socketDir);
     // A swtpm of an older CLI has its sockets in the TPM folder; the node is started anew with them in the runtime one.
     if (node.swtpmPid === undefined || !(await isOwnedBy(node.swtpmPid, np.dir)) || !(await pathExists(sockets.ctrlSocket))) {
       // A launcher without its TPM is useless, and an orphaned swtpm would hold the TPM state.
       await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
-      const swtpm = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, detached: true });
+      const swtpmPid = await this.startTpm(store, name, np);
       await store.update(() => {
-        node.swtpmPid = swtpm.pid;
+        node.swtpmPid = swtpmPid;
         node.launcherPid = undefined;
       });
       await this.recordNode(store, name, ctx);
@@ -498,6 +506,20 @@ export class LocalInfrastructure implements InfrastructureProvider {
         node.akPublic = akPublic;
       });
     }
+  }
+
+  /** Plugs a node into the cluster's network (a process node: its namespace with its address). */
+  protected async plug(network: ClusterNetwork, name: string, host: number, address: string): Promise<void> {
+    await network.plugNode(name, host, address);
+  }
+
+  /**
+   * Starts the node's swtpm, detached, and returns its PID. A process node's launcher talks to it on its server
+   * socket (and resets it through the control socket when it boots the node).
+   */
+  protected async startTpm(_store: ClusterStore, _name: string, np: NodePaths): Promise<number> {
+    const { startSwtpm } = await import('../../lib/tpm/swtpm.js');
+    return (await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, detached: true })).pid;
   }
 
   /**
@@ -525,6 +547,17 @@ export class LocalInfrastructure implements InfrastructureProvider {
       });
     }
 
+    await this.startMachine(store, name, ctx, options);
+  }
+
+  /**
+   * Starts the node's machine in its namespace unless it runs (with `reboot`, also when it runs): for a process node
+   * the launcher, which measures the image and runs the node program. Records the machine's PID as launcherPid.
+   */
+  protected async startMachine(store: ClusterStore, name: string, ctx: ProviderContext, options: { reboot?: boolean; plugged?: boolean }): Promise<void> {
+    const node = store.record.nodes[name];
+    const np = nodePaths(ctx.workspaceDir, name);
+    const address = this.address(store.record, name);
     if (!options.reboot && node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, np.dir))) return;
     // Everything of the node but its TPM: the launcher, the node program and whatever that started.
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0], { keep: [node.swtpmPid as number] });

@@ -29,6 +29,8 @@
  * interrupted run made. Links go away with their namespace, but only once the kernel frees it (asynchronously);
  * links whose names are used again (a node's veth on reboot, the uplink) are deleted explicitly first.
  * Processes enter a namespace with `nsenter --net` (./processes.ts), which keeps them in the root mount namespace.
+ * A VM node (providers/qemu/) has no address in its namespace: a bridge there joins its eth0 to the tap device of
+ * its QEMU, and the guest holds the address (plugVmNode).
  */
 import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -286,6 +288,33 @@ export class ClusterNetwork {
     await this.ip(
       ['-n', netns, '-batch', '-'],
       [`link set ${NODE_LINK} address ${macAddress(address)}`, `addr add ${address}/24 dev ${NODE_LINK}`, `link set ${NODE_LINK} up`, 'link set lo up'],
+    );
+  }
+
+  /**
+   * Gives a VM node (providers/qemu/) its namespace, plugged into the cluster's bridge like a process node, but with
+   * no address on the host side: the namespace holds a bridge joining its link to the bridge and a persistent tap
+   * device `tap`, which the node's QEMU (started in the namespace) opens; the guest behind it has the address (by
+   * DHCP, from the MAC made from it). Run again (a power-on), it makes fresh links, as plugNode does.
+   */
+  async plugVmNode(node: string, host: number, tap: string): Promise<void> {
+    const netns = this.nodeNetns(node);
+    if (await exists(netnsPath(netns))) {
+      await this.deleteLink(this.gateway, `v${host}`);
+      await this.deleteLink(netns, tap);
+      await this.deleteLink(netns, BRIDGE);
+    } else await this.ip(['netns', 'add', netns]);
+    await this.ip(['-n', this.gateway, '-batch', '-'], [`link add v${host} type veth peer name ${NODE_LINK} netns ${netns}`, `link set v${host} master ${BRIDGE} up`]);
+    await this.ip(
+      ['-n', netns, '-batch', '-'],
+      [
+        `link add ${BRIDGE} type bridge`,
+        `link set ${BRIDGE} up`,
+        `link set ${NODE_LINK} master ${BRIDGE} up`,
+        `tuntap add dev ${tap} mode tap`,
+        `link set ${tap} master ${BRIDGE} up`,
+        'link set lo up',
+      ],
     );
   }
 

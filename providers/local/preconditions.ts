@@ -87,7 +87,7 @@ export async function requireLocalPreconditions(options: LocalPreconditionOption
   );
 }
 
-async function findProgram(name: string, dirs: string[]): Promise<boolean> {
+export async function findProgram(name: string, dirs: string[]): Promise<boolean> {
   for (const dir of dirs) {
     try {
       await fs.access(path.join(dir, name), constants.X_OK);

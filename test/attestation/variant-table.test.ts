@@ -35,6 +35,7 @@ describe('attestation variant table', function () {
     for (const provider of PROVIDERS) seen.set(provider, (await loadProvider(provider)).attestationVariants);
     assert.deepEqual(Object.fromEntries(seen), {
       local: ['local-vtpm'],
+      qemu: ['qemu-vtpm'],
       aws: ['aws-sev-snp', 'aws-nitro-tpm'],
       azure: ['azure-sev-snp', 'azure-tdx', 'azure-trustedlaunch'],
       gcp: ['gcp-sev-snp', 'gcp-sev-es'],
@@ -61,6 +62,7 @@ describe('attestation variant table', function () {
     assert.ok((seen.knownVariants as string[]).includes('aws-test-snp'));
     assert.deepEqual(seen.providers, {
       local: ['local-vtpm'],
+      qemu: ['qemu-vtpm'],
       aws: ['aws-sev-snp', 'aws-nitro-tpm', 'aws-test-snp'],
       azure: ['azure-sev-snp', 'azure-tdx', 'azure-trustedlaunch'],
       gcp: ['gcp-sev-snp', 'gcp-sev-es'],

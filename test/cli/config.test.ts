@@ -108,7 +108,7 @@ describe('constellation config', () => {
     const res = await runCli(['config', 'instance-types', '--json']);
     assert.equal(res.code, 0, res.stderr);
     const out = JSON.parse(res.stdout) as Record<string, Record<string, string[]>>;
-    assert.deepEqual(Object.keys(out), ['local', 'aws', 'azure', 'gcp']);
+    assert.deepEqual(Object.keys(out), ['local', 'qemu', 'aws', 'azure', 'gcp']);
     assert.deepEqual(out.azure!['azure-tdx'], [...INSTANCE_TYPES['azure-tdx']]);
     const text = await runCli(['config', 'instance-types', '-p', 'gcp']);
     assert.match(text.stdout, /^gcp:\n {2}gcp-sev-snp:\n {4}n2d-standard-2, /);

@@ -116,7 +116,7 @@ const cases: BrokenCase[] = [
   { name: 'PCR index out of range', text: replaceLine(29, '      24:'), path: 'attestation.localVTPM.measurements.24', line: 29, message: /PCR index "24" is out of range: PCR indexes are 0 to 23/ },
   { name: 'no measurements at all', text: replaceLine(28, '    measurements: {}').split('\n').filter((_, i) => i < 28 || i > 33).join('\n'), path: 'attestation.localVTPM.measurements', line: 28, message: /no measurements/ },
   { name: 'two providers', text: insertAfter(10, AWS_SECTION), path: 'provider.aws', line: 11, message: /more than one provider is set \(local, aws\)/ },
-  { name: 'no provider', text: replaceLine(8, 'provider: {}').split('\n').filter((_, i) => i !== 8 && i !== 9).join('\n'), path: 'provider', line: 8, message: /no provider is set: set exactly one of local, aws, azure, gcp/ },
+  { name: 'no provider', text: replaceLine(8, 'provider: {}').split('\n').filter((_, i) => i !== 8 && i !== 9).join('\n'), path: 'provider', line: 8, message: /no provider is set: set exactly one of local, qemu, aws, azure, gcp/ },
   { name: 'two attestation variants', text: insertAfter(34, `  gcpSEVES:\n    measurements:\n      4:\n        expected: "${ZERO}"\n        warnOnly: false`), path: 'attestation.gcpSEVES', line: 35, message: /more than one attestation variant is set/ },
   { name: 'unsupported Kubernetes version', text: replaceLine(3, 'kubernetesVersion: v1.20.0'), path: 'kubernetesVersion', line: 3, message: /Kubernetes version "v1.20.0" is not supported; supported: v1\.31/ },
   { name: 'unsupported config version', text: replaceLine(1, 'version: v3'), path: 'version', line: 1, message: /config version "v3" is not supported: this CLI reads v4/ },

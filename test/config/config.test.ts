@@ -34,7 +34,7 @@ describe('config: defaults, rendering, lookups', () => {
     }
     assert.deepEqual(
       PROVIDERS.map((p) => PROVIDER_VARIANTS[p][0]),
-      ['local-vtpm', 'aws-sev-snp', 'azure-sev-snp', 'gcp-sev-snp'],
+      ['local-vtpm', 'qemu-vtpm', 'aws-sev-snp', 'azure-sev-snp', 'gcp-sev-snp'],
     );
   });
 

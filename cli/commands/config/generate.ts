@@ -22,7 +22,7 @@ For a cloud, fields only your account knows are left empty: \`constellation iam 
 
   static override args = {
     provider: Args.string({
-      description: 'Where the cluster runs: local (processes on this machine), aws, azure or gcp.',
+      description: 'Where the cluster runs: local (processes on this machine), qemu (VMs on this machine), aws, azure or gcp.',
       options: [...PROVIDERS],
       required: true,
     }),
@@ -69,6 +69,8 @@ For a cloud, fields only your account knows are left empty: \`constellation iam 
       this.log(`Provider ${result.provider}, attestation variant ${result.attestationVariant}, Kubernetes ${result.kubernetesVersion}.`);
       if (result.provider === 'local') {
         this.log('Next: review the file; `constellation config validate` checks it.');
+      } else if (result.provider === 'qemu') {
+        this.log('Next: set `image` to a built qemu image (`constellation image build --provider qemu --out <dir>`), or run `constellation mini up --vm`, which builds one.');
       } else {
         this.log(`Next: \`constellation iam create ${result.provider} --update-config\` fills the cloud identities; set \`image\` to your node image;`);
         this.log('fill the measurements (placeholders now: all zeros) with your image\'s: `constellation image build` writes them, `constellation config fetch-measurements` fetches a published image\'s;');

@@ -14,6 +14,7 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
     { description: 'A cluster of 1 control-plane node and 1 worker in the current directory:', command: '<%= config.bin %> <%= command.id %>' },
     { description: '1 control-plane node and 2 workers in a new directory:', command: '<%= config.bin %> <%= command.id %> -w 2 -C ./mini' },
     { description: 'A cluster on local image v1 (made by `mini image create v1`):', command: '<%= config.bin %> <%= command.id %> --image v1 -C ./mini' },
+    { description: 'A cluster of QEMU VMs that boot the node image (built first when needed):', command: '<%= config.bin %> <%= command.id %> --vm -C ./mini-vm' },
   ];
 
   static override flags = {
@@ -30,8 +31,12 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       max: 150,
     }),
     image: Flags.string({
-      description: 'The image the nodes boot: `local` (the current build, default) or a version made by `mini image create` (its signed measurements are verified first).',
+      description: 'The image the nodes boot: `local` (the current build, default) or a version made by `mini image create` (its signed measurements are verified first); with --vm a qemu image folder or a version of your qemu image store.',
       helpValue: '<version>',
+    }),
+    vm: Flags.boolean({
+      description:
+        'Run every node as a QEMU VM that boots the node image under UEFI firmware (the qemu provider): real measured boot, real dm-crypt, minutes instead of seconds. Without --image, the image of this installation is built into your qemu image store first (once per build).',
     }),
     yes: Flags.boolean({ char: 'y', description: 'Do not ask before continuing a cluster an earlier mini up left in the workspace.' }),
     'merge-kubeconfig': Flags.boolean({ description: "Merge the cluster's admin kubeconfig into yours (KUBECONFIG, else ~/.kube/config) and make its context the current one; other contexts are kept." }),
@@ -48,7 +53,7 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       import('../../cluster/next-steps.js'),
       import('../../../lib/workspace/files.js'),
     ]);
-    await checkMiniUpPreconditions(this.workspaceDir); // before anything is made, the workspace folder included
+    await checkMiniUpPreconditions(this.workspaceDir, { vm: this.flags.vm }); // before anything is made, the workspace folder included
     await fs.mkdir(this.workspaceDir, { recursive: true });
     if (await pathExists(`${this.workspaceDir}/${CONFIG_FILE}`)) {
       await confirmIfInteractiveOrStop(
@@ -59,7 +64,7 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
     }
     const steps = [
       { id: 'config', title: 'Writing the config' },
-      { id: 'create', title: 'Creating the local nodes' },
+      { id: 'create', title: this.flags.vm ? 'Creating the VM nodes' : 'Creating the local nodes' },
       { id: 'init', title: 'Initializing the cluster' },
       { id: 'join', title: 'Waiting for every node to join' },
     ] as const;
@@ -72,6 +77,7 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
           controlPlanes: this.flags['control-plane-nodes'],
           workers: this.flags['worker-nodes'],
           image: this.flags.image,
+          vm: this.flags.vm,
           progress: report,
         }),
       ),

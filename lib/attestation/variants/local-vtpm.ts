@@ -17,22 +17,30 @@ export function localInstanceInfo(instance: string): Uint8Array {
 }
 
 export function createValidator(config: VariantConfig, deps: ValidatorDeps): Validator {
+  return registeredAkValidator(VARIANT, config, deps, 'local');
+}
+
+/**
+ * The validator of a variant whose AK the provider registered when it made the node (local-vtpm, qemu-vtpm): the
+ * generic vTPM validator, trusting an AK only when the registry holds exactly it for the instance.
+ */
+export function registeredAkValidator(variant: string, config: VariantConfig, deps: ValidatorDeps, provider: string): Validator {
   const registry = deps.akRegistry;
   return createVtpmValidator({
-    variant: VARIANT,
+    variant,
     measurements: config.measurements,
     deps,
     async trustAk(akPublic, instanceInfo) {
-      const instance = parseInstance(instanceInfo);
-      if (!registry) throw new AttestationError('local-vtpm: no AK registry to check the attestation key against');
+      const instance = parseInstance(instanceInfo, variant);
+      if (!registry) throw new AttestationError(`${variant}: no AK registry to check the attestation key against`);
       const registered = await registry.lookup(instance);
       if (!registered) {
-        throw new AttestationError(`local-vtpm: no attestation key is registered for instance "${instance}"`, undefined, {
-          hint: 'Only nodes the local provider created can attest.',
+        throw new AttestationError(`${variant}: no attestation key is registered for instance "${instance}"`, undefined, {
+          hint: `Only nodes the ${provider} provider created can attest.`,
         });
       }
       if (!bytesEqual(registered, akPublic)) {
-        throw new AttestationError(`local-vtpm: the attestation key differs from the one registered for instance "${instance}"`, undefined, {
+        throw new AttestationError(`${variant}: the attestation key differs from the one registered for instance "${instance}"`, undefined, {
           hint: 'The node runs on another TPM than the provider created it with.',
         });
       }
@@ -42,16 +50,16 @@ export function createValidator(config: VariantConfig, deps: ValidatorDeps): Val
   });
 }
 
-function parseInstance(instanceInfo: Uint8Array): string {
+function parseInstance(instanceInfo: Uint8Array, variant: string): string {
   let info: unknown;
   try {
     info = parseJson(new TextDecoder('utf-8', { fatal: true }).decode(instanceInfo));
   } catch {
-    throw new AttestationError('local-vtpm: instanceInfo is not UTF-8 JSON');
+    throw new AttestationError(`${variant}: instanceInfo is not UTF-8 JSON`);
   }
   const instance = (info as { instance?: unknown } | null)?.instance;
   if (typeof instance !== 'string' || instance === '' || Object.keys(info as object).length !== 1) {
-    throw new AttestationError('local-vtpm: instanceInfo must be {"instance":"<node name>"}');
+    throw new AttestationError(`${variant}: instanceInfo must be {"instance":"<node name>"}`);
   }
   return instance;
 }

@@ -1,0 +1,93 @@
+/**
+ * `mini up --vm` with 1 control plane + 1 worker under TCG, through the built CLI, on the shared built qemu image
+ * (test/support/built-image.ts; its build is not counted): the wall time, and where it goes, read from the first
+ * control plane's serial console (node.log) as it grows:
+ *
+ *   firmware        QEMU started (its node.log appears) → the EFI stub's first line (OVMF, loading and measuring the UKI)
+ *   kernel + init   → `init: starting the node program` (kernel, initrd unpacking, modules, DHCP, boot report)
+ *   node program    → its "node platform" line (Node.js start and bundle load, metadata)
+ *   attested        → mini up done (init over aTLS, the worker's join, status polling)
+ *
+ * Then a worker reset (`mini reboot`, QMP system_reset) until its log says it rejoined, against its first boot
+ * (QEMU start → joined). Target (issue 19): mini up --vm 1 + 1 ≤ 90 s here under TCG.
+ */
+import { spawn } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { builtQemuImage, missingPackages } from '../test/support/built-image.js';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const CLI = path.join(ROOT, 'bin/constellation');
+const TARGET_S = 90;
+
+function cli(args: string[], ws: string, env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [CLI, ...args, '-C', ws], { cwd: ws, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.once('close', (code) => resolve({ code: code ?? 1, output }));
+  });
+}
+
+/** Polls a node log and records when each marker first appears (ms since `t0`); `start` when the log appears. */
+function watch(file: string, markers: Record<string, RegExp>, t0: number): { seen: Map<string, number>; stop(): void } {
+  const seen = new Map<string, number>();
+  const timer = setInterval(() => {
+    void fs.readFile(file, 'latin1').then(
+      (text) => {
+        if (!seen.has('start')) seen.set('start', Date.now() - t0);
+        for (const [name, re] of Object.entries(markers)) if (!seen.has(name) && re.test(text)) seen.set(name, Date.now() - t0);
+      },
+      () => undefined,
+    );
+  }, 200);
+  return { seen, stop: () => clearInterval(timer) };
+}
+
+export default async function vmMiniUpBench(out: (line: string) => void): Promise<void> {
+  if ((await missingPackages()).length > 0) {
+    out('skipped: the package cache lacks the image inputs (npm run image-inputs)');
+    return;
+  }
+  const image = await builtQemuImage();
+  const env = { XDG_CONFIG_HOME: image.configHome };
+  const ws = await fs.mkdtemp(path.join(os.tmpdir(), 'cl-bench-vm-'));
+  out(`machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg()[0].toFixed(1)} before the run`);
+  try {
+    const nodes = path.join(ws, 'constellation-local', 'nodes');
+    const t0 = Date.now();
+    const cp = watch(path.join(nodes, 'control-plane-0', 'node.log'), { firmware: /EFI stub:/, kernel: /init: starting the node program/, program: /"node platform"/ }, t0);
+    const up = await cli(['mini', 'up', '--vm', '--image', image.dir, '-c', '1', '-w', '1', '-y'], ws, env);
+    const upMs = Date.now() - t0;
+    cp.stop();
+    if (up.code !== 0) throw new Error(`mini up --vm failed:\n${up.output}`);
+    const accel = /booting VM control-plane-0 \((\w+)/.exec(up.output)?.[1] ?? '?';
+    const s = cp.seen;
+    const at = (name: string) => s.get(name) ?? NaN;
+    const share = (a: number, b: number) => `${((b - a) / 1000).toFixed(1)} s (${(((b - a) / upMs) * 100).toFixed(0)}%)`;
+    out(`mini up --vm 1+1 (${accel}): ${(upMs / 1000).toFixed(1)} s (${(upMs / 1000 / TARGET_S).toFixed(2)}x of the target ≤ ${TARGET_S} s: ${upMs / 1000 <= TARGET_S ? 'met' : 'NOT met'})`);
+    out(`  before QEMU (config, signed measurements, network, swtpm, accelerator): ${share(0, at('start'))}`);
+    out(`  firmware (OVMF, UKI load and measurement): ${share(at('start'), at('firmware'))}`);
+    out(`  kernel + initrd + /init: ${share(at('firmware'), at('kernel'))}`);
+    out(`  node program start-up: ${share(at('kernel'), at('program'))}`);
+    out(`  attested exchanges (init, join) and status polling: ${share(at('program'), upMs)}`);
+
+    const workerLog = path.join(nodes, 'worker-0', 'node.log');
+    const firstJoin = (await fs.readFile(workerLog, 'latin1')).split('"rejoined the cluster"').length;
+    const r0 = Date.now();
+    const reboot = await cli(['mini', 'reboot', 'worker-0'], ws, env);
+    if (reboot.code !== 0) throw new Error(`mini reboot failed:\n${reboot.output}`);
+    for (;;) {
+      if ((await fs.readFile(workerLog, 'latin1')).split('"rejoined the cluster"').length > firstJoin) break;
+      if (Date.now() - r0 > 20 * 60_000) throw new Error('the worker did not rejoin within 20 minutes');
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    out(`worker reset (system_reset) → rejoined: ${((Date.now() - r0) / 1000).toFixed(1)} s; its first boot (mini up start → joined) was within ${(upMs / 1000).toFixed(1)} s`);
+  } finally {
+    await cli(['terminate', '-y'], ws, env);
+    await fs.rm(ws, { recursive: true, force: true });
+  }
+}
