@@ -12,7 +12,7 @@ import { checkKubernetesUpgrade } from '../../lib/config/versions.js';
 import type { BackendOptions, ControlPlaneUpgradeParams, InitParams, JoinParams, KubernetesBackend } from './types.js';
 
 export const NOT_RUN_NOTICE =
-  'Kubernetes is not run on local process nodes (backend none): the cluster runs attestation, the join service and the state disks, but no API server';
+  'Kubernetes does not run on this cluster (backend none): the cluster runs attestation, the join service and the state disks, but no API server';
 
 export class NoneBackend implements KubernetesBackend {
   readonly name = 'none' as const;

@@ -88,7 +88,7 @@ describe('bootstrapper/kubernetes', () => {
       const result = await backend.init(p);
       assert.equal(
         result.message,
-        'Kubernetes is not run on local process nodes (backend none): the cluster runs attestation, the join service and the state disks, but no API server.',
+        'Kubernetes does not run on this cluster (backend none): the cluster runs attestation, the join service and the state disks, but no API server.',
       );
       assert.deepEqual(result.kubeconfig, p.adminKubeconfig);
       assert.ok(lines.some((line) => line.includes(NOT_RUN_NOTICE)));
