@@ -1,5 +1,5 @@
 /**
- * The init server (DESIGN §6, §7; port 9000, control-plane nodes): the CLI verifies this node's attestation
+ * The init server (docs/design.md#attested-channels, docs/design.md#nodes; port 9000, control-plane nodes): the CLI verifies this node's attestation
  * and seals it the cluster's secrets; the node checks the init secret against the bcrypt hash from its
  * metadata, takes the node lock, derives the keys (and from the init secret the join-service identity key, which
  * the cluster store keeps instead of the secret), extends PCR 15, formats its state disk, makes the cluster

@@ -1,5 +1,5 @@
 /**
- * The node lock (DESIGN §7): the init server and the join client run in parallel, and whichever gets a
+ * The node lock (docs/design.md#nodes): the init server and the join client run in parallel, and whichever gets a
  * cluster's secrets first takes the lock; the other then stands down. Unlocked → locked once, never back:
  * a node belongs to at most one cluster per boot, so nothing can re-initialize or re-join it.
  */

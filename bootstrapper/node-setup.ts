@@ -21,7 +21,7 @@ import type { TokenSink } from '../joinservice/bootstrap-token.js';
 import type { ValidatorFactory } from '../joinservice/server.js';
 import type { StateDisk } from './state-disk/types.js';
 
-/** The PCR that says which cluster a node belongs to (DESIGN §4). */
+/** The PCR that says which cluster a node belongs to (docs/design.md#keys-and-identities). */
 export const CLUSTER_PCR = 15;
 
 /** The node's cluster record on its state disk. Not secret on its own, but kept on the encrypted disk anyway. */

@@ -1,5 +1,5 @@
 /**
- * `init` (DESIGN §1 step 3): sends the master secret to the first control-plane node, but only after that node
+ * `init` (docs/design.md#the-product step 3): sends the master secret to the first control-plane node, but only after that node
  * proved by attestation that it runs what the config's measurements expect. Everything a re-run needs is written
  * BEFORE anything is sent: the master secret (constellation-mastersecret.json, written once, never overwritten;
  * an existing one is reused) and the measurement salt (in the state). So an init killed at any point re-runs with

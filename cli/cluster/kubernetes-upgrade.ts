@@ -1,5 +1,5 @@
 /**
- * `upgrade apply`'s Kubernetes step (DESIGN §10): a new Kubernetes version goes to the control planes in place,
+ * `upgrade apply`'s Kubernetes step (docs/design.md#upgrades): a new Kubernetes version goes to the control planes in place,
  * before any node is replaced, because a node that joins at a newer version than the cluster's control plane is
  * set up with the old one (kubeadm renders the cluster's ClusterConfiguration):
  *

@@ -1,5 +1,5 @@
 /**
- * `upgrade apply` (DESIGN §10): brings every node to what the config asks for (image and its measurements,
+ * `upgrade apply` (docs/design.md#upgrades): brings every node to what the config asks for (image and its measurements,
  * Kubernetes version) by replacing nodes one at a time, with no downtime.
  *
  *   0. a new Kubernetes version goes to the control planes in place (./kubernetes-upgrade.ts); a control plane
@@ -127,7 +127,7 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
   if (options.rollback) return rollback(journal, journalFile, options, ctx, progress);
 
   const config = await loadConfig(workspaceDir);
-  // Before anything else (DESIGN §10): the measurements this rollout accepts are the image's signed ones.
+  // Before anything else (docs/design.md#upgrades): the measurements this rollout accepts are the image's signed ones.
   const verified = await verifiedConfigMeasurements(config, { provider, workspaceDir, imageSource: options.imageSource });
   progress(`verified ${verified.source}`);
   const target = await configuredSoftware(config);

@@ -2,7 +2,7 @@
  * `verify` (Constellation: "the clusterID uniquely identifies a cluster and can be used to verify your cluster"):
  * asks a node's verify service (port 30081) for an attestation document over a fresh nonce, validates it against
  * the config's measurements, and checks that PCR 15 holds the value the clusterID gives
- * (PCR15 = H(0 ‖ H(clusterID)), DESIGN §4): the node runs the expected software AND belongs to this cluster.
+ * (PCR15 = H(0 ‖ H(clusterID)), docs/design.md#keys-and-identities): the node runs the expected software AND belongs to this cluster.
  *
  *   targets: -e host[:port] │ --all: every instance the provider lists │ default: the cluster endpoint
  *      └─ per target, concurrently: GetAttestation(nonce) → validate (AK trust, quote, PCRs) → PCR 15 = expected?
@@ -154,7 +154,7 @@ async function verifyNode(target: Target, validator: Validator, clusterId: Uint8
   return { ...named, outcome: 'refused', pcrs, reason };
 }
 
-/** The PCR that names the cluster a node belongs to (DESIGN §4). */
+/** The PCR that names the cluster a node belongs to (docs/design.md#keys-and-identities). */
 const CLUSTER_PCR = 15;
 
 /** PCR 15 after one extend with the clusterID from zero, in the bank of `size` bytes (32: SHA-256, 48: SHA-384). */

@@ -1,5 +1,5 @@
 /**
- * The config library (constellation-conf.yaml, DESIGN §8): schema, defaults, parsing with key paths and lines,
+ * The config library (constellation-conf.yaml, docs/design.md#config): schema, defaults, parsing with key paths and lines,
  * rendering, and the lookups other parts need (which variant, which measurements).
  * Importing it loads zod and yaml: the CLI imports it inside commands that need it, not on the start-up path.
  */

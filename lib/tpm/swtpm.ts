@@ -1,5 +1,5 @@
 /**
- * Runs and controls swtpm, the software TPM 2.0 every local node owns (DESIGN §9).
+ * Runs and controls swtpm, the software TPM 2.0 every local node owns (docs/design.md#providers).
  * One swtpm process per state directory: TPM commands on `<socketDir>/swtpm.sock`, swtpm's control protocol on
  * `<socketDir>/swtpm.sock.ctrl` (power cycle, shutdown); the socket folder is the state directory unless the caller
  * names a shorter one (a unix socket path has at most 107 bytes, a state directory in a workspace can be longer). The state is manufactured once with swtpm_setup, so the

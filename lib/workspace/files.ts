@@ -1,4 +1,4 @@
-/** The workspace's file names (DESIGN §3), compatible with Constellation where Constellation names them. */
+/** The workspace's file names (docs/architecture.md#workspace-files), compatible with Constellation where Constellation names them. */
 import { promises as fs } from 'node:fs';
 
 export const CONFIG_FILE = 'constellation-conf.yaml';

@@ -22,7 +22,7 @@
  * a public one (NAT gateway), each node group lives in the private subnet of its zone. As upstream, the network
  * load balancer lives in the config's zone with one elastic IP (the cluster endpoint) and cross-zone load
  * balancing on, so it reaches control-plane nodes in every zone; one elastic IP per zone and one for the load
- * balancer keep three zones within AWS's default quota of five. Open ports: those of DESIGN §9 and the NodePort
+ * balancer keep three zones within AWS's default quota of five. Open ports: those of docs/design.md#ports and the NodePort
  * range.
  */
 import type { CreateAutoScalingGroupCommandInput } from '@aws-sdk/client-auto-scaling';
@@ -468,7 +468,7 @@ function launchTemplateStep(
         MetadataOptions: { HttpEndpoint: 'enabled', HttpTokens: 'required', HttpPutResponseHopLimit: 2 },
         BlockDeviceMappings: [
           {
-            // The state disk; the node encrypts it with the key the join service derives (DESIGN §4).
+            // The state disk; the node encrypts it with the key the join service derives (docs/design.md#keys-and-identities).
             DeviceName: '/dev/sdb',
             Ebs: { VolumeSize: g.stateDiskSizeGB, VolumeType: g.stateDiskType as VolumeType, DeleteOnTermination: true, Encrypted: true },
           },
