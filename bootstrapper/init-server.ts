@@ -45,7 +45,14 @@ const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
 export const DEFAULT_POD_CIDR = '10.244.0.0/16';
 const DEFAULT_CLUSTER_NAME = 'constellation';
 
-export type ProgressListener = (step: string, message: string) => void;
+/**
+ * The Progress steps an init streams to the CLI, in order (docs/bootstrapper.md#progress-steps lists each): `init`
+ * only when an init with the same secrets is already running and this call waits for it.
+ */
+export const INIT_STEPS = ['init', 'keys', 'pcr15', 'state-disk', 'pki', 'kubernetes', 'cluster-store', 'join-service', 'done'] as const;
+export type InitStep = (typeof INIT_STEPS)[number];
+
+export type ProgressListener = (step: InitStep, message: string) => void;
 
 export interface InitServerOptions extends NodeRoleOptions {
   metadata: NodeMetadata;
@@ -191,7 +198,7 @@ export class InitServer {
     }
   }
 
-  private emit(step: string, message: string): void {
+  private emit(step: InitStep, message: string): void {
     this.logger.info(message, { step });
     for (const listener of this.listeners) listener(step, message);
   }

@@ -32,7 +32,7 @@ import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
-import { pathExists } from '../../lib/workspace/files.js';
+import { pathExists, UPGRADE_JOURNAL_FILE } from '../../lib/workspace/files.js';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import type { Instance, InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
@@ -44,7 +44,7 @@ import { dropPreviousMeasurements, removeStoreMember, restorePreviousMeasurement
 import { verifiedConfigMeasurements, type VerifiedMeasurements } from './trusted-measurements.js';
 import { verifyCluster } from './verify.js';
 
-export const UPGRADE_JOURNAL_FILE = 'constellation-upgrade.json';
+export { UPGRADE_JOURNAL_FILE };
 
 const stepSchema = z.object({
   old: z.string(),
