@@ -53,6 +53,10 @@ describe('structure: docs tables that list what the code defines', function () {
     assert.deepEqual(compare(files, tableRows('architecture.md', /^Workspace files$/)), { missingRows: [], rowsWithoutCode: [] });
   });
 
+  it('docs/workflows/workspace.md "Files" has one row per workspace file constant of lib/workspace/', async function () {
+    assert.deepEqual(compare(await workspaceFiles(), tableRows('workflows/workspace.md', /^Files$/)), { missingRows: [], rowsWithoutCode: [] });
+  });
+
   it('docs/join-service.md lists every cluster-store entry (lib/cluster-store/codec.ts ENTRY)', function () {
     const entries = Object.values(ENTRY).map((e) => (typeof e === 'string' ? e : e(e === ENTRY.disk ? '<uuid>' : '<name>')));
     const rows = tableRows('join-service.md', /^Where the configuration lives/).filter((r) => /^[a-z]+\//.test(r));
