@@ -27,6 +27,8 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import type { Clock, Sleep } from '../../lib/clock.js';
+import { pollUntil } from '../../lib/poll.js';
 import { loadConfig } from '../../lib/config/index.js';
 import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import { UserError } from '../../lib/errors.js';
@@ -98,6 +100,9 @@ export interface UpgradeOptions {
   /** Longest wait for every control plane to upgrade Kubernetes in place; default 10 minutes. */
   kubernetesTimeoutMs?: number;
   pollIntervalMs?: number;
+  /** Time for the waits (tests: a fake clock); default the system's. */
+  clock?: Clock;
+  sleep?: Sleep;
 }
 
 export interface UpgradeResult {
@@ -311,20 +316,30 @@ const ROLLBACK_HINT = 'The old node stays and the cluster keeps working. `conste
 
 /** Polls the new node until it has joined; a refusal (its reason names the PCR) stops the rollout. */
 async function waitJoined(step: Step, host: string, options: UpgradeOptions): Promise<void> {
-  const deadline = Date.now() + (options.joinTimeoutMs ?? 120_000);
-  for (;;) {
-    const status = await getNodeStatus(`${host}:${VERIFY_PORT}`, 2000).catch(() => undefined);
-    if (status?.state === 'joined') return;
-    if (status?.state === 'refused' || status?.state === 'failed') {
-      throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} was ${status.state}: ${status.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
-    }
-    if (Date.now() > deadline) {
-      throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} did not join within ${Math.round((options.joinTimeoutMs ?? 120_000) / 1000)} s (it is ${status?.state ?? 'not answering'}).`, {
-        hint: `See its log with \`constellation status\`. ${ROLLBACK_HINT}`,
-      });
-    }
-    await new Promise((resolve) => setTimeout(resolve, options.pollIntervalMs ?? 200));
-  }
+  const timeoutMs = options.joinTimeoutMs ?? 120_000;
+  let last: string | undefined;
+  await pollUntil(
+    async () => {
+      const status = await getNodeStatus(`${host}:${VERIFY_PORT}`, 2000).catch(() => undefined);
+      last = status?.state;
+      if (status?.state === 'joined') return true;
+      if (status?.state === 'refused' || status?.state === 'failed') {
+        throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} was ${status.state}: ${status.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
+      }
+      return undefined;
+    },
+    {
+      timeoutMs,
+      intervalMs: options.pollIntervalMs ?? 200,
+      clock: options.clock,
+      sleep: options.sleep,
+      onTimeout: () => {
+        throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} did not join within ${Math.round(timeoutMs / 1000)} s (it is ${last ?? 'not answering'}).`, {
+          hint: `See its log with \`constellation status\`. ${ROLLBACK_HINT}`,
+        });
+      },
+    },
+  );
 }
 
 /** Removes every node the upgrade added that did not replace its old node yet, and restores the old measurements. */

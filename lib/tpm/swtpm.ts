@@ -11,6 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { UserError } from '../errors.js';
+import { pollUntil } from '../poll.js';
 import { TpmClient } from './client.js';
 import { processIsAlive } from '../process.js';
 
@@ -87,22 +88,26 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
   let exitCode: number | null | undefined;
   void exited.then((code) => (exitCode = code));
 
-  const deadline = Date.now() + (options.startTimeoutMs ?? 10_000);
-  for (;;) {
-    if (exitCode !== undefined || child.pid === undefined) {
-      throw new SwtpmError(`swtpm exited before it was ready (exit code ${exitCode}).${await logTail(logFile)}`, {
-        hint: 'Is another swtpm using this state directory? Is swtpm installed (npm run system-deps)?',
-      });
-    }
-    // Both sockets accept: the server socket's file appears at bind(), before listen(), so test by connecting.
-    if ((await canConnect(ctrlSocket)) && (await canConnect(serverSocket))) break;
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new SwtpmError(`swtpm did not open its sockets in ${stateDir} in time.${await logTail(logFile)}`);
-    }
-    await sleep(10);
-  }
-  const pid = child.pid;
+  await pollUntil(
+    async () => {
+      if (exitCode !== undefined || child.pid === undefined) {
+        throw new SwtpmError(`swtpm exited before it was ready (exit code ${exitCode}).${await logTail(logFile)}`, {
+          hint: 'Is another swtpm using this state directory? Is swtpm installed (npm run system-deps)?',
+        });
+      }
+      // Both sockets accept: the server socket's file appears at bind(), before listen(), so test by connecting.
+      return (await canConnect(ctrlSocket)) && (await canConnect(serverSocket)) ? true : undefined;
+    },
+    {
+      timeoutMs: options.startTimeoutMs ?? 10_000,
+      intervalMs: 10,
+      onTimeout: async () => {
+        child.kill('SIGKILL');
+        throw new SwtpmError(`swtpm did not open its sockets in ${stateDir} in time.${await logTail(logFile)}`);
+      },
+    },
+  );
+  const pid = child.pid!; // the wait above refused a child without a PID
   let stopped: Promise<void> | undefined;
   return {
     stateDir,
@@ -230,13 +235,8 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 }
 
 /** Polls for the end of a process that is not our child; true when it ended within `ms`. */
-async function waitForPidExit(pid: number, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (processIsAlive(pid)) {
-    if (Date.now() > deadline) return false;
-    await sleep(20);
-  }
-  return true;
+function waitForPidExit(pid: number, ms: number): Promise<boolean> {
+  return pollUntil(() => (processIsAlive(pid) ? undefined : true), { timeoutMs: ms, intervalMs: 20, onTimeout: () => false });
 }
 
 function u32(v: number): Buffer {
