@@ -8,6 +8,7 @@ import { requestVerifiedAttestation } from '../../lib/atls/index.js';
 import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedPcr15 } from '../../lib/kms/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { cliInit, cliRecover, getStatus, loopbackNet, TestCluster, type TestNode } from './support/test-cluster.js';
+import { pollUntil } from '../../lib/poll.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -223,9 +224,5 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
 });
 
 async function waitUntil(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  await pollUntil(() => condition() || undefined, { timeoutMs, intervalMs: 20, what: 'the condition' });
 }

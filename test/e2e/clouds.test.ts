@@ -22,19 +22,20 @@ import { hasSwtpm } from '../atls/support/kits.js';
 import { CloudBox } from './cloud-box/box.js';
 import { BOX_CLOUDS, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
 import { bootNode, teeFor, upCluster, verifyAll } from './cloud-box/scenario.js';
+import { pollUntil } from '../../lib/poll.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
 const isLuks = (file: string) => spawnSync('cryptsetup', ['isLuks', file]).status === 0;
 
 async function waitForStatus(cloud: BoxCloud, done: (s: NodeStatusJson) => boolean, timeoutMs = 90_000): Promise<NodeStatusJson> {
-  const deadline = Date.now() + timeoutMs;
   let last: NodeStatusJson | undefined;
-  while (Date.now() < deadline) {
-    last = await cloud.status();
-    if (done(last)) return last;
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  assert.fail(`status did not settle: ${JSON.stringify(last)}`);
+  return pollUntil(
+    async () => {
+      last = await cloud.status();
+      return done(last) ? last : undefined;
+    },
+    { timeoutMs, intervalMs: 500, onTimeout: () => assert.fail(`status did not settle: ${JSON.stringify(last)}`) },
+  );
 }
 
 describe('cloud in a box', function () {
