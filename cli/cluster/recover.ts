@@ -15,7 +15,7 @@ import { withPort } from '../../lib/addresses.js';
 import type { Clock, Sleep } from '../../lib/clock.js';
 import { pollUntil } from '../../lib/poll.js';
 import type { Validator } from '../../lib/attestation/types.js';
-import { attestationConfigOf, attestationVariantOf, loadConfig, providerOf } from '../../lib/config/index.js';
+import { loadConfig } from '../../lib/config/index.js';
 import { isUserError, UserError } from '../../lib/errors.js';
 import { deriveClusterId, deriveMeasurementSecret, type MasterSecret } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
@@ -23,7 +23,7 @@ import { masterSecretPath, readMasterSecret } from '../../lib/workspace/master-s
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
 import { clusterJournalView } from '../iam/journal-view.js';
-import { attestationDepsFor, providerStateOf } from './provider.js';
+import { workspaceValidator } from './provider.js';
 import { getNodeStatus, VERIFY_PORT } from './status.js';
 import type { ValidatorFactory } from './verify.js';
 
@@ -73,12 +73,12 @@ export async function recoverCluster(options: RecoverOptions): Promise<RecoverRe
     });
   }
   const master = await readMasterSecret(workspaceDir);
-  const providerName = providerOf(config);
-  const variant = attestationVariantOf(config);
-  const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;
-  const validator = await factory(variant, attestationConfigOf(config), {
-    ...(options.validatorDeps ??
-      (await attestationDepsFor(providerName, { ...(options.endpoint ? { nodeAddress: options.endpoint } : {}), ...providerStateOf(state, providerName) }))),
+  const validator = await workspaceValidator({
+    config,
+    state,
+    nodeAddress: options.endpoint,
+    validatorDeps: options.validatorDeps,
+    createValidator: options.createValidator,
     warn: (message) => log.warn('attestation warning', { message }),
   });
   const port = options.port ?? RECOVERY_PORT;
