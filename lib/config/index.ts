@@ -14,7 +14,7 @@ export { defaultConfig, type DefaultConfigOptions } from './defaults.js';
 export { renderConfig, type RenderOptions } from './render.js';
 export { generateConfigFiles, type GeneratedFiles } from './generate.js';
 export { parseTags } from './tags.js';
-export { setProviderFields, updateConfigProviderFields } from './update.js';
+export { setProviderFields, updateConfigProviderFields } from './edit.js';
 export { configJsonSchema, configJsonSchemaText } from './json-schema.js';
 export { defaultMeasurements } from './measurements.js';
 export * from './variants.js';
