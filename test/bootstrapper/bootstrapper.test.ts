@@ -9,6 +9,7 @@ import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedP
 import { nullLogger } from '../../lib/logging/index.js';
 import { cliInit, cliRecover, getStatus, loopbackNet, TestCluster, type TestNode } from './support/test-cluster.js';
 import { pollUntil } from '../../lib/poll.js';
+import { requireTool } from '../support/require-tool.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -51,7 +52,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
   }
 
   beforeEach(async function () {
-    if (!hasSwtpm) this.skip();
+    requireTool(this, hasSwtpm, 'swtpm');
     cluster = await TestCluster.create();
     ip = loopbackNet();
     cp = await cluster.startNode({ name: 'cp-0', ip: ip(2), role: 'control-plane' });

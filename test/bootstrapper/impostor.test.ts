@@ -14,6 +14,7 @@ import { makeTestStore } from '../joinservice/support/test-store.js';
 import { cliInit, getStatus, TestCluster } from './support/test-cluster.js';
 import { imageMeasurements } from '../support/measurements.js';
 import { pollUntil } from '../../lib/poll.js';
+import { requireTool } from '../support/require-tool.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -30,7 +31,7 @@ describe('bootstrapper: a join service impostor on the join service address', fu
   const impostorLog: string[] = [];
 
   before(async function () {
-    if (!hasSwtpm) this.skip();
+    requireTool(this, hasSwtpm, 'swtpm');
     cluster = await TestCluster.create();
   });
   after(async () => {

@@ -23,6 +23,7 @@ import { CloudBox } from './cloud-box/box.js';
 import { BOX_CLOUDS, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
 import { bootNode, teeFor, upCluster, verifyAll } from './cloud-box/scenario.js';
 import { pollUntil } from '../../lib/poll.js';
+import { requireTool } from '../support/require-tool.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
 const isLuks = (file: string) => spawnSync('cryptsetup', ['isLuks', file]).status === 0;
@@ -42,7 +43,8 @@ describe('cloud in a box', function () {
   this.timeout(300_000);
   let ca: SnpTestCa;
   before(function () {
-    if (!hasSwtpm() || !hasCryptsetup) this.skip();
+    requireTool(this, hasSwtpm(), 'swtpm');
+    requireTool(this, hasCryptsetup, 'cryptsetup');
     ca = makeSnpTestCa('Milan');
   });
 
