@@ -20,7 +20,6 @@ import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, EtcdClusterStore, etcdClient, type Et
 import type { ClusterStore } from '../lib/cluster-store/types.js';
 import type { Clock } from '../lib/clock.js';
 import { UserError } from '../lib/errors.js';
-import { pollUntil } from '../lib/poll.js';
 import type { Logger } from '../lib/logging/index.js';
 import { issueEtcdClientCertificate, issueEtcdMemberCertificates, type ClusterPki } from '../lib/pki/cluster-pki.js';
 import { writeFileAtomic } from '../lib/workspace/atomic-file.js';
@@ -216,32 +215,24 @@ export class EtcdMember implements ClusterStoreHost {
 
   /** Waits until the member answers a quorum read, or fails naming etcd's log. */
   private async waitHealthy(): Promise<void> {
-    const timeoutMs = this.options.startTimeoutMs ?? 30_000;
+    const deadline = Date.now() + (this.options.startTimeoutMs ?? 30_000);
     const client = await etcdClient({ ...(await this.connection()), timeoutMs: 1000 });
     try {
-      // Real time, not options.clock (which dates certificates): this waits for a real process.
-      await pollUntil(
-        async () => {
-          const exited = this.exitedEarly();
-          if (exited) throw exited;
-          return client
-            .get('health')
-            .exec()
-            .then(
-              () => true,
-              () => undefined,
-            );
-        },
-        {
-          timeoutMs,
-          intervalMs: 25,
-          onTimeout: () => {
-            throw new UserError(`The etcd member of ${this.options.name} did not become healthy within ${Math.round(timeoutMs / 1000)} s.`, {
+      for (;;) {
+        const exited = this.exitedEarly();
+        if (exited) throw exited;
+        try {
+          await client.get('health').exec();
+          return;
+        } catch {
+          if (Date.now() > deadline) {
+            throw new UserError(`The etcd member of ${this.options.name} did not become healthy within ${Math.round((this.options.startTimeoutMs ?? 30_000) / 1000)} s.`, {
               hint: `See its log: ${this.options.logFile}`,
             });
-          },
-        },
-      );
+          }
+          await new Promise((resolve) => setTimeout(resolve, 25));
+        }
+      }
     } finally {
       client.close();
     }

@@ -97,12 +97,12 @@ export interface UpgradeOptions {
   rollback?: boolean;
   /** Longest wait for a replacement to join. */
   joinTimeoutMs?: number;
+  /** Time for the replacement's wait (tests: a fake clock); default the system's. */
+  clock?: Clock;
+  sleep?: Sleep;
   /** Longest wait for every control plane to upgrade Kubernetes in place; default 10 minutes. */
   kubernetesTimeoutMs?: number;
   pollIntervalMs?: number;
-  /** Time for the waits (tests: a fake clock); default the system's. */
-  clock?: Clock;
-  sleep?: Sleep;
 }
 
 export interface UpgradeResult {

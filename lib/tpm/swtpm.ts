@@ -88,26 +88,22 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
   let exitCode: number | null | undefined;
   void exited.then((code) => (exitCode = code));
 
-  await pollUntil(
-    async () => {
-      if (exitCode !== undefined || child.pid === undefined) {
-        throw new SwtpmError(`swtpm exited before it was ready (exit code ${exitCode}).${await logTail(logFile)}`, {
-          hint: 'Is another swtpm using this state directory? Is swtpm installed (npm run system-deps)?',
-        });
-      }
-      // Both sockets accept: the server socket's file appears at bind(), before listen(), so test by connecting.
-      return (await canConnect(ctrlSocket)) && (await canConnect(serverSocket)) ? true : undefined;
-    },
-    {
-      timeoutMs: options.startTimeoutMs ?? 10_000,
-      intervalMs: 10,
-      onTimeout: async () => {
-        child.kill('SIGKILL');
-        throw new SwtpmError(`swtpm did not open its sockets in ${stateDir} in time.${await logTail(logFile)}`);
-      },
-    },
-  );
-  const pid = child.pid!; // the wait above refused a child without a PID
+  const deadline = Date.now() + (options.startTimeoutMs ?? 10_000);
+  for (;;) {
+    if (exitCode !== undefined || child.pid === undefined) {
+      throw new SwtpmError(`swtpm exited before it was ready (exit code ${exitCode}).${await logTail(logFile)}`, {
+        hint: 'Is another swtpm using this state directory? Is swtpm installed (npm run system-deps)?',
+      });
+    }
+    // Both sockets accept: the server socket's file appears at bind(), before listen(), so test by connecting.
+    if ((await canConnect(ctrlSocket)) && (await canConnect(serverSocket))) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new SwtpmError(`swtpm did not open its sockets in ${stateDir} in time.${await logTail(logFile)}`);
+    }
+    await sleep(10);
+  }
+  const pid = child.pid;
   let stopped: Promise<void> | undefined;
   return {
     stateDir,

@@ -12,6 +12,8 @@
  * `npm run bench -- cloud-box` measures the same create + init beside the local provider's `mini up`.
  */
 import assert from 'node:assert/strict';
+import { pollUntil } from '../../lib/poll.js';
+import { requireTool } from '../support/require-tool.js';
 import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes, randomInt } from 'node:crypto';
 import { promises as fs } from 'node:fs';
@@ -22,8 +24,6 @@ import { hasSwtpm } from '../atls/support/kits.js';
 import { CloudBox } from './cloud-box/box.js';
 import { BOX_CLOUDS, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
 import { bootNode, teeFor, upCluster, verifyAll } from './cloud-box/scenario.js';
-import { pollUntil } from '../../lib/poll.js';
-import { requireTool } from '../support/require-tool.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
 const isLuks = (file: string) => spawnSync('cryptsetup', ['isLuks', file]).status === 0;
