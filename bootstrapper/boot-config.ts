@@ -1,5 +1,5 @@
 /**
- * Where the node program runs, learned at start (DESIGN §7, like upstream's kernel command line): the provider and
+ * Where the node program runs, learned at start (docs/design.md#nodes, like upstream's kernel command line): the provider and
  * attestation variant come from the kernel command line (`constellation.csp=aws
  * constellation.attestation-variant=aws-sev-snp`) or from the boot config file the image ships
  * (/etc/constellation/boot.json: `{"csp", "attestationVariant", "paths"?, "providerOptions"?, "imageVersion"?}`); the file may also

@@ -1,5 +1,5 @@
 /**
- * The bootstrapper daemon (DESIGN §7), with every collaborator a parameter so tests run whole nodes in-process.
+ * The bootstrapper daemon (docs/design.md#nodes), with every collaborator a parameter so tests run whole nodes in-process.
  * At start it serves the verify service (every node), the init server (control-plane nodes of a cluster whose
  * metadata still carries the init-secret hash, i.e. not yet initialized) and, when its state
  * disk is already formatted (a reboot), the recovery server; in parallel its join client asks for a join ticket
@@ -34,7 +34,7 @@ import { cliVersion } from '../lib/config/package-info.js';
 import type { TpmClient } from '../lib/tpm/client.js';
 import { TPM_ALG } from '../lib/tpm/constants.js';
 
-/** Ports of the node's services (DESIGN §6); tests pass 0 for ephemeral ports where nothing else must find them. */
+/** Ports of the node's services (docs/design.md#attested-channels); tests pass 0 for ephemeral ports where nothing else must find them. */
 export interface ServicePorts {
   init: number;
   verify: number;

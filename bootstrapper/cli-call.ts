@@ -1,5 +1,5 @@
 /**
- * One call of the CLI to a node's attested server (init, recover; DESIGN §6): the node attests, receives the
+ * One call of the CLI to a node's attested server (init, recover; docs/design.md#attested-channels): the node attests, receives the
  * secrets the CLI sealed to it, and `work` carries on the conversation. Never throws: a CLI that rejected the
  * node's attestation (it ends the stream and sends nothing) or went away is logged; a failure of `work` is
  * logged and sent to the CLI as a Failure.

@@ -1,5 +1,5 @@
 /**
- * The init server (DESIGN §6, §7; port 9000, control-plane nodes): the CLI verifies this node's attestation
+ * The init server (docs/design.md#attested-channels, docs/design.md#nodes; port 9000, control-plane nodes): the CLI verifies this node's attestation
  * and seals it the cluster's secrets; the node checks the init secret against the bcrypt hash from its
  * metadata, takes the node lock, derives the keys (and from the init secret the join-service identity key, which
  * the cluster store keeps instead of the secret), extends PCR 15, formats its state disk, makes the cluster
@@ -48,7 +48,14 @@ const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
 export const DEFAULT_POD_CIDR = '10.244.0.0/16';
 const DEFAULT_CLUSTER_NAME = 'constellation';
 
-export type ProgressListener = (step: string, message: string) => void;
+/**
+ * The Progress steps an init streams to the CLI, in order (docs/bootstrapper.md#progress-steps lists each): `init`
+ * only when an init with the same secrets is already running and this call waits for it.
+ */
+export const INIT_STEPS = ['init', 'keys', 'pcr15', 'state-disk', 'pki', 'kubernetes', 'cluster-store', 'join-service', 'done'] as const;
+export type InitStep = (typeof INIT_STEPS)[number];
+
+export type ProgressListener = (step: InitStep, message: string) => void;
 
 export interface InitServerOptions extends NodeRoleOptions {
   metadata: NodeMetadata;
@@ -203,7 +210,7 @@ export class InitServer {
     return this.attempt;
   }
 
-  private emit(step: string, message: string): void {
+  private emit(step: InitStep, message: string): void {
     this.logger.info(message, { step });
     for (const listener of this.listeners) listener(step, message);
   }

@@ -1,5 +1,5 @@
 /**
- * The join client (DESIGN §7), running on every node in parallel with the init server until the node lock is
+ * The join client (docs/design.md#nodes), running on every node in parallel with the init server until the node lock is
  * taken. It finds a join service through the provider's metadata (the load balancer first, then the other
  * control-plane nodes), attests itself with a JoinHello bound into its document, and on a ticket signed with the
  * cluster's join-service identity key (from the metadata; docs/join-service.md) takes the lock, extends PCR 15, formats (join) or unlocks (rejoin) its state disk and joins Kubernetes; a control-plane

@@ -1,5 +1,5 @@
 /**
- * The cluster store of `kubeadm` nodes (DESIGN §7): the Kubernetes API (lib/cluster-store/kubernetes.ts), whose
+ * The cluster store of `kubeadm` nodes (docs/design.md#cluster-store): the Kubernetes API (lib/cluster-store/kubernetes.ts), whose
  * etcd kubeadm runs on every control plane: `kubeadm init` creates it, `kubeadm join --control-plane` adds the
  * node's member, kubelet starts it again after a reboot. So there is nothing to create, join or resume here; a
  * control plane takes part through its admin kubeconfig (which kubeadm writes on control-plane nodes), and its

@@ -1,5 +1,5 @@
 /**
- * The in-place Kubernetes upgrade of the control planes (DESIGN §10), the node's side. It runs on every control
+ * The in-place Kubernetes upgrade of the control planes (docs/design.md#upgrades), the node's side. It runs on every control
  * plane once the node is in the cluster, and follows the upgrade record in the cluster store
  * (lib/cluster-store/types.ts KubernetesUpgrade), which the CLI's `upgrade apply` writes:
  *

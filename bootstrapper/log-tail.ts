@@ -1,5 +1,5 @@
 /**
- * The last lines this node logged, kept in memory so a failed init can send them back to the CLI (DESIGN §7:
+ * The last lines this node logged, kept in memory so a failed init can send them back to the CLI (docs/design.md#nodes:
  * "on failure streams its log back"). It holds formatted lines, which lib/logging has already redacted, so
  * what it returns is as free of secrets as the node's log file.
  */

@@ -24,7 +24,7 @@ import type { ValidatorFactory } from '../joinservice/server.js';
 import type { StateDisk } from './state-disk/types.js';
 import { NodeLockError, type LockToken, type NodeLock } from './node-lock.js';
 
-/** The PCR that says which cluster a node belongs to (DESIGN §4). */
+/** The PCR that says which cluster a node belongs to (docs/design.md#keys-and-identities). */
 export const CLUSTER_PCR = 15;
 
 /** The node's cluster record on its state disk. Not secret on its own, but kept on the encrypted disk anyway. */

@@ -1,5 +1,5 @@
 /**
- * The node's encrypted state disk (DESIGN §7): the StateDisk interface, the gocryptfs directory of local process
+ * The node's encrypted state disk (docs/design.md#state-disk): the StateDisk interface, the gocryptfs directory of local process
  * nodes and the LUKS2 disk of cloud nodes, and the one place that opens the disk a node platform names. Format,
  * keys and guarantees: docs/state-disk.md.
  */

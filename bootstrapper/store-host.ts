@@ -1,5 +1,5 @@
 /**
- * What a control-plane node does to host the cluster store (DESIGN §7), whatever the store is: create it at init,
+ * What a control-plane node does to host the cluster store (docs/design.md#cluster-store), whatever the store is: create it at init,
  * become part of it when it joins, start its part again after a reboot, and open a client for its join service.
  * Implementations: ./etcd-member.ts (`none` nodes: an etcd member per control plane). On `kubeadm` nodes the store is
  * the Kubernetes API, whose etcd kubeadm runs itself.

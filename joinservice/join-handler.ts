@@ -1,5 +1,5 @@
 /**
- * One join or rejoin call, from the JoinHello to the sealed ticket or the refusal (DESIGN §6, §7), whatever
+ * One join or rejoin call, from the JoinHello to the sealed ticket or the refusal (docs/design.md#attested-channels, docs/design.md#nodes), whatever
  * transport carries the stream: the JoinHello is checked for form, then the node attests (fresh nonce; the
  * document must pass the validator of the current attestation config and its userData must bind the
  * purpose "join"/"rejoin", the node's ephemeral key and every JoinHello field), and only then is a ticket

@@ -1,5 +1,5 @@
 /**
- * The join service's gRPC server (DESIGN §6, §7; port 30090): JoinService.IssueJoinTicket and
+ * The join service's gRPC server (docs/design.md#attested-channels, docs/design.md#nodes; port 30090): JoinService.IssueJoinTicket and
  * IssueRejoinTicket on TLS with a self-signed certificate (attestation inside the stream authenticates the
  * node, see lib/atls), each call served by join-handler.ts; beside them the standard gRPC health check
  * (health.ts), SERVING while the cluster store answers.

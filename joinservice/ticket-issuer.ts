@@ -1,5 +1,5 @@
 /**
- * What the join service hands a node that passed attestation (DESIGN §7), as pure logic over the current
+ * What the join service hands a node that passed attestation (docs/design.md#nodes), as pure logic over the current
  * configuration: a JoinTicket (state-disk key for the node's disk, measurement salt and secret, a kubelet
  * certificate for its CSR's key, named with the provider's view of the instance, API endpoint, a fresh 15-minute
  * bootstrap token, discovery hash, Kubernetes version, and for control-plane nodes the cluster PKI and the cluster

@@ -1,5 +1,5 @@
 /**
- * The provider contract (DESIGN §9): what every provider (local, aws, azure, gcp, or a third-party package)
+ * The provider contract (docs/design.md#providers): what every provider (local, aws, azure, gcp, or a third-party package)
  * implements. The CLI side creates and manages infrastructure; the node side answers metadata questions.
  * Providers are loaded lazily by name (see ./registry.ts) so the CLI never loads a cloud SDK it does not use.
  */

@@ -1,5 +1,5 @@
 /**
- * The attestation cryptography of one join (DESIGN §6, §7), done one step after another with no service,
+ * The attestation cryptography of one join (docs/design.md#attested-channels, docs/design.md#nodes), done one step after another with no service,
  * connection or message around it, for the join storm's cryptographic limit. Node side: ephemeral ECDH key,
  * quote signature (the software AK), opening the JWE. Service side: the validator's checks (quote signature,
  * qualifying data, PCR digest and compare), CSR check + kubelet certificate signature, HKDF of the disk key

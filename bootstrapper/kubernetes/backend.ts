@@ -1,5 +1,5 @@
 /**
- * Kubernetes backends of the bootstrapper behind one interface (DESIGN §7): `none` for local process nodes,
+ * Kubernetes backends of the bootstrapper behind one interface (docs/design.md#kubernetes-backends): `none` for local process nodes,
  * `kubeadm` for node images that ship kubeadm. What each does: docs/kubernetes-backends.md.
  */
 import { KubeadmBackend } from './kubeadm.js';

@@ -1,7 +1,7 @@
 /**
- * What the bootstrapper asks of Kubernetes (DESIGN §7): initialize the cluster on the first node, join every other
+ * What the bootstrapper asks of Kubernetes (docs/design.md#kubernetes-backends): initialize the cluster on the first node, join every other
  * node, register the bootstrap tokens the node's join service hands out, and upgrade a control plane's Kubernetes
- * in place (DESIGN §10: the first control plane upgrades the cluster, each other one then follows). Backends: ./none.ts (local process
+ * in place (docs/design.md#upgrades: the first control plane upgrades the cluster, each other one then follows). Backends: ./none.ts (local process
  * nodes, no Kubernetes) and ./kubeadm.ts (node images with kubeadm). The cluster PKI and the join material come
  * from our own code (lib/pki, the join service), so both backends get the same inputs.
  */

@@ -1,5 +1,5 @@
 /**
- * The state disk of cloud nodes (DESIGN §7): the VM's state block device encrypted with LUKS2 through cryptsetup,
+ * The state disk of cloud nodes (docs/design.md#state-disk): the VM's state block device encrypted with LUKS2 through cryptsetup,
  * behind the StateDisk interface.
  *
  *   uuid          the LUKS header's UUID (`cryptsetup luksUUID`; the header is plaintext, so it is read before the

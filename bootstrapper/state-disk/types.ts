@@ -1,5 +1,5 @@
 /**
- * The state disk as the bootstrapper sees it (DESIGN §7): a disk with a plaintext UUID, encrypted with the disk key
+ * The state disk as the bootstrapper sees it (docs/design.md#state-disk): a disk with a plaintext UUID, encrypted with the disk key
  * the node receives from `init` or the join service. The node reads the UUID before it knows the key (the join
  * service derives the key from it), formats the disk on first use and unlocks it after a reboot. Unlocked, the disk
  * is a file system mounted at `mountPoint`: everything the node keeps lives below it (its cluster record, kubelet

@@ -1,5 +1,5 @@
 /**
- * `create` (DESIGN §1 step 2): asks the config's provider for the cluster's infrastructure and records it in the
+ * `create` (docs/design.md#the-product step 2): asks the config's provider for the cluster's infrastructure and records it in the
  * state file. The uid and the init secret are made once and written to the state BEFORE the provider is called,
  * so a create killed at any point re-runs with the same ones: the provider continues what it recorded in the
  * journal, and the nodes' init-secret hash always belongs to the secret in the state. The nodes get only the bcrypt

@@ -1,5 +1,5 @@
 /**
- * The CLI side of the attested Init call (DESIGN §6; port 9000): waits until the bootstrapper accepts connections,
+ * The CLI side of the attested Init call (docs/design.md#attested-channels; port 9000): waits until the bootstrapper accepts connections,
  * verifies its attestation, seals InitSecrets to it only when the attestation passed, streams its Progress, and
  * opens the InitResult it seals back. A rejected attestation ends the stream with nothing sent (init requests
  * cannot carry a Failure); a Failure from the node surfaces as InitFailedError with the node's log.

@@ -1,5 +1,5 @@
 /**
- * `init` (DESIGN §1 step 3): sends the master secret to the first control-plane node, but only after that node
+ * `init` (docs/design.md#the-product step 3): sends the master secret to the first control-plane node, but only after that node
  * proved by attestation that it runs what the config's measurements expect. Everything a re-run needs is written
  * BEFORE anything is sent: the master secret (constellation-mastersecret.json, written once, never overwritten;
  * an existing one is reused) and the measurement salt (in the state). So an init killed at any point re-runs with
@@ -11,8 +11,8 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { Validator, ValidatorDeps, VariantConfig } from '../../lib/attestation/types.js';
-import { attestationConfigOf, attestationVariantOf, loadConfig, providerOf } from '../../lib/config/index.js';
+import type { ValidatorDeps } from '../../lib/attestation/types.js';
+import { attestationConfigOf, attestationVariantOf, loadConfig } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import {
   deriveClusterId,
@@ -29,10 +29,10 @@ import { masterSecretPath, readMasterSecret, writeMasterSecret } from '../../lib
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { readState, writeState, type Infrastructure } from '../../lib/workspace/state.js';
 import { INIT_PORT, InitFailedError, runInitExchange } from './init-exchange.js';
-import { attestationDepsFor, providerStateOf } from './provider.js';
+import { workspaceValidator, type ValidatorFactory } from './provider.js';
 import { TERMINATE_HINT } from './next-steps.js';
 
-export type ValidatorFactory = (variant: string, config: VariantConfig, deps: ValidatorDeps) => Promise<Validator>;
+export type { ValidatorFactory };
 
 export interface InitOptions {
   workspaceDir: string;
@@ -107,19 +107,20 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
   }
   const measurementSalt = Buffer.from(state.clusterValues.measurementSalt, 'hex');
 
-  const providerName = providerOf(config);
   const variant = attestationVariantOf(config);
   const attestationConfig = attestationConfigOf(config);
   const warnings: string[] = [];
-  const deps: ValidatorDeps = {
-    ...(options.validatorDeps ?? (await attestationDepsFor(providerName, providerStateOf(state, providerName)))),
+  const validator = await workspaceValidator({
+    config,
+    state,
+    attestationConfig,
+    validatorDeps: options.validatorDeps,
+    createValidator: options.createValidator,
     warn: (message: string) => {
       warnings.push(message);
       log.warn('attestation warning', { message });
     },
-  };
-  const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;
-  const validator = await factory(variant, attestationConfig, deps);
+  });
 
   const address = `${infra.clusterEndpoint}:${options.port ?? INIT_PORT}`;
   log.info('initializing', { address, variant });

@@ -1,5 +1,5 @@
 /**
- * `upgrade apply`'s Kubernetes step (DESIGN §10): a new Kubernetes version goes to the control planes in place,
+ * `upgrade apply`'s Kubernetes step (docs/design.md#upgrades): a new Kubernetes version goes to the control planes in place,
  * before any node is replaced, because a node that joins at a newer version than the cluster's control plane is
  * set up with the old one (kubeadm renders the cluster's ClusterConfiguration):
  *
@@ -15,7 +15,8 @@
  * workers take the new version by replacement.
  */
 import type { ClusterStore, KubernetesUpgrade } from '../../lib/cluster-store/types.js';
-import { realSleep, systemClock, type Clock, type Sleep } from '../../lib/clock.js';
+import { systemClock, type Clock, type Sleep } from '../../lib/clock.js';
+import { pollUntil } from '../../lib/poll.js';
 import { checkKubernetesUpgrade } from '../../lib/config/versions.js';
 import { UserError } from '../../lib/errors.js';
 import type { InfrastructureProvider, ProviderContext } from '../../providers/contract.js';
@@ -133,36 +134,44 @@ export interface WaitOptions {
 /** Resolves when every control plane reports the new version; a recorded failure or the timeout is a UserError. */
 export async function waitForControlPlanes(options: WaitOptions): Promise<void> {
   const { step, clock } = options;
-  const deadline = clock().getTime() + options.timeoutMs;
   const reported = new Set<string>();
-  for (;;) {
-    // The record is read after the nodes, so it is at least as new as what they report.
-    const nodes = await options.controlPlanes();
-    const record = await options.store.readKubernetesUpgrade();
-    const upgrade = record?.upgrade.version === step.to ? record.upgrade : undefined;
-    const failed = Object.entries(upgrade?.nodes ?? {}).find(([name, n]) => n.result === 'failed' && nodes.some((cp) => cp.name === name));
-    if (failed) {
-      const [name, { reason }] = failed;
-      throw new UserError(`${name} could not upgrade Kubernetes from ${step.from} to ${step.to}: ${reason ?? 'no reason recorded'}`, {
-        hint: `Its log has the whole output: ${options.nodeLog(name)}. No node was replaced; fix the cause and run \`constellation upgrade apply\` again, which asks the control planes again.`,
-      });
-    }
-    const behind = nodes.filter((cp) => cp.kubernetesVersion === undefined || cp.kubernetesVersion.replace(/^v/, '') !== step.to.replace(/^v/, ''));
-    for (const cp of nodes) {
-      if (!behind.includes(cp) && !reported.has(cp.name)) {
-        reported.add(cp.name);
-        options.progress(`${cp.name} runs Kubernetes ${step.to}${upgrade?.first === cp.name ? ' (it ran the cluster-wide upgrade)' : ''}`);
+  let behind: ControlPlaneVersion[] = [];
+  let upgrade: KubernetesUpgrade | undefined;
+  await pollUntil(
+    async () => {
+      // The record is read after the nodes, so it is at least as new as what they report.
+      const nodes = await options.controlPlanes();
+      const record = await options.store.readKubernetesUpgrade();
+      upgrade = record?.upgrade.version === step.to ? record.upgrade : undefined;
+      const failed = Object.entries(upgrade?.nodes ?? {}).find(([name, n]) => n.result === 'failed' && nodes.some((cp) => cp.name === name));
+      if (failed) {
+        const [name, { reason }] = failed;
+        throw new UserError(`${name} could not upgrade Kubernetes from ${step.from} to ${step.to}: ${reason ?? 'no reason recorded'}`, {
+          hint: `Its log has the whole output: ${options.nodeLog(name)}. No node was replaced; fix the cause and run \`constellation upgrade apply\` again, which asks the control planes again.`,
+        });
       }
-    }
-    if (nodes.length > 0 && behind.length === 0) return;
-    if (clock().getTime() > deadline) {
-      const who = behind.map((cp) => `${cp.name} (${cp.kubernetesVersion === undefined ? 'not answering' : `runs ${cp.kubernetesVersion || 'no version'}`}${waitingOn(upgrade, cp.name)})`);
-      throw new UserError(`Not every control plane upgraded Kubernetes to ${step.to} within ${Math.round(options.timeoutMs / 1000)} s: ${who.join(', ')}.`, {
-        hint: `See the log of ${behind.map((cp) => options.nodeLog(cp.name)).join(', ')}. No node was replaced; run \`constellation upgrade apply\` again to keep waiting.`,
-      });
-    }
-    await (options.sleep ?? realSleep)(options.pollIntervalMs ?? 500);
-  }
+      behind = nodes.filter((cp) => cp.kubernetesVersion === undefined || cp.kubernetesVersion.replace(/^v/, '') !== step.to.replace(/^v/, ''));
+      for (const cp of nodes) {
+        if (!behind.includes(cp) && !reported.has(cp.name)) {
+          reported.add(cp.name);
+          options.progress(`${cp.name} runs Kubernetes ${step.to}${upgrade?.first === cp.name ? ' (it ran the cluster-wide upgrade)' : ''}`);
+        }
+      }
+      return nodes.length > 0 && behind.length === 0 ? true : undefined;
+    },
+    {
+      timeoutMs: options.timeoutMs,
+      intervalMs: options.pollIntervalMs ?? 500,
+      clock,
+      sleep: options.sleep,
+      onTimeout: () => {
+        const who = behind.map((cp) => `${cp.name} (${cp.kubernetesVersion === undefined ? 'not answering' : `runs ${cp.kubernetesVersion || 'no version'}`}${waitingOn(upgrade, cp.name)})`);
+        throw new UserError(`Not every control plane upgraded Kubernetes to ${step.to} within ${Math.round(options.timeoutMs / 1000)} s: ${who.join(', ')}.`, {
+          hint: `See the log of ${behind.map((cp) => options.nodeLog(cp.name)).join(', ')}. No node was replaced; run \`constellation upgrade apply\` again to keep waiting.`,
+        });
+      },
+    },
+  );
 }
 
 /** Why a control plane may not have followed yet, from the record. */

@@ -14,6 +14,8 @@ import type { InfrastructureProvider, ProviderContext, ResourceJournal } from '.
 import { clusterJournalView } from '../iam/journal-view.js';
 import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
+import type { Clock, Sleep } from '../../lib/clock.js';
+import { pollUntil } from '../../lib/poll.js';
 import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, RESOURCES_FILE, STATE_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
@@ -59,8 +61,8 @@ export interface MiniUpOptions {
   joinTimeoutMs?: number;
   pollIntervalMs?: number;
   statusPort?: number;
-  sleep?: (ms: number) => Promise<void>;
-  now?: () => number;
+  sleep?: Sleep;
+  clock?: Clock;
 }
 
 export interface MiniUpResult {
@@ -189,43 +191,53 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
   return { continued: true };
 }
 
-export type JoinWaitOptions = Pick<MiniUpOptions, 'workspaceDir' | 'journal' | 'log' | 'joinTimeoutMs' | 'pollIntervalMs' | 'statusPort' | 'sleep' | 'now'> & {
+export type JoinWaitOptions = Pick<MiniUpOptions, 'workspaceDir' | 'journal' | 'log' | 'joinTimeoutMs' | 'pollIntervalMs' | 'statusPort' | 'sleep' | 'clock'> & {
   progress?: (step: 'join', message?: string) => void;
 };
 
 /** Polls status until every node has joined, or no node is still on its way (then the refused ones are named). */
 export async function waitUntilJoined(provider: InfrastructureProvider, clusterId: string, options: JoinWaitOptions): Promise<NodeStatusEntry[]> {
-  const now = options.now ?? Date.now;
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-  const deadline = now() + (options.joinTimeoutMs ?? 120_000);
   let last = '';
-  for (;;) {
-    const status = await clusterStatus({
-      workspaceDir: options.workspaceDir,
-      provider,
-      journal: options.journal,
-      log: options.log,
-      clusterId,
-      port: options.statusPort,
-      timeoutMs: 2000,
-    });
-    const summary = summarizeStatus(status);
-    if (summary !== last) options.progress?.('join', summary);
-    last = summary;
-    const pending = status.nodes.filter((n) => ['waiting', 'joining', 'unreachable'].includes(n.state));
-    const bad = status.nodes.filter((n) => n.state !== 'joined' && !pending.includes(n));
-    if (status.nodes.length > 0 && pending.length === 0 && bad.length === 0) return status.nodes;
-    if (pending.length === 0 || now() >= deadline) {
-      const listed = [...bad, ...pending].map((n) => `  ${n.name}: ${n.state}${n.reason ? ` (${n.reason})` : ''}`).join('\n');
-      throw new UserError(`Not every node joined the cluster (${summary}):\n${listed}`, {
-        hint:
-          bad.some((n) => n.state === 'refused')
-            ? 'A refused node does not run what the config\'s measurements expect. `constellation status` shows the current state; `constellation mini down` removes the cluster.'
-            : 'Nodes may still be starting: `constellation status` shows their state, and running mini up again waits again. `constellation mini down` removes the cluster.',
+  let notJoined = (): UserError => new UserError('Not every node joined the cluster.');
+  return pollUntil(
+    async () => {
+      const status = await clusterStatus({
+        workspaceDir: options.workspaceDir,
+        provider,
+        journal: options.journal,
+        log: options.log,
+        clusterId,
+        port: options.statusPort,
+        timeoutMs: 2000,
       });
-    }
-    await sleep(options.pollIntervalMs ?? 250);
-  }
+      const summary = summarizeStatus(status);
+      if (summary !== last) options.progress?.('join', summary);
+      last = summary;
+      const pending = status.nodes.filter((n) => ['waiting', 'joining', 'unreachable'].includes(n.state));
+      const bad = status.nodes.filter((n) => n.state !== 'joined' && !pending.includes(n));
+      if (status.nodes.length > 0 && pending.length === 0 && bad.length === 0) return status.nodes;
+      notJoined = () => {
+        const listed = [...bad, ...pending].map((n) => `  ${n.name}: ${n.state}${n.reason ? ` (${n.reason})` : ''}`).join('\n');
+        return new UserError(`Not every node joined the cluster (${summary}):\n${listed}`, {
+          hint:
+            bad.some((n) => n.state === 'refused')
+              ? 'A refused node does not run what the config\'s measurements expect. `constellation status` shows the current state; `constellation mini down` removes the cluster.'
+              : 'Nodes may still be starting: `constellation status` shows their state, and running mini up again waits again. `constellation mini down` removes the cluster.',
+        });
+      };
+      if (pending.length === 0) throw notJoined(); // no node is still on its way
+      return undefined;
+    },
+    {
+      timeoutMs: options.joinTimeoutMs ?? 120_000,
+      intervalMs: options.pollIntervalMs ?? 250,
+      clock: options.clock,
+      sleep: options.sleep,
+      onTimeout: () => {
+        throw notJoined();
+      },
+    },
+  );
 }
 
 export interface MiniDownOptions {

@@ -1,10 +1,11 @@
 /**
- * Which provider a workspace's cluster belongs to, its infrastructure side, and the collaborators its attestation
- * variant needs on the CLI side. Providers load lazily through providers/registry.ts, so only the one in use loads.
+ * Which provider a workspace's cluster belongs to, its infrastructure side, the collaborators its attestation
+ * variant needs on the CLI side, and the one place the CLI builds the validator of a workspace's nodes (init,
+ * recover, verify). Providers load lazily through providers/registry.ts, so only the one in use loads.
  */
 import type { InfrastructureProvider } from '../../providers/contract.js';
-import type { ValidatorDeps } from '../../lib/attestation/types.js';
-import type { Config } from '../../lib/config/index.js';
+import type { Validator, ValidatorDeps, VariantConfig } from '../../lib/attestation/types.js';
+import { attestationConfigOf, attestationVariantOf, providerOf, type Config } from '../../lib/config/index.js';
 import type { State } from '../../lib/workspace/state.js';
 
 /** The infrastructure side of a provider, given its config section and the cluster's uid (a provider ignores what it does not use). */
@@ -37,6 +38,36 @@ export async function attestationDepsFor(name: string, providerState: Record<str
   const { loadProvider } = await import('../../providers/registry.js');
   const provider = await loadProvider(name);
   return (await provider.attestationDeps?.(providerState)) ?? {};
+}
+
+/** Makes the validator of a variant; default lib/attestation/registry's createValidator (tests pass stand-ins). */
+export type ValidatorFactory = (variant: string, config: VariantConfig, deps: ValidatorDeps) => Promise<Validator>;
+
+export interface WorkspaceValidatorOptions {
+  config: Config;
+  state: State;
+  /** Where each attestation warning (a warnOnly PCR that differs) goes. */
+  warn: (message: string) => void;
+  /** A node named on the command line (-e): the provider finds its attestation-key trust from the address. */
+  nodeAddress?: string;
+  /** What the validator checks; default the config's attestation config. */
+  attestationConfig?: VariantConfig;
+  /** Replaces the provider's attestation deps (tests). */
+  validatorDeps?: Partial<ValidatorDeps>;
+  createValidator?: ValidatorFactory;
+}
+
+/** The validator of this workspace's nodes: the config's variant and measurements, with the provider's deps. */
+export async function workspaceValidator(options: WorkspaceValidatorOptions): Promise<Validator> {
+  const { config, state } = options;
+  const providerName = providerOf(config);
+  const deps: ValidatorDeps = {
+    ...(options.validatorDeps ??
+      (await attestationDepsFor(providerName, { ...(options.nodeAddress ? { nodeAddress: options.nodeAddress } : {}), ...providerStateOf(state, providerName) }))),
+    warn: options.warn,
+  };
+  const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;
+  return factory(attestationVariantOf(config), options.attestationConfig ?? attestationConfigOf(config), deps);
 }
 
 /**

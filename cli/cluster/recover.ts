@@ -12,8 +12,10 @@
  * skipped. A node still booting (or a load balancer not ready) is asked again until the deadline.
  */
 import { withPort } from '../../lib/addresses.js';
+import type { Clock, Sleep } from '../../lib/clock.js';
+import { pollUntil } from '../../lib/poll.js';
 import type { Validator } from '../../lib/attestation/types.js';
-import { attestationConfigOf, attestationVariantOf, loadConfig, providerOf } from '../../lib/config/index.js';
+import { loadConfig } from '../../lib/config/index.js';
 import { isUserError, UserError } from '../../lib/errors.js';
 import { deriveClusterId, deriveMeasurementSecret, type MasterSecret } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
@@ -21,7 +23,7 @@ import { masterSecretPath, readMasterSecret } from '../../lib/workspace/master-s
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
 import { clusterJournalView } from '../iam/journal-view.js';
-import { attestationDepsFor, providerStateOf } from './provider.js';
+import { workspaceValidator } from './provider.js';
 import { getNodeStatus, VERIFY_PORT } from './status.js';
 import type { ValidatorFactory } from './verify.js';
 
@@ -44,8 +46,8 @@ export interface RecoverOptions {
   /** How long to keep asking a node (or a load balancer) that does not answer yet. */
   timeoutMs?: number;
   retryIntervalMs?: number;
-  sleep?: (ms: number) => Promise<void>;
-  now?: () => number;
+  sleep?: Sleep;
+  clock?: Clock;
 }
 
 export interface NodeRecovery {
@@ -71,12 +73,12 @@ export async function recoverCluster(options: RecoverOptions): Promise<RecoverRe
     });
   }
   const master = await readMasterSecret(workspaceDir);
-  const providerName = providerOf(config);
-  const variant = attestationVariantOf(config);
-  const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;
-  const validator = await factory(variant, attestationConfigOf(config), {
-    ...(options.validatorDeps ??
-      (await attestationDepsFor(providerName, { ...(options.endpoint ? { nodeAddress: options.endpoint } : {}), ...providerStateOf(state, providerName) }))),
+  const validator = await workspaceValidator({
+    config,
+    state,
+    nodeAddress: options.endpoint,
+    validatorDeps: options.validatorDeps,
+    createValidator: options.createValidator,
     warn: (message) => log.warn('attestation warning', { message }),
   });
   const port = options.port ?? RECOVERY_PORT;
@@ -124,31 +126,34 @@ async function recoverNode(
     options.progress?.(`${name}: not recovered: ${outcome.reason}`);
     return outcome;
   }
-  const now = options.now ?? Date.now;
-  const deadline = now() + (options.timeoutMs ?? 120_000);
   let last = '';
-  for (;;) {
-    const state = await nodeState(host, options);
-    if (state === 'initialized' || state === 'joined') {
-      options.progress?.(`${name}: already back in the cluster, nothing to recover`);
-      return { node: name, address, outcome: 'already-back' };
-    }
-    const attempt = await ask(address);
-    if ('done' in attempt) {
-      options.progress?.(`recovered ${name}`);
-      return { node: name, address, outcome: 'recovered' };
-    }
-    if ('refused' in attempt) {
-      options.progress?.(`${name}: refused: ${attempt.refused}`);
-      return { node: name, address, outcome: 'refused', reason: attempt.refused };
-    }
-    last = attempt.unreachable;
-    if (now() >= deadline) {
-      options.progress?.(`${name}: not recovered: ${last}`);
-      return { node: name, address, outcome: 'unreachable', reason: last };
-    }
-    await (options.sleep ?? defaultSleep)(options.retryIntervalMs ?? 500);
-  }
+  return pollUntil<NodeRecovery>(
+    async () => {
+      const state = await nodeState(host, options);
+      if (state === 'initialized' || state === 'joined') {
+        options.progress?.(`${name}: already back in the cluster, nothing to recover`);
+        return { node: name, address, outcome: 'already-back' };
+      }
+      const attempt = await ask(address);
+      if ('done' in attempt) {
+        options.progress?.(`recovered ${name}`);
+        return { node: name, address, outcome: 'recovered' };
+      }
+      if ('refused' in attempt) {
+        options.progress?.(`${name}: refused: ${attempt.refused}`);
+        return { node: name, address, outcome: 'refused', reason: attempt.refused };
+      }
+      last = attempt.unreachable;
+      return undefined;
+    },
+    {
+      ...waitOptions(options),
+      onTimeout: () => {
+        options.progress?.(`${name}: not recovered: ${last}`);
+        return { node: name, address, outcome: 'unreachable', reason: last };
+      },
+    },
+  );
 }
 
 /**
@@ -157,29 +162,40 @@ async function recoverNode(
  * the load balancer or the nodes may not be ready yet.
  */
 async function recoverThroughEndpoint(address: string, ask: (address: string) => Promise<Attempt>, options: RecoverOptions): Promise<NodeRecovery[]> {
-  const now = options.now ?? Date.now;
-  const deadline = now() + (options.timeoutMs ?? 120_000);
   const nodes: NodeRecovery[] = [];
-  for (;;) {
-    const attempt = await ask(address);
-    if ('done' in attempt) {
-      nodes.push({ node: attempt.done.node, address, outcome: 'recovered' });
-      options.progress?.(`recovered ${attempt.done.node}`);
-      continue;
-    }
-    if ('refused' in attempt) {
-      nodes.push({ node: address, address, outcome: 'refused', reason: attempt.refused });
-      options.progress?.(`${address}: refused: ${attempt.refused}`);
-      return nodes;
-    }
-    if (nodes.length > 0) return nodes; // every recovery server behind the endpoint is done
-    if (now() >= deadline) {
-      throw new UserError(`No recovery server answered at ${address} within ${Math.round((options.timeoutMs ?? 120_000) / 1000)} s.`, {
-        hint: 'Recovery servers run on nodes that rebooted with a formatted state disk; check the address (port 9999) and `constellation status` (awaiting-recovery).',
-      });
-    }
-    await (options.sleep ?? defaultSleep)(options.retryIntervalMs ?? 500);
-  }
+  return pollUntil(
+    async () => {
+      for (;;) {
+        const attempt = await ask(address);
+        if ('done' in attempt) {
+          nodes.push({ node: attempt.done.node, address, outcome: 'recovered' });
+          options.progress?.(`recovered ${attempt.done.node}`);
+          continue; // at once: behind a load balancer the next recovery server answers
+        }
+        if ('refused' in attempt) {
+          nodes.push({ node: address, address, outcome: 'refused', reason: attempt.refused });
+          options.progress?.(`${address}: refused: ${attempt.refused}`);
+          return nodes;
+        }
+        return nodes.length > 0 ? nodes : undefined; // after an answer, none left: every recovery server is done
+      }
+    },
+    {
+      ...waitOptions(options),
+      onTimeout: () => {
+        throw new UserError(`No recovery server answered at ${address} within ${Math.round((options.timeoutMs ?? DEFAULT_TIMEOUT_MS) / 1000)} s.`, {
+          hint: 'Recovery servers run on nodes that rebooted with a formatted state disk; check the address (port 9999) and `constellation status` (awaiting-recovery).',
+        });
+      },
+    },
+  );
+}
+
+const DEFAULT_TIMEOUT_MS = 120_000;
+
+/** How long and how often a node or endpoint that does not answer yet is asked again. */
+function waitOptions(options: RecoverOptions) {
+  return { timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS, intervalMs: options.retryIntervalMs ?? 500, clock: options.clock, sleep: options.sleep };
 }
 
 /** What the node's bootstrapper says it is doing ('' when it does not answer). */
@@ -233,4 +249,3 @@ function masterSecretGives(master: MasterSecret, measurementSaltHex: string, clu
   return Buffer.from(id).toString('hex') === clusterIdHex.toLowerCase();
 }
 
-const defaultSleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -1,5 +1,5 @@
 /**
- * The CLI's way into the cluster store (DESIGN §7): with the admin credentials init wrote to the workspace
+ * The CLI's way into the cluster store (docs/design.md#cluster-store): with the admin credentials init wrote to the workspace
  * (constellation-store.json, 0600), against the control-plane nodes the provider lists now (members come and go with
  * upgrades; the credentials' own endpoints are the fallback). Used by `status` (member health and quorum) and by
  * upgrades (new measurements written once, here, for every join service).

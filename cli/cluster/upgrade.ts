@@ -1,5 +1,5 @@
 /**
- * `upgrade apply` (DESIGN §10): brings every node to what the config asks for (image and its measurements,
+ * `upgrade apply` (docs/design.md#upgrades): brings every node to what the config asks for (image and its measurements,
  * Kubernetes version) by replacing nodes one at a time, with no downtime.
  *
  *   0. a new Kubernetes version goes to the control planes in place (./kubernetes-upgrade.ts); a control plane
@@ -27,12 +27,14 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { z } from 'zod';
+import type { Clock, Sleep } from '../../lib/clock.js';
+import { pollUntil } from '../../lib/poll.js';
 import { loadConfig } from '../../lib/config/index.js';
 import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
-import { pathExists } from '../../lib/workspace/files.js';
+import { pathExists, UPGRADE_JOURNAL_FILE } from '../../lib/workspace/files.js';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import type { Instance, InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
@@ -44,7 +46,7 @@ import { dropPreviousMeasurements, removeStoreMember, restorePreviousMeasurement
 import { verifiedConfigMeasurements, type VerifiedMeasurements } from './trusted-measurements.js';
 import { verifyCluster } from './verify.js';
 
-export const UPGRADE_JOURNAL_FILE = 'constellation-upgrade.json';
+export { UPGRADE_JOURNAL_FILE };
 
 const stepSchema = z.object({
   old: z.string(),
@@ -95,6 +97,9 @@ export interface UpgradeOptions {
   rollback?: boolean;
   /** Longest wait for a replacement to join. */
   joinTimeoutMs?: number;
+  /** Time for the replacement's wait (tests: a fake clock); default the system's. */
+  clock?: Clock;
+  sleep?: Sleep;
   /** Longest wait for every control plane to upgrade Kubernetes in place; default 10 minutes. */
   kubernetesTimeoutMs?: number;
   pollIntervalMs?: number;
@@ -127,7 +132,7 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
   if (options.rollback) return rollback(journal, journalFile, options, ctx, progress);
 
   const config = await loadConfig(workspaceDir);
-  // Before anything else (DESIGN §10): the measurements this rollout accepts are the image's signed ones.
+  // Before anything else (docs/design.md#upgrades): the measurements this rollout accepts are the image's signed ones.
   const verified = await verifiedConfigMeasurements(config, { provider, workspaceDir, imageSource: options.imageSource });
   progress(`verified ${verified.source}`);
   const target = await configuredSoftware(config);
@@ -311,20 +316,30 @@ const ROLLBACK_HINT = 'The old node stays and the cluster keeps working. `conste
 
 /** Polls the new node until it has joined; a refusal (its reason names the PCR) stops the rollout. */
 async function waitJoined(step: Step, host: string, options: UpgradeOptions): Promise<void> {
-  const deadline = Date.now() + (options.joinTimeoutMs ?? 120_000);
-  for (;;) {
-    const status = await getNodeStatus(`${host}:${VERIFY_PORT}`, 2000).catch(() => undefined);
-    if (status?.state === 'joined') return;
-    if (status?.state === 'refused' || status?.state === 'failed') {
-      throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} was ${status.state}: ${status.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
-    }
-    if (Date.now() > deadline) {
-      throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} did not join within ${Math.round((options.joinTimeoutMs ?? 120_000) / 1000)} s (it is ${status?.state ?? 'not answering'}).`, {
-        hint: `See its log with \`constellation status\`. ${ROLLBACK_HINT}`,
-      });
-    }
-    await new Promise((resolve) => setTimeout(resolve, options.pollIntervalMs ?? 200));
-  }
+  const timeoutMs = options.joinTimeoutMs ?? 120_000;
+  let last: string | undefined;
+  await pollUntil(
+    async () => {
+      const status = await getNodeStatus(`${host}:${VERIFY_PORT}`, 2000).catch(() => undefined);
+      last = status?.state;
+      if (status?.state === 'joined') return true;
+      if (status?.state === 'refused' || status?.state === 'failed') {
+        throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} was ${status.state}: ${status.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
+      }
+      return undefined;
+    },
+    {
+      timeoutMs,
+      intervalMs: options.pollIntervalMs ?? 200,
+      clock: options.clock,
+      sleep: options.sleep,
+      onTimeout: () => {
+        throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} did not join within ${Math.round(timeoutMs / 1000)} s (it is ${last ?? 'not answering'}).`, {
+          hint: `See its log with \`constellation status\`. ${ROLLBACK_HINT}`,
+        });
+      },
+    },
+  );
 }
 
 /** Removes every node the upgrade added that did not replace its old node yet, and restores the old measurements. */

@@ -2,7 +2,7 @@
  * `verify` (Constellation: "the clusterID uniquely identifies a cluster and can be used to verify your cluster"):
  * asks a node's verify service (port 30081) for an attestation document over a fresh nonce, validates it against
  * the config's measurements, and checks that PCR 15 holds the value the clusterID gives
- * (PCR15 = H(0 ‖ H(clusterID)), DESIGN §4): the node runs the expected software AND belongs to this cluster.
+ * (PCR15 = H(0 ‖ H(clusterID)), docs/design.md#keys-and-identities): the node runs the expected software AND belongs to this cluster.
  *
  *   targets: -e host[:port] │ --all: every instance the provider lists │ default: the cluster endpoint
  *      └─ per target, concurrently: GetAttestation(nonce) → validate (AK trust, quote, PCRs) → PCR 15 = expected?
@@ -10,18 +10,18 @@
  * Nothing secret crosses the verify service; the result is only as good as the measurements in the config.
  */
 import { createHash, randomBytes } from 'node:crypto';
-import type { AttestationDocument, ValidatorDeps, VariantConfig, Validator } from '../../lib/attestation/types.js';
-import { attestationConfigOf, attestationVariantOf, loadConfig, providerOf } from '../../lib/config/index.js';
+import type { AttestationDocument, ValidatorDeps, Validator } from '../../lib/attestation/types.js';
+import { attestationConfigOf, attestationVariantOf, loadConfig } from '../../lib/config/index.js';
 import { withPort } from '../../lib/addresses.js';
 import { isUserError, UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
 import { clusterJournalView } from '../iam/journal-view.js';
-import { attestationDepsFor, providerStateOf } from './provider.js';
+import { workspaceValidator, type ValidatorFactory } from './provider.js';
 import { VERIFY_PORT } from './status.js';
 
-export type ValidatorFactory = (variant: string, config: VariantConfig, deps: ValidatorDeps) => Promise<Validator>;
+export type { ValidatorFactory };
 
 export interface VerifyOptions {
   workspaceDir: string;
@@ -79,19 +79,20 @@ export async function verifyCluster(options: VerifyOptions): Promise<VerifyResul
     );
   }
   const clusterId = Buffer.from(clusterIdHex, 'hex');
-  const providerName = providerOf(config);
   const variant = attestationVariantOf(config);
-  const deps: ValidatorDeps = {
-    // A node named with -e in a workspace without a created cluster: the provider finds its AK trust from the address.
-    ...(options.validatorDeps ??
-      (await attestationDepsFor(providerName, { ...(options.nodeEndpoint ? { nodeAddress: options.nodeEndpoint } : {}), ...providerStateOf(state, providerName) }))),
-    warn: () => undefined, // warnings are read from each result
-  };
-  const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;
   // PCR 15 is checked against the cluster ID below; the config's entry (zero, warn only: a node before init) is not.
   const { measurements, ...rest } = attestationConfigOf(config);
   const { [String(CLUSTER_PCR)]: _clusterPcr, ...imageMeasurements } = measurements;
-  const validator = await factory(variant, { ...rest, measurements: imageMeasurements }, deps);
+  const validator = await workspaceValidator({
+    config,
+    state,
+    // A node named with -e in a workspace without a created cluster: the provider finds its AK trust from the address.
+    nodeAddress: options.nodeEndpoint,
+    attestationConfig: { ...rest, measurements: imageMeasurements },
+    validatorDeps: options.validatorDeps,
+    createValidator: options.createValidator,
+    warn: () => undefined, // warnings are read from each result
+  });
   const targets = await verifyTargets(options, state.infrastructure.clusterEndpoint);
   log.info('verifying', { targets: targets.map((t) => t.address), clusterId: clusterIdHex, variant });
   const nodes = await Promise.all(targets.map((target) => verifyNode(target, validator, clusterId, options)));
@@ -154,7 +155,7 @@ async function verifyNode(target: Target, validator: Validator, clusterId: Uint8
   return { ...named, outcome: 'refused', pcrs, reason };
 }
 
-/** The PCR that names the cluster a node belongs to (DESIGN §4). */
+/** The PCR that names the cluster a node belongs to (docs/design.md#keys-and-identities). */
 const CLUSTER_PCR = 15;
 
 /** PCR 15 after one extend with the clusterID from zero, in the bank of `size` bytes (32: SHA-256, 48: SHA-384). */

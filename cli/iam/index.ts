@@ -1,5 +1,5 @@
 /**
- * `iam create <cloud>` / `iam destroy` (DESIGN §9, issue 5): the identities the nodes need, made by the provider's
+ * `iam create <cloud>` / `iam destroy` (docs/design.md#providers, issue 5): the identities the nodes need, made by the provider's
  * IamProvisioner (AWS instance profiles and policies; Azure user-assigned identity and role assignments; GCP service
  * accounts, custom role and key). This module runs the provider with the IAM view of the workspace journal (so
  * destroy deletes only identities, never the cluster), writes the files the provider returns into the workspace

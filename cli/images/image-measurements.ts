@@ -103,7 +103,7 @@ export async function loadImageMeasurements(config: Config, version: string, opt
 }
 
 /**
- * `upgrade apply`'s first check (DESIGN §10): the config's measurements are exactly the signed measurements of its
+ * `upgrade apply`'s first check (docs/design.md#upgrades): the config's measurements are exactly the signed measurements of its
  * image (every PCR, its value and whether it only warns), verified with the config's key. The local provider's
  * current build (`local`) has none: its nodes are measured by the CLI itself (undefined).
  */

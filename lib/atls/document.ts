@@ -1,5 +1,5 @@
 /**
- * Parsing an attestation document (DESIGN §5) received as JSON bytes; a malformed one is an AttestationError,
+ * Parsing an attestation document (docs/design.md#attestation) received as JSON bytes; a malformed one is an AttestationError,
  * and so is one over MAX_DOCUMENT_BYTES (real documents are a few KiB; an Azure SNP one with its certificates
  * under 16 KiB), which is refused before it is parsed.
  */

@@ -1,5 +1,5 @@
 /**
- * The two roles of an attested exchange (DESIGN §6), each usable from either end of a gRPC stream:
+ * The two roles of an attested exchange (docs/design.md#attested-channels), each usable from either end of a gRPC stream:
  *
  *   verifier                                      attested side
  *   Challenge(nonce, verifier key if a reply) ->

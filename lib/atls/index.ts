@@ -1,5 +1,5 @@
 /**
- * Attested channels (DESIGN §6): a verifier seals secrets only to a peer whose attestation document, bound to
+ * Attested channels (docs/design.md#attested-channels): a verifier seals secrets only to a peer whose attestation document, bound to
  * a fresh nonce, the exchange's purpose and an ephemeral key, passed validation. grpc-js and jose load lazily.
  */
 export * from './admission.js';

@@ -1,5 +1,5 @@
 /**
- * Sealing secrets to an exchange's ephemeral key (DESIGN §6 step 3): a compact JWE with `ECDH-ES` key
+ * Sealing secrets to an exchange's ephemeral key (docs/design.md#attested-channels step 3): a compact JWE with `ECDH-ES` key
  * agreement and `A256GCM` content encryption (RFC 7516, RFC 7518 §4.6), bound to the exchange through the
  * Concat KDF's party info: apu = the purpose, apv = the verifier's nonce. A JWE lifted from one exchange is
  * useless in another.

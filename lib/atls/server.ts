@@ -1,7 +1,7 @@
 /**
  * A gRPC server that carries attested channels (the node's init, verify and recovery servers, the join
  * service): TLS with a fresh self-signed certificate (credentials.ts; attestation inside the channel
- * authenticates the server, DESIGN §6), bound to host:port. Calls are admitted within `limits` (admission.ts)
+ * authenticates the server, docs/design.md#attested-channels), bound to host:port. Calls are admitted within `limits` (admission.ts)
  * and no message may exceed MAX_MESSAGE_BYTES. Closing lets running calls finish for a grace period, then cuts
  * them off, so a process shuts down promptly on SIGTERM.
  */

@@ -1,5 +1,5 @@
 /**
- * What an attested side binds into its attestation document's userData (DESIGN §6 step 2): the purpose of
+ * What an attested side binds into its attestation document's userData (docs/design.md#attested-channels step 2): the purpose of
  * the exchange, its ephemeral public key, the verifier's public key and the request fields it wants bound.
  * Each item is written as a 4-byte big-endian length followed by its bytes, then the whole is hashed with
  * SHA-256, so no two different item lists encode alike ("ab"+"c" differs from "a"+"bc").

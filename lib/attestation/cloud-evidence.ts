@@ -1,5 +1,5 @@
 /**
- * The node side of the cloud variants (DESIGN §5): what a confidential VM puts into its attestation document's
+ * The node side of the cloud variants (docs/design.md#attestation): what a confidential VM puts into its attestation document's
  * instanceInfo, and where its platform keeps the pieces. The validators in ./variants/ check the same fields.
  *   aws-sev-snp, gcp-sev-snp   an SNP report whose REPORT_DATA is SHA-512 of the AK's SubjectPublicKeyInfo, plus the
  *                              VCEK/VLEK and ASK/ARK the host handed out with it

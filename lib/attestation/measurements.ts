@@ -1,5 +1,5 @@
 /**
- * Comparing verified PCR values with the config's measurements (DESIGN §5, last step), and the mismatch report
+ * Comparing verified PCR values with the config's measurements (docs/design.md#attestation, last step), and the mismatch report
  * operators read: one line per PCR naming the expected and the actual value and whether it is enforced. Also the
  * differences between two sets of measurements (an upgrade's).
  */
@@ -56,7 +56,7 @@ function measuredIndices(measurements: Measurements): number[] {
     .sort((a, b) => a - b);
 }
 
-/** The PCRs a node image defines (DESIGN §5): boot chain, initramfs/cmdline, unified kernel image, and the zero ones. */
+/** The PCRs a node image defines (docs/design.md#attestation): boot chain, initramfs/cmdline, unified kernel image, and the zero ones. */
 export const IMAGE_PCRS = [4, 8, 9, 11, 12, 13] as const;
 
 /**

@@ -1,5 +1,5 @@
 /**
- * Verification of one TPM 2.0 quote against the attestation key that signed it (DESIGN §5, checks 2–4):
+ * Verification of one TPM 2.0 quote against the attestation key that signed it (docs/design.md#attestation, checks 2–4):
  * the AK is a restricted signing key, its signature covers the TPMS_ATTEST, the quote carries the expected
  * qualifying data, and its PCR digest equals the digest of exactly the PCR values handed in. Only after this
  * are those PCR values evidence.

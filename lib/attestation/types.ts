@@ -1,5 +1,5 @@
 /**
- * The attestation contract (DESIGN §5) every variant implements: an Issuer on the node makes a document,
+ * The attestation contract (docs/design.md#attestation) every variant implements: an Issuer on the node makes a document,
  * a Validator on the verifier's side checks it. Encodings inside the document are fixed here so that
  * issuers and validators written separately agree byte for byte.
  */

@@ -1,5 +1,5 @@
 /**
- * The one table of attestation variants (DESIGN §5), like upstream's internal/attestation/variant: every fact
+ * The one table of attestation variants (docs/design.md#attestation), like upstream's internal/attestation/variant: every fact
  * about a variant that more than one part needs stands here once, and everything else derives from it:
  *
  *   VARIANT_TABLE ─┬─ ./variant.ts        lookups: names, provider lists (default first), CVM checks
@@ -20,7 +20,7 @@ export type Provider = (typeof PROVIDERS)[number];
 export type CvmTechnology = 'sev-snp' | 'sev-es' | 'tdx';
 
 /**
- * Why a validator trusts the node's attestation key (DESIGN §5):
+ * Why a validator trusts the node's attestation key (docs/design.md#attestation):
  * - provider-registry: the provider registered the AK when it made the node; the validator asks its registry;
  * - cloud-api: the cloud's API vouches for the instance (its registered AK, or its image);
  * - snp-report / tdx-quote: the TEE's signed report binds the AK (directly or through the paravisor's runtime data);
@@ -82,7 +82,7 @@ function gcp(families: string[], shapes: Record<string, number[]>): string[] {
 const N2D = { standard: [2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224], highmem: [2, 4, 8, 16, 32, 48, 64, 80, 96], highcpu: [2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224] };
 const C2D = { standard: [2, 4, 8, 16, 32, 56, 112], highmem: [2, 4, 8, 16, 32, 56, 112], highcpu: [2, 4, 8, 16, 32, 56, 112] };
 
-/** PCR policy of our cloud node images (DESIGN §5): boot chain, zeros, initramfs, UKI enforced; firmware and 15 warn. */
+/** PCR policy of our cloud node images (docs/design.md#attestation): boot chain, zeros, initramfs, UKI enforced; firmware and 15 warn. */
 const CLOUD_PCRS = { enforced: [4, 8, 9, 11, 12, 13], warnOnly: [0, 1, 2, 3, 6, 7, 15] } as const;
 
 /** Rows in the order of Constellation's config layout (the JSON Schema and `config generate -a` list them so). */

@@ -1,5 +1,5 @@
 /**
- * The vTPM evidence inside an attestation document (DESIGN §5, lib/attestation/types.ts) in both directions:
+ * The vTPM evidence inside an attestation document (docs/design.md#attestation, lib/attestation/types.ts) in both directions:
  * decoded (bytes and maps, what issuers and validators work with) and encoded (base64 and hex, the JSON on the
  * wire); and the qualifying data that binds a quote to instance, user data and nonce.
  */
@@ -40,7 +40,7 @@ const vtpmSchema = z.object({
   eventLog: base64.optional(),
 });
 
-/** SHA-256(instanceInfo ‖ SHA-256(userData ‖ nonce)), the extraData of every quote (DESIGN §5). */
+/** SHA-256(instanceInfo ‖ SHA-256(userData ‖ nonce)), the extraData of every quote (docs/design.md#attestation). */
 export function qualifyingData(instanceInfo: Uint8Array, userData: Uint8Array, nonce: Uint8Array): Uint8Array {
   const inner = createHash('sha256').update(userData).update(nonce).digest();
   return new Uint8Array(createHash('sha256').update(instanceInfo).update(inner).digest());

@@ -1,5 +1,5 @@
 /**
- * The node side of vTPM attestation (DESIGN §5): quotes the TPM's PCRs with the attestation key, binding
+ * The node side of vTPM attestation (docs/design.md#attestation): quotes the TPM's PCRs with the attestation key, binding
  * instanceInfo, userData and the verifier's nonce through the qualifying data, and packs the document.
  * The PCR values that go with a quote must match its digest, so a PCR extended in between cannot produce a
  * document whose values and quote disagree (the issuer retries instead). The values last read are tried first:

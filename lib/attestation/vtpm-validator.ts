@@ -1,5 +1,5 @@
 /**
- * The generic validator of vTPM attestation documents (DESIGN §5), step by step:
+ * The generic validator of vTPM attestation documents (docs/design.md#attestation), step by step:
  *   1. trust the AK (the variant's rule, injected as `trustAk`);
  *   2. check the quote's signature with that AK;
  *   3. check the qualifying data: SHA-256(instanceInfo ‖ SHA-256(userData ‖ nonce));

@@ -4,6 +4,8 @@
  * `constellation status`. Member names are node names; peer URLs https://<node IP>:2380.
  */
 import type { Etcd3 } from 'etcd3';
+import type { Clock, Sleep } from '../clock.js';
+import { pollUntil } from '../poll.js';
 import { etcdClient, etcdErrorDetail, unavailableOnError, type EtcdConnection } from './etcd.js';
 import { StoreUnavailableError } from './types.js';
 
@@ -44,21 +46,32 @@ export async function listMembers(client: Etcd3): Promise<EtcdMember[]> {
 export async function addLearner(
   client: Etcd3,
   peerUrl: string,
-  options: { timeoutMs?: number; sleep?: (ms: number) => Promise<void> } = {},
+  options: { timeoutMs?: number; sleep?: Sleep; clock?: Clock } = {},
 ): Promise<{ member: EtcdMember; members: EtcdMember[] }> {
-  const deadline = Date.now() + (options.timeoutMs ?? 60_000);
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-  for (;;) {
-    const existing = (await listMembers(client)).find((m) => m.peerUrls.includes(peerUrl));
-    if (existing) return { member: existing, members: await listMembers(client) };
-    try {
-      const response = await client.cluster.memberAdd({ peerURLs: [peerUrl], isLearner: true });
-      return { member: toMember(response.member), members: response.members.map(toMember) };
-    } catch (err) {
-      if (Date.now() >= deadline) throw new StoreUnavailableError(`this node could not be added as a learner: ${etcdErrorDetail(err)}`, { cause: err });
-      await sleep(100 + Math.random() * 200);
-    }
-  }
+  let refusal: unknown;
+  return pollUntil(
+    async () => {
+      const existing = (await listMembers(client)).find((m) => m.peerUrls.includes(peerUrl));
+      if (existing) return { member: existing, members: await listMembers(client) };
+      try {
+        const response = await client.cluster.memberAdd({ peerURLs: [peerUrl], isLearner: true });
+        return { member: toMember(response.member), members: response.members.map(toMember) };
+      } catch (err) {
+        refusal = err;
+        return undefined;
+      }
+    },
+    {
+      timeoutMs: options.timeoutMs ?? 60_000,
+      // Jittered, so control planes that join at once do not ask in step.
+      intervalMs: () => 100 + Math.random() * 200,
+      clock: options.clock,
+      sleep: options.sleep,
+      onTimeout: () => {
+        throw new StoreUnavailableError(`this node could not be added as a learner: ${etcdErrorDetail(refusal)}`, { cause: refusal });
+      },
+    },
+  );
 }
 
 /**
@@ -70,27 +83,37 @@ export async function addLearner(
 export async function promoteLearner(
   client: Etcd3,
   id: string,
-  options: { timeoutMs?: number; sleep?: (ms: number) => Promise<void>; exited?: () => Error | undefined } = {},
+  options: { timeoutMs?: number; sleep?: Sleep; clock?: Clock; exited?: () => Error | undefined } = {},
 ): Promise<void> {
-  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms)));
-  for (;;) {
-    const exited = options.exited?.();
-    if (exited) throw exited;
-    try {
-      const members = await listMembers(client);
-      if (members.some((m) => m.id === id && !m.isLearner)) return; // promoted already (a retried join)
-      const refusal = promotionRefusal(members);
-      if (refusal) throw new Error(refusal);
-      await client.cluster.memberPromote({ ID: id });
-      return;
-    } catch (err) {
-      const message = String((err as Error).message);
-      if (/not a learner/i.test(message)) return; // promoted already (a retried join)
-      if (Date.now() >= deadline) throw new StoreUnavailableError(`the learner ${id} could not be promoted: ${etcdErrorDetail(err)}`, { cause: err });
-      await sleep(100);
-    }
-  }
+  let last: unknown;
+  await pollUntil(
+    async () => {
+      const exited = options.exited?.();
+      if (exited) throw exited;
+      try {
+        const members = await listMembers(client);
+        if (members.some((m) => m.id === id && !m.isLearner)) return true; // promoted already (a retried join)
+        const refusal = promotionRefusal(members);
+        if (refusal) throw new Error(refusal);
+        await client.cluster.memberPromote({ ID: id });
+        return true;
+      } catch (err) {
+        const message = String((err as Error).message);
+        if (/not a learner/i.test(message)) return true; // promoted already (a retried join)
+        last = err;
+        return undefined;
+      }
+    },
+    {
+      timeoutMs: options.timeoutMs ?? 30_000,
+      intervalMs: 100,
+      clock: options.clock,
+      sleep: options.sleep,
+      onTimeout: () => {
+        throw new StoreUnavailableError(`the learner ${id} could not be promoted: ${etcdErrorDetail(last)}`, { cause: last });
+      },
+    },
+  );
 }
 
 /** Why promoting a learner now would leave the started voters (the learner one of them) no quorum; else undefined. */

@@ -1,5 +1,5 @@
 /**
- * The cluster store in etcd (`none` nodes: an etcd cluster stacked on the control planes, DESIGN §7), through the
+ * The cluster store in etcd (`none` nodes: an etcd cluster stacked on the control planes, docs/design.md#cluster-store), through the
  * `etcd3` client with mutual TLS from the cluster's etcd CA. Entries (./codec.ts) live below /constellation/.
  * Reads are linearizable and every call has a deadline with no retries of its own: a member that lost its quorum
  * makes the call fail fast with StoreUnavailableError instead of answering stale data or hanging.

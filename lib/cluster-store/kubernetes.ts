@@ -1,5 +1,5 @@
 /**
- * The cluster store in the Kubernetes API (`kubeadm` nodes, DESIGN §7), laid out like upstream Constellation's
+ * The cluster store in the Kubernetes API (`kubeadm` nodes, docs/design.md#cluster-store), laid out like upstream Constellation's
  * join-config, through @kubernetes/client-node with an admin kubeconfig (the node's /etc/kubernetes/admin.conf,
  * the CLI's constellation-admin.conf). Objects live in kube-system; values are exactly what ./codec.ts encodes,
  * so every backend stores the same text; Kubernetes keys cannot hold "/", so each entry has a place:

@@ -1,5 +1,5 @@
 /**
- * The cluster store (DESIGN §7): the one place a cluster keeps its state, read by the join service on every
+ * The cluster store (docs/design.md#cluster-store): the one place a cluster keeps its state, read by the join service on every
  * control-plane node and written by init, by joining control planes (their node records) and by the CLI
  * (new measurements during an upgrade). A change written once is what every join service reads next.
  *
@@ -24,7 +24,7 @@ import type { PkiFiles } from '../pki/cluster-pki.js';
 export interface AttestationConfigRecord {
   variant: string;
   config: VariantConfig;
-  /** Measurements still accepted while an upgrade rolls out (DESIGN §10). */
+  /** Measurements still accepted while an upgrade rolls out (docs/design.md#upgrades). */
   previous?: VariantConfig[];
 }
 
@@ -63,7 +63,7 @@ export interface NodeRecord {
 }
 
 /**
- * An in-place upgrade of the control planes' Kubernetes (DESIGN §10, bootstrapper/kubernetes-upgrade.ts): the CLI
+ * An in-place upgrade of the control planes' Kubernetes (docs/design.md#upgrades, bootstrapper/kubernetes-upgrade.ts): the CLI
  * writes `version` and `from`; the control plane that swaps its name into `first` runs `kubeadm upgrade apply`
  * and sets `applied`; every other control plane then runs `kubeadm upgrade node`; each records how it fared.
  */

@@ -2,13 +2,15 @@
  * Changes the workspace's config in place where commands must: `mini up` sets the node counts and image of its
  * flags, `create` on the local provider writes the measurements of the node image it boots (PCRs 4, 9, 11 are only
  * known once the image is), and `config fetch-measurements` / `upgrade check --update-config` write an image's
- * signed measurements (replacing the whole set: the signed file names every PCR the image defines). Edits go through
- * the `yaml` document model so the user's comments and layout stay, and the result is validated before it is written
- * atomically: an edit never leaves a config that fails to load. (./update.ts sets provider fields for `iam create`.)
+ * signed measurements (replacing the whole set: the signed file names every PCR the image defines), and
+ * `iam create <cloud> --update-config` sets the provider section's identity fields. The one module that edits a
+ * config: edits go through the `yaml` document model so the user's comments and layout stay, and the result is
+ * validated before it is written atomically: an edit never leaves a config that fails to load.
  */
 import path from 'node:path';
 import { isMap, isScalar, parseDocument, type Document, type YAMLMap } from 'yaml';
 import type { Measurements } from '../attestation/types.js';
+import { UserError } from '../errors.js';
 import { writeFileAtomic } from '../workspace/atomic-file.js';
 import { CONFIG_FILE } from '../workspace/files.js';
 import { parseConfig, readConfigText } from './parse.js';
@@ -24,6 +26,8 @@ export interface ConfigEdits {
   measurements?: Measurements;
   /** Remove the PCRs that `measurements` does not name: it is the whole set (an image's signed measurements). */
   replaceMeasurements?: boolean;
+  /** Keys to set in the provider's section (`provider.<the config's provider>.<key>`). */
+  providerFields?: Record<string, unknown>;
   /** Accept a config that still has empty fields (a cloud config before `iam create`, without an image yet). */
   allowIncomplete?: boolean;
 }
@@ -31,10 +35,18 @@ export interface ConfigEdits {
 /** Applies the edits when they change anything; returns the config as written (or as it was). */
 export async function editConfig(workspaceDir: string, edits: ConfigEdits): Promise<Config> {
   const file = path.join(workspaceDir, CONFIG_FILE);
-  const text = await readConfigText(file);
+  const { before, after, text } = applyConfigEdits(await readConfigText(file), edits, file);
+  if (JSON.stringify(after) === JSON.stringify(before)) return before;
+  await writeFileAtomic(file, text, { what: 'the config' });
+  return after;
+}
+
+/** The edits applied to a config's text: the config before and after, and the new text (both validated). */
+export function applyConfigEdits(text: string, edits: ConfigEdits, file: string = CONFIG_FILE): { before: Config; after: Config; text: string } {
   const parseOptions = { allowIncomplete: edits.allowIncomplete ?? false };
   const before = parseConfig(text, file, parseOptions);
   const doc = parseDocument(text);
+  if (edits.providerFields) setProviderSection(doc, edits.providerFields, file);
   for (const [group, count] of Object.entries(edits.initialCounts ?? {})) doc.setIn(['nodeGroups', group, 'initialCount'], count);
   if (edits.image !== undefined) {
     // Changing the scalar in place keeps a comment written after the value.
@@ -44,10 +56,24 @@ export async function editConfig(workspaceDir: string, edits: ConfigEdits): Prom
   }
   if (edits.measurements) setMeasurements(doc, edits.measurements, edits.replaceMeasurements ?? false);
   const next = doc.toString({ lineWidth: 0 });
-  const after = parseConfig(next, file, parseOptions);
-  if (JSON.stringify(after) === JSON.stringify(before)) return before;
-  await writeFileAtomic(file, next, { what: 'the config' });
-  return after;
+  return { before, after: parseConfig(next, file, parseOptions), text: next };
+}
+
+/** Sets `provider.<the config's provider>.<key>` for each update; returns the new YAML text (`iam create`). */
+export function setProviderFields(yamlText: string, updates: Record<string, unknown>, fileName: string = CONFIG_FILE): string {
+  return applyConfigEdits(yamlText, { providerFields: updates, allowIncomplete: true }, fileName).text;
+}
+
+/** Sets provider fields in the workspace's config file (atomic write) and returns the updated config. */
+export function updateConfigProviderFields(workspaceDir: string, updates: Record<string, unknown>): Promise<Config> {
+  return editConfig(workspaceDir, { providerFields: updates, allowIncomplete: true });
+}
+
+function setProviderSection(doc: Document, updates: Record<string, unknown>, file: string): void {
+  const providers = doc.get('provider');
+  const provider = isMap(providers) && isScalar(providers.items[0]?.key) ? String(providers.items[0].key.value) : undefined;
+  if (!provider) throw new UserError(`${file} has no provider section to update.`);
+  for (const [key, value] of Object.entries(updates)) doc.setIn(['provider', provider, key], doc.createNode(value));
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The config library (constellation-conf.yaml, DESIGN §8): schema, defaults, parsing with key paths and lines,
+ * The config library (constellation-conf.yaml, docs/design.md#config): schema, defaults, parsing with key paths and lines,
  * rendering, and the lookups other parts need (which variant, which measurements).
  * Importing it loads zod and yaml: the CLI imports it inside commands that need it, not on the start-up path.
  */
@@ -14,7 +14,7 @@ export { defaultConfig, type DefaultConfigOptions } from './defaults.js';
 export { renderConfig, type RenderOptions } from './render.js';
 export { generateConfigFiles, type GeneratedFiles } from './generate.js';
 export { parseTags } from './tags.js';
-export { setProviderFields, updateConfigProviderFields } from './update.js';
+export { setProviderFields, updateConfigProviderFields } from './edit.js';
 export { configJsonSchema, configJsonSchemaText } from './json-schema.js';
 export { defaultMeasurements } from './measurements.js';
 export * from './variants.js';

@@ -1,5 +1,5 @@
 /**
- * Which instance types may run which attestation variant (confidential VMs only, DESIGN §9), which state-disk
+ * Which instance types may run which attestation variant (confidential VMs only, docs/design.md#providers), which state-disk
  * types each provider offers, and the defaults `config generate` writes. The instance types are the variant
  * table's (lib/attestation/variant-table.ts): lists of types, not patterns, so that `config instance-types` can
  * print them and a typo gets a "did you mean".

@@ -1,5 +1,5 @@
 /**
- * Default measurements per attestation variant: `{ "<PCR index>": { expected: hex, warnOnly } }` (DESIGN §5).
+ * Default measurements per attestation variant: `{ "<PCR index>": { expected: hex, warnOnly } }` (docs/design.md#attestation).
  * PCR meanings of our node images: 4 boot chain, 8 zero, 9 initramfs/cmdline, 11 unified kernel image,
  * 12 and 13 zero, 15 clusterID (zero until the node joins a cluster). Firmware PCRs (0–3, 6, 7) differ per
  * cloud and firmware release, so they only warn.

@@ -13,7 +13,7 @@ export interface RenderOptions {
   schemaUrl?: string;
 }
 
-/** What each PCR holds on our node images (DESIGN §5). */
+/** What each PCR holds on our node images (docs/design.md#attestation). */
 const PCR_MEANINGS: Record<string, string> = {
   '0': 'firmware code',
   '1': 'firmware configuration',

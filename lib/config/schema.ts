@@ -1,5 +1,5 @@
 /**
- * The config schema (constellation-conf.yaml, Constellation's v4 layout, DESIGN §8) in zod: the one definition the
+ * The config schema (constellation-conf.yaml, Constellation's v4 layout, docs/design.md#config) in zod: the one definition the
  * CLI validates with and the published JSON Schema is generated from (./json-schema.ts). Objects are strict so
  * that an unknown key is an error. Rules that span sections (instance type allowed for the attestation variant,
  * variant allowed for the provider, disk types and sizes per provider) are refinements on the root.

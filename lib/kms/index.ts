@@ -1,3 +1,3 @@
-/** Key generation and derivation (DESIGN §4). See ./keys.ts. */
+/** Key generation and derivation (docs/design.md#keys-and-identities). See ./keys.ts. */
 export * from './keys.js';
 export * from './join-service-key.js';

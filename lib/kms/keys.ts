@@ -1,5 +1,5 @@
 /**
- * Key material and derivations of DESIGN §4, byte-exact with Constellation: the master secret, the
+ * Key material and derivations of docs/design.md#keys-and-identities, byte-exact with Constellation: the master secret, the
  * HKDF-SHA256 derivations of state-disk keys, the measurement secret and the clusterID, and the PCR 15
  * value a node shows once it has been initialized or has joined with that clusterID.
  * Everything here is pure (randomness is a parameter) so the join service, the bootstrapper and the CLI

@@ -6,7 +6,7 @@
  * Written here rather than with @peculiar/x509 because that library spends about 7 ms of JavaScript ASN.1
  * work per kubelet certificate on our machines (parse and verify the request, build and sign the
  * certificate), over ten times the ECDSA operations themselves, and the join service signs one per joining
- * node (DESIGN §7; the join-storm benchmark holds it to 3x the cryptographic cost). The structures are small
+ * node (docs/design.md#cluster-pki; the join-storm benchmark holds it to 3x the cryptographic cost). The structures are small
  * and fixed; the tests check every certificate made here with node:crypto's X509Certificate (OpenSSL) and
  * openssl verify, and read requests made by @peculiar/x509.
  */

@@ -1,5 +1,5 @@
 /**
- * The cluster PKI (DESIGN §7), made by our code at init so that joining and signing work alike with every
+ * The cluster PKI (docs/design.md#cluster-pki), made by our code at init so that joining and signing work alike with every
  * Kubernetes backend: kubeadm's files by kubeadm's names (CA, front-proxy CA, etcd CA, service-account key;
  * ECDSA P-256, SEC1 keys as kubeadm writes them, 10-year CAs), kubelet certificates signed from a node's
  * CSR, kubeadm's discovery hash of the CA, and the admin kubeconfig. The clock is a parameter so tests pin

@@ -1,6 +1,6 @@
 /**
  * Our TPM 2.0 client: raw TPM 2.0 commands to swtpm's socket or a TPM character device such as /dev/tpmrm0
- * (./transport.ts; DESIGN §9, §11).
+ * (./transport.ts; docs/design.md#providers, docs/design.md#environment).
  * One TpmClient owns one TPM connection and serializes every command through one queue, because swtpm serves a
  * single connection and answers one command at a time. swtpm has no resource manager, so connecting flushes
  * transient objects and sessions left behind by an earlier owner. Our own code: no maintained JavaScript

@@ -1,5 +1,5 @@
 /**
- * Runs and controls swtpm, the software TPM 2.0 every local node owns (DESIGN §9).
+ * Runs and controls swtpm, the software TPM 2.0 every local node owns (docs/design.md#providers).
  * One swtpm process per state directory: TPM commands on `<socketDir>/swtpm.sock`, swtpm's control protocol on
  * `<socketDir>/swtpm.sock.ctrl` (power cycle, shutdown); the socket folder is the state directory unless the caller
  * names a shorter one (a unix socket path has at most 107 bytes, a state directory in a workspace can be longer). The state is manufactured once with swtpm_setup, so the
@@ -11,6 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { UserError } from '../errors.js';
+import { pollUntil } from '../poll.js';
 import { TpmClient } from './client.js';
 import { processIsAlive } from '../process.js';
 
@@ -237,13 +238,8 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 }
 
 /** Polls for the end of a process that is not our child; true when it ended within `ms`. */
-async function waitForPidExit(pid: number, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (processIsAlive(pid)) {
-    if (Date.now() > deadline) return false;
-    await sleep(20);
-  }
-  return true;
+function waitForPidExit(pid: number, ms: number): Promise<boolean> {
+  return pollUntil(() => (processIsAlive(pid) ? undefined : true), { timeoutMs: ms, intervalMs: 20, onTimeout: () => false });
 }
 
 function u32(v: number): Buffer {

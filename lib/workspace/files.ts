@@ -1,4 +1,4 @@
-/** The workspace's file names (DESIGN §3), compatible with Constellation where Constellation names them. */
+/** The workspace's file names (docs/architecture.md#workspace-files), compatible with Constellation where Constellation names them. */
 import { promises as fs } from 'node:fs';
 
 export const CONFIG_FILE = 'constellation-conf.yaml';
@@ -12,6 +12,8 @@ export const DEBUG_LOG_FILE = 'constellation-debug.log';
 export const CLUSTER_LOG_FILE = 'constellation-cluster.log';
 /** What providers made (ResourceJournal), so a re-run continues and `terminate` deletes exactly that. */
 export const RESOURCES_FILE = 'constellation-resources.json';
+/** The journal of `upgrade apply`: every step before and after it happens, so a killed run continues (no secret). */
+export const UPGRADE_JOURNAL_FILE = 'constellation-upgrade.json';
 /** Present while a command changes the workspace; holds the owner's PID. */
 export const LOCK_FILE = '.constellation.lock';
 

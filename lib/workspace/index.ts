@@ -1,4 +1,4 @@
-/** The workspace (DESIGN §3): file names, atomic writes, required reads, state file, master secret, lock, resource journal. */
+/** The workspace (docs/architecture.md#workspace-files): file names, atomic writes, required reads, state file, master secret, lock, resource journal. */
 export * from './files.js';
 export * from './atomic-file.js';
 export * from './regular-file.js';

@@ -16,7 +16,7 @@ import type { AwsProviderOptions, AwsService } from './options.js';
 import { currentTask, whileWaiting } from '../common/task-graph.js';
 
 // The SDK warns on every run that its releases after January 2027 need Node 22; this project pins SDK
-// versions that run on Node 20 (DESIGN §11), so the warning is noise for users.
+// versions that run on Node 20 (docs/design.md#environment), so the warning is noise for users.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 /** IAM is a global service; its API lives in us-east-1. */

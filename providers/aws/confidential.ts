@@ -1,5 +1,5 @@
 /**
- * The confidential-VM settings of DESIGN §9 for AWS, per attestation variant (the variant table in
+ * The confidential-VM settings of docs/design.md#providers for AWS, per attestation variant (the variant table in
  * lib/attestation/variant-table.ts says which variants run on AWS and on which instance families):
  *  - SEV-SNP variants: `CpuOptions.AmdSevSnp = enabled` in the launch template;
  *  - every variant: an image with NitroTPM (`TpmSupport: v2.0`) that boots with UEFI (the vTPM measures the boot).

@@ -1,5 +1,5 @@
 /**
- * The AWS node platform (DESIGN §5, §7): an EC2 instance with NitroTPM at /dev/tpmrm0, its state disk at /dev/sdb
+ * The AWS node platform (docs/design.md#attestation, docs/design.md#nodes): an EC2 instance with NitroTPM at /dev/tpmrm0, its state disk at /dev/sdb
  * (the device the launch template maps), node metadata from IMDS and the EC2/ELB APIs.
  *   aws-sev-snp    the AK is a primary key from our template; the SNP report (configfs-tsm or /dev/sev-guest) has
  *                  REPORT_DATA = SHA-512(AK) and comes with the VLEK the host hands out.

@@ -19,11 +19,16 @@
  *   autoscaling-group-<group> ─ capacity-<group> (until it runs its desired capacity, ./capacity.ts)
  *
  * Zones: the config's zone first, then the node groups' other zones; each zone has a private subnet (nodes) and
- * a public one (NAT gateway), each node group lives in the private subnet of its zone. As upstream, the network
- * load balancer lives in the config's zone with one elastic IP (the cluster endpoint) and cross-zone load
- * balancing on, so it reaches control-plane nodes in every zone; one elastic IP per zone and one for the load
- * balancer keep three zones within AWS's default quota of five. Open ports: those of DESIGN §9 and the NodePort
- * range.
+ * a public one (NAT gateway), each node group lives in the private subnet of its zone. The network load balancer
+ * is enabled in the config's zone, with one elastic IP (the cluster endpoint), and in every zone that holds a
+ * control-plane group, with an address AWS assigns (no elastic IP): cross-zone load balancing does not reach a
+ * zone the load balancer is not enabled in (its targets there stay `unused`, Target.NotInUse), so upstream's
+ * single-zone load balancer would never send to control planes in another zone. Cross-zone load balancing is on,
+ * so the endpoint's address reaches every enabled zone. Elastic IPs: one per zone (NAT) and one for the load
+ * balancer, so four zones fit AWS's default quota of five; create checks the quota before it allocates any
+ * (./create.ts). Target groups as upstream: client IPs not preserved, and a deregistration delay of 30 s so that
+ * draining a control plane (upgrades, scale-in) does not take AWS's default 5 minutes. Open ports: those of the
+ * load balancer and the NodePort range.
  */
 import type { CreateAutoScalingGroupCommandInput } from '@aws-sdk/client-auto-scaling';
 import type {
@@ -468,7 +473,7 @@ function launchTemplateStep(
         MetadataOptions: { HttpEndpoint: 'enabled', HttpTokens: 'required', HttpPutResponseHopLimit: 2 },
         BlockDeviceMappings: [
           {
-            // The state disk; the node encrypts it with the key the join service derives (DESIGN §4).
+            // The state disk; the node encrypts it with the key the join service derives (docs/design.md#keys-and-identities).
             DeviceName: '/dev/sdb',
             Ebs: { VolumeSize: g.stateDiskSizeGB, VolumeType: g.stateDiskType as VolumeType, DeleteOnTermination: true, Encrypted: true },
           },

@@ -1,6 +1,6 @@
 /**
  * What an AWS cluster is made of, as data: resource kinds (as recorded in the journal), the load balancer's
- * ports and health checks (DESIGN §9), the network layout, names within AWS's length limits, and tags.
+ * ports and health checks (docs/design.md#ports), the network layout, names within AWS's length limits, and tags.
  */
 import type { CreateRequest, NodeRole, RecordedResource } from '../contract.js';
 
@@ -55,7 +55,7 @@ export interface LoadBalancerPort {
   healthCheck: { protocol: 'TCP' | 'HTTPS'; path?: string };
 }
 
-/** DESIGN §9: the control plane's ports behind the load balancer, each with its own health check. */
+/** docs/design.md#ports: the control plane's ports behind the load balancer, each with its own health check. */
 export const LOAD_BALANCER_PORTS: readonly LoadBalancerPort[] = [
   { name: 'kubernetes', port: 6443, healthCheck: { protocol: 'HTTPS', path: '/readyz' } },
   { name: 'bootstrapper', port: 9000, healthCheck: { protocol: 'TCP' } },

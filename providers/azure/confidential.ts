@@ -1,5 +1,5 @@
 /**
- * The confidential-VM settings of each Azure attestation variant (DESIGN §9). The variant table
+ * The confidential-VM settings of each Azure attestation variant (docs/design.md#providers). The variant table
  * (lib/attestation/variant-table.ts) says which variants run on Azure and on which VM sizes: SEV-SNP CVMs are
  * DCas_v5/ECas_v5 (and their local-disk "ads" siblings), TDX CVMs DCes_v5/ECes_v5; trusted launch runs on
  * ordinary sizes. A size that cannot run the variant is a UserError before anything is created, since Azure would

@@ -1,5 +1,5 @@
 /**
- * The Azure provider (DESIGN §9): confidential VM scale sets (SEV-SNP, TDX) or trusted-launch VMs behind a
+ * The Azure provider (docs/design.md#providers): confidential VM scale sets (SEV-SNP, TDX) or trusted-launch VMs behind a
  * standard load balancer, made with the official Azure SDKs. This module only wires the parts together; each
  * part is imported when first used so that loading the provider does not load an SDK.
  */

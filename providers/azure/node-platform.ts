@@ -1,5 +1,5 @@
 /**
- * The Azure node platform (DESIGN §5, §7): a confidential (or trusted-launch) VM whose paravisor (HCL) owns the
+ * The Azure node platform (docs/design.md#attestation, docs/design.md#nodes): a confidential (or trusted-launch) VM whose paravisor (HCL) owns the
  * vTPM at /dev/tpmrm0; the state disk is the data disk at LUN 0 (/dev/disk/azure/scsi1/lun0); node metadata from
  * IMDS and Azure Resource Manager. The AK is the paravisor's persistent key (0x81000003), never one of ours:
  *   azure-sev-snp        instanceInfo is the HCL report from NV index 0x01400001: the SNP report and the runtime

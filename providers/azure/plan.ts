@@ -8,7 +8,7 @@
  *                   └─ network-security-group ────────┴─ vnet ──────┘
  *
  * Workers reach the internet through the NAT gateway; the control plane is behind the load balancer, which
- * forwards and health-checks the ports of DESIGN §9. Names are derived from the cluster name and uid, so a
+ * forwards and health-checks the ports of docs/design.md#ports. Names are derived from the cluster name and uid, so a
  * re-run PUTs the same resources again (ARM PUT is idempotent) instead of making new ones.
  */
 import type { VirtualMachineScaleSet } from '@azure/arm-compute';
@@ -17,7 +17,7 @@ import type { CreateRequest, NodeGroupSpec, NodeRole } from '../contract.js';
 import { UserError } from '../../lib/errors.js';
 import { assertInstanceType, securitySettings } from './confidential.js';
 
-/** Load-balanced ports (DESIGN §9) and their probes: the API server's is HTTPS GET /readyz, as upstream's. */
+/** Load-balanced ports (docs/design.md#ports) and their probes: the API server's is HTTPS GET /readyz, as upstream's. */
 export const CLUSTER_PORTS = [
   { name: 'kubernetes', port: 6443, probe: { protocol: 'Https', requestPath: '/readyz' } },
   { name: 'bootstrapper', port: 9000, probe: { protocol: 'Tcp' } },

@@ -1,5 +1,5 @@
 /**
- * The confidential-VM settings of GCP (DESIGN §9) per attestation variant: SEV-SNP on n2d (AMD Milan or
+ * The confidential-VM settings of GCP (docs/design.md#providers) per attestation variant: SEV-SNP on n2d (AMD Milan or
  * newer), SEV-ES on n2d and c2d (the variant table in lib/attestation/variant-table.ts holds the families);
  * always a shielded VM with vTPM and integrity monitoring, and host maintenance that terminates (live migration
  * is not available for these VMs).

@@ -1,5 +1,5 @@
 /**
- * The GCP node platform (DESIGN §5, §7): a GCE confidential VM with its shielded vTPM at /dev/tpmrm0, its state disk
+ * The GCP node platform (docs/design.md#attestation, docs/design.md#nodes): a GCE confidential VM with its shielded vTPM at /dev/tpmrm0, its state disk
  * at /dev/disk/by-id/google-state-disk (the device name the instance template gives it), node metadata from the GCE
  * metadata server and the Compute API. The AK is the one GCE's shielded identity vouches for: the primary key made
  * from the RSA template GCE keeps in its vTPM's NV index 0x01c10001. instanceInfo names the instance (project,

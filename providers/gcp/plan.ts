@@ -1,5 +1,5 @@
 /**
- * What `create` makes on GCP, as an explicit dependency graph of steps (DESIGN §9), following upstream
+ * What `create` makes on GCP, as an explicit dependency graph of steps (docs/design.md#providers), following upstream
  * Constellation's Terraform (terraform/infrastructure/gcp):
  *
  *   network ─┬─ subnetwork ─────────────┐
@@ -29,7 +29,7 @@ import type { CreateRequest, NodeGroupSpec } from '../contract.js';
 import { refId as url, type GcpKind, type GcpResource, type ResourceRef } from './clients.js';
 import { checkMachineType, confidentialSettings } from './confidential.js';
 
-/** The ports of DESIGN §9 with their named port (upstream's names) and health check. */
+/** The ports of docs/design.md#ports with their named port (upstream's names) and health check. */
 export const LOAD_BALANCER_NAMED_PORTS = [
   { name: 'kubernetes', port: 6443, healthCheck: 'HTTPS' },
   { name: 'bootstrapper', port: 9000, healthCheck: 'TCP' },

@@ -1,5 +1,5 @@
 /**
- * The local provider (DESIGN §9): a cluster of process nodes on this machine, each with its own software TPM,
+ * The local provider (docs/design.md#providers): a cluster of process nodes on this machine, each with its own software TPM,
  * state directory and network namespace (with an address no other local user can take), behind a local metadata server and TCP load balancer.
  * Nodes produce the local-vtpm attestation variant. Implementation modules load on first use, so loading the
  * provider costs nothing until it is used.

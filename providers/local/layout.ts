@@ -27,7 +27,7 @@ export const RUNTIME_ROOT = '/run/constellation';
 
 /** The metadata server's port on the cluster's gateway address (<prefix>.1). */
 export const METADATA_PORT = 8080;
-/** Ports the load balancer forwards to the control-plane nodes (DESIGN §9): Kubernetes API, init, join, verify, recover. */
+/** Ports the load balancer forwards to the control-plane nodes (docs/design.md#ports): Kubernetes API, init, join, verify, recover. */
 export const LOAD_BALANCER_PORTS = [6443, 9000, 30090, 30081, 9999] as const;
 
 export interface ClusterPaths {

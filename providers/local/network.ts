@@ -1,5 +1,5 @@
 /**
- * The local cluster's network (DESIGN §9: every node has an address that no other local user can take). Each node
+ * The local cluster's network (docs/design.md#providers: every node has an address that no other local user can take). Each node
  * runs in its own Linux network namespace, with an address that exists only there; the cluster's metadata server and
  * load balancer (the cloud daemon) run in one more namespace, the gateway, which holds the cluster's bridge:
  *

@@ -1,5 +1,5 @@
 /**
- * Node side of the local provider: the NodeMetadata a bootstrapper asks (DESIGN §9), as an HTTP client of the
+ * Node side of the local provider: the NodeMetadata a bootstrapper asks (docs/design.md#providers), as an HTTP client of the
  * cluster's metadata server. A node is identified by its source address, so every request leaves from NODE_IP.
  * Also the AK registry client (local-vtpm: `GET /v1/ak/<instance>`: AK, role and address) for the join service and the CLI.
  */

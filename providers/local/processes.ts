@@ -16,6 +16,7 @@ import { createRequire } from 'node:module';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { detachMountsUnder } from '../../lib/mounts.js';
+import { pollUntil } from '../../lib/poll.js';
 import { openRegularFileForAppend } from '../../lib/workspace/regular-file.js';
 import { netnsPath } from './network.js';
 
@@ -196,16 +197,17 @@ function signal(pid: number, sig: NodeJS.Signals, group: boolean): void {
   }
 }
 
-const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** Resolves with the PIDs still alive once all are gone or `timeoutMs` passed. */
 async function waitGone(pids: number[], timeoutMs: number): Promise<number[]> {
-  const deadline = Date.now() + timeoutMs;
   let alive = pids;
-  for (;;) {
-    alive = await filterAsync(alive, isAlive);
-    if (alive.length === 0 || Date.now() >= deadline) return alive;
-    await sleep(20);
-  }
+  return pollUntil(
+    async () => {
+      alive = await filterAsync(alive, isAlive);
+      return alive.length === 0 ? alive : undefined;
+    },
+    { timeoutMs, intervalMs: 20, onTimeout: () => alive },
+  );
 }
 
 /**

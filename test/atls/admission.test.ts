@@ -26,6 +26,7 @@ import { createLogger, rateLimitedLogger } from '../../lib/logging/index.js';
 import { InitClient, InitRequest, InitService, type InitResponse } from '../../proto/gen/constellation/init.js';
 import { FakeAttester, FakeValidator } from './support/fake-attestation.js';
 import { openRawSession, type RawCall, type RawSession } from './support/raw-grpc.js';
+import { pollUntil } from '../../lib/poll.js';
 
 const PCRS = { '15': '11'.repeat(32) };
 const INIT_PATH = '/constellation.init.v1.Init/Init';
@@ -115,6 +116,39 @@ function challenge(): Uint8Array {
   return InitRequest.encode({ kind: { $case: 'challenge', value: { nonce: randomBytes(32), verifierPublicKey: Buffer.alloc(0) } } }).finish();
 }
 
+/** 1,000 Init streams from 127.0.0.2 over 10 HTTP/2 sessions, each sending a challenge and nothing more. */
+interface HalfOpenAttack {
+  /** The status of every stream the server refused at once (the admitted ones stay open). */
+  refusals: Array<{ code: number; message: string }>;
+  close(): void;
+}
+
+async function halfOpenAttack(port: number): Promise<HalfOpenAttack> {
+  const sessions: RawSession[] = await Promise.all(Array.from({ length: 10 }, () => openRawSession('127.0.0.1', port, '127.0.0.2')));
+  const calls: RawCall[] = Array.from({ length: 1000 }, (_, i) => {
+    const call = sessions[i % sessions.length].call(INIT_PATH);
+    call.send(challenge());
+    return call;
+  });
+  // The 996 refusals come at once; the 4 admitted streams stay open (until the step timeout of 30 s).
+  const refusals: Array<{ code: number; message: string }> = [];
+  await new Promise<void>((resolve) => {
+    for (const call of calls) {
+      void call.status.then((status) => {
+        refusals.push(status);
+        if (refusals.length === 996) resolve();
+      });
+    }
+  });
+  return {
+    refusals: [...refusals],
+    close: () => {
+      for (const call of calls) call.cancel();
+      for (const session of sessions) session.close();
+    },
+  };
+}
+
 describe('atls/admission: bounded attestation work', () => {
   describe('ExchangeAdmission', () => {
     it('admits up to the limits, per address and in total, and frees a slot exactly once', () => {
@@ -142,40 +176,25 @@ describe('atls/admission: bounded attestation work', () => {
   });
 
   describe('an init server under 1,000 half-open Init streams', function () {
+    // Each case runs the whole attack on a server of its own, so it stands alone.
     this.timeout(60_000);
     const attester = new FakeAttester(PCRS);
     const limits: ExchangeLimits = { maxConcurrent: 16, maxPerPeer: 4, idleTimeoutMs: 10_000 };
     let h: Harness;
-    let sessions: RawSession[] = [];
-    let calls: RawCall[] = [];
+    let attack: HalfOpenAttack;
 
-    before(async () => {
+    beforeEach(async () => {
       h = await startInitServer(limits, attester);
+      attack = await halfOpenAttack(h.server.port);
     });
-    after(async () => {
-      for (const call of calls) call.cancel();
-      for (const session of sessions) session.close();
+    afterEach(async () => {
+      attack.close();
       await h.server.close();
     });
 
     it('refuses all but 4 with RESOURCE_EXHAUSTED, saying why, and quotes for 4 only', async () => {
-      sessions = await Promise.all(Array.from({ length: 10 }, () => openRawSession('127.0.0.1', h.server.port, '127.0.0.2')));
-      calls = Array.from({ length: 1000 }, (_, i) => {
-        const call = sessions[i % sessions.length].call(INIT_PATH);
-        call.send(challenge());
-        return call;
-      });
-      // The 996 refusals come at once; the 4 admitted streams stay open (until the step timeout of 30 s).
-      const settled: Array<{ code: number; message: string }> = [];
-      await new Promise<void>((resolve) => {
-        for (const call of calls) {
-          void call.status.then((status) => {
-            settled.push(status);
-            if (settled.length === 996) resolve();
-          });
-        }
-      });
-      for (const status of settled) {
+      assert.equal(attack.refusals.length, 996);
+      for (const status of attack.refusals) {
         assert.deepEqual(status, {
           code: 8,
           message: 'the init server is busy: 4 calls from 127.0.0.2 are in progress, at most 4 are served at once per address; try again later',
@@ -186,13 +205,13 @@ describe('atls/admission: bounded attestation work', () => {
     });
 
     it('serves an honest CLI from another address, its quote queued behind at most the 4 admitted ones', async () => {
-      const before = h.ahead.length;
+      await pollUntil(() => h.ahead.length === 4 || undefined, { timeoutMs: 10_000, intervalMs: 10, what: 'the 4 admitted quotes' });
       await honestInit(h.server.port, attester);
-      assert.equal(h.ahead.length, before + 1);
-      assert.ok(h.ahead[before] <= limits.maxPerPeer, `the honest quote waited behind ${h.ahead[before]} quotes`);
+      assert.equal(h.ahead.length, 5);
+      assert.ok(h.ahead[4] <= limits.maxPerPeer, `the honest quote waited behind ${h.ahead[4]} quotes`);
     });
 
-    it('collapses the repeated refusal warnings into a few lines and a count', async () => {
+    it('collapses the repeated refusal warnings into a few lines and a count', () => {
       const refusals = h.log.filter((l) => l.msg === 'init server: call refused');
       assert.equal(refusals.length, 3, 'the burst, then nothing');
       assert.ok(refusals.every((l) => l.level === 'warn' && /is busy/.test(String(l.reason))));

@@ -6,7 +6,7 @@ import { UserError } from '../../lib/errors.js';
 
 const ECDH_P256 = { name: 'ECDH', namedCurve: 'P-256' } as const;
 
-/** A JWE made by jose (the reference implementation) the way DESIGN §6 fixes it. */
+/** A JWE made by jose (the reference implementation) the way docs/design.md#attested-channels fixes it. */
 async function joseSeal(plaintext: Uint8Array, recipient: Uint8Array, purpose: string, nonce: Uint8Array): Promise<string> {
   const key = await webcrypto.subtle.importKey('raw', recipient, ECDH_P256, true, []);
   return new CompactEncrypt(plaintext)
@@ -57,7 +57,7 @@ describe('atls/keys and seal', () => {
     assert.notEqual(a.split('.')[2], b.split('.')[2]);
   });
 
-  it('opens what jose sealed, and jose opens what it sealed (the format DESIGN §6 fixes)', async () => {
+  it('opens what jose sealed, and jose opens what it sealed (the format docs/design.md#attested-channels fixes)', async () => {
     const recipient = generateEphemeralKeyPair();
     const fromJose = await joseSeal(secret, recipient.publicKey, 'join', nonce);
     assert.deepEqual(Buffer.from(unseal(fromJose, recipient.privateKey, { purpose: 'join', nonce })), secret);

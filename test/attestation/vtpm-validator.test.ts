@@ -16,7 +16,7 @@ import { startTestTpm, type TestTpm } from '../tpm/support.js';
 
 const enc = new TextEncoder();
 
-describe('vTPM issuer and validator (DESIGN §5) with a real swtpm', () => {
+describe('vTPM issuer and validator (docs/design.md#attestation) with a real swtpm', () => {
   let tpm: TestTpm;
   let client: TpmClient;
   let issuer: VtpmIssuer;

@@ -8,6 +8,8 @@ import { requestVerifiedAttestation } from '../../lib/atls/index.js';
 import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedPcr15 } from '../../lib/kms/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { cliInit, cliRecover, getStatus, loopbackNet, TestCluster, type TestNode } from './support/test-cluster.js';
+import { pollUntil } from '../../lib/poll.js';
+import { requireTool } from '../support/require-tool.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -50,7 +52,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
   }
 
   beforeEach(async function () {
-    if (!hasSwtpm) this.skip();
+    requireTool(this, hasSwtpm, 'swtpm');
     cluster = await TestCluster.create();
     ip = loopbackNet();
     cp = await cluster.startNode({ name: 'cp-0', ip: ip(2), role: 'control-plane' });
@@ -223,9 +225,5 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
 });
 
 async function waitUntil(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!condition()) {
-    if (Date.now() > deadline) throw new Error('condition not met in time');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  await pollUntil(() => condition() || undefined, { timeoutMs, intervalMs: 20, what: 'the condition' });
 }

@@ -13,6 +13,8 @@ import { createLogger } from '../../lib/logging/index.js';
 import { makeTestStore } from '../joinservice/support/test-store.js';
 import { cliInit, getStatus, TestCluster } from './support/test-cluster.js';
 import { imageMeasurements } from '../support/measurements.js';
+import { pollUntil } from '../../lib/poll.js';
+import { requireTool } from '../support/require-tool.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -29,7 +31,7 @@ describe('bootstrapper: a join service impostor on the join service address', fu
   const impostorLog: string[] = [];
 
   before(async function () {
-    if (!hasSwtpm) this.skip();
+    requireTool(this, hasSwtpm, 'swtpm');
     cluster = await TestCluster.create();
   });
   after(async () => {
@@ -52,11 +54,11 @@ describe('bootstrapper: a join service impostor on the join service address', fu
     cluster.provider.loadBalancer = '127.0.0.70';
     const worker = await cluster.startNode({ name: 'w-0', ip: '127.0.0.71', role: 'worker' });
     // The impostor hands out tickets; the node turns each down.
-    const deadline = Date.now() + 20_000;
-    while (!worker.log.some((l) => l.includes("is not signed with this cluster's join-service key"))) {
-      if (Date.now() > deadline) assert.fail(`the node never got an impostor's ticket:\n${worker.log.join('\n')}`);
-      await new Promise((resolve) => setTimeout(resolve, 50));
-    }
+    await pollUntil(() => worker.log.some((l) => l.includes("is not signed with this cluster's join-service key")) || undefined, {
+      timeoutMs: 20_000,
+      intervalMs: 50,
+      onTimeout: () => assert.fail(`the node never got an impostor's ticket:\n${worker.log.join('\n')}`),
+    });
     assert.ok(impostorLog.some((l) => l.includes('join ticket issued')), 'the impostor did seal a ticket');
     assert.equal(worker.bootstrapper.lock.locked, false);
     assert.equal(await worker.disk.isFormatted(), false, 'no disk was formatted with the impostor\'s key');

@@ -14,9 +14,8 @@ import type { StateDisk } from '../../bootstrapper/state-disk/types.js';
 import type { Issuer } from '../../lib/attestation/types.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import type { NodeMetadata } from '../../providers/contract.js';
+import { unused } from '../support/unused.js';
 
-const unused = <T>(what: string): T =>
-  new Proxy({}, { get: (_t, key) => (key === 'then' ? undefined : () => assert.fail(`${what}.${String(key)} must not be used`)) }) as T;
 
 /** A port on 127.0.0.1 that refuses connections (bound, then closed). */
 async function closedPort(): Promise<number> {
@@ -35,13 +34,13 @@ function options(metadata: Partial<NodeMetadata>, overrides: Partial<JoinClientO
     lock,
     status: new NodeStatusTracker('worker-0', 'worker', { lock }),
     setup: unused<NodeSetup>('setup'),
-    stateDisk: { uuid: '00000000-0000-4000-8000-000000000000' } as StateDisk,
+    stateDisk: unused<StateDisk>('stateDisk', { uuid: '00000000-0000-4000-8000-000000000000' }),
     logger: nullLogger,
-    metadata: {
+    metadata: unused<NodeMetadata>('metadata', {
       loadBalancerEndpoint: async () => assert.fail('no load balancer'),
       peers: async () => [],
       ...metadata,
-    } as NodeMetadata,
+    }),
     backend: unused<KubernetesBackend>('backend'),
     joinServicePort: 30090,
     ...overrides,

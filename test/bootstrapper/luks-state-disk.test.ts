@@ -12,6 +12,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { deviceMapperActivator, openLuksStateDisk, StateDiskError, testPassphraseActivator, type LuksStateDisk, type RunCommand } from '../../bootstrapper/state-disk.js';
 import { deriveStateDiskKey, generateMasterSecret } from '../../lib/kms/index.js';
+import { requireTool } from '../support/require-tool.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
@@ -33,7 +34,7 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
   const luksLabel = () => /^Label:\s*(\S*)/m.exec(execFileSync('cryptsetup', ['luksDump', device], { encoding: 'utf8' }))?.[1];
 
   before(function () {
-    if (!hasCryptsetup) this.skip();
+    requireTool(this, hasCryptsetup, 'cryptsetup');
   });
   beforeEach(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'luks-disk-'));

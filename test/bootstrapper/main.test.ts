@@ -15,6 +15,7 @@ import { localAkRegistry } from '../../providers/local/node-metadata.js';
 import { InitSecrets } from '../../proto/gen/constellation/init.js';
 import { REPO_ROOT } from '../support/cli.js';
 import { cliInit, getStatus } from './support/test-cluster.js';
+import { requireTool } from '../support/require-tool.js';
 
 const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status === 0;
 
@@ -138,7 +139,7 @@ describe('bootstrapper/main (the node program as a process)', function () {
       const measurements: Record<string, { expected: string; warnOnly: boolean }> = {};
 
       before(async function () {
-        if (!hasSwtpm) this.skip();
+        requireTool(this, hasSwtpm, 'swtpm');
         dir = await fs.mkdtemp(path.join(os.tmpdir(), 'bootstrapper-main-'));
         swtpm = await startSwtpm({ stateDir: path.join(dir, 'tpm') });
         const tpm = await TpmClient.connect(swtpm.serverSocket);

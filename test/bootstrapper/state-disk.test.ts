@@ -12,6 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { openGocryptfsStateDisk, StateDiskError, type GocryptfsStateDisk } from '../../bootstrapper/state-disk.js';
 import { deriveStateDiskKey, generateMasterSecret } from '../../lib/kms/index.js';
 import { REPO_ROOT } from '../support/cli.js';
+import { pollUntil } from '../../lib/poll.js';
 
 const UUID_V4 = /^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
 
@@ -156,11 +157,7 @@ async function gocryptfsPidsOf(cipherDir: string): Promise<number[]> {
 }
 
 async function waitUntil(check: () => Promise<boolean>, timeoutMs = 5000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error('timed out');
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  await pollUntil(async () => (await check()) || undefined, { timeoutMs, intervalMs: 20, what: 'the condition' });
 }
 
 /** A node process that formats the disk with the key derived from its UUID, writes a file, reports the UUID and is killed. */

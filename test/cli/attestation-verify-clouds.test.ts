@@ -30,6 +30,7 @@ import { FakeGcp } from '../fakes/gcp/server.js';
 import { runCli } from '../support/cli.js';
 import { TESTDATA } from '../support/testdata.js';
 import { extendBootPcrs, fillImageMeasurements } from '../support/image-measurements.js';
+import { requireTool } from '../support/require-tool.js';
 
 const AZURE = path.join(TESTDATA, 'attestation/azure-sev-snp');
 const GCE = path.join(TESTDATA, 'attestation/gce-vtpm/gce-cos-85-no-nonce.json');
@@ -113,7 +114,7 @@ describe('constellation attestation verify (cloud variants)', function () {
     const nonce = randomBytes(32);
     const env = () => ({ AWS_ENDPOINT_URL: fake.url, AWS_ACCESS_KEY_ID: FAKE_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: FAKE_CREDENTIALS.secretAccessKey, AWS_REGION: 'us-east-2', AWS_EC2_METADATA_DISABLED: 'true', AWS_SHARED_CREDENTIALS_FILE: '/nonexistent', AWS_CONFIG_FILE: '/nonexistent' });
     before(async function () {
-      if (!hasSwtpm()) this.skip();
+      requireTool(this, hasSwtpm(), 'swtpm');
       fake = await startFakeAws();
       dir = await workspace('aws', 'aws-nitro-tpm', () => undefined);
       dirs.push(dir);

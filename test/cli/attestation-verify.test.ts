@@ -10,6 +10,7 @@ import { defaultConfig, renderConfig } from '../../lib/config/index.js';
 import { FakeAttester, FakeValidator } from '../atls/support/fake-attestation.js';
 import { hasSwtpm, swtpmKit, type AttestationKit } from '../atls/support/kits.js';
 import { runCli } from '../support/cli.js';
+import { requireTool } from '../support/require-tool.js';
 
 describe('attestation report (lib/attestation/report)', () => {
   const pcrs = { '4': '44'.repeat(32), '9': '99'.repeat(32), '15': '00'.repeat(32) };
@@ -83,7 +84,7 @@ describe('constellation attestation verify', function () {
 
   before(async function () {
     // A real local-vtpm document needs swtpm (installed by `npm test`'s system-deps step).
-    if (!hasSwtpm()) this.skip();
+    requireTool(this, hasSwtpm(), 'swtpm');
     kit = await swtpmKit();
     dir = await mkdtemp(path.join(os.tmpdir(), 'attestation-verify-'));
     const document = await kit.issuer.issue(new Uint8Array(32).fill(7), nonce);

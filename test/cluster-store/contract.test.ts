@@ -15,6 +15,7 @@ import { createAdminKubeconfig, createClusterPki, loadClusterPki, type ClusterPk
 import { FakeKubernetesApi } from '../fakes/kubernetes/api-server.js';
 import { EtcdProcess } from './support/etcd-process.js';
 import { imageMeasurements } from '../support/measurements.js';
+import { pollUntil } from '../../lib/poll.js';
 
 const clock = () => new Date();
 const PKI_FILES: PkiFiles = createClusterPki({ clock, clusterName: 'contract' });
@@ -274,16 +275,15 @@ for (const { name, setup } of backends) {
       await assert.rejects(store.swapKubernetesUpgrade(kubernetesUpgrade(), undefined), unavailable);
       await backend.setAvailable(true);
       // The same client (a join service keeps its own) answers again once it has reconnected.
-      const deadline = Date.now() + 10_000;
-      for (;;) {
-        try {
-          assert.deepEqual((await store.readJoinConfig()).config, written, 'nothing was lost');
-          break;
-        } catch (err) {
-          if (!(err instanceof StoreUnavailableError) || Date.now() > deadline) throw err;
-          await new Promise((resolve) => setTimeout(resolve, 100));
-        }
-      }
+      let stillUnavailable: unknown;
+      const read = await pollUntil(() => store.readJoinConfig().catch((err: unknown) => (err instanceof StoreUnavailableError ? void (stillUnavailable = err) : Promise.reject(err))), {
+        timeoutMs: 10_000,
+        intervalMs: 100,
+        onTimeout: () => {
+          throw stillUnavailable;
+        },
+      });
+      assert.deepEqual(read.config, written, 'nothing was lost');
       assert.deepEqual((await store.listNodes()).map((n) => n.name), ['worker-0']);
     });
   });

@@ -4,7 +4,7 @@ import { expectedClusterPcr } from '../../cli/cluster/verify.js';
 import { expectedPcr15 } from '../../lib/kms/index.js';
 
 describe('cli/cluster/verify: the PCR 15 a cluster ID gives', () => {
-  it('is the SHA-256 value the key derivations define (DESIGN §4), and SHA-384 has its own; other sizes have none', () => {
+  it('is the SHA-256 value the key derivations define (docs/design.md#keys-and-identities), and SHA-384 has its own; other sizes have none', () => {
     const clusterId = randomBytes(32);
     assert.deepEqual(expectedClusterPcr(clusterId, 32), expectedPcr15(clusterId));
     assert.equal(expectedClusterPcr(clusterId, 48)?.length, 48);

@@ -12,6 +12,8 @@
  * `npm run bench -- cloud-box` measures the same create + init beside the local provider's `mini up`.
  */
 import assert from 'node:assert/strict';
+import { pollUntil } from '../../lib/poll.js';
+import { requireTool } from '../support/require-tool.js';
 import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes, randomInt } from 'node:crypto';
 import { promises as fs } from 'node:fs';
@@ -27,21 +29,22 @@ const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }
 const isLuks = (file: string) => spawnSync('cryptsetup', ['isLuks', file]).status === 0;
 
 async function waitForStatus(cloud: BoxCloud, done: (s: NodeStatusJson) => boolean, timeoutMs = 90_000): Promise<NodeStatusJson> {
-  const deadline = Date.now() + timeoutMs;
   let last: NodeStatusJson | undefined;
-  while (Date.now() < deadline) {
-    last = await cloud.status();
-    if (done(last)) return last;
-    await new Promise((r) => setTimeout(r, 500));
-  }
-  assert.fail(`status did not settle: ${JSON.stringify(last)}`);
+  return pollUntil(
+    async () => {
+      last = await cloud.status();
+      return done(last) ? last : undefined;
+    },
+    { timeoutMs, intervalMs: 500, onTimeout: () => assert.fail(`status did not settle: ${JSON.stringify(last)}`) },
+  );
 }
 
 describe('cloud in a box', function () {
   this.timeout(300_000);
   let ca: SnpTestCa;
   before(function () {
-    if (!hasSwtpm() || !hasCryptsetup) this.skip();
+    requireTool(this, hasSwtpm(), 'swtpm');
+    requireTool(this, hasCryptsetup, 'cryptsetup');
     ca = makeSnpTestCa('Milan');
   });
 

@@ -299,7 +299,7 @@ describe('e2e: the CLI killed during mini up', function () {
       assert.equal(secret !== undefined, point.secretWritten, 'the master secret is written once, during init');
 
       const again = await run(copy, ws, ['mini', 'up', '-y']);
-      // DESIGN §3: the same command continues from wherever the killed run stopped.
+      // docs/design.md#workspace: the same command continues from wherever the killed run stopped.
       assert.equal(again.code, 0, again.stderr);
       assert.match(again.stdout, /is up: 2 nodes joined/);
       assert.ok((await status(copy, ws)).every((n) => n.state === 'joined'));

@@ -12,6 +12,7 @@ import { parse } from 'yaml';
 import { STATE_FILE } from '../../lib/workspace/files.js';
 import { changedBuild, cleanUp, clusterProcesses, copyBuiltCli, run, tamper, tempDir, type CliCopy } from './support.js';
 import { removeImageTree } from '../../providers/local/image-store.js';
+import { pollUntil } from '../../lib/poll.js';
 
 interface ListedImage {
   version: string;
@@ -139,14 +140,15 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
 
   it('a rebooted node keeps the image it was created with after the config names another', async () => {
     await ok(['mini', 'reboot', 'worker-0']);
-    const deadline = Date.now() + 60_000;
     let worker: { state: string; software?: { image: string } } | undefined;
-    for (;;) {
-      const status = JSON.parse(await ok(['status', '--json'])) as { nodes: { name: string; state: string; software?: { image: string } }[] };
-      worker = status.nodes.find((n) => n.name === 'worker-0');
-      if (worker?.state === 'joined' || Date.now() > deadline) break;
-      await new Promise((resolve) => setTimeout(resolve, 250));
-    }
+    await pollUntil(
+      async () => {
+        const status = JSON.parse(await ok(['status', '--json'])) as { nodes: { name: string; state: string; software?: { image: string } }[] };
+        worker = status.nodes.find((n) => n.name === 'worker-0');
+        return worker?.state === 'joined' || undefined;
+      },
+      { timeoutMs: 60_000, intervalMs: 250, onTimeout: () => false },
+    );
     assert.equal(worker?.state, 'joined');
     assert.equal(worker?.software?.image, 'v1');
   });

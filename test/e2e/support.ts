@@ -16,6 +16,7 @@ import { clusterPaths } from '../../providers/local/layout.js';
 import { ClusterNetwork } from '../../providers/local/network.js';
 import { findOwnedProcesses } from '../../providers/local/processes.js';
 import { REPO_ROOT, type CliResult } from '../support/cli.js';
+import { pollUntil } from '../../lib/poll.js';
 
 export interface CliCopy {
   root: string;
@@ -77,13 +78,13 @@ export function start(copy: CliCopy, ws: string, args: string[], withOutput = fa
 
 /** Polls `check` every 10 ms until it returns a value other than undefined/false. */
 export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await check();
-    if (value !== undefined && value !== false) return value;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
+  return pollUntil<T>(
+    async () => {
+      const value = await check();
+      return value === false ? undefined : value;
+    },
+    { timeoutMs, intervalMs: 10, what },
+  );
 }
 
 export async function exists(file: string): Promise<boolean> {

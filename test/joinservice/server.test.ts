@@ -19,6 +19,7 @@ import { JoinServiceClient } from '../../proto/gen/constellation/join.js';
 import { diskUuidOf, hello, kubeletCsr, requestTicket } from './support/join-client.js';
 import { makeTestStore, type TestStore } from './support/test-store.js';
 import { imagePcrs, measurementsFor, SoftwareVtpm, TestAkRegistry } from './support/software-vtpm.js';
+import { requireTool } from '../support/require-tool.js';
 
 interface Harness {
   service: TestStore;
@@ -284,7 +285,7 @@ describe('joinservice/server (swtpm nodes, VtpmIssuer, local-vtpm validator from
   }
 
   before(async function () {
-    if (!hasSwtpm) this.skip();
+    requireTool(this, hasSwtpm, 'swtpm');
     tmp = await mkdtemp(path.join(os.tmpdir(), 'js-swtpm-'));
   });
   after(async () => {

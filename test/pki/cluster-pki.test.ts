@@ -18,6 +18,7 @@ import {
   type PkiFiles,
 } from '../../lib/pki/cluster-pki.js';
 import * as x509 from '../../lib/x509.js';
+import { requireTool, toolRuns } from '../support/require-tool.js';
 
 const NOW = new Date('2031-03-04T05:06:07.000Z');
 const clock = () => NOW;
@@ -109,7 +110,7 @@ describe('pki/cluster-pki', () => {
   });
 
   it('passes openssl verify (an independent X.509 implementation) when openssl is installed', async function () {
-    if (spawnSync('openssl', ['version']).status !== 0) this.skip();
+    requireTool(this, toolRuns('openssl', ['version']), 'openssl');
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'pki-openssl-'));
     try {
       const pki = loadClusterPki(files);

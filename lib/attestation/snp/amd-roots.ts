@@ -1,6 +1,6 @@
 /**
  * AMD's public SEV-SNP certificate chains, shipped with the package so that no verification needs the network
- * for them (DESIGN §5). One chain per product and signing-key kind: the ASK (signs VCEKs) or ASVK (signs VLEKs),
+ * for them (docs/design.md#attestation). One chain per product and signing-key kind: the ASK (signs VCEKs) or ASVK (signs VLEKs),
  * then the ARK (AMD's root for the product). Copied verbatim from AMD's key distribution service
  * (`/vcek/v1/{product}/cert_chain`, `/vlek/v1/{product}/cert_chain`); public certificates, not secrets.
  */

@@ -1,5 +1,5 @@
 /**
- * The local-vtpm variant (DESIGN §5): nodes of the local provider, each with its own swtpm. Its AK is trusted
+ * The local-vtpm variant (docs/design.md#attestation): nodes of the local provider, each with its own swtpm. Its AK is trusted
  * only when it is, byte for byte, the AK the local provider registered for that instance when it created the
  * node (like GCP's shielded-instance identity API). instanceInfo is the UTF-8 JSON `{"instance":"<node name>"}`.
  * A trusted AK identifies the instance, so the result names it, with the role and addresses the provider registered.

@@ -12,7 +12,7 @@ export const protobufPackage = "constellation.attestation.v1";
 export const protobufFileName = "constellation/attestation.proto";
 
 /**
- * The pieces of an attested exchange (DESIGN §6), shared by every service that carries a secret.
+ * The pieces of an attested exchange (docs/design.md#attested-channels), shared by every service that carries a secret.
  * One exchange runs on one bidirectional stream: Challenge -> Evidence -> Sealed (-> Progress...) -> Sealed | Failure.
  */
 
@@ -26,7 +26,7 @@ export interface Challenge {
 }
 
 /**
- * Sent by the attested side: an attestation document (JSON, DESIGN §5) whose userData binds the purpose,
+ * Sent by the attested side: an attestation document (JSON, docs/design.md#attestation) whose userData binds the purpose,
  * public_key and the bound request fields, and the side's ephemeral ECDH public key (uncompressed SEC1 point).
  */
 export interface Evidence {

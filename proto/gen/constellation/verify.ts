@@ -34,7 +34,7 @@ export interface GetAttestationRequest {
 }
 
 export interface GetAttestationResponse {
-  /** The attestation document (JSON, DESIGN §5). */
+  /** The attestation document (JSON, docs/design.md#attestation). */
   document: Buffer;
 }
 

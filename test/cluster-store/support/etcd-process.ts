@@ -11,6 +11,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, etcdClient, type EtcdConnection } from '../../../lib/cluster-store/etcd.js';
 import { issueEtcdClientCertificate, issueEtcdMemberCertificates, type ClusterPki } from '../../../lib/pki/cluster-pki.js';
+import { pollUntil } from '../../../lib/poll.js';
 
 const START_TIMEOUT_MS = 20_000;
 
@@ -101,19 +102,28 @@ export class EtcdProcess {
 
   private async waitHealthy(): Promise<void> {
     const client = await etcdClient({ ...this.connection, timeoutMs: 1000 });
-    const deadline = Date.now() + START_TIMEOUT_MS;
+    let last: unknown;
     try {
-      for (;;) {
-        const child = this.child;
-        if (!child || child.exitCode !== null || child.signalCode !== null) throw new Error(`etcd exited while starting; see ${path.join(this.dir, 'etcd.log')}: ${await fs.readFile(path.join(this.dir, 'etcd.log'), 'utf8')}`);
-        try {
-          await client.get('health').exec();
-          return;
-        } catch (err) {
-          if (Date.now() > deadline) throw new Error(`etcd did not answer within ${START_TIMEOUT_MS / 1000} s: ${(err as Error).message}`);
-          await new Promise((resolve) => setTimeout(resolve, 50));
-        }
-      }
+      await pollUntil(
+        async () => {
+          const child = this.child;
+          if (!child || child.exitCode !== null || child.signalCode !== null) throw new Error(`etcd exited while starting; see ${path.join(this.dir, 'etcd.log')}: ${await fs.readFile(path.join(this.dir, 'etcd.log'), 'utf8')}`);
+          return client
+            .get('health')
+            .exec()
+            .then(
+              () => true,
+              (err: unknown) => void (last = err),
+            );
+        },
+        {
+          timeoutMs: START_TIMEOUT_MS,
+          intervalMs: 50,
+          onTimeout: () => {
+            throw new Error(`etcd did not answer within ${START_TIMEOUT_MS / 1000} s: ${(last as Error).message}`);
+          },
+        },
+      );
     } finally {
       client.close();
     }

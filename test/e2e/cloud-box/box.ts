@@ -16,6 +16,7 @@ import { installStandinKubeadm } from '../../bootstrapper/kubernetes/standin-kub
 import { REPO_ROOT } from '../../support/cli.js';
 import type { BoxNodeConfig } from './node-program.js';
 import { extendBootPcrs } from '../../support/image-measurements.js';
+import { pollUntil } from '../../../lib/poll.js';
 
 const NODE_PROGRAM = path.join(path.dirname(fileURLToPath(import.meta.url)), 'node-program.ts');
 export const CONTROL_PLANE_PORTS = [6443, 9000, 30090, 30081, 9999] as const;
@@ -105,13 +106,21 @@ export class CloudBox {
 
   /** Waits until the node logged a line with `msg` (JSON log lines); fails when it exits first or after `timeoutMs`. */
   async waitForLog(node: BoxNode, msg: string, timeoutMs = 60_000): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
     const running = this.nodes.get(node.instance.id);
-    while (!node.output().includes(`"msg":"${msg}"`)) {
-      if (running?.child.exitCode !== null && running?.child.exitCode !== undefined) throw new Error(`node ${node.instance.id} exited:\n${node.output()}`);
-      if (Date.now() > deadline) throw new Error(`node ${node.instance.id} did not log "${msg}" within ${timeoutMs} ms:\n${node.output()}`);
-      await new Promise((r) => setTimeout(r, 100));
-    }
+    await pollUntil(
+      () => {
+        if (node.output().includes(`"msg":"${msg}"`)) return true;
+        if (running?.child.exitCode !== null && running?.child.exitCode !== undefined) throw new Error(`node ${node.instance.id} exited:\n${node.output()}`);
+        return undefined;
+      },
+      {
+        timeoutMs,
+        intervalMs: 100,
+        onTimeout: () => {
+          throw new Error(`node ${node.instance.id} did not log "${msg}" within ${timeoutMs} ms:\n${node.output()}`);
+        },
+      },
+    );
   }
 
   /** The load balancer in front of the control plane, on the cluster endpoint. */

@@ -93,7 +93,7 @@ describe('aws provider: create', function () {
     }
   });
 
-  it('opens the ports of DESIGN §9 with a health-checked target group and listener each; only the control plane is registered', async () => {
+  it('opens the ports of docs/design.md#ports with a health-checked target group and listener each; only the control plane is registered', async () => {
     await new AwsInfrastructure(fakeOptions(fake)).create(createRequest(), context());
     const [rules] = only(fake, 'AuthorizeSecurityGroupIngress');
     const perms = list(rules.params, 'IpPermissions');

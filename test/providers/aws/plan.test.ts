@@ -112,7 +112,7 @@ describe('aws plan', function () {
     });
   });
 
-  it('opens the ports of DESIGN §9 and the NodePort range from anywhere, everything within the VPC', function () {
+  it('opens the ports of docs/design.md#ports and the NodePort range from anywhere, everything within the VPC', function () {
     const rules = byId(planCreate(createRequest()).steps).get('security-group-rules');
     assert.ok(rules?.kind === 'security-group-rules');
     const permissions = rules.input(id).IpPermissions!;

@@ -97,7 +97,7 @@ describe('GCP infrastructure (fake Compute API)', function () {
       assert.equal(fake.requests.length, 0);
     });
 
-    it('puts the ports of DESIGN §9 behind a global TCP proxy load balancer: health check, backend service, proxy and forwarding rule each', async () => {
+    it('puts the ports of docs/design.md#ports behind a global TCP proxy load balancer: health check, backend service, proxy and forwarding rule each', async () => {
       const result = await infra.create(createRequest(), providerContext());
       const ports = LOAD_BALANCER_PORTS.map(String).sort();
       const checks = inserts('healthChecks');

@@ -10,6 +10,7 @@ import { SignatureError } from '../../../lib/images/signed-measurements.js';
 import { expectedImageMeasurements } from '../../../providers/local/image-measurement.js';
 import { LocalImageStore, removeImageTree } from '../../../providers/local/image-store.js';
 import { fakeBuild, tempDir, testSigner } from '../../images/support.js';
+import { requireTool } from '../../support/require-tool.js';
 
 describe('local images (mini image create / list)', () => {
   let dir: string;
@@ -85,7 +86,7 @@ describe('local images (mini image create / list)', () => {
   });
 
   it('an owner of the source folder other than the store\'s cannot change the image made from it', async function () {
-    if (process.getuid!() !== 0) this.skip(); // needs root to make a folder of another user and act as that user
+    requireTool(this, process.getuid!() === 0, 'root (to make a folder of another user and act as that user)'); // the setup runs as root
     const nobody = 65534;
     await fs.chown(build, nobody, nobody);
     for (const rel of await fs.readdir(build, { recursive: true })) await fs.chown(path.join(build, String(rel)), nobody, nobody);
