@@ -5,7 +5,7 @@
  * (constellation-qemu-<version>.raw) and, beside it, measurements.json and measurements.json.sig: the measurements
  * of a qemu node come only from that signed file, verified with the user's image key or the config's
  * measurementsSigningKey (never measured on the fly), and an image without them is refused
- * (docs/workflows/local-clusters.md).
+ * (docs/workflows/mini.md#vm-nodes-mini-up---vm).
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * The qemu provider (`mini up --vm`, docs/workflows/local-clusters.md): a cluster of QEMU VMs on this machine, each
+ * The qemu provider (`mini up --vm`, docs/workflows/mini.md#vm-nodes-mini-up---vm): a cluster of QEMU VMs on this machine, each
  * booting the node image under UEFI firmware (OVMF) with swtpm as its TPM, a LUKS2 state disk that the guest
  * encrypts, and a tap device in its own network namespace; the same network, metadata server, load balancer, cluster
  * record and process ownership as the local provider (providers/local/), whose nodes are processes instead.

@@ -1,6 +1,6 @@
 /**
  * The qemu-vtpm variant: nodes of the qemu provider, QEMU VMs on this machine that boot the node image under OVMF
- * with swtpm as their TPM (docs/workflows/local-clusters.md). The AK is trusted exactly as local-vtpm trusts it: only
+ * with swtpm as their TPM (docs/workflows/mini.md#vm-nodes-mini-up---vm). The AK is trusted exactly as local-vtpm trusts it: only
  * when it is, byte for byte, the AK the provider registered for that instance when it created the VM (the metadata
  * server's AK registry; upstream's QEMU variant trusts any AK). instanceInfo is `{"instance":"<node name>"}`.
  * The PCRs are a real boot's: PCR 4 (boot chain), 9 (kernel command line and initrd) and 11 (the UKI) come from the
