@@ -1,5 +1,5 @@
 /**
- * The base of every command: the global flags (-C/--workspace, --debug, --force) and one place that turns
+ * The base of every command: the global flags (-C/--workspace, --debug) and one place that turns
  * errors into messages. A UserError prints its message and hint (a ConfigError one `<file>:<line>: <path>: <message>`
  * line per problem), an operating system's file error (permission, read-only, disk full) names the file and the fix
  * (./system-errors.ts), a declined question its message alone (./confirm.ts); anything else is a bug, printed with
@@ -27,10 +27,8 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
       helpGroup: 'GLOBAL',
     }),
     debug: Flags.boolean({ description: 'Print debug output, and stack traces on errors.', helpGroup: 'GLOBAL' }),
-    force: Flags.boolean({
-      description: 'Skip safety checks that guard against mistakes (version compatibility and similar).',
-      helpGroup: 'GLOBAL',
-    }),
+    // No --force: upstream's skips its CLI/cluster version-compatibility checks, which this CLI does not have; the
+    // checks it has (measurements, attestation, kubeadm's version policy) guard security or correctness, not mistakes.
   };
 
   protected flags!: InferredFlags<T>;
