@@ -12,7 +12,8 @@
  * - A racing writer: timestamps come from a coarse clock (one kernel tick), so a write in the same tick as the
  *   file's last change would keep its ctime. A digest is therefore recorded only for a file whose ctime is more than
  *   RACY_MS before the hashing began (git's rule for "racily clean" files), and only when the file's identity after
- *   hashing equals that before. A younger file is hashed every time until it has rested.
+ *   hashing equals that before. A younger file is hashed every time until it has rested (`create` waits for that,
+ *   at most RACY_MS once after a build, so that its nodes' launchers find every digest).
  * - File systems whose attributes a user or a remote party reports (FUSE, NFS, SMB, 9p, Ceph) can show any ctime
  *   and serve other bytes on the next read: their files are hashed every time, never cached.
  * - Only the user running constellation can write the cache: it is used only when the file and every folder above
@@ -45,6 +46,13 @@ export interface FileDigestCacheOptions {
   now?: () => number;
   /** The user the cache must belong to; default the effective user of this process. */
   uid?: number;
+  /**
+   * Wait until a file changed less than RACY_MS ago has rested, so its digest can be kept (at most RACY_MS, once
+   * after a build): `create` does, so that the launchers of its nodes find every digest.
+   */
+  waitToRest?: boolean;
+  /** Sleeps (tests). */
+  sleep?: (ms: number) => Promise<void>;
 }
 
 export class FileDigestCache {
@@ -61,11 +69,20 @@ export class FileDigestCache {
   ) {
     this.now = options.now ?? Date.now;
     this.uid = options.uid ?? process.geteuid?.() ?? 0;
+    this.waitToRest = options.waitToRest ?? false;
+    this.sleep = options.sleep ?? ((ms) => new Promise((resolve) => setTimeout(resolve, ms)));
   }
+
+  private readonly waitToRest: boolean;
+  private readonly sleep: (ms: number) => Promise<void>;
 
   /** The file's digests, from the cache when the file is unchanged since they were computed. */
   async digests(file: string): Promise<FileDigests> {
     const entries = await this.load();
+    if (this.waitToRest) {
+      const age = this.now() - Number((await fs.stat(file, { bigint: true })).ctimeMs);
+      if (age >= 0 && age <= RACY_MS) await this.sleep(RACY_MS - age + 10);
+    }
     const started = this.now();
     const before = await fs.stat(file, { bigint: true });
     const identity = identityOf(before);

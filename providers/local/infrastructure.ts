@@ -105,7 +105,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
    * versioned image, `create` uses its signed measurements instead (cli/images).
    */
   expectedMeasurements(): Promise<Measurements> {
-    return expectedImageMeasurements(this.image, new FileDigestCache(this.digestCacheFile));
+    return expectedImageMeasurements(this.image, new FileDigestCache(this.digestCacheFile, { waitToRest: true }));
   }
 
   /** Root, the programs, /dev/fuse, the runtime folder and the current build's node program (./preconditions.ts). */

@@ -90,6 +90,18 @@ describe('local provider: the image digest cache', () => {
     await assert.rejects(fs.stat(cacheFile), { code: 'ENOENT' });
   });
 
+  it('waitToRest (create): waits until a file just written has rested, then keeps its digest', async () => {
+    const file = path.join(dir, 'image.bin');
+    await fs.writeFile(file, 'node image v1');
+    const cacheFile = path.join(dir, 'digests.json');
+    let slept = 0;
+    const cache = new FileDigestCache(cacheFile, { waitToRest: true, now: () => Date.now() + slept, sleep: async (ms) => void (slept += ms) });
+    assert.deepEqual(await cache.digests(file), await hashFile(file));
+    await cache.save();
+    assert.ok(slept > 0 && slept <= RACY_MS + 10, `slept ${slept} ms`);
+    assert.deepEqual(Object.keys(JSON.parse(await fs.readFile(cacheFile, 'utf8'))), [file]);
+  });
+
   it('ignores a cache file that another user could have written (group- or world-writable)', async () => {
     const file = path.join(dir, 'image.bin');
     await fs.writeFile(file, 'node image v1');
