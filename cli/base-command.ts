@@ -1,5 +1,5 @@
 /**
- * The base of every command: the global flags (-C/--workspace, --debug, --force) and one place that turns
+ * The base of every command: the global flags (-C/--workspace, --debug) and one place that turns
  * errors into messages. A UserError prints its message and hint (a ConfigError one `<file>:<line>: <path>: <message>`
  * line per problem), an operating system's file error (permission, read-only, disk full) names the file and the fix
  * (./system-errors.ts), a declined question its message alone (./confirm.ts); anything else is a bug, printed with
@@ -9,8 +9,9 @@
 import { Command, Flags, Interfaces } from '@oclif/core';
 import path from 'node:path';
 import { isConfigError } from '../lib/config/errors.js';
-import { isUserError } from '../lib/errors.js';
+import { isUserError, UserError } from '../lib/errors.js';
 import { isDeclined } from './confirm.js';
+import { closestFlag, normalizeOutputFlags } from './flag-conventions.js';
 import { installInterruptHandler } from './interrupt.js';
 import { explainSystemError } from './system-errors.js';
 
@@ -26,10 +27,8 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
       helpGroup: 'GLOBAL',
     }),
     debug: Flags.boolean({ description: 'Print debug output, and stack traces on errors.', helpGroup: 'GLOBAL' }),
-    force: Flags.boolean({
-      description: 'Skip safety checks that guard against mistakes (version compatibility and similar).',
-      helpGroup: 'GLOBAL',
-    }),
+    // No --force: upstream's skips its CLI/cluster version-compatibility checks, which this CLI does not have; the
+    // checks it has (measurements, attestation, kubeadm's version policy) guard security or correctness, not mistakes.
   };
 
   protected flags!: InferredFlags<T>;
@@ -48,16 +47,39 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
       command: () => ['constellation', ...process.argv.slice(2).map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`))].join(' '),
     });
     await super.init();
-    const { args, argv, flags } = await this.parse({
-      flags: this.ctor.flags,
-      baseFlags: (super.ctor as typeof BaseCommand).baseFlags,
-      enableJsonFlag: this.ctor.enableJsonFlag,
-      args: this.ctor.args,
-      strict: this.ctor.strict,
-    });
+    const ownFlags = this.ctor.flags ?? {};
+    this.argv = normalizeOutputFlags(this.argv, { jsonFlag: Boolean(this.ctor.enableJsonFlag), ownOutput: 'output' in ownFlags });
+    let parsed;
+    try {
+      parsed = await this.parse({
+        flags: this.ctor.flags,
+        baseFlags: (super.ctor as typeof BaseCommand).baseFlags,
+        enableJsonFlag: this.ctor.enableJsonFlag,
+        args: this.ctor.args,
+        strict: this.ctor.strict,
+      });
+    } catch (err) {
+      throw this.explainUnknownFlag(err) ?? err;
+    }
+    const { args, argv, flags } = parsed;
     this.flags = flags as InferredFlags<T>;
     this.args = args as InferredArgs<T>;
     this.positional = argv as string[];
+  }
+
+  /** A UserError naming the closest flag for oclif's "Nonexistent flag" (exit 2, a usage error), else undefined. */
+  private explainUnknownFlag(err: unknown): UserError | undefined {
+    const unknown = (err as { flags?: unknown }).flags;
+    if (!(err instanceof Error) || !(err.constructor.name === 'NonExistentFlagsError' || err.message.startsWith('Nonexistent flag')) || !Array.isArray(unknown) || unknown.length === 0) return undefined;
+    const known = Object.entries({ ...BaseCommand.baseFlags, ...(this.ctor.flags ?? {}) }).flatMap(([name, f]) => [name, ...((f as { char?: string }).char ? [(f as { char: string }).char] : [])]);
+    if (this.ctor.enableJsonFlag) known.push('json');
+    const command = [this.config.bin, ...(this.id ?? '').split(':')].join(' ');
+    const typed = unknown.map(String);
+    const suggestion = typed.length === 1 ? closestFlag(typed[0]!, known) : undefined;
+    return new UserError(`${typed.join(', ')} ${typed.length === 1 ? 'is not a flag' : 'are not flags'} of \`${command}\`.`, {
+      hint: suggestion ? `Did you mean ${suggestion}? \`${command} --help\` lists its flags.` : `\`${command} --help\` lists its flags.`,
+      exitCode: 2,
+    });
   }
 
   protected override async catch(thrown: Error & { exitCode?: number; oclif?: { exit?: number } }): Promise<unknown> {

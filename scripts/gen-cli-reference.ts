@@ -86,6 +86,14 @@ export function renderCliReference(manifest: Manifest, pjson: PackageJson): stri
   if (globalFlags.size > 0) {
     out.push('## Global flags', '', 'Every command takes these:', '', ...flagTable([...globalFlags.values()]), '');
   }
+  out.push(
+    '## Conventions',
+    '',
+    `- \`-h\`, \`--help\` and \`${bin} help <command>\` show a command's help; \`${bin} autocomplete bash|zsh|powershell\` sets up shell completion (oclif's plugin).`,
+    `- Where a command's output is structured, \`--json\` and \`-o json\` (\`--output json\`) are the same (\`verify\`, whose \`-o\` has more formats, takes \`--json\` as \`-o json\`).`,
+    '- A mistyped command or flag is refused with exit code 2, naming the closest command or flag ("Did you mean --worker-nodes?"); nothing guessed is run.',
+    '',
+  );
 
   for (const c of commands) {
     out.push(`## ${bin} ${spaced(c.id)}`, '');

@@ -46,6 +46,8 @@ export interface ApplyResult {
   scaled: Record<string, [number, number]>;
   upgrade?: UpgradeResult;
   measurementsWritten: boolean;
+  /** The workspace's admin kubeconfig where the cluster runs Kubernetes ('' where it does not). */
+  kubeconfigFile: string;
 }
 
 export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
@@ -56,7 +58,7 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
     options.progress?.(line);
   };
   const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir, progress: options.progress };
-  const result: ApplyResult = { created: false, initialized: false, scaled: {}, measurementsWritten: false };
+  const result: ApplyResult = { created: false, initialized: false, scaled: {}, measurementsWritten: false, kubeconfigFile: '' };
   const config = await loadConfig(workspaceDir);
   let state = await readStateOrEmpty(workspaceDir);
 
@@ -102,7 +104,7 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
   if (!skip.has('init') && !state.clusterValues.clusterID) {
     if (!state.infrastructure.clusterEndpoint) throw new UserError('The cluster has no infrastructure yet, so it cannot be initialized.', { hint: 'Run apply without skipping the infrastructure phase.' });
     say('initializing the cluster');
-    await initCluster({ workspaceDir, log, progress: say, ...options.init });
+    result.kubeconfigFile = (await initCluster({ workspaceDir, log, progress: say, ...options.init })).kubeconfigFile;
     result.initialized = true;
   }
   state = await readStateOrEmpty(workspaceDir);

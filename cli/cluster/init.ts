@@ -134,7 +134,9 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
       stepTimeoutMs: options.stepTimeoutMs,
       progress: (step, message) => {
         log.debug('init progress', { step, message });
-        options.progress?.(message || step);
+        // The none backend's notice is the commands' closing line (init, mini up): shown once, there, in full.
+        const shown = step === 'kubernetes' && message.startsWith('Kubernetes is not run') ? 'no Kubernetes to set up (backend none)' : message || step;
+        options.progress?.(shown);
       },
       secrets: {
         masterKey: Buffer.from(master.key),

@@ -12,6 +12,7 @@ import type { Instance, InfrastructureProvider, ResourceJournal } from '../../pr
 import type { AttestationOutcome, NodeStatus } from '../../proto/gen/constellation/verify.js';
 import type { Logger } from '../../lib/logging/index.js';
 import type { StoreHealth } from '../../lib/cluster-store/etcd-members.js';
+import { NO_QUORUM_MESSAGE } from '../../lib/cluster-store/types.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { trustedMeasurements, withWorkspaceStore, workspaceStoreHealth } from './store.js';
 
@@ -85,8 +86,33 @@ export async function clusterStatus(options: StatusOptions): Promise<ClusterStat
     ...(trusted ? { trusted } : {}),
     ...(options.expected ? { expected: options.expected } : {}),
     ...(options.cliVersion ? { cliVersion: options.cliVersion } : {}),
-    nodes,
+    nodes: explainWaiting(nodes, options.provider.name),
   };
+}
+
+/** Control-plane states that count as down for the quorum of a highly available control plane. */
+const DOWN: readonly NodeState[] = ['stopped', 'unreachable', 'awaiting-recovery', 'failed'];
+
+/**
+ * A node that waits because the control plane has no quorum says why in its own words ("The control plane has no
+ * quorum: …"); status adds which control planes are down and what to run: start them (the local provider's
+ * `mini start`, a cloud's console), or, when every control plane rebooted, `constellation recover`.
+ */
+export function explainWaiting(nodes: NodeStatusEntry[], provider: string): NodeStatusEntry[] {
+  const controlPlanes = nodes.filter((n) => n.role === 'control-plane');
+  const down = controlPlanes.filter((n) => DOWN.includes(n.state)).map((n) => n.name);
+  const running = controlPlanes.length - down.length;
+  const needed = Math.floor(controlPlanes.length / 2) + 1;
+  return nodes.map((n) => {
+    if (n.state !== 'waiting' || !n.reason?.startsWith(NO_QUORUM_MESSAGE)) return n;
+    const start = down.length === 0 ? '' : provider === 'local' ? `run \`constellation mini start ${down.join(' ')}\`` : `start ${down.join(', ')} in the cloud's console`;
+    const what = [
+      `it waits for a majority of the control planes (${needed} of ${controlPlanes.length}; ${running} run${down.length > 0 ? `, ${down.join(', ')} ${down.length === 1 ? 'is' : 'are'} down` : ''})`,
+      start,
+      '`constellation recover` if every control plane rebooted',
+    ].filter(Boolean);
+    return { ...n, reason: `${n.reason.replace(/\.$/, '')}; ${what.join('; ')}` };
+  });
 }
 
 /** How many nodes are in each state, e.g. "2 of 3 nodes joined; 1 refused", and how many are up to date. */

@@ -22,6 +22,7 @@ export default class Apply extends BaseCommand<typeof Apply> {
 
   static override flags = {
     yes: Flags.boolean({ char: 'y', description: 'Do not ask before an upgrade rollout (needed when there is no terminal).' }),
+    'merge-kubeconfig': Flags.boolean({ description: "Merge the cluster's admin kubeconfig into yours (KUBECONFIG, else ~/.kube/config) and make its context the current one; other contexts are kept. Nothing is merged where the cluster runs no Kubernetes." }),
     'skip-phases': Flags.string({ description: `Comma-separated phases to leave out: ${PHASES.join(', ')}.`, helpValue: '<phase,...>' }),
   };
 
@@ -67,6 +68,17 @@ export default class Apply extends BaseCommand<typeof Apply> {
       .filter(Boolean)
       .join('; ');
     say(summary ? `${summary.charAt(0).toUpperCase()}${summary.slice(1)}.` : 'The cluster already is what the config says.');
+    if (this.flags['merge-kubeconfig']) {
+      // As upstream's apply: after init, or for a cluster initialized before (its admin kubeconfig in the workspace).
+      const [{ mergeKubeconfigAndReport }, { pathExists, ADMIN_CONF_FILE }, path] = await Promise.all([
+        import('../cluster/kubeconfig-merge.js'),
+        import('../../lib/workspace/files.js'),
+        import('node:path'),
+      ]);
+      const existing = path.join(this.workspaceDir, ADMIN_CONF_FILE);
+      const file = result.kubeconfigFile || ((await pathExists(existing)) ? existing : '');
+      await mergeKubeconfigAndReport(this.workspaceDir, file, say);
+    }
     return result;
   }
 }

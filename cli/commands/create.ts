@@ -9,6 +9,8 @@ With the local provider, the nodes are processes on this machine (one swtpm, enc
 
 An interrupted create (Ctrl-C, a killed terminal) continues when run again: the uid and init secret are kept, and the provider continues from what it recorded in constellation-resources.json.
 
+Before it starts, create shows what it will make (each node group's count, instance type, zone and state disk; the network and load balancer; image, attestation variant, Kubernetes version) and, on a terminal, asks; -y does not ask. It names no prices.
+
 When the cloud refuses a step (a quota, a missing permission), create shows the cloud's message and offers to roll back, that is to delete what it created so far: on a terminal it asks (default yes); -y rolls back without asking; without a terminal and without -y nothing is deleted, and create names the two ways on: \`constellation create\` again continues, \`constellation terminate\` deletes. Either way create exits with an error.`;
 
   static override examples = [
@@ -18,7 +20,7 @@ When the cloud refuses a step (a quota, a missing permission), create shows the 
   ];
 
   static override flags = {
-    yes: Flags.boolean({ char: 'y', description: 'If create fails half-way, roll back (delete what it made so far) without asking.' }),
+    yes: Flags.boolean({ char: 'y', description: 'Do not ask: create what the config says, and if create fails half-way, roll back (delete what it made so far).' }),
   };
 
   static override enableJsonFlag = true;
@@ -32,6 +34,16 @@ When the cloud refuses a step (a quota, a missing permission), create shows the 
     ]);
     const json = this.jsonEnabled();
     const renderer = rendererFor(process.stdout, json);
+    if (!json) {
+      // What will be made, and a question at a terminal (scripts and -y go ahead, as before).
+      const [{ loadConfig }, { describeCreatePlan }, { confirmIfInteractiveOrStop }] = await Promise.all([
+        import('../../lib/config/index.js'),
+        import('../cluster/create-plan.js'),
+        import('../confirm.js'),
+      ]);
+      for (const line of describeCreatePlan(await loadConfig(this.workspaceDir))) this.log(line);
+      await confirmIfInteractiveOrStop('Create this cluster?', { yes: this.flags.yes }, 'Nothing was created.');
+    }
     const result = await withWorkspaceSession(this.workspaceDir, 'create', async ({ workspaceDir, journal, log }) =>
       createClusterWithRollBack({
         workspaceDir,

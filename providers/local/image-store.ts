@@ -79,6 +79,8 @@ export interface CreatedImage extends LocalImage {
 
 export class LocalImageStore {
   readonly root: string;
+  /** The user's cache of image file digests (./digest-cache.ts): the user's alone, like the images. */
+  readonly digestCacheFile: string;
   readonly imagesDir: string;
   readonly keyFiles: SigningKeyFiles;
   private readonly nodeBinary: string;
@@ -88,6 +90,7 @@ export class LocalImageStore {
     this.root = path.resolve(options.userConfigDir ?? userConfigDir());
     this.imagesDir = path.join(this.root, 'images');
     this.keyFiles = signingKeyFiles(this.root, KEY_NAME);
+    this.digestCacheFile = path.join(this.root, 'image-digests.json');
     this.nodeBinary = path.resolve(options.nodeBinary ?? process.execPath);
     this.now = options.now ?? (() => new Date());
   }

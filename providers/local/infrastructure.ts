@@ -88,6 +88,8 @@ export class LocalInfrastructure implements InfrastructureProvider {
   /** The current build (image `local`): the nodes of a cluster made before versioned images boot it. */
   private readonly localBuild: NodeImage;
   private readonly images: LocalImageStore;
+  /** The user's digest cache of image files, shared by the CLI and every launcher of every cluster (./digest-cache.ts). */
+  private readonly digestCacheFile: string;
   private readonly metadataPort: number;
   protected readonly network: NetworkOptions;
 
@@ -96,6 +98,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
     const nodeBinary = path.resolve(options.nodeBinary ?? process.execPath);
     this.localBuild = { nodeBinary, imageDir: path.resolve(program.imageDir), entry: path.resolve(program.entry) };
     this.images = new LocalImageStore({ userConfigDir: options.userConfigDir, nodeBinary });
+    this.digestCacheFile = this.images.digestCacheFile;
     this.imageVersion = options.image ?? LOCAL_BUILD_IMAGE;
     this.metadataPort = options.metadataPort ?? METADATA_PORT;
     this.network = {
@@ -106,10 +109,11 @@ export class LocalInfrastructure implements InfrastructureProvider {
 
   /**
    * The measurements (PCR 4, 8, 9, 11, 12, 13, SHA-256) of a node booted from this provider's image, as its files
-   * are at this moment. For a versioned image, `create` uses its signed measurements instead (cli/images).
+   * are at this moment (files unchanged since an earlier run are not hashed again: the user's digest cache). For a
+   * versioned image, `create` uses its signed measurements instead (cli/images).
    */
-  expectedMeasurements(workspaceDir?: string): Promise<Measurements> {
-    return expectedImageMeasurements(this.nodeImageOf(this.imageVersion), new FileDigestCache(workspaceDir ? clusterPaths(workspaceDir).digestCache : undefined));
+  expectedMeasurements(): Promise<Measurements> {
+    return expectedImageMeasurements(this.image, new FileDigestCache(this.digestCacheFile, { waitToRest: true }));
   }
 
   /** Root, the programs, /dev/fuse, the runtime folder and the current build's node program (./preconditions.ts). */
@@ -579,7 +583,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       image: this.nodeImageOf(imageVersion),
       kubernetesBackend: store.record.kubernetesBackend,
       imageVersion,
-      digestCache: clusterPaths(ctx.workspaceDir).digestCache,
+      digestCache: this.digestCacheFile,
     };
     await writeFileAtomic(np.launchConfig, `${JSON.stringify(launch, null, 2)}\n`);
     ctx.progress?.(`booting ${name}`);

@@ -33,8 +33,6 @@ export const LOAD_BALANCER_PORTS = [6443, 9000, 30090, 30081, 9999] as const;
 export interface ClusterPaths {
   dir: string;
   clusterFile: string;
-  /** SHA-256/SHA-384 of the image's files, shared by the CLI and the launchers (./digest-cache.ts). */
-  digestCache: string;
   cloudConfig: string;
   cloudLog: string;
   controlToken: string;
@@ -50,7 +48,6 @@ export function clusterPaths(workspaceDir: string): ClusterPaths {
   return {
     dir,
     clusterFile: path.join(dir, 'cluster.json'),
-    digestCache: path.join(dir, 'image-digests.json'),
     cloudConfig: path.join(dir, 'cloud.json'),
     cloudLog: path.join(dir, 'cloud.log'),
     controlToken: path.join(dir, 'control-token'),

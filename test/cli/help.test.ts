@@ -24,7 +24,7 @@ describe('constellation --help', () => {
       /-k, --kubernetes=<version>\s+Kubernetes version/,
       /-a, --attestation=<option>\s+Attestation variant/,
       /-t, --tags=<key=value>\.\.\.\s+Tag for every cloud resource/,
-      /GLOBAL FLAGS\n[\s\S]*-C, --workspace=<value>[\s\S]*--debug[\s\S]*--force[\s\S]*--json/,
+      /GLOBAL FLAGS\n[\s\S]*-C, --workspace=<value>[\s\S]*--debug[\s\S]*--json/,
       /DESCRIPTION\n[\s\S]*never overwrites/,
       /EXAMPLES\n[\s\S]*\$ constellation config generate azure -a azure-tdx/,
     ]) {
