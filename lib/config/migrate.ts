@@ -170,6 +170,7 @@ export function migrateUpstreamConfig(text: string, options: MigrateOptions = {}
   // Provider fields that mean the same here.
   const providerFields: Record<Provider, string[]> = {
     local: [],
+    qemu: [],
     aws: ['region', 'zone', 'iamProfileControlPlane', 'iamProfileWorkerNodes', 'deployCSIDriver'],
     azure: ['subscription', 'tenant', 'location', 'resourceGroup', 'userAssignedIdentity', 'deployCSIDriver', 'secureBoot'],
     gcp: ['project', 'region', 'zone', 'serviceAccountKeyPath', 'IAMServiceAccountVM', 'deployCSIDriver'],
