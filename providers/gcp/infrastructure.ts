@@ -21,10 +21,10 @@ import type {
 import { runTaskGraph, TaskGraphError } from '../common/task-graph.js';
 import { GcpCompute, journalKind, KINDS, parseRefId, refId, type GcpResource, type Operation } from './clients.js';
 import { CreateFailedError, GcpOperationError, isAlreadyExists, isNotFound, toUserError } from './errors.js';
-import { instanceId, parseInstanceId, toInstance, type GceInstance } from './instances.js';
-import { DEFAULT_POLL_INTERVAL_MS, type GcpProviderOptions } from './options.js';
+import { instanceId, parseInstanceId, toInstance, type GceInstance, type InstanceRef } from './instances.js';
+import type { GcpProviderOptions } from './options.js';
 import { buildPlan, labelValue, LABEL_UID, NODE_CIDR, POD_CIDR, type PlanStep } from './plan.js';
-import { sleep } from './retry.js';
+import { GcpScaling, type GroupRecord } from './scaling.js';
 import { terminateRecorded } from './terminate.js';
 
 /** What the journal keeps about an operation in flight, to resume waiting for it. */
@@ -33,8 +33,6 @@ interface RecordedOperation {
   zone?: string;
   region?: string;
 }
-
-const REPLACE_TIMEOUT_MS = 15 * 60_000;
 
 export class GcpInfrastructure implements InfrastructureProvider {
   readonly name = 'gcp';
@@ -203,34 +201,71 @@ export class GcpInfrastructure implements InfrastructureProvider {
       const [lro] = await api.call(`Scaling node group ${nodeGroup}`, () =>
         igms.resize({ project: group.project, zone: group.zone, instanceGroupManager: group.name, size: count }), { signal: ctx.signal });
       await this.wait(api, lro.latestResponse as Operation, group.project, `Scaling node group ${nodeGroup}`, ctx);
+      // The resize is DONE once GCP scheduled it; the group's instances run only later.
+      await new GcpScaling(api, this.options, ctx).waitForGroup(group, (managed) => managed.length === count && managed.every((m) => m.ready), `node group ${nodeGroup} to have ${count} running instances`);
     });
   }
 
+  /** One more instance in the group, booting the configured image (./scaling.ts). */
+  async addInstance(nodeGroup: string, ctx: ProviderContext): Promise<Instance> {
+    const group = await this.groupRecord(nodeGroup, ctx);
+    return this.withApi(ctx, async (api) => {
+      const scaling = new GcpScaling(api, this.options, ctx);
+      if (this.options.image) await scaling.ensureTemplate(group, { image: this.options.image });
+      const ref = await scaling.addInstance(group);
+      return this.describeInstance(instanceId(ref), ctx);
+    });
+  }
+
+  /** A fresh instance of the same group, then the old one goes: the group keeps its size (deleteInstances alone shrinks it). */
   async replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
     const old = await this.describeInstance(id, ctx);
-    const group = await this.groupRecord(old.nodeGroup, ctx);
-    const ref = parseInstanceId(id);
-    return this.withApi(ctx, async (api) => {
-      const igms = api.client<InstanceGroupManagersClient>('InstanceGroupManagersClient');
-      const request = { project: group.project, zone: group.zone, instanceGroupManager: group.name };
-      const names = async () => {
-        const [managed] = await api.call(`Listing the instances of node group ${old.nodeGroup}`, () => igms.listManagedInstances(request), { signal: ctx.signal });
-        return managed.map((m) => (m.instance ?? '').split('/').pop() ?? '');
-      };
-      const before = new Set(await names());
-      ctx.progress?.(`replacing ${old.name}`);
-      // The group keeps its target size, so deleting the instance makes it create a fresh one from the template.
-      const [lro] = await api.call(`Replacing ${old.name}`, () =>
-        igms.deleteInstances({ ...request, instanceGroupManagersDeleteInstancesRequestResource: { instances: [instanceId(ref)] } }), { signal: ctx.signal });
-      await this.wait(api, lro.latestResponse as Operation, group.project, `Replacing ${old.name}`, ctx);
-      const deadline = Date.now() + REPLACE_TIMEOUT_MS;
-      for (;;) {
-        const fresh = (await names()).find((n) => n && !before.has(n));
-        if (fresh) return this.describeInstance(instanceId({ project: group.project, zone: group.zone, name: fresh }), ctx);
-        if (Date.now() > deadline) throw new UserError(`Node group ${old.nodeGroup} made no new instance after ${old.name} was deleted.`, { hint: 'Check the managed instance group in the Google Cloud console; `constellation status` shows the nodes.' });
-        await sleep(this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, ctx.signal);
-      }
+    const added = await this.addInstance(old.nodeGroup, ctx);
+    await this.drainInstance(id, ctx);
+    await this.removeInstance(id, ctx);
+    return added;
+  }
+
+  /** Out of the load balancer: out of its managed instance group, still running (./scaling.ts). */
+  async drainInstance(id: string, ctx: ProviderContext): Promise<void> {
+    const found = await this.findInstance(id, ctx);
+    if (!found?.group) return;
+    const { ref, group } = found;
+    await this.withApi(ctx, (api) => new GcpScaling(api, this.options, ctx).drainInstance(group, ref));
+  }
+
+  /** Deletes exactly this instance; its group shrinks by one (./scaling.ts). Gone already: nothing to do. */
+  async removeInstance(id: string, ctx: ProviderContext): Promise<void> {
+    const found = await this.findInstance(id, ctx);
+    if (!found) return;
+    await this.withApi(ctx, (api) => new GcpScaling(api, this.options, ctx).removeInstance(found.group, found.ref));
+  }
+
+  /** No template and no instance carries the init-secret hash any more (./scaling.ts). */
+  async markInitialized(ctx: ProviderContext): Promise<void> {
+    const groups = await this.groupRecords(ctx);
+    if (groups.length === 0) return;
+    await this.withApi(ctx, async (api) => {
+      const instances: GceInstance[] = [];
+      for (const zone of new Set(groups.map((g) => g.zone))) instances.push(...(await this.instancesInZone(api, groups[0]!.project, zone, groups[0]!.uid, ctx)));
+      await new GcpScaling(api, this.options, ctx).markInitialized(groups, instances);
     });
+  }
+
+  /** The instance an id (or, as a fallback, a name) means, with its recorded group; undefined when it is gone. */
+  private async findInstance(idOrName: string, ctx: ProviderContext): Promise<{ ref: InstanceRef; group?: GroupRecord } | undefined> {
+    let ref: InstanceRef;
+    if (idOrName.includes('/instances/')) ref = parseInstanceId(idOrName);
+    else {
+      const listed = (await this.listInstances(ctx)).find((i) => i.name === idOrName);
+      if (!listed) return undefined;
+      ref = parseInstanceId(listed.id);
+    }
+    const instance = await this.withApi(ctx, (api) => new GcpScaling(api, this.options, ctx).instance(ref));
+    if (!instance) return undefined;
+    const nodeGroup = toInstance(instance, ref.project).nodeGroup;
+    const group = (await this.groupRecords(ctx)).find((g) => g.nodeGroup === nodeGroup);
+    return { ref, group };
   }
 
   async terminate(ctx: ProviderContext, options: TerminateOptions = {}): Promise<void> {
@@ -273,13 +308,13 @@ export class GcpInfrastructure implements InfrastructureProvider {
     return fn(await this.api(keyFile));
   }
 
-  private async groupRecords(ctx: ProviderContext): Promise<{ nodeGroup: string; project: string; zone: string; name: string; uid: string }[]> {
+  private async groupRecords(ctx: ProviderContext): Promise<GroupRecord[]> {
     const records = await ctx.journal.list();
     return records
       .filter((r) => r.kind === journalKind('instanceGroupManager'))
       .map((r) => {
         const ref = parseRefId(r.id)!;
-        return { nodeGroup: String(r.data?.nodeGroup ?? ''), project: ref.project, zone: ref.location ?? '', name: ref.name, uid: String(r.data?.uid ?? '') };
+        return { nodeGroup: String(r.data?.nodeGroup ?? ''), project: ref.project, zone: ref.location ?? '', name: ref.name, uid: String(r.data?.uid ?? ''), record: r };
       });
   }
 

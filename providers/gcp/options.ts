@@ -12,6 +12,10 @@ export type GcpProviderOptions = {
   project?: string;
   region?: string;
   zone?: string;
+  /** The image new instances boot (the config's `image`): addInstance makes the group's template boot it. */
+  image?: string;
+  /** Longest wait for an added instance to run or a removed one to be gone (default 15 minutes). */
+  instanceTimeoutMs?: number;
   /** The cluster's uid when the journal is empty (terminate byTag after an interrupted first step). */
   uid?: string;
   /** Compute API host (default compute.googleapis.com), port (443) and protocol (https). */
