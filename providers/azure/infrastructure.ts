@@ -18,6 +18,7 @@ import type {
 import { UserError } from '../../lib/errors.js';
 import { createAzureClients, type AzureClients } from './clients.js';
 import { deleteAll, isAzureKind } from './deletion.js';
+import { checkGalleryImage } from './gallery-image.js';
 import { CreateFailedError, isNotFound, NoAzureCredentialsError, toUserError } from './errors.js';
 import type { AzureProviderOptions } from './options.js';
 import { kindOfType, NODE_SUBNET_CIDR, parseAzureConfig, parseResourceId, planResources, TAG_UID, type AzureConfig, type PlannedResource } from './plan.js';
@@ -58,6 +59,8 @@ export class AzureInfrastructure implements InfrastructureProvider {
     const config = parseAzureConfig(request.providerConfig);
     const plan = planResources(request, config);
     const clients = await this.clients(config.subscription);
+    // Nothing is made for an image the VMs cannot boot (./gallery-image.ts).
+    await checkGalleryImage(clients, request.image, config.location, request.attestationVariant);
     const recorded = new Map((await ctx.journal.list()).map((r) => [r.id.toLowerCase(), r]));
     const idOfKey = new Map(plan.map((p) => [p.key, p.id]));
     // One throwaway key for all scale sets, generated while the network is being made (off the critical path).

@@ -43,6 +43,7 @@ import { fillImageMeasurements } from '../../support/image-measurements.js';
 
 const AZ_SUBSCRIPTION = '00000000-1111-2222-3333-444444444444';
 const AZ_GROUP = 'box-rg';
+const AZ_IMAGE = '/CommunityGalleries/box/Images/constellation/Versions/1.0.0';
 
 export interface NodeStatusJson {
   nodes: { name: string; role: string; address: string; state: string; reason?: string }[];
@@ -218,6 +219,8 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
 export async function azureCloud(workspace: string, octet: number): Promise<BoxCloud> {
   const fake = await FakeArm.start({ lroDurationMs: 1, privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0` });
   fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+  // The config's default location (config generate azure).
+  fake.seedGalleryImage(AZ_SUBSCRIPTION, 'westus', AZ_IMAGE);
   const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
   const imdsServers: FakeImds[] = [];
   const vms = () =>
@@ -233,7 +236,7 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
     variant: 'azure-sev-snp',
     signingKind: 'vcek',
     configure(doc, tcb) {
-      doc.setIn(['image'], '/CommunityGalleries/box/Images/constellation/Versions/1.0.0');
+      doc.setIn(['image'], AZ_IMAGE);
       doc.setIn(['provider', 'azure', 'subscription'], AZ_SUBSCRIPTION);
       doc.setIn(['provider', 'azure', 'tenant'], FAKE_TENANT);
       doc.setIn(['provider', 'azure', 'resourceGroup'], AZ_GROUP);

@@ -209,6 +209,23 @@ export class FakeArm {
     };
   }
 
+  /**
+   * A gallery image definition as Azure serves it (community, shared or own gallery, by the image reference the
+   * config names), with its SecurityType feature: confidential VMs boot only images marked for them.
+   */
+  seedGalleryImage(subscription: string, location: string, image: string, securityType = 'ConfidentialVMSupported'): void {
+    const community = /^\/CommunityGalleries\/([^/]+)\/Images\/([^/]+)/i.exec(image);
+    const shared = /^\/SharedGalleries\/([^/]+)\/Images\/([^/]+)/i.exec(image);
+    const own = /^(\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/providers\/Microsoft\.Compute\/galleries\/[^/]+\/images\/[^/]+)/i.exec(image);
+    const path = community
+      ? `/subscriptions/${subscription}/providers/Microsoft.Compute/locations/${location}/communityGalleries/${community[1]}/images/${community[2]}`
+      : shared
+        ? `/subscriptions/${subscription}/providers/Microsoft.Compute/locations/${location}/sharedGalleries/${shared[1]}/images/${shared[2]}`
+        : own?.[1];
+    if (!path) throw new Error(`not a gallery image: ${image}`);
+    this.seed(path, { location, properties: { osType: 'Linux', osState: 'Generalized', hyperVGeneration: 'V2', features: [{ name: 'SecurityType', value: securityType }] } });
+  }
+
   /** The subscription is not registered for these resource provider namespaces (as a fresh subscription). */
   unregister(...namespaces: string[]): void {
     for (const ns of namespaces) this.unregisteredNamespaces.set(ns.toLowerCase(), {});
@@ -237,7 +254,8 @@ export class FakeArm {
 
   /** Ids of the resources that exist (top-level ones, without scale set VMs), sorted. */
   resourceIds(): string[] {
-    return [...this.resources.values()].map((r) => r.id).filter((id) => !/\/virtualMachines\//i.test(id)).sort();
+    // VMs belong to their scale set; gallery images are the image publisher's, not the subscription's.
+    return [...this.resources.values()].map((r) => r.id).filter((id) => !/\/virtualMachines\/|\/(communityGalleries|sharedGalleries)\//i.test(id)).sort();
   }
 
   get(id: string): Record<string, unknown> | undefined {

@@ -34,6 +34,7 @@ describe('azure credentials', function () {
   before(async function () {
     fake = await FakeArm.start();
     fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+    fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', createRequest().image);
     emptyDir = mkdtempSync(path.join(os.tmpdir(), 'azure-cred-'));
   });
 

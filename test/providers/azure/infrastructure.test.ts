@@ -31,6 +31,7 @@ describe('azure infrastructure (fake ARM)', function () {
   beforeEach(async function () {
     fake = await FakeArm.start();
     fake.seed(RG_ID, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+    fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', createRequest().image);
     // Constructed directly; index.test.ts covers loading through the provider registry.
     infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
   });
@@ -135,6 +136,7 @@ describe('azure infrastructure (fake ARM)', function () {
 
   it('makes a missing resource group, records it, and terminate deletes it last', async function () {
     fake.resources.clear();
+    fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', createRequest().image);
     const ctx = testContext();
     await infra.create(createRequest(), ctx);
     const rg = (await ctx.journal.list()).find((r) => r.kind === 'azure:resource-group');
@@ -149,7 +151,7 @@ describe('azure infrastructure (fake ARM)', function () {
     const abort = new AbortController();
     // Interrupt once Azure has accepted a scale set: its operation is being polled.
     fake.onRequest = (r: LoggedRequest) => {
-      if (r.method === 'GET' && r.path.includes('/providers/Microsoft.Compute/locations/')) abort.abort(new Error('interrupted'));
+      if (r.method === 'GET' && r.path.includes('/providers/Microsoft.Compute/locations/') && r.path.includes('/operations/')) abort.abort(new Error('interrupted'));
     };
     const ctx = testContext(undefined, { signal: abort.signal });
     await assert.rejects(infra.create(createRequest(), ctx), CreateFailedError);
