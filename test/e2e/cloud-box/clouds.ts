@@ -254,7 +254,8 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
       return {
         provider: 'azure',
         variant: 'azure-sev-snp',
-        providerOptions: { endpoint, tlsOptions, pollIntervalMs, imdsEndpoint: imds.url, retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 } },
+        // The VM's wire server is the fake ARM's: the node's Ready report is what ends the VM's provisioning there.
+        providerOptions: { endpoint, tlsOptions, pollIntervalMs, imdsEndpoint: imds.url, wireServerEndpoint: `${fake.wireServerUrl}/node/${vm.computerName}`, retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 } },
         armToken: FAKE_ARM_TOKEN,
         trustedRoots: {},
         // Azure's paravisor: its AK made persistent, and its HCL report whose SNP report binds the runtime data holding that AK.
