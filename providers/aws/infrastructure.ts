@@ -22,17 +22,10 @@ export class AwsInfrastructure implements InfrastructureProvider {
     return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).list());
   }
 
-  describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).describe(id));
-  }
-
   scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
     return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).scale(nodeGroup, count));
   }
 
-  replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).replace(id));
-  }
 
   terminate(ctx: ProviderContext, options: TerminateOptions = {}): Promise<void> {
     return this.withClients(ctx, (clients) => new AwsTerminate(ctx, clients, this.options).run(options.byTag ?? false));

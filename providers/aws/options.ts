@@ -1,5 +1,5 @@
 /**
- * Options of the AWS provider (`infrastructure(options)`, `nodeMetadata(options)`, `iam(options)`).
+ * Options of the AWS provider (`infrastructure(options)`, the node platform's `providerOptions`, `iam(options)`).
  * Without options the SDK's default credential chain, its endpoints and its retry policy are used; tests and
  * the bench pass overrides so that the unmodified SDK talks to a fake AWS on 127.0.0.1 quickly.
  * No SDK import here: this module is loaded with the provider's index.
