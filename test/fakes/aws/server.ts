@@ -51,6 +51,10 @@ export interface FakeAwsOptions {
   /** First two octets of instances' private and of elastic IPs (cloud in a box: loopback addresses nodes can bind). */
   privateIpBase?: string;
   publicIpBase?: string;
+  /** EC2 eventual consistency window after a create (FakeAwsState.consistencyMs); default 0. */
+  consistencyMs?: number;
+  /** How long a deregistered target drains (default lroMs). */
+  drainMs?: number;
 }
 
 export class FakeAws {
@@ -70,6 +74,8 @@ export class FakeAws {
     this.state = new FakeAwsState(options.lroMs ?? 20);
     this.state.privateIpBase = options.privateIpBase;
     this.state.publicIpBase = options.publicIpBase;
+    this.state.consistencyMs = options.consistencyMs ?? 0;
+    this.state.drainMs = options.drainMs;
     for (const image of options.images ?? [{ id: FAKE_IMAGE, bootMode: 'uefi', tpmSupport: 'v2.0' }]) this.state.images.set(image.id, image);
   }
 
