@@ -158,9 +158,11 @@ export class AwsCreate {
     const sleep = this.options.sleep ?? realSleep;
     const deadline = clock().getTime() + (this.options.consistencyTimeoutMs ?? 120_000);
     let delayMs = Math.max(1, this.options.retryDelayMs ?? 500);
-    for (;;) {
+    for (let attempt = 0; ; attempt++) {
       try {
-        return await this.clients.send<T>(client, command, action);
+        // A fresh command per attempt: an SDK command object is not sent twice.
+        const fresh = attempt === 0 ? command : new (command as { constructor: new (input: unknown) => unknown }).constructor((command as { input: unknown }).input);
+        return await this.clients.send<T>(client, fresh, action);
       } catch (err) {
         if (!isEventuallyConsistent(err) || clock().getTime() + delayMs > deadline) throw err;
         this.ctx.log.debug('aws: not found yet, retrying', { action, code: awsErrorCode(err), delayMs });

@@ -269,7 +269,9 @@ export class AwsInstances {
     try {
       const out = await this.clients.send<DescribeInstancesCommandOutput>(
         this.clients.ec2(region),
-        new DescribeInstancesCommand({ InstanceIds: ids }),
+        // By filter, not InstanceIds: one instance EC2 does not know yet (eventual consistency) fails an InstanceIds
+        // call as a whole, while a filter leaves it out.
+        new DescribeInstancesCommand({ Filters: [{ Name: 'instance-id', Values: ids }] }),
         'Describing instances',
       );
       return (out.Reservations ?? []).flatMap((r) => (r.Instances ?? []).map(toInstance));

@@ -32,6 +32,8 @@ export interface RecordedRequest {
   action: string;
   params: Params;
   at: number;
+  /** The error code the fake answered with, if it refused the request. */
+  error?: string;
 }
 
 export interface InjectedFault {
@@ -142,6 +144,7 @@ export class FakeAws {
       send(200, responseBody(service, action, handler(this.state, params)));
     } catch (err) {
       const fault = err instanceof AwsFault ? err : new AwsFault('InternalError', String((err as Error).stack ?? err), 500);
+      request.error = fault.code;
       send(fault.status, errorBody(service, fault));
     }
   }
