@@ -1,5 +1,5 @@
 /**
- * Options of the GCP provider (`infrastructure(options)`, `nodeMetadata(options)`, `iam(options)`).
+ * Options of the GCP provider (`infrastructure(options)`, the node platform's `providerOptions`, `iam(options)`).
  * Without options the Compute client uses Google application default credentials and the real endpoints;
  * tests and the bench point the unmodified SDK at a fake on 127.0.0.1 (apiEndpoint/port/protocol plus an
  * auth client with a static token) and shorten retry delays. No SDK import here: loaded with the index.

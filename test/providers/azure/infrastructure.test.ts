@@ -7,7 +7,6 @@ import assert from 'node:assert/strict';
 import { CreateFailedError } from '../../../providers/azure/errors.js';
 import { AzureInfrastructure } from '../../../providers/azure/infrastructure.js';
 import { parseAzureOptions } from '../../../providers/azure/options.js';
-import type { InfrastructureProvider } from '../../../providers/contract.js';
 import { UserError } from '../../../lib/errors.js';
 import { FakeArm, type LoggedRequest } from '../../fakes/azure/arm-server.js';
 import { testContext } from './context.js';
@@ -26,7 +25,7 @@ function lastPut(fake: FakeArm, fragment: string): Json {
 
 describe('azure infrastructure (fake ARM)', function () {
   let fake: FakeArm;
-  let infra: InfrastructureProvider;
+  let infra: AzureInfrastructure;
 
   beforeEach(async function () {
     fake = await FakeArm.start();
