@@ -244,13 +244,6 @@ export class AzureInfrastructure implements InfrastructureProvider {
     return { set, instanceId: match[2] };
   }
 
-  async describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    const { set } = await this.scaleSetOf(id, ctx);
-    const member = (await this.membersOf(set)).find((m) => m.id.toLowerCase() === id.toLowerCase());
-    if (!member) throw new UserError(`Instance ${id} does not exist (any more).`);
-    return toInstance(member, set);
-  }
-
   async scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
     if (!Number.isInteger(count) || count < 0) throw new UserError(`Cannot scale node group ${nodeGroup} to ${count}: use a whole number >= 0.`);
     const sets = await this.scaleSets(ctx);
@@ -375,15 +368,6 @@ export class AzureInfrastructure implements InfrastructureProvider {
       throw new UserError(`Node group "${nodeGroup}" is not part of this cluster.`, { hint: `Node groups: ${known || 'none'}.` });
     }
     return set;
-  }
-
-  /** The old interface's replacement: add, then drain and delete the old VM (the capacity ends where it was). */
-  async replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    const old = await this.describeInstance(id, ctx);
-    const added = await this.addInstance(old.nodeGroup, ctx);
-    await this.drainInstance(id, ctx);
-    await this.removeInstance(id, ctx);
-    return added;
   }
 
   async terminate(ctx: ProviderContext, options: TerminateOptions = {}): Promise<void> {

@@ -177,7 +177,7 @@ export class GcpInfrastructure implements InfrastructureProvider {
     });
   }
 
-  async describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
+  private async describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
     const ref = parseInstanceId(id);
     return this.withApi(ctx, async (api) => {
       const instances = api.client<InstancesClient>('InstancesClient');
@@ -215,15 +215,6 @@ export class GcpInfrastructure implements InfrastructureProvider {
       const ref = await scaling.addInstance(group);
       return this.describeInstance(instanceId(ref), ctx);
     });
-  }
-
-  /** A fresh instance of the same group, then the old one goes: the group keeps its size (deleteInstances alone shrinks it). */
-  async replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    const old = await this.describeInstance(id, ctx);
-    const added = await this.addInstance(old.nodeGroup, ctx);
-    await this.drainInstance(id, ctx);
-    await this.removeInstance(id, ctx);
-    return added;
   }
 
   /** Out of the load balancer: out of its managed instance group, still running (./scaling.ts). */
