@@ -7,7 +7,7 @@
  * (canRollBack), after which terminate deletes exactly what was recorded.
  */
 import path from 'node:path';
-import type { InstanceGroupManagersClient, InstancesClient } from '@google-cloud/compute';
+import type { InstanceGroupManagersClient, InstancesClient, NetworksClient } from '@google-cloud/compute';
 import { UserError } from '../../lib/errors.js';
 import type {
   CreateRequest,
@@ -20,10 +20,11 @@ import type {
 } from '../contract.js';
 import { runTaskGraph, TaskGraphError } from '../common/task-graph.js';
 import { GcpCompute, journalKind, KINDS, parseRefId, refId, type GcpResource, type Operation } from './clients.js';
-import { CreateFailedError, GcpOperationError, isAlreadyExists, isNotFound, toUserError } from './errors.js';
+import { CreateFailedError, gcpErrorInfo, GcpOperationError, isAlreadyExists, isNotFound, isRetryable, toUserError } from './errors.js';
 import { instanceId, parseInstanceId, toInstance, type GceInstance, type InstanceRef } from './instances.js';
-import type { GcpProviderOptions } from './options.js';
+import { DEFAULT_PROPAGATION, type GcpProviderOptions } from './options.js';
 import { buildPlan, labelValue, LABEL_UID, NODE_CIDR, POD_CIDR, type PlanStep } from './plan.js';
+import { sleep } from './retry.js';
 import { GcpScaling, type GroupRecord } from './scaling.js';
 import { terminateRecorded } from './terminate.js';
 
@@ -45,7 +46,7 @@ export class GcpInfrastructure implements InfrastructureProvider {
     this.options.onPlan?.(plan.steps.map((s) => ({ id: s.key, deps: [...s.deps] })));
     const keyFile = plan.config.serviceAccountKeyPath ? path.resolve(ctx.workspaceDir, plan.config.serviceAccountKeyPath) : undefined;
     const api = await this.api(keyFile);
-    await api.checkCredentials();
+    await this.waitForAccess(api, plan.config.project, ctx);
     // Client set-up costs CPU time (large protos); do it before the clock of the first insert starts.
     await api.prepare(plan.steps.map((s) => s.ref.kind));
     const recorded = new Map((await ctx.journal.list()).map((r) => [r.id, r]));
@@ -82,6 +83,30 @@ export class GcpInfrastructure implements InfrastructureProvider {
         instanceGroups: Object.fromEntries(groups.map((s) => [String(s.data.nodeGroup), refId(s.ref)])),
       },
     };
+  }
+
+  /**
+   * The credentials work and reach the project. A key or role binding `iam create gcp` just made takes a while to
+   * take effect (https://cloud.google.com/iam/docs/access-change-propagation): until then the token request fails
+   * with invalid_grant or the calls with 403, so both are waited through (options.propagation) before create starts.
+   */
+  private async waitForAccess(api: GcpCompute, project: string, ctx: ProviderContext): Promise<void> {
+    const policy = { ...DEFAULT_PROPAGATION, ...this.options.propagation };
+    const networks = api.client<NetworksClient>('NetworksClient');
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await api.checkCredentials();
+        await api.rawCall(() => networks.list({ project, maxResults: 1 }, { autoPaginate: false }), { signal: ctx.signal });
+        return;
+      } catch (err) {
+        const info = gcpErrorInfo(err);
+        const propagating = /invalid_grant/.test(info.message) || (info.status === 403 && !isRetryable(err));
+        if (!propagating || attempt >= policy.attempts) throw err instanceof UserError ? err : toUserError('Checking access to the project', err);
+        if (attempt === 1) ctx.progress?.('waiting for the service account\'s key and roles to take effect');
+        ctx.log.debug('gcp: access not effective yet', { attempt, reason: info.reason });
+        await sleep(Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1)), ctx.signal);
+      }
+    }
   }
 
   /** Makes one planned resource exist: skip, resume or insert (see the module header). */

@@ -39,10 +39,17 @@ export type GcpProviderOptions = {
   /** How `iam create` waits for a new service account to become visible (tests: a recording fake). */
   sleep?: Sleep;
   iamVisibility?: { attempts?: number; baseDelayMs?: number; maxDelayMs?: number };
+  /**
+   * How `create` waits while a new service-account key or role binding takes effect (IAM: up to minutes; meanwhile
+   * calls fail with 403 or the token request with invalid_grant): attempts in all, first delay, cap.
+   */
+  propagation?: { attempts?: number; baseDelayMs?: number; maxDelayMs?: number };
   /** Instrumentation: the create graph's steps and their dependencies, when create starts (the bench). */
   onPlan?: (steps: { id: string; deps: string[] }[]) => void;
 };
 
 export const DEFAULT_RETRY = { attempts: 6, baseDelayMs: 1000, maxDelayMs: 30_000 };
+/** About two minutes in all. */
+export const DEFAULT_PROPAGATION = { attempts: 12, baseDelayMs: 2000, maxDelayMs: 15_000 };
 export const DEFAULT_POLL_INTERVAL_MS = 5000;
 export const DEFAULT_IN_USE_RETRIES = 12;

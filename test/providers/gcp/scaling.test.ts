@@ -116,6 +116,20 @@ describe('GCP single instances: add, drain, remove, initialized (fake Compute AP
     assert.deepEqual(workers.map((i) => i.state), ['running', 'running', 'running', 'running']);
   });
 
+  it('waits while a new key (invalid_grant) or role binding (403) takes effect before it creates anything', async () => {
+    fake.inject({ match: /^GET \/compute\/v1\/projects\/fake-project\/global\/networks/, status: 400, message: 'invalid_grant: Invalid JWT Signature.' });
+    fake.inject({ match: /^GET \/compute\/v1\/projects\/fake-project\/global\/networks/, status: 403, message: "Required 'compute.networks.list' permission for 'projects/fake-project'", reason: 'forbidden', times: 2 });
+    const ctx = providerContext();
+    await infra.create(createRequest(), ctx);
+    assert.ok(ctx.messages.includes('waiting for the service account\'s key and roles to take effect'));
+    assert.equal(fake.compute.list('networks').length, 1);
+    // A permission that never comes: the 403 is reported once the wait is over.
+    fake.reset({ operationMs: 3 });
+    fake.inject({ match: /^GET \/compute\/v1\/projects\/fake-project\/global\/networks/, status: 403, message: "Required 'compute.networks.list' permission", reason: 'forbidden', times: 100 });
+    await assert.rejects(infra.create(createRequest(), providerContext()), /compute\.networks\.list/);
+    assert.equal(fake.compute.list().length, 0);
+  });
+
   it('refuses zones outside the region before any call', async () => {
     const request = createRequest();
     request.nodeGroups[1]!.zone = 'us-central1-a';
