@@ -15,7 +15,7 @@
  * Instance templates cannot change: a different template is a new one, named after its group and a digest of its
  * properties (a re-run finds it), recorded in the journal (terminate deletes it after the group) and set as the
  * group's template (setInstanceTemplate: only instances made afterwards use it). A group's `resize` is used to grow
- * only: shrinking it lets GCP pick the victims (docs/workflows/scale.md).
+ * only: shrinking it lets GCP pick the victims (docs/workflows/gcp.md).
  * References: https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers (createInstances,
  * deleteInstances, abandonInstances, setInstanceTemplate, listManagedInstances), upstream Constellation's node
  * operator (operators/constellation-node-operator/internal/cloud/gcp/client/nodeimage.go: CreateNode, DeleteNode).
