@@ -2,10 +2,10 @@
  * What `create` makes on GCP, as an explicit dependency graph of steps (DESIGN §9), following upstream
  * Constellation's Terraform (terraform/infrastructure/gcp):
  *
- *   network ─┬─ subnetwork ─────────────┐
- *            ├─ router with Cloud NAT    │
- *            ├─ firewall (public ports)  ├─ instance template (per node group) ─ managed instance group ─┐
- *            └─ firewall (internal)      │                                                            │
+ *   network ── subnetwork ─┬───────────┐
+ *                          ├─ router with Cloud NAT (after the subnetwork: one change to a network at a time)
+ *                          ├─ firewall (public ports)  ├─ instance template (per node group) ─ managed instance group ─┐
+ *                          └─ firewall (internal)      │                                                            │
  *   global address (load balancer IP) ───┘                                                            │
  *   health check (per port) ──────────────────────────────────────── backend service (per port) ──────┘
  *                                       target TCP proxy (per port) ─┘
@@ -170,10 +170,12 @@ export function buildPlan(request: CreateRequest): Plan {
       privateIpGoogleAccess: true,
     }),
   });
+  // GCP takes one change to a network at a time (resourceNotReady, retried by the inserts): the subnetwork, which
+  // the instance templates wait for, goes first; the router and firewall rules follow it.
   add({
     key: 'router',
     ref: ref('router', gcpName(prefix, 'router'), region),
-    deps: ['network'],
+    deps: ['network', 'subnetwork'],
     body: (): protos.google.cloud.compute.v1.IRouter => ({
       description,
       network: url(network),
@@ -184,7 +186,7 @@ export function buildPlan(request: CreateRequest): Plan {
   add({
     key: 'firewall-public',
     ref: ref('firewall', gcpName(prefix, 'public')),
-    deps: ['network'],
+    deps: ['network', 'subnetwork'],
     body: (): protos.google.cloud.compute.v1.IFirewall => ({
       // The TCP proxies and health checks connect from Google's front ends (130.211.0.0/22, 35.191.0.0/16).
       description: `${description}: the load balancer's ports, its proxies and health checks, and the NodePort range`,
@@ -198,7 +200,7 @@ export function buildPlan(request: CreateRequest): Plan {
   add({
     key: 'firewall-internal',
     ref: ref('firewall', gcpName(prefix, 'internal')),
-    deps: ['network'],
+    deps: ['network', 'subnetwork'],
     body: (): protos.google.cloud.compute.v1.IFirewall => ({
       description: `${description}: traffic between nodes and pods`,
       network: url(network),

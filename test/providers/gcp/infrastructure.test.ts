@@ -330,8 +330,8 @@ describe('GCP infrastructure (fake Compute API)', function () {
       assert.match(err.message, new RegExp(`failed for ${firewalls} resource\\(s\\): Deleting firewall rule .*compute\\.firewalls\\.delete`));
       assert.match(err.hint ?? '', /constellation terminate/);
       const left = fake.compute.list().map((r) => String(r.selfLink).split('/').slice(-2, -1)[0]);
-      assert.deepEqual([...new Set(left)].sort(), ['firewalls', 'networks'], 'only the firewall rules and the network they use are left');
-      assert.ok((await ctx.journal.list()).every((r) => /\/(firewalls|networks)\//.test(r.id)), 'the journal lists exactly what is left');
+      assert.deepEqual([...new Set(left)].sort(), ['firewalls', 'networks', 'subnetworks'], 'only the firewall rules and the network and subnetwork they wait for are left');
+      assert.ok((await ctx.journal.list()).every((r) => /\/(firewalls|networks|subnetworks)\//.test(r.id)), 'the journal lists exactly what is left');
       assert.equal((await ctx.journal.list()).length, left.length);
 
       await infra.terminate(ctx);
