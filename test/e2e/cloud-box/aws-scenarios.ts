@@ -1,8 +1,7 @@
 /**
- * Cloud in a box on AWS, beyond create and init: `apply` scaling workers up and down through the production
- * orchestration (cli/cluster) with the AWS provider at the fake. (A second control plane cannot join on AWS yet: the
- * aws-sev-snp attestation does not identify the instance, which a control-plane ticket needs; so neither control-plane
- * scaling nor `upgrade apply`, whose replacement control plane must join, runs here.) The fake behaves as AWS documents it (test/fakes/aws): EC2 answers `*.NotFound` for a
+ * Cloud in a box on AWS, beyond create and init: `upgrade apply` of a 3 + 2 cluster to a new image, and `apply`
+ * scaling control planes and workers up and down, through the production orchestration (cli/cluster) with the AWS
+ * provider at the fake. The fake behaves as AWS documents it (test/fakes/aws): EC2 answers `*.NotFound` for a
  * while after every create (eventual consistency), a deregistered target drains before it is gone, the load
  * balancer sends new connections only to registered, running targets in the zones it is enabled in, and a group whose
  * desired capacity drops chooses its own victim. The box plays the hypervisor: every instance the fake runs boots as
@@ -17,7 +16,10 @@ import { parseDocument } from 'yaml';
 import { applyConfig } from '../../../cli/cluster/apply.js';
 import { withWorkspaceSession } from '../../../cli/cluster/session.js';
 import { workspaceStoreHealth } from '../../../cli/cluster/store.js';
-import { loadConfig } from '../../../lib/config/index.js';
+import { loadConfig, measurementsOf } from '../../../lib/config/index.js';
+import { upgradeCluster, type UpgradeResult } from '../../../cli/cluster/upgrade.js';
+import type { Measurements } from '../../../lib/attestation/types.js';
+import { testSigner, writeSignedFile } from '../../images/support.js';
 import { createLogger } from '../../../lib/logging/index.js';
 import { CONFIG_FILE } from '../../../lib/workspace/files.js';
 import { AwsInfrastructure } from '../../../providers/aws/infrastructure.js';
@@ -31,6 +33,9 @@ import { bootNode, teeFor, upCluster } from './scenario.js';
 
 const JOIN_PORT = 30090;
 
+/** The AMI the rollout moves to. */
+export const NEW_IMAGE = 'ami-0b0a7d0000000002a';
+
 export interface AwsScenarioOptions {
   workspace: string;
   box: CloudBox;
@@ -40,9 +45,12 @@ export interface AwsScenarioOptions {
   consistencyMs?: number;
   /** How long a deregistered target drains in the fake (ms). */
   drainMs?: number;
+  /** Initial node counts (default 1 + 2). */
+  controlPlanes?: number;
+  workers?: number;
 }
 
-/** A running 1 + 2 AWS cluster in the box, with the box following the fake's instances. */
+/** A running AWS cluster in the box, with the box following the fake's instances. */
 export interface AwsBoxCluster {
   cloud: AwsBoxCloud;
   good: EndorsementKey;
@@ -54,11 +62,17 @@ export interface AwsBoxCluster {
   close(): Promise<void>;
 }
 
-/** config (1 control plane, 2 workers), create, boot, init; then the box follows the fake's instances. */
+/** config (default 1 control plane, 2 workers), create, boot, init; then the box follows the fake's instances. */
 export async function upAwsCluster(options: AwsScenarioOptions): Promise<AwsBoxCluster> {
   const { workspace, box, ca } = options;
   const base = await awsCloud(workspace, options.octet, { consistencyMs: options.consistencyMs ?? 300, drainMs: options.drainMs ?? 300 });
-  const cloud = base;
+  const cloud: AwsBoxCloud = Object.assign(Object.create(base) as AwsBoxCloud, {
+    configure(doc: Parameters<AwsBoxCloud['configure']>[0], tcb: Parameters<AwsBoxCloud['configure']>[1]) {
+      base.configure(doc, tcb);
+      doc.setIn(['nodeGroups', 'control_plane_default', 'initialCount'], options.controlPlanes ?? 1);
+      doc.setIn(['nodeGroups', 'worker_default', 'initialCount'], options.workers ?? 2);
+    },
+  });
   const up = await upCluster(cloud, box, ca, workspace, 'aws');
   const follower = followInstances(cloud, box, ca, up.good);
   const clusterEndpoint = cloud.lbTargets ? (await readEndpoint(workspace)) : '';
@@ -150,6 +164,35 @@ export function probeJoinService(host: string): { stop(): { probes: number; fail
       return { probes, failures };
     },
   };
+}
+
+/** A version index with the cluster's image and NEW_IMAGE, each with the config's measurements signed by a test key. */
+export async function publishImages(workspace: string, currentImage: string): Promise<{ index: string }> {
+  const signer = testSigner();
+  const config = await loadConfig(workspace);
+  const measurements: Measurements = measurementsOf(config);
+  const dir = path.join(workspace, '..', 'images');
+  const entries = [];
+  for (const [version, image] of [
+    ['v1.0.0', currentImage],
+    ['v1.1.0', NEW_IMAGE],
+  ] as const) {
+    const { file, signature } = await writeSignedFile(path.join(dir, version), 'measurements.json', { version, variant: 'aws-sev-snp', measurements }, signer);
+    entries.push({ version, image, variant: 'aws-sev-snp', measurementsUrl: file, signatureUrl: signature });
+  }
+  const index = path.join(dir, 'index.json');
+  await fs.writeFile(index, JSON.stringify({ images: entries }));
+  await editConfig(workspace, (doc) => doc.setIn(['measurementsSigningKey'], signer.publicKeyPem));
+  return { index };
+}
+
+/** `upgrade apply` to NEW_IMAGE, in process, with the provider at the fake. */
+export async function upgradeToNewImage(cluster: AwsBoxCluster, ca: SnpTestCa, workspace: string, index: string): Promise<UpgradeResult> {
+  await editConfig(workspace, (doc) => doc.setIn(['image'], NEW_IMAGE));
+  const validatorDeps = { ...(await cluster.cloud.validatorDeps()), amdRoots: ca.roots };
+  return withWorkspaceSession(workspace, 'upgrade apply', ({ workspaceDir, journal, log }) =>
+    upgradeCluster({ workspaceDir, log, journal, provider: cluster.infrastructure(NEW_IMAGE), imageSource: { index }, validatorDeps, joinTimeoutMs: 180_000, pollIntervalMs: 200 }),
+  );
 }
 
 export async function editConfig(workspace: string, edit: (doc: ReturnType<typeof parseDocument>) => void): Promise<void> {
