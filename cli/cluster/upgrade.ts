@@ -30,6 +30,7 @@ import { z } from 'zod';
 import { loadConfig } from '../../lib/config/index.js';
 import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import { UserError } from '../../lib/errors.js';
+import type { ValidatorDeps } from '../../lib/attestation/types.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { pathExists } from '../../lib/workspace/files.js';
@@ -98,6 +99,8 @@ export interface UpgradeOptions {
   /** Longest wait for every control plane to upgrade Kubernetes in place; default 10 minutes. */
   kubernetesTimeoutMs?: number;
   pollIntervalMs?: number;
+  /** What the variant's validator needs to verify a replacement (default: the provider's, as `verify` finds them). */
+  validatorDeps?: Partial<ValidatorDeps>;
 }
 
 export interface UpgradeResult {
@@ -278,7 +281,7 @@ async function replaceOne(step: Step, journal: UpgradeJournal, file: string, opt
   }
   instances = await provider.listInstances(ctx);
   await waitJoined(step, address(instances, step.new!), options);
-  const verified = await verifyCluster({ workspaceDir, log: options.log, nodeEndpoint: address(instances, step.new!) });
+  const verified = await verifyCluster({ workspaceDir, log: options.log, nodeEndpoint: address(instances, step.new!), validatorDeps: options.validatorDeps });
   const node = verified.nodes[0];
   if (node.outcome !== 'verified') {
     throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} does not verify: ${node.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });

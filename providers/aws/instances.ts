@@ -121,9 +121,13 @@ export class AwsInstances {
     const [after] = await this.describeGroups(region, [record.id]);
     const fresh = (after?.Instances ?? []).find((i) => !before.has(i.InstanceId) && i.LifecycleState === 'InService');
     if (!fresh?.InstanceId) throw new UserError(`Node group ${nodeGroup} reached ${desired} instances, but none of them is new.`, { hint: 'Run the command again: it adds one more instance.' });
-    const [instance] = await this.describeInstances(region, [fresh.InstanceId]);
-    if (!instance) throw new UserError(`EC2 does not describe the new instance ${fresh.InstanceId} of node group ${nodeGroup}.`);
-    return instance;
+    // EC2 is eventually consistent: Auto Scaling may report the instance before DescribeInstances knows it.
+    let instance: Instance | undefined;
+    await this.until(`EC2 to describe the new instance ${fresh.InstanceId}`, async () => {
+      [instance] = await this.describeInstances(region, [fresh.InstanceId!]);
+      return instance !== undefined;
+    });
+    return instance!;
   }
 
   async remove(id: string): Promise<void> {

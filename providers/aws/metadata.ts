@@ -92,6 +92,11 @@ export class AwsNodeMetadata implements NodeMetadata {
     return key;
   }
 
+  /** The constellation-uid tag of this instance: the cluster it belongs to. */
+  async clusterUid(): Promise<string> {
+    return (await this.cluster()).uid;
+  }
+
   private async cluster(): Promise<{ region: string; uid: string }> {
     const { region, instance } = await this.me();
     const uid = tagValue(instance.Tags, TAG.uid);

@@ -11,7 +11,7 @@
  */
 import { launchInstance, launchRefusal } from './ec2.js';
 import { applyFilters, type AutoScalingGroup, type FakeAwsState, type Instance } from './state.js';
-import { AwsFault, list, num, required, str, type Params, type XmlValue } from './wire.js';
+import { AwsFault, list, num, oneOf, required, str, type Params, type XmlValue } from './wire.js';
 
 type Handler = (s: FakeAwsState, p: Params) => Record<string, XmlValue>;
 
@@ -105,6 +105,7 @@ function checkCapacity(g: AutoScalingGroup): void {
 export const autoscalingHandlers: Record<string, Handler> = {
   CreateAutoScalingGroup(s, p) {
     const name = required(p, 'AutoScalingGroupName');
+    oneOf(p, 'HealthCheckType', ['EC2', 'ELB', 'VPC_LATTICE', 'EBS']);
     s.settle();
     if (s.autoScalingGroups.has(name)) throw new AwsFault('AlreadyExists', `AutoScalingGroup by this name already exists - A group with the name ${name} already exists`);
     const ltId = str((p.LaunchTemplate ?? {}) as Params, 'LaunchTemplateId') ?? '';

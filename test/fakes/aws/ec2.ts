@@ -4,7 +4,7 @@
  * (DependencyViolation when something still uses a resource), idempotency tokens and error codes.
  */
 import { applyFilters, type FakeAwsState, type Instance, type NatGateway } from './state.js';
-import { AwsFault, ec2Tags, list, required, str, tagsFromSpecs, type Params, type XmlValue } from './wire.js';
+import { AwsFault, ec2Tags, list, oneOf, required, str, tagsFromSpecs, type Params, type XmlValue } from './wire.js';
 
 type Handler = (s: FakeAwsState, p: Params) => Record<string, XmlValue>;
 
@@ -396,12 +396,16 @@ export const ec2Handlers: Record<string, Handler> = {
 
   CreateLaunchTemplate(s, p) {
     const name = required(p, 'LaunchTemplateName');
+    // VolumeType of LaunchTemplateEbsBlockDeviceRequest and HttpTokens of the metadata options (EC2 API reference).
+    const data = (p.LaunchTemplateData ?? {}) as Params;
+    for (const m of list(data, 'BlockDeviceMapping')) oneOf((m.Ebs ?? {}) as Params, 'VolumeType', ['standard', 'io1', 'io2', 'gp2', 'sc1', 'st1', 'gp3'], 'InvalidParameterValue');
+    oneOf((data.MetadataOptions ?? {}) as Params, 'HttpTokens', ['optional', 'required'], 'InvalidParameterValue');
+    oneOf((data.CpuOptions ?? {}) as Params, 'AmdSevSnp', ['enabled', 'disabled'], 'InvalidParameterValue');
     const token = str(p, 'ClientToken');
     const existing = [...s.launchTemplates.values()].find((t) => t.name === name);
     if (existing && (!token || existing.clientToken !== token)) {
       throw new AwsFault('InvalidLaunchTemplateName.AlreadyExistsException', `Launch template name already in use.`);
     }
-    const data = (p.LaunchTemplateData ?? {}) as Params;
     const lt = existing ?? { id: s.newId('lt'), name, clientToken: token, data, versions: [data], tags: tagsFromSpecs(p, 'launch-template') };
     s.launchTemplates.set(lt.id, lt);
     return { launchTemplate: { launchTemplateId: lt.id, launchTemplateName: name, defaultVersionNumber: 1, latestVersionNumber: 1, tagSet: ec2Tags(lt.tags) } };

@@ -14,7 +14,7 @@
  * balancer (ModifyTargetGroupAttributes, "TargetGroupAttribute"); an unknown key is a ValidationError.
  */
 import { type FakeAwsState, type Instance, type LoadBalancer, type TargetGroup } from './state.js';
-import { AwsFault, list, num, queryTags, required, str, tagsFromList, type Params, type XmlValue } from './wire.js';
+import { AwsFault, list, num, oneOf, queryTags, required, str, tagsFromList, type Params, type XmlValue } from './wire.js';
 
 type Handler = (s: FakeAwsState, p: Params) => Record<string, XmlValue>;
 
@@ -127,6 +127,10 @@ function visibleLoadBalancers(s: FakeAwsState): LoadBalancer[] {
 export const elbHandlers: Record<string, Handler> = {
   CreateLoadBalancer(s, p) {
     const name = required(p, 'Name');
+    // Enums of CreateLoadBalancer (ELB API reference).
+    oneOf(p, 'Type', ['application', 'network', 'gateway']);
+    oneOf(p, 'Scheme', ['internet-facing', 'internal']);
+    oneOf(p, 'IpAddressType', ['ipv4', 'dualstack', 'dualstack-without-public-ipv4']);
     const mappings = list(p, 'SubnetMappings').map((m) => ({ subnetId: str(m, 'SubnetId') ?? '', allocationId: str(m, 'AllocationId') }));
     const existing = visibleLoadBalancers(s).find((lb) => lb.name === name);
     if (existing) {
@@ -193,6 +197,11 @@ export const elbHandlers: Record<string, Handler> = {
 
   CreateTargetGroup(s, p) {
     const name = required(p, 'Name');
+    // Enums of CreateTargetGroup (ELB API reference); a network load balancer's health check is TCP, HTTP or HTTPS.
+    oneOf(p, 'Protocol', ['HTTP', 'HTTPS', 'TCP', 'TLS', 'UDP', 'TCP_UDP', 'GENEVE']);
+    oneOf(p, 'HealthCheckProtocol', ['HTTP', 'HTTPS', 'TCP']);
+    oneOf(p, 'TargetType', ['instance', 'ip', 'lambda', 'alb']);
+    if (str(p, 'HealthCheckProtocol') === 'TCP' && str(p, 'HealthCheckPath') !== undefined) throw new AwsFault('ValidationError', 'Health check path is not supported for TCP health checks');
     const existing = [...s.targetGroups.values()].find((t) => t.name === name);
     if (existing) return { TargetGroups: [tgXml(existing, s)] };
     const vpcId = required(p, 'VpcId');
