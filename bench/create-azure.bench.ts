@@ -61,6 +61,7 @@ export default async function (out: (line: string) => void): Promise<void> {
   const fake = await FakeArm.start({ latencyMs: 0, lroDurationMs: 0 });
   try {
     fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+    fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', '/CommunityGalleries/ConstellationCVM-b3782fa0/Images/constellation/Versions/2.19.0');
     const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions({ pollIntervalMs: POLL_MS })));
     // Warm-up without latency: loads the SDK modules, which is not what we measure.
     const warm = context();

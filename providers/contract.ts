@@ -5,7 +5,7 @@
  */
 
 import type { TeeReportOptions } from '../lib/attestation/tee/index.js';
-import type { Issuer, ValidatorDeps } from '../lib/attestation/types.js';
+import type { Issuer, Measurements, ValidatorDeps } from '../lib/attestation/types.js';
 import type { TpmClient } from '../lib/tpm/client.js';
 import type { ResourceJournal } from '../lib/workspace/resource-journal.js';
 
@@ -92,7 +92,11 @@ export interface TerminateOptions {
   byTag?: boolean;
 }
 
-/** CLI side. Every method is idempotent and safe to call again after an interruption. */
+/**
+ * CLI side. Every method is idempotent and safe to call again after an interruption. Required members are what
+ * `create`, `status`, `apply` and `terminate` need of every provider; optional ones are capabilities a caller checks
+ * for and refuses clearly without (`upgrade apply` and scale-in need addInstance and removeInstance).
+ */
 export interface InfrastructureProvider {
   readonly name: ProviderName;
   /**
@@ -102,20 +106,26 @@ export interface InfrastructureProvider {
   checkPreconditions?(): Promise<void>;
   create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult>;
   listInstances(ctx: ProviderContext): Promise<Instance[]>;
-  describeInstance(id: string, ctx: ProviderContext): Promise<Instance>;
-  scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void>;
-  /** Replaces one instance with a fresh one of the same group (upgrades); returns the new instance. */
-  replaceInstance(id: string, ctx: ProviderContext): Promise<Instance>;
   /**
-   * The two halves of a replacement, for providers that can: one more instance in the group, and the removal of one
-   * instance. An upgrade removes the old instance only after the new one joined and verified.
+   * Grows a node group to `count` instances (`apply` scaling out: the new instances join by attestation). `apply`
+   * never shrinks a group with it: a scale-in removes the instances it chose with removeInstance, because a cloud
+   * lowering a group's size picks its own victims (by zone balance, launch template, age), not ours.
+   */
+  scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void>;
+  /**
+   * One more instance in the group, in service, from the provider's current image (an upgrade's replacement, whose
+   * old instance goes only after the new one joined and verified). Returns the new instance.
    */
   addInstance?(nodeGroup: string, ctx: ProviderContext): Promise<Instance>;
+  /**
+   * Deletes exactly this instance (Instance.id) and lowers its group's size by one, so the cloud starts no
+   * replacement and picks no other victim. Idempotent: an instance already gone is no error.
+   */
   removeInstance?(id: string, ctx: ProviderContext): Promise<void>;
   /**
-   * Takes an instance out of the load balancer and lets the connections it serves end, as a cloud load balancer
-   * drains a target; the instance keeps running until removeInstance. A control plane is drained before its cluster
-   * store member leaves, so no call reaches a join service whose store no longer answers.
+   * Takes an instance (Instance.id) out of the load balancer and lets the connections it serves end, as a cloud load
+   * balancer drains a target; the instance keeps running until removeInstance. A control plane is drained before its
+   * cluster store member leaves, so no call reaches a join service whose store no longer answers.
    */
   drainInstance?(id: string, ctx: ProviderContext): Promise<void>;
   /**
@@ -123,8 +133,26 @@ export interface InfrastructureProvider {
    * added later serves Init. Providers without it leave the hash in place (docs/join-service.md says what holds then).
    */
   markInitialized?(ctx: ProviderContext): Promise<void>;
+  /**
+   * The measurements of a node booted from the image this provider boots, measured by the CLI itself (the local
+   * provider's current build); `create` writes them to the config, and they are the only trusted set for that image.
+   */
+  expectedMeasurements?(workspaceDir?: string): Promise<Measurements>;
+  /** Power control, as a hypervisor has it (`mini reboot|stop|start`): nodes by Instance.name. */
+  rebootNodes?(names: string[], ctx: ProviderContext): Promise<void>;
+  stopNodes?(names: string[], ctx: ProviderContext): Promise<void>;
+  startNodes?(names: string[], ctx: ProviderContext): Promise<void>;
+  /** The names of the cluster's nodes (of one role), for power control. */
+  nodeNames?(ctx: ProviderContext, role?: NodeRole): Promise<string[]>;
   /** Deletes what the journal recorded, in reverse dependency order; tolerates resources already gone. */
   terminate(ctx: ProviderContext, options?: TerminateOptions): Promise<void>;
+}
+
+/** A provider with power control (the local provider's process nodes). */
+export type NodePowerControl = Required<Pick<InfrastructureProvider, 'rebootNodes' | 'stopNodes' | 'startNodes' | 'nodeNames'>>;
+
+export function hasPowerControl(provider: InfrastructureProvider): provider is InfrastructureProvider & NodePowerControl {
+  return Boolean(provider.rebootNodes && provider.stopNodes && provider.startNodes && provider.nodeNames);
 }
 
 export interface InstanceMetadata {
@@ -205,22 +233,31 @@ export interface NodePlatform {
   validatorDeps(): Promise<Partial<ValidatorDeps>>;
 }
 
-/** What a provider package exports (default export or named `provider`). */
+/**
+ * Options as they cross the registry: the config's `provider.<name>` section plus what the CLI adds (image, uid).
+ * Each provider declares its own type for them (AwsProviderOptions, GcpProviderOptions, AzureProviderOptions,
+ * LocalInfrastructureOptions) on its module's members and parses them there.
+ */
+export type ProviderOptions = Record<string, unknown>;
+
+/**
+ * What a provider package exports (default export or named `provider`). A provider module declares its members
+ * with its own options type, e.g. `infrastructure(options?: AwsProviderOptions)`, and `satisfies ProviderModule`.
+ */
 export interface ProviderModule {
   readonly name: ProviderName;
   /** Attestation variants this provider's nodes can produce; the first is the default. */
   readonly attestationVariants: readonly string[];
-  infrastructure(options?: Record<string, unknown>): Promise<InfrastructureProvider> | InfrastructureProvider;
-  nodeMetadata(options?: Record<string, unknown>): Promise<NodeMetadata> | NodeMetadata;
+  infrastructure(options?: ProviderOptions): Promise<InfrastructureProvider> | InfrastructureProvider;
   /**
    * Collaborators the provider's attestation variants need on the verifier side (join service, CLI):
    * local → the AK registry of its metadata server; gcp → the shielded-instance identity client; ...
    */
-  attestationDeps?(options?: Record<string, unknown>): Promise<Partial<ValidatorDeps>> | Partial<ValidatorDeps>;
-  /** Node side: the platform the node program runs on (see NodePlatform). */
+  attestationDeps?(options?: ProviderOptions): Promise<Partial<ValidatorDeps>> | Partial<ValidatorDeps>;
+  /** Node side: the platform the node program runs on (see NodePlatform; its metadata answers the node's questions). */
   nodePlatform?(options: NodePlatformOptions): Promise<NodePlatform>;
   /** Cloud providers only. */
-  iam?(options?: Record<string, unknown>): Promise<IamProvisioner> | IamProvisioner;
+  iam?(options?: ProviderOptions): Promise<IamProvisioner> | IamProvisioner;
 }
 
 /** `iam create <provider>`: the identities nodes need. */

@@ -76,25 +76,23 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
         if (group.role === 'control-plane' && group.initialCount < 1) throw new UserError('A cluster needs at least one control-plane node.', { hint: `Set nodeGroups.${group.name}.initialCount to 1 or more.` });
         say(`scaling ${group.name} from ${members.length} to ${group.initialCount} nodes`);
         if (group.initialCount < members.length) {
-          // Scale-in removes exactly the nodes chosen here (the newest), never ones the cloud picks: a control plane
-          // leaves the load balancer, then the store (the quorum never counts a node that is gone), then goes.
-          const leaving = newestFirst(members).slice(0, members.length - group.initialCount);
+          // Scale-in removes exactly the nodes chosen here (the newest by the creation time the provider reports),
+          // never ones the cloud picks: a node leaves the load balancer, a control plane then the store (the quorum
+          // never counts a node that is gone), then exactly that instance goes and its group shrinks by one.
           if (!provider.removeInstance) {
-            if (group.role === 'control-plane') {
-              throw new UserError(`The ${provider.name} provider cannot remove a chosen instance, so control planes cannot be scaled in safely.`, {
-                hint: `Keep nodeGroups.${group.name}.initialCount at ${members.length}. Nothing was changed.`,
-              });
-            }
-          } else {
-            for (const node of leaving) {
-              await provider.drainInstance?.(node.id, ctx);
-              if (group.role === 'control-plane' && state.clusterValues.clusterID) await removeStoreMember(workspaceDir, members, node.name);
-              await provider.removeInstance(node.id, ctx);
-              say(`removed ${node.name}`);
-            }
+            throw new UserError(`The ${provider.name} provider cannot remove a chosen instance, so node groups cannot be scaled in safely.`, {
+              hint: `Keep nodeGroups.${group.name}.initialCount at ${members.length}. Nothing was changed.`,
+            });
           }
+          for (const node of newestFirst(members).slice(0, members.length - group.initialCount)) {
+            await provider.drainInstance?.(node.id, ctx);
+            if (group.role === 'control-plane' && state.clusterValues.clusterID) await removeStoreMember(workspaceDir, members, node.name);
+            await provider.removeInstance(node.id, ctx);
+            say(`removed ${node.name}`);
+          }
+        } else {
+          await provider.scaleNodeGroup(group.name, group.initialCount, ctx);
         }
-        await provider.scaleNodeGroup(group.name, group.initialCount, ctx);
         result.scaled[group.name] = [members.length, group.initialCount];
       }
     }

@@ -26,7 +26,6 @@ import { TERMINATE_HINT, workspaceArg } from './next-steps.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
-import { isMeasuringProvider } from './trusted-measurements.js';
 
 /** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */
 const UID_BYTES = 4;
@@ -83,7 +82,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     const signed = await loadImageMeasurements(config, config.image, { baseDir: workspaceDir, ...options.imageSource });
     log.info('image measurements verified', { image: config.image, key: signed.key.fingerprint });
     config = await editConfig(workspaceDir, { measurements: signed.measurements, replaceMeasurements: true });
-  } else if (isMeasuringProvider(provider)) {
+  } else if (provider.expectedMeasurements) {
     options.progress?.('measuring the node image');
     config = await editConfig(workspaceDir, { measurements: await provider.expectedMeasurements(workspaceDir) });
   }

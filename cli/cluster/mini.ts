@@ -10,7 +10,7 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
+import { hasPowerControl, type InfrastructureProvider, type ProviderContext, type ResourceJournal } from '../../providers/contract.js';
 import { clusterJournalView } from '../iam/journal-view.js';
 import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
@@ -288,13 +288,6 @@ export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles
 }
 
 /** What `mini reboot`, `mini stop` and `mini start` need of the local provider (LocalInfrastructure has it). */
-export interface NodePowerControl {
-  rebootNodes(names: string[], ctx: ProviderContext): Promise<void>;
-  stopNodes(names: string[], ctx: ProviderContext): Promise<void>;
-  startNodes(names: string[], ctx: ProviderContext): Promise<void>;
-  nodeNames(ctx: ProviderContext, role?: 'control-plane' | 'worker'): Promise<string[]>;
-}
-
 export type PowerAction = 'reboot' | 'stop' | 'start';
 
 export interface MiniPowerOptions {
@@ -308,14 +301,15 @@ export interface MiniPowerOptions {
   controlPlanes?: boolean;
   progress?: (message: string) => void;
   /** Default: the local provider's infrastructure. */
-  provider?: NodePowerControl;
+  provider?: InfrastructureProvider;
 }
 
 /** Reboots, stops or starts local nodes as a hypervisor would; returns the nodes acted on. */
 export async function miniPower(options: MiniPowerOptions): Promise<{ nodes: string[] }> {
   const { workspaceDir, log } = options;
   await requireLocalCluster(workspaceDir);
-  const provider = options.provider ?? ((await workspaceInfrastructure(workspaceDir)) as unknown as NodePowerControl);
+  const provider = options.provider ?? (await workspaceInfrastructure(workspaceDir));
+  if (!hasPowerControl(provider)) throw new UserError(`The ${provider.name} provider has no power control over its nodes.`);
   const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir, progress: options.progress };
   const nodes = [...new Set([...(options.nodes ?? []), ...(options.controlPlanes ? await provider.nodeNames(ctx, 'control-plane') : [])])];
   if (nodes.length === 0) throw new UserError(`Name the nodes to ${options.action}.`, { hint: 'Give node names (see `constellation status`), or --control-planes.' });

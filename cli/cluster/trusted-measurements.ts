@@ -29,15 +29,6 @@ export interface VerifiedMeasurements {
   readonly [VERIFIED]: true;
 }
 
-/** A provider that measures the image its nodes boot (the local provider's current build). */
-interface MeasuringProvider {
-  expectedMeasurements(workspaceDir?: string): Promise<Measurements>;
-}
-
-export function isMeasuringProvider(provider: InfrastructureProvider): provider is InfrastructureProvider & MeasuringProvider {
-  return typeof (provider as Partial<MeasuringProvider>).expectedMeasurements === 'function';
-}
-
 export interface VerifyOptions {
   provider: InfrastructureProvider;
   workspaceDir: string;
@@ -54,7 +45,7 @@ export async function verifiedConfigMeasurements(config: Config, options: Verify
     });
   }
   if (providerOf(config) === 'local' && config.image === LOCAL_BUILD_IMAGE) {
-    if (!isMeasuringProvider(options.provider)) throw new UserError(`The ${options.provider.name} provider cannot measure the local build.`);
+    if (!options.provider.expectedMeasurements) throw new UserError(`The ${options.provider.name} provider cannot measure the local build.`);
     const measured = await options.provider.expectedMeasurements(options.workspaceDir);
     const differences = measurementChanges(
       Object.fromEntries(Object.keys(measured).map((index) => [index, configured[index]]).filter(([, m]) => m !== undefined)),

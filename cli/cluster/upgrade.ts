@@ -32,6 +32,7 @@ import { pollUntil } from '../../lib/poll.js';
 import { loadConfig } from '../../lib/config/index.js';
 import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import { UserError } from '../../lib/errors.js';
+import type { ValidatorDeps } from '../../lib/attestation/types.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { pathExists, UPGRADE_JOURNAL_FILE } from '../../lib/workspace/files.js';
@@ -103,6 +104,8 @@ export interface UpgradeOptions {
   /** Longest wait for every control plane to upgrade Kubernetes in place; default 10 minutes. */
   kubernetesTimeoutMs?: number;
   pollIntervalMs?: number;
+  /** What the variant's validator needs to verify a replacement (default: the provider's, as `verify` finds them). */
+  validatorDeps?: Partial<ValidatorDeps>;
 }
 
 export interface UpgradeResult {
@@ -123,7 +126,7 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
   };
   if (!provider.addInstance || !provider.removeInstance) {
     throw new UserError(`The ${provider.name} provider cannot add and remove single instances yet, which a rollout without downtime needs.`, {
-      hint: 'Upgrades run on the local provider in this build.',
+      hint: 'Nothing was changed. The built-in providers (local, aws, azure, gcp) can; a third-party provider needs addInstance and removeInstance (providers/contract.ts).',
     });
   }
   const journalFile = path.join(workspaceDir, UPGRADE_JOURNAL_FILE);
@@ -257,7 +260,7 @@ async function replaceOne(step: Step, journal: UpgradeJournal, file: string, opt
     if (status?.state === 'refused' || status?.state === 'failed') {
       // Refused last time: what was added goes, and the rollout tries with a fresh node.
       progress(`removing ${step.new}, the replacement an earlier run added and that was refused`);
-      await provider.removeInstance!(step.new, ctx);
+      await removeNamed(step.new, instances, options, ctx);
       step.new = undefined;
       await writeJournal(file, journal);
     }
@@ -269,7 +272,7 @@ async function replaceOne(step: Step, journal: UpgradeJournal, file: string, opt
       if (adopted && instances.find((i) => i.name === adopted)?.state === 'running') step.new = adopted;
       else if (adopted) {
         progress(`removing ${adopted}, which an interrupted run began to add`);
-        await provider.removeInstance!(adopted, ctx);
+        await removeNamed(adopted, instances, options, ctx);
       }
     }
     if (!step.new) {
@@ -283,7 +286,7 @@ async function replaceOne(step: Step, journal: UpgradeJournal, file: string, opt
   }
   instances = await provider.listInstances(ctx);
   await waitJoined(step, address(instances, step.new!), options);
-  const verified = await verifyCluster({ workspaceDir, log: options.log, nodeEndpoint: address(instances, step.new!) });
+  const verified = await verifyCluster({ workspaceDir, log: options.log, nodeEndpoint: address(instances, step.new!), validatorDeps: options.validatorDeps });
   const node = verified.nodes[0];
   if (node.outcome !== 'verified') {
     throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} does not verify: ${node.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
@@ -306,10 +309,17 @@ async function retireNode(
   options: UpgradeOptions,
   ctx: ProviderContext,
 ): Promise<void> {
-  await options.provider.drainInstance?.(name, ctx);
+  const id = instances.find((i) => i.name === name)?.id;
+  if (id !== undefined) await options.provider.drainInstance?.(id, ctx);
   // A refusal (the quorum would be at risk, or the store cannot answer) stops here, before the instance goes.
   if (role === 'control-plane') await removeStoreMember(options.workspaceDir, instances, name);
-  await options.provider.removeInstance!(name, ctx);
+  await removeNamed(name, instances, options, ctx);
+}
+
+/** The journal names nodes; the provider removes instances by id (on the clouds the two differ). Gone already: nothing to do. */
+async function removeNamed(name: string, instances: Instance[], options: UpgradeOptions, ctx: ProviderContext): Promise<void> {
+  const id = instances.find((i) => i.name === name)?.id;
+  if (id !== undefined) await options.provider.removeInstance!(id, ctx);
 }
 
 const ROLLBACK_HINT = 'The old node stays and the cluster keeps working. `constellation upgrade apply --rollback` removes what the upgrade added; fix the image and run `constellation upgrade apply` again to retry.';

@@ -2,9 +2,11 @@
  * Waiting for an auto scaling group to run its desired capacity after `create` (upstream's Terraform waits the
  * same way: wait_for_capacity_timeout, 20 minutes for SEV-SNP). It polls DescribeAutoScalingGroups until as many
  * instances as desired are InService, reporting progress when the count changes, and reads the group's scaling
- * activities on each poll: a Failed launch (no capacity for the instance type in the zone, a refused launch
- * template, a quota) ends the wait at once with EC2's own status message, instead of surfacing much later as an
- * `init` that times out. Polls start after a second and back off to 15 seconds. Time and waiting are injected (options.clock, options.sleep), so tests do not wait.
+ * activities on each poll. A Failed launch that passes (EC2 has no SEV-SNP capacity in the zone right now:
+ * InsufficientInstanceCapacity; a new instance profile that IAM has not propagated yet: "Invalid IAM Instance
+ * Profile") is reported and waited through, as upstream's Terraform waits through it, up to the timeout; any other
+ * Failed launch (a refused launch template or volume, a quota, an unsupported type) ends the wait at once with
+ * EC2's own status message, instead of surfacing much later as an `init` that times out. Polls start after a second and back off to 15 seconds. Time and waiting are injected (options.clock, options.sleep), so tests do not wait.
  */
 import { DescribeAutoScalingGroupsCommand, DescribeScalingActivitiesCommand, type DescribeAutoScalingGroupsCommandOutput, type DescribeScalingActivitiesCommandOutput } from '@aws-sdk/client-auto-scaling';
 import { realSleep, systemClock } from '../../lib/clock.js';
@@ -26,6 +28,11 @@ export interface CapacityTarget {
   zone: string;
 }
 
+/** Launch failures that pass with time (see the header): capacity, and instance profiles IAM has not propagated. */
+export function isTransientLaunchFailure(message: string): boolean {
+  return /InsufficientInstanceCapacity|do not have sufficient .* capacity|Invalid IAM Instance Profile|iamInstanceProfile\.(name|arn) is invalid/i.test(message);
+}
+
 export async function waitForCapacity(clients: AwsClients, region: string, target: CapacityTarget, ctx: ProviderContext, options: AwsProviderOptions): Promise<void> {
   const clock = options.clock ?? systemClock;
   const sleep = options.sleep ?? realSleep;
@@ -37,6 +44,7 @@ export async function waitForCapacity(clients: AwsClients, region: string, targe
   // Activities from before this wait (an earlier, interrupted run) do not count.
   const since = started - 60_000;
   let reported = -1;
+  let lastTransient: string | undefined;
   for (;;) {
     const out = await clients.send<DescribeAutoScalingGroupsCommandOutput>(
       autoscaling,
@@ -56,13 +64,19 @@ export async function waitForCapacity(clients: AwsClients, region: string, targe
       `Reading the scaling activities of node group ${target.nodeGroup}`,
     );
     const failed = (activities.Activities ?? []).find((a) => a.StatusCode === 'Failed' && (a.StartTime?.getTime() ?? Infinity) >= since);
-    if (failed) {
-      throw new UserError(`Node group ${target.nodeGroup} could not launch its instances: ${(failed.StatusMessage ?? failed.Description ?? 'the launch failed').trim()}`, {
+    const failure = failed ? (failed.StatusMessage ?? failed.Description ?? 'the launch failed').trim() : undefined;
+    if (failure && !isTransientLaunchFailure(failure)) {
+      throw new UserError(`Node group ${target.nodeGroup} could not launch its instances: ${failure}`, {
         hint: `The auto scaling group ${target.groupName} keeps trying. Check the instance type ${target.instanceType} in ${target.zone} (capacity, quota, SEV-SNP support); \`constellation terminate\` removes what was made.`,
       });
     }
+    if (failure && failure !== lastTransient) {
+      ctx.progress?.(`node group ${target.nodeGroup}: a launch failed, AWS keeps trying: ${failure}`);
+      lastTransient = failure;
+    }
     if (clock().getTime() - started >= timeoutMs) {
-      throw new UserError(`Node group ${target.nodeGroup} has ${inService} of ${target.desired} instances in service after ${Math.round(timeoutMs / 60_000)} minutes.`, {
+      const why = lastTransient ? ` The last launch failed: ${lastTransient}` : '';
+      throw new UserError(`Node group ${target.nodeGroup} has ${inService} of ${target.desired} instances in service after ${Math.round(timeoutMs / 60_000)} minutes.${why}`, {
         hint: `Look at the scaling activities of the auto scaling group ${target.groupName} in the AWS console; run \`constellation create\` again to keep waiting.`,
       });
     }

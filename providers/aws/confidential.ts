@@ -2,7 +2,9 @@
  * The confidential-VM settings of docs/design.md#providers for AWS, per attestation variant (the variant table in
  * lib/attestation/variant-table.ts says which variants run on AWS and on which instance families):
  *  - SEV-SNP variants: `CpuOptions.AmdSevSnp = enabled` in the launch template;
- *  - every variant: an image with NitroTPM (`TpmSupport: v2.0`) that boots with UEFI (the vTPM measures the boot).
+ *  - every variant: an image with NitroTPM (`TpmSupport: v2.0`) that boots with UEFI (the vTPM measures the boot);
+ *  - SEV-SNP runs only in the regions AWS offers it in (Amazon EC2 User Guide, "AMD SEV-SNP for Amazon EC2
+ *    instances", Requirements: US East (Ohio) and Europe (Ireland)); create refuses any other before calling AWS.
  */
 import { checkCvmInstanceType, requireVariantOn } from '../../lib/attestation/variant.js';
 import { UserError } from '../../lib/errors.js';
@@ -16,6 +18,19 @@ export function confidentialSettings(variant: string, instanceType: string, node
   const spec = requireVariantOn('aws', variant);
   checkCvmInstanceType(spec, instanceType, nodeGroup);
   return spec.cvm?.technology === 'sev-snp' ? { CpuOptions: { AmdSevSnp: 'enabled' } } : {};
+}
+
+/** Regions with SEV-SNP instances (see the header). */
+export const SEV_SNP_REGIONS: readonly string[] = ['us-east-2', 'eu-west-1'];
+
+/** Refuses a SEV-SNP variant in a region without SEV-SNP (the launch would fail only after the network was made). */
+export function checkRegion(variant: string, region: string): void {
+  const spec = requireVariantOn('aws', variant);
+  if (spec.cvm?.technology === 'sev-snp' && !SEV_SNP_REGIONS.includes(region)) {
+    throw new UserError(`AWS offers SEV-SNP instances (attestation variant ${variant}) only in ${SEV_SNP_REGIONS.join(' and ')}, not in ${region}.`, {
+      hint: `Set provider.aws.region to ${SEV_SNP_REGIONS.join(' or ')} (and provider.aws.zone to one of its zones), or use the aws-nitro-tpm variant. Nothing was created.`,
+    });
+  }
 }
 
 /** The image must boot with UEFI and expose NitroTPM 2.0, or the node cannot attest. */

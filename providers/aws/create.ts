@@ -44,12 +44,17 @@ import {
   type DescribeRouteTablesCommandOutput,
   type DescribeSecurityGroupsCommandOutput,
   type DescribeSubnetsCommandOutput,
+  DescribeAccountAttributesCommand,
+  DescribeAddressesCommand,
+  type DescribeAccountAttributesCommandOutput,
+  type DescribeAddressesCommandOutput,
 } from '@aws-sdk/client-ec2';
 import {
   CreateListenerCommand,
   CreateLoadBalancerCommand,
   CreateTargetGroupCommand,
   ModifyLoadBalancerAttributesCommand,
+  ModifyTargetGroupAttributesCommand,
   waitUntilLoadBalancerAvailable,
   type CreateListenerCommandOutput,
   type CreateLoadBalancerCommandOutput,
@@ -61,7 +66,8 @@ import { runTaskGraph, TaskGraphError, type Task } from '../common/task-graph.js
 import { waitForCapacity } from './capacity.js';
 import type { AwsClients } from './clients.js';
 import { checkImage } from './confidential.js';
-import { awsErrorCode, CreateFailedError, isDuplicate, toUserError } from './errors.js';
+import { awsErrorCode, CreateFailedError, isDuplicate, isEventuallyConsistent, toUserError } from './errors.js';
+import { realSleep, systemClock } from '../../lib/clock.js';
 import type { AwsProviderOptions } from './options.js';
 import { planCreate, STEP, type AwsPlan, type AwsStep, type ResourceStep } from './plan.js';
 import { isInfrastructureResource, recordData, TAG, VPC_CIDR } from './resources.js';
@@ -87,6 +93,7 @@ export class AwsCreate {
   async run(): Promise<CreateResult> {
     await this.loadJournal();
     await this.clients.checkCredentials(this.plan.config.region);
+    await this.checkAddressQuota();
     const tasks: Task[] = this.plan.steps.map((step) => ({ id: step.id, deps: step.deps, run: () => this.execute(step) }));
     this.options.onPlan?.(this.plan.steps.map((s) => ({ id: s.id, deps: [...s.deps] })));
     try {
@@ -140,8 +147,51 @@ export class AwsCreate {
     return this.clients.elb(this.plan.config.region);
   }
 
-  private send<T>(client: Parameters<AwsClients['send']>[0], command: unknown, action: string): Promise<T> {
-    return this.clients.send<T>(client, command, action);
+  /**
+   * Sends one command of the plan. A `*.NotFound` for a resource made moments ago (EC2 eventual consistency: "Eventual
+   * consistency in the Amazon EC2 API", e.g. InvalidGroup.NotFound right after CreateSecurityGroup, or Auto Scaling
+   * not finding a new launch template) is retried with backoff, for at most options.consistencyTimeoutMs (default 2
+   * minutes); every other error ends the step at once.
+   */
+  private async send<T>(client: Parameters<AwsClients['send']>[0], command: unknown, action: string): Promise<T> {
+    const clock = this.options.clock ?? systemClock;
+    const sleep = this.options.sleep ?? realSleep;
+    const deadline = clock().getTime() + (this.options.consistencyTimeoutMs ?? 120_000);
+    let delayMs = Math.max(1, this.options.retryDelayMs ?? 500);
+    for (let attempt = 0; ; attempt++) {
+      try {
+        // A fresh command per attempt: an SDK command object is not sent twice.
+        const fresh = attempt === 0 ? command : new (command as { constructor: new (input: unknown) => unknown }).constructor((command as { input: unknown }).input);
+        return await this.clients.send<T>(client, fresh, action);
+      } catch (err) {
+        if (!isEventuallyConsistent(err) || clock().getTime() + delayMs > deadline) throw err;
+        this.ctx.log.debug('aws: not found yet, retrying', { action, code: awsErrorCode(err), delayMs });
+        await sleep(delayMs, this.ctx.signal);
+        delayMs = Math.min(delayMs * 2, 10_000);
+      }
+    }
+  }
+
+  /**
+   * Refuses, before anything is made, a create whose elastic IPs would exceed the region's quota (AllocateAddress
+   * would fail with AddressLimitExceeded half-way): one per zone and one for the load balancer, minus those an
+   * interrupted run made already, against DescribeAccountAttributes' vpc-max-elastic-ips and the addresses in use.
+   */
+  private async checkAddressQuota(): Promise<void> {
+    const missing = this.plan.elasticIpSteps.filter((step) => !this.made.has(step));
+    if (missing.length === 0) return;
+    const [attributes, addresses] = await Promise.all([
+      this.clients.send<DescribeAccountAttributesCommandOutput>(this.ec2, new DescribeAccountAttributesCommand({}), 'Reading the elastic IP quota'),
+      this.clients.send<DescribeAddressesCommandOutput>(this.ec2, new DescribeAddressesCommand({}), 'Counting the elastic IPs in use'),
+    ]);
+    const quota = Number(attributes.AccountAttributes?.find((a) => a.AttributeName === 'vpc-max-elastic-ips')?.AttributeValues?.[0]?.AttributeValue ?? NaN);
+    const inUse = (addresses.Addresses ?? []).length;
+    if (Number.isFinite(quota) && inUse + missing.length > quota) {
+      throw new UserError(
+        `The cluster needs ${missing.length} more elastic IPs in ${this.plan.config.region} (one per zone for its NAT gateways: ${this.plan.zones.join(', ')}; one for the load balancer), but ${inUse} of the quota of ${quota} are in use.`,
+        { hint: 'Release unused elastic IPs, request a higher "EC2-VPC Elastic IPs" quota (Service Quotas), or put the node groups in fewer zones. Nothing was created.' },
+      );
+    }
   }
 
   /** Sends a command whose refusal `done` (an error code or test) means an interrupted run already did it. */
@@ -162,6 +212,9 @@ export class AwsCreate {
         return;
       case 'load-balancer-attributes':
         await this.send(this.elb, new ModifyLoadBalancerAttributesCommand(step.input(this.id)), step.action);
+        return;
+      case 'target-group-attributes':
+        await this.send(this.elb, new ModifyTargetGroupAttributesCommand(step.input(this.id)), step.action);
         return;
       case 'wait-capacity':
         return waitForCapacity(this.clients, this.plan.config.region, step.target(this.id), this.ctx, this.options);

@@ -27,6 +27,17 @@ export function isNotFound(err: unknown): boolean {
   return code === 'ValidationError' && /not found/i.test(err instanceof Error ? err.message : '');
 }
 
+/**
+ * A resource named in a request is not known yet, where EC2 is eventually consistent (a create moments ago):
+ * `Invalid…ID.NotFound`, `InvalidGroup.NotFound`, `InvalidLaunchTemplateId.NotFound`, NAT gateways, and Auto
+ * Scaling's ValidationError for a launch template or subnet that "does not exist".
+ */
+export function isEventuallyConsistent(err: unknown): boolean {
+  const code = awsErrorCode(err);
+  if (/^Invalid[A-Za-z]*\.NotFound$|^InvalidLaunchTemplateId\.NotFound$|^NatGatewayNotFound$/.test(code)) return true;
+  return code === 'ValidationError' && /(launch template|subnet ID).*does not exist/i.test(err instanceof Error ? err.message : String((err as { message?: unknown })?.message ?? ''));
+}
+
 export function isDuplicate(err: unknown): boolean {
   const code = awsErrorCode(err);
   return /Duplicate|AlreadyExists/.test(code);

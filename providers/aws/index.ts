@@ -5,33 +5,29 @@
  * Options: see ./options.ts (endpoints, static credentials, retry and polling delays, instrumentation).
  */
 import { variantsOf } from '../../lib/attestation/variant.js';
-import type { ProviderModule } from '../contract.js';
+import type { NodePlatformOptions, ProviderModule } from '../contract.js';
 import type { AwsProviderOptions } from './options.js';
 
-const provider: ProviderModule = {
+const provider = {
   name: 'aws',
   attestationVariants: variantsOf('aws'),
-  async infrastructure(options) {
+  async infrastructure(options?: AwsProviderOptions) {
     const { AwsInfrastructure } = await import('./infrastructure.js');
-    return new AwsInfrastructure(options as AwsProviderOptions | undefined);
+    return new AwsInfrastructure(options);
   },
-  async nodeMetadata(options) {
-    const { AwsNodeMetadata } = await import('./metadata.js');
-    return new AwsNodeMetadata(options as AwsProviderOptions | undefined);
-  },
-  async nodePlatform(options) {
+  async nodePlatform(options: NodePlatformOptions) {
     const { awsNodePlatform } = await import('./node-platform.js');
     return awsNodePlatform(options);
   },
   /** aws-nitro-tpm: the EC2 image lookup (DescribeImages) through this provider's clients. */
-  async attestationDeps(options) {
+  async attestationDeps(options?: AwsProviderOptions) {
     const { awsImageLookup } = await import('./image-lookup.js');
-    return { awsDescribeImage: awsImageLookup(options as AwsProviderOptions | undefined) };
+    return { awsDescribeImage: awsImageLookup(options) };
   },
-  async iam(options) {
+  async iam(options?: AwsProviderOptions) {
     const { AwsIam } = await import('./iam.js');
-    return new AwsIam(options as AwsProviderOptions | undefined);
+    return new AwsIam(options);
   },
-};
+} satisfies ProviderModule;
 
 export default provider;

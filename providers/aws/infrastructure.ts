@@ -1,6 +1,6 @@
 /**
  * The AWS InfrastructureProvider (providers/contract.ts): wires the SDK clients made for each call to the
- * create, instance and terminate logic. Loaded lazily by providers/aws/index.ts.
+ * create, instance (list, scale, add, remove, drain, markInitialized: ./instances.ts) and terminate logic. Loaded lazily by providers/aws/index.ts.
  */
 import type { CreateRequest, CreateResult, Instance, InfrastructureProvider, ProviderContext, TerminateOptions } from '../contract.js';
 import { AwsClients } from './clients.js';
@@ -22,16 +22,25 @@ export class AwsInfrastructure implements InfrastructureProvider {
     return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).list());
   }
 
-  describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).describe(id));
-  }
-
   scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
     return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).scale(nodeGroup, count));
   }
 
-  replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).replace(id));
+
+  addInstance(nodeGroup: string, ctx: ProviderContext): Promise<Instance> {
+    return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).add(nodeGroup));
+  }
+
+  removeInstance(id: string, ctx: ProviderContext): Promise<void> {
+    return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).remove(id));
+  }
+
+  drainInstance(id: string, ctx: ProviderContext): Promise<void> {
+    return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).drain(id));
+  }
+
+  markInitialized(ctx: ProviderContext): Promise<void> {
+    return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).markInitialized());
   }
 
   terminate(ctx: ProviderContext, options: TerminateOptions = {}): Promise<void> {

@@ -8,7 +8,12 @@
 import { DescribeInstancesCommand, type DescribeInstancesCommandOutput, type Instance as Ec2Instance } from '@aws-sdk/client-ec2';
 import { DescribeLoadBalancersCommand, DescribeTagsCommand, type DescribeLoadBalancersCommandOutput, type DescribeTagsCommandOutput } from '@aws-sdk/client-elastic-load-balancing-v2';
 import type { InstanceMetadata, NodeMetadata, NodeRole } from '../contract.js';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { AwsClients } from './clients.js';
+import { awsErrorCode } from './errors.js';
+
+/** How often a node asks EC2 for itself while EC2 does not know it yet (about a minute in all). */
+const SELF_NOT_FOUND_ATTEMPTS = 12;
 import { ImdsClient } from './imds.js';
 import type { AwsProviderOptions } from './options.js';
 import { TAG, tagValue } from './resources.js';
@@ -74,9 +79,10 @@ export class AwsNodeMetadata implements NodeMetadata {
     throw new Error(`no load balancer tagged ${TAG.uid}=${uid} in ${region}`);
   }
 
+  /** '' once the cluster is initialized: markInitialized empties the tag (providers/aws/instances.ts). */
   async initSecretHash(): Promise<string> {
     const hash = tagValue((await this.me()).instance.Tags, TAG.initSecretHash);
-    if (!hash) throw new Error(`instance has no ${TAG.initSecretHash} tag`);
+    if (hash === undefined) throw new Error(`instance has no ${TAG.initSecretHash} tag`);
     return hash;
   }
 
@@ -84,6 +90,11 @@ export class AwsNodeMetadata implements NodeMetadata {
     const key = tagValue((await this.me()).instance.Tags, TAG.joinServiceKey);
     if (!key) throw new Error(`instance has no ${TAG.joinServiceKey} tag`);
     return key;
+  }
+
+  /** The constellation-uid tag of this instance: the cluster it belongs to. */
+  async clusterUid(): Promise<string> {
+    return (await this.cluster()).uid;
   }
 
   private async cluster(): Promise<{ region: string; uid: string }> {
@@ -98,11 +109,16 @@ export class AwsNodeMetadata implements NodeMetadata {
     this.selfInstance ??= (async () => {
       const [id, imdsRegion] = await Promise.all([this.imds.metadata('instance-id'), this.imds.metadata('placement/region')]);
       const region = this.options.region ?? imdsRegion;
-      const out = await this.clients.send<DescribeInstancesCommandOutput>(
-        this.clients.ec2(region),
-        new DescribeInstancesCommand({ InstanceIds: [id] }),
-        'Describing this instance',
-      );
+      // EC2 is eventually consistent: right after launch, DescribeInstances may not know the instance yet.
+      let out: DescribeInstancesCommandOutput | undefined;
+      for (let attempt = 1; !out; attempt++) {
+        try {
+          out = await this.clients.send<DescribeInstancesCommandOutput>(this.clients.ec2(region), new DescribeInstancesCommand({ InstanceIds: [id] }), 'Describing this instance');
+        } catch (err) {
+          if (awsErrorCode(err) !== 'InvalidInstanceID.NotFound' || attempt >= SELF_NOT_FOUND_ATTEMPTS) throw err;
+          await sleep(Math.min(200 * 2 ** attempt, 5000));
+        }
+      }
       const instance = out.Reservations?.[0]?.Instances?.[0];
       if (!instance) throw new Error(`EC2 does not know this instance (${id})`);
       return { region, instance };

@@ -1,5 +1,5 @@
 /**
- * Options of the AWS provider (`infrastructure(options)`, `nodeMetadata(options)`, `iam(options)`).
+ * Options of the AWS provider (`infrastructure(options)`, the node platform's `providerOptions`, `iam(options)`).
  * Without options the SDK's default credential chain, its endpoints and its retry policy are used; tests and
  * the bench pass overrides so that the unmodified SDK talks to a fake AWS on 127.0.0.1 quickly.
  * No SDK import here: this module is loaded with the provider's index.
@@ -22,6 +22,8 @@ export interface AwsApiCall {
 export type AwsProviderOptions = {
   /** Region when no recorded resource names one (terminate/list of an empty workspace, node side). */
   region?: string;
+  /** The AMI nodes added later boot (addInstance: an upgrade's replacements); the CLI passes the config's image. */
+  image?: string;
   /** The cluster's uid when the journal is empty (terminate with byTag after an interrupted first step). */
   uid?: string;
   /** One endpoint URL for every AWS service (a fake), or one per service. */
@@ -37,6 +39,8 @@ export type AwsProviderOptions = {
   /** Our own polls (instance replacement) and retries of deletes refused with DependencyViolation. */
   pollIntervalMs?: number;
   dependencyRetries?: number;
+  /** How long create retries a `*.NotFound` for a resource it made moments ago (EC2 eventual consistency); default 2 minutes. */
+  consistencyTimeoutMs?: number;
   /** How long create waits for the auto scaling groups to run their desired capacity (default 20 minutes). */
   capacityTimeoutMs?: number;
   /** Time and waiting of create's capacity wait (tests: a fake clock). */

@@ -53,16 +53,18 @@ import type {
   CreateLoadBalancerCommandInput,
   CreateTargetGroupCommandInput,
   ModifyLoadBalancerAttributesCommandInput,
+  ModifyTargetGroupAttributesCommandInput,
 } from '@aws-sdk/client-elastic-load-balancing-v2';
 import { UserError } from '../../lib/errors.js';
 import type { CreateRequest, NodeGroupSpec } from '../contract.js';
-import { confidentialSettings } from './confidential.js';
+import { checkRegion, confidentialSettings } from './confidential.js';
 import type { CapacityTarget } from './capacity.js';
 import {
   KIND,
   LOAD_BALANCER_PORTS,
   NODE_PORT_RANGE,
   VPC_CIDR,
+  DEREGISTRATION_DELAY_SECONDS,
   awsName,
   clusterTags,
   nodeTags,
@@ -168,6 +170,8 @@ export type OtherStep = StepBase &
     | { kind: 'wait-load-balancer'; loadBalancer: string }
     | { kind: 'security-group-rules'; action: string; input: (id: IdOf) => AuthorizeSecurityGroupIngressCommandInput }
     | { kind: 'load-balancer-attributes'; action: string; input: (id: IdOf) => ModifyLoadBalancerAttributesCommandInput }
+    | { kind: 'target-group-attributes'; action: string; input: (id: IdOf) => ModifyTargetGroupAttributesCommandInput }
+
     | { kind: 'wait-capacity'; target: (id: IdOf) => CapacityTarget }
   );
 
@@ -177,6 +181,8 @@ export interface AwsPlan {
   config: AwsConfig;
   /** The config's zone first, then the node groups' other zones. */
   zones: string[];
+  /** Elastic IPs the cluster holds: one per zone (NAT gateway) and one for the load balancer (steps elastic-ip-*). */
+  elasticIpSteps: string[];
   steps: AwsStep[];
 }
 
@@ -193,6 +199,7 @@ export function planCreate(request: CreateRequest): AwsPlan {
     }
   }
   const cpu = new Map(request.nodeGroups.map((g) => [g.name, confidentialSettings(request.attestationVariant, g.instanceType, g.name)]));
+  checkRegion(request.attestationVariant, config.region);
 
   const tagSpec = (type: ResourceType, nameSuffix: string) => [{ ResourceType: type, Tags: toTagList(clusterTags(request, awsName(request, nameSuffix, 255))) }];
   const steps: AwsStep[] = [];
@@ -333,9 +340,10 @@ export function planCreate(request: CreateRequest): AwsPlan {
     }),
   });
 
-  // The load balancer lives in the config's zone with one elastic IP, the cluster endpoint.
+  // The load balancer: the config's zone with one elastic IP (the cluster endpoint), and every control-plane zone.
   elasticIp(STEP.loadBalancerIp, `lb-${config.zone}`);
-  const lbDeps = [STEP.securityGroup, STEP.internetGatewayAttachment, STEP.subnet('public', config.zone), STEP.loadBalancerIp];
+  const lbZones = [...new Set([config.zone, ...request.nodeGroups.filter((g) => g.role === 'control-plane').map(groupZone)])];
+  const lbDeps = [STEP.securityGroup, STEP.internetGatewayAttachment, ...lbZones.map((z) => STEP.subnet('public', z)), STEP.loadBalancerIp];
   resource({
     id: STEP.loadBalancer,
     deps: lbDeps,
@@ -348,7 +356,7 @@ export function planCreate(request: CreateRequest): AwsPlan {
       Type: 'network',
       Scheme: 'internet-facing',
       IpAddressType: 'ipv4',
-      SubnetMappings: [{ SubnetId: id(STEP.subnet('public', config.zone)), AllocationId: id(STEP.loadBalancerIp) }],
+      SubnetMappings: lbZones.map((z) => (z === config.zone ? { SubnetId: id(STEP.subnet('public', z)), AllocationId: id(STEP.loadBalancerIp) } : { SubnetId: id(STEP.subnet('public', z)) })),
       SecurityGroups: [id(STEP.securityGroup)],
       Tags: toTagList(clusterTags(request, awsName(request, 'lb', 255))),
     }),
@@ -365,6 +373,19 @@ export function planCreate(request: CreateRequest): AwsPlan {
   steps.push({ id: 'load-balancer-active', deps: [STEP.loadBalancer], kind: 'wait-load-balancer', loadBalancer: STEP.loadBalancer });
   for (const p of LOAD_BALANCER_PORTS) {
     resource(targetGroupStep(request, p));
+    steps.push({
+      id: `target-group-attributes-${p.port}`,
+      deps: [STEP.targetGroup(p.port)],
+      kind: 'target-group-attributes',
+      action: `Setting the attributes of the target group for port ${p.port}`,
+      input: (id) => ({
+        TargetGroupArn: id(STEP.targetGroup(p.port)),
+        Attributes: [
+          { Key: 'preserve_client_ip.enabled', Value: 'false' },
+          { Key: 'deregistration_delay.timeout_seconds', Value: String(DEREGISTRATION_DELAY_SECONDS) },
+        ],
+      }),
+    });
     const listenerDeps = [STEP.loadBalancer, STEP.targetGroup(p.port)];
     resource({
       id: `listener-${p.port}`,
@@ -417,7 +438,7 @@ export function planCreate(request: CreateRequest): AwsPlan {
       target: (id) => ({ groupName: id(STEP.autoScalingGroup(g.name)), nodeGroup: g.name, desired: g.initialCount, instanceType: g.instanceType, zone }),
     });
   }
-  return { config, zones, steps };
+  return { config, zones, steps, elasticIpSteps: steps.filter((st) => st.kind === KIND.elasticIp).map((st) => st.id) };
 }
 
 function targetGroupStep(request: CreateRequest, p: LoadBalancerPort): ResourceStep {
@@ -444,6 +465,15 @@ function targetGroupStep(request: CreateRequest, p: LoadBalancerPort): ResourceS
       Tags: toTagList(clusterTags(request, awsName(request, p.name, 255))),
     }),
   };
+}
+
+/**
+ * io1/io2 volumes need Iops (EC2 refuses the launch without it): 3000, as gp3's baseline, within io2's 100 minimum
+ * and 500 IOPS per GiB.
+ */
+export function provisionedIops(g: Pick<NodeGroupSpec, 'stateDiskType' | 'stateDiskSizeGB'>): { Iops?: number } {
+  if (g.stateDiskType !== 'io1' && g.stateDiskType !== 'io2') return {};
+  return { Iops: Math.max(100, Math.min(3000, 500 * g.stateDiskSizeGB)) };
 }
 
 /** A node group's launch template: image, size, instance profile of its role, state disk, confidential settings, tags. */
@@ -475,7 +505,7 @@ function launchTemplateStep(
           {
             // The state disk; the node encrypts it with the key the join service derives (docs/design.md#keys-and-identities).
             DeviceName: '/dev/sdb',
-            Ebs: { VolumeSize: g.stateDiskSizeGB, VolumeType: g.stateDiskType as VolumeType, DeleteOnTermination: true, Encrypted: true },
+            Ebs: { VolumeSize: g.stateDiskSizeGB, VolumeType: g.stateDiskType as VolumeType, ...provisionedIops(g), DeleteOnTermination: true, Encrypted: true },
           },
         ],
         ...cpu,

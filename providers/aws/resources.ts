@@ -69,6 +69,9 @@ export const NODE_PORT_RANGE = { from: 30000, to: 32767 } as const;
 
 export const VPC_CIDR = '192.168.0.0/16';
 
+/** Target groups' deregistration delay: how long a drained target keeps its connections (AWS's default is 300 s). */
+export const DEREGISTRATION_DELAY_SECONDS = 30;
+
 /** Zone i gets a private /20 from the lower half of the VPC and a public /20 from the upper half. */
 export function subnetCidr(kind: 'private' | 'public', index: number): string {
   if (index > 7) throw new Error('at most 8 zones per cluster');

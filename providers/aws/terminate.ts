@@ -78,7 +78,10 @@ export class AwsTerminate {
     const region = this.options.region ?? recorded.map((r) => recordData(r).region).find((r) => r);
     if (recorded.length > 0 || byTag) await this.clients.checkCredentials(region ?? 'us-east-1');
     await this.deleteAll(recorded, true);
-    if (!byTag) return;
+    if (!byTag) {
+      if (uid && region && recorded.length > 0) await this.confirmTerminated(region, uid);
+      return;
+    }
     if (!uid || !region) {
       throw new UserError('Cannot look for resources by tag: the workspace records no cluster uid or region.', {
         hint: 'Pass the cluster uid and region (from constellation-state.yaml) to the provider, or delete the resources tagged constellation-uid in the AWS console.',
@@ -88,6 +91,34 @@ export class AwsTerminate {
     if (leftovers.length > 0) {
       this.ctx.log.info('deleting resources found by tag', { uid, count: leftovers.length });
       await this.deleteAll(leftovers, false);
+    }
+    await this.confirmTerminated(region, uid);
+  }
+
+  /**
+   * Terminate ends only when AWS confirms it: no instance of the cluster is left that is not terminated (an instance
+   * a group launched while it was deleted, or one still shutting down, holds its volumes and bills), and no elastic
+   * IP of the cluster is still allocated (they count against the region's quota of five).
+   */
+  private async confirmTerminated(region: string, uid: string): Promise<void> {
+    const ec2 = this.clients.ec2(region);
+    const tagFilter: Filter[] = [{ Name: `tag:${TAG.uid}`, Values: [uid] }];
+    const out = await this.clients.send<DescribeInstancesCommandOutput>(
+      ec2,
+      new DescribeInstancesCommand({ Filters: [...tagFilter, { Name: 'instance-state-name', Values: ['pending', 'running', 'stopping', 'stopped', 'shutting-down'] }] }),
+      'Checking that every instance is terminated',
+    );
+    const left = (out.Reservations ?? []).flatMap((r) => (r.Instances ?? []).map((i) => i.InstanceId!));
+    if (left.length > 0) {
+      this.ctx.progress?.(`waiting for ${left.length} instance(s) to terminate`);
+      await this.clients.wait(waitUntilInstanceTerminated, ec2, { InstanceIds: left }, `Waiting for instances ${left.join(', ')} to terminate`);
+    }
+    const addresses = await this.clients.send<DescribeAddressesCommandOutput>(ec2, new DescribeAddressesCommand({ Filters: tagFilter }), 'Checking that every elastic IP is released');
+    const held = (addresses.Addresses ?? []).map((a) => a.AllocationId!);
+    if (held.length > 0) {
+      throw new UserError(`Terminate left elastic IPs of the cluster allocated: ${held.join(', ')}.`, {
+        hint: 'Run `constellation terminate` again; it looks for what carries the cluster\'s constellation-uid tag and releases it.',
+      });
     }
   }
 

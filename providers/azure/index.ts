@@ -14,10 +14,6 @@ const azure: ProviderModule = {
     const { AzureInfrastructure } = await import('./infrastructure.js');
     return new AzureInfrastructure(parseAzureOptions(options));
   },
-  async nodeMetadata(options) {
-    const { AzureNodeMetadata } = await import('./metadata.js');
-    return new AzureNodeMetadata(parseAzureOptions(options));
-  },
   async nodePlatform(options) {
     const { azureNodePlatform } = await import('./node-platform.js');
     return azureNodePlatform(options);

@@ -18,10 +18,12 @@ import type {
 import { UserError } from '../../lib/errors.js';
 import { createAzureClients, type AzureClients } from './clients.js';
 import { deleteAll, isAzureKind } from './deletion.js';
+import { checkGalleryImage } from './gallery-image.js';
 import { CreateFailedError, isNotFound, NoAzureCredentialsError, toUserError } from './errors.js';
 import type { AzureProviderOptions } from './options.js';
-import { kindOfType, NODE_SUBNET_CIDR, parseAzureConfig, parseResourceId, planResources, TAG_UID, type AzureConfig, type PlannedResource } from './plan.js';
-import { collect, listScaleSetMembers, type ScaleSetMember } from './scale-set-members.js';
+import type { VirtualMachineScaleSet, VirtualMachineScaleSetVM } from '@azure/arm-compute';
+import { imageReference, kindOfType, NODE_SUBNET_CIDR, parseAzureConfig, parseResourceId, planResources, TAG_INIT_SECRET_HASH, TAG_UID, type AzureConfig, type PlannedResource } from './plan.js';
+import { collect, imageOf, listScaleSetMembers, type ScaleSetMember } from './scale-set-members.js';
 import { CLUSTER_NAMESPACES, ensureRegistered } from './resource-providers.js';
 import { throwawaySshPublicKey } from './ssh-key.js';
 import { runTaskGraphRethrowingFirst as runTaskGraph } from '../common/task-graph.js';
@@ -58,6 +60,8 @@ export class AzureInfrastructure implements InfrastructureProvider {
     const config = parseAzureConfig(request.providerConfig);
     const plan = planResources(request, config);
     const clients = await this.clients(config.subscription);
+    // Nothing is made for an image the VMs cannot boot (./gallery-image.ts).
+    await checkGalleryImage(clients, request.image, config.location, request.attestationVariant);
     const recorded = new Map((await ctx.journal.list()).map((r) => [r.id.toLowerCase(), r]));
     const idOfKey = new Map(plan.map((p) => [p.key, p.id]));
     // One throwaway key for all scale sets, generated while the network is being made (off the critical path).
@@ -240,13 +244,6 @@ export class AzureInfrastructure implements InfrastructureProvider {
     return { set, instanceId: match[2] };
   }
 
-  async describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    const { set } = await this.scaleSetOf(id, ctx);
-    const member = (await this.membersOf(set)).find((m) => m.id.toLowerCase() === id.toLowerCase());
-    if (!member) throw new UserError(`Instance ${id} does not exist (any more).`);
-    return toInstance(member, set);
-  }
-
   async scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
     if (!Number.isInteger(count) || count < 0) throw new UserError(`Cannot scale node group ${nodeGroup} to ${count}: use a whole number >= 0.`);
     const sets = await this.scaleSets(ctx);
@@ -269,30 +266,108 @@ export class AzureInfrastructure implements InfrastructureProvider {
     }
   }
 
-  /** Adds a VM to the scale set (the current model, so a new image), then deletes the old one. */
-  async replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    const { set, instanceId } = await this.scaleSetOf(id, ctx);
+  /**
+   * One more VM in the scale set, made from the model with the configured image: the model's image is set first
+   * (upgrade policy Manual: running VMs keep theirs), then the capacity goes up by one; Azure's operation finishes
+   * when the new VM reported Ready (the node program does, over the wire server).
+   */
+  async addInstance(nodeGroup: string, ctx: ProviderContext): Promise<Instance> {
+    const set = await this.scaleSetOfGroup(nodeGroup, ctx);
     const { subscription, resourceGroup, name } = parseResourceId(set.id);
     const { compute } = await this.clients(subscription);
-    const before = await this.membersOf(set);
-    if (!before.some((m) => m.instanceId === instanceId)) throw new UserError(`Instance ${id} does not exist (any more).`);
-    let capacity: number;
+    let model: VirtualMachineScaleSet;
     try {
-      capacity = (await compute.virtualMachineScaleSets.get(resourceGroup, name)).sku?.capacity ?? before.length;
+      model = await compute.virtualMachineScaleSets.get(resourceGroup, name);
     } catch (err) {
       throw toUserError(err, `reading scale set ${name}`);
     }
-    await this.setCapacity(set, capacity + 1, ctx);
-    const added = (await this.membersOf(set)).find((m) => !before.some((b) => b.id === m.id));
-    if (!added) throw new UserError(`Scale set ${name} did not add a VM to replace ${id}.`);
-    ctx.progress?.(`deleting ${id}`);
+    if (this.options.image && imageOf(model.virtualMachineProfile?.storageProfile?.imageReference) !== this.options.image) {
+      ctx.progress?.(`setting the image of ${name} to ${this.options.image}`);
+      try {
+        await compute.virtualMachineScaleSets.update(resourceGroup, name, { virtualMachineProfile: { storageProfile: { imageReference: imageReference(this.options.image) } } }, this.lroOptions(ctx));
+      } catch (err) {
+        throw toUserError(err, `setting the image of scale set ${name}`);
+      }
+    }
+    const before = new Set((await this.membersOf(set)).map((m) => m.id.toLowerCase()));
+    await this.setCapacity(set, (model.sku?.capacity ?? before.size) + 1, ctx);
+    const added = (await this.membersOf(set)).find((m) => !before.has(m.id.toLowerCase()));
+    if (!added) throw new UserError(`Scale set ${name} did not add a VM.`, { hint: 'Check the scale set in the Azure portal; `constellation status` shows the nodes.' });
+    return toInstance(added, set);
+  }
+
+  /** Deletes exactly this VM; the scale set's capacity goes down by one with it. Gone already: nothing to do. */
+  async removeInstance(id: string, ctx: ProviderContext): Promise<void> {
+    const { set, instanceId } = await this.scaleSetOf(await this.vmId(id, ctx), ctx);
+    const { subscription, resourceGroup, name } = parseResourceId(set.id);
+    ctx.progress?.(`deleting VM ${instanceId} of ${name}`);
     try {
-      // Deleting a VM of a scale set also lowers its capacity back.
+      const { compute } = await this.clients(subscription);
       await compute.virtualMachineScaleSetVMs.delete(resourceGroup, name, instanceId, this.lroOptions(ctx));
     } catch (err) {
       if (!isNotFound(err)) throw toUserError(err, `deleting VM ${instanceId} of scale set ${name}`);
     }
-    return toInstance(added, set);
+  }
+
+  /**
+   * Takes the VM's NIC out of the load balancer's backend pool: the VM's own network configuration (the model's,
+   * without backend pools) replaces the model's for this VM alone; the VM keeps running until removeInstance.
+   */
+  async drainInstance(id: string, ctx: ProviderContext): Promise<void> {
+    const { set, instanceId } = await this.scaleSetOf(await this.vmId(id, ctx), ctx);
+    const { subscription, resourceGroup, name } = parseResourceId(set.id);
+    const { compute } = await this.clients(subscription);
+    let vm: VirtualMachineScaleSetVM;
+    let model: VirtualMachineScaleSet;
+    try {
+      [vm, model] = await Promise.all([compute.virtualMachineScaleSetVMs.get(resourceGroup, name, instanceId), compute.virtualMachineScaleSets.get(resourceGroup, name)]);
+    } catch (err) {
+      if (isNotFound(err)) return;
+      throw toUserError(err, `reading VM ${instanceId} of scale set ${name}`);
+    }
+    const current = vm.networkProfileConfiguration?.networkInterfaceConfigurations ?? model.virtualMachineProfile?.networkProfile?.networkInterfaceConfigurations ?? [];
+    if (!current.some((nic) => nic.ipConfigurations?.some((ip) => (ip.loadBalancerBackendAddressPools ?? []).length > 0))) return;
+    const drained = current.map((nic) => ({ ...nic, ipConfigurations: (nic.ipConfigurations ?? []).map((ip) => ({ ...ip, loadBalancerBackendAddressPools: [] })) }));
+    ctx.progress?.(`taking VM ${instanceId} of ${name} out of the load balancer`);
+    try {
+      await compute.virtualMachineScaleSetVMs.update(resourceGroup, name, instanceId, { location: vm.location, networkProfileConfiguration: { networkInterfaceConfigurations: drained } }, this.lroOptions(ctx));
+    } catch (err) {
+      throw toUserError(err, `taking VM ${instanceId} of scale set ${name} out of the load balancer`);
+    }
+  }
+
+  /** The scale sets stop carrying the init-secret hash tag, which nodes read from IMDS: no VM added later serves Init. */
+  async markInitialized(ctx: ProviderContext): Promise<void> {
+    for (const set of await this.scaleSets(ctx)) {
+      const { subscription, resourceGroup, name } = parseResourceId(set.id);
+      const { compute } = await this.clients(subscription);
+      try {
+        const { tags = {} } = await compute.virtualMachineScaleSets.get(resourceGroup, name);
+        if (!(TAG_INIT_SECRET_HASH in tags)) continue;
+        const { [TAG_INIT_SECRET_HASH]: _, ...rest } = tags;
+        await compute.virtualMachineScaleSets.update(resourceGroup, name, { tags: rest }, this.lroOptions(ctx));
+      } catch (err) {
+        throw toUserError(err, `removing the init-secret hash from scale set ${name}`);
+      }
+    }
+  }
+
+  /** An instance id, or (as a fallback) the name `listInstances` gives it. */
+  private async vmId(idOrName: string, ctx: ProviderContext): Promise<string> {
+    if (idOrName.includes('/virtualMachines/')) return idOrName;
+    const found = (await this.listInstances(ctx)).find((i) => i.name === idOrName);
+    if (!found) throw new UserError(`This cluster has no instance named ${idOrName}.`, { hint: '`constellation status` lists the cluster\'s instances.' });
+    return found.id;
+  }
+
+  private async scaleSetOfGroup(nodeGroup: string, ctx: ProviderContext): Promise<RecordedResource> {
+    const sets = await this.scaleSets(ctx);
+    const set = sets.find((s) => (s.data as RecordData | undefined)?.nodeGroup === nodeGroup);
+    if (!set) {
+      const known = sets.map((s) => (s.data as RecordData | undefined)?.nodeGroup).join(', ');
+      throw new UserError(`Node group "${nodeGroup}" is not part of this cluster.`, { hint: `Node groups: ${known || 'none'}.` });
+    }
+    return set;
   }
 
   async terminate(ctx: ProviderContext, options: TerminateOptions = {}): Promise<void> {
@@ -344,5 +419,7 @@ function toInstance(member: ScaleSetMember, set: RecordedResource): Instance {
     nodeGroup: data?.nodeGroup ?? '',
     privateIp: member.privateIp,
     state: member.state,
+    ...(member.createdAt ? { createdAt: member.createdAt } : {}),
+    ...(member.image ? { image: member.image } : {}),
   };
 }

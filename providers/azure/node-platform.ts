@@ -7,6 +7,7 @@
  *                        IMDS's THIM service hands out (as upstream does), so verifiers need not ask AMD's KDS;
  *   azure-tdx            the same HCL report holds a TD report, which IMDS turns into a quote (POST /acc/tdquote);
  *   azure-trustedlaunch  the AK certificate from NV index 0x01c101d0.
+ * At start the node reports Ready to Azure's wire server (./wire-server.ts): no guest agent runs.
  */
 import { AZURE_AK_CERT_INDEX, AZURE_AK_HANDLE, AZURE_HCL_REPORT_INDEX, parseHclReport } from '../../lib/attestation/cloud-evidence.js';
 import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
@@ -16,6 +17,7 @@ import { cloudPlatformBase, jsonBytes, kdsDeps } from '../common/node-platform.j
 import type { NodePlatform, NodePlatformOptions } from '../contract.js';
 import { AzureNodeMetadata } from './metadata.js';
 import { IMDS_ENDPOINT, parseAzureOptions } from './options.js';
+import { reportReady } from './wire-server.js';
 
 export const AZURE_STATE_DISK = '/dev/disk/azure/scsi1/lun0';
 const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64');
@@ -70,8 +72,15 @@ export async function azureNodePlatform(options: NodePlatformOptions): Promise<N
     if (hcl.kind === 'tdx') return jsonBytes({ attestationReport: b64(await azureTdQuote(imds, hcl.teeReport)), runtimeData: b64(hcl.runtimeData) });
     return jsonBytes({ attestationReport: b64(hcl.teeReport), runtimeData: b64(hcl.runtimeData), ...(await azureThimCertificates(imds)) });
   };
+  let ready: Promise<void> | undefined;
   return {
     ...base,
+    // The node program's first question to its platform: the VM booted, so it tells Azure it is Ready (./wire-server.ts).
+    async identity() {
+      const identity = await base.identity();
+      await (ready ??= reportReady(providerOptions.wireServerEndpoint));
+      return identity;
+    },
     async issuer(tpm) {
       tpm.useAttestationKey({ kind: 'persistent', handle: AZURE_AK_HANDLE });
       return new VtpmIssuer({ variant, tpm, instanceInfo: instanceInfo(tpm) });

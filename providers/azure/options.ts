@@ -22,6 +22,10 @@ export interface AzureProviderOptions {
   retryOptions?: { maxRetries?: number; retryDelayInMs?: number; maxRetryDelayInMs?: number };
   /** Poll interval of long-running operations, ms (the SDK default is 2000 unless Azure sends Retry-After). */
   pollIntervalMs?: number;
+  /** The image new VMs boot (the config's `image`): addInstance sets it on the scale set's model. */
+  image?: string;
+  /** Base URL of the wire server the node reports Ready to (node side; default http://168.63.129.16). */
+  wireServerEndpoint?: string;
   /** Base URL of the instance metadata service (node side). */
   imdsEndpoint?: string;
   /** IAM: how long to wait between attempts while a new identity replicates (PrincipalNotFound), and how often. */
@@ -45,7 +49,9 @@ export function parseAzureOptions(raw: Record<string, unknown> = {}): AzureProvi
     tlsOptions: raw.tlsOptions as AzureProviderOptions['tlsOptions'],
     retryOptions: raw.retryOptions as AzureProviderOptions['retryOptions'],
     pollIntervalMs: num('pollIntervalMs'),
+    image: str('image'),
     imdsEndpoint: str('imdsEndpoint'),
+    wireServerEndpoint: str('wireServerEndpoint'),
     principalRetryDelayMs: num('principalRetryDelayMs'),
     principalRetries: num('principalRetries'),
     sleep: typeof raw.sleep === 'function' ? (raw.sleep as Sleep) : undefined,

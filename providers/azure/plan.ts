@@ -328,13 +328,20 @@ function scaleSetBody(p: {
     ...(group.zone ? { zones: [group.zone] } : {}),
     sku: { name: group.instanceType, tier: 'Standard', capacity: group.initialCount },
     identity: { type: 'UserAssigned', userAssignedIdentities: { [config.userAssignedIdentity]: {} } },
+    // Uniform: every VM from the one model, which addInstance changes (image) before raising the capacity; Manual:
+    // a changed model never reaches running VMs by itself (upgrades replace them one at a time).
+    orchestrationMode: 'Uniform',
     upgradePolicy: { mode: 'Manual' },
     overprovision: false,
     virtualMachineProfile: {
       osProfile: {
         computerNamePrefix: p.name.slice(0, 58),
         adminUsername: 'constell',
+        // The node image runs no Azure guest agent and takes no extensions (upstream's scale sets: provision_vm_agent
+        // and extension_operations_enabled false); the node program reports Ready to the wire server instead.
+        allowExtensionOperations: false,
         linuxConfiguration: {
+          provisionVMAgent: false,
           disablePasswordAuthentication: true,
           ssh: { publicKeys: [{ path: '/home/constell/.ssh/authorized_keys', keyData: p.sshPublicKey }] },
         },

@@ -14,6 +14,10 @@ export interface ScaleSetMember {
   computerName: string;
   privateIp: string;
   state: InstanceState;
+  /** When Azure made the VM (ISO 8601). */
+  createdAt?: string;
+  /** The image reference the VM was made from (gallery image id, as the config names it). */
+  image?: string;
 }
 
 export function instanceState(provisioningState: string | undefined): InstanceState {
@@ -23,6 +27,8 @@ export function instanceState(provisioningState: string | undefined): InstanceSt
     case 'creating':
     case 'updating':
       return 'pending';
+    case 'failed':
+      return 'unknown';
     case 'deleting':
     case 'deleted':
       return 'terminated';
@@ -52,6 +58,8 @@ export async function listScaleSetMembers(
     computerName: vm.osProfile?.computerName ?? vm.name ?? '',
     privateIp: ipByVm.get((vm.id ?? '').toLowerCase()) ?? '',
     state: instanceState(vm.provisioningState),
+    ...(vm.timeCreated ? { createdAt: new Date(vm.timeCreated).toISOString() } : {}),
+    ...(imageOf(vm.storageProfile?.imageReference) ? { image: imageOf(vm.storageProfile?.imageReference) } : {}),
   }));
 }
 
@@ -59,4 +67,9 @@ export async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
   const items: T[] = [];
   for await (const item of iterable) items.push(item);
   return items;
+}
+
+/** The config's form of an image reference (the inverse of plan.ts imageReference). */
+export function imageOf(ref: { id?: string; communityGalleryImageId?: string; sharedGalleryImageId?: string } | undefined): string | undefined {
+  return ref?.communityGalleryImageId ?? ref?.sharedGalleryImageId ?? ref?.id ?? undefined;
 }

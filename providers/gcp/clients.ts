@@ -7,9 +7,12 @@
  * (`projects/P/global/networks/N`, `projects/P/regions/R/subnetworks/N`, `projects/P/zones/Z/...`).
  */
 import type { protos } from '@google-cloud/compute';
-import { GcpCredentialsError, GcpOperationError, isNotFound, toUserError } from './errors.js';
+import { GcpCredentialsError, GcpOperationError, isNotFound, isNotReady, isRetryable, toUserError } from './errors.js';
 import { DEFAULT_RETRY, type GcpProviderOptions } from './options.js';
 import { withRetry, type RetryPolicy } from './retry.js';
+
+/** Attempts of an insert GCP refuses with resourceNotReady (at least; the retry policy's attempts if more). */
+const NOT_READY_ATTEMPTS = 20;
 
 export type Operation = protos.google.cloud.compute.v1.IOperation;
 export type GcpResource = Record<string, unknown> & { name?: string | null; selfLink?: string | null };
@@ -233,7 +236,12 @@ export class GcpCompute {
     const spec = KINDS[ref.kind];
     const request = { ...this.request(ref), [spec.bodyParam]: { ...body, name: ref.name } };
     delete request[spec.param];
-    const [lro] = await this.rawCall(() => this.collection(ref.kind).insert(request), ctx);
+    // resourceNotReady (another change to the same network runs) is worth more patience than throttling.
+    const patient = { ...this.retry, attempts: Math.max(this.retry.attempts, NOT_READY_ATTEMPTS) };
+    const [lro] = await withRetry(() => abortable(this.collection(ref.kind).insert(request), ctx.signal), patient, {
+      signal: ctx.signal,
+      retryable: (err) => isNotReady(err) || isRetryable(err),
+    });
     return lro.latestResponse as Operation;
   }
 

@@ -81,6 +81,14 @@ export function isInUse(err: unknown): boolean {
   return reason === 'resourceInUseByAnotherResource' || reason === 'RESOURCE_IN_USE_BY_ANOTHER_RESOURCE' || reason === 'resourceNotReady';
 }
 
+/**
+ * GCP refuses a change to a network while another change to it runs (400 resourceNotReady): the inserts of a new
+ * network's subnetworks, routers and firewalls, sent concurrently, meet it. Trying again after a moment succeeds.
+ */
+export function isNotReady(err: unknown): boolean {
+  return gcpErrorInfo(err).reason === 'resourceNotReady';
+}
+
 const RETRYABLE_STATUS = new Set([429, 500, 502, 503, 504]);
 const RATE_LIMIT_REASONS = new Set(['rateLimitExceeded', 'userRateLimitExceeded', 'RESOURCE_EXHAUSTED', 'UNAVAILABLE']);
 const RETRYABLE_NETWORK_CODES = new Set(['ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'EAI_AGAIN']);

@@ -63,13 +63,15 @@ const KIND = {
 } as const;
 
 const POLICY_ATTEMPTS = 8;
+/** https://cloud.google.com/iam/docs/policies#versions: the only version that keeps conditional role bindings. */
+const POLICY_VERSION = 3;
 /** How long to wait for a new service account to become visible: attempts, first delay, cap (about 2 minutes). */
 const VISIBILITY = { attempts: 20, baseDelayMs: 500, maxDelayMs: 8000 };
 
 interface Policy {
   version?: number;
   etag?: string;
-  bindings?: { role: string; members: string[] }[];
+  bindings?: { role: string; members: string[]; condition?: unknown }[];
 }
 
 interface Endpoints {
@@ -183,16 +185,28 @@ export class GcpIam implements IamProvisioner {
     await ctx.journal.record({ kind: KIND.serviceAccount, id: `projects/${project}/serviceAccounts/${email}`, name: email, data: { project, email } });
   }
 
+  /**
+   * Makes the node role exist with exactly our permissions. A role of that ID may exist already (an earlier run) or be
+   * soft-deleted (an earlier `iam destroy`: IAM keeps a deleted role's ID for 37 days and refuses a new role with it):
+   * the deleted one is undeleted, and either is patched to our permissions instead of being adopted as it is.
+   */
   private async ensureRole(rest: RestApi, ctx: ProviderContext, project: string, roleId: string): Promise<void> {
     ctx.progress?.(`creating custom role ${roleId}`);
+    const role = { title: `Constellation node (${roleId})`, description: 'What Constellation nodes read from the Compute API.', includedPermissions: [...NODE_PERMISSIONS], stage: 'GA' };
+    const url = `${rest.endpoints.iam}/v1/projects/${project}/roles/${roleId}`;
     try {
-      await rest.call('POST', `${rest.endpoints.iam}/v1/projects/${project}/roles`, {
-        roleId,
-        role: { title: `Constellation node (${roleId})`, description: 'What Constellation nodes read from the Compute API.', includedPermissions: [...NODE_PERMISSIONS], stage: 'GA' },
-      });
+      await rest.call('POST', `${rest.endpoints.iam}/v1/projects/${project}/roles`, { roleId, role });
     } catch (err) {
-      if (!isAlreadyExists(err)) {
-        throw toUserError(`Creating custom role ${roleId}`, err);
+      if (!isAlreadyExists(err) && !isDeletedRole(err)) throw toUserError(`Creating custom role ${roleId}`, err);
+      try {
+        const existing = await rest.call<{ deleted?: boolean; etag?: string }>('GET', url);
+        if (existing.deleted) {
+          ctx.progress?.(`undeleting custom role ${roleId} (deleted earlier; IAM keeps its ID)`);
+          await rest.call('POST', `${url}:undelete`, { etag: existing.etag });
+        }
+        await rest.call('PATCH', `${url}?updateMask=title,description,includedPermissions,stage`, role);
+      } catch (inner) {
+        throw toUserError(`Updating the existing custom role ${roleId}`, inner);
       }
     }
     await ctx.journal.record({ kind: KIND.role, id: `projects/${project}/roles/${roleId}`, name: roleId, data: { project } });
@@ -259,8 +273,11 @@ export class GcpIam implements IamProvisioner {
     const base = `${rest.endpoints.resourceManager}/v1/projects/${project}`;
     for (let attempt = 1; ; attempt++) {
       try {
-        const policy = await rest.call<Policy>('POST', `${base}:getIamPolicy`, {});
+        // Version 3 both ways: a policy with conditional bindings read at a lower version comes back with those
+        // bindings renamed and unconditional, and writing that back is refused (or, worse, drops the conditions).
+        const policy = await rest.call<Policy>('POST', `${base}:getIamPolicy`, { options: { requestedPolicyVersion: POLICY_VERSION } });
         change(policy);
+        policy.version = POLICY_VERSION;
         await rest.call('POST', `${base}:setIamPolicy`, { policy });
         return;
       } catch (err) {
@@ -288,9 +305,16 @@ export class GcpIam implements IamProvisioner {
     try {
       await rest.call('DELETE', `${rest.endpoints.iam}/v1/${path}`);
     } catch (err) {
-      if (!isNotFound(err)) throw err;
+      // A role deleted before (IAM keeps it, marked deleted) is as gone as one that does not exist.
+      if (!isNotFound(err) && !/already deleted/i.test(gcpErrorInfo(err).message)) throw err;
     }
   }
+}
+
+/** IAM refuses a new role whose ID a soft-deleted role still holds: 400 FAILED_PRECONDITION "... in a deleted state." */
+function isDeletedRole(err: unknown): boolean {
+  const { status, message } = gcpErrorInfo(err);
+  return status === 400 && /deleted state/i.test(message);
 }
 
 /** IAM refuses a policy naming a service account it does not show yet: 400 "Service account ... does not exist." */

@@ -16,10 +16,6 @@ const provider: ProviderModule = {
     const { GcpInfrastructure } = await import('./infrastructure.js');
     return new GcpInfrastructure(options as GcpProviderOptions | undefined);
   },
-  async nodeMetadata(options) {
-    const { GcpNodeMetadata } = await import('./metadata.js');
-    return new GcpNodeMetadata(options as GcpProviderOptions | undefined);
-  },
   async nodePlatform(options) {
     const { gcpNodePlatform } = await import('./node-platform.js');
     return gcpNodePlatform(options);

@@ -7,7 +7,7 @@
  * (canRollBack), after which terminate deletes exactly what was recorded.
  */
 import path from 'node:path';
-import type { InstanceGroupManagersClient, InstancesClient } from '@google-cloud/compute';
+import type { InstanceGroupManagersClient, InstancesClient, NetworksClient } from '@google-cloud/compute';
 import { UserError } from '../../lib/errors.js';
 import type {
   CreateRequest,
@@ -20,11 +20,12 @@ import type {
 } from '../contract.js';
 import { runTaskGraph, TaskGraphError } from '../common/task-graph.js';
 import { GcpCompute, journalKind, KINDS, parseRefId, refId, type GcpResource, type Operation } from './clients.js';
-import { CreateFailedError, GcpOperationError, isAlreadyExists, isNotFound, toUserError } from './errors.js';
-import { instanceId, parseInstanceId, toInstance, type GceInstance } from './instances.js';
-import { DEFAULT_POLL_INTERVAL_MS, type GcpProviderOptions } from './options.js';
+import { CreateFailedError, gcpErrorInfo, GcpOperationError, isAlreadyExists, isNotFound, isRetryable, toUserError } from './errors.js';
+import { instanceId, parseInstanceId, toInstance, type GceInstance, type InstanceRef } from './instances.js';
+import { DEFAULT_PROPAGATION, type GcpProviderOptions } from './options.js';
 import { buildPlan, labelValue, LABEL_UID, NODE_CIDR, POD_CIDR, type PlanStep } from './plan.js';
 import { sleep } from './retry.js';
+import { GcpScaling, type GroupRecord } from './scaling.js';
 import { terminateRecorded } from './terminate.js';
 
 /** What the journal keeps about an operation in flight, to resume waiting for it. */
@@ -33,8 +34,6 @@ interface RecordedOperation {
   zone?: string;
   region?: string;
 }
-
-const REPLACE_TIMEOUT_MS = 15 * 60_000;
 
 export class GcpInfrastructure implements InfrastructureProvider {
   readonly name = 'gcp';
@@ -47,7 +46,7 @@ export class GcpInfrastructure implements InfrastructureProvider {
     this.options.onPlan?.(plan.steps.map((s) => ({ id: s.key, deps: [...s.deps] })));
     const keyFile = plan.config.serviceAccountKeyPath ? path.resolve(ctx.workspaceDir, plan.config.serviceAccountKeyPath) : undefined;
     const api = await this.api(keyFile);
-    await api.checkCredentials();
+    await this.waitForAccess(api, plan.config.project, ctx);
     // Client set-up costs CPU time (large protos); do it before the clock of the first insert starts.
     await api.prepare(plan.steps.map((s) => s.ref.kind));
     const recorded = new Map((await ctx.journal.list()).map((r) => [r.id, r]));
@@ -84,6 +83,30 @@ export class GcpInfrastructure implements InfrastructureProvider {
         instanceGroups: Object.fromEntries(groups.map((s) => [String(s.data.nodeGroup), refId(s.ref)])),
       },
     };
+  }
+
+  /**
+   * The credentials work and reach the project. A key or role binding `iam create gcp` just made takes a while to
+   * take effect (https://cloud.google.com/iam/docs/access-change-propagation): until then the token request fails
+   * with invalid_grant or the calls with 403, so both are waited through (options.propagation) before create starts.
+   */
+  private async waitForAccess(api: GcpCompute, project: string, ctx: ProviderContext): Promise<void> {
+    const policy = { ...DEFAULT_PROPAGATION, ...this.options.propagation };
+    const networks = api.client<NetworksClient>('NetworksClient');
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await api.checkCredentials();
+        await api.rawCall(() => networks.list({ project, maxResults: 1 }, { autoPaginate: false }), { signal: ctx.signal });
+        return;
+      } catch (err) {
+        const info = gcpErrorInfo(err);
+        const propagating = /invalid_grant/.test(info.message) || (info.status === 403 && !isRetryable(err));
+        if (!propagating || attempt >= policy.attempts) throw err instanceof UserError ? err : toUserError('Checking access to the project', err);
+        if (attempt === 1) ctx.progress?.('waiting for the service account\'s key and roles to take effect');
+        ctx.log.debug('gcp: access not effective yet', { attempt, reason: info.reason });
+        await sleep(Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1)), ctx.signal);
+      }
+    }
   }
 
   /** Makes one planned resource exist: skip, resume or insert (see the module header). */
@@ -179,7 +202,7 @@ export class GcpInfrastructure implements InfrastructureProvider {
     });
   }
 
-  async describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
+  private async describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
     const ref = parseInstanceId(id);
     return this.withApi(ctx, async (api) => {
       const instances = api.client<InstancesClient>('InstancesClient');
@@ -203,34 +226,62 @@ export class GcpInfrastructure implements InfrastructureProvider {
       const [lro] = await api.call(`Scaling node group ${nodeGroup}`, () =>
         igms.resize({ project: group.project, zone: group.zone, instanceGroupManager: group.name, size: count }), { signal: ctx.signal });
       await this.wait(api, lro.latestResponse as Operation, group.project, `Scaling node group ${nodeGroup}`, ctx);
+      // The resize is DONE once GCP scheduled it; the group's instances run only later.
+      await new GcpScaling(api, this.options, ctx).waitForGroup(group, (managed) => managed.length === count && managed.every((m) => m.ready), `node group ${nodeGroup} to have ${count} running instances`);
     });
   }
 
-  async replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    const old = await this.describeInstance(id, ctx);
-    const group = await this.groupRecord(old.nodeGroup, ctx);
-    const ref = parseInstanceId(id);
+  /** One more instance in the group, booting the configured image (./scaling.ts). */
+  async addInstance(nodeGroup: string, ctx: ProviderContext): Promise<Instance> {
+    const group = await this.groupRecord(nodeGroup, ctx);
     return this.withApi(ctx, async (api) => {
-      const igms = api.client<InstanceGroupManagersClient>('InstanceGroupManagersClient');
-      const request = { project: group.project, zone: group.zone, instanceGroupManager: group.name };
-      const names = async () => {
-        const [managed] = await api.call(`Listing the instances of node group ${old.nodeGroup}`, () => igms.listManagedInstances(request), { signal: ctx.signal });
-        return managed.map((m) => (m.instance ?? '').split('/').pop() ?? '');
-      };
-      const before = new Set(await names());
-      ctx.progress?.(`replacing ${old.name}`);
-      // The group keeps its target size, so deleting the instance makes it create a fresh one from the template.
-      const [lro] = await api.call(`Replacing ${old.name}`, () =>
-        igms.deleteInstances({ ...request, instanceGroupManagersDeleteInstancesRequestResource: { instances: [instanceId(ref)] } }), { signal: ctx.signal });
-      await this.wait(api, lro.latestResponse as Operation, group.project, `Replacing ${old.name}`, ctx);
-      const deadline = Date.now() + REPLACE_TIMEOUT_MS;
-      for (;;) {
-        const fresh = (await names()).find((n) => n && !before.has(n));
-        if (fresh) return this.describeInstance(instanceId({ project: group.project, zone: group.zone, name: fresh }), ctx);
-        if (Date.now() > deadline) throw new UserError(`Node group ${old.nodeGroup} made no new instance after ${old.name} was deleted.`, { hint: 'Check the managed instance group in the Google Cloud console; `constellation status` shows the nodes.' });
-        await sleep(this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, ctx.signal);
-      }
+      const scaling = new GcpScaling(api, this.options, ctx);
+      if (this.options.image) await scaling.ensureTemplate(group, { image: this.options.image });
+      const ref = await scaling.addInstance(group);
+      return this.describeInstance(instanceId(ref), ctx);
     });
+  }
+
+  /** Out of the load balancer: out of its managed instance group, still running (./scaling.ts). */
+  async drainInstance(id: string, ctx: ProviderContext): Promise<void> {
+    const found = await this.findInstance(id, ctx);
+    if (!found?.group) return;
+    const { ref, group } = found;
+    await this.withApi(ctx, (api) => new GcpScaling(api, this.options, ctx).drainInstance(group, ref));
+  }
+
+  /** Deletes exactly this instance; its group shrinks by one (./scaling.ts). Gone already: nothing to do. */
+  async removeInstance(id: string, ctx: ProviderContext): Promise<void> {
+    const found = await this.findInstance(id, ctx);
+    if (!found) return;
+    await this.withApi(ctx, (api) => new GcpScaling(api, this.options, ctx).removeInstance(found.group, found.ref));
+  }
+
+  /** No template and no instance carries the init-secret hash any more (./scaling.ts). */
+  async markInitialized(ctx: ProviderContext): Promise<void> {
+    const groups = await this.groupRecords(ctx);
+    if (groups.length === 0) return;
+    await this.withApi(ctx, async (api) => {
+      const instances: GceInstance[] = [];
+      for (const zone of new Set(groups.map((g) => g.zone))) instances.push(...(await this.instancesInZone(api, groups[0]!.project, zone, groups[0]!.uid, ctx)));
+      await new GcpScaling(api, this.options, ctx).markInitialized(groups, instances);
+    });
+  }
+
+  /** The instance an id (or, as a fallback, a name) means, with its recorded group; undefined when it is gone. */
+  private async findInstance(idOrName: string, ctx: ProviderContext): Promise<{ ref: InstanceRef; group?: GroupRecord } | undefined> {
+    let ref: InstanceRef;
+    if (idOrName.includes('/instances/')) ref = parseInstanceId(idOrName);
+    else {
+      const listed = (await this.listInstances(ctx)).find((i) => i.name === idOrName);
+      if (!listed) return undefined;
+      ref = parseInstanceId(listed.id);
+    }
+    const instance = await this.withApi(ctx, (api) => new GcpScaling(api, this.options, ctx).instance(ref));
+    if (!instance) return undefined;
+    const nodeGroup = toInstance(instance, ref.project).nodeGroup;
+    const group = (await this.groupRecords(ctx)).find((g) => g.nodeGroup === nodeGroup);
+    return { ref, group };
   }
 
   async terminate(ctx: ProviderContext, options: TerminateOptions = {}): Promise<void> {
@@ -273,13 +324,13 @@ export class GcpInfrastructure implements InfrastructureProvider {
     return fn(await this.api(keyFile));
   }
 
-  private async groupRecords(ctx: ProviderContext): Promise<{ nodeGroup: string; project: string; zone: string; name: string; uid: string }[]> {
+  private async groupRecords(ctx: ProviderContext): Promise<GroupRecord[]> {
     const records = await ctx.journal.list();
     return records
       .filter((r) => r.kind === journalKind('instanceGroupManager'))
       .map((r) => {
         const ref = parseRefId(r.id)!;
-        return { nodeGroup: String(r.data?.nodeGroup ?? ''), project: ref.project, zone: ref.location ?? '', name: ref.name, uid: String(r.data?.uid ?? '') };
+        return { nodeGroup: String(r.data?.nodeGroup ?? ''), project: ref.project, zone: ref.location ?? '', name: ref.name, uid: String(r.data?.uid ?? ''), record: r };
       });
   }
 

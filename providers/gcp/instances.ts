@@ -7,7 +7,7 @@ import type { protos } from '@google-cloud/compute';
 import { UserError } from '../../lib/errors.js';
 import type { Instance, InstanceMetadata, InstanceState, NodeRole } from '../contract.js';
 import { lastSegment } from './clients.js';
-import { LABEL_NODE_GROUP, LABEL_ROLE, META_NODE_GROUP, META_ROLE } from './plan.js';
+import { LABEL_NODE_GROUP, LABEL_ROLE, META_IMAGE, META_NODE_GROUP, META_ROLE } from './plan.js';
 
 export type GceInstance = protos.google.cloud.compute.v1.IInstance;
 
@@ -64,6 +64,8 @@ export function toInstance(instance: GceInstance, project: string): Instance {
     privateIp: nic?.networkIP ?? '',
     ...(publicIp ? { publicIp } : {}),
     state: STATES[instance.status ?? ''] ?? 'unknown',
+    ...(metadataItems(instance)[META_IMAGE] ? { image: metadataItems(instance)[META_IMAGE] } : {}),
+    ...(instance.creationTimestamp ? { createdAt: new Date(instance.creationTimestamp).toISOString() } : {}),
   };
 }
 

@@ -2,10 +2,10 @@
  * What `create` makes on GCP, as an explicit dependency graph of steps (docs/design.md#providers), following upstream
  * Constellation's Terraform (terraform/infrastructure/gcp):
  *
- *   network ─┬─ subnetwork ─────────────┐
- *            ├─ router with Cloud NAT    │
- *            ├─ firewall (public ports)  ├─ instance template (per node group) ─ managed instance group ─┐
- *            └─ firewall (internal)      │                                                            │
+ *   network ── subnetwork ─┬───────────┐
+ *                          ├─ router with Cloud NAT (after the subnetwork: one change to a network at a time)
+ *                          ├─ firewall (public ports)  ├─ instance template (per node group) ─ managed instance group ─┐
+ *                          └─ firewall (internal)      │                                                            │
  *   global address (load balancer IP) ───┘                                                            │
  *   health check (per port) ──────────────────────────────────────── backend service (per port) ──────┘
  *                                       target TCP proxy (per port) ─┘
@@ -56,6 +56,10 @@ export const META_NODE_GROUP = 'constellation-node-group';
 export const META_INIT_SECRET_HASH = 'constellation-init-secret-hash';
 export const META_JOIN_SERVICE_KEY = 'constellation-join-service-key';
 export const META_LOAD_BALANCER = 'constellation-load-balancer';
+/** The image the instance boots (the config's `image`), so that `status` and an upgrade's rollback can tell. */
+export const META_IMAGE = 'constellation-image';
+/** The network's MTU, as upstream's (terraform/infrastructure/gcp/main.tf): GCP's largest, 8896. */
+export const NETWORK_MTU = 8896;
 
 export const gcpConfigSchema = z.object({
   project: z.string().min(1, 'is required'),
@@ -128,6 +132,13 @@ export function buildPlan(request: CreateRequest): Plan {
   }
 
   const { project, region } = config;
+  // A zone belongs to its region by name (europe-west3-b is in europe-west3); GCP would refuse the groups only later.
+  for (const zone of [config.zone, ...request.nodeGroups.map((g) => g.zone).filter(Boolean)]) {
+    if (!zone.startsWith(`${region}-`)) {
+      const where = zone === config.zone ? 'provider.gcp.zone' : `the zone of node group ${request.nodeGroups.find((g) => g.zone === zone)!.name}`;
+      throw new UserError(`${where} (${zone}) is not in the region ${region}.`, { hint: `Use a zone of ${region}, such as ${region}-a, or change provider.gcp.region.` });
+    }
+  }
   const prefix = namePrefix(request.uid);
   const baseLabels: Record<string, string> = {};
   for (const [k, v] of Object.entries(request.tags)) baseLabels[labelValue(k)] = labelValue(v);
@@ -145,7 +156,7 @@ export function buildPlan(request: CreateRequest): Plan {
   const steps: PlanStep[] = [];
   const add = (step: Omit<PlanStep, 'data'> & { data?: Record<string, unknown> }) => steps.push({ ...step, data: { ...common, ...step.data } });
 
-  add({ key: 'network', ref: network, deps: [], body: (): protos.google.cloud.compute.v1.INetwork => ({ description, autoCreateSubnetworks: false, routingConfig: { routingMode: 'REGIONAL' } }) });
+  add({ key: 'network', ref: network, deps: [], body: (): protos.google.cloud.compute.v1.INetwork => ({ description, autoCreateSubnetworks: false, mtu: NETWORK_MTU, routingConfig: { routingMode: 'REGIONAL' } }) });
   add({
     key: 'subnetwork',
     ref: subnet,
@@ -159,10 +170,12 @@ export function buildPlan(request: CreateRequest): Plan {
       privateIpGoogleAccess: true,
     }),
   });
+  // GCP takes one change to a network at a time (resourceNotReady, retried by the inserts): the subnetwork, which
+  // the instance templates wait for, goes first; the router and firewall rules follow it.
   add({
     key: 'router',
     ref: ref('router', gcpName(prefix, 'router'), region),
-    deps: ['network'],
+    deps: ['network', 'subnetwork'],
     body: (): protos.google.cloud.compute.v1.IRouter => ({
       description,
       network: url(network),
@@ -173,7 +186,7 @@ export function buildPlan(request: CreateRequest): Plan {
   add({
     key: 'firewall-public',
     ref: ref('firewall', gcpName(prefix, 'public')),
-    deps: ['network'],
+    deps: ['network', 'subnetwork'],
     body: (): protos.google.cloud.compute.v1.IFirewall => ({
       // The TCP proxies and health checks connect from Google's front ends (130.211.0.0/22, 35.191.0.0/16).
       description: `${description}: the load balancer's ports, its proxies and health checks, and the NodePort range`,
@@ -187,7 +200,7 @@ export function buildPlan(request: CreateRequest): Plan {
   add({
     key: 'firewall-internal',
     ref: ref('firewall', gcpName(prefix, 'internal')),
-    deps: ['network'],
+    deps: ['network', 'subnetwork'],
     body: (): protos.google.cloud.compute.v1.IFirewall => ({
       description: `${description}: traffic between nodes and pods`,
       network: url(network),
@@ -327,8 +340,11 @@ function instanceProperties(
     [META_INIT_SECRET_HASH]: request.initSecretHash,
     [META_JOIN_SERVICE_KEY]: request.joinServiceKey,
     [META_LOAD_BALANCER]: ctx.loadBalancer,
+    [META_IMAGE]: request.image,
     'kubernetes-version': request.kubernetesVersion,
-    'serial-port-enable': 'FALSE',
+    // The serial console output is how a node that does not come up is debugged, as upstream enables it
+    // (terraform/infrastructure/gcp/modules/instance_group/main.tf); it is output only, nothing logs secrets there.
+    'serial-port-enable': 'TRUE',
   };
   return {
     machineType: group.instanceType,

@@ -7,7 +7,6 @@
 import { variantsOf } from '../../lib/attestation/variant.js';
 import type { ProviderModule } from '../contract.js';
 import type { LocalInfrastructureOptions } from './infrastructure.js';
-import type { LocalNodeMetadataOptions } from './node-metadata.js';
 
 const provider: ProviderModule = {
   name: 'local',
@@ -15,10 +14,6 @@ const provider: ProviderModule = {
   async infrastructure(options?: Record<string, unknown>) {
     const { LocalInfrastructure } = await import('./infrastructure.js');
     return new LocalInfrastructure(options as LocalInfrastructureOptions | undefined);
-  },
-  async nodeMetadata(options?: Record<string, unknown>) {
-    const { LocalNodeMetadata } = await import('./node-metadata.js');
-    return new LocalNodeMetadata(options as LocalNodeMetadataOptions | undefined);
   },
   async nodePlatform(options) {
     const { localNodePlatform } = await import('./node-platform.js');

@@ -191,12 +191,6 @@ export class LocalInfrastructure implements InfrastructureProvider {
     return Promise.all(Object.keys(store.record.nodes).sort().map((name) => this.instance(store, name, ctx)));
   }
 
-  async describeInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    const store = await this.requireStore(ctx);
-    this.requireNode(store, id);
-    return this.instance(store, id, ctx);
-  }
-
   async scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
     if (!Number.isInteger(count) || count < 0) throw new UserError(`A node group's size must be a whole number >= 0, not ${count}.`);
     const store = await this.requireStore(ctx);
@@ -217,14 +211,6 @@ export class LocalInfrastructure implements InfrastructureProvider {
       ...added.map((name) => this.ensureNode(store, name, cloud, ctx)),
       ...members.slice(count).map((name) => this.removeNode(store, name, cloud, ctx)),
     ]);
-  }
-
-  /** Starts a fresh node in the instance's group, then removes the instance (the control plane keeps its size). */
-  async replaceInstance(id: string, ctx: ProviderContext): Promise<Instance> {
-    const store = await this.requireStore(ctx);
-    const added = await this.addInstance(this.requireNode(store, id).group, ctx);
-    await this.removeInstance(id, ctx);
-    return added;
   }
 
   /** One more node in the group, booted (an upgrade's replacement: the caller removes the old node once it joined). */

@@ -352,6 +352,8 @@ describe('create and terminate through cli/cluster against the Azure and GCP fak
     beforeEach(async () => {
       fake = await FakeArm.start();
       fake.seed(rgId, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+      // The config's default location (config generate azure).
+      fake.seedGalleryImage(SUBSCRIPTION, 'westus', '/CommunityGalleries/ConstellationCVM-b3782fa0/Images/constellation/Versions/2.19.0');
       said = [];
       ws = await cloudWorkspace('azure', {
         image: '/CommunityGalleries/ConstellationCVM-b3782fa0/Images/constellation/Versions/2.19.0',

@@ -24,6 +24,8 @@ import { hasSwtpm } from '../atls/support/kits.js';
 import { CloudBox } from './cloud-box/box.js';
 import { BOX_CLOUDS, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
 import { bootNode, teeFor, upCluster, verifyAll } from './cloud-box/scenario.js';
+import { applyCounts, listRunning, probeJoinService, storeHealth, upAwsCluster, type AwsBoxCluster } from './cloud-box/aws-scenarios.js';
+import { terminationPolicyVictim } from '../fakes/aws/autoscaling.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
 const isLuks = (file: string) => spawnSync('cryptsetup', ['isLuks', file]).status === 0;
@@ -104,4 +106,51 @@ describe('cloud in a box', function () {
       });
     });
   }
+
+  describe('aws: scaling', function () {
+    this.timeout(900_000);
+    let root: string;
+    let box: CloudBox;
+    let cluster: AwsBoxCluster | undefined;
+    before(async () => {
+      root = await fs.mkdtemp(path.join(os.tmpdir(), 'box-aws-ops-'));
+      box = new CloudBox(path.join(root, 'vms'));
+    });
+    after(async () => {
+      await cluster?.close();
+      await box?.close();
+      await cluster?.cloud.close();
+      if (root) await fs.rm(root, { recursive: true, force: true });
+    });
+
+    it('apply scales workers 2 → 4 → 1: new instances boot and join, scale-in terminates exactly the newest (not the group\'s choice); the join service answers through the LB every 100 ms; EC2 NotFound injected throughout', async () => {
+      const workspace = path.join(root, 'workspace');
+      const c = (cluster = await upAwsCluster({ workspace, box, ca, octet: randomInt(20, 240), consistencyMs: 300, drainMs: 300 }));
+      const fake = c.cloud.fake;
+      await waitForStatus(c.cloud, (s) => s.nodes.length === 3 && s.nodes.every((n) => n.state === 'joined'), 180_000);
+      const probe = probeJoinService(c.clusterEndpoint);
+
+      assert.deepEqual(await applyCounts(c, workspace, 1, 4), { worker_default: [2, 4] });
+      const four = (await listRunning(c, workspace)).filter((i) => i.role === 'worker');
+      assert.equal(four.length, 4);
+      const group = [...fake.state.autoScalingGroups.values()].find((g) => g.name.includes('worker'))!;
+      const live = [...fake.state.instances.values()].filter((i) => i.groupName === group.name && i.terminatedAt === undefined);
+      const newest = [...four].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!)).slice(0, 3).map((i) => i.id).sort();
+      const groupChoice = terminationPolicyVictim(fake.state, group, live);
+
+      assert.deepEqual(await applyCounts(c, workspace, 1, 1), { worker_default: [4, 1] });
+      const { probes, failures } = probe.stop();
+      const terminations = fake.calls('TerminateInstanceInAutoScalingGroup');
+      assert.deepEqual(terminations.map((t) => t.params.InstanceId as string).sort(), newest);
+      assert.ok(terminations.every((t) => t.params.ShouldDecrementDesiredCapacity === 'true'));
+      assert.ok(!newest.includes(groupChoice.id), 'lowering the desired capacity would have let the group remove another');
+      assert.ok(fake.requests.some((r) => /NotFound$/.test(r.error ?? '')), 'the fake answered NotFound while things were fresh');
+      assert.deepEqual(failures, [], `${failures.length} of ${probes} join-service probes failed`);
+      const final = await waitForStatus(c.cloud, (s) => s.nodes.length === 2 && s.nodes.every((n) => n.state === 'joined'), 60_000);
+      assert.deepEqual(final.nodes.map((n) => n.role).sort(), ['control-plane', 'worker']);
+      const health = await storeHealth(c, workspace);
+      assert.deepEqual([health.members.length, health.healthyVoters, health.quorum], [1, 1, true]);
+      console.log(`      aws: workers 2 → 4 → 1, the newest 3 terminated by apply's choice; ${probes} join probes through the LB, 0 failed; etcd 1/1`);
+    });
+  });
 });

@@ -200,8 +200,10 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
     });
 
     it('azure-sev-snp: quotes with the paravisor AK and sends the HCL report; the verifier fetches the VCEK from the KDS', async () => {
-      const platform = await azureNodePlatform({ variant: 'azure-sev-snp', paths: { tpm: swtpm.serverSocket, nodeDir: dir }, providerOptions: { imdsEndpoint: imds.url } });
+      const platform = await azureNodePlatform({ variant: 'azure-sev-snp', paths: { tpm: swtpm.serverSocket, nodeDir: dir }, providerOptions: { imdsEndpoint: imds.url, wireServerEndpoint: imds.url } });
       assert.deepEqual(await platform.identity(), { name: 'constell-a1b2c3d4-cp000000', ip: '10.0.0.4', role: 'control-plane' });
+      // No guest agent runs: the node program told Azure's wire server that the VM is Ready.
+      assert.equal(imds.readyReports, 1);
       const { document, nonce } = await issue(await platform.issuer(tpm));
       const fetch = kdsFetcher({ baseUrl: kds.url, cacheDir: path.join(dir, 'kds') });
       await (await createValidator('azure-sev-snp', { measurements }, { now, amdRoots: ca.roots, fetch })).validate(document, nonce);

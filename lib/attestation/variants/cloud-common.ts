@@ -9,7 +9,7 @@ import { readCertificate, signedBy, type ReadCertificate } from '../certificate.
 import { z } from 'zod';
 import { parseTpmPublic, publicKeyFromTpmPublic, type TpmPublic } from '../../tpm/structures.js';
 import { TPM_ALG } from '../../tpm/constants.js';
-import { AttestationError, type AttestationDocument, type ValidatorDeps, type VariantConfig } from '../types.js';
+import { AttestationError, type AttestationDocument, type AttestedInstance, type ValidatorDeps, type VariantConfig } from '../types.js';
 import { kdsClientFor, type Fetcher } from '../snp/kds.js';
 import { parseSnpReport } from '../snp/report.js';
 import { SnpVerifier, type VerifiedSnpReport } from '../snp/verify.js';
@@ -18,8 +18,17 @@ import type { TcbVersion } from '../snp/report.js';
 import { decodeBase64Field } from '../vtpm-document.js';
 import { parseJson } from '../../json.js';
 
-/** Checks that a document's AK is trustworthy for a variant; throws AttestationError otherwise. */
-export type AkTrust = (document: AttestationDocument, akPublic: Uint8Array) => Promise<void>;
+/**
+ * Checks that a document's AK is trustworthy for a variant; throws AttestationError otherwise. A variant whose
+ * evidence identifies the instance returns it (name, role and addresses as its provider says).
+ */
+export type AkTrust = (document: AttestationDocument, akPublic: Uint8Array) => Promise<AttestedInstance | void>;
+
+/**
+ * The EC2 instance an attested aws-sev-snp node runs on, as its cluster knows it (a join service's node asks EC2):
+ * undefined when the instance is not one of this cluster's.
+ */
+export type AwsInstanceIdentity = (instanceId: string, region: string) => Promise<AttestedInstance | undefined>;
 
 /** Test and advanced injection points beyond ValidatorDeps' documented ones. */
 export interface CloudDeps extends ValidatorDeps {
@@ -29,6 +38,8 @@ export interface CloudDeps extends ValidatorDeps {
   intelRoots?: string[];
   /** Trusted Microsoft roots for vTPM AK certificates, PEM (default: shipped). */
   microsoftRoots?: string[];
+  /** aws-sev-snp: who the instance of an identity document is (join services; without it no instance is named). */
+  awsInstanceIdentity?: AwsInstanceIdentity;
 }
 
 /** Decodes `document.instanceInfo` (base64 of JSON) and validates it against the variant's schema. */

@@ -152,15 +152,7 @@ export class MemoryProvider implements InfrastructureProvider {
     return this.instances;
   }
 
-  async describeInstance(id: string): Promise<Instance> {
-    return this.instances.find((i) => i.id === id)!;
-  }
-
   async scaleNodeGroup(): Promise<void> {}
-
-  async replaceInstance(id: string): Promise<Instance> {
-    return this.describeInstance(id);
-  }
 
   async terminate(): Promise<void> {
     this.terminated++;

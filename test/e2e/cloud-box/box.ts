@@ -123,13 +123,25 @@ export class CloudBox {
     );
   }
 
-  /** The load balancer in front of the control plane, on the cluster endpoint. */
-  async startLoadBalancer(host: string): Promise<void> {
+  /**
+   * The load balancer in front of the control plane, on the cluster endpoint: by default every booted control plane;
+   * `targets` (the cloud's own view: which instances its load balancer sends new connections to) narrows that.
+   */
+  async startLoadBalancer(host: string, targets?: () => string[]): Promise<void> {
     this.lb = await startLoadBalancer({
       host,
       ports: CONTROL_PLANE_PORTS,
-      backends: () => this.booted.filter((n) => n.instance.role === 'control-plane').map((n) => n.instance.ip),
+      backends: () => {
+        const wanted = targets ? new Set(targets()) : undefined;
+        return this.booted.filter((n) => n.instance.role === 'control-plane' && (!wanted || wanted.has(n.instance.id))).map((n) => n.instance.ip);
+      },
+      healthCheckIntervalMs: 100,
     });
+  }
+
+  /** Whether an instance's node was booted here (and not stopped since). */
+  has(id: string): boolean {
+    return this.nodes.has(id);
   }
 
   /** Powers a node off (the cloud terminated its instance). */

@@ -31,7 +31,8 @@ import { GcpInfrastructure } from '../../../providers/gcp/infrastructure.js';
 import { shieldedIdentityClient } from '../../../providers/gcp/shielded-identity.js';
 import { makeSnpReport, type EndorsementKey } from '../../attestation/snp/fixtures.js';
 import { launchInstance } from '../../fakes/aws/ec2.js';
-import { FAKE_CREDENTIALS, FAKE_IMAGE, startFakeAws, type FakeAws } from '../../fakes/aws/server.js';
+import { FAKE_CREDENTIALS, FAKE_IMAGE, startFakeAws, type FakeAws, type FakeAwsOptions } from '../../fakes/aws/server.js';
+import { targetsBehind } from '../../fakes/aws/elb.js';
 import { FakeArm, FAKE_TENANT, FAKE_TOKEN as FAKE_ARM_TOKEN } from '../../fakes/azure/arm-server.js';
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
 import { FakeGcp } from '../../fakes/gcp/server.js';
@@ -43,6 +44,7 @@ import { fillImageMeasurements } from '../../support/image-measurements.js';
 
 const AZ_SUBSCRIPTION = '00000000-1111-2222-3333-444444444444';
 const AZ_GROUP = 'box-rg';
+const AZ_IMAGE = '/CommunityGalleries/box/Images/constellation/Versions/1.0.0';
 
 export interface NodeStatusJson {
   nodes: { name: string; role: string; address: string; state: string; reason?: string }[];
@@ -66,6 +68,8 @@ export interface BoxCloud {
   terminate(): Promise<void>;
   /** How long the fake itself waited on purpose so far (configured latency, long-running operations), ms. */
   fakeDelayMs(): number;
+  /** The instances the cloud's load balancer sends new connections to, where the fake models it (AWS). */
+  lbTargets?(): string[];
   /** What the fake still holds after terminate (empty: nothing left). */
   leftovers(): string[];
   close(): Promise<void>;
@@ -91,8 +95,11 @@ function setTcb(doc: Document, key: string, tcb: EndorsementKey['tcb']): void {
 const clusterEndpoint = async (workspace: string) =>
   (parse(await fs.readFile(path.join(workspace, STATE_FILE), 'utf8')) as { infrastructure: { clusterEndpoint: string } }).infrastructure.clusterEndpoint;
 
-export async function awsCloud(workspace: string, octet: number): Promise<BoxCloud> {
-  const fake: FakeAws = await startFakeAws({ lroMs: 0, privateIpBase: `127.${octet}`, publicIpBase: `127.${octet + 1}` });
+export type AwsBoxCloud = BoxCloud & { readonly fake: FakeAws; readonly env: Record<string, string> };
+
+/** AWS; `fakeOptions` adds what the fake models beyond the default (eventual consistency, drain time). */
+export async function awsCloud(workspace: string, octet: number, fakeOptions: Partial<FakeAwsOptions> = {}): Promise<AwsBoxCloud> {
+  const fake: FakeAws = await startFakeAws({ lroMs: 0, privateIpBase: `127.${octet}`, publicIpBase: `127.${octet + 1}`, ...fakeOptions });
   const env = {
     AWS_ENDPOINT_URL: fake.url,
     AWS_ACCESS_KEY_ID: FAKE_CREDENTIALS.accessKeyId,
@@ -108,7 +115,10 @@ export async function awsCloud(workspace: string, octet: number): Promise<BoxClo
     return res;
   };
   const asBox = (i: { id: string; privateIp: string; tags: Record<string, string> }): BoxInstance => ({ id: i.id, ip: i.privateIp, role: i.tags['constellation-role'] === 'control-plane' ? 'control-plane' : 'worker' });
+  let endpoint = '';
   return {
+    fake,
+    env,
     variant: 'aws-sev-snp',
     signingKind: 'vlek',
     configure(doc, tcb) {
@@ -119,8 +129,10 @@ export async function awsCloud(workspace: string, octet: number): Promise<BoxClo
     },
     async create() {
       await cli('create', '-y');
-      return { clusterEndpoint: await clusterEndpoint(workspace) };
+      endpoint = await clusterEndpoint(workspace);
+      return { clusterEndpoint: endpoint };
     },
+    lbTargets: () => (endpoint ? targetsBehind(fake.state, endpoint, 30090) : []),
     infrastructure: new AwsInfrastructure({ endpoint: fake.url, credentials: FAKE_CREDENTIALS, region: 'us-east-2', retryDelayMs: 20 }),
     running: () => [...fake.state.instances.values()].filter((i) => i.terminatedAt === undefined).map(asBox),
     node: async (instance, tee) => ({
@@ -129,6 +141,7 @@ export async function awsCloud(workspace: string, octet: number): Promise<BoxClo
       providerOptions: { endpoint: fake.url, credentials: FAKE_CREDENTIALS, imdsEndpoint: `${fake.url}/node/${instance.id}`, retryDelayMs: 20 },
       tee,
       trustedRoots: {},
+      imageVersion: fake.state.instances.get(instance.id)?.imageId,
     }),
     validatorDeps: async () => awsProvider.attestationDeps!({ endpoint: fake.url, credentials: FAKE_CREDENTIALS }),
     status: async () => JSON.parse((await cli('status', '--json')).stdout) as NodeStatusJson,
@@ -218,6 +231,8 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
 export async function azureCloud(workspace: string, octet: number): Promise<BoxCloud> {
   const fake = await FakeArm.start({ lroDurationMs: 1, privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0` });
   fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+  // The config's default location (config generate azure).
+  fake.seedGalleryImage(AZ_SUBSCRIPTION, 'westus', AZ_IMAGE);
   const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
   const imdsServers: FakeImds[] = [];
   const vms = () =>
@@ -233,7 +248,7 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
     variant: 'azure-sev-snp',
     signingKind: 'vcek',
     configure(doc, tcb) {
-      doc.setIn(['image'], '/CommunityGalleries/box/Images/constellation/Versions/1.0.0');
+      doc.setIn(['image'], AZ_IMAGE);
       doc.setIn(['provider', 'azure', 'subscription'], AZ_SUBSCRIPTION);
       doc.setIn(['provider', 'azure', 'tenant'], FAKE_TENANT);
       doc.setIn(['provider', 'azure', 'resourceGroup'], AZ_GROUP);
@@ -251,7 +266,8 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
       return {
         provider: 'azure',
         variant: 'azure-sev-snp',
-        providerOptions: { endpoint, tlsOptions, pollIntervalMs, imdsEndpoint: imds.url, retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 } },
+        // The VM's wire server is the fake ARM's: the node's Ready report is what ends the VM's provisioning there.
+        providerOptions: { endpoint, tlsOptions, pollIntervalMs, imdsEndpoint: imds.url, wireServerEndpoint: `${fake.wireServerUrl}/node/${vm.computerName}`, retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 } },
         armToken: FAKE_ARM_TOKEN,
         trustedRoots: {},
         // Azure's paravisor: its AK made persistent, and its HCL report whose SNP report binds the runtime data holding that AK.

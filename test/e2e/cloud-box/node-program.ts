@@ -54,6 +54,8 @@ export interface BoxNodeConfig {
    * the cluster store in etcd: a kubeadm node keeps it in the Kubernetes API, and nothing here runs an API server.
    */
   kubernetesBackend?: 'none' | 'kubeadm';
+  /** The image the VM booted (the cloud's image id); the node reports it as its image version. */
+  imageVersion?: string;
 }
 
 const der = (pem: string) => ({ der: certificatesDer(pem)[0], pem });
@@ -76,6 +78,7 @@ function run(configFile: string): Promise<void> {
         ? { ...config.providerOptions, credential: { getToken: async () => ({ token: config.armToken, expiresOnTimestamp: Date.now() + 3600_000 }) } }
         : config.providerOptions,
       tee: config.tee ? teeOf(config.tee) : undefined,
+      imageVersion: config.imageVersion,
     });
     const platform = {
       ...base,

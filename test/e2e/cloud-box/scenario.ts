@@ -7,7 +7,9 @@
 import { initCluster, type InitClusterResult } from '../../../cli/cluster/init.js';
 import { withWorkspaceSession } from '../../../cli/cluster/session.js';
 import { verifyCluster, type VerifyResult } from '../../../cli/cluster/verify.js';
+import { clusterJournalView } from '../../../cli/iam/journal-view.js';
 import { createLogger } from '../../../lib/logging/index.js';
+import { FileResourceJournal } from '../../../lib/workspace/resource-journal.js';
 import { makeEndorsementKey, type EndorsementKey, type SnpTestCa } from '../../attestation/snp/fixtures.js';
 import type { BoxInstance, CloudBox } from './box.js';
 import { generateConfig, type BoxCloud } from './clouds.js';
@@ -49,7 +51,14 @@ export async function upCluster(cloud: BoxCloud, box: CloudBox, ca: SnpTestCa, w
   const nodes = await Promise.all(cloud.running().map((instance) => bootNode(box, cloud, ca, instance, teeFor(ca, good, cloud.signingKind))));
   await box.startLoadBalancer(clusterEndpoint);
   await Promise.all(nodes.map((node) => box.waitForLog(node, 'bootstrapper started')));
-  const init = await initCluster({ workspaceDir: workspace, log: createLogger(() => undefined), validatorDeps: { ...(await cloud.validatorDeps()), amdRoots: ca.roots } });
+  const init = await initCluster({
+    workspaceDir: workspace,
+    log: createLogger(() => undefined),
+    validatorDeps: { ...(await cloud.validatorDeps()), amdRoots: ca.roots },
+    // The provider pointed at the fake (the workspace's own would reach the real cloud) stops publishing the hash.
+    markInitialized: () =>
+      cloud.infrastructure.markInitialized?.({ journal: clusterJournalView(new FileResourceJournal(workspace)), log: { debug: () => undefined, info: () => undefined, warn: () => undefined }, workspaceDir: workspace }) ?? Promise.resolve(),
+  });
   return { init, good, elapsedMs: Date.now() - started };
 }
 

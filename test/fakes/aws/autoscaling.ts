@@ -4,10 +4,14 @@
  * instance, and force-delete (instances terminate, the group disappears after the operation time). Every
  * launch is a scaling activity; a launch failure set in the state (FakeAwsState.launchFailures) makes it a
  * Failed one with EC2's message, as DescribeScalingActivities reports it.
+ * When the desired capacity is lowered, the group picks its own victims by the default termination policy
+ * (Amazon EC2 Auto Scaling User Guide, "Configure termination policies for Amazon EC2 Auto Scaling", default policy):
+ * the zone with the most instances first, then instances of an older launch template version, then the instance
+ * closest to its next billing hour, then at random. Only TerminateInstanceInAutoScalingGroup removes a chosen one.
  */
-import { launchInstance } from './ec2.js';
-import { applyFilters, type AutoScalingGroup, type FakeAwsState } from './state.js';
-import { AwsFault, list, num, required, str, type Params, type XmlValue } from './wire.js';
+import { launchInstance, launchRefusal } from './ec2.js';
+import { applyFilters, type AutoScalingGroup, type FakeAwsState, type Instance } from './state.js';
+import { AwsFault, list, num, oneOf, required, str, type Params, type XmlValue } from './wire.js';
 
 type Handler = (s: FakeAwsState, p: Params) => Record<string, XmlValue>;
 
@@ -19,7 +23,7 @@ function members(s: FakeAwsState, g: AutoScalingGroup) {
 function reconcile(s: FakeAwsState, g: AutoScalingGroup): void {
   if (g.deletingAt !== undefined) return;
   const live = members(s, g).filter((i) => i.terminatedAt === undefined);
-  const failure = [...s.launchFailures].find(([prefix]) => g.name.startsWith(prefix))?.[1];
+  const failure = [...s.launchFailures].find(([prefix]) => g.name.startsWith(prefix))?.[1] ?? launchRefusal(s.launchTemplates.get(g.launchTemplateId)?.data ?? {});
   for (let n = live.length; n < g.desired; n++) {
     const activity = { id: s.newId('act'), at: s.now(), cause: `At ${new Date(s.now()).toISOString()} an instance was started in response to a difference between desired and actual capacity, increasing the capacity from ${n} to ${g.desired}.` };
     if (failure) {
@@ -29,7 +33,23 @@ function reconcile(s: FakeAwsState, g: AutoScalingGroup): void {
     const i = launchInstance(s, g.launchTemplateId, g.subnetIds[n % g.subnetIds.length], { ...g.propagated, 'aws:autoscaling:groupName': g.name }, g.name);
     g.activities.unshift({ ...activity, description: `Launching a new EC2 instance: ${i.id}`, statusCode: 'Successful' });
   }
-  for (const extra of live.slice(g.desired)) extra.terminatedAt = s.now();
+  for (let n = live.length; n > g.desired; n--) terminationPolicyVictim(s, g, live.filter((i) => i.terminatedAt === undefined)).terminatedAt = s.now();
+}
+
+/** The default termination policy's choice among the group's live instances (see the header). */
+export function terminationPolicyVictim(s: FakeAwsState, g: AutoScalingGroup, live: Instance[]): Instance {
+  const perZone = new Map<string, number>();
+  for (const i of live) perZone.set(i.zone, (perZone.get(i.zone) ?? 0) + 1);
+  const most = Math.max(...perZone.values());
+  let pool = live.filter((i) => perZone.get(i.zone) === most);
+  const latest = s.launchTemplates.get(g.launchTemplateId)?.versions.length ?? 1;
+  const older = pool.filter((i) => (i.launchTemplateVersion ?? latest) < latest);
+  if (older.length > 0) pool = older;
+  const hour = 3_600_000;
+  const toBillingHour = (i: Instance) => hour - ((s.now() - i.launchedAt) % hour);
+  const closest = Math.min(...pool.map(toBillingHour));
+  pool = pool.filter((i) => toBillingHour(i) === closest);
+  return pool[Math.floor(Math.random() * pool.length)];
 }
 
 function groupXml(s: FakeAwsState, g: AutoScalingGroup): XmlValue {
@@ -55,7 +75,7 @@ function groupXml(s: FakeAwsState, g: AutoScalingGroup): XmlValue {
         AvailabilityZone: i.zone,
         LifecycleState: state === 'pending' ? 'Pending' : state === 'running' ? 'InService' : 'Terminating',
         HealthStatus: 'Healthy',
-        LaunchTemplate: { LaunchTemplateId: g.launchTemplateId, Version: '1' },
+        LaunchTemplate: { LaunchTemplateId: g.launchTemplateId, Version: String(i.launchTemplateVersion ?? 1) },
         ProtectedFromScaleIn: false,
       };
     }),
@@ -85,14 +105,15 @@ function checkCapacity(g: AutoScalingGroup): void {
 export const autoscalingHandlers: Record<string, Handler> = {
   CreateAutoScalingGroup(s, p) {
     const name = required(p, 'AutoScalingGroupName');
+    oneOf(p, 'HealthCheckType', ['EC2', 'ELB', 'VPC_LATTICE', 'EBS']);
     s.settle();
     if (s.autoScalingGroups.has(name)) throw new AwsFault('AlreadyExists', `AutoScalingGroup by this name already exists - A group with the name ${name} already exists`);
     const ltId = str((p.LaunchTemplate ?? {}) as Params, 'LaunchTemplateId') ?? '';
-    if (!s.launchTemplates.has(ltId)) {
+    if (!s.launchTemplates.has(ltId) || s.notYetVisible(ltId)) {
       throw new AwsFault('ValidationError', `You must use a valid fully-formed launch template. The specified launch template, with template ID ${ltId}, does not exist.`);
     }
     const subnetIds = (str(p, 'VPCZoneIdentifier') ?? '').split(',').filter(Boolean);
-    for (const id of subnetIds) if (!s.subnets.has(id)) throw new AwsFault('ValidationError', `The subnet ID '${id}' does not exist`);
+    for (const id of subnetIds) if (!s.subnets.has(id) || s.notYetVisible(id)) throw new AwsFault('ValidationError', `The subnet ID '${id}' does not exist`);
     const targetGroupArns = list<string>(p, 'TargetGroupARNs');
     for (const arn of targetGroupArns) if (!s.targetGroups.has(arn)) throw new AwsFault('ValidationError', `Target group ${arn} not found`);
     const tags = list(p, 'Tags');
@@ -147,6 +168,18 @@ export const autoscalingHandlers: Record<string, Handler> = {
     checkCapacity(next);
     Object.assign(g, next);
     reconcile(s, g);
+    return {};
+  },
+  /** CreateOrUpdateTags (Auto Scaling API reference): a changed PropagateAtLaunch tag applies to instances launched later. */
+  CreateOrUpdateTags(s, p) {
+    for (const t of list(p, 'Tags')) {
+      const g = getGroup(s, required(t, 'ResourceId'));
+      const key = required(t, 'Key');
+      const value = str(t, 'Value') ?? '';
+      g.tags[key] = value;
+      if (str(t, 'PropagateAtLaunch') === 'true') g.propagated[key] = value;
+      else delete g.propagated[key];
+    }
     return {};
   },
   TerminateInstanceInAutoScalingGroup(s, p) {

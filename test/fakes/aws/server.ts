@@ -32,6 +32,8 @@ export interface RecordedRequest {
   action: string;
   params: Params;
   at: number;
+  /** The error code the fake answered with, if it refused the request. */
+  error?: string;
 }
 
 export interface InjectedFault {
@@ -51,6 +53,10 @@ export interface FakeAwsOptions {
   /** First two octets of instances' private and of elastic IPs (cloud in a box: loopback addresses nodes can bind). */
   privateIpBase?: string;
   publicIpBase?: string;
+  /** EC2 eventual consistency window after a create (FakeAwsState.consistencyMs); default 0. */
+  consistencyMs?: number;
+  /** How long a deregistered target drains (default lroMs). */
+  drainMs?: number;
 }
 
 export class FakeAws {
@@ -70,6 +76,8 @@ export class FakeAws {
     this.state = new FakeAwsState(options.lroMs ?? 20);
     this.state.privateIpBase = options.privateIpBase;
     this.state.publicIpBase = options.publicIpBase;
+    this.state.consistencyMs = options.consistencyMs ?? 0;
+    this.state.drainMs = options.drainMs;
     for (const image of options.images ?? [{ id: FAKE_IMAGE, bootMode: 'uefi', tpmSupport: 'v2.0' }]) this.state.images.set(image.id, image);
   }
 
@@ -136,6 +144,7 @@ export class FakeAws {
       send(200, responseBody(service, action, handler(this.state, params)));
     } catch (err) {
       const fault = err instanceof AwsFault ? err : new AwsFault('InternalError', String((err as Error).stack ?? err), 500);
+      request.error = fault.code;
       send(fault.status, errorBody(service, fault));
     }
   }

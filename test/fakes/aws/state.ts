@@ -57,8 +57,10 @@ export interface LaunchTemplate extends Tagged {
   id: string;
   name: string;
   clientToken?: string;
-  /** LaunchTemplateData as the request sent it (parsed tree). */
+  /** LaunchTemplateData of the latest version ($Latest, what the auto scaling groups launch), parsed tree. */
   data: Params;
+  /** Every version's data, version 1 first (CreateLaunchTemplateVersion appends). */
+  versions: Params[];
 }
 export interface Image {
   id: string;
@@ -74,6 +76,8 @@ export interface Instance extends Tagged {
   privateIp: string;
   instanceType: string;
   imageId: string;
+  /** The launch template version it was launched from. */
+  launchTemplateVersion?: number;
   launchedAt: number;
   terminatedAt?: number;
 }
@@ -97,6 +101,10 @@ export interface TargetGroup extends Tagged {
   port: number;
   protocol: string;
   healthCheck: { protocol?: string; port?: string; path?: string; enabled?: string };
+  /** ModifyTargetGroupAttributes (AWS's defaults apply to the rest: TARGET_GROUP_ATTRIBUTE_DEFAULTS in ./elb.ts). */
+  attributes: Record<string, string>;
+  /** Instances deregistered (DeregisterTargets) and when: draining for the deregistration delay, then gone. */
+  deregistered: Map<string, number>;
 }
 export interface Listener {
   arn: string;
@@ -169,6 +177,15 @@ export class FakeAwsState {
   readonly launchFailures = new Map<string, string>();
   /** How long an instance takes to start, when not lroMs (a test's instances that never come into service). */
   bootMs?: number;
+  /**
+   * EC2 eventual consistency ("Eventual consistency in the Amazon EC2 API", EC2 API reference): for this long after
+   * a create, the new resource's id is unknown to calls that name it (`Invalid<Resource>ID.NotFound`,
+   * `InvalidGroup.NotFound`), including DescribeInstances of a just-launched instance. 0: consistent at once.
+   */
+  consistencyMs = 0;
+  /** How long a deregistered target drains (the deregistration delay, scaled like every operation here). */
+  drainMs?: number;
+  private readonly created = new Map<string, number>();
   readonly account = '123456789012';
   private counter = 0;
 
@@ -188,7 +205,15 @@ export class FakeAwsState {
 
   newId(prefix: string): string {
     this.counter += 1;
-    return `${prefix}-${this.counter.toString(16).padStart(17, '0')}`;
+    const id = `${prefix}-${this.counter.toString(16).padStart(17, '0')}`;
+    this.created.set(id, this.now());
+    return id;
+  }
+
+  /** Made less than consistencyMs ago: calls naming it do not find it yet (see consistencyMs). */
+  notYetVisible(id: string): boolean {
+    const at = this.created.get(id);
+    return at !== undefined && this.now() < at + this.consistencyMs;
   }
 
   nextIp(base: string): string {

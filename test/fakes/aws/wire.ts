@@ -77,6 +77,15 @@ export function required(params: Params, name: string): string {
   return v;
 }
 
+/**
+ * Refuses a value outside the enum the API reference lists for the parameter (AWS answers ValidationError for the
+ * Query services, InvalidParameterValue for EC2), so that a request the real API rejects fails here too.
+ */
+export function oneOf(params: Params, name: string, allowed: readonly string[], code = 'ValidationError'): void {
+  const v = str(params, name);
+  if (v !== undefined && !allowed.includes(v)) throw new AwsFault(code, `Value '${v}' at '${name}' failed to satisfy constraint: Member must satisfy enum value set: [${allowed.join(', ')}]`);
+}
+
 export type XmlValue = string | number | boolean | undefined | null | XmlValue[] | { [key: string]: XmlValue };
 
 function escape(s: string): string {

@@ -17,8 +17,24 @@
  *   - faults can be injected per request (throttling 429/503 with Retry-After, quota and conflict errors,
  *     failed operations), and every request is logged for assertions.
  * Latency: `latencyMs` before every response and `lroDurationMs` per long-running operation (for the benchmark).
+ *
+ * Scale-set VMs as Azure provisions them:
+ *   - a new VM stays Creating until its guest reports Ready to the wire server (168.63.129.16: GET
+ *     /machine/?comp=goalstate, then POST /machine/?comp=health with State Ready); a scale set whose model leaves
+ *     provisionVMAgent on waits for the Azure guest agent's provisioning, which the node image does not run, so its VMs
+ *     end Failed with OSProvisioningTimedOut (https://learn.microsoft.com/azure/virtual-machines/linux/no-agent,
+ *     https://learn.microsoft.com/troubleshoot/azure/virtual-machines/linux/linux-vm-provisioning-timeout). A scale
+ *     set's create/update operation finishes only when its VMs did. `vmReady: 'at-boot'` plays a guest that
+ *     reports Ready `vmBootMs` after it was made (provider tests); 'wire-server' waits for the report on
+ *     `wireServerUrl` + /node/{computerName} (cloud in a box: the node program reports);
+ *   - a lower capacity deletes VMs by the scale-in policy (https://learn.microsoft.com/azure/virtual-machine-scale-sets/virtual-machine-scale-sets-scale-in-policy):
+ *     Default (one zone) the highest instance id, or OldestVM / NewestVM when the model's scaleInPolicy says so;
+ *     deleting one VM lowers the capacity by one;
+ *   - a VM's own networkProfileConfiguration (PUT of the VM) overrides the model's: a VM whose IP configuration
+ *     names no backend pool is not in the load balancer (backendPoolMembers).
  */
 import { randomUUID } from 'node:crypto';
+import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -67,6 +83,8 @@ interface Operation {
   finished: boolean;
   error?: { code: string; message: string };
   finish: () => void;
+  /** After `finish`: still running, failed, or done (undefined), e.g. while a scale set's VMs provision. */
+  waitFor?: () => 'running' | { code: string; message: string } | undefined;
 }
 
 export interface FakeArmOptions {
@@ -75,6 +93,11 @@ export interface FakeArmOptions {
   /** First three octets of scale-set VMs' private and of public IPs (cloud in a box: loopback addresses). */
   privateIpBase?: string;
   publicIpBase?: string;
+  /** When a new VM's guest reports Ready (see the header). Default 'at-boot'. */
+  vmReady?: 'at-boot' | 'wire-server';
+  vmBootMs?: number;
+  /** How long Azure waits for a VM's provisioning before OSProvisioningTimedOut (Azure: 20 minutes). */
+  provisioningTimeoutMs?: number;
 }
 
 const SYNC_TYPES = ['microsoft.managedidentity/', 'microsoft.authorization/'];
@@ -159,7 +182,19 @@ export class FakeArm {
   private readonly privateIpBase: string;
   private readonly publicIpBase: string;
 
+  /** The wire server (plain HTTP): per VM under /node/{computerName}/machine/. */
+  wireServerUrl = '';
+  private wireServer?: http.Server;
+  vmReady: 'at-boot' | 'wire-server';
+  vmBootMs: number;
+  provisioningTimeoutMs: number;
+  /** Provisioning of VMs that are Creating: when made, and whether their guest reported Ready. */
+  private readonly provisioning = new Map<string, { createdAt: number; reported: boolean }>();
+
   private constructor(options: FakeArmOptions) {
+    this.vmReady = options.vmReady ?? 'at-boot';
+    this.vmBootMs = options.vmBootMs ?? 0;
+    this.provisioningTimeoutMs = options.provisioningTimeoutMs ?? 300;
     this.privateIpBase = options.privateIpBase ?? '10.0.0';
     this.publicIpBase = options.publicIpBase ?? '20.1.0';
     this.latencyMs = options.latencyMs ?? 0;
@@ -188,12 +223,108 @@ export class FakeArm {
     });
     await new Promise<void>((resolve) => fake.server.listen(0, '127.0.0.1', resolve));
     fake.url = `https://127.0.0.1:${(fake.server.address() as AddressInfo).port}`;
+    fake.wireServer = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const reply = fake.wire(req.method ?? 'GET', req.url ?? '/', req.headers, Buffer.concat(chunks).toString('utf8'));
+        res.writeHead(reply.status, { 'content-type': 'text/xml; charset=utf-8' });
+        res.end(reply.body);
+      });
+    });
+    await new Promise<void>((resolve) => fake.wireServer!.listen(0, '127.0.0.1', resolve));
+    fake.wireServerUrl = `http://127.0.0.1:${(fake.wireServer.address() as AddressInfo).port}`;
     return fake;
   }
 
   async stop(): Promise<void> {
     this.server.closeAllConnections();
     await new Promise<void>((resolve) => this.server.close(() => resolve()));
+    if (this.wireServer) {
+      this.wireServer.closeAllConnections();
+      await new Promise<void>((resolve) => this.wireServer!.close(() => resolve()));
+    }
+  }
+
+  /** The VM whose computer name is `computerName`. */
+  private vmByComputerName(computerName: string): Stored | undefined {
+    return [...this.resources.values()].find((r) => /\/virtualMachines\/[^/]+$/i.test(r.id) && (r.body.properties as { osProfile?: { computerName?: string } }).osProfile?.computerName === computerName);
+  }
+
+  /** The wire server's goal state and health report (see the header), for the VM named in the path. */
+  private wire(method: string, rawUrl: string, headers: http.IncomingHttpHeaders, body: string): { status: number; body: string } {
+    const m = /^\/node\/([^/]+)\/machine\/?\?comp=(goalstate|health)$/.exec(rawUrl);
+    if (!m) return { status: 404, body: '<Error><Message>not found</Message></Error>' };
+    if (!headers['x-ms-version']) return { status: 400, body: '<Error><Message>x-ms-version header required</Message></Error>' };
+    const vm = this.vmByComputerName(m[1]!);
+    if (!vm) return { status: 404, body: '<Error><Message>unknown VM</Message></Error>' };
+    const instanceId = String(vm.body.name);
+    if (m[2] === 'goalstate' && method === 'GET') {
+      return {
+        status: 200,
+        body: `<?xml version="1.0" encoding="utf-8"?><GoalState><Version>2012-11-30</Version><Incarnation>1</Incarnation><Machine><ExpectedState>Started</ExpectedState></Machine><Container><ContainerId>${containerIdOf(vm.id)}</ContainerId><RoleInstanceList><RoleInstance><InstanceId>${instanceId}</InstanceId></RoleInstance></RoleInstanceList></Container></GoalState>`,
+      };
+    }
+    if (m[2] === 'health' && method === 'POST') {
+      const ready = new RegExp(`<InstanceId>${instanceId}</InstanceId>\\s*<Health>\\s*<State>Ready</State>`).test(body) && body.includes(`<ContainerId>${containerIdOf(vm.id)}</ContainerId>`);
+      if (!ready) return { status: 400, body: '<Error><Message>health report names another container or instance, or no Ready state</Message></Error>' };
+      const state = this.provisioning.get(key(vm.id));
+      if (state) state.reported = true;
+      this.tick();
+      return { status: 200, body: '' };
+    }
+    return { status: 405, body: '' };
+  }
+
+  /** Provisioning VMs move on (see the header): Succeeded once Ready was reported (agent off), Failed at the timeout. */
+  private tick(): void {
+    const now = Date.now();
+    for (const [vmKey, state] of this.provisioning) {
+      const vm = this.resources.get(vmKey);
+      if (!vm) {
+        this.provisioning.delete(vmKey);
+        continue;
+      }
+      const set = this.resources.get(vmKey.replace(/\/virtualmachines\/[^/]+$/, ''));
+      const profile = (set?.body.properties as { virtualMachineProfile?: { osProfile?: { linuxConfiguration?: { provisionVMAgent?: boolean } } } } | undefined)?.virtualMachineProfile;
+      const agentOff = profile?.osProfile?.linuxConfiguration?.provisionVMAgent === false;
+      const reported = state.reported || (this.vmReady === 'at-boot' && now >= state.createdAt + this.vmBootMs);
+      const props = vm.body.properties as Record<string, unknown>;
+      if (agentOff && reported) {
+        props.provisioningState = 'Succeeded';
+        this.provisioning.delete(vmKey);
+      } else if (now >= state.createdAt + this.provisioningTimeoutMs) {
+        props.provisioningState = 'Failed';
+        props.instanceView = { statuses: [{ code: 'ProvisioningState/failed/OSProvisioningTimedOut', level: 'Error', message: 'OS Provisioning for VM did not finish in the allotted time. The VM may still finish provisioning successfully.' }] };
+        this.provisioning.delete(vmKey);
+      }
+    }
+  }
+
+  /** A scale set's operation runs while any of its VMs provisions, and fails when one failed. */
+  private scaleSetProgress(path: string): 'running' | { code: string; message: string } | undefined {
+    this.tick();
+    const vms = this.scaleSetVms(path);
+    const failed = vms.find((vm) => (vm.body.properties as { provisioningState?: string }).provisioningState === 'Failed');
+    if (failed) return { code: 'OSProvisioningTimedOut', message: `OS Provisioning for VM '${String(failed.body.name)}' did not finish in the allotted time.` };
+    return vms.some((vm) => (vm.body.properties as { provisioningState?: string }).provisioningState === 'Creating') ? 'running' : undefined;
+  }
+
+  /** The VMs of every scale set whose own or model NIC configuration puts them in the backend pool `poolId`. */
+  backendPoolMembers(poolId: string): { id: string; computerName: string; privateIp: string; provisioningState: string }[] {
+    const members = [];
+    for (const vm of this.resources.values()) {
+      const m = /^(.*\/virtualMachineScaleSets\/[^/]+)\/virtualMachines\/[^/]+$/i.exec(vm.id);
+      if (!m) continue;
+      const props = vm.body.properties as Record<string, unknown>;
+      const set = this.resources.get(key(m[1]!))?.body.properties as { virtualMachineProfile?: { networkProfile?: unknown } } | undefined;
+      const nics = (props.networkProfileConfiguration as { networkInterfaceConfigurations?: unknown } | undefined)?.networkInterfaceConfigurations
+        ?? (set?.virtualMachineProfile?.networkProfile as { networkInterfaceConfigurations?: unknown } | undefined)?.networkInterfaceConfigurations;
+      if (referencedIds({ nics }).some((ref) => ref.toLowerCase() === poolId.toLowerCase())) {
+        members.push({ id: vm.id, computerName: String((props.osProfile as { computerName: string }).computerName), privateIp: String(props.privateIp), provisioningState: String(props.provisioningState) });
+      }
+    }
+    return members;
   }
 
   /** Options that point the Azure provider at this fake. */
@@ -207,6 +338,23 @@ export class FakeArm {
       principalRetryDelayMs: 1,
       ...extra,
     };
+  }
+
+  /**
+   * A gallery image definition as Azure serves it (community, shared or own gallery, by the image reference the
+   * config names), with its SecurityType feature: confidential VMs boot only images marked for them.
+   */
+  seedGalleryImage(subscription: string, location: string, image: string, securityType = 'ConfidentialVMSupported'): void {
+    const community = /^\/CommunityGalleries\/([^/]+)\/Images\/([^/]+)/i.exec(image);
+    const shared = /^\/SharedGalleries\/([^/]+)\/Images\/([^/]+)/i.exec(image);
+    const own = /^(\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/providers\/Microsoft\.Compute\/galleries\/[^/]+\/images\/[^/]+)/i.exec(image);
+    const path = community
+      ? `/subscriptions/${subscription}/providers/Microsoft.Compute/locations/${location}/communityGalleries/${community[1]}/images/${community[2]}`
+      : shared
+        ? `/subscriptions/${subscription}/providers/Microsoft.Compute/locations/${location}/sharedGalleries/${shared[1]}/images/${shared[2]}`
+        : own?.[1];
+    if (!path) throw new Error(`not a gallery image: ${image}`);
+    this.seed(path, { location, properties: { osType: 'Linux', osState: 'Generalized', hyperVGeneration: 'V2', features: [{ name: 'SecurityType', value: securityType }] } });
   }
 
   /** The subscription is not registered for these resource provider namespaces (as a fresh subscription). */
@@ -237,7 +385,8 @@ export class FakeArm {
 
   /** Ids of the resources that exist (top-level ones, without scale set VMs), sorted. */
   resourceIds(): string[] {
-    return [...this.resources.values()].map((r) => r.id).filter((id) => !/\/virtualMachines\//i.test(id)).sort();
+    // VMs belong to their scale set; gallery images are the image publisher's, not the subscription's.
+    return [...this.resources.values()].map((r) => r.id).filter((id) => !/\/virtualMachines\/|\/(communityGalleries|sharedGalleries)\//i.test(id)).sort();
   }
 
   get(id: string): Record<string, unknown> | undefined {
@@ -283,6 +432,7 @@ export class FakeArm {
     }
     if (!url.searchParams.get('api-version')) return error(400, 'MissingApiVersionParameter', 'The api-version query parameter (?api-version=) is required for all requests.');
     this.finishDueOperations();
+    this.tick();
 
     const fault = this.faults.find(
       (f) => (f.times ?? 1) > 0 && (!f.method || f.method === method) && (typeof f.path === 'string' ? path.toLowerCase().includes(f.path.toLowerCase()) : f.path.test(path)),
@@ -302,6 +452,8 @@ export class FakeArm {
     if (provider) return this.resourceProvider(method, provider[1]!, provider[2]!, Boolean(provider[3]));
     if (/\/virtualMachineScaleSets\/[^/]+\/networkInterfaces$/i.test(path) && method === 'GET') return this.listScaleSetNics(path);
     if (/^\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/resources$/i.test(path) && method === 'GET') return this.listByTag(path, url.searchParams);
+
+    if (method === 'PUT' && /\/virtualMachineScaleSets\/[^/]+\/virtualMachines\/[^/]+$/i.test(path)) return this.putVm(path, body ?? {}, asyncError);
 
     switch (method) {
       case 'HEAD':
@@ -358,7 +510,7 @@ export class FakeArm {
     return undefined;
   }
 
-  private startOperation(path: string, finish: () => void, asyncError?: Fault['asyncError']): string {
+  private startOperation(path: string, finish: () => void, asyncError?: Fault['asyncError'], waitFor?: Operation['waitFor']): string {
     const id = randomUUID();
     const segs = segmentsOf(path);
     const p = segs.findIndex((s) => s.toLowerCase() === 'providers');
@@ -369,6 +521,7 @@ export class FakeArm {
       finished: false,
       error: asyncError,
       finish: asyncError ? () => undefined : finish,
+      waitFor,
     });
     return `${this.url}/subscriptions/${segs[1]}/providers/${namespace}/locations/fakeregion/operations/${id}?api-version=2024-01-01`;
   }
@@ -376,7 +529,12 @@ export class FakeArm {
   private operationStatus(kind: string, id: string): Reply {
     const op = this.operations.get(id);
     if (!op) return error(404, 'OperationNotFound', `Operation ${id} not found.`);
-    const running = !op.finished;
+    let running = !op.finished;
+    if (!running && op.waitFor && !op.error) {
+      const progress = op.waitFor();
+      if (progress === 'running') running = true;
+      else if (progress) op.error = progress;
+    }
     if (kind.toLowerCase() === 'operationresults') return { status: running ? 202 : 200, body: running ? undefined : {} };
     return {
       status: 200,
@@ -430,8 +588,25 @@ export class FakeArm {
     }
     const stored = this.withDefaults(path, body, existed ? 'Updating' : 'Creating');
     this.resources.set(key(path), { id: path, body: stored });
-    const operation = this.startOperation(path, () => this.provisioned(path), asyncError);
+    const operation = this.startOperation(path, () => this.provisioned(path), asyncError, this.isScaleSet(path) ? () => this.scaleSetProgress(path) : undefined);
     return { status: existed ? 200 : 201, body: stored, headers: { 'Azure-AsyncOperation': operation } };
+  }
+
+  /** Updating one scale-set VM: what the fake models of it is its own network configuration (see the header). */
+  private putVm(path: string, body: Record<string, unknown>, asyncError?: Fault['asyncError']): Reply {
+    const stored = this.resources.get(key(path));
+    if (!stored) return notFound(path);
+    const nics = (body.properties as { networkProfileConfiguration?: unknown } | undefined)?.networkProfileConfiguration;
+    const invalid = nics ? this.checkReferences(path, { nics }) : undefined;
+    if (invalid) return invalid;
+    const props = stored.body.properties as Record<string, unknown>;
+    const apply = () => {
+      if (nics) props.networkProfileConfiguration = structuredClone(nics);
+      props.provisioningState = 'Succeeded';
+    };
+    props.provisioningState = 'Updating';
+    const operation = this.startOperation(path, apply, asyncError);
+    return { status: 200, body: stored.body, headers: { 'Azure-AsyncOperation': operation } };
   }
 
   private patch(path: string, body: Record<string, unknown>, asyncError?: Fault['asyncError']): Reply {
@@ -439,7 +614,7 @@ export class FakeArm {
     if (!stored) return notFound(path);
     stored.body = deepMerge(stored.body, body);
     (stored.body.properties as Record<string, unknown>).provisioningState = 'Updating';
-    const operation = this.startOperation(path, () => this.provisioned(path), asyncError);
+    const operation = this.startOperation(path, () => this.provisioned(path), asyncError, this.isScaleSet(path) ? () => this.scaleSetProgress(path) : undefined);
     return { status: 200, body: stored.body, headers: { 'Azure-AsyncOperation': operation } };
   }
 
@@ -451,6 +626,10 @@ export class FakeArm {
     if (typeOf(path).toLowerCase() === 'microsoft.compute/virtualmachinescalesets') this.reconcileScaleSet(path);
   }
 
+  private isScaleSet(path: string): boolean {
+    return typeOf(path).toLowerCase() === 'microsoft.compute/virtualmachinescalesets';
+  }
+
   private scaleSetVms(path: string): Stored[] {
     const prefix = key(path) + '/virtualmachines/';
     return [...this.resources.entries()].filter(([k]) => k.startsWith(prefix)).map(([, v]) => v);
@@ -460,6 +639,7 @@ export class FakeArm {
     const stored = this.resources.get(key(path))!;
     const capacity = Number((stored.body.sku as { capacity?: number } | undefined)?.capacity ?? 0);
     const vms = this.scaleSetVms(path);
+    const model = ((stored.body.properties as Record<string, unknown>).virtualMachineProfile ?? {}) as Record<string, unknown>;
     const prefix = String(
       ((stored.body.properties as Record<string, unknown>).virtualMachineProfile as { osProfile?: { computerNamePrefix?: string } } | undefined)?.osProfile
         ?.computerNamePrefix ?? segmentsOf(path).at(-1),
@@ -477,17 +657,26 @@ export class FakeArm {
           instanceId: String(instance),
           location: stored.body.location,
           properties: {
-            provisioningState: 'Succeeded',
+            provisioningState: 'Creating',
+            timeCreated: new Date().toISOString(),
+            latestModelApplied: true,
+            storageProfile: { imageReference: structuredClone((model.storageProfile as { imageReference?: unknown } | undefined)?.imageReference ?? {}) },
             osProfile: { computerName: `${prefix}${instance.toString(36).padStart(6, '0')}` },
             privateIp: `${this.privateIpBase}.${this.nextIp++}`,
           },
         },
       });
+      this.provisioning.set(key(id), { createdAt: Date.now(), reported: false });
     }
+    this.tick();
     const surplus = vms.length - capacity;
     if (surplus > 0) {
-      const byAge = vms.sort((a, b) => Number(b.body.instanceId) - Number(a.body.instanceId));
-      for (const vm of byAge.slice(0, surplus)) this.resources.delete(key(vm.id));
+      // The scale-in policy (see the header): Default deletes the highest instance ids (one zone, one fault domain).
+      const rule = ((stored.body.properties as { scaleInPolicy?: { rules?: string[] } }).scaleInPolicy?.rules ?? ['Default'])[0];
+      const byId = vms.sort((a, b) => Number(b.body.instanceId) - Number(a.body.instanceId));
+      const byAge = [...vms].sort((a, b) => String((b.body.properties as { timeCreated: string }).timeCreated).localeCompare(String((a.body.properties as { timeCreated: string }).timeCreated)));
+      const victims = rule === 'OldestVM' ? byAge.reverse() : rule === 'NewestVM' ? byAge : byId;
+      for (const vm of victims.slice(0, surplus)) this.resources.delete(key(vm.id));
     }
   }
 
@@ -557,6 +746,13 @@ export class FakeArm {
     const operation = this.startOperation(path, remove, asyncError);
     return { status: 202, headers: { 'Azure-AsyncOperation': operation, Location: operation } };
   }
+}
+
+/** The wire server's container id of a VM: stable per VM, as Azure's is per VM deployment. */
+function containerIdOf(vmId: string): string {
+  let h = 0;
+  for (const c of vmId.toLowerCase()) h = (h * 31 + c.charCodeAt(0)) >>> 0;
+  return `c${h.toString(16).padStart(8, '0')}-0000-4000-8000-000000000000`;
 }
 
 function error(status: number, code: string, message: string): Reply {

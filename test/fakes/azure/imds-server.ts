@@ -1,12 +1,16 @@
 /**
  * A fake Azure instance metadata service on 127.0.0.1: answers GET /metadata/instance (with the Metadata: true
- * header IMDS requires) with the instance document of one scale set VM, built from the fake ARM's state.
+ * header IMDS requires) with the instance document of one scale set VM, built from the fake ARM's state. It also
+ * plays that VM's wire server (/machine/?comp=goalstate and ?comp=health, as providers/azure/wire-server.ts speaks
+ * it) and counts the Ready reports, for tests of a single node without the fake ARM.
  */
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 
 export interface FakeImds {
   url: string;
+  /** Health reports with State Ready the wire server got. */
+  readyReports: number;
   requests: { path: string; metadataHeader?: string }[];
   stop(): Promise<void>;
 }
@@ -25,9 +29,20 @@ export interface ImdsVm {
 
 export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
   const requests: FakeImds['requests'] = [];
+  let readyReports = 0;
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     requests.push({ path: url.pathname, metadataHeader: req.headers.metadata as string | undefined });
+    if (url.pathname === '/machine/' && req.headers['x-ms-version']) {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        if (url.searchParams.get('comp') === 'health' && /<State>Ready<\/State>/.test(Buffer.concat(chunks).toString())) readyReports++;
+        res.writeHead(200, { 'content-type': 'text/xml' });
+        res.end(url.searchParams.get('comp') === 'goalstate' ? `<GoalState><Incarnation>1</Incarnation><Container><ContainerId>c-1</ContainerId><RoleInstanceList><RoleInstance><InstanceId>${vm.name}</InstanceId></RoleInstance></RoleInstanceList></Container></GoalState>` : '');
+      });
+      return;
+    }
     if (req.headers.metadata !== 'true') {
       res.writeHead(400, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: 'Bad request. Required metadata header not specified' }));
@@ -63,6 +78,9 @@ export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    get readyReports() {
+      return readyReports;
+    },
     requests,
     stop: () => {
       server.closeAllConnections();

@@ -7,6 +7,23 @@
  * resizes, deletes and recreates them; a stateful policy keeps a recreated instance's preserved disks and
  * internal IP, as GCP does. Operation faults make an accepted insert finish with an error (quota).
  *
+ * What the real API does and the provider has to cope with, each as its reference page says:
+ *   - an insert that refers to a network while another operation on that network still runs is refused with 400
+ *     resourceNotReady (https://cloud.google.com/compute/docs/troubleshooting/troubleshooting-resource-errors,
+ *     "resource not ready": concurrent changes to one network), so inserts of a new network's subnets, routes and
+ *     firewalls must be retried;
+ *   - `resize` is DONE "when the resize actions are scheduled even if the group has not yet added or deleted any
+ *     instances"; new instances stay PROVISIONING (currentAction CREATING) for `instanceBootMs`; when resizing down,
+ *     "the instance group arbitrarily chooses the order in which VMs are deleted", taking into account the VM's
+ *     status and its template version (https://cloud.google.com/compute/docs/reference/rest/v1/instanceGroupManagers/resize):
+ *     here instances not RUNNING go first, then those on an older template, then a random one;
+ *   - `deleteInstances` "reduces the targetSize of the managed instance group by the number of instances that you
+ *     delete" (.../instanceGroupManagers/deleteInstances); `createInstances` adds named instances and raises it
+ *     (.../createInstances); `abandonInstances` takes instances out of the group, which keeps running them, and
+ *     lowers it (.../abandonInstances); `setInstanceTemplate` applies to instances made afterwards only;
+ *   - `instances.setMetadata` needs the current metadata fingerprint (412 conditionNotMet otherwise,
+ *     .../instances/setMetadata).
+ *
  * connect(ip, port) models the data path of GCP's load balancers, so a test can tell whether a client of the
  * cluster endpoint reaches a node: a global forwarding rule hands the connection to its target TCP proxy, whose
  * backend service picks a healthy instance of its groups through the groups' named port (the backend service's
@@ -36,6 +53,8 @@ interface FakeOperation {
   error?: { code: string; message: string; status: number };
   /** State changes that happen when the operation finishes. */
   onDone?: () => void;
+  /** The network (resource key) this operation changes, while it runs (see resourceNotReady in the header). */
+  network?: string;
 }
 
 export interface OperationFault {
@@ -68,6 +87,9 @@ const COLLECTIONS = new Set([
   'targetTcpProxies',
 ]);
 
+/** Inserts that change the network they name (see resourceNotReady in the header). */
+const NETWORK_CHANGES = new Set(['subnetworks', 'routers', 'firewalls']);
+
 /** Where a connection to the load balancer ended up (see the module header). */
 export interface Delivery {
   instance: string;
@@ -91,6 +113,14 @@ export class FakeCompute {
   private readonly shielded = new Map<string, ShieldedIdentity>();
   private counter = 0;
   private nextIp = 10;
+  /** How long a new instance stays PROVISIONING (see the header). */
+  instanceBootMs = 0;
+  /** When each PROVISIONING instance (by key) becomes RUNNING. */
+  private readonly booting = new Map<string, number>();
+  /** How many inserts were refused with resourceNotReady. */
+  notReadyRefusals = 0;
+  /** Picks resize-down victims among equals; tests may replace it (default: random, as "arbitrarily"). */
+  random: () => number = Math.random;
 
   constructor(
     private readonly baseUrl: () => string,
@@ -104,6 +134,21 @@ export class FakeCompute {
     this.operations.clear();
     this.operationFaults.length = 0;
     this.shielded.clear();
+    this.booting.clear();
+    this.instanceBootMs = 0;
+    this.notReadyRefusals = 0;
+    this.random = Math.random;
+  }
+
+  /** Instances whose boot time passed become RUNNING. */
+  private tick(): void {
+    const now = Date.now();
+    for (const [key, readyAt] of this.booting) {
+      if (readyAt > now) continue;
+      this.booting.delete(key);
+      const stored = this.resources.get(key);
+      if (stored) stored.resource.status = 'RUNNING';
+    }
   }
 
   failOperation(fault: OperationFault): void {
@@ -122,6 +167,7 @@ export class FakeCompute {
   async handle(req: FakeRequest): Promise<FakeResponse | undefined> {
     const m = /^\/compute\/v1\/projects\/([^/]+)\/(.*)$/.exec(req.path);
     if (!m) return undefined;
+    this.tick();
     const project = m[1]!;
     const rest = m[2]!.split('/');
     if (rest[0] === 'aggregated' && rest[1] === 'instances' && req.method === 'GET') return this.aggregatedInstances(project, req);
@@ -143,7 +189,12 @@ export class FakeCompute {
     } else if (collection === 'instanceGroupManagers' && req.method === 'POST') {
       if (verb === 'resize') return this.resize(project, scope, key, Number(req.query.get('size')));
       if (verb === 'deleteInstances') return this.deleteInstances(project, scope, key, req.body as Json);
+      if (verb === 'createInstances') return this.createInstances(project, scope, key, req.body as Json);
+      if (verb === 'abandonInstances') return this.abandonInstances(project, scope, key, req.body as Json);
+      if (verb === 'setInstanceTemplate') return this.setInstanceTemplate(project, scope, key, req.body as Json);
       if (verb === 'listManagedInstances') return this.listManaged(key);
+    } else if (collection === 'instances' && verb === 'setMetadata' && req.method === 'POST') {
+      return this.setMetadata(project, scope, key, req.body as Json);
     } else if (collection === 'instances' && verb === 'getShieldedInstanceIdentity' && req.method === 'GET') {
       this.mustGet(key);
       const identity = this.shielded.get(name) ?? {};
@@ -257,9 +308,19 @@ export class FakeCompute {
     const key = `projects/${project}/${scope}/${collection}/${name}`;
     if (this.resources.has(key)) throw new HttpError(409, `The resource '${key}' already exists`, 'alreadyExists');
     const refs = this.references(body);
+    // Subnetworks, routers and firewalls change their network; instance templates and the rest only refer to it.
+    const network = NETWORK_CHANGES.has(collection) ? [...refs].find((r) => /\/global\/networks\//.test(r)) : undefined;
+    if (network) {
+      const busy = [...this.operations.values()].find((o) => o.network === network && o.op.status !== 'DONE' && Date.now() < o.doneAt);
+      if (busy) {
+        this.notReadyRefusals++;
+        throw new HttpError(400, `The resource '${network}' is not ready`, 'resourceNotReady');
+      }
+    }
     const fault = this.operationFaults.find((f) => (f.times ?? 1) > 0 && f.match.test(`${req.method} ${req.path}`));
     if (fault) fault.times = (fault.times ?? 1) - 1;
     const op = this.newOperation(project, scope, 'insert', key, fault);
+    if (network) op.network = network;
     if (fault) return this.operationResponse(op);
 
     const resource: Json = {
@@ -287,7 +348,7 @@ export class FakeCompute {
     return [...this.resources.values()].filter((s) => s.collection === 'instances' && s.resource.createdBy === igm?.resource.selfLink);
   }
 
-  private addInstance(project: string, scope: string, igm: Json, preserved: { name?: string; networkIP?: string; disks?: Record<string, string> } = {}): void {
+  private addInstance(project: string, scope: string, igm: Json, preserved: { name?: string; networkIP?: string; disks?: Record<string, string> } = {}): string {
     const templateKey = String(igm.instanceTemplate).slice(String(igm.instanceTemplate).indexOf('projects/'));
     const props = (this.resources.get(templateKey)?.resource.properties ?? {}) as Json;
     const name = preserved.name ?? `${igm.baseInstanceName}-${randomBytes(2).toString('hex')}`;
@@ -301,9 +362,11 @@ export class FakeCompute {
       name,
       zone: this.url(`projects/${project}/${scope}`),
       machineType: this.url(`projects/${project}/${scope}/machineTypes/${props.machineType}`),
-      status: 'RUNNING',
+      status: this.instanceBootMs > 0 ? 'PROVISIONING' : 'RUNNING',
+      creationTimestamp: new Date().toISOString(),
+      instanceTemplate: igm.instanceTemplate,
       labels: props.labels ?? {},
-      metadata: props.metadata ?? {},
+      metadata: { ...((props.metadata as Json | undefined) ?? {}), fingerprint: 'initial' },
       tags: props.tags ?? {},
       disks: ((props.disks as Json[] | undefined) ?? []).map((d, i) => ({
         deviceName: d.deviceName,
@@ -320,6 +383,8 @@ export class FakeCompute {
       selfLink: this.url(key),
     };
     this.resources.set(key, { key, collection: 'instances', resource: instance, refs: new Set() });
+    if (this.instanceBootMs > 0) this.booting.set(key, Date.now() + this.instanceBootMs);
+    return key;
   }
 
   private delete(project: string, scope: string, key: string): FakeResponse {
@@ -334,6 +399,12 @@ export class FakeCompute {
       this.resources.delete(key.replace('/instanceGroupManagers/', '/instanceGroups/'));
     }
     this.resources.delete(key);
+    this.booting.delete(key);
+    // A managed instance deleted behind its group's back: the group keeps its target size and makes another one.
+    if (stored.collection === 'instances' && stored.resource.createdBy) {
+      const igm = [...this.resources.values()].find((s) => s.collection === 'instanceGroupManagers' && s.resource.selfLink === stored.resource.createdBy);
+      if (igm) this.addInstance(project, scope, igm.resource);
+    }
     return this.operationResponse(this.newOperation(project, scope, 'delete', key));
   }
 
@@ -341,25 +412,84 @@ export class FakeCompute {
     const igm = this.mustGet(key).resource;
     if (!Number.isInteger(size) || size < 0) throw new HttpError(400, `Invalid value for field 'size': '${size}'.`, 'invalid');
     const members = this.members(key);
-    for (const extra of members.slice(size)) this.resources.delete(extra.key);
+    for (const victim of this.resizeVictims(members, igm, members.length - size)) this.resources.delete(victim.key);
     for (let i = members.length; i < size; i++) this.addInstance(project, scope, igm);
     igm.targetSize = size;
     return this.operationResponse(this.newOperation(project, scope, 'compute.instanceGroupManagers.resize', key));
   }
 
-  private deleteInstances(project: string, scope: string, key: string, body: Json): FakeResponse {
-    const igm = this.mustGet(key).resource;
-    const op = this.newOperation(project, scope, 'compute.instanceGroupManagers.deleteInstances', key);
+  /** Resize-down victims (see the header): not RUNNING first, then an older template, then arbitrary. */
+  private resizeVictims(members: Stored[], igm: Json, count: number): Stored[] {
+    if (count <= 0) return [];
+    const rank = (s: Stored) => (s.resource.status !== 'RUNNING' ? 0 : s.resource.instanceTemplate !== igm.instanceTemplate ? 1 : 2);
+    const shuffled = members.map((m) => ({ m, r: this.random() })).sort((a, b) => rank(a.m) - rank(b.m) || a.r - b.r);
+    return shuffled.slice(0, count).map((x) => x.m);
+  }
+
+  /** The members a body's `instances` (URLs) name; 400 for one that is not a member (unless skipped on validation errors). */
+  private named(key: string, igm: Json, body: Json): Stored[] {
+    const members = this.members(key);
+    const found: Stored[] = [];
     for (const url of (body.instances as string[] | undefined) ?? []) {
       const instanceKey = url.slice(url.indexOf('projects/'));
-      if (!this.members(key).some((m) => m.key === instanceKey)) throw new HttpError(400, `Instance '${url}' is not a member of '${igm.name}'`, 'invalid');
-      this.resources.delete(instanceKey);
+      const member = members.find((m) => m.key === instanceKey);
+      if (member) found.push(member);
+      else if (body.skipInstancesOnValidationError !== true) throw new HttpError(400, `Instance '${url}' is not a member of '${igm.name}'`, 'invalid');
     }
-    // The group keeps its target size: it makes replacements when the operation is done.
-    op.onDone = () => {
-      for (let i = this.members(key).length; i < Number(igm.targetSize); i++) this.addInstance(project, scope, igm);
-    };
+    return found;
+  }
+
+  private deleteInstances(project: string, scope: string, key: string, body: Json): FakeResponse {
+    const igm = this.mustGet(key).resource;
+    const doomed = this.named(key, igm, body);
+    const op = this.newOperation(project, scope, 'compute.instanceGroupManagers.deleteInstances', key);
+    for (const member of doomed) this.resources.delete(member.key);
+    // "reduces the targetSize of the managed instance group by the number of instances that you delete"
+    igm.targetSize = Math.max(0, Number(igm.targetSize) - doomed.length);
     return this.operationResponse(op);
+  }
+
+  private createInstances(project: string, scope: string, key: string, body: Json): FakeResponse {
+    const igm = this.mustGet(key).resource;
+    const wanted = ((body.instances as Json[] | undefined) ?? []).map((i) => String(i.name ?? ''));
+    for (const name of wanted) {
+      if (!/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name)) throw new HttpError(400, `Invalid value for field 'resource.instances[].name': '${name}'.`, 'invalid');
+      if (this.resources.has(`projects/${project}/${scope}/instances/${name}`)) throw new HttpError(409, `The resource 'projects/${project}/${scope}/instances/${name}' already exists`, 'alreadyExists');
+    }
+    const op = this.newOperation(project, scope, 'compute.instanceGroupManagers.createInstances', key);
+    for (const name of wanted) this.addInstance(project, scope, igm, { name });
+    igm.targetSize = Number(igm.targetSize) + wanted.length;
+    return this.operationResponse(op);
+  }
+
+  private abandonInstances(project: string, scope: string, key: string, body: Json): FakeResponse {
+    const igm = this.mustGet(key).resource;
+    const leaving = this.named(key, igm, body);
+    const op = this.newOperation(project, scope, 'compute.instanceGroupManagers.abandonInstances', key);
+    for (const member of leaving) delete member.resource.createdBy;
+    igm.targetSize = Math.max(0, Number(igm.targetSize) - leaving.length);
+    return this.operationResponse(op);
+  }
+
+  private setInstanceTemplate(project: string, scope: string, key: string, body: Json): FakeResponse {
+    const stored = this.mustGet(key);
+    const template = String(body.instanceTemplate ?? '');
+    const refs = this.references({ template });
+    if (refs.size !== 1) throw new HttpError(400, `Invalid value for field 'resource.instanceTemplate': '${template}'.`, 'invalid');
+    stored.resource.instanceTemplate = template;
+    stored.refs = new Set([...[...stored.refs].filter((r) => !r.includes('/instanceTemplates/')), ...refs]);
+    return this.operationResponse(this.newOperation(project, scope, 'compute.instanceGroupManagers.setInstanceTemplate', key));
+  }
+
+  private setMetadata(project: string, scope: string, key: string, body: Json): FakeResponse {
+    const instance = this.mustGet(key).resource;
+    const current = (instance.metadata ?? {}) as Json;
+    const fingerprint = String(current.fingerprint ?? 'initial');
+    if (body.fingerprint !== fingerprint) {
+      throw new HttpError(412, `Supplied fingerprint does not match current metadata fingerprint.`, 'conditionNotMet');
+    }
+    instance.metadata = { items: body.items ?? [], fingerprint: randomBytes(6).toString('base64'), kind: 'compute#metadata' };
+    return this.operationResponse(this.newOperation(project, scope, 'setMetadata', key));
   }
 
   /**
@@ -445,7 +575,15 @@ export class FakeCompute {
 
   private listManaged(key: string): FakeResponse {
     this.mustGet(key);
-    return json({ managedInstances: this.members(key).map((m) => ({ instance: m.resource.selfLink, id: m.resource.id, instanceStatus: m.resource.status, currentAction: 'NONE' })) });
+    return json({
+      managedInstances: this.members(key).map((m) => ({
+        instance: m.resource.selfLink,
+        id: m.resource.id,
+        instanceStatus: m.resource.status,
+        currentAction: m.resource.status === 'RUNNING' ? 'NONE' : 'CREATING',
+        instanceTemplate: m.resource.instanceTemplate,
+      })),
+    });
   }
 }
 

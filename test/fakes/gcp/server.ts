@@ -107,6 +107,7 @@ export class FakeGcp {
       retry: { attempts: 5, baseDelayMs: 1, maxDelayMs: 5 },
       pollIntervalMs: 5,
       inUseRetries: 3,
+      propagation: { attempts: 6, baseDelayMs: 1, maxDelayMs: 5 },
       ...extra,
     };
   }

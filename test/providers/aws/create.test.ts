@@ -147,11 +147,30 @@ describe('aws provider: create', function () {
       assert.equal(fake.state.natGateways.size, 3);
       assert.equal(fake.state.addresses.size, 4);
       const lb = [...fake.state.loadBalancers.values()][0]!;
-      assert.equal(lb.subnetMappings.length, 1, 'the load balancer is in the config\'s zone, as upstream');
+      const zoneOf = (m: { subnetId: string }) => fake.state.subnets.get(m.subnetId)!.zone;
+      assert.deepEqual(lb.subnetMappings.map(zoneOf), ['us-east-2a', 'us-east-2b'], 'the config\'s zone and the control plane\'s');
       assert.equal(fake.state.addresses.get(lb.subnetMappings[0]!.allocationId!)!.publicIp, result.clusterEndpoint);
+      assert.equal(lb.subnetMappings[1]!.allocationId, undefined, 'AWS assigns the other zone\'s address: no elastic IP');
     });
 
-    it('reaches control-plane nodes in another zone than the endpoint\'s: cross-zone load balancing is on', async () => {
+    it('refuses, before anything is made, a create whose elastic IPs exceed the region\'s quota', async () => {
+      const request = threeZones();
+      request.nodeGroups.push({ name: 'worker_d', role: 'worker', zone: 'us-east-2d', instanceType: 'm6a.xlarge', stateDiskSizeGB: 50, stateDiskType: 'gp3', initialCount: 1 });
+      // Four zones need five: the default quota, so one address someone else holds makes it too many.
+      fake.state.addresses.set('eipalloc-0other', { allocationId: 'eipalloc-0other', publicIp: '198.51.100.7', tags: {} });
+      await new AwsInfrastructure(fakeOptions(fake)).create(request, context()).then(
+        () => assert.fail('create must refuse'),
+        (e: UserError) => {
+          assert.match(e.message, /needs 5 more elastic IPs in us-east-2 \(one per zone for its NAT gateways: us-east-2a, us-east-2b, us-east-2c, us-east-2d; one for the load balancer\), but 1 of the quota of 5 are in use/);
+          assert.match(e.hint ?? '', /Nothing was created/);
+        },
+      );
+      assert.deepEqual(fake.live(), ['address eipalloc-0other'], 'nothing was made');
+      assert.equal(only(fake, 'CreateVpc').length, 0);
+      assert.equal(only(fake, 'AllocateAddress').length, 0);
+    });
+
+    it('reaches control-plane nodes in another zone than the endpoint\'s: the load balancer is enabled there, cross-zone on', async () => {
       const result = await new AwsInfrastructure(fakeOptions(fake)).create(threeZones(), context());
       const controlPlane = [...fake.state.instances.values()].filter((i) => i.tags['constellation-role'] === 'control-plane');
       assert.ok(controlPlane.every((i) => i.zone === 'us-east-2b'));
@@ -169,15 +188,29 @@ describe('aws provider: create', function () {
       assert.ok(messages.includes('node group worker_default: 2 of 2 instances in service'));
     });
 
-    it('stops at once with EC2\'s message when a group cannot launch its instances, and terminate cleans up', async () => {
+    it('waits through a launch that fails for want of capacity, as AWS keeps trying, and reports it', async () => {
       const insufficient = 'We currently do not have sufficient m6a.xlarge capacity in the Availability Zone you requested (us-east-2a). Our system will be working on provisioning additional capacity. Launching EC2 instance failed.';
+      fake.state.launchFailures.set('demo-a1b2c3d4-worker', insufficient);
+      const messages: string[] = [];
+      const infra = new AwsInfrastructure(fakeOptions(fake, { sleep: async (ms) => {
+        // The capacity comes back after the first poll.
+        fake.state.launchFailures.delete('demo-a1b2c3d4-worker');
+        await new Promise((r) => setTimeout(r, Math.min(ms, 30)));
+      } }));
+      await infra.create(createRequest(), context(undefined, { progress: (m) => messages.push(m) }));
+      assert.ok(messages.some((m) => /worker_default: a launch failed, AWS keeps trying: We currently do not have sufficient/.test(m)), messages.join('\n'));
+      assert.ok(messages.includes('node group worker_default: 2 of 2 instances in service'));
+    });
+
+    it('stops at once with EC2\'s message when a group cannot launch its instances for good, and terminate cleans up', async () => {
+      const insufficient = 'The requested configuration is currently not supported. Please check the documentation for supported configurations. Launching EC2 instance failed.';
       fake.state.launchFailures.set('demo-a1b2c3d4-worker', insufficient);
       const slept: number[] = [];
       const infra = new AwsInfrastructure(fakeOptions(fake, { sleep: async (ms) => void slept.push(ms) }));
       const ctx = context();
       const err = await infra.create(createRequest(), ctx).then(() => assert.fail('create must fail'), (e: unknown) => e as CreateFailedError);
       assert.ok(err instanceof CreateFailedError, String(err));
-      assert.match(err.message, /Node group worker_default could not launch its instances: We currently do not have sufficient m6a\.xlarge capacity/);
+      assert.match(err.message, /Node group worker_default could not launch its instances: The requested configuration is currently not supported/);
       assert.ok(err.canRollBack);
       assert.ok(only(fake, 'DescribeScalingActivities').length >= 1);
       await infra.terminate(ctx);

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'mocha';
-import provider from '../../../providers/aws/index.js';
+import { AwsNodeMetadata } from '../../../providers/aws/metadata.js';
 import { AwsInfrastructure } from '../../../providers/aws/infrastructure.js';
 import { startFakeAws, type FakeAws } from '../../fakes/aws/server.js';
 import { context, createRequest, fakeOptions, INIT_SECRET_HASH, JOIN_SERVICE_KEY } from './support.js';
@@ -26,7 +26,7 @@ describe('aws provider: node metadata', function () {
   it('answers self, peers, load balancer and init secret hash from IMDSv2 and the EC2/ELB APIs', async () => {
     const me = controlPlaneInstance();
     fake.imds.instanceId = me.id;
-    const metadata = await provider.nodeMetadata(fakeOptions(fake));
+    const metadata = new AwsNodeMetadata(fakeOptions(fake));
 
     const self = await metadata.self();
     assert.equal(self.providerId, `aws:///us-east-2a/${me.id}`);
@@ -47,7 +47,7 @@ describe('aws provider: node metadata', function () {
 
   it('fails clearly when the metadata service does not know the instance', async () => {
     fake.imds.instanceId = undefined;
-    const metadata = await provider.nodeMetadata(fakeOptions(fake));
+    const metadata = new AwsNodeMetadata(fakeOptions(fake));
     await assert.rejects(metadata.self(), /instance metadata .*HTTP 404/);
   });
 });

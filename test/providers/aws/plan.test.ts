@@ -122,6 +122,39 @@ describe('aws plan', function () {
       ['tcp', 30000, 32767, '0.0.0.0/0'],
     ]);
   });
+  it('enables the load balancer in every zone that holds a control-plane group (only the config zone\'s address is an elastic IP)', function () {
+    const request = createRequest();
+    request.nodeGroups[0]!.zone = 'us-east-2b';
+    const steps = byId(planCreate(request).steps);
+    const lb = resource(steps, 'load-balancer', 'aws:load-balancer');
+    assert.deepEqual(lb.input(id).SubnetMappings, [{ SubnetId: '<subnet-public-us-east-2a>', AllocationId: '<elastic-ip-lb>' }, { SubnetId: '<subnet-public-us-east-2b>' }]);
+    assert.ok(lb.deps.includes('subnet-public-us-east-2b'));
+  });
+
+  it('sets every target group as upstream: no client IP preservation, and a 30 s deregistration delay for draining', function () {
+    const steps = byId(planCreate(createRequest()).steps);
+    for (const port of [6443, 9000, 30090, 30081, 9999]) {
+      const step = steps.get(`target-group-attributes-${port}`);
+      assert.ok(step?.kind === 'target-group-attributes', String(port));
+      assert.deepEqual(step.deps, [`target-group-${port}`]);
+      assert.deepEqual(step.input(id), {
+        TargetGroupArn: `<target-group-${port}>`,
+        Attributes: [
+          { Key: 'preserve_client_ip.enabled', Value: 'false' },
+          { Key: 'deregistration_delay.timeout_seconds', Value: '30' },
+        ],
+      });
+    }
+  });
+
+  it('gives an io2 state disk its Iops (EC2 refuses the launch without), and gp3 none', function () {
+    const request = createRequest();
+    request.nodeGroups[1]!.stateDiskType = 'io2';
+    const steps = byId(planCreate(request).steps);
+    const ebs = (group: string) => resource(steps, `launch-template-${group}`, 'aws:launch-template').input(id).LaunchTemplateData!.BlockDeviceMappings![0]!.Ebs!;
+    assert.deepEqual([ebs('worker_default').VolumeType, ebs('worker_default').Iops], ['io2', 3000]);
+    assert.equal(ebs('control_plane_default').Iops, undefined);
+  });
 
   const refusals: { name: string; request: () => ReturnType<typeof createRequest>; message: RegExp }[] = [
     {
@@ -141,6 +174,15 @@ describe('aws plan', function () {
         return r;
       },
       message: /nodeGroups\.worker_default\.instanceType "m5\.xlarge" cannot run aws-sev-snp/,
+    },
+    {
+      name: 'SEV-SNP in a region without it',
+      request: () => {
+        const r = createRequest({ providerConfig: { ...createRequest().providerConfig, region: 'us-west-2', zone: 'us-west-2a' } });
+        for (const g of r.nodeGroups) g.zone = 'us-west-2a';
+        return r;
+      },
+      message: /AWS offers SEV-SNP instances \(attestation variant aws-sev-snp\) only in us-east-2 and eu-west-1, not in us-west-2/,
     },
     { name: 'a variant of another cloud', request: () => createRequest({ attestationVariant: 'gcp-sev-snp' }), message: /"gcp-sev-snp" does not run on AWS/ },
     {

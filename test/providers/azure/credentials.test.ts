@@ -34,6 +34,7 @@ describe('azure credentials', function () {
   before(async function () {
     fake = await FakeArm.start();
     fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+    fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', createRequest().image);
     emptyDir = mkdtempSync(path.join(os.tmpdir(), 'azure-cred-'));
   });
 
@@ -91,7 +92,9 @@ describe('azure credentials', function () {
       (e: unknown) => e as Error & { cause?: unknown; hint?: string },
     );
     assert.match(err.message, /Azure rejected the credentials/);
-    assert.ok(err.cause instanceof AzureApiError);
+    // Found when create reads the image definition, before anything is made: nothing to roll back.
+    assert.ok(err instanceof AzureApiError, String(err));
+    assert.equal(fake.requests.filter((r) => r.method === 'PUT').length, 0);
     assert.ok(err.hint?.startsWith(CREDENTIALS_HINT), err.hint);
   });
 });

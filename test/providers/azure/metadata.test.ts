@@ -22,6 +22,7 @@ describe('azure node metadata (fake IMDS and ARM)', function () {
   before(async function () {
     fake = await FakeArm.start();
     fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+    fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', createRequest().image);
     const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
     const ctx = testContext();
     created = await infra.create(createRequest(), ctx);

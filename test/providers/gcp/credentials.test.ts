@@ -80,8 +80,9 @@ describe('GCP credentials', () => {
     stale.setCredentials({ access_token: 'revoked-token', expiry_date: Date.now() + 3600_000 });
     const infra = new GcpInfrastructure({ ...fake.providerOptions(), authClient: stale });
     const err = await infra.create(createRequest(), providerContext()).then(() => undefined, (e: unknown) => e);
-    assert.ok(err instanceof Error && 'canRollBack' in err, String(err));
-    assert.ok(err.cause instanceof GcpCredentialsError, String(err.cause));
+    // Found before anything is made: nothing to roll back.
+    assert.ok(err instanceof GcpCredentialsError, String(err));
+    assert.equal(fake.calls(/^POST /).length, 0);
     assert.match(err.message, /GCP rejected the credentials/);
     assert.doesNotMatch(err.message, /revoked-token/);
   });

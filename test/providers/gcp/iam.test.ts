@@ -88,11 +88,33 @@ describe('GCP iam create / destroy (fake IAM API)', () => {
 
     await iam.destroy(ctx);
     assert.equal(fake.iam.serviceAccounts.size, 0);
-    assert.equal(fake.iam.roles.size, 0);
+    // IAM deletes custom roles softly: the role stays, marked deleted (its ID blocked for 37 days).
+    assert.deepEqual([...fake.iam.roles.values()].map((r) => r.deleted), [true]);
     assert.equal(fake.iam.keys.size, 0);
     assert.deepEqual(fake.iam.policies.get(PROJECT)!.bindings, [{ role: 'roles/viewer', members: ['user:alice@example.com'] }]);
     assert.deepEqual(await ctx.journal.list(), []);
     await iam.destroy(ctx); // nothing left: a no-op
+  });
+
+  it('after an iam destroy, undeletes the soft-deleted node role and gives it the node permissions again', async () => {
+    const roleName = `projects/${PROJECT}/roles/${request.prefix.replace(/-/g, '_')}_node`;
+    fake.iam.softDeleteRole(roleName, { title: 'old', includedPermissions: ['compute.instances.delete'], stage: 'GA' });
+    await (await provider.iam!(fake.providerOptions())).create(request, providerContext());
+    const role = fake.iam.roles.get(roleName)!;
+    assert.equal(role.deleted, undefined);
+    assert.deepEqual(role.includedPermissions, [...NODE_PERMISSIONS]);
+  });
+
+  it('reads and writes the project policy at version 3, so conditional bindings of others survive create and destroy', async () => {
+    const conditional = { role: 'roles/storage.admin', members: ['user:bob@example.com'], condition: { title: 'until 2030', expression: 'request.time < timestamp("2030-01-01T00:00:00Z")' } };
+    fake.iam.policies.set(PROJECT, { version: 3, etag: 'BwAAAA==', bindings: [conditional] });
+    const ctx = providerContext();
+    const iam = await provider.iam!(fake.providerOptions());
+    await iam.create(request, ctx);
+    assert.equal(fake.iam.policies.get(PROJECT)!.version, 3);
+    assert.deepEqual(fake.iam.policies.get(PROJECT)!.bindings.find((b) => b.condition), conditional);
+    await iam.destroy(ctx);
+    assert.deepEqual(fake.iam.policies.get(PROJECT)!.bindings, [conditional]);
   });
 
   it('needs a project and a usable prefix', async () => {

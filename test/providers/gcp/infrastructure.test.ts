@@ -330,8 +330,8 @@ describe('GCP infrastructure (fake Compute API)', function () {
       assert.match(err.message, new RegExp(`failed for ${firewalls} resource\\(s\\): Deleting firewall rule .*compute\\.firewalls\\.delete`));
       assert.match(err.hint ?? '', /constellation terminate/);
       const left = fake.compute.list().map((r) => String(r.selfLink).split('/').slice(-2, -1)[0]);
-      assert.deepEqual([...new Set(left)].sort(), ['firewalls', 'networks'], 'only the firewall rules and the network they use are left');
-      assert.ok((await ctx.journal.list()).every((r) => /\/(firewalls|networks)\//.test(r.id)), 'the journal lists exactly what is left');
+      assert.deepEqual([...new Set(left)].sort(), ['firewalls', 'networks', 'subnetworks'], 'only the firewall rules and the network and subnetwork they wait for are left');
+      assert.ok((await ctx.journal.list()).every((r) => /\/(firewalls|networks|subnetworks)\//.test(r.id)), 'the journal lists exactly what is left');
       assert.equal((await ctx.journal.list()).length, left.length);
 
       await infra.terminate(ctx);
@@ -361,29 +361,19 @@ describe('GCP infrastructure (fake Compute API)', function () {
   });
 
   describe('instances', () => {
-    it('lists, describes, scales and replaces instances', async () => {
+    it('lists and grows node groups', async () => {
       const ctx = providerContext();
       await infra.create(createRequest(), ctx);
       const listed = await infra.listInstances(ctx);
       assert.equal(listed.length, 5);
       assert.deepEqual(listed.filter((i) => i.role === 'control-plane').map((i) => i.nodeGroup), Array(3).fill('control_plane_default'));
-      assert.ok(listed.every((i) => i.state === 'running' && /^192\.168\.178\.\d+$/.test(i.privateIp) && i.id.startsWith(`projects/${PROJECT}/zones/${ZONE}/instances/`)));
-
-      const one = await infra.describeInstance(listed[0]!.id, ctx);
-      assert.deepEqual(one, listed[0]);
-      await assert.rejects(infra.describeInstance(`projects/${PROJECT}/zones/${ZONE}/instances/nope`, ctx), /does not exist/);
+      assert.ok(listed.every((i) => i.state === 'running' && /^192\.168\.178\.\d+$/.test(i.privateIp) && i.id.startsWith(`projects/${PROJECT}/zones/${ZONE}/instances/`) && i.createdAt));
 
       await infra.scaleNodeGroup('worker_default', 4, ctx);
       assert.equal((await infra.listInstances(ctx)).filter((i) => i.role === 'worker').length, 4);
       await assert.rejects(infra.scaleNodeGroup('nope', 1, ctx), /no node group named "nope"/);
-
-      const old = listed.find((i) => i.role === 'control-plane')!;
-      const fresh = await infra.replaceInstance(old.id, ctx);
-      assert.notEqual(fresh.name, old.name);
-      assert.equal(fresh.nodeGroup, old.nodeGroup);
-      const after = await infra.listInstances(ctx);
-      assert.ok(!after.some((i) => i.id === old.id));
-      assert.equal(after.filter((i) => i.role === 'control-plane').length, 3);
+      // An instance that is gone: removing it again is no error.
+      await infra.removeInstance(`projects/${PROJECT}/zones/${ZONE}/instances/nope`, ctx);
     });
   });
 });

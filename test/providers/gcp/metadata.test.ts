@@ -46,7 +46,7 @@ describe('GCP node metadata (fake metadata server and Compute API)', () => {
   });
 
   it('lists the peers of its own cluster only', async () => {
-    const metadata = await provider.nodeMetadata(fake.providerOptions());
+    const metadata = new GcpNodeMetadata(fake.providerOptions());
     const peers = await metadata.peers();
     assert.equal(peers.length, 5);
     assert.ok(peers.every((p) => p.name.startsWith('constell-a1b2c3d4-') && p.providerId.startsWith(`gce://${PROJECT}/${ZONE}/`)));

@@ -3,10 +3,9 @@ import assert from 'node:assert/strict';
 import { loadProvider } from '../../../providers/registry.js';
 import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
 import { allocateHost, gatewayAddress, hostAddress, nodeAddress, nodePaths } from '../../../providers/local/layout.js';
-import { LocalNodeMetadata } from '../../../providers/local/node-metadata.js';
 
 describe('local provider: module and address plan', () => {
-  it('loads by name, produces local-vtpm, and builds its infrastructure and node metadata', async () => {
+  it('loads by name, produces local-vtpm, and builds its infrastructure', async () => {
     const provider = await loadProvider('local');
     assert.equal(provider.name, 'local');
     assert.deepEqual(provider.attestationVariants, ['local-vtpm']);
@@ -15,9 +14,6 @@ describe('local provider: module and address plan', () => {
     assert.equal(infra.name, 'local');
     assert.equal(typeof (infra as LocalInfrastructure).rebootNodes, 'function');
     assert.deepEqual((infra as LocalInfrastructure).image, { nodeBinary: process.execPath, imageDir: '/img', entry: '/img/main.js' });
-    const metadata = await provider.nodeMetadata({ metadataUrl: 'http://127.0.9.1:8080', nodeIp: '127.0.9.10' });
-    assert.equal(typeof metadata.self, 'function');
-    assert.equal(metadata.constructor.name, LocalNodeMetadata.name);
   });
 
   it('defaults the node program to the bundled bootstrapper in dist/node-program/', async () => {

@@ -1,0 +1,231 @@
+/**
+ * Cloud in a box on AWS, beyond create and init: `upgrade apply` of a 3 + 2 cluster to a new image, and `apply`
+ * scaling control planes and workers up and down, through the production orchestration (cli/cluster) with the AWS
+ * provider at the fake. The fake behaves as AWS documents it (test/fakes/aws): EC2 answers `*.NotFound` for a
+ * while after every create (eventual consistency), a deregistered target drains before it is gone, the load
+ * balancer sends new connections only to registered, running targets in the zones it is enabled in, and a group whose
+ * desired capacity drops chooses its own victim. The box plays the hypervisor: every instance the fake runs boots as
+ * a node, every node whose instance terminated stops; its load balancer sends to what the fake's load balancer would.
+ * Other clouds put their scenarios in files of their own beside this one.
+ */
+import assert from 'node:assert/strict';
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
+import tls from 'node:tls';
+import { parseDocument } from 'yaml';
+import { applyConfig } from '../../../cli/cluster/apply.js';
+import { withWorkspaceSession } from '../../../cli/cluster/session.js';
+import { workspaceStoreHealth } from '../../../cli/cluster/store.js';
+import { loadConfig, measurementsOf } from '../../../lib/config/index.js';
+import { upgradeCluster, type UpgradeResult } from '../../../cli/cluster/upgrade.js';
+import type { Measurements } from '../../../lib/attestation/types.js';
+import { testSigner, writeSignedFile } from '../../images/support.js';
+import { createLogger } from '../../../lib/logging/index.js';
+import { CONFIG_FILE } from '../../../lib/workspace/files.js';
+import { AwsInfrastructure } from '../../../providers/aws/infrastructure.js';
+import type { AwsProviderOptions } from '../../../providers/aws/options.js';
+import type { Instance } from '../../../providers/contract.js';
+import type { EndorsementKey, SnpTestCa } from '../../attestation/snp/fixtures.js';
+import { FAKE_CREDENTIALS } from '../../fakes/aws/server.js';
+import type { CloudBox } from './box.js';
+import { awsCloud, type AwsBoxCloud } from './clouds.js';
+import { bootNode, teeFor, upCluster } from './scenario.js';
+
+const JOIN_PORT = 30090;
+
+/** The AMI the rollout moves to. */
+export const NEW_IMAGE = 'ami-0b0a7d0000000002a';
+
+export interface AwsScenarioOptions {
+  workspace: string;
+  box: CloudBox;
+  ca: SnpTestCa;
+  octet: number;
+  /** EC2's eventual-consistency window in the fake (ms). */
+  consistencyMs?: number;
+  /** How long a deregistered target drains in the fake (ms). */
+  drainMs?: number;
+  /** Initial node counts (default 1 + 2). */
+  controlPlanes?: number;
+  workers?: number;
+}
+
+/** A running AWS cluster in the box, with the box following the fake's instances. */
+export interface AwsBoxCluster {
+  cloud: AwsBoxCloud;
+  good: EndorsementKey;
+  clusterEndpoint: string;
+  /** The provider at the fake, booting `image` for added nodes. */
+  infrastructure(image?: string): AwsInfrastructure;
+  /** create + boot + init, ms. */
+  upMs: number;
+  close(): Promise<void>;
+}
+
+/** config (default 1 control plane, 2 workers), create, boot, init; then the box follows the fake's instances. */
+export async function upAwsCluster(options: AwsScenarioOptions): Promise<AwsBoxCluster> {
+  const { workspace, box, ca } = options;
+  const base = await awsCloud(workspace, options.octet, { consistencyMs: options.consistencyMs ?? 300, drainMs: options.drainMs ?? 300 });
+  const cloud: AwsBoxCloud = Object.assign(Object.create(base) as AwsBoxCloud, {
+    configure(doc: Parameters<AwsBoxCloud['configure']>[0], tcb: Parameters<AwsBoxCloud['configure']>[1]) {
+      base.configure(doc, tcb);
+      doc.setIn(['nodeGroups', 'control_plane_default', 'initialCount'], options.controlPlanes ?? 1);
+      doc.setIn(['nodeGroups', 'worker_default', 'initialCount'], options.workers ?? 2);
+    },
+  });
+  const up = await upCluster(cloud, box, ca, workspace, 'aws');
+  const follower = followInstances(cloud, box, ca, up.good);
+  const clusterEndpoint = cloud.lbTargets ? (await readEndpoint(workspace)) : '';
+  const infrastructure = (image?: string) => new AwsInfrastructure(providerOptions(cloud, image));
+  return {
+    cloud,
+    good: up.good,
+    clusterEndpoint,
+    infrastructure,
+    upMs: up.elapsedMs,
+    async close() {
+      await follower.stop();
+    },
+  };
+}
+
+function providerOptions(cloud: AwsBoxCloud, image?: string): AwsProviderOptions {
+  return {
+    endpoint: cloud.fake.url,
+    credentials: FAKE_CREDENTIALS,
+    region: 'us-east-2',
+    retryDelayMs: 20,
+    pollIntervalMs: 100,
+    waiter: { minDelaySeconds: 0.05, maxDelaySeconds: 0.2, maxWaitSeconds: 120 },
+    ...(image ? { image } : {}),
+  };
+}
+
+async function readEndpoint(workspace: string): Promise<string> {
+  const state = parseDocument(await fs.readFile(path.join(workspace, 'constellation-state.yaml'), 'utf8'));
+  return String(state.getIn(['infrastructure', 'clusterEndpoint']));
+}
+
+/**
+ * The hypervisor side of the box: every 100 ms, an instance the fake runs that has no node yet boots (a genuine node
+ * of the cluster), and a node whose instance the fake terminated stops.
+ */
+function followInstances(cloud: AwsBoxCloud, box: CloudBox, ca: SnpTestCa, good: EndorsementKey): { stop(): Promise<void> } {
+  const booting = new Map<string, Promise<unknown>>();
+  let stopped = false;
+  let tick: Promise<void> = Promise.resolve();
+  const step = async () => {
+    const running = cloud.running();
+    for (const instance of running) {
+      if (box.has(instance.id) || booting.has(instance.id)) continue;
+      booting.set(instance.id, bootNode(box, cloud, ca, instance, teeFor(ca, good, cloud.signingKind)).catch((err: unknown) => console.error(`box: booting ${instance.id} failed: ${String(err)}`)));
+    }
+    const live = new Set(running.map((i) => i.id));
+    for (const node of box.booted) {
+      if (!live.has(node.instance.id)) await box.stop(node.instance.id);
+    }
+  };
+  const timer = setInterval(() => {
+    tick = tick.then(step);
+  }, 100);
+  return {
+    async stop() {
+      if (stopped) return;
+      stopped = true;
+      clearInterval(timer);
+      await tick;
+      await Promise.all(booting.values());
+    },
+  };
+}
+
+/** Opens a TLS connection to the join service through the load balancer every 100 ms; counts what failed. */
+export function probeJoinService(host: string): { stop(): { probes: number; failures: string[] } } {
+  let probes = 0;
+  const failures: string[] = [];
+  const inFlight = new Set<tls.TLSSocket>();
+  const probe = () => {
+    probes++;
+    const socket = tls.connect({ host, port: JOIN_PORT, rejectUnauthorized: false, ALPNProtocols: ['h2'] });
+    inFlight.add(socket);
+    const timer = setTimeout(() => socket.destroy(new Error('no TLS handshake within 3 s')), 3000);
+    socket.once('secureConnect', () => socket.end());
+    socket.once('error', (err) => failures.push(`${new Date().toISOString()} ${err.message}`));
+    socket.once('close', () => {
+      clearTimeout(timer);
+      inFlight.delete(socket);
+    });
+  };
+  const timer = setInterval(probe, 100);
+  return {
+    stop() {
+      clearInterval(timer);
+      for (const socket of inFlight) socket.destroy();
+      return { probes, failures };
+    },
+  };
+}
+
+/** A version index with the cluster's image and NEW_IMAGE, each with the config's measurements signed by a test key. */
+export async function publishImages(workspace: string, currentImage: string): Promise<{ index: string }> {
+  const signer = testSigner();
+  const config = await loadConfig(workspace);
+  const measurements: Measurements = measurementsOf(config);
+  const dir = path.join(workspace, '..', 'images');
+  const entries = [];
+  for (const [version, image] of [
+    ['v1.0.0', currentImage],
+    ['v1.1.0', NEW_IMAGE],
+  ] as const) {
+    const { file, signature } = await writeSignedFile(path.join(dir, version), 'measurements.json', { version, variant: 'aws-sev-snp', measurements }, signer);
+    entries.push({ version, image, variant: 'aws-sev-snp', measurementsUrl: file, signatureUrl: signature });
+  }
+  const index = path.join(dir, 'index.json');
+  await fs.writeFile(index, JSON.stringify({ images: entries }));
+  await editConfig(workspace, (doc) => doc.setIn(['measurementsSigningKey'], signer.publicKeyPem));
+  return { index };
+}
+
+/** `upgrade apply` to NEW_IMAGE, in process, with the provider at the fake. */
+export async function upgradeToNewImage(cluster: AwsBoxCluster, ca: SnpTestCa, workspace: string, index: string): Promise<UpgradeResult> {
+  await editConfig(workspace, (doc) => doc.setIn(['image'], NEW_IMAGE));
+  const validatorDeps = { ...(await cluster.cloud.validatorDeps()), amdRoots: ca.roots };
+  return withWorkspaceSession(workspace, 'upgrade apply', ({ workspaceDir, journal, log }) =>
+    upgradeCluster({ workspaceDir, log, journal, provider: cluster.infrastructure(NEW_IMAGE), imageSource: { index }, validatorDeps, joinTimeoutMs: 180_000, pollIntervalMs: 200 }),
+  );
+}
+
+export async function editConfig(workspace: string, edit: (doc: ReturnType<typeof parseDocument>) => void): Promise<void> {
+  const file = path.join(workspace, CONFIG_FILE);
+  const doc = parseDocument(await fs.readFile(file, 'utf8'));
+  edit(doc);
+  await fs.writeFile(file, doc.toString({ lineWidth: 0 }));
+}
+
+/** `apply` with the config's node counts, in process (infrastructure phase only: the cluster is initialized). */
+export async function applyCounts(cluster: AwsBoxCluster, workspace: string, controlPlanes: number, workers: number): Promise<Record<string, [number, number]>> {
+  await editConfig(workspace, (doc) => {
+    doc.setIn(['nodeGroups', 'control_plane_default', 'initialCount'], controlPlanes);
+    doc.setIn(['nodeGroups', 'worker_default', 'initialCount'], workers);
+  });
+  const config = await loadConfig(workspace);
+  const result = await withWorkspaceSession(workspace, 'apply', ({ workspaceDir, journal, log }) =>
+    applyConfig({ workspaceDir, log, journal, provider: cluster.infrastructure(config.image), skip: new Set(['attestationconfig', 'image', 'k8s']), joinTimeoutMs: 180_000 }),
+  );
+  return result.scaled;
+}
+
+/** The cluster's instances as the provider lists them (running ones). */
+export async function listRunning(cluster: AwsBoxCluster, workspace: string): Promise<Instance[]> {
+  return withWorkspaceSession(workspace, 'status', async ({ workspaceDir, journal, log }) =>
+    (await cluster.infrastructure().listInstances({ journal: (await import('../../../cli/iam/journal-view.js')).clusterJournalView(journal), log, workspaceDir })).filter((i) => i.state === 'running'),
+  );
+}
+
+/** The etcd cluster store's health as `status` reports it. */
+export async function storeHealth(cluster: AwsBoxCluster, workspace: string) {
+  const instances = await listRunning(cluster, workspace);
+  const health = await workspaceStoreHealth(workspace, instances, createLogger(() => undefined));
+  assert.ok(health, 'the workspace has store credentials');
+  return health;
+}
