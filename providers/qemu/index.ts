@@ -8,7 +8,6 @@
 import { variantsOf } from '../../lib/attestation/variant.js';
 import type { ProviderModule } from '../contract.js';
 import type { QemuInfrastructureOptions } from './infrastructure.js';
-import type { LocalNodeMetadataOptions } from '../local/node-metadata.js';
 
 const provider: ProviderModule = {
   name: 'qemu',
@@ -16,10 +15,6 @@ const provider: ProviderModule = {
   async infrastructure(options?: Record<string, unknown>) {
     const { QemuInfrastructure } = await import('./infrastructure.js');
     return new QemuInfrastructure(options as QemuInfrastructureOptions | undefined);
-  },
-  async nodeMetadata(options?: Record<string, unknown>) {
-    const { LocalNodeMetadata } = await import('../local/node-metadata.js');
-    return new LocalNodeMetadata(options as LocalNodeMetadataOptions | undefined);
   },
   async nodePlatform(options) {
     const { qemuNodePlatform } = await import('./node-platform.js');
