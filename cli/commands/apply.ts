@@ -13,7 +13,7 @@ export default class Apply extends BaseCommand<typeof Apply> {
   image, k8s         replace the nodes that do not run the config's image, measurements or Kubernetes version, one at a time (as \`constellation upgrade apply\`)
   attestationconfig  with image and k8s skipped: write the config's measurements to the cluster store only
 
---skip-phases leaves phases out (as upstream Constellation). \`create\` and \`init\` remain for doing one step at a time. Scale-in removes exactly the nodes it chose. On the clouds a second control plane cannot join yet, so control-plane scaling and upgrades complete on the local provider in this build.`;
+--skip-phases leaves phases out (as upstream Constellation). \`create\` and \`init\` remain for doing one step at a time. Scale-in removes exactly the nodes it chose (the newest), never ones the cloud picks.`;
 
   static override examples = [
     { description: 'Create, initialize and wait for every node:', command: '<%= config.bin %> <%= command.id %> -y' },

@@ -143,9 +143,15 @@ export class AwsInstances {
       // Gone already (a repeated call): Auto Scaling no longer manages it, or EC2 no longer knows it.
       if (!isNotFound(err) && !/No managed instance found/i.test((err as Error).message)) throw err;
     }
+    // Until EC2 says `terminated` (not just `shutting-down`, which the listing already counts as gone).
     await this.until(`instance ${id} to terminate`, async () => {
-      const [instance] = await this.describeInstances(region, [id]);
-      return !instance || instance.state === 'terminated';
+      const out = await this.clients.send<DescribeInstancesCommandOutput>(
+        this.clients.ec2(region),
+        new DescribeInstancesCommand({ Filters: [{ Name: 'instance-id', Values: [id] }] }),
+        'Describing instances',
+      );
+      const state = out.Reservations?.flatMap((r) => r.Instances ?? []).find((i) => i.InstanceId === id)?.State?.Name;
+      return state === undefined || state === 'terminated';
     });
   }
 

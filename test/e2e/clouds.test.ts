@@ -24,7 +24,7 @@ import { hasSwtpm } from '../atls/support/kits.js';
 import { CloudBox } from './cloud-box/box.js';
 import { BOX_CLOUDS, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
 import { bootNode, teeFor, upCluster, verifyAll } from './cloud-box/scenario.js';
-import { applyCounts, listRunning, probeJoinService, storeHealth, upAwsCluster, type AwsBoxCluster } from './cloud-box/aws-scenarios.js';
+import { applyCounts, listRunning, NEW_IMAGE, probeJoinService, publishImages, storeHealth, upAwsCluster, upgradeToNewImage, type AwsBoxCluster } from './cloud-box/aws-scenarios.js';
 import { terminationPolicyVictim } from '../fakes/aws/autoscaling.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
@@ -130,7 +130,12 @@ describe('cloud in a box', function () {
       await waitForStatus(c.cloud, (s) => s.nodes.length === 3 && s.nodes.every((n) => n.state === 'joined'), 180_000);
       const probe = probeJoinService(c.clusterEndpoint);
 
-      assert.deepEqual(await applyCounts(c, workspace, 1, 4), { worker_default: [2, 4] });
+      try {
+        assert.deepEqual(await applyCounts(c, workspace, 1, 4), { worker_default: [2, 4] });
+      } catch (err) {
+        probe.stop();
+        throw err;
+      }
       const four = (await listRunning(c, workspace)).filter((i) => i.role === 'worker');
       assert.equal(four.length, 4);
       const group = [...fake.state.autoScalingGroups.values()].find((g) => g.name.includes('worker'))!;
@@ -151,6 +156,60 @@ describe('cloud in a box', function () {
       const health = await storeHealth(c, workspace);
       assert.deepEqual([health.members.length, health.healthyVoters, health.quorum], [1, 1, true]);
       console.log(`      aws: workers 2 → 4 → 1, the newest 3 terminated by apply's choice; ${probes} join probes through the LB, 0 failed; etcd 1/1`);
+    });
+  });
+
+  describe('aws: upgrade and control-plane scaling', function () {
+    this.timeout(900_000);
+    let root: string;
+    let box: CloudBox;
+    let cluster: AwsBoxCluster | undefined;
+    before(async () => {
+      root = await fs.mkdtemp(path.join(os.tmpdir(), 'box-aws-up-'));
+      box = new CloudBox(path.join(root, 'vms'));
+    });
+    after(async () => {
+      await cluster?.close();
+      await box?.close();
+      await cluster?.cloud.close();
+      if (root) await fs.rm(root, { recursive: true, force: true });
+    });
+
+    it('upgrade apply of 3 + 2 to a new image with the join service probed through the LB every 100 ms and no failed probe; then control planes 3 → 5 → 3 with exactly the chosen ones gone; etcd 3/3; EC2 NotFound injected', async () => {
+      const workspace = path.join(root, 'workspace');
+      const c = (cluster = await upAwsCluster({ workspace, box, ca, octet: randomInt(20, 240), consistencyMs: 300, drainMs: 300, controlPlanes: 3, workers: 2 }));
+      const fake = c.cloud.fake;
+      await waitForStatus(c.cloud, (s) => s.nodes.length === 5 && s.nodes.every((n) => n.state === 'joined'), 240_000);
+      const oldImage = [...fake.state.instances.values()][0]!.imageId;
+      const { index } = await publishImages(workspace, oldImage);
+
+      const probe = probeJoinService(c.clusterEndpoint);
+      const started = Date.now();
+      const upgrade = await upgradeToNewImage(c, ca, workspace, index).finally(() => probe.stop());
+      const rolloutMs = Date.now() - started;
+      const { probes, failures } = probe.stop();
+      assert.equal(upgrade.replaced.length, 5);
+      assert.deepEqual(failures, [], `${failures.length} of ${probes} join-service probes failed`);
+      const running = [...fake.state.instances.values()].filter((i) => fake.state.instanceState(i) === 'running');
+      assert.deepEqual(running.map((i) => i.imageId), Array(5).fill(NEW_IMAGE));
+      assert.ok(fake.calls('DeregisterTargets').length >= 15, 'every old control plane drained from the five target groups');
+      assert.ok(fake.requests.some((r) => /NotFound$/.test(r.error ?? '')), 'the fake answered NotFound while things were fresh');
+
+      const before = fake.calls('TerminateInstanceInAutoScalingGroup').length;
+      assert.deepEqual(await applyCounts(c, workspace, 5, 2), { control_plane_default: [3, 5] });
+      // A joined control plane's etcd member is added as it starts its store; wait for the fifth (bounded).
+      for (let i = 0; (await storeHealth(c, workspace)).members.length < 5; i++) {
+        assert.ok(i < 120, 'the two new control planes became etcd members');
+        await new Promise((r) => setTimeout(r, 500));
+      }
+      const five = (await listRunning(c, workspace)).filter((i) => i.role === 'control-plane');
+      const newest = [...five].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!)).slice(0, 2).map((i) => i.id).sort();
+      assert.deepEqual(await applyCounts(c, workspace, 3, 2), { control_plane_default: [5, 3] });
+      const terminations = fake.calls('TerminateInstanceInAutoScalingGroup').slice(before);
+      assert.deepEqual(terminations.map((t) => t.params.InstanceId as string).sort(), newest);
+      const health = await storeHealth(c, workspace);
+      assert.deepEqual([health.members.length, health.healthyVoters, health.quorum], [3, 3, true]);
+      console.log(`      aws: upgrade 3 + 2 in ${(rolloutMs / 1000).toFixed(1)} s (${probes} join probes through the LB, 0 failed); control planes 3 → 5 → 3, the 2 newest removed; etcd 3/3`);
     });
   });
 });
