@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+
 /** Whether a process exists: process.kill(pid, 0) checks without sending a signal; EPERM means it exists under another user. */
 export function processIsAlive(pid: number): boolean {
   try {
@@ -6,4 +8,19 @@ export function processIsAlive(pid: number): boolean {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === 'EPERM';
   }
+}
+
+/**
+ * Runs a program to its end and collects its stdout and stderr as one text (for error messages); never rejects: a
+ * program that cannot start gives code -1 and the reason.
+ */
+export function runProgram(program: string, args: string[]): Promise<{ code: number; output: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+    child.once('error', (err) => resolve({ code: -1, output: err.message }));
+    child.once('close', (code) => resolve({ code: code ?? -1, output }));
+  });
 }

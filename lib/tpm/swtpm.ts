@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { UserError } from '../errors.js';
 import { pollUntil } from '../poll.js';
 import { TpmClient } from './client.js';
-import { processIsAlive } from '../process.js';
+import { processIsAlive, runProgram } from '../process.js';
 
 export interface SwtpmOptions {
   /** Directory of the TPM's persistent state (created when missing). swtpm.log lives here too, and the sockets by default. */
@@ -193,7 +193,7 @@ export function swtpmCtrl(ctrlSocket: string, command: number, payload: Uint8Arr
 
 async function manufacture(stateDir: string, pcrBanks: string[]): Promise<void> {
   const args = ['--tpm2', '--tpmstate', stateDir, '--pcr-banks', pcrBanks.join(','), '--not-overwrite'];
-  const { code, output } = await run('swtpm_setup', args);
+  const { code, output } = await runProgram('swtpm_setup', args);
   if (code !== 0 || !existsSync(path.join(stateDir, STATE_FILE))) {
     throw new SwtpmError(`swtpm_setup could not create the TPM state in ${stateDir} (exit code ${code}): ${output.trim().slice(-500)}`, {
       hint: 'Install swtpm-tools (npm run system-deps) and check that the directory is writable.',
@@ -201,16 +201,6 @@ async function manufacture(stateDir: string, pcrBanks: string[]): Promise<void> 
   }
 }
 
-function run(cmd: string, args: string[]): Promise<{ code: number; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    child.on('error', (err) => resolve({ code: -1, output: err.message }));
-    child.on('close', (code) => resolve({ code: code ?? -1, output }));
-  });
-}
 
 function canConnect(socketPath: string): Promise<boolean> {
   return new Promise((resolve) => {

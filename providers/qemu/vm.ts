@@ -23,6 +23,7 @@ import { constants, promises as fs } from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import { UserError } from '../../lib/errors.js';
+import { runProgram } from '../../lib/process.js';
 import { openRegularFileForAppend } from '../../lib/workspace/regular-file.js';
 import type { NodePaths } from '../local/layout.js';
 import { macAddress, netnsPath } from '../local/network.js';
@@ -65,22 +66,12 @@ const exists = (file: string) =>
     () => false,
   );
 
-function run(program: string, args: string[]): Promise<{ code: number; output: string }> {
-  return new Promise((resolve) => {
-    const child = spawn(program, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-    let output = '';
-    child.stdout.on('data', (d: Buffer) => (output += d.toString()));
-    child.stderr.on('data', (d: Buffer) => (output += d.toString()));
-    child.once('error', (err) => resolve({ code: -1, output: err.message }));
-    child.once('close', (code) => resolve({ code: code ?? -1, output }));
-  });
-}
 
 /** Makes the node's disks and firmware variables where they are missing (a node keeps them across reboots). */
 export async function prepareVmFiles(paths: VmPaths, options: { imageRawDisk: string; stateDiskGB: number; firmwareVars: string }): Promise<void> {
   if (!(await exists(paths.bootDisk))) {
     const temp = `${paths.bootDisk}.tmp`;
-    const res = await run('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', path.resolve(options.imageRawDisk), temp]);
+    const res = await runProgram('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', path.resolve(options.imageRawDisk), temp]);
     if (res.code !== 0) {
       throw new UserError(`qemu-img could not make the node's disk over ${options.imageRawDisk}: ${res.output.trim()}`, {
         hint: res.code === -1 ? 'Install qemu-utils (npm run setup installs it).' : 'Check that the image file exists and is readable.',
