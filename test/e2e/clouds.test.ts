@@ -128,35 +128,39 @@ describe('cloud in a box', function () {
       const fake = c.cloud.fake;
       await waitForStatus(c.cloud, (s) => s.nodes.length === 3 && s.nodes.every((n) => n.state === 'joined'), 180_000);
       const probe = probeJoinService(c.clusterEndpoint);
-
       try {
         assert.deepEqual(await applyCounts(c, workspace, 1, 4), { worker_default: [2, 4] });
-      } catch (err) {
-        probe.stop();
-        throw err;
-      }
-      const four = (await listRunning(c, workspace)).filter((i) => i.role === 'worker');
-      assert.equal(four.length, 4);
-      const group = [...fake.state.autoScalingGroups.values()].find((g) => g.name.includes('worker'))!;
-      const newest = [...four].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!)).slice(0, 3).map((i) => i.id).sort();
-      const kept = four.map((i) => i.id).filter((id) => !newest.includes(id));
+        // EC2 lists a new instance as pending for a while after it joined (the fake plays that): wait for running.
+        const four = await pollUntil(
+          async () => {
+            const workers = (await listRunning(c, workspace)).filter((i) => i.role === 'worker');
+            return workers.length === 4 ? workers : undefined;
+          },
+          { timeoutMs: 60_000, intervalMs: 500, what: 'four running workers' },
+        );
+        const group = [...fake.state.autoScalingGroups.values()].find((g) => g.name.includes('worker'))!;
+        const newest = [...four].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!)).slice(0, 3).map((i) => i.id).sort();
+        const kept = four.map((i) => i.id).filter((id) => !newest.includes(id));
 
-      assert.deepEqual(await applyCounts(c, workspace, 1, 1), { worker_default: [4, 1] });
-      const { probes, failures } = probe.stop();
-      const terminations = fake.calls('TerminateInstanceInAutoScalingGroup');
-      assert.deepEqual(terminations.map((t) => t.params.InstanceId as string).sort(), newest);
-      assert.ok(terminations.every((t) => t.params.ShouldDecrementDesiredCapacity === 'true'));
-      // The group's own termination policy would pick by launch template and zone, not by age (the fake plays it,
-      // test/fakes/aws/autoscaling.ts): what survives is the one apply kept.
-      const survivors = [...fake.state.instances.values()].filter((i) => i.groupName === group.name && i.terminatedAt === undefined).map((i) => i.id);
-      assert.deepEqual(survivors, kept);
-      assert.ok(fake.requests.some((r) => /NotFound$/.test(r.error ?? '')), 'the fake answered NotFound while things were fresh');
-      assert.deepEqual(failures, [], `${failures.length} of ${probes} join-service probes failed`);
-      const final = await waitForStatus(c.cloud, (s) => s.nodes.length === 2 && s.nodes.every((n) => n.state === 'joined'), 60_000);
-      assert.deepEqual(final.nodes.map((n) => n.role).sort(), ['control-plane', 'worker']);
-      const health = await storeHealth(c, workspace);
-      assert.deepEqual([health.members.length, health.healthyVoters, health.quorum], [1, 1, true]);
-      console.log(`      aws: workers 2 → 4 → 1, the newest 3 terminated by apply's choice; ${probes} join probes through the LB, 0 failed; etcd 1/1`);
+        assert.deepEqual(await applyCounts(c, workspace, 1, 1), { worker_default: [4, 1] });
+        const { probes, failures } = probe.stop();
+        const terminations = fake.calls('TerminateInstanceInAutoScalingGroup');
+        assert.deepEqual(terminations.map((t) => t.params.InstanceId as string).sort(), newest);
+        assert.ok(terminations.every((t) => t.params.ShouldDecrementDesiredCapacity === 'true'));
+        // The group's own termination policy would pick by launch template and zone, not by age (the fake plays it,
+        // test/fakes/aws/autoscaling.ts): what survives is the one apply kept.
+        const survivors = [...fake.state.instances.values()].filter((i) => i.groupName === group.name && i.terminatedAt === undefined).map((i) => i.id);
+        assert.deepEqual(survivors, kept);
+        assert.ok(fake.requests.some((r) => /NotFound$/.test(r.error ?? '')), 'the fake answered NotFound while things were fresh');
+        assert.deepEqual(failures, [], `${failures.length} of ${probes} join-service probes failed`);
+        const final = await waitForStatus(c.cloud, (s) => s.nodes.length === 2 && s.nodes.every((n) => n.state === 'joined'), 60_000);
+        assert.deepEqual(final.nodes.map((n) => n.role).sort(), ['control-plane', 'worker']);
+        const health = await storeHealth(c, workspace);
+        assert.deepEqual([health.members.length, health.healthyVoters, health.quorum], [1, 1, true]);
+        console.log(`      aws: workers 2 → 4 → 1, the newest 3 terminated by apply's choice; ${probes} join probes through the LB, 0 failed; etcd 1/1`);
+      } finally {
+        probe.stop();
+      }
     });
   });
 

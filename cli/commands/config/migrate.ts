@@ -34,7 +34,7 @@ It never overwrites a file without asking: the output (default: constellation-co
   static override enableJsonFlag = true;
 
   public async run(): Promise<object> {
-    const [{ migrateConfigFile }, { confirm }, { readRegularFile, SIZE_LIMITS }] = await Promise.all([
+    const [{ migrateConfigFile }, { confirmOrStop }, { readRegularFile, SIZE_LIMITS }] = await Promise.all([
       import('../../../lib/config/migrate.js'),
       import('../../confirm.js'),
       import('../../../lib/workspace/regular-file.js'),
@@ -58,7 +58,11 @@ It never overwrites a file without asking: the output (default: constellation-co
       image: this.flags.image,
       measurements,
       set: this.flags.set,
-      replace: (file) => confirm(`${shown(file)} exists. Replace it with the migrated config?`, { yes: this.flags.yes, ...(json ? { interactive: false } : {}) }),
+      replace: async (file) => {
+        const question = `${shown(file)} exists. Replace it with the migrated config?`;
+        await confirmOrStop(question, { yes: this.flags.yes, ...(json ? { interactive: false } : {}) }, `Nothing was written; ${shown(file)} is unchanged.`);
+        return true;
+      },
     });
     if (!json) {
       this.log(`Wrote ${shown(result.output)} from upstream's ${result.fromVersion} layout: provider ${result.provider}, attestation variant ${result.variant}.`);

@@ -95,7 +95,7 @@ describe('local-vtpm variant', () => {
   it('registry: names the known variants when asked for an unknown one', async () => {
     await assert.rejects(createValidator('qemu-tdx', { measurements }, {}), (err: Error & { hint?: string }) => {
       assert.match(err.message, /Unknown attestation variant "qemu-tdx"/);
-      assert.match(err.hint ?? '', /local-vtpm, aws-sev-snp, aws-nitro-tpm, azure-sev-snp, azure-tdx, azure-trustedlaunch, gcp-sev-es, gcp-sev-snp/);
+      assert.match(err.hint ?? '', /local-vtpm, qemu-vtpm, aws-sev-snp, aws-nitro-tpm, azure-sev-snp, azure-tdx, azure-trustedlaunch, gcp-sev-es, gcp-sev-snp/);
       return true;
     });
   });
