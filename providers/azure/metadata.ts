@@ -89,8 +89,10 @@ export class AzureNodeMetadata implements NodeMetadata {
     };
   }
 
+  /** '' once the cluster is initialized: markInitialized takes the tag off the scale sets, so no node added later serves Init. */
   async initSecretHash(): Promise<string> {
-    return this.requiredTag(TAG_INIT_SECRET_HASH);
+    await this.requiredTag(TAG_UID); // a VM constellation made, initialized or not
+    return (await this.tag(TAG_INIT_SECRET_HASH)) ?? '';
   }
 
   async joinServiceKey(): Promise<string> {

@@ -63,8 +63,14 @@ export class GcpNodeMetadata implements NodeMetadata {
     return this.attribute(META_LOAD_BALANCER);
   }
 
+  /** '' once the cluster is initialized: markInitialized takes the attribute away (./scaling.ts), so no node added later serves Init. */
   async initSecretHash(): Promise<string> {
-    return this.attribute(META_INIT_SECRET_HASH);
+    try {
+      return await this.get(`instance/attributes/${META_INIT_SECRET_HASH}`);
+    } catch (err) {
+      if (err instanceof MetadataError && err.status === 404) return '';
+      throw err;
+    }
   }
 
   async joinServiceKey(): Promise<string> {
