@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import net from 'node:net';
 
 /** Whether a process exists: process.kill(pid, 0) checks without sending a signal; EPERM means it exists under another user. */
 export function processIsAlive(pid: number): boolean {
@@ -22,5 +23,17 @@ export function runProgram(program: string, args: string[]): Promise<{ code: num
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
     child.once('error', (err) => resolve({ code: -1, output: err.message }));
     child.once('close', (code) => resolve({ code: code ?? -1, output }));
+  });
+}
+
+/** Whether a program listens on this Unix socket yet (a connection is accepted, then closed at once). */
+export function canConnect(socketPath: string): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect(socketPath);
+    s.once('connect', () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
   });
 }

@@ -13,7 +13,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { UserError } from '../errors.js';
 import { pollUntil } from '../poll.js';
 import { TpmClient } from './client.js';
-import { processIsAlive, runProgram } from '../process.js';
+import { canConnect, processIsAlive, runProgram } from '../process.js';
 
 export interface SwtpmOptions {
   /** Directory of the TPM's persistent state (created when missing). swtpm.log lives here too, and the sockets by default. */
@@ -201,23 +201,10 @@ async function manufacture(stateDir: string, pcrBanks: string[]): Promise<void> 
   }
 }
 
-
-function canConnect(socketPath: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect(socketPath);
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
-}
-
 async function logTail(logFile: string): Promise<string> {
   const text = await fs.readFile(logFile, 'utf8').catch(() => '');
   return text.trim() ? ` swtpm log: ${text.trim().split('\n').slice(-5).join(' | ')}` : '';
 }
-
 
 function signal(pid: number, sig: NodeJS.Signals): void {
   try {

@@ -20,10 +20,9 @@
  */
 import { spawn } from 'node:child_process';
 import { constants, promises as fs } from 'node:fs';
-import net from 'node:net';
 import path from 'node:path';
 import { UserError } from '../../lib/errors.js';
-import { runProgram } from '../../lib/process.js';
+import { canConnect, runProgram } from '../../lib/process.js';
 import { openRegularFileForAppend } from '../../lib/workspace/regular-file.js';
 import type { NodePaths } from '../local/layout.js';
 import { macAddress, netnsPath } from '../local/network.js';
@@ -65,7 +64,6 @@ const exists = (file: string) =>
     () => true,
     () => false,
   );
-
 
 /** Makes the node's disks and firmware variables where they are missing (a node keeps them across reboots). */
 export async function prepareVmFiles(paths: VmPaths, options: { imageRawDisk: string; stateDiskGB: number; firmwareVars: string }): Promise<void> {
@@ -118,17 +116,6 @@ export function qemuArgs(name: string, address: string, paths: VmPaths, tpmCtrlS
     '-device', `virtio-net-pci,netdev=net0,mac=${macAddress(address)},romfile=`,
     '-qmp', `unix:${paths.qmpSocket},server=on,wait=off`,
   ];
-}
-
-function canConnect(socketPath: string): Promise<boolean> {
-  return new Promise((resolve) => {
-    const s = net.connect(socketPath);
-    s.once('connect', () => {
-      s.destroy();
-      resolve(true);
-    });
-    s.once('error', () => resolve(false));
-  });
 }
 
 /**
