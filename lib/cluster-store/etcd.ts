@@ -2,18 +2,26 @@
  * The cluster store in etcd (`none` nodes: an etcd cluster stacked on the control planes, docs/design.md#cluster-store), through the
  * `etcd3` client with mutual TLS from the cluster's etcd CA. Entries (./codec.ts) live below /constellation/.
  * Reads are linearizable and every call has a deadline with no retries of its own: a member that lost its quorum
- * makes the call fail fast with StoreUnavailableError instead of answering stale data or hanging.
+ * makes the call fail fast with StoreUnavailableError instead of answering stale data or hanging. The one exception:
+ * while leadership moves (a control plane leaving hands it on, docs/workflows/upgrade.md), etcd answers reads with
+ * "leader changed"; reads, which change nothing, are asked again for up to ELECTION_WAIT_MS, as etcd's Go client
+ * retries them, so a join or a join service's health check does not fail on a store that keeps its quorum.
  * Membership (members, learners, promotion, removal) is ./etcd-members.ts.
  */
 import type { Etcd3, IOptions } from 'etcd3';
 import { UserError } from '../errors.js';
 import { ETCD_SERVER_NAME } from '../pki/cluster-pki.js';
+import { pollUntil } from '../poll.js';
 import { decodeJoinConfig, decodeKubernetesUpgrade, decodeNode, encodeJoinConfig, encodeKubernetesUpgrade, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
 import { StoreUnavailableError, type ClusterStore, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
 
 export const STORE_PREFIX = '/constellation/';
 export const ETCD_CLIENT_PORT = 2379;
 export const ETCD_PEER_PORT = 2380;
+/** How long a read waits out an election: a leader transfer takes a few heartbeats (100 ms each), an election after a
+ * leader left one election timeout (1 s), longer on a loaded machine. */
+const ELECTION_WAIT_MS = 2_000;
+const ELECTION_RUNNING = /etcdserver: (leader changed|no leader)/;
 
 /** How to reach etcd: client URLs and the client's TLS material (PEM). */
 export interface EtcdConnection {
@@ -66,7 +74,7 @@ export class EtcdClusterStore implements ClusterStore {
   }
 
   async readJoinConfig(): Promise<{ config: JoinConfig; revision: string }> {
-    const response = await this.call(() => this.client.getAll().prefix(`${STORE_PREFIX}${JOIN_CONFIG_PREFIX}`).exec());
+    const response = await this.read(() => this.client.getAll().prefix(`${STORE_PREFIX}${JOIN_CONFIG_PREFIX}`).exec());
     const entries = new Map<string, string>();
     let revision = 0n;
     for (const kv of response.kvs) {
@@ -103,12 +111,12 @@ export class EtcdClusterStore implements ClusterStore {
 
   async getNode(name: string): Promise<NodeRecord | undefined> {
     const key = `${STORE_PREFIX}${ENTRY.node(name)}`;
-    const text = await this.call(() => this.client.get(key).string());
+    const text = await this.read(() => this.client.get(key).string());
     return text === null ? undefined : decodeNode(text, `${this.where}: ${key}`);
   }
 
   async listNodes(): Promise<NodeRecord[]> {
-    const response = await this.call(() => this.client.getAll().prefix(`${STORE_PREFIX}${NODES_PREFIX}`).exec());
+    const response = await this.read(() => this.client.getAll().prefix(`${STORE_PREFIX}${NODES_PREFIX}`).exec());
     return response.kvs.map((kv) => decodeNode(kv.value.toString('utf8'), `${this.where}: ${kv.key.toString('utf8')}`));
   }
 
@@ -118,7 +126,7 @@ export class EtcdClusterStore implements ClusterStore {
 
   async readKubernetesUpgrade(): Promise<{ upgrade: KubernetesUpgrade; revision: string } | undefined> {
     const key = `${STORE_PREFIX}${ENTRY.kubernetesUpgrade}`;
-    const response = await this.call(() => this.client.get(key).exec());
+    const response = await this.read(() => this.client.get(key).exec());
     const kv = response.kvs[0];
     return kv ? { upgrade: decodeKubernetesUpgrade(kv.value.toString('utf8'), `${this.where}: ${key}`), revision: String(kv.mod_revision) } : undefined;
   }
@@ -134,7 +142,7 @@ export class EtcdClusterStore implements ClusterStore {
   }
 
   async memberEndpoints(): Promise<string[]> {
-    const response = await this.call(() => this.client.cluster.memberList({ linearizable: true }));
+    const response = await this.read(() => this.client.cluster.memberList({ linearizable: true }));
     return response.members.filter((m) => !m.isLearner).flatMap((m) => m.clientURLs);
   }
 
@@ -144,6 +152,26 @@ export class EtcdClusterStore implements ClusterStore {
 
   private call<T>(fn: () => Promise<T>): Promise<T> {
     return unavailableOnError(fn);
+  }
+
+  /** A read, asked again while an election runs (see the module header). */
+  private read<T>(fn: () => Promise<T>): Promise<T> {
+    let last: unknown;
+    return this.call(async () => {
+      const answer = await pollUntil(
+        async () => {
+          try {
+            return { value: await fn() };
+          } catch (err) {
+            if (!ELECTION_RUNNING.test(String((err as Error)?.message))) throw err;
+            last = err;
+            return undefined;
+          }
+        },
+        { timeoutMs: ELECTION_WAIT_MS, intervalMs: 50, onTimeout: () => Promise.reject(last) },
+      );
+      return answer.value;
+    });
   }
 }
 
@@ -181,6 +209,7 @@ export class StoreAccessDeniedError extends UserError {
 export function etcdErrorDetail(err: unknown): string {
   const message = String((err as Error)?.message ?? err);
   if (/deadline|timed out|DEADLINE_EXCEEDED/i.test(message)) return 'etcd did not answer in time';
+  if (ELECTION_RUNNING.test(message)) return 'etcd was electing a leader';
   if (/ECONNREFUSED|UNAVAILABLE|No connection established/i.test(message)) return 'no etcd member answers';
   return message.split('\n')[0].slice(0, 200);
 }
