@@ -41,6 +41,8 @@ import { withPort } from '../lib/addresses.js';
 import { serveCliCall } from './cli-call.js';
 import { describeError } from './errors.js';
 import { initSecretPassword } from './init-secret.js';
+import { deriveSshCa, sshCaPublicKeyLine } from '../lib/ssh/certificate.js';
+import { NODE_SSH_CA_FILE } from '../lib/ssh/sshd-config.js';
 
 export const API_SERVER_PORT = 6443;
 const DEFAULT_SERVICE_CIDR = '10.96.0.0/12';
@@ -238,6 +240,8 @@ export class InitServer {
         kubernetesVersion: secrets.kubernetesVersion,
       });
       if (how === 'formatted') await setup.recordClusterEntry(token, 'init');
+      // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md), from the master secret.
+      await setup.writeNodeFile(token, NODE_SSH_CA_FILE, Buffer.from(sshCaPublicKeyLine(deriveSshCa(secrets.master).publicKey)));
       status.setKubernetesVersion(secrets.kubernetesVersion);
       this.emit('state-disk', `${how} the state disk ${stateDisk.uuid} with its derived key`);
 

@@ -27,6 +27,7 @@ import { describeError, peerRefusal } from './errors.js';
 import { withPort } from '../lib/addresses.js';
 import { NO_QUORUM_MESSAGE } from '../lib/cluster-store/types.js';
 import { createKubeletCsr, type KubeletCsr } from './kubelet-csr.js';
+import { NODE_SSH_CA_FILE } from '../lib/ssh/sshd-config.js';
 
 export type JoinKind = 'join' | 'rejoin';
 
@@ -284,6 +285,9 @@ export class JoinClient {
     const kubeletCert = Buffer.from(pem('CERTIFICATE', ticket.kubeletCert));
     await setup.writeNodeFile(token, KUBELET_KEY_FILE, kubeletKey);
     await setup.writeNodeFile(token, KUBELET_CERT_FILE, kubeletCert);
+    // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md); a join service of an
+    // older build sends none.
+    if (ticket.sshCaPublicKey.length > 0) await setup.writeNodeFile(token, NODE_SSH_CA_FILE, ticket.sshCaPublicKey);
     const isControlPlane = node.role === 'control-plane';
     const kubernetes = await backend.join({
       nodeName: node.name,

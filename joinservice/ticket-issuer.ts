@@ -2,8 +2,8 @@
  * What the join service hands a node that passed attestation (docs/design.md#nodes), as pure logic over the current
  * configuration: a JoinTicket (state-disk key for the node's disk, measurement salt and secret, a kubelet
  * certificate for its CSR's key, named with the provider's view of the instance, API endpoint, a fresh 15-minute
- * bootstrap token, discovery hash, Kubernetes version, and for control-plane nodes the cluster PKI and the cluster
- * store's member endpoints) or a RejoinTicket
+ * bootstrap token, discovery hash, Kubernetes version, the cluster's emergency SSH CA public key, and for
+ * control-plane nodes the cluster PKI and the cluster store's member endpoints) or a RejoinTicket
  * (disk key and measurement secret, for a rebooted node), each signed with the cluster's join-service identity key
  * (sign). No ticket carries the init secret. The server calls checkHello before attestation
  * (so a malformed request fails fast), checkIdentity after it passed, and the ticket methods only then.
@@ -13,6 +13,7 @@ import { AttestationError, type AttestedInstance } from '../lib/attestation/type
 import { UserError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import { checkNodeName, discoveryTokenCaCertHash, signKubeletCertificate } from '../lib/pki/cluster-pki.js';
+import { deriveSshCa, sshCaPublicKeyLine } from '../lib/ssh/certificate.js';
 import { SignedTicket, type JoinHello, type JoinTicket, type RejoinTicket } from '../proto/gen/constellation/join.js';
 import type { BootstrapTokenIssuer } from './bootstrap-token.js';
 import { controlPlaneFiles, type LoadedJoinConfig } from './join-config.js';
@@ -89,6 +90,7 @@ export class JoinTicketIssuer {
       controlPlaneFiles: hello.isControlPlane ? controlPlaneFiles(config) : [],
       kubernetesVersion: config.cluster.kubernetesVersion,
       storeEndpoints: hello.isControlPlane ? storeEndpoints : [],
+      sshCaPublicKey: Buffer.from(sshCaPublicKeyLine(deriveSshCa(config.masterSecret).publicKey)),
     };
   }
 

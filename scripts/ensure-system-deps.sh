@@ -9,6 +9,9 @@
 # and convert images; systemd-boot-efi ships the UEFI stub of a unified kernel image; dosfstools, mtools, fdisk and gdisk (sgdisk) lay
 # out the image's EFI system partition and GPT; zstd compresses the initrd. osslsigncode and binutils (objdump) cross-check
 # our PE reader and Authenticode digests (test/node-image).
+# openssh-client (ssh, ssh-keygen) + openssh-server (sshd): `constellation ssh`'s certificates are read back by
+# ssh-keygen and let in by a real sshd with a node's configuration (test/ssh). Debian's package starts no sshd where
+# services are not started (containers); it makes the privilege-separation user sshd needs.
 set -euo pipefail
 missing=()
 command -v swtpm >/dev/null 2>&1 || missing+=(swtpm)
@@ -32,6 +35,8 @@ command -v sgdisk >/dev/null 2>&1 || missing+=(gdisk)
 command -v zstd >/dev/null 2>&1 || missing+=(zstd)
 command -v osslsigncode >/dev/null 2>&1 || missing+=(osslsigncode)
 command -v objdump >/dev/null 2>&1 || missing+=(binutils)
+command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
+[ -x /usr/sbin/sshd ] || missing+=(openssh-server)
 [ ${#missing[@]} -eq 0 ] && exit 0
 echo "Installing Debian packages: ${missing[*]}" >&2
 SUDO=""

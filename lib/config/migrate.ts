@@ -6,6 +6,12 @@
  * upstream's test files `internal/config/testdata/*V2.yaml` (measurements under the provider, one instance and disk
  * type for all nodes).
  *
+ * Upstream's `qemu` provider (MiniConstellation: libvirt, upstream's metadata-server container) maps to ours
+ * (`provider.qemu`: QEMU run directly, docs/workflows/mini.md#vm-nodes-mini-up---vm) where a key means the same:
+ * `vcpus`, `memory` (MiB) → `memoryMiB`, `firmware` (a path; empty is upstream's auto selection, Debian's OVMF here)
+ * and `nvram` (a template path) → `firmwareVars`. Its libvirt and container keys, `imageFormat`, and the `nvram`
+ * sentinels `production`/`testing` (upstream's own secure-boot variable stores) have no counterpart and are named.
+ *
  * What never carries, by design: upstream's `image` (a release of upstream's node images, which this CLI does not
  * run) and the measurements of those images (our nodes boot our own images, whose PCRs differ: carried, they would
  * refuse every node). `--image` and `--measurements` (the measurements.json that `constellation image build` writes)
@@ -70,10 +76,29 @@ const UPSTREAM_MEASUREMENTS =
 function v2Variant(provider: Provider, section: Obj): AttestationVariant {
   if (provider === 'azure') return section.confidentialVM === false ? 'azure-trustedlaunch' : 'azure-sev-snp';
   if (provider === 'aws') return 'aws-nitro-tpm';
+  if (provider === 'qemu') return 'qemu-vtpm';
   return 'gcp-sev-es';
 }
 
-const UPSTREAM_PROVIDERS: Record<string, Provider | undefined> = { aws: 'aws', azure: 'azure', gcp: 'gcp', openstack: undefined, qemu: undefined };
+/** Keys of upstream's QEMUConfig (internal/config/config.go) and, for those that never carry, why. */
+const QEMU_KEYS: Record<string, string | undefined> = {
+  vcpus: undefined,
+  memory: undefined,
+  firmware: undefined,
+  nvram: undefined,
+  imageFormat: 'the qemu provider here boots the raw image of `constellation image build` through a copy-on-write overlay per node that it makes itself',
+  metadataAPIServer: "a container image of upstream's metadata server; the CLI here runs its own metadata server, no container",
+  libvirtSocket: 'this CLI runs QEMU directly, not through libvirt',
+  libvirtContainerImage: 'this CLI runs QEMU directly, not through libvirt (no containerized libvirt daemon)',
+};
+
+const QEMU_GROUP_KEYS = {
+  instanceType: 'qemu nodes have no instance types here: every node VM has provider.qemu.vcpus and memoryMiB',
+  stateDiskType: 'a qemu node\'s state disk here is always a sparse raw file',
+  zone: 'qemu nodes run on this machine: there are no zones',
+} as const;
+
+const UPSTREAM_PROVIDERS: Record<string, Provider | undefined> = { aws: 'aws', azure: 'azure', gcp: 'gcp', openstack: undefined, qemu: 'qemu' };
 
 /** Reads an upstream config and returns ours, with what was dropped and why. Throws a UserError for what is not one. */
 export function migrateUpstreamConfig(text: string, options: MigrateOptions = {}): MigrationResult {
@@ -104,13 +129,13 @@ export function migrateUpstreamConfig(text: string, options: MigrateOptions = {}
   const providerKeys = Object.keys(providers).filter((k) => providers[k] !== null && providers[k] !== undefined);
   if (providerKeys.length !== 1) {
     throw new UserError(`The config sets ${providerKeys.length === 0 ? 'no provider' : `${providerKeys.length} providers (${providerKeys.join(', ')})`}; it needs exactly one.`, {
-      hint: 'Keep one of provider.aws, provider.azure, provider.gcp and run config migrate again.',
+      hint: 'Keep one of provider.aws, provider.azure, provider.gcp, provider.qemu and run config migrate again.',
     });
   }
   const upstreamProvider = providerKeys[0]!;
   const provider = UPSTREAM_PROVIDERS[upstreamProvider];
   if (!provider) {
-    throw new UserError(`Upstream's provider ${upstreamProvider} has no counterpart here: this CLI runs aws, azure, gcp and local.`, {
+    throw new UserError(`Upstream's provider ${upstreamProvider} has no counterpart here: this CLI runs aws, azure, gcp, qemu and local.`, {
       hint: 'For a cluster on this machine start afresh: `constellation config generate local` (or `constellation mini up`).',
     });
   }
@@ -189,17 +214,57 @@ export function migrateUpstreamConfig(text: string, options: MigrateOptions = {}
       notes.push(`${at}confidentialVM: ${value === false ? 'false: attestation variant azure-trustedlaunch' : 'true: attestation variant azure-sev-snp'}`);
     } else if ((key === 'idKeyDigest' || key === 'enforceIdKeyDigest') && fromVersion === 'v2' && variant === 'azure-sev-snp') {
       // Carried into firmwareSignerConfig (below).
+    } else if (provider === 'qemu' && key in QEMU_KEYS) {
+      carryQemuField(key, value);
     } else {
       drop(`${at}${key}`, `no counterpart in this CLI's ${provider} section`);
     }
   }
   if (provider === 'gcp' && fromVersion !== 'v4') notes.push("provider.gcp.IAMServiceAccountVM: upstream's v2 and v3 layouts have none; fill it (`constellation iam create gcp --update-config`, or --set)");
   if (provider === 'azure' && 'zone' in section) drop(`${at}zone`, 'Azure nodes are placed by location here');
+  if (provider === 'qemu') notes.push(`${at}accel: upstream's layout has none; set to ${String(ourProvider.accel)} (KVM where a probe boot works, else TCG)`);
+
+  /** One key of upstream's QEMUConfig: carried to provider.qemu where it means the same, else named with the reason. */
+  function carryQemuField(key: string, value: unknown): void {
+    const path = `${at}${key}`;
+    const kept = (ours: string) => `kept ${ours} ${String(ourProvider[ours])}`;
+    switch (key) {
+      case 'vcpus':
+        if (Number.isInteger(value) && (value as number) >= 1 && (value as number) <= 64) ourProvider.vcpus = value;
+        else drop(path, `${JSON.stringify(value)} is not a vCPU count of 1–64; ${kept('vcpus')}`);
+        return;
+      case 'memory':
+        if (Number.isInteger(value) && (value as number) >= 512) {
+          ourProvider.memoryMiB = value;
+          notes.push(`${path}: carried to provider.qemu.memoryMiB (MiB, as upstream's)`);
+        } else drop(path, `${JSON.stringify(value)} is below the 512 MiB a node VM needs here (its image runs from RAM); ${kept('memoryMiB')}`);
+        return;
+      case 'firmware':
+        if (value === '' || value === null) notes.push(`${path}: empty (upstream's auto selection): Debian's OVMF, ${String(ourProvider.firmware)}`);
+        else if (typeof value === 'string' && value.startsWith('/')) ourProvider.firmware = value;
+        else drop(path, `${JSON.stringify(value)} is not an absolute path of an OVMF firmware file; ${kept('firmware')}`);
+        return;
+      case 'nvram':
+        if (value === 'production' || value === 'testing') drop(path, `${JSON.stringify(value)} names one of upstream's own UEFI variable stores (with its secure-boot keys), which do not exist here; ${kept('firmwareVars')}`);
+        else if (typeof value === 'string' && value.startsWith('/')) {
+          ourProvider.firmwareVars = value;
+          notes.push(`${path}: carried to provider.qemu.firmwareVars (the template every node's variable store is copied from)`);
+        } else drop(path, `${JSON.stringify(value)} is not an absolute path of a UEFI variable store template; ${kept('firmwareVars')}`);
+        return;
+      default:
+        drop(path, QEMU_KEYS[key]!);
+    }
+  }
 
   // Node groups: v4's carry; v2/v3's one instance and disk type (and top-level disk size) apply to both default groups.
   const groupDefaults = { ...config.nodeGroups.control_plane_default };
   const carryGroupField = (path: string, key: 'instanceType' | 'stateDiskType' | 'stateDiskSizeGB' | 'zone' | 'initialCount', value: unknown, group: Obj) => {
     if (value === undefined || value === null) return;
+    if (provider === 'qemu' && (key === 'instanceType' || key === 'stateDiskType' || key === 'zone')) {
+      // Upstream's qemu node groups leave these empty; a value would mean nothing to a VM on this machine.
+      if (value !== '') drop(path, QEMU_GROUP_KEYS[key]);
+      return;
+    }
     const fits =
       key === 'instanceType'
         ? typeof value === 'string' && isAllowedInstanceType(variant, value)

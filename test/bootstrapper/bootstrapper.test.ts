@@ -7,6 +7,8 @@ import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 import { requestVerifiedAttestation } from '../../lib/atls/index.js';
 import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedPcr15 } from '../../lib/kms/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
+import { deriveSshCa, sshCaPublicKeyLine } from '../../lib/ssh/certificate.js';
+import { NODE_SSH_CA_FILE } from '../../lib/ssh/sshd-config.js';
 import { cliInit, cliRecover, getStatus, loopbackNet, TestCluster, type TestNode } from './support/test-cluster.js';
 import { pollUntil } from '../../lib/poll.js';
 import { requireTool } from '../support/require-tool.js';
@@ -146,7 +148,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     assert.equal(cp.bootstrapper.status.get().state, 'initialized');
   });
 
-  it('joins a worker through the join service: same clusterID, PCR 15, a formatted disk; GetStatus says joined', async () => {
+  it('joins a worker through the join service: same clusterID, PCR 15, a formatted disk, the SSH CA; GetStatus says joined', async () => {
     await initialize();
     const worker = await cluster.startNode({ name: 'worker-0', ip: ip(3), role: 'worker' });
     const status = await worker.bootstrapper.status.waitFor('joined', 'failed', 'refused');
@@ -159,6 +161,10 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     assert.deepEqual(new Uint8Array(await worker.pcr(15)), expectedPcr15(clusterId()));
     assert.equal(await worker.disk.isFormatted(), true);
     assert.equal((await getStatus(worker.address(worker.bootstrapper.ports.verify))).state, 'joined');
+    // The emergency SSH CA its SSH server trusts: the one `constellation ssh` derives from the master secret.
+    const caLine = sshCaPublicKeyLine(deriveSshCa({ key: cluster.masterKey, salt: cluster.masterSalt }).publicKey);
+    assert.equal(Buffer.from((await worker.disk.readFile(NODE_SSH_CA_FILE))!).toString(), caLine);
+    assert.equal(Buffer.from((await cp.disk.readFile(NODE_SSH_CA_FILE))!).toString(), caLine);
 
     // The verify service proves the worker belongs to this cluster: PCR 15 as expected.
     const withPcr15 = { ...cluster.measurements, '15': { expected: Buffer.from(expectedPcr15(clusterId())).toString('hex'), warnOnly: false } };

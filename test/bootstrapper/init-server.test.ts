@@ -10,6 +10,8 @@ import { NodeLock } from '../../bootstrapper/node-lock.js';
 import { NodeSetup } from '../../bootstrapper/node-setup.js';
 import { NodeStatusTracker } from '../../bootstrapper/node-status.js';
 import { MemoryStoreHost } from '../support/memory-store-host.js';
+import { deriveSshCa, sshCaPublicKeyLine } from '../../lib/ssh/certificate.js';
+import { NODE_SSH_CA_FILE } from '../../lib/ssh/sshd-config.js';
 import { PlainStateDisk } from '../support/plain-state-disk.js';
 import type { Issuer } from '../../lib/attestation/types.js';
 import { IMAGE_PCRS } from '../../lib/attestation/measurements.js';
@@ -131,6 +133,13 @@ describe('bootstrapper/init-server', () => {
     assert.equal(await storeHost.store.claimDisk(disk.uuid, 'someone-else'), 'cp-0', 'the disk is bound to the node');
     assert.equal(storeHost.created, 1);
     assert.equal(JSON.parse(Buffer.from(a.storeCredentials).toString()).backend, 'etcd');
+  });
+
+  it('writes the emergency SSH CA of the master secret to the state disk, for the node\'s SSH server', async () => {
+    const { init } = await server(new CountingBackend());
+    await init.initialize(secrets());
+    const line = Buffer.from((await disk.readFile(NODE_SSH_CA_FILE))!).toString();
+    assert.equal(line, sshCaPublicKeyLine(deriveSshCa({ key: Buffer.alloc(32, 1), salt: Buffer.alloc(32, 2) }).publicKey));
   });
 
   it('runs the steps again when a retried init follows a failed one, without formatting the disk twice', async () => {

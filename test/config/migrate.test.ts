@@ -49,6 +49,39 @@ const CASES = [
       'attestation.gcpSEVSNP.amdRootKey',
     ],
   },
+  {
+    file: 'configQEMUV2.yaml',
+    variant: 'qemu-vtpm',
+    set: [],
+    dropped: [
+      'image',
+      'kubernetesVersion',
+      'debugCluster',
+      'provider.qemu.measurements',
+      'provider.qemu.imageFormat',
+      'provider.qemu.metadataAPIServer',
+      'provider.qemu.libvirtSocket',
+      'provider.qemu.libvirtContainerImage',
+      'provider.qemu.nvram',
+    ],
+  },
+  {
+    file: 'configQEMUV4.yaml',
+    variant: 'qemu-vtpm',
+    set: [],
+    dropped: [
+      'image',
+      'microserviceVersion',
+      'debugCluster',
+      'customEndpoint',
+      'internalLoadBalancer',
+      'provider.qemu.imageFormat',
+      'provider.qemu.metadataAPIServer',
+      'provider.qemu.libvirtSocket',
+      'provider.qemu.libvirtContainerImage',
+      'attestation.qemuVTPM.measurements',
+    ],
+  },
 ];
 
 describe('config migrate: upstream Constellation configs (test/testdata/upstream-config)', () => {
@@ -110,6 +143,39 @@ describe('config migrate: upstream Constellation configs (test/testdata/upstream
     assert.equal(snp.microcodeVersion, 115);
   });
 
+  it('maps upstream\'s qemu section to provider.qemu: vcpus, memory, firmware and an nvram path; names the rest', async () => {
+    const v4 = migrateUpstreamConfig(await fs.readFile(path.join(UPSTREAM, 'configQEMUV4.yaml'), 'utf8'));
+    assert.equal(v4.provider, 'qemu');
+    assert.deepEqual(v4.config.provider.qemu, { vcpus: 4, memoryMiB: 4096, firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd', firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd', accel: 'auto' });
+    assert.equal(v4.config.name, 'mini');
+    assert.equal(v4.config.nodeGroups.control_plane_default.stateDiskSizeGB, 8);
+    assert.equal(v4.config.nodeGroups.control_plane_default.initialCount, 1);
+    assert.equal(v4.config.nodeGroups.worker_default.instanceType, 'qemu'); // upstream's empty instance type: ours
+    assert.match(v4.dropped.find((d) => d.path === 'provider.qemu.libvirtSocket')?.reason ?? '', /QEMU directly, not through libvirt/);
+    assert.ok(v4.notes.some((n) => /provider\.qemu\.accel: .*set to auto/.test(n)));
+
+    const v2 = migrateUpstreamConfig(await fs.readFile(path.join(UPSTREAM, 'configQEMUV2.yaml'), 'utf8'));
+    assert.equal(v2.variant, 'qemu-vtpm');
+    assert.deepEqual(v2.config.provider.qemu, { vcpus: 2, memoryMiB: 2048, firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd', firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd', accel: 'auto' });
+    assert.match(v2.dropped.find((d) => d.path === 'provider.qemu.nvram')?.reason ?? '', /"production" names one of upstream's own UEFI variable stores/);
+    assert.ok(v2.notes.some((n) => /provider\.qemu\.firmware: empty \(upstream's auto selection\)/.test(n)));
+    assert.equal(v2.config.nodeGroups.worker_default.stateDiskSizeGB, 10);
+
+    const bad = migrateUpstreamConfig(
+      'version: v4\nprovider:\n  qemu:\n    vcpus: 0\n    memory: 128\n    nvram: testing\n    firmware: OVMF.fd\nnodeGroups:\n  worker_default:\n    role: worker\n    zone: rack-1\n    instanceType: big\nattestation:\n  qemuVTPM:\n    measurements: {}\n',
+    );
+    assert.deepEqual(bad.dropped.map((d) => d.path).sort(), [
+      'attestation.qemuVTPM.measurements',
+      'nodeGroups.worker_default.instanceType',
+      'nodeGroups.worker_default.zone',
+      'provider.qemu.firmware',
+      'provider.qemu.memory',
+      'provider.qemu.nvram',
+      'provider.qemu.vcpus',
+    ]);
+    assert.deepEqual(bad.config.provider.qemu, { vcpus: 2, memoryMiB: 2048, firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd', firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd', accel: 'auto' });
+  });
+
   it('without --image and --measurements, says what config validate will still refuse', async () => {
     const result = await migrateConfigFile({ input: path.join(UPSTREAM, 'configAWSV2.yaml'), output: path.join(dir, 'out.yaml'), replace: async () => false });
     assert.deepEqual(result.problems.map((p) => p.path), ['image', 'attestation.awsNitroTPM.measurements.4.expected', 'attestation.awsNitroTPM.measurements.9.expected', 'attestation.awsNitroTPM.measurements.11.expected']);
@@ -117,7 +183,7 @@ describe('config migrate: upstream Constellation configs (test/testdata/upstream
 
   it('refuses what is not an upstream config, naming the version it found', () => {
     assert.throws(() => migrateUpstreamConfig('version: v1\n'), /version is "v1"; config migrate reads upstream Constellation's v2, v3 and v4/);
-    assert.throws(() => migrateUpstreamConfig('version: v4\nprovider:\n  qemu: {}\n'), /provider qemu has no counterpart here/);
+    assert.throws(() => migrateUpstreamConfig('version: v4\nprovider:\n  openstack: {}\n'), /provider openstack has no counterpart here/);
   });
 
   it('never overwrites without asking: refuses an existing output; with -y keeps the upstream file beside it', async function () {

@@ -1,6 +1,7 @@
 /**
- * The first hour on a real local cluster (the built CLI's private copy, ./support.ts): a workspace whose path is
- * 200 characters long (the TPM sockets live in the short runtime folder, not in the workspace), what a cluster
+ * The first hour on a real local cluster (the built CLI's private copy, ./support.ts, at a path of 160 characters
+ * as in a clone at that depth): a workspace whose path is 200 characters long (the TPM sockets live in the short
+ * runtime folder, not in the workspace), what a cluster
  * without Kubernetes shows, `verify -e … --cluster-id` from a folder that holds only the config, `verify -o raw`
  * checked again by `attestation verify`, and Ctrl-C during mini up. Every cluster is removed in `after`.
  */
@@ -21,23 +22,33 @@ describe('the first hour (a real local cluster)', function () {
 
   before(async () => {
     tmp = await tempDir('cl-first-hour-');
-    copy = await copyBuiltCli(tmp);
+    // The README's quick start runs from a clone at any depth: the CLI (bin/, dist/ with the node program) lives at
+    // a 160-character path here. node_modules is a link to the repository's, which Node resolves to its real path.
+    copy = await copyBuiltCli(pathOfLength(path.join(tmp, 'c'), 160 - '/cli'.length));
+    assert.equal(copy.root.length, 160);
   });
   after(async () => {
     for (const ws of workspaces) await cleanUp(copy, ws);
     if (tmp) await fs.rm(tmp, { recursive: true, force: true });
   });
 
+  /** A path of exactly `length` characters that starts with `base` (not made yet). */
+  function pathOfLength(base: string, length: number): string {
+    let out = base;
+    while (length - out.length >= 2) out = path.join(out, 'd'.repeat(Math.min(60, length - out.length - 1)));
+    if (out.length < length) out += 'd';
+    assert.equal(out.length, length);
+    return out;
+  }
+
   /** A workspace path of exactly `length` characters below the test's folder (not made yet). */
   function workspaceOfLength(length: number): string {
-    let ws = path.join(tmp, 'w');
-    while (ws.length < length) ws = path.join(ws, 'd'.repeat(Math.min(60, length - ws.length - 1)));
-    assert.equal(ws.length, length);
+    const ws = pathOfLength(path.join(tmp, 'w'), length);
     workspaces.push(ws);
     return ws;
   }
 
-  describe('a cluster in a workspace whose path has 200 characters', () => {
+  describe('a cluster in a workspace whose path has 200 characters, from a CLI whose path has 160', () => {
     let ws: string;
     before(async () => {
       ws = workspaceOfLength(200);

@@ -7,6 +7,7 @@ import { JoinTicketIssuer } from '../../joinservice/ticket-issuer.js';
 import { deriveMeasurementSecret, deriveStateDiskKey, joinServicePublicKey, ticketSignatureValid } from '../../lib/kms/index.js';
 import { RejoinTicket, SignedTicket } from '../../proto/gen/constellation/join.js';
 import { discoveryTokenCaCertHash, PKI_FILE_NAMES } from '../../lib/pki/cluster-pki.js';
+import { deriveSshCa, sshCaPublicKeyLine } from '../../lib/ssh/certificate.js';
 import { hello, kubeletCsr } from './support/join-client.js';
 import { makeTestStore, TEST_NOW, type TestStore } from './support/test-store.js';
 import { imagePcrs, measurementsFor } from './support/software-vtpm.js';
@@ -39,7 +40,7 @@ describe('joinservice/ticket-issuer', () => {
     assert.ok(!ticketSignatureValid(joinServicePublicKey(randomBytes(32)), 'rejoin', nodeKey, signed.ticket, signed.signature), 'another cluster');
   });
 
-  it('gives a worker its disk key, the measurement values, a kubelet certificate, a token and the discovery hash, but no CA files', async () => {
+  it('gives a worker its disk key, the measurement values, a kubelet certificate, a token, the discovery hash and the SSH CA, but no CA files', async () => {
     const request = hello({ certificateRequest: await kubeletCsr(['10.0.0.7']), nodeName: 'worker-7' });
     issuer.checkHello(request, 'join');
     const ticket = await issuer.joinTicket(request, config, [], { name: 'worker-7', role: 'worker', addresses: ['10.0.0.7'] });
@@ -54,6 +55,7 @@ describe('joinservice/ticket-issuer', () => {
     assert.equal(ticket.tokenExpiresAt, (TEST_NOW.getTime() + TOKEN_TTL_MS) / 1000);
     assert.equal(ticket.discoveryTokenCaCertHash, discoveryTokenCaCertHash(service.pki['ca.crt']));
     assert.deepEqual(ticket.controlPlaneFiles, []);
+    assert.equal(ticket.sshCaPublicKey.toString(), sshCaPublicKeyLine(deriveSshCa(service.masterSecret).publicKey), 'the emergency SSH CA of the master secret');
 
     const cert = new X509Certificate(ticket.kubeletCert);
     assert.ok(cert.verify(new X509Certificate(service.pki['ca.crt']).publicKey));

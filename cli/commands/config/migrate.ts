@@ -5,7 +5,7 @@ import { CONFIG_FILE } from '../../../lib/workspace/files.js';
 
 export default class ConfigMigrate extends BaseCommand<typeof ConfigMigrate> {
   static override summary = "Turn an upstream Constellation config (v2, v3 or v4 layout) into this CLI's, naming every key it cannot carry.";
-  static override description = `Reads a constellation-conf.yaml of upstream Constellation (the Go CLI, releases v2.x: layouts version v2, v3 and v4) and writes this CLI's config: the provider's settings, the cloud identities, node groups (v2 and v3's one instance type and disk for both groups), Kubernetes version where supported, tags, the attestation variant and its TCB minimums. Every key it does not carry is listed with the reason.
+  static override description = `Reads a constellation-conf.yaml of upstream Constellation (the Go CLI, releases v2.x: layouts version v2, v3 and v4) and writes this CLI's config: the provider's settings (aws, azure, gcp, and upstream's qemu as provider.qemu), the cloud identities, node groups (v2 and v3's one instance type and disk for both groups), Kubernetes version where supported, tags, the attestation variant and its TCB minimums. Every key it does not carry is listed with the reason.
 
 Two things never carry: upstream's \`image\` (a release of upstream's node images, which this CLI does not run) and those images' measurements (our images measure differently: carried, they would refuse every node). Give yours with --image and --measurements (the measurements.json that \`constellation image build\` writes), or fill them afterwards; what \`config validate\` would still refuse is listed after the migration.
 
@@ -25,7 +25,7 @@ It never overwrites a file without asking: the output (default: constellation-co
 
   static override flags = {
     out: Flags.string({ description: `Where the migrated config goes. Default: ${CONFIG_FILE} in the workspace (-C).`, helpValue: '<file>' }),
-    image: Flags.string({ description: 'Your node image for `image` (AMI id, Azure image id or GCE image URL).', helpValue: '<image>' }),
+    image: Flags.string({ description: 'Your node image for `image` (AMI id, Azure image id, GCE image URL, or for qemu an image folder or store version).', helpValue: '<image>' }),
     measurements: Flags.string({ description: "Your image's measurements.json (written by `constellation image build`).", helpValue: '<file>' }),
     set: Flags.string({ description: 'Set a key of the migrated config, as key.path=value; repeatable.', helpValue: '<key=value>', multiple: true }),
     yes: Flags.boolean({ char: 'y', description: 'Replace an existing output file without asking.' }),

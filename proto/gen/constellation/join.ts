@@ -75,6 +75,11 @@ export interface JoinTicket {
    * which the node adds itself as a member (learner first).
    */
   storeEndpoints: string[];
+  /**
+   * The cluster's emergency SSH CA public key, one authorized_keys line (upstream's authorized_ca_public_key): the
+   * node's SSH server trusts it as TrustedUserCAKeys. Derived from the master secret (lib/ssh/certificate.ts).
+   */
+  sshCaPublicKey: Buffer;
 }
 
 /** Plaintext of the sealed ticket of IssueRejoinTicket. */
@@ -550,6 +555,7 @@ function createBaseJoinTicket(): JoinTicket {
     kubernetesVersion: "",
     tokenExpiresAt: 0,
     storeEndpoints: [],
+    sshCaPublicKey: Buffer.alloc(0),
   };
 }
 
@@ -587,6 +593,9 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     }
     for (const v of message.storeEndpoints) {
       writer.uint32(90).string(v!);
+    }
+    if (message.sshCaPublicKey.length !== 0) {
+      writer.uint32(106).bytes(message.sshCaPublicKey);
     }
     return writer;
   },
@@ -692,6 +701,14 @@ export const JoinTicket: MessageFns<JoinTicket> = {
             message.storeEndpoints.push(reader.string());
             continue;
           }
+          case 13: {
+            if (tag !== 106) {
+              break;
+            }
+
+            message.sshCaPublicKey = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -757,6 +774,11 @@ export const JoinTicket: MessageFns<JoinTicket> = {
         : globalThis.Array.isArray(object?.store_endpoints)
         ? object.store_endpoints.map((e: any) => globalThis.String(e))
         : [],
+      sshCaPublicKey: isSet(object.sshCaPublicKey)
+        ? Buffer.from(bytesFromBase64(object.sshCaPublicKey))
+        : isSet(object.ssh_ca_public_key)
+        ? Buffer.from(bytesFromBase64(object.ssh_ca_public_key))
+        : Buffer.alloc(0),
     };
   },
 
@@ -795,6 +817,9 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     if (message.storeEndpoints?.length) {
       obj.storeEndpoints = message.storeEndpoints;
     }
+    if (message.sshCaPublicKey.length !== 0) {
+      obj.sshCaPublicKey = base64FromBytes(message.sshCaPublicKey);
+    }
     return obj;
   },
 
@@ -814,6 +839,7 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     message.kubernetesVersion = object.kubernetesVersion ?? "";
     message.tokenExpiresAt = object.tokenExpiresAt ?? 0;
     message.storeEndpoints = object.storeEndpoints?.map((e) => e) || [];
+    message.sshCaPublicKey = object.sshCaPublicKey ?? Buffer.alloc(0);
     return message;
   },
 };

@@ -1,0 +1,190 @@
+/**
+ * Emergency SSH access (docs/workflows/emergency-ssh.md), as upstream Constellation's `constellation ssh`
+ * (cli/internal/cmd/ssh.go there): a cluster-wide SSH certificate authority whose Ed25519 key is derived from the
+ * master secret, and OpenSSH user certificates it signs for a user's own public key.
+ *
+ * - The CA key's 32-byte seed is HKDF-SHA256(masterKey, masterSalt, "key-ca_emergency_ssh", 32): upstream's
+ *   `crypto.DEKPrefix + constants.SSHCAKeySuffix` through its cluster KMS (`GetDEK`), used as the Ed25519 seed
+ *   (`crypto.GenerateEmergencySSHCAKey`). The same master secret gives the same CA here and upstream, and every
+ *   holder of the master secret (the CLI, the first control plane at init, every join service) derives the same
+ *   CA, so nodes need no other key to trust it.
+ * - A certificate is for the principal `root`, valid from now for 24 hours (upstream's validity), with the
+ *   extensions `permit-port-forwarding` and `permit-pty` (upstream's), and no critical options.
+ *
+ * Why our own encoder: the OpenSSH certificate format (PROTOCOL.certkeys in OpenSSH's sources) is a short sequence
+ * of SSH wire strings and integers, signed with the CA key; node:crypto signs Ed25519. The npm libraries that write
+ * certificates (sshpk) would be a dependency for ~100 lines. The tests cross-check every certificate with
+ * `ssh-keygen -L` and with a real sshd that accepts it.
+ */
+import { createPrivateKey, createPublicKey, randomBytes, sign, type KeyObject } from 'node:crypto';
+import { UserError } from '../errors.js';
+import { hkdfSha256, type MasterSecret } from '../kms/keys.js';
+
+/** HKDF info of the CA key's seed: upstream's DEKPrefix "key-" + SSHCAKeySuffix "ca_emergency_ssh". */
+export const SSH_CA_KEY_INFO = 'key-ca_emergency_ssh';
+export const SSH_CA_SEED_LENGTH = 32;
+/** Upstream's validity of an emergency certificate. */
+export const SSH_CERTIFICATE_VALIDITY_SECONDS = 24 * 60 * 60;
+/** The user a certificate lets in (upstream's only principal). */
+export const SSH_CERTIFICATE_PRINCIPALS: readonly string[] = ['root'];
+/** Sorted by name, as PROTOCOL.certkeys requires. */
+const EXTENSIONS = ['permit-port-forwarding', 'permit-pty'];
+const SSH_CERT_TYPE_USER = 1;
+const ED25519 = 'ssh-ed25519';
+/** PKCS#8 DER of an Ed25519 private key, up to the 32-byte seed (RFC 8410). */
+const PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
+/** SubjectPublicKeyInfo DER of an Ed25519 public key, up to the 32-byte key (RFC 8410). */
+const SPKI_PREFIX = Buffer.from('302a300506032b6570032100', 'hex');
+
+/** Public key types a certificate can be made for (OpenSSH's), each with its certificate type. */
+const KEY_TYPES = [
+  'ssh-ed25519',
+  'ssh-rsa',
+  'ecdsa-sha2-nistp256',
+  'ecdsa-sha2-nistp384',
+  'ecdsa-sha2-nistp521',
+  'sk-ssh-ed25519@openssh.com',
+  'sk-ecdsa-sha2-nistp256@openssh.com',
+];
+
+export interface SshCa {
+  /** The CA's private key (never leaves the process that derived it). */
+  privateKey: KeyObject;
+  /** The raw 32-byte Ed25519 public key. */
+  publicKey: Uint8Array;
+}
+
+/** The cluster's emergency SSH CA, from the master secret. */
+export function deriveSshCa(master: MasterSecret): SshCa {
+  const seed = hkdfSha256(master.key, master.salt, SSH_CA_KEY_INFO, SSH_CA_SEED_LENGTH);
+  const privateKey = createPrivateKey({ key: Buffer.concat([PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
+  const spki = createPublicKey(privateKey).export({ format: 'der', type: 'spki' });
+  return { privateKey, publicKey: new Uint8Array(spki.subarray(SPKI_PREFIX.length)) };
+}
+
+/** The CA's public key as one authorized_keys line ("ssh-ed25519 AAAA… comment\n"): what sshd's TrustedUserCAKeys reads. */
+export function sshCaPublicKeyLine(publicKey: Uint8Array, comment = 'constellation-emergency-ssh-ca'): string {
+  return `${ED25519} ${Buffer.from(ed25519Blob(publicKey)).toString('base64')} ${comment}\n`;
+}
+
+export interface ParsedPublicKey {
+  type: string;
+  /** The SSH wire encoding of the key (string type, then the type's fields). */
+  blob: Uint8Array;
+  comment: string;
+}
+
+/** One OpenSSH public key line ("<type> <base64> [comment]"), as in id_ed25519.pub; `file` only names it in messages. */
+export function parseSshPublicKey(text: string, file: string): ParsedPublicKey {
+  const hint = 'Pass the public half of an SSH key (the .pub file, e.g. ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.';
+  if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(text)) {
+    throw new UserError(`${file} is a private key; constellation ssh needs the public key.`, { hint });
+  }
+  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
+  if (lines.length !== 1) throw new UserError(`${file} is not one SSH public key (it has ${lines.length} key lines).`, { hint });
+  const [type, base64, ...rest] = lines[0].split(/\s+/);
+  if (type.includes('-cert-v01@')) throw new UserError(`${file} is an SSH certificate, not a public key.`, { hint });
+  if (!KEY_TYPES.includes(type)) {
+    throw new UserError(`${file} holds a key of type "${type.slice(0, 40)}", which is not an SSH public key type this command signs.`, {
+      hint: `Supported types: ${KEY_TYPES.join(', ')}. ${hint}`,
+    });
+  }
+  const blob = base64 && /^[A-Za-z0-9+/]+={0,2}$/.test(base64) ? Buffer.from(base64, 'base64') : Buffer.alloc(0);
+  const reader = new WireReader(blob);
+  let blobType: string;
+  try {
+    blobType = reader.string().toString('utf8');
+  } catch {
+    blobType = '';
+  }
+  if (blobType !== type || reader.remaining() === 0) throw new UserError(`${file} has a damaged ${type} key (its base64 part does not hold a ${type} key).`, { hint });
+  return { type, blob: new Uint8Array(blob), comment: rest.join(' ') };
+}
+
+export interface CertificateOptions {
+  /** Seconds since the epoch from which the certificate is valid (upstream: now). */
+  validAfter: number;
+  /** Seconds since the epoch until which it is valid (upstream: now + 24 h). */
+  validBefore: number;
+  /** OpenSSH's key ID, which sshd logs on every login with the certificate. */
+  keyId: string;
+  principals?: readonly string[];
+  serial?: bigint;
+  /** 32 random bytes by default. */
+  nonce?: Uint8Array;
+}
+
+/** The certificate type name of a key type: "ssh-ed25519" → "ssh-ed25519-cert-v01@openssh.com". */
+export function certificateType(keyType: string): string {
+  return keyType.endsWith('@openssh.com') ? keyType.replace('@openssh.com', '-cert-v01@openssh.com') : `${keyType}-cert-v01@openssh.com`;
+}
+
+/** An OpenSSH user certificate for `key`, signed by `ca`, as the one line of an id_*-cert.pub file. */
+export function signUserCertificate(ca: SshCa, key: ParsedPublicKey, options: CertificateOptions): string {
+  if (!(options.validAfter < options.validBefore)) throw new Error('a certificate must be valid for some time');
+  const certType = certificateType(key.type);
+  const keyFields = key.blob.subarray(new WireReader(Buffer.from(key.blob)).skipString());
+  const body = Buffer.concat([
+    wireString(certType),
+    wireString(options.nonce ?? randomBytes(32)),
+    keyFields,
+    uint64(options.serial ?? 0n),
+    uint32(SSH_CERT_TYPE_USER),
+    wireString(options.keyId),
+    wireString(Buffer.concat((options.principals ?? SSH_CERTIFICATE_PRINCIPALS).map((p) => wireString(p)))),
+    uint64(BigInt(options.validAfter)),
+    uint64(BigInt(options.validBefore)),
+    wireString(Buffer.alloc(0)), // critical options: none
+    wireString(Buffer.concat(EXTENSIONS.map((name) => Buffer.concat([wireString(name), wireString(Buffer.alloc(0))])))),
+    wireString(Buffer.alloc(0)), // reserved
+    wireString(ed25519Blob(ca.publicKey)),
+  ]);
+  const signature = sign(null, body, ca.privateKey);
+  const cert = Buffer.concat([body, wireString(Buffer.concat([wireString(ED25519), wireString(signature)]))]);
+  return `${certType} ${cert.toString('base64')}${key.comment ? ` ${key.comment}` : ''}\n`;
+}
+
+function ed25519Blob(publicKey: Uint8Array): Buffer {
+  return Buffer.concat([wireString(ED25519), wireString(publicKey)]);
+}
+
+function wireString(data: string | Uint8Array): Buffer {
+  const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
+  return Buffer.concat([uint32(bytes.length), bytes]);
+}
+
+function uint32(value: number): Buffer {
+  const out = Buffer.alloc(4);
+  out.writeUInt32BE(value);
+  return out;
+}
+
+function uint64(value: bigint): Buffer {
+  const out = Buffer.alloc(8);
+  out.writeBigUInt64BE(value);
+  return out;
+}
+
+class WireReader {
+  private offset = 0;
+  constructor(private readonly data: Buffer) {}
+
+  /** The next SSH wire string's bytes. */
+  string(): Buffer {
+    const start = this.offset + 4;
+    return this.data.subarray(start, this.skipString());
+  }
+
+  /** Moves past one string; returns the offset after it. */
+  skipString(): number {
+    if (this.offset + 4 > this.data.length) throw new Error('truncated');
+    const length = this.data.readUInt32BE(this.offset);
+    if (this.offset + 4 + length > this.data.length) throw new Error('truncated');
+    this.offset += 4 + length;
+    return this.offset;
+  }
+
+  remaining(): number {
+    return this.data.length - this.offset;
+  }
+}

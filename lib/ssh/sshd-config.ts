@@ -1,0 +1,46 @@
+/**
+ * The sshd configuration of a node's emergency SSH server (docs/workflows/emergency-ssh.md), as upstream's
+ * image/sysroot-tree/etc/ssh/sshd_config: the node's own host key, `TrustedUserCAKeys` = the cluster's emergency
+ * SSH CA (./certificate.ts; the file the node writes at init or join), and nothing else lets anyone in: no
+ * passwords, no keyboard-interactive, no authorized_keys files, no host-based login. Only a certificate signed by
+ * that CA, for a listed principal, within its validity, opens a session.
+ *
+ * A node gets the CA's public key when it enters the cluster: the first control plane derives it from the master
+ * secret at init, every other node receives it in its join ticket; both write it to NODE_SSH_CA_FILE on the state
+ * disk, where a rebooted node finds it again.
+ */
+
+/** Where a node keeps the CA's public key, below its state disk's mount (upstream: /var/run/state/ssh/ssh_ca.pub). */
+export const NODE_SSH_CA_FILE = 'ssh/ssh_ca.pub';
+
+export interface SshdConfigOptions {
+  /** The node's SSH host private key. */
+  hostKeyFile: string;
+  /** The CA public key line the node received (TrustedUserCAKeys). */
+  trustedUserCaKeysFile: string;
+  listenAddress?: string;
+  port?: number;
+  /** sshd's PID file ('none': no file). */
+  pidFile?: string;
+}
+
+export function sshdConfig(options: SshdConfigOptions): string {
+  const lines = [
+    '# Emergency SSH access: only certificates signed by the cluster\'s SSH CA (constellation ssh).',
+    ...(options.listenAddress ? [`ListenAddress ${options.listenAddress}`] : []),
+    ...(options.port ? [`Port ${options.port}`] : []),
+    `HostKey ${options.hostKeyFile}`,
+    `TrustedUserCAKeys ${options.trustedUserCaKeysFile}`,
+    'PubkeyAuthentication yes',
+    'AuthorizedKeysFile none',
+    'AuthorizedPrincipalsFile none',
+    'PasswordAuthentication no',
+    'KbdInteractiveAuthentication no',
+    'HostbasedAuthentication no',
+    'PermitEmptyPasswords no',
+    'PermitRootLogin prohibit-password',
+    'UsePAM no',
+    `PidFile ${options.pidFile ?? 'none'}`,
+  ];
+  return `${lines.join('\n')}\n`;
+}
