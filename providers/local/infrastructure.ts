@@ -35,7 +35,7 @@ import {
   NETWORK_RESOURCE_ID,
   type NetworkOptions,
 } from './cloud.js';
-import { clusterSettings, ClusterStore, type ClusterRecord } from './cluster-record.js';
+import { clusterSettings, ClusterFile, type LocalClusterRecord } from './cluster-file.js';
 import { FileDigestCache } from './digest-cache.js';
 import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
 import { LocalImageStore } from './image-store.js';
@@ -133,13 +133,13 @@ export class LocalInfrastructure implements InfrastructureProvider {
     await ctx.journal.record({ kind: 'local:cluster', id: CLUSTER_RESOURCE_ID, name: LOCAL_DIR, data: { dir: paths.dir } });
     await fs.mkdir(paths.nodesDir, { recursive: true, mode: 0o700 });
 
-    let store = await ClusterStore.load(paths);
-    if (store && store.record.uid !== request.uid) {
-      throw new UserError(`This workspace already has a local cluster (uid ${store.record.uid}).`, {
+    let file = await ClusterFile.load(paths);
+    if (file && file.record.uid !== request.uid) {
+      throw new UserError(`This workspace already has a local cluster (uid ${file.record.uid}).`, {
         hint: 'Terminate it first (constellation terminate), or use another workspace (-C <dir>).',
       });
     }
-    store ??= await ClusterStore.create(paths, {
+    file ??= await ClusterFile.create(paths, {
       version: 1,
       uid: request.uid,
       name: request.name,
@@ -153,7 +153,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       nextNodeIndex: {},
       nodes: {},
     });
-    await store.update((r) => {
+    await file.update((r) => {
       r.initSecretHash = request.initSecretHash;
       r.joinServiceKey = request.joinServiceKey;
       r.kubernetesBackend = kubernetesBackendOf(request);
@@ -164,80 +164,80 @@ export class LocalInfrastructure implements InfrastructureProvider {
         for (let n = this.groupMembers(r, group).length; n < spec.count; n++) this.addNode(r, group);
       }
     });
-    const names = Object.keys(store.record.nodes);
+    const names = Object.keys(file.record.nodes);
     ctx.progress?.(`starting ${names.length} nodes`);
     // The network (which fixes the address range) and the cloud daemon start while the nodes' TPMs are made; each
     // node is plugged into the network as soon as it exists.
-    const network = ensureNetwork(store, ctx, this.network);
+    const network = ensureNetwork(file, ctx, this.network);
     network.catch(() => undefined); // its failure is reported by those who wait for it
     const [cloud, ...plugged] = await settleAll([
-      ensureCloud(store, ctx, this.network, () => network),
-      ...names.map((name) => this.prepareNode(store, name, ctx, network)),
+      ensureCloud(file, ctx, this.network, () => network),
+      ...names.map((name) => this.prepareNode(file, name, ctx, network)),
     ]);
-    await cloud.control.setCluster(clusterSettings(store.record));
-    await settleAll(names.map((name, i) => this.bootNode(store, name, cloud.control, ctx, { plugged: plugged[i] })));
-    const gateway = gatewayAddress(store.record.prefix as string);
+    await cloud.control.setCluster(clusterSettings(file.record));
+    await settleAll(names.map((name, i) => this.bootNode(file, name, cloud.control, ctx, { plugged: plugged[i] })));
+    const gateway = gatewayAddress(file.record.prefix as string);
     return {
       clusterEndpoint: gateway,
       inClusterEndpoint: gateway,
       apiServerCertSANs: [gateway],
-      providerState: { prefix: store.record.prefix, metadataUrl: cloud.control.metadataUrl, dir: LOCAL_DIR },
+      providerState: { prefix: file.record.prefix, metadataUrl: cloud.control.metadataUrl, dir: LOCAL_DIR },
     };
   }
 
   async listInstances(ctx: ProviderContext): Promise<Instance[]> {
-    const store = await ClusterStore.load(clusterPaths(ctx.workspaceDir));
-    if (!store) return [];
-    return Promise.all(Object.keys(store.record.nodes).sort().map((name) => this.instance(store, name, ctx)));
+    const file = await ClusterFile.load(clusterPaths(ctx.workspaceDir));
+    if (!file) return [];
+    return Promise.all(Object.keys(file.record.nodes).sort().map((name) => this.instance(file, name, ctx)));
   }
 
   async scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
     if (!Number.isInteger(count) || count < 0) throw new UserError(`A node group's size must be a whole number >= 0, not ${count}.`);
-    const store = await this.requireStore(ctx);
-    const group = store.record.nodeGroups[nodeGroup];
+    const file = await this.requireClusterFile(ctx);
+    const group = file.record.nodeGroups[nodeGroup];
     if (!group) {
       throw new UserError(`The local cluster has no node group "${nodeGroup}".`, {
-        hint: `Its node groups: ${Object.keys(store.record.nodeGroups).join(', ')}.`,
+        hint: `Its node groups: ${Object.keys(file.record.nodeGroups).join(', ')}.`,
       });
     }
-    const cloud = await this.cloud(store, ctx);
-    const members = this.groupMembers(store.record, nodeGroup);
+    const cloud = await this.cloud(file, ctx);
+    const members = this.groupMembers(file.record, nodeGroup);
     const added: string[] = [];
-    await store.update((r) => {
+    await file.update((r) => {
       r.nodeGroups[nodeGroup].count = count;
       for (let n = members.length; n < count; n++) added.push(this.addNode(r, nodeGroup));
     });
     await settleAll([
-      ...added.map((name) => this.ensureNode(store, name, cloud, ctx)),
-      ...members.slice(count).map((name) => this.removeNode(store, name, cloud, ctx)),
+      ...added.map((name) => this.ensureNode(file, name, cloud, ctx)),
+      ...members.slice(count).map((name) => this.removeNode(file, name, cloud, ctx)),
     ]);
   }
 
   /** One more node in the group, booted (an upgrade's replacement: the caller removes the old node once it joined). */
   async addInstance(nodeGroup: string, ctx: ProviderContext): Promise<Instance> {
-    const store = await this.requireStore(ctx);
-    if (!store.record.nodeGroups[nodeGroup]) throw new UserError(`The local cluster has no node group "${nodeGroup}".`);
-    const cloud = await this.cloud(store, ctx);
+    const file = await this.requireClusterFile(ctx);
+    if (!file.record.nodeGroups[nodeGroup]) throw new UserError(`The local cluster has no node group "${nodeGroup}".`);
+    const cloud = await this.cloud(file, ctx);
     let name = '';
-    await store.update((r) => {
+    await file.update((r) => {
       name = this.addNode(r, nodeGroup);
     });
-    await this.ensureNode(store, name, cloud, ctx);
-    return this.instance(store, name, ctx);
+    await this.ensureNode(file, name, cloud, ctx);
+    return this.instance(file, name, ctx);
   }
 
   /** Removes one node: the load balancer stops sending to it first, then its processes and folders go. */
   async removeInstance(id: string, ctx: ProviderContext): Promise<void> {
-    const store = await this.requireStore(ctx);
-    if (!store.record.nodes[id]) return; // gone already (a repeated call)
-    await this.removeNode(store, id, await this.cloud(store, ctx), ctx);
+    const file = await this.requireClusterFile(ctx);
+    if (!file.record.nodes[id]) return; // gone already (a repeated call)
+    await this.removeNode(file, id, await this.cloud(file, ctx), ctx);
   }
 
   async drainInstance(id: string, ctx: ProviderContext): Promise<void> {
-    const store = await this.requireStore(ctx);
-    const node = store.record.nodes[id];
+    const file = await this.requireClusterFile(ctx);
+    const node = file.record.nodes[id];
     if (!node || node.drained) return;
-    await this.drain(store, id, await this.cloud(store, ctx));
+    await this.drain(file, id, await this.cloud(file, ctx));
   }
 
   /**
@@ -246,19 +246,19 @@ export class LocalInfrastructure implements InfrastructureProvider {
    * again. A stopped node is started.
    */
   async rebootNodes(names: string[], ctx: ProviderContext): Promise<void> {
-    const store = await this.requireStore(ctx);
-    for (const name of names) this.requireNode(store, name);
-    const cloud = await this.cloud(store, ctx);
-    await settleAll(names.map((name) => this.ensureNode(store, name, cloud, ctx, { reboot: true })));
+    const file = await this.requireClusterFile(ctx);
+    for (const name of names) this.requireNode(file, name);
+    const cloud = await this.cloud(file, ctx);
+    await settleAll(names.map((name) => this.ensureNode(file, name, cloud, ctx, { reboot: true })));
   }
 
   /** Powers nodes off: every process of each node stops, its TPM too; its folders (TPM state, state disk) stay. */
   async stopNodes(names: string[], ctx: ProviderContext): Promise<void> {
-    const store = await this.requireStore(ctx);
-    for (const name of names) this.requireNode(store, name);
+    const file = await this.requireClusterFile(ctx);
+    for (const name of names) this.requireNode(file, name);
     await settleAll(
       names.map(async (name) => {
-        const node = store.record.nodes[name];
+        const node = file.record.nodes[name];
         ctx.progress?.(`stopping ${name}`);
         // The recorded PIDs stay: they no longer run, so the instance reads as stopped, and start makes new ones.
         await stopOwnedProcesses(nodePaths(ctx.workspaceDir, name).dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
@@ -268,33 +268,33 @@ export class LocalInfrastructure implements InfrastructureProvider {
 
   /** Powers nodes on: their TPM starts and they boot (measured by the launcher); a running node is left alone. */
   async startNodes(names: string[], ctx: ProviderContext): Promise<void> {
-    const store = await this.requireStore(ctx);
-    for (const name of names) this.requireNode(store, name);
-    const cloud = await this.cloud(store, ctx);
-    await settleAll(names.map((name) => this.ensureNode(store, name, cloud, ctx)));
+    const file = await this.requireClusterFile(ctx);
+    for (const name of names) this.requireNode(file, name);
+    const cloud = await this.cloud(file, ctx);
+    await settleAll(names.map((name) => this.ensureNode(file, name, cloud, ctx)));
   }
 
   /** The names of the cluster's nodes of a role. */
   async nodeNames(ctx: ProviderContext, role?: 'control-plane' | 'worker'): Promise<string[]> {
-    const store = await this.requireStore(ctx);
-    return Object.keys(store.record.nodes)
-      .filter((name) => role === undefined || store.record.nodes[name].role === role)
+    const file = await this.requireClusterFile(ctx);
+    return Object.keys(file.record.nodes)
+      .filter((name) => role === undefined || file.record.nodes[name].role === role)
       .sort();
   }
 
   /** The metadata stops serving the init-secret hash (the record keeps that, so a restarted cloud daemon does too). */
   async markInitialized(ctx: ProviderContext): Promise<void> {
-    const store = await this.requireStore(ctx);
-    if (!store.record.initialized) await store.update((r) => void (r.initialized = true));
-    const cloud = await this.cloud(store, ctx);
-    await cloud.setCluster(clusterSettings(store.record));
+    const file = await this.requireClusterFile(ctx);
+    if (!file.record.initialized) await file.update((r) => void (r.initialized = true));
+    const cloud = await this.cloud(file, ctx);
+    await cloud.setCluster(clusterSettings(file.record));
   }
 
   async terminate(ctx: ProviderContext): Promise<void> {
     const paths = clusterPaths(ctx.workspaceDir);
-    let record: ClusterRecord | undefined;
+    let record: LocalClusterRecord | undefined;
     try {
-      record = (await ClusterStore.load(paths))?.record;
+      record = (await ClusterFile.load(paths))?.record;
     } catch (err) {
       // A broken cluster.json must not keep anything alive: the journal and the owner marks still find it all.
       ctx.log.warn('local cluster record unreadable; terminating from the journal and the process table', { error: String(err) });
@@ -334,32 +334,32 @@ export class LocalInfrastructure implements InfrastructureProvider {
     for (const r of journal) await ctx.journal.remove(r.id);
   }
 
-  protected async requireStore(ctx: ProviderContext): Promise<ClusterStore> {
-    const store = await ClusterStore.load(clusterPaths(ctx.workspaceDir));
-    if (!store) {
+  protected async requireClusterFile(ctx: ProviderContext): Promise<ClusterFile> {
+    const file = await ClusterFile.load(clusterPaths(ctx.workspaceDir));
+    if (!file) {
       throw new UserError(`The workspace ${ctx.workspaceDir} has no local cluster.`, { hint: 'Create one first (constellation create).' });
     }
-    return store;
+    return file;
   }
 
-  protected requireNode(store: ClusterStore, name: string): ClusterRecord['nodes'][string] {
-    const node = store.record.nodes[name];
+  protected requireNode(file: ClusterFile, name: string): LocalClusterRecord['nodes'][string] {
+    const node = file.record.nodes[name];
     if (!node) {
       throw new UserError(`The local cluster has no node "${name}".`, {
-        hint: `Its nodes: ${Object.keys(store.record.nodes).sort().join(', ') || 'none'}.`,
+        hint: `Its nodes: ${Object.keys(file.record.nodes).sort().join(', ') || 'none'}.`,
       });
     }
     return node;
   }
 
   /** The cloud daemon's control client; a freshly (re)started daemon gets every recorded node registered again. */
-  protected async cloud(store: ClusterStore, ctx: ProviderContext): Promise<CloudControl> {
-    const { control, started } = await ensureCloud(store, ctx, this.network);
+  protected async cloud(file: ClusterFile, ctx: ProviderContext): Promise<CloudControl> {
+    const { control, started } = await ensureCloud(file, ctx, this.network);
     if (started) {
-      await control.setCluster(clusterSettings(store.record));
-      for (const [name, node] of Object.entries(store.record.nodes)) {
+      await control.setCluster(clusterSettings(file.record));
+      for (const [name, node] of Object.entries(file.record.nodes)) {
         if (node.akPublic && !node.drained) {
-          await control.registerNode(name, { role: node.role, group: node.group, address: this.address(store.record, name), akPublic: node.akPublic });
+          await control.registerNode(name, { role: node.role, group: node.group, address: this.address(file.record, name), akPublic: node.akPublic });
         }
       }
     }
@@ -367,11 +367,11 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /** The cluster's network; its id exists once ensureCloud ran (which every operation that boots nodes calls first). */
-  protected clusterNetwork(store: ClusterStore): ClusterNetwork {
-    return new ClusterNetwork(store.record.netId as string);
+  protected clusterNetwork(file: ClusterFile): ClusterNetwork {
+    return new ClusterNetwork(file.record.netId as string);
   }
 
-  private groupMembers(record: ClusterRecord, group: string): string[] {
+  private groupMembers(record: LocalClusterRecord, group: string): string[] {
     const index = (name: string) => Number(name.slice(name.lastIndexOf('-') + 1));
     return Object.keys(record.nodes)
       .filter((name) => record.nodes[name].group === group)
@@ -399,7 +399,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /** Plans a node of the group (name and address) in the record; names are never reused within a cluster. */
-  private addNode(record: ClusterRecord, group: string): string {
+  private addNode(record: LocalClusterRecord, group: string): string {
     const role = record.nodeGroups[group].role;
     const index = record.nextNodeIndex[role] ?? 0;
     const name = `${role}-${index}`;
@@ -412,8 +412,8 @@ export class LocalInfrastructure implements InfrastructureProvider {
     return name;
   }
 
-  private async instance(store: ClusterStore, name: string, ctx: ProviderContext): Promise<Instance> {
-    const node = store.record.nodes[name];
+  private async instance(file: ClusterFile, name: string, ctx: ProviderContext): Promise<Instance> {
+    const node = file.record.nodes[name];
     const dir = nodePaths(ctx.workspaceDir, name).dir;
     let state: InstanceState = 'pending';
     if (node.launcherPid !== undefined) state = (await isOwnedBy(node.launcherPid, dir)) ? 'running' : 'stopped';
@@ -422,7 +422,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
       name,
       role: node.role,
       nodeGroup: node.group,
-      privateIp: this.address(store.record, name),
+      privateIp: this.address(file.record, name),
       state,
       image: node.image ?? LOCAL_BUILD_IMAGE,
       ...(node.createdAt ? { createdAt: node.createdAt } : {}),
@@ -430,18 +430,18 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /** The node's address; empty while the cluster has no address range yet (create was interrupted before). */
-  protected address(record: ClusterRecord, name: string): string {
+  protected address(record: LocalClusterRecord, name: string): string {
     return record.prefix ? nodeAddress(record.prefix, record.nodes[name].host) : '';
   }
 
   /** Brings one node to "running": prepareNode, then bootNode. */
-  private async ensureNode(store: ClusterStore, name: string, cloud: CloudControl, ctx: ProviderContext, options: { reboot?: boolean } = {}): Promise<void> {
-    await this.prepareNode(store, name, ctx);
-    await this.bootNode(store, name, cloud, ctx, options);
+  private async ensureNode(file: ClusterFile, name: string, cloud: CloudControl, ctx: ProviderContext, options: { reboot?: boolean } = {}): Promise<void> {
+    await this.prepareNode(file, name, ctx);
+    await this.bootNode(file, name, cloud, ctx, options);
   }
 
-  protected async recordNode(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
-    const node = store.record.nodes[name];
+  protected async recordNode(file: ClusterFile, name: string, ctx: ProviderContext): Promise<void> {
+    const node = file.record.nodes[name];
     await ctx.journal.record({
       kind: 'local:node',
       id: nodeResourceId(name),
@@ -457,23 +457,23 @@ export class LocalInfrastructure implements InfrastructureProvider {
    * cloud daemon starts. Given the network that is being made, it also plugs a node that is not running into it
    * meanwhile, and tells whether it did.
    */
-  private async prepareNode(store: ClusterStore, name: string, ctx: ProviderContext, network?: Promise<ClusterNetwork>): Promise<boolean> {
+  private async prepareNode(file: ClusterFile, name: string, ctx: ProviderContext, network?: Promise<ClusterNetwork>): Promise<boolean> {
     ctx.signal?.throwIfAborted();
-    const node = store.record.nodes[name];
+    const node = file.record.nodes[name];
     const running = node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, nodePaths(ctx.workspaceDir, name).dir));
     const plug = async () => {
       if (!network || running) return false;
-      await this.plug(await network, name, node.host, this.address(store.record, name));
+      await this.plug(await network, name, node.host, this.address(file.record, name));
       return true;
     };
-    const [, plugged] = await settleAll([this.prepareTpm(store, name, ctx), plug()]);
+    const [, plugged] = await settleAll([this.prepareTpm(file, name, ctx), plug()]);
     return plugged;
   }
 
-  private async prepareTpm(store: ClusterStore, name: string, ctx: ProviderContext): Promise<void> {
-    const node = store.record.nodes[name];
+  private async prepareTpm(file: ClusterFile, name: string, ctx: ProviderContext): Promise<void> {
+    const node = file.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
-    await this.recordNode(store, name, ctx);
+    await this.recordNode(file, name, ctx);
     await fs.mkdir(np.tpmDir, { recursive: true, mode: 0o700 });
     await fs.mkdir(np.stateDisk, { recursive: true, mode: 0o700 });
 
@@ -483,16 +483,16 @@ export class LocalInfrastructure implements InfrastructureProvider {
     if (node.swtpmPid === undefined || !(await isOwnedBy(node.swtpmPid, np.dir)) || !(await pathExists(sockets.ctrlSocket))) {
       // A launcher without its TPM is useless, and an orphaned swtpm would hold the TPM state.
       await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
-      const swtpmPid = await this.startTpm(store, name, np);
-      await store.update(() => {
+      const swtpmPid = await this.startTpm(file, name, np);
+      await file.update(() => {
         node.swtpmPid = swtpmPid;
         node.launcherPid = undefined;
       });
-      await this.recordNode(store, name, ctx);
+      await this.recordNode(file, name, ctx);
     }
     if (node.akPublic === undefined) {
       const akPublic = Buffer.from(await readAttestationKey(sockets.serverSocket)).toString('base64');
-      await store.update(() => {
+      await file.update(() => {
         node.akPublic = akPublic;
       });
     }
@@ -507,7 +507,7 @@ export class LocalInfrastructure implements InfrastructureProvider {
    * Starts the node's swtpm, detached, and returns its PID. A process node's launcher talks to it on its server
    * socket (and resets it through the control socket when it boots the node).
    */
-  protected async startTpm(_store: ClusterStore, _name: string, np: NodePaths): Promise<number> {
+  protected async startTpm(_store: ClusterFile, _name: string, np: NodePaths): Promise<number> {
     const { startSwtpm } = await import('../../lib/tpm/swtpm.js');
     return (await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, detached: true })).pid;
   }
@@ -519,39 +519,39 @@ export class LocalInfrastructure implements InfrastructureProvider {
    * the TPM).
    */
   private async bootNode(
-    store: ClusterStore,
+    file: ClusterFile,
     name: string,
     cloud: CloudControl,
     ctx: ProviderContext,
     options: { reboot?: boolean; plugged?: boolean } = {},
   ): Promise<void> {
     ctx.signal?.throwIfAborted();
-    const node = store.record.nodes[name];
+    const node = file.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
-    const address = this.address(store.record, name);
+    const address = this.address(file.record, name);
     await writeFileAtomic(np.address, `${address}\n`);
     await cloud.registerNode(name, { role: node.role, group: node.group, address, akPublic: node.akPublic as string });
     if (node.drained) {
-      await store.update((r) => {
+      await file.update((r) => {
         delete r.nodes[name].drained; // started again: back in the load balancer
       });
     }
 
-    await this.startMachine(store, name, ctx, options);
+    await this.startMachine(file, name, ctx, options);
   }
 
   /**
    * Starts the node's machine in its namespace unless it runs (with `reboot`, also when it runs): for a process node
    * the launcher, which measures the image and runs the node program. Records the machine's PID as launcherPid.
    */
-  protected async startMachine(store: ClusterStore, name: string, ctx: ProviderContext, options: { reboot?: boolean; plugged?: boolean }): Promise<void> {
-    const node = store.record.nodes[name];
+  protected async startMachine(file: ClusterFile, name: string, ctx: ProviderContext, options: { reboot?: boolean; plugged?: boolean }): Promise<void> {
+    const node = file.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
-    const address = this.address(store.record, name);
+    const address = this.address(file.record, name);
     if (!options.reboot && node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, np.dir))) return;
     // Everything of the node but its TPM: the launcher, the node program and whatever that started.
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0], { keep: [node.swtpmPid as number] });
-    const network = this.clusterNetwork(store);
+    const network = this.clusterNetwork(file);
     if (!options.plugged) await network.plugNode(name, node.host, address);
     const { swtpmPaths } = await import('../../lib/tpm/swtpm.js');
     const tpm = swtpmPaths(np.tpmDir, np.socketDir);
@@ -561,13 +561,13 @@ export class LocalInfrastructure implements InfrastructureProvider {
       name,
       role: node.role,
       address,
-      metadataUrl: metadataUrl(store.record.prefix as string, store.record.metadataPort),
+      metadataUrl: metadataUrl(file.record.prefix as string, file.record.metadataPort),
       nodeDir: np.dir,
       stateDisk: np.stateDisk,
       stateDir: np.stateDir,
       tpm: { serverSocket: tpm.serverSocket, ctrlSocket: tpm.ctrlSocket },
       image: this.nodeImageOf(imageVersion),
-      kubernetesBackend: store.record.kubernetesBackend,
+      kubernetesBackend: file.record.kubernetesBackend,
       imageVersion,
       digestCache: this.digestCacheFile,
     };
@@ -583,10 +583,10 @@ export class LocalInfrastructure implements InfrastructureProvider {
       logFile: np.log,
       netns: network.nodeNetns(name),
     });
-    await store.update(() => {
+    await file.update(() => {
       node.launcherPid = pid;
     });
-    await this.recordNode(store, name, ctx);
+    await this.recordNode(file, name, ctx);
     await writeFileAtomic(np.launcherPid, `${pid}\n`);
     if (message.type === 'error') {
       throw new UserError(`Local node ${name} did not boot: ${message.message}`, { hint: `See its log: ${np.log}` });
@@ -595,23 +595,23 @@ export class LocalInfrastructure implements InfrastructureProvider {
   }
 
   /** The load balancer no longer picks the node; calls it is serving end before it goes, as a cloud LB drains a target. */
-  private async drain(store: ClusterStore, name: string, cloud: CloudControl): Promise<void> {
+  private async drain(file: ClusterFile, name: string, cloud: CloudControl): Promise<void> {
     await cloud.unregisterNode(name);
-    if (store.record.nodes[name].role === 'control-plane') await new Promise((resolve) => setTimeout(resolve, DRAIN_MS));
-    await store.update((r) => {
+    if (file.record.nodes[name].role === 'control-plane') await new Promise((resolve) => setTimeout(resolve, DRAIN_MS));
+    await file.update((r) => {
       r.nodes[name].drained = true;
     });
   }
 
-  private async removeNode(store: ClusterStore, name: string, cloud: CloudControl, ctx: ProviderContext): Promise<void> {
-    const node = store.record.nodes[name];
+  private async removeNode(file: ClusterFile, name: string, cloud: CloudControl, ctx: ProviderContext): Promise<void> {
+    const node = file.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
-    if (!node.drained) await this.drain(store, name, cloud);
+    if (!node.drained) await this.drain(file, name, cloud);
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
-    await this.clusterNetwork(store).unplugNode(name, node.host);
+    await this.clusterNetwork(file).unplugNode(name, node.host);
     await fs.rm(np.dir, { recursive: true, force: true, maxRetries: 5 });
     await fs.rm(np.socketDir, { recursive: true, force: true });
-    await store.update((r) => {
+    await file.update((r) => {
       delete r.nodes[name];
     });
     await ctx.journal.remove(nodeResourceId(name));

@@ -19,7 +19,7 @@ import { UserError } from '../../lib/errors.js';
 import { userConfigDir as defaultUserConfigDir } from '../../lib/user-config-dir.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type { CreateRequest, CreateResult, ProviderContext } from '../contract.js';
-import type { ClusterStore } from '../local/cluster-record.js';
+import type { ClusterFile } from '../local/cluster-file.js';
 import { LocalInfrastructure } from '../local/infrastructure.js';
 import { nodePaths, type NodePaths } from '../local/layout.js';
 import { requireRoot, type ClusterNetwork } from '../local/network.js';
@@ -132,8 +132,8 @@ export class QemuInfrastructure extends LocalInfrastructure {
   }
 
   /** The AK once (a short-lived swtpm on its server socket), then the node's swtpm for QEMU (control socket only). */
-  protected override async startTpm(store: ClusterStore, name: string, np: NodePaths): Promise<number> {
-    const node = store.record.nodes[name];
+  protected override async startTpm(file: ClusterFile, name: string, np: NodePaths): Promise<number> {
+    const node = file.record.nodes[name];
     const { startSwtpm } = await import('../../lib/tpm/swtpm.js');
     if (node.akPublic === undefined) {
       const swtpm = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir });
@@ -144,7 +144,7 @@ export class QemuInfrastructure extends LocalInfrastructure {
           const ak = await client.createAttestationKey();
           await client.flushContext(ak.handle);
           const akPublic = Buffer.from(ak.publicArea).toString('base64');
-          await store.update(() => {
+          await file.update(() => {
             node.akPublic = akPublic;
           });
         } finally {
@@ -157,8 +157,8 @@ export class QemuInfrastructure extends LocalInfrastructure {
     return (await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, detached: true, attach: 'vm' })).pid;
   }
 
-  protected override async startMachine(store: ClusterStore, name: string, ctx: ProviderContext, options: { reboot?: boolean; plugged?: boolean }): Promise<void> {
-    const node = store.record.nodes[name];
+  protected override async startMachine(file: ClusterFile, name: string, ctx: ProviderContext, options: { reboot?: boolean; plugged?: boolean }): Promise<void> {
+    const node = file.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
     const paths = vmPaths(np);
     if (node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, np.dir))) {
@@ -169,15 +169,15 @@ export class QemuInfrastructure extends LocalInfrastructure {
       return;
     }
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0], { keep: [node.swtpmPid as number] });
-    const network = this.clusterNetwork(store);
+    const network = this.clusterNetwork(file);
     if (!options.plugged) await this.plug(network, name, node.host);
     const image = await this.imageOf(node.image ?? this.imageVersion, ctx);
-    const stateDiskGB = store.record.nodeGroups[node.group]?.stateDiskSizeGB ?? 1;
+    const stateDiskGB = file.record.nodeGroups[node.group]?.stateDiskSizeGB ?? 1;
     await prepareVmFiles(paths, { imageRawDisk: image.rawDisk, stateDiskGB, firmwareVars: this.settings.firmwareVars });
     const choice = await this.accelFor(image);
     await writeFileAtomic(path.join(np.dir, 'accel'), `${choice.accel} (${choice.reason})\n`);
     const { swtpmPaths } = await import('../../lib/tpm/swtpm.js');
-    const address = this.address(store.record, name);
+    const address = this.address(file.record, name);
     ctx.progress?.(`booting VM ${name} (${choice.accel.toUpperCase()}: ${choice.reason})`);
     const pid = await startVm({
       owner: np.dir,
@@ -185,10 +185,10 @@ export class QemuInfrastructure extends LocalInfrastructure {
       args: qemuArgs(name, address, paths, swtpmPaths(np.tpmDir, np.socketDir).ctrlSocket, { ...this.settings, accel: choice.accel }),
       paths,
     });
-    await store.update(() => {
+    await file.update(() => {
       node.launcherPid = pid;
     });
-    await this.recordNode(store, name, ctx);
+    await this.recordNode(file, name, ctx);
     await writeFileAtomic(np.launcherPid, `${pid}\n`);
     ctx.log.debug('qemu node started', { name, address, qemuPid: pid, accel: choice.accel, image: image.dir });
   }

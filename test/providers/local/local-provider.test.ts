@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Instance } from '../../../providers/contract.js';
-import { ClusterStore } from '../../../providers/local/cluster-record.js';
+import { ClusterFile } from '../../../providers/local/cluster-file.js';
 import { expectedPcrValues, imageEventDigests } from '../../../providers/local/image-measurement.js';
 import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
 import { measureBoot, swtpmLauncherTpm } from '../../../providers/local/launcher.js';
@@ -85,7 +85,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   });
 
   it('runs each node in its own network namespace (in the root mount namespace), the cloud daemon in the gateway\'s', async () => {
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const store = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const network = new ClusterNetwork(store.record.netId as string);
     const rootMounts = await fs.readlink('/proc/self/ns/mnt');
     for (const [name, node] of Object.entries(store.record.nodes)) {
@@ -165,7 +165,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   });
 
   it('serves the registered AK of each node, and nothing for unknown instances', async () => {
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const store = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const registry = localAkRegistry(metadataUrl);
     for (const [name, node] of Object.entries(store.record.nodes)) {
       const ak = await registry.lookup(name);
@@ -212,14 +212,14 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('reboots a node: new processes, TPM reset, PCRs measured again', async () => {
     const before = await byName('worker-0');
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const store = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const oldLauncher = store.record.nodes['worker-0'].launcherPid as number;
     const oldSwtpm = store.record.nodes['worker-0'].swtpmPid as number;
     await waitForJson(`http://${before.privateIp}:9000/extend-pcr-12`);
     assert.notEqual((await info(before)).pcrs.sha256['12'], '0'.repeat(64));
 
     await infra.rebootNodes(['worker-0'], ctx);
-    const after = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const after = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     assert.notEqual(after.record.nodes['worker-0'].launcherPid, oldLauncher);
     assert.equal(after.record.nodes['worker-0'].swtpmPid, oldSwtpm, 'same TPM, reset');
     assert.equal(await isAlive(oldLauncher), false);
@@ -228,7 +228,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('stop powers a node off (its processes and TPM end, the instance is stopped); start boots it with the same AK', async () => {
     const akBefore = await localAkRegistry(metadataUrl).lookup('worker-0');
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const store = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const { launcherPid, swtpmPid } = store.record.nodes['worker-0'];
     await infra.stopNodes(['worker-0'], ctx);
     assert.equal((await byName('worker-0')).state, 'stopped');
@@ -243,7 +243,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('comes back after this machine restarted (every process and namespace gone): same range, nodes running', async () => {
     const before = await instances();
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const store = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const network = new ClusterNetwork(store.record.netId as string);
     await infra.stopNodes(before.map((i) => i.name), ctx);
     await stopOwnedProcesses(clusterPaths(ws).cloudOwner, [store.record.cloudPid as number]);
@@ -294,7 +294,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     assert.equal(await localAkRegistry(metadataUrl).lookup('worker-2'), undefined);
     assert.deepEqual(await findOwnedProcesses(nodePaths(ws, 'worker-2').dir), []);
     await assert.rejects(fs.stat(nodePaths(ws, 'worker-2').dir), { code: 'ENOENT' });
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const store = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     await assert.rejects(fs.stat(netnsPath(new ClusterNetwork(store.record.netId as string).nodeNetns('worker-2'))), { code: 'ENOENT' });
     await assert.rejects(infra.scaleNodeGroup('nope', 1, ctx), /no node group "nope"/);
   });
@@ -311,7 +311,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('terminates: no process, namespace, link or node folder left, journal emptied', async () => {
     const pids = await findOwnedProcesses(clusterPaths(ws).dir);
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const store = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const network = new ClusterNetwork(store.record.netId as string);
     // cloud daemon + per node: swtpm, and the launcher that runs the node program in its process
     assert.ok(pids.length >= 7, `expected the cluster's processes, found ${pids.length}`);
