@@ -38,7 +38,7 @@ export interface LaunchConfig {
   imageVersion: string;
 }
 
-/** Checks a parsed launch.json (written by the provider, ./infrastructure.ts); throws naming the first bad field. */
+/** Checks a parsed launch.json (written by the provider, ./process-machine.ts); throws naming the first bad field. */
 export function parseLaunchConfig(value: unknown): LaunchConfig {
   const object = (v: unknown, where: string): Record<string, unknown> => {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`launch config: ${where} must be an object`);
