@@ -6,7 +6,7 @@
 import type { Measurements } from '../../lib/attestation/types.js';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import { LocalCluster } from './cluster.js';
-import type { NodeImage } from './image-measurement.js';
+import type { NodeImage } from './image-pcrs.js';
 import { METADATA_PORT } from './layout.js';
 import { ADDRESS_POOL_ENV, DEFAULT_ADDRESS_POOL } from './network.js';
 import { defaultNodeProgram } from './node-program.js';

@@ -16,7 +16,7 @@ import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type { ProviderContext } from '../contract.js';
 import { metadataUrl } from './cloud.js';
 import { FileDigestCache } from './digest-cache.js';
-import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
+import { expectedImageMeasurements, type NodeImage } from './image-pcrs.js';
 import { LocalImageStore } from './image-store.js';
 import type { LaunchConfig } from './launcher.js';
 import type { NodePaths } from './layout.js';

@@ -7,7 +7,7 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Instance } from '../../../providers/contract.js';
 import { ClusterFile } from '../../../providers/local/cluster-file.js';
-import { expectedPcrValues, imageEventDigests } from '../../../providers/local/image-measurement.js';
+import { expectedPcrValues, imageEventDigests } from '../../../providers/local/image-pcrs.js';
 import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
 import { measureBoot, swtpmLauncherTpm } from '../../../providers/local/launcher.js';
 import { clusterPaths, LOAD_BALANCER_PORTS, METADATA_PORT, nodePaths } from '../../../providers/local/layout.js';
