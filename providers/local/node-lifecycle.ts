@@ -59,6 +59,9 @@ export interface NodeMachine {
   start(target: MachineNode, ctx: ProviderContext): Promise<{ pid: number; failure?: Error }>;
 }
 
+/** What the lifecycle needs of the cloud daemon's control API (./cloud.ts): the metadata server's node registry. */
+export type NodeRegistry = Pick<CloudControl, 'registerNode' | 'unregisterNode'>;
+
 const nodeResourceId = (name: string) => `local-node/${name}`;
 
 /** How long a removed control plane keeps serving the calls it has, after the load balancer stopped sending more. */
@@ -68,7 +71,7 @@ export class LocalNodeLifecycle {
   constructor(private readonly machine: NodeMachine) {}
 
   /** Brings one node to "running": prepare, then boot. */
-  async ensure(file: ClusterFile, name: string, cloud: CloudControl, ctx: ProviderContext, options: { reboot?: boolean } = {}): Promise<void> {
+  async ensure(file: ClusterFile, name: string, cloud: NodeRegistry, ctx: ProviderContext, options: { reboot?: boolean } = {}): Promise<void> {
     await this.prepare(file, name, ctx);
     await this.boot(file, name, cloud, ctx, options);
   }
@@ -99,7 +102,7 @@ export class LocalNodeLifecycle {
   async boot(
     file: ClusterFile,
     name: string,
-    cloud: CloudControl,
+    cloud: NodeRegistry,
     ctx: ProviderContext,
     options: { reboot?: boolean; plugged?: boolean } = {},
   ): Promise<void> {
@@ -146,7 +149,7 @@ export class LocalNodeLifecycle {
   }
 
   /** The load balancer no longer picks the node; calls it is serving end before it goes, as a cloud LB drains a target. */
-  async drain(file: ClusterFile, name: string, cloud: CloudControl): Promise<void> {
+  async drain(file: ClusterFile, name: string, cloud: NodeRegistry): Promise<void> {
     await cloud.unregisterNode(name);
     if (file.record.nodes[name].role === 'control-plane') await new Promise((resolve) => setTimeout(resolve, DRAIN_MS));
     await file.update((r) => {
@@ -155,7 +158,7 @@ export class LocalNodeLifecycle {
   }
 
   /** Removes one node: the load balancer stops sending to it first, then its processes, network links and folders go. */
-  async remove(file: ClusterFile, name: string, cloud: CloudControl, ctx: ProviderContext): Promise<void> {
+  async remove(file: ClusterFile, name: string, cloud: NodeRegistry, ctx: ProviderContext): Promise<void> {
     const node = file.record.nodes[name];
     if (!node.drained) await this.drain(file, name, cloud);
     await this.destroy(name, [node.launcherPid ?? 0, node.swtpmPid ?? 0], ctx, () => clusterNetwork(file).unplugNode(name, node.host));
