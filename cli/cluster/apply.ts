@@ -15,7 +15,7 @@ import { UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import type { InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
-import { clusterJournalView } from '../iam/journal-view.js';
+import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { createCluster, nodeGroupSpecs } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
 import { waitUntilJoined } from './mini.js';

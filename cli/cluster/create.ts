@@ -23,7 +23,7 @@ import { emptyState, readStateOrEmpty, statePath, writeState } from '../../lib/w
 import { editConfig } from '../../lib/config/edit.js';
 import { terminateCluster } from './terminate.js';
 import { TERMINATE_HINT, workspaceArg } from './next-steps.js';
-import { clusterJournalView } from '../iam/journal-view.js';
+import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
 

@@ -189,7 +189,7 @@ async function markInitialized(options: InitOptions): Promise<string[]> {
       const [{ workspaceInfrastructure }, { FileResourceJournal }, { clusterJournalView }] = await Promise.all([
         import('./provider.js'),
         import('../../lib/workspace/resource-journal.js'),
-        import('../iam/journal-view.js'),
+        import('../../lib/workspace/journal-views.js'),
       ]);
       const provider = await workspaceInfrastructure(workspaceDir);
       await provider.markInitialized?.({ journal: clusterJournalView(new FileResourceJournal(workspaceDir)), log, workspaceDir });

@@ -11,7 +11,7 @@
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { hasPowerControl, type InfrastructureProvider, type ProviderContext, type ResourceJournal } from '../../providers/contract.js';
-import { clusterJournalView } from '../iam/journal-view.js';
+import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import type { Clock, Sleep } from '../../lib/clock.js';

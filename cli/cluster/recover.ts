@@ -22,7 +22,7 @@ import type { Logger } from '../../lib/logging/index.js';
 import { masterSecretPath, readMasterSecret } from '../../lib/workspace/master-secret.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
-import { clusterJournalView } from '../iam/journal-view.js';
+import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { workspaceValidator } from './provider.js';
 import { getNodeStatus, VERIFY_PORT } from './status.js';
 import type { ValidatorFactory } from './verify.js';

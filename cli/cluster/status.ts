@@ -13,7 +13,7 @@ import type { AttestationOutcome, NodeStatus } from '../../proto/gen/constellati
 import type { Logger } from '../../lib/logging/index.js';
 import type { StoreHealth } from '../../lib/cluster-store/etcd-members.js';
 import { NO_QUORUM_MESSAGE } from '../../lib/cluster-store/types.js';
-import { clusterJournalView } from '../iam/journal-view.js';
+import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { trustedMeasurements, withWorkspaceStore, workspaceStoreHealth } from './store.js';
 
 export const VERIFY_PORT = 30081;

@@ -17,7 +17,7 @@ import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, STORE_CRE
 import { FileResourceJournal } from '../../lib/workspace/resource-journal.js';
 import { emptyState, readStateOrEmpty, statePath, writeState, type State } from '../../lib/workspace/state.js';
 import { infrastructureOptions, loadInfrastructure } from './provider.js';
-import { clusterJournalView } from '../iam/journal-view.js';
+import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 
 export interface TerminateOptions {
   workspaceDir: string;

@@ -39,7 +39,7 @@ import { pathExists, UPGRADE_JOURNAL_FILE } from '../../lib/workspace/files.js';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import type { Instance, InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
-import { clusterJournalView } from '../iam/journal-view.js';
+import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { onlyKubernetesDiffers, planKubernetesStep, upgradeControlPlanesInPlace, type KubernetesStep } from './kubernetes-upgrade.js';
 import { clusterStatus, configuredSoftware, getNodeStatus, VERIFY_PORT, type SoftwareVersions } from './status.js';
 import { newestFirst } from './newest-first.js';

@@ -17,7 +17,7 @@ import { isUserError, UserError } from '../../lib/errors.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import type { InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
-import { clusterJournalView } from '../iam/journal-view.js';
+import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { workspaceValidator, type ValidatorFactory } from './provider.js';
 import { VERIFY_PORT } from './status.js';
 

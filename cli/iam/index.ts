@@ -13,9 +13,9 @@ import { UserError } from '../../lib/errors.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
-import { iamJournalView, providerOfRecord } from './journal-view.js';
+import { iamJournalView, providerOfRecord } from '../../lib/workspace/journal-views.js';
 
-export { iamJournalView, isIamRecord, IAM_MARK } from './journal-view.js';
+export { iamJournalView, isIamRecord, IAM_MARK } from '../../lib/workspace/journal-views.js';
 export { IAM_CLOUD_FLAGS, IAM_CLOUDS, iamFlagInputs, regionOfZone, resolveIamInputs, type IamCloud, type IamInputs } from './inputs.js';
 
 /**

@@ -67,7 +67,7 @@ import { waitForCapacity } from './capacity.js';
 import type { AwsClients } from './clients.js';
 import { checkImage } from './confidential.js';
 import { awsErrorCode, CreateFailedError, isDuplicate, isEventuallyConsistent, toUserError } from './errors.js';
-import { realSleep, systemClock } from '../../lib/clock.js';
+import { pollUntil } from '../../lib/poll.js';
 import type { AwsProviderOptions } from './options.js';
 import { planCreate, STEP, type AwsPlan, type AwsStep, type ResourceStep } from './plan.js';
 import { isInfrastructureResource, recordData, TAG, VPC_CIDR } from './resources.js';
@@ -154,22 +154,32 @@ export class AwsCreate {
    * minutes); every other error ends the step at once.
    */
   private async send<T>(client: Parameters<AwsClients['send']>[0], command: unknown, action: string): Promise<T> {
-    const clock = this.options.clock ?? systemClock;
-    const sleep = this.options.sleep ?? realSleep;
-    const deadline = clock().getTime() + (this.options.consistencyTimeoutMs ?? 120_000);
-    let delayMs = Math.max(1, this.options.retryDelayMs ?? 500);
-    for (let attempt = 0; ; attempt++) {
-      try {
-        // A fresh command per attempt: an SDK command object is not sent twice.
-        const fresh = attempt === 0 ? command : new (command as { constructor: new (input: unknown) => unknown }).constructor((command as { input: unknown }).input);
-        return await this.clients.send<T>(client, fresh, action);
-      } catch (err) {
-        if (!isEventuallyConsistent(err) || clock().getTime() + delayMs > deadline) throw err;
-        this.ctx.log.debug('aws: not found yet, retrying', { action, code: awsErrorCode(err), delayMs });
-        await sleep(delayMs, this.ctx.signal);
-        delayMs = Math.min(delayMs * 2, 10_000);
-      }
-    }
+    const firstDelayMs = Math.max(1, this.options.retryDelayMs ?? 500);
+    let notFound: unknown;
+    return pollUntil<T>(
+      async (attempt) => {
+        try {
+          // A fresh command per attempt: an SDK command object is not sent twice.
+          const fresh = attempt === 1 ? command : new (command as { constructor: new (input: unknown) => unknown }).constructor((command as { input: unknown }).input);
+          return await this.clients.send<T>(client, fresh, action);
+        } catch (err) {
+          if (!isEventuallyConsistent(err)) throw err;
+          this.ctx.log.debug('aws: not found yet, retrying', { action, code: awsErrorCode(err) });
+          notFound = err;
+          return undefined;
+        }
+      },
+      {
+        timeoutMs: this.options.consistencyTimeoutMs ?? 120_000,
+        intervalMs: (attempt) => Math.min(firstDelayMs * 2 ** (attempt - 1), 10_000),
+        clock: this.options.clock,
+        sleep: this.options.sleep,
+        signal: this.ctx.signal,
+        onTimeout: () => {
+          throw notFound;
+        },
+      },
+    );
   }
 
   /**

@@ -34,7 +34,7 @@ import {
   type LaunchTemplateTagSpecificationRequest,
 } from '@aws-sdk/client-ec2';
 import { DeregisterTargetsCommand, DescribeTargetHealthCommand, type DescribeTargetHealthCommandOutput } from '@aws-sdk/client-elastic-load-balancing-v2';
-import { realSleep, systemClock } from '../../lib/clock.js';
+import { pollUntil } from '../../lib/poll.js';
 import { UserError } from '../../lib/errors.js';
 import type { Instance, InstanceState, NodeRole, ProviderContext, RecordedResource } from '../contract.js';
 import { waitForCapacity } from './capacity.js';
@@ -235,16 +235,18 @@ export class AwsInstances {
 
   /** Polls `done` until it holds; bounded by the waiter's maximum (default 20 minutes). */
   private async until(what: string, done: () => Promise<boolean>): Promise<void> {
-    const clock = this.options.clock ?? systemClock;
-    const sleep = this.options.sleep ?? realSleep;
-    const deadline = clock().getTime() + (this.options.waiter?.maxWaitSeconds ?? 20 * 60) * 1000;
-    let pollMs = Math.min(1000, this.options.pollIntervalMs ?? 5000);
-    for (;;) {
-      if (await done()) return;
-      if (clock().getTime() > deadline) throw new UserError(`Timed out waiting for ${what}.`, { hint: 'Run the command again to keep waiting.' });
-      await sleep(pollMs, this.ctx.signal);
-      pollMs = Math.min(pollMs * 2, this.options.pollIntervalMs ?? 5000);
-    }
+    const maxPollMs = this.options.pollIntervalMs ?? 5000;
+    const firstPollMs = Math.min(1000, maxPollMs);
+    await pollUntil(async () => ((await done()) ? true : undefined), {
+      timeoutMs: (this.options.waiter?.maxWaitSeconds ?? 20 * 60) * 1000,
+      intervalMs: (attempt) => Math.min(firstPollMs * 2 ** (attempt - 1), maxPollMs),
+      clock: this.options.clock,
+      sleep: this.options.sleep,
+      signal: this.ctx.signal,
+      onTimeout: () => {
+        throw new UserError(`Timed out waiting for ${what}.`, { hint: 'Run the command again to keep waiting.' });
+      },
+    });
   }
 
   private async groupRecord(nodeGroup: string): Promise<RecordedResource> {

@@ -22,7 +22,7 @@ export async function awsNodePlatform(options: NodePlatformOptions): Promise<Nod
   const providerOptions = (options.providerOptions ?? {}) as AwsProviderOptions;
   const tee = teeOptions(options);
   const metadata = new AwsNodeMetadata(providerOptions);
-  const base = cloudPlatformBase('aws', options, { variants: ['aws-sev-snp', 'aws-nitro-tpm'], metadata, stateDisk: AWS_STATE_DISK });
+  const base = cloudPlatformBase('aws', options, { metadata, stateDisk: AWS_STATE_DISK });
   const variant = base.variant;
   return {
     ...base,

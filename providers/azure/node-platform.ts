@@ -61,7 +61,7 @@ function derPrefix(bytes: Uint8Array): Uint8Array {
 export async function azureNodePlatform(options: NodePlatformOptions): Promise<NodePlatform> {
   const providerOptions = parseAzureOptions(options.providerOptions);
   const metadata = new AzureNodeMetadata(providerOptions);
-  const base = cloudPlatformBase('azure', options, { variants: ['azure-sev-snp', 'azure-tdx', 'azure-trustedlaunch'], metadata, stateDisk: AZURE_STATE_DISK });
+  const base = cloudPlatformBase('azure', options, { metadata, stateDisk: AZURE_STATE_DISK });
   const variant = base.variant;
   const instanceInfo = (tpm: TpmClient) => async () => {
     if (variant === 'azure-trustedlaunch') return jsonBytes({ akCert: b64(derPrefix(await tpm.nvRead(AZURE_AK_CERT_INDEX))) });

@@ -8,6 +8,7 @@ import path from 'node:path';
 import { kdsFetcher } from '../../lib/attestation/snp/kds-fetcher.js';
 import type { TeeReportOptions } from '../../lib/attestation/tee/index.js';
 import type { ValidatorDeps } from '../../lib/attestation/types.js';
+import { variantsOf } from '../../lib/attestation/variant.js';
 import { UserError } from '../../lib/errors.js';
 import type { NodeMetadata, NodePlatform, NodePlatformOptions, NodeRole } from '../contract.js';
 
@@ -53,17 +54,19 @@ export function jsonBytes(value: unknown): Uint8Array {
 }
 
 /**
- * What every cloud node platform has the same way: the variant (checked against the cloud's), its metadata as the
+ * What every cloud node platform has the same way: the variant (checked against the cloud's in the variant table,
+ * lib/attestation/variant-table.ts), its metadata as the
  * node's identity, the TPM device, the LUKS2 state disk at `stateDisk` (or the boot config's path) mounted at
  * /var/run/state, the node's folder, kubeadm and the image version. The platform adds its issuer and validator deps.
  */
 export function cloudPlatformBase(
   cloud: string,
   options: NodePlatformOptions,
-  settings: { variants: readonly string[]; metadata: NodeMetadata; stateDisk: string },
+  settings: { metadata: NodeMetadata; stateDisk: string },
 ): Omit<NodePlatform, 'issuer' | 'validatorDeps'> {
-  if (!settings.variants.includes(options.variant)) {
-    throw new UserError(`${cloud} nodes attest as ${settings.variants.join(' or ')}, not ${options.variant}.`);
+  const variants: readonly string[] = variantsOf(cloud);
+  if (!variants.includes(options.variant)) {
+    throw new UserError(`${cloud} nodes attest as ${variants.join(' or ')}, not ${options.variant}.`);
   }
   return {
     provider: cloud,

@@ -28,7 +28,7 @@ export async function gcpNodePlatform(options: NodePlatformOptions): Promise<Nod
   const providerOptions = (options.providerOptions ?? {}) as GcpProviderOptions;
   const metadata = new GcpNodeMetadata(providerOptions);
   const tee = teeOptions(options);
-  const base = cloudPlatformBase('gcp', options, { variants: ['gcp-sev-snp', 'gcp-sev-es'], metadata, stateDisk: GCP_STATE_DISK });
+  const base = cloudPlatformBase('gcp', options, { metadata, stateDisk: GCP_STATE_DISK });
   const variant = base.variant;
   return {
     ...base,

@@ -11,7 +11,7 @@ import { UserError } from '../../lib/errors.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import type { ProviderContext } from '../contract.js';
 import type { CloudConfig } from './cloud-daemon.js';
-import type { ClusterStore } from './cluster-record.js';
+import type { ClusterFile } from './cluster-file.js';
 import { requestJson } from './http-json.js';
 import { gatewayAddress, LOAD_BALANCER_PORTS } from './layout.js';
 import type { ClusterSettings, NodeRegistration } from './metadata-server.js';
@@ -73,17 +73,17 @@ async function controlToken(file: string): Promise<string> {
 /**
  * The cluster's network, made or completed as far as it is missing: the gateway namespace (its name recorded in the
  * journal before it exists), a claimed address range (recorded in cluster.json), addresses and bridge. Ends with
- * `store.record.prefix` set.
+ * `file.record.prefix` set.
  */
-export async function ensureNetwork(store: ClusterStore, ctx: ProviderContext, options: NetworkOptions): Promise<ClusterNetwork> {
-  const { record } = store;
+export async function ensureNetwork(file: ClusterFile, ctx: ProviderContext, options: NetworkOptions): Promise<ClusterNetwork> {
+  const { record } = file;
   if (!record.netId) {
     if (record.prefix) {
       throw new UserError(`This local cluster was created by an earlier version, with loopback addresses (${record.prefix}.x).`, {
         hint: 'Terminate it (constellation terminate) and create it again: local nodes now run in their own network namespaces.',
       });
     }
-    await store.update((r) => {
+    await file.update((r) => {
       r.netId = newNetworkId();
     });
   }
@@ -105,7 +105,7 @@ export async function ensureNetwork(store: ClusterStore, ctx: ProviderContext, o
         hint: 'Terminate this cluster (constellation terminate) and create it again: it gets a free range.',
       });
     }
-    await store.update((r) => {
+    await file.update((r) => {
       r.prefix = prefix;
     });
   }
@@ -130,12 +130,12 @@ async function claimFreeRange(network: ClusterNetwork, options: NetworkOptions):
  * nothing on disk), so every recorded node must be registered again.
  */
 export async function ensureCloud(
-  store: ClusterStore,
+  file: ClusterFile,
   ctx: ProviderContext,
   options: NetworkOptions,
-  network: () => Promise<ClusterNetwork> = () => ensureNetwork(store, ctx, options),
+  network: () => Promise<ClusterNetwork> = () => ensureNetwork(file, ctx, options),
 ): Promise<{ control: CloudControl; started: boolean }> {
-  const { paths, record } = store;
+  const { paths, record } = file;
   const token = await controlToken(paths.controlToken);
   if (record.prefix && record.netId && record.cloudPid && (await isOwnedBy(record.cloudPid, paths.cloudOwner))) {
     return { control: new CloudControl(metadataUrl(record.prefix, record.metadataPort), token), started: false };
@@ -168,7 +168,7 @@ export async function ensureCloud(
       hint: `See ${paths.cloudLog}.`,
     });
   }
-  await store.update((r) => {
+  await file.update((r) => {
     r.cloudPid = pid;
   });
   await ctx.journal.record({ kind: 'local:cloud', id: CLOUD_RESOURCE_ID, name: gateway, dependsOn: [NETWORK_RESOURCE_ID], data: { pid } });

@@ -12,7 +12,7 @@
  * create: check the source folder → copy its dist/node-program/ into a temporary folder beside the images (file
  * contents copied, never linked: the source's owner must not be able to change the image; a source holding a
  * symbolic link or a special file is refused) → measure the copy exactly as the launcher will measure it when a node
- * boots (./image-measurement.ts) → write and sign the measurements → make every file read-only (0444, folders
+ * boots (./image-pcrs.ts) → write and sign the measurements → make every file read-only (0444, folders
  * 0555; owned by whoever runs create, the image store's owner) → rename the folder to its version, so an image
  * exists whole or not at all. An image is never changed afterwards: a new build is a new version. Nothing here
  * checks that an image's files still match its measurements: a node booted from a changed image shows other PCRs,
@@ -32,7 +32,7 @@ import { signMeasurementsFile, verifyMeasurementsFile, type SignedMeasurements }
 import { loadOrCreateSigningKey, readPublicKeyFile, signingKeyFiles, type SigningKeyFiles } from '../../lib/images/signing-key-file.js';
 import { userConfigDir } from '../../lib/user-config-dir.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
-import { expectedImageMeasurements, type NodeImage } from './image-measurement.js';
+import { expectedImageMeasurements, type NodeImage } from './image-pcrs.js';
 import { buildFolder, defaultNodeProgram, NODE_PROGRAM_DIR, NODE_PROGRAM_ENTRY } from './node-program.js';
 
 export const LOCAL_IMAGE_VARIANT = 'local-vtpm';

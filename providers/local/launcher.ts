@@ -2,7 +2,7 @@
  * The node launcher: plays firmware for one local node. Run detached by the CLI side (one per node, once per boot)
  * as `node launcher.js <node folder>/launch.json`, it
  *   1. resets the node's TPM through swtpm's control channel (PCRs back to zero: a reboot),
- *   2. measures the node image (./image-measurement.ts) into PCR 4, 9 and 11 of every allocated SHA-256/SHA-384 bank,
+ *   2. measures the node image (./image-pcrs.ts) into PCR 4, 9 and 11 of every allocated SHA-256/SHA-384 bank,
  *   3. closes its TPM connection (swtpm serves one connection at a time), sets NODE_NAME, NODE_IP, NODE_ROLE,
  *      METADATA_URL, TPM_SOCKET, STATE_DISK, STATE_DIR, NODE_DIR, KUBERNETES_BACKEND and IMAGE_VERSION,
  *   4. reports {type:'ready', programPid} over IPC and runs the node program in this same process (it imports the
@@ -17,7 +17,7 @@
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { FileDigestCache } from './digest-cache.js';
-import { BANK_ALGORITHMS, imageEventDigests, MEASURED_PCRS, TPM_ALG_ID, type NodeImage } from './image-measurement.js';
+import { BANK_ALGORITHMS, imageEventDigests, MEASURED_PCRS, TPM_ALG_ID, type NodeImage } from './image-pcrs.js';
 import { reportStartup } from './processes.js';
 
 export interface LaunchConfig {
@@ -38,7 +38,7 @@ export interface LaunchConfig {
   imageVersion: string;
 }
 
-/** Checks a parsed launch.json (written by the provider, ./infrastructure.ts); throws naming the first bad field. */
+/** Checks a parsed launch.json (written by the provider, ./process-machine.ts); throws naming the first bad field. */
 export function parseLaunchConfig(value: unknown): LaunchConfig {
   const object = (v: unknown, where: string): Record<string, unknown> => {
     if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`launch config: ${where} must be an object`);

@@ -19,6 +19,8 @@ export interface LoadBalancerOptions {
 }
 
 export interface LoadBalancer {
+  /** Resolves when the health-check round under way (the first one, right after the start) has ended. */
+  healthChecked(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -128,5 +130,5 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
     await close();
     throw err;
   }
-  return { close };
+  return { healthChecked: () => probing, close };
 }

@@ -94,7 +94,7 @@ export async function qemuNodePlatform(options: NodePlatformOptions, files: Gues
     });
   }
   const metadata = new LocalNodeMetadata({ metadataUrl, nodeIp: ip });
-  const base = cloudPlatformBase('qemu', options, { variants: [VARIANT], metadata, stateDisk: await findStateDisk(files) });
+  const base = cloudPlatformBase('qemu', options, { metadata, stateDisk: await findStateDisk(files) });
   const cmdline = await fs.readFile(files.cmdline, 'utf8').catch(() => '');
   const osRelease = files.osRelease ? await fs.readFile(files.osRelease, 'utf8').catch(() => '') : '';
   let name: string | undefined;

@@ -200,7 +200,9 @@ describe('atls/admission: bounded attestation work', () => {
           message: 'the init server is busy: 4 calls from 127.0.0.2 are in progress, at most 4 are served at once per address; try again later',
         });
       }
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      // Every refused stream has its answer, so the server has decided about all 1,000 and no refused one can still
+      // ask for a quote: once the admitted 4 have, the count is final.
+      await pollUntil(() => (h.ahead.length >= 4 ? true : undefined), { timeoutMs: 10_000, intervalMs: 10, what: 'the 4 admitted quotes' });
       assert.equal(h.ahead.length, 4, 'a quote for each admitted stream only');
     });
 

@@ -54,10 +54,13 @@ describe('atls/server', () => {
   });
 
   it('cuts off a call still running when the grace period ends', async () => {
+    let reached!: () => void;
+    const running = new Promise<void>((resolve) => (reached = resolve));
     const server = await startAttestedServer({
       what: 'test server',
       service: VerifyService,
-      implementation: { ...createVerifyHandler(attester), getStatus: () => undefined },
+      // getStatus never answers: the call runs until the server ends it.
+      implementation: { ...createVerifyHandler(attester), getStatus: () => reached() },
       host: '127.0.0.1',
       port: 0,
       shutdownGraceMs: 50,
@@ -65,9 +68,8 @@ describe('atls/server', () => {
     });
     const client = new VerifyClient(`127.0.0.1:${server.port}`, await createAttestedClientCredentials(), attestedChannelOptions);
     try {
-      // getStatus never answers: the call runs until the server ends it.
       const ended = new Promise<grpc.ServiceError>((resolve) => client.getStatus({}, (err) => resolve(err!)));
-      await new Promise((resolve) => setTimeout(resolve, 200));
+      await running;
       await server.close();
       const error = await Promise.race([ended, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 2_000).unref())]);
       assert.ok(error, 'the running call was not cut off');

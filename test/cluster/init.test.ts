@@ -11,6 +11,7 @@ import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 import { readState, writeState } from '../../lib/workspace/state.js';
 import { KUBECONFIG, MeasuringMemoryProvider, StandInIssuer, standInValidatorFactory, startStandInNode, type StandInNode } from './support/stand-in.js';
 import { IMAGE_MEASUREMENTS, localWorkspace, NODE_PCRS } from './support/workspace.js';
+import { pollUntil } from '../../lib/poll.js';
 
 describe('initCluster', () => {
   let ws: string;
@@ -127,6 +128,5 @@ describe('initCluster', () => {
 });
 
 async function waitUntil(check: () => boolean): Promise<void> {
-  for (let i = 0; i < 500 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
-  assert.ok(check());
+  await pollUntil(() => (check() ? true : undefined), { timeoutMs: 5_000, intervalMs: 10 });
 }

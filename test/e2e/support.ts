@@ -10,7 +10,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { editConfig } from '../../lib/config/edit.js';
-import { ClusterStore } from '../../providers/local/cluster-record.js';
+import { ClusterFile } from '../../providers/local/cluster-file.js';
 import { LocalImageStore } from '../../providers/local/image-store.js';
 import { clusterPaths } from '../../providers/local/layout.js';
 import { ClusterNetwork } from '../../providers/local/network.js';
@@ -101,7 +101,7 @@ export function clusterProcesses(ws: string): Promise<number[]> {
 
 /** The network of the workspace's local cluster (namespaces named after its id), while cluster.json exists. */
 export async function clusterNetwork(ws: string): Promise<ClusterNetwork | undefined> {
-  const netId = (await ClusterStore.load(clusterPaths(ws)).catch(() => undefined))?.record.netId;
+  const netId = (await ClusterFile.load(clusterPaths(ws)).catch(() => undefined))?.record.netId;
   return netId ? new ClusterNetwork(netId) : undefined;
 }
 
@@ -238,12 +238,12 @@ export interface ProbeNode {
  * join service directly, or to join at a chosen moment.
  */
 export async function startProbeNode(ws: string, image: { imageDir: string; entry: string }, name: string, stateDir: string): Promise<ProbeNode> {
-  const [{ startSwtpm }, { TpmClient }, { measureBoot, swtpmLauncherTpm }, { ClusterStore }, { CloudControl }, { VtpmIssuer }, { localInstanceInfo }, { createKubeletCsr }] =
+  const [{ startSwtpm }, { TpmClient }, { measureBoot, swtpmLauncherTpm }, { ClusterFile }, { CloudControl }, { VtpmIssuer }, { localInstanceInfo }, { createKubeletCsr }] =
     await Promise.all([
       import('../../lib/tpm/swtpm.js'),
       import('../../lib/tpm/client.js'),
       import('../../providers/local/launcher.js'),
-      import('../../providers/local/cluster-record.js'),
+      import('../../providers/local/cluster-file.js'),
       import('../../providers/local/cloud.js'),
       import('../../lib/attestation/vtpm-issuer.js'),
       import('../../lib/attestation/variants/local-vtpm.js'),
@@ -254,7 +254,7 @@ export async function startProbeNode(ws: string, image: { imageDir: string; entr
   try {
     await measureBoot({ nodeBinary: process.execPath, ...image }, await swtpmLauncherTpm({ serverSocket: swtpm.serverSocket, ctrlSocket: swtpm.ctrlSocket }));
     tpm = await TpmClient.connect(swtpm.serverSocket);
-    const record = (await ClusterStore.load(clusterPaths(ws)))!.record;
+    const record = (await ClusterFile.load(clusterPaths(ws)))!.record;
     const control = new CloudControl(`http://${record.prefix}.1:${record.metadataPort}`, (await fs.readFile(clusterPaths(ws).controlToken, 'utf8')).trim());
     const address = `${record.prefix}.250`;
     await control.registerNode(name, { role: 'worker', group: 'worker_default', address, akPublic: Buffer.from((await tpm.attestationKey()).publicArea).toString('base64') });

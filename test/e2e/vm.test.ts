@@ -14,7 +14,7 @@ import path from 'node:path';
 import { clusterPaths } from '../../providers/local/layout.js';
 import { findOwnedProcesses } from '../../providers/local/processes.js';
 import { ClusterNetwork, NETNS_DIR } from '../../providers/local/network.js';
-import { ClusterStore } from '../../providers/local/cluster-record.js';
+import { ClusterFile } from '../../providers/local/cluster-file.js';
 import { buildNodeImage } from '../../lib/node-image/build/index.js';
 import { defaultBuildDeps, pinnedNodeBinary } from '../../lib/node-image/build/defaults.js';
 import { builtQemuImage, missingPackages, NODE_PROGRAM_DIR, type BuiltTestImage } from '../support/built-image.js';
@@ -45,7 +45,7 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
   after(async function () {
     if (!ws) return;
     const paths = clusterPaths(ws);
-    netId ??= (await ClusterStore.load(paths).catch(() => undefined))?.record.netId;
+    netId ??= (await ClusterFile.load(paths).catch(() => undefined))?.record.netId;
     await cli(['terminate', '-y']).catch(() => undefined);
     for (const pid of await findOwnedProcesses(paths.dir)) {
       try {
@@ -63,7 +63,7 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     assert.equal(res.code, 0, `mini up --vm failed:\n${res.stderr}\n${res.stdout}`);
     assert.match(res.stdout, /2 nodes joined/);
     assert.match(res.stdout, /booting VM control-plane-0 \((TCG|KVM): /, 'mini up says which accelerator runs the VM');
-    netId = (await ClusterStore.load(clusterPaths(ws)))?.record.netId;
+    netId = (await ClusterFile.load(clusterPaths(ws)))?.record.netId;
   });
 
   it('verify --all: every node VERIFIED, with PCR 4, 9 and 11 equal to `image measure` of the image', async () => {
@@ -150,7 +150,7 @@ describe('mini up --vm on a disk whose initrd changed after its measurements wer
   after(async function () {
     if (ws) {
       const paths = clusterPaths(ws);
-      const netId = (await ClusterStore.load(paths).catch(() => undefined))?.record.netId;
+      const netId = (await ClusterFile.load(paths).catch(() => undefined))?.record.netId;
       await runCli(['terminate', '-y', '-C', ws], { cwd: ws }).catch(() => undefined);
       for (const pid of await findOwnedProcesses(paths.dir)) {
         try {
@@ -197,7 +197,7 @@ describe('mini up --vm on a disk whose initrd changed after its measurements wer
     const log = await fs.readFile(path.join(clusterPaths(ws).nodesDir, 'control-plane-0', 'node.log'), 'latin1');
     assert.doesNotMatch(log, /"state disk formatted"|extended PCR 15/, 'the refused node got no secret');
 
-    const record = (await ClusterStore.load(clusterPaths(ws)))!.record;
+    const record = (await ClusterFile.load(clusterPaths(ws)))!.record;
     const address = `${record.prefix}.${record.nodes['control-plane-0']!.host}`;
     const verify = await runCli(['verify', '-e', address, '--cluster-id', '0'.repeat(64), '-C', ws], { cwd: ws, env });
     assert.notEqual(verify.code, 0);

@@ -29,6 +29,7 @@ import { diskUuidOf, hello, kubeletCsr, requestTicket } from '../../joinservice/
 import { imagePcrs, measurementsFor, SoftwareVtpm, TestAkRegistry } from '../../joinservice/support/software-vtpm.js';
 import { PlainStateDisk } from '../../support/plain-state-disk.js';
 import { ADMIN_CONF_CONTENT, installStandinKubeadm, type Standin } from './standin-kubeadm.js';
+import { pollUntil } from '../../../lib/poll.js';
 
 const INIT_SECRET = 'b'.repeat(64);
 const clock = () => new Date();
@@ -191,8 +192,7 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
       assert.deepEqual(tokenApplies[0]!.args.slice(0, 5), ['apply', '--server-side', '--force-conflicts', '--kubeconfig', standin.adminConf]);
       assert.deepEqual(fake.object('configmaps', STORE_NAMESPACE, `${DISK_PREFIX}${diskUuidOf('worker-0')}`)?.data, { instance: 'worker-0' });
       // The node's record is written once its ticket is on its way (it decides nothing): it follows shortly.
-      for (let i = 0; i < 100 && !fake.object('configmaps', STORE_NAMESPACE, `${NODE_PREFIX}worker-0`); i++) await new Promise((r) => setTimeout(r, 20));
-      assert.ok(fake.object('configmaps', STORE_NAMESPACE, `${NODE_PREFIX}worker-0`), 'the worker\'s record');
+      await pollUntil(() => fake.object('configmaps', STORE_NAMESPACE, `${NODE_PREFIX}worker-0`), { timeoutMs: 2_000, intervalMs: 20, what: 'the worker\'s record' });
 
       // An upgrade writes new measurements once, with the admin kubeconfig: the running join service applies them.
       const cli = await KubernetesClusterStore.connect({ kubeconfig: { path: standin.adminConf } });

@@ -218,7 +218,7 @@ export async function applyCounts(cluster: AwsBoxCluster, workspace: string, con
 /** The cluster's instances as the provider lists them (running ones). */
 export async function listRunning(cluster: AwsBoxCluster, workspace: string): Promise<Instance[]> {
   return withWorkspaceSession(workspace, 'status', async ({ workspaceDir, journal, log }) =>
-    (await cluster.infrastructure().listInstances({ journal: (await import('../../../cli/iam/journal-view.js')).clusterJournalView(journal), log, workspaceDir })).filter((i) => i.state === 'running'),
+    (await cluster.infrastructure().listInstances({ journal: (await import('../../../lib/workspace/journal-views.js')).clusterJournalView(journal), log, workspaceDir })).filter((i) => i.state === 'running'),
   );
 }
 

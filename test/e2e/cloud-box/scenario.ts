@@ -7,7 +7,7 @@
 import { initCluster, type InitClusterResult } from '../../../cli/cluster/init.js';
 import { withWorkspaceSession } from '../../../cli/cluster/session.js';
 import { verifyCluster, type VerifyResult } from '../../../cli/cluster/verify.js';
-import { clusterJournalView } from '../../../cli/iam/journal-view.js';
+import { clusterJournalView } from '../../../lib/workspace/journal-views.js';
 import { createLogger } from '../../../lib/logging/index.js';
 import { FileResourceJournal } from '../../../lib/workspace/resource-journal.js';
 import { makeEndorsementKey, type EndorsementKey, type SnpTestCa } from '../../attestation/snp/fixtures.js';

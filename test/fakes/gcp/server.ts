@@ -43,10 +43,48 @@ export interface LoggedRequest {
   body: unknown;
 }
 
+/** One HTTP request from arrival to answer (performance.now() milliseconds), for measuring concurrency. */
+interface RequestSpan {
+  line: string;
+  start: number;
+  end: number;
+}
+
+/** Requests held until `count` of them are in flight (or the timeout passed); then every one is let through. */
+class Gate {
+  private readonly waiting: (() => void)[] = [];
+  private timer?: NodeJS.Timeout;
+  private open = false;
+
+  constructor(
+    readonly match: RegExp,
+    private readonly count: number,
+    private readonly timeoutMs: number,
+  ) {}
+
+  arrive(): Promise<void> {
+    if (this.open) return Promise.resolve();
+    return new Promise((resolve) => {
+      this.waiting.push(resolve);
+      if (this.waiting.length >= this.count) this.release();
+      else this.timer ??= setTimeout(() => this.release(), this.timeoutMs);
+    });
+  }
+
+  release(): void {
+    this.open = true;
+    clearTimeout(this.timer);
+    for (const resolve of this.waiting.splice(0)) resolve();
+  }
+}
+
 export const FAKE_TOKEN = 'fake-gcp-access-token';
 
 export class FakeGcp {
   readonly requests: LoggedRequest[] = [];
+  /** Every answered request's "METHOD path" and when it arrived and was answered (latency included). */
+  private readonly spans: RequestSpan[] = [];
+  private gate?: Gate;
   readonly compute: FakeCompute;
   readonly iam = new FakeIam();
   latencyMs: number;
@@ -118,6 +156,9 @@ export class FakeGcp {
     this.iam.reset();
     this.faults.length = 0;
     this.requests.length = 0;
+    this.spans.length = 0;
+    this.gate?.release();
+    this.gate = undefined;
     this.latencyMs = options.latencyMs ?? 0;
     this.operationMs = options.operationMs ?? 0;
     this.metadataInstance = undefined;
@@ -140,6 +181,37 @@ export class FakeGcp {
     this.metadataInstance = instance;
   }
 
+  /**
+   * The most requests whose "METHOD path" matches that were in flight at once (arrived, not yet answered) since the
+   * last reset: what a client sends concurrently, as the server sees it. A request answered at once is rarely seen
+   * in flight beside another: hold them (holdUntilInFlight) or add a latency (latencyMs).
+   */
+  maxInFlight(match: RegExp): number {
+    const events = this.spans
+      .filter((s) => match.test(s.line))
+      .flatMap((s) => [
+        { at: s.start, delta: 1 },
+        { at: s.end, delta: -1 },
+      ])
+      // An answer at the same moment as an arrival ends first: the two were not in flight together.
+      .sort((a, b) => a.at - b.at || a.delta - b.delta);
+    let inFlight = 0;
+    let max = 0;
+    for (const e of events) max = Math.max(max, (inFlight += e.delta));
+    return max;
+  }
+
+  /**
+   * Holds requests whose "METHOD path" matches until `count` of them are in flight, then answers them all; after
+   * `timeoutMs` it lets through whatever waits, and from then on nothing is held. A client that sends them
+   * concurrently has all `count` in flight at once (maxInFlight), however loaded the machine; one that sends them one
+   * after another has one, and waits `timeoutMs` once.
+   */
+  holdUntilInFlight(match: RegExp, count: number, timeoutMs: number): void {
+    this.gate?.release();
+    this.gate = new Gate(match, count, timeoutMs);
+  }
+
   /** Requests whose "METHOD path" matches. */
   calls(match: RegExp): LoggedRequest[] {
     return this.requests.filter((r) => match.test(`${r.method} ${r.path}`));
@@ -151,8 +223,11 @@ export class FakeGcp {
   }
 
   private async serve(req: http.IncomingMessage, res: http.ServerResponse): Promise<void> {
+    const start = performance.now();
+    const line = `${req.method ?? 'GET'} ${(req.url ?? '/').split('?')[0]}`;
     let response: FakeResponse;
     try {
+      if (this.gate?.match.test(line)) await this.gate.arrive();
       const chunks: Buffer[] = [];
       for await (const chunk of req) chunks.push(chunk as Buffer);
       const raw = Buffer.concat(chunks).toString('utf8');
@@ -170,6 +245,7 @@ export class FakeGcp {
       const httpError = err instanceof HttpError ? err : new HttpError(500, (err as Error).message, 'backendError');
       response = { status: httpError.status, body: httpError.toBody() };
     }
+    this.spans.push({ line, start, end: performance.now() });
     res.statusCode = response.status;
     if (response.text) {
       res.setHeader('content-type', 'application/text');

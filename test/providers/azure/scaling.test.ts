@@ -5,6 +5,7 @@
  * configuration takes it out of the backend pool. Each `it` makes its own cluster.
  */
 import assert from 'node:assert/strict';
+import { pollUntil } from '../../../lib/poll.js';
 import { AzureInfrastructure } from '../../../providers/azure/infrastructure.js';
 import { createAzureClients } from '../../../providers/azure/clients.js';
 import { parseAzureOptions } from '../../../providers/azure/options.js';
@@ -130,8 +131,10 @@ describe('the fake ARM scale set (as Azure documents it)', function () {
     const created = infra.create(request, testContext());
     let settled = false;
     void created.then(() => (settled = true), () => (settled = true));
-    while (vms().length === 0) await new Promise((r) => setTimeout(r, 10));
-    await new Promise((r) => setTimeout(r, 200));
+    await pollUntil(() => (vms().length > 0 ? true : undefined), { timeoutMs: 10_000, intervalMs: 10, what: 'the scale set\'s VM' });
+    // The provider still waits: it asks Azure again (twice) and the VM is still Creating.
+    const asked = fake.requests.length;
+    await pollUntil(() => (fake.requests.length >= asked + 2 ? true : undefined), { timeoutMs: 10_000, intervalMs: 10, what: 'two more requests' });
     assert.equal(vms()[0]!.properties.provisioningState, 'Creating');
     assert.equal(settled, false, 'create waits for the VM');
     await reportReady(`${fake.wireServerUrl}/node/${vms()[0]!.properties.osProfile.computerName}`, { attempts: 1 });

@@ -163,7 +163,14 @@ describe('GCP infrastructure (fake Compute API)', function () {
 
     it('sends independent inserts concurrently and dependent ones after their dependencies', async () => {
       fake.operationMs = 30;
+      // The network, the load balancer's address and a health check per load-balancer port depend on nothing: the
+      // fake holds them until all are in flight, so the count below is what the provider sends at once.
+      const independent = /^POST .*\/(networks|addresses|healthChecks)$/;
+      const count = 2 + LOAD_BALANCER_PORTS.length;
+      fake.holdUntilInFlight(independent, count, 2_000);
       await infra.create(createRequest(), providerContext());
+      assert.equal(fake.calls(independent).length, count);
+      assert.equal(fake.maxInFlight(independent), count, 'every independent insert in flight at once');
       const order = fake.requests.filter((r) => r.method === 'POST' && !r.path.endsWith('/wait')).map((r) => r.path.split('/').pop());
       const first = (c: string) => order.indexOf(c);
       const last = (c: string) => order.lastIndexOf(c);

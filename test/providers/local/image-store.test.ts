@@ -7,7 +7,7 @@ import { UserError } from '../../../lib/errors.js';
 import { verifyBlob } from '../../../lib/images/cosign-signature.js';
 import { trustedKeyFromPem } from '../../../lib/signing-keys.js';
 import { SignatureError } from '../../../lib/images/signed-measurements.js';
-import { expectedImageMeasurements } from '../../../providers/local/image-measurement.js';
+import { expectedImageMeasurements } from '../../../providers/local/image-pcrs.js';
 import { LocalImageStore, removeImageTree } from '../../../providers/local/image-store.js';
 import { fakeBuild, tempDir, testSigner } from '../../images/support.js';
 import { requireTool } from '../../support/require-tool.js';

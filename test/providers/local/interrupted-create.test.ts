@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ClusterStore } from '../../../providers/local/cluster-record.js';
+import { ClusterFile } from '../../../providers/local/cluster-file.js';
 import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
 import { clusterPaths } from '../../../providers/local/layout.js';
 import { ClusterNetwork, rangeLink } from '../../../providers/local/network.js';
@@ -77,7 +77,7 @@ describe('local provider: a CLI killed during create', function () {
 
   /** What the killed run made of the cluster's network, as recorded (the id exists from the record's start). */
   async function networkOf(ws: string): Promise<{ network: ClusterNetwork; prefix?: string }> {
-    const { record } = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const { record } = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     return { network: new ClusterNetwork(record.netId as string), prefix: record.prefix };
   }
 

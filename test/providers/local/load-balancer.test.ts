@@ -85,7 +85,7 @@ describe('local provider: load balancer', () => {
     // A second load balancer whose first check finds .12 down, and which checks again only much later.
     const checked = await startLoadBalancer({ host: `${prefix}.1`, ports: [PORT + 1], backends: () => [`${prefix}.12`, `${prefix}.10`], healthCheckIntervalMs: 60_000 });
     try {
-      await new Promise((resolve) => setTimeout(resolve, 100)); // the first health check ran
+      await checked.healthChecked(); // the first health check found .12 down
       await new Promise<void>((resolve) => late.listen(PORT + 1, `${prefix}.12`, resolve));
       const ask1 = (line: string) =>
         new Promise<string>((resolve, reject) => {

@@ -1,20 +1,23 @@
 /**
  * The local provider end to end, with real processes: a 1+2 cluster of stand-in node programs (./fixtures), each
  * with its own swtpm, launcher and network namespace, behind the cloud daemon's metadata server and load balancer.
+ * Every case stands alone: they share one cluster, made in before(); a case that changes it (reboots, stops, scales,
+ * adds, boots another image) puts it back as it found it, and beforeEach starts any node an earlier failure left
+ * stopped. Terminate gets a cluster of its own.
  */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import type { Instance } from '../../../providers/contract.js';
-import { ClusterStore } from '../../../providers/local/cluster-record.js';
-import { expectedPcrValues, imageEventDigests } from '../../../providers/local/image-measurement.js';
+import { ClusterFile } from '../../../providers/local/cluster-file.js';
+import { expectedPcrValues, imageEventDigests } from '../../../providers/local/image-pcrs.js';
 import { LocalInfrastructure } from '../../../providers/local/infrastructure.js';
 import { measureBoot, swtpmLauncherTpm } from '../../../providers/local/launcher.js';
 import { clusterPaths, LOAD_BALANCER_PORTS, METADATA_PORT, nodePaths } from '../../../providers/local/layout.js';
 import { ClusterNetwork, netnsPath, rangeLink } from '../../../providers/local/network.js';
 import { localAkRegistry } from '../../../providers/local/node-metadata.js';
 import { findOwnedProcesses, isAlive, stopOwnedProcesses } from '../../../providers/local/processes.js';
-import { makeImage, type TestImage } from './fixtures/image.js';
+import { makeImage } from './fixtures/image.js';
 import { bindAsNobody, createRequest, getJson, killLeftovers, netnsOf, rootLinkExists, tempDir, testContext, waitForJson } from './support.js';
 
 interface NodeInfo {
@@ -28,7 +31,6 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   this.timeout(60_000);
   let tmp: string;
   let ws: string;
-  let image: TestImage;
   let infra: LocalInfrastructure;
   let ctx: ReturnType<typeof testContext>;
   let metadataUrl: string;
@@ -49,7 +51,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     tmp = await tempDir('cl-local-');
     ws = path.join(tmp, 'ws');
     await fs.mkdir(ws);
-    image = await makeImage(path.join(tmp, 'image'));
+    const image = await makeImage(path.join(tmp, 'image'));
     infra = new LocalInfrastructure({ nodeProgram: { entry: image.entry, imageDir: image.imageDir } });
     ctx = testContext(ws);
     // kubeadm: the config's provider.local.kubernetesBackend must reach every node (the stand-in runs no backend).
@@ -62,6 +64,11 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     await infra.terminate(ctx).catch(() => undefined);
     await killLeftovers(ws);
     await fs.rm(tmp, { recursive: true, force: true });
+  });
+
+  beforeEach(async () => {
+    // The shared cluster as made: every node running (a no-op unless an earlier case failed half-way).
+    await infra.startNodes(await infra.nodeNames(ctx), ctx);
   });
 
   it('creates one running node per planned instance, on its own address of the cluster range', async () => {
@@ -85,10 +92,10 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   });
 
   it('runs each node in its own network namespace (in the root mount namespace), the cloud daemon in the gateway\'s', async () => {
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
-    const network = new ClusterNetwork(store.record.netId as string);
+    const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
+    const network = new ClusterNetwork(file.record.netId as string);
     const rootMounts = await fs.readlink('/proc/self/ns/mnt');
-    for (const [name, node] of Object.entries(store.record.nodes)) {
+    for (const [name, node] of Object.entries(file.record.nodes)) {
       const pids = await findOwnedProcesses(nodePaths(ws, name).dir);
       const program = pids.filter((pid) => pid !== node.swtpmPid);
       assert.ok(program.includes(node.launcherPid as number), `${name}: the launcher, which runs the node program`);
@@ -98,14 +105,14 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       }
       assert.equal(await netnsOf(node.swtpmPid as number), 'root', `${name}'s swtpm (unix sockets) needs no namespace`);
     }
-    assert.equal(await netnsOf(store.record.cloudPid as number), network.gateway);
+    assert.equal(await netnsOf(file.record.cloudPid as number), network.gateway);
     assert.deepEqual((await network.namespaces()).sort(), [
       network.gateway,
       network.nodeNetns('control-plane-0'),
       network.nodeNetns('worker-0'),
       network.nodeNetns('worker-1'),
     ]);
-    assert.ok(await rootLinkExists(rangeLink(store.record.prefix as string)), 'the link that reserves the range');
+    assert.ok(await rootLinkExists(rangeLink(file.record.prefix as string)), 'the link that reserves the range');
   });
 
   it('lets no other user of the machine bind a node\'s address or the gateway\'s', async () => {
@@ -165,15 +172,15 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   });
 
   it('serves the registered AK of each node, and nothing for unknown instances', async () => {
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const registry = localAkRegistry(metadataUrl);
-    for (const [name, node] of Object.entries(store.record.nodes)) {
+    for (const [name, node] of Object.entries(file.record.nodes)) {
       const ak = await registry.lookup(name);
       assert.ok(ak && ak.length > 64, `an AK for ${name}`);
       assert.equal(Buffer.from(ak).toString('base64'), node.akPublic);
       assert.equal(Buffer.from(ak).readUInt16BE(0), 0x0023, 'TPMT_PUBLIC of an ECC key');
     }
-    const aks = Object.values(store.record.nodes).map((n) => n.akPublic);
+    const aks = Object.values(file.record.nodes).map((n) => n.akPublic);
     assert.equal(new Set(aks).size, 3, 'every node has its own TPM, so its own AK');
     assert.equal(await registry.lookup('worker-99'), undefined);
   });
@@ -212,14 +219,14 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('reboots a node: new processes, TPM reset, PCRs measured again', async () => {
     const before = await byName('worker-0');
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
-    const oldLauncher = store.record.nodes['worker-0'].launcherPid as number;
-    const oldSwtpm = store.record.nodes['worker-0'].swtpmPid as number;
+    const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
+    const oldLauncher = file.record.nodes['worker-0'].launcherPid as number;
+    const oldSwtpm = file.record.nodes['worker-0'].swtpmPid as number;
     await waitForJson(`http://${before.privateIp}:9000/extend-pcr-12`);
     assert.notEqual((await info(before)).pcrs.sha256['12'], '0'.repeat(64));
 
     await infra.rebootNodes(['worker-0'], ctx);
-    const after = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
+    const after = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     assert.notEqual(after.record.nodes['worker-0'].launcherPid, oldLauncher);
     assert.equal(after.record.nodes['worker-0'].swtpmPid, oldSwtpm, 'same TPM, reset');
     assert.equal(await isAlive(oldLauncher), false);
@@ -228,8 +235,8 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('stop powers a node off (its processes and TPM end, the instance is stopped); start boots it with the same AK', async () => {
     const akBefore = await localAkRegistry(metadataUrl).lookup('worker-0');
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
-    const { launcherPid, swtpmPid } = store.record.nodes['worker-0'];
+    const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
+    const { launcherPid, swtpmPid } = file.record.nodes['worker-0'];
     await infra.stopNodes(['worker-0'], ctx);
     assert.equal((await byName('worker-0')).state, 'stopped');
     assert.equal(await isAlive(launcherPid as number), false);
@@ -243,10 +250,10 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('comes back after this machine restarted (every process and namespace gone): same range, nodes running', async () => {
     const before = await instances();
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
-    const network = new ClusterNetwork(store.record.netId as string);
+    const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
+    const network = new ClusterNetwork(file.record.netId as string);
     await infra.stopNodes(before.map((i) => i.name), ctx);
-    await stopOwnedProcesses(clusterPaths(ws).cloudOwner, [store.record.cloudPid as number]);
+    await stopOwnedProcesses(clusterPaths(ws).cloudOwner, [file.record.cloudPid as number]);
     await network.remove();
     assert.deepEqual(await network.namespaces(), []);
 
@@ -267,59 +274,101 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   });
 
   it('measures a changed image: one changed byte changes PCR 9 (and the manifest in PCR 11), not PCR 4', async () => {
-    const old = await infra.expectedMeasurements();
-    const payload = await fs.readFile(image.payload);
+    // A copy of the image with one byte changed, booted by a node added to the cluster (removed again at the end).
+    const changedImage = await makeImage(path.join(tmp, 'changed-image'));
+    const payload = await fs.readFile(changedImage.payload);
     payload[100] ^= 1;
-    await fs.writeFile(image.payload, payload);
-    const changed = await infra.expectedMeasurements();
+    await fs.writeFile(changedImage.payload, payload);
+    const changedInfra = new LocalInfrastructure({ nodeProgram: { entry: changedImage.entry, imageDir: changedImage.imageDir } });
+    const old = await infra.expectedMeasurements();
+    const changed = await changedInfra.expectedMeasurements();
     assert.notEqual(changed['9'].expected, old['9'].expected);
     assert.notEqual(changed['11'].expected, old['11'].expected);
     assert.equal(changed['4'].expected, old['4'].expected);
 
-    await infra.rebootNodes(['worker-1'], ctx);
-    const node = await info(await byName('worker-1'));
-    assert.equal(node.pcrs.sha256['9'], changed['9'].expected);
-    assert.notEqual(node.pcrs.sha256['9'], old['9'].expected);
+    const added = await changedInfra.addInstance('worker_default', ctx);
+    try {
+      const node = await info(added);
+      assert.equal(node.pcrs.sha256['9'], changed['9'].expected);
+      assert.notEqual(node.pcrs.sha256['9'], old['9'].expected);
+    } finally {
+      await infra.removeInstance(added.name, ctx);
+    }
   });
 
   it('scales a node group up and down', async () => {
+    const before = (await instances()).map((i) => i.name);
     await infra.scaleNodeGroup('worker_default', 3, ctx);
-    const added = await byName('worker-2');
+    const [added] = (await instances()).filter((i) => !before.includes(i.name));
     assert.equal(added.state, 'running');
-    assert.equal((await info(added)).name, 'worker-2');
-    assert.ok(await localAkRegistry(metadataUrl).lookup('worker-2'));
+    assert.equal(added.nodeGroup, 'worker_default');
+    assert.equal((await info(added)).name, added.name);
+    assert.ok(await localAkRegistry(metadataUrl).lookup(added.name));
 
     await infra.scaleNodeGroup('worker_default', 2, ctx);
-    assert.deepEqual((await instances()).map((i) => i.name), ['control-plane-0', 'worker-0', 'worker-1']);
-    assert.equal(await localAkRegistry(metadataUrl).lookup('worker-2'), undefined);
-    assert.deepEqual(await findOwnedProcesses(nodePaths(ws, 'worker-2').dir), []);
-    await assert.rejects(fs.stat(nodePaths(ws, 'worker-2').dir), { code: 'ENOENT' });
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
-    await assert.rejects(fs.stat(netnsPath(new ClusterNetwork(store.record.netId as string).nodeNetns('worker-2'))), { code: 'ENOENT' });
+    assert.deepEqual((await instances()).map((i) => i.name), before, 'the newest node went');
+    assert.equal(await localAkRegistry(metadataUrl).lookup(added.name), undefined);
+    assert.deepEqual(await findOwnedProcesses(nodePaths(ws, added.name).dir), []);
+    await assert.rejects(fs.stat(nodePaths(ws, added.name).dir), { code: 'ENOENT' });
+    const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
+    await assert.rejects(fs.stat(netnsPath(new ClusterNetwork(file.record.netId as string).nodeNetns(added.name))), { code: 'ENOENT' });
     await assert.rejects(infra.scaleNodeGroup('nope', 1, ctx), /no node group "nope"/);
   });
 
-  it('adds an instance to a group, then removes exactly the one named', async () => {
-    const fresh = await infra.addInstance('worker_default', ctx);
-    await infra.removeInstance('worker-1', ctx);
-    assert.equal(fresh.name, 'worker-3');
-    assert.equal(fresh.nodeGroup, 'worker_default');
-    assert.equal(fresh.state, 'running');
-    assert.deepEqual((await instances()).map((i) => i.name), ['control-plane-0', 'worker-0', 'worker-3']);
-    await assert.rejects(fs.stat(nodePaths(ws, 'worker-1').dir), { code: 'ENOENT' });
+  it('adds an instance to a group, then removes exactly the one named (not the newest)', async () => {
+    const before = (await instances()).map((i) => i.name);
+    const first = await infra.addInstance('worker_default', ctx);
+    const second = await infra.addInstance('worker_default', ctx);
+    try {
+      assert.equal(first.nodeGroup, 'worker_default');
+      assert.equal(first.state, 'running');
+      assert.ok(!before.includes(first.name) && !before.includes(second.name) && first.name !== second.name);
+      await infra.removeInstance(first.name, ctx);
+      assert.deepEqual((await instances()).map((i) => i.name), [...before, second.name].sort());
+      await assert.rejects(fs.stat(nodePaths(ws, first.name).dir), { code: 'ENOENT' });
+      await infra.removeInstance(first.name, ctx); // again: gone already, no error
+    } finally {
+      await infra.removeInstance(first.name, ctx);
+      await infra.removeInstance(second.name, ctx);
+    }
+  });
+});
+
+describe('local provider: terminate', function () {
+  this.timeout(60_000);
+  let tmp: string;
+  let ws: string;
+  let infra: LocalInfrastructure;
+  let ctx: ReturnType<typeof testContext>;
+
+  before(async () => {
+    tmp = await tempDir('cl-local-term-');
+    ws = path.join(tmp, 'ws');
+    await fs.mkdir(ws);
+    const image = await makeImage(path.join(tmp, 'image'));
+    infra = new LocalInfrastructure({ nodeProgram: { entry: image.entry, imageDir: image.imageDir } });
+    ctx = testContext(ws);
+    const groups = createRequest().nodeGroups.map((g) => ({ ...g, initialCount: 1 }));
+    await infra.create(createRequest({ nodeGroups: groups }), ctx);
+  });
+
+  after(async () => {
+    await infra.terminate(ctx).catch(() => undefined);
+    await killLeftovers(ws);
+    await fs.rm(tmp, { recursive: true, force: true });
   });
 
   it('terminates: no process, namespace, link or node folder left, journal emptied', async () => {
     const pids = await findOwnedProcesses(clusterPaths(ws).dir);
-    const store = (await ClusterStore.load(clusterPaths(ws))) as ClusterStore;
-    const network = new ClusterNetwork(store.record.netId as string);
+    const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
+    const network = new ClusterNetwork(file.record.netId as string);
     // cloud daemon + per node: swtpm, and the launcher that runs the node program in its process
-    assert.ok(pids.length >= 7, `expected the cluster's processes, found ${pids.length}`);
+    assert.ok(pids.length >= 5, `expected the cluster's processes, found ${pids.length}`);
     await infra.terminate(ctx);
     for (const pid of pids) assert.equal(await isAlive(pid), false, `process ${pid} still runs`);
     await assert.rejects(fs.stat(clusterPaths(ws).dir), { code: 'ENOENT' });
     assert.deepEqual(await network.namespaces(), []);
-    assert.equal(await rootLinkExists(rangeLink(store.record.prefix as string)), false);
+    assert.equal(await rootLinkExists(rangeLink(file.record.prefix as string)), false);
     assert.deepEqual(await ctx.journal.list(), []);
     assert.deepEqual(await infra.listInstances(ctx), []);
     await infra.terminate(ctx); // again: nothing to do, no error

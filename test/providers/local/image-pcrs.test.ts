@@ -13,7 +13,7 @@ import {
   extendFromZero,
   imageDirectoryDigests,
   imageEventDigests,
-} from '../../../providers/local/image-measurement.js';
+} from '../../../providers/local/image-pcrs.js';
 import { UserError } from '../../../lib/errors.js';
 import { FileDigestCache } from '../../../providers/local/digest-cache.js';
 import { defaultNodeProgram } from '../../../providers/local/node-program.js';

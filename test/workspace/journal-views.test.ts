@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { clusterJournalView, iamJournalView } from '../../cli/iam/journal-view.js';
+import { clusterJournalView, iamJournalView } from '../../lib/workspace/journal-views.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 
 // create/terminate and iam create/destroy share one journal; each side must see and change only its own records.
-describe('iam/journal-view', () => {
+describe('workspace/journal-views', () => {
   it('the cluster view hides what iam create made, so terminate cannot delete it', async () => {
     const journal = new MemoryResourceJournal();
     await iamJournalView(journal).record({ kind: 'azure:identity', id: 'id-1' });

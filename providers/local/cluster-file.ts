@@ -1,7 +1,9 @@
 /**
- * cluster.json: the local provider's own record of a cluster (uid, network id and address prefix, node groups, nodes
- * with their addresses, AKs and PIDs), so status, scaling, reboot and terminate work from any later CLI process.
- * One ClusterStore per CLI operation holds it in memory; changes are written atomically, one after another, so
+ * The local provider's cluster file, cluster.json in the workspace: its own record of a cluster (uid, network id and
+ * address prefix, node groups, nodes with their addresses, AKs and PIDs), so status, scaling, reboot and terminate
+ * work from any later CLI process. It is not the cluster store (lib/cluster-store/, which the nodes keep in etcd or
+ * Kubernetes); it lives on the CLI's machine and only the local and qemu providers read it.
+ * One ClusterFile per CLI operation holds it in memory; changes are written atomically, one after another, so
  * nodes started in parallel never lose each other's updates.
  */
 import { z } from 'zod';
@@ -29,7 +31,7 @@ const nodeRecordSchema = z.object({
   /** When the provider made the node (ISO 8601); missing in records of earlier versions. */
   createdAt: z.string().optional(),
 });
-export type NodeRecord = z.infer<typeof nodeRecordSchema>;
+export type LocalNodeRecord = z.infer<typeof nodeRecordSchema>;
 
 const clusterRecordSchema = z.object({
   version: z.literal(1),
@@ -59,18 +61,18 @@ const clusterRecordSchema = z.object({
   nextNodeIndex: z.record(z.string(), z.number().int().min(0)),
   nodes: z.record(z.string(), nodeRecordSchema),
 });
-export type ClusterRecord = z.infer<typeof clusterRecordSchema>;
+export type LocalClusterRecord = z.infer<typeof clusterRecordSchema>;
 
-export class ClusterStore {
+export class ClusterFile {
   private queue: Promise<unknown> = Promise.resolve();
 
   private constructor(
     readonly paths: ClusterPaths,
-    readonly record: ClusterRecord,
+    readonly record: LocalClusterRecord,
   ) {}
 
   /** The recorded cluster, or undefined when this workspace has none. */
-  static async load(paths: ClusterPaths): Promise<ClusterStore | undefined> {
+  static async load(paths: ClusterPaths): Promise<ClusterFile | undefined> {
     let text: string;
     try {
       text = (await readRegularFile(paths.clusterFile, { what: 'the local cluster record', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8');
@@ -90,17 +92,17 @@ export class ClusterStore {
         hint: 'Restore it from a backup, or run `constellation terminate` to remove the local cluster it described.',
       });
     }
-    return new ClusterStore(paths, parsed.data);
+    return new ClusterFile(paths, parsed.data);
   }
 
-  static async create(paths: ClusterPaths, record: ClusterRecord): Promise<ClusterStore> {
-    const store = new ClusterStore(paths, clusterRecordSchema.parse(record));
-    await store.update(() => {});
-    return store;
+  static async create(paths: ClusterPaths, record: LocalClusterRecord): Promise<ClusterFile> {
+    const file = new ClusterFile(paths, clusterRecordSchema.parse(record));
+    await file.update(() => {});
+    return file;
   }
 
   /** Changes the record and writes it; resolves when this change (and every earlier one) is on disk. */
-  update(change: (record: ClusterRecord) => void): Promise<void> {
+  update(change: (record: LocalClusterRecord) => void): Promise<void> {
     change(this.record);
     const write = () => writeFileAtomic(this.paths.clusterFile, `${JSON.stringify(this.record, null, 2)}\n`, { mode: 0o600 });
     const run = this.queue.then(write, write);
@@ -113,6 +115,6 @@ export class ClusterStore {
  * What the metadata server tells nodes about the cluster: the init-secret hash only until the cluster is
  * initialized (so that no node added later serves Init), and the join-service key.
  */
-export function clusterSettings(record: ClusterRecord): { initSecretHash: string; joinServiceKey: string } {
+export function clusterSettings(record: LocalClusterRecord): { initSecretHash: string; joinServiceKey: string } {
   return { initSecretHash: record.initialized ? '' : record.initSecretHash, joinServiceKey: record.joinServiceKey };
 }

@@ -1,6 +1,8 @@
 /**
  * What the node launcher measures into the TPM ("firmware" of a local node), and the PCR values that results in.
  * The launcher and `create` (expected measurements for the config) both call this module, so they cannot disagree.
+ * These are PCR values computed from an image's files; an image's signed measurements file is read and checked by
+ * cli/images/image-measurements.ts.
  *
  * A local node image is the Node.js binary plus the node program's folder (dist/node-program/ of a build, made by
  * scripts/bundle-node-program.mjs: the bundle, its chunks and the native and data files it loads). The node program
