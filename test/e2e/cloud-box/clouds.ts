@@ -33,9 +33,9 @@ import { makeSnpReport, type EndorsementKey } from '../../attestation/snp/fixtur
 import { launchInstance } from '../../fakes/aws/ec2.js';
 import { FAKE_CREDENTIALS, FAKE_IMAGE, startFakeAws, type FakeAws, type FakeAwsOptions } from '../../fakes/aws/server.js';
 import { targetsBehind } from '../../fakes/aws/elb.js';
-import { FakeArm, FAKE_TENANT, FAKE_TOKEN as FAKE_ARM_TOKEN } from '../../fakes/azure/arm-server.js';
+import { FakeArm, FAKE_TENANT, FAKE_TOKEN as FAKE_ARM_TOKEN, type FakeArmOptions } from '../../fakes/azure/arm-server.js';
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
-import { FakeGcp } from '../../fakes/gcp/server.js';
+import { FakeGcp, type FakeGcpOptions } from '../../fakes/gcp/server.js';
 import { runCli } from '../../support/cli.js';
 import { RSA_AK_TEMPLATE } from '../../tpm/support.js';
 import type { BoxInstance, NodeSettings } from './box.js';
@@ -45,6 +45,9 @@ import { fillImageMeasurements } from '../../support/image-measurements.js';
 const AZ_SUBSCRIPTION = '00000000-1111-2222-3333-444444444444';
 const AZ_GROUP = 'box-rg';
 const AZ_IMAGE = '/CommunityGalleries/box/Images/constellation/Versions/1.0.0';
+/** The images an upgrade in the box moves to. */
+export const GCP_NEW_IMAGE = 'projects/box/global/images/constellation-box-v2';
+export const AZ_NEW_IMAGE = '/CommunityGalleries/box/Images/constellation/Versions/1.1.0';
 
 export interface NodeStatusJson {
   nodes: { name: string; role: string; address: string; state: string; reason?: string }[];
@@ -180,8 +183,13 @@ function orchestrated(workspace: string, infra: InfrastructureProvider, running:
   };
 }
 
-export async function gcpCloud(workspace: string, octet: number): Promise<BoxCloud> {
-  const fake = await FakeGcp.start({ privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0` });
+export type GcpBoxCloud = BoxCloud & { readonly fake: FakeGcp; infrastructureFor(image?: string): GcpInfrastructure };
+
+/** GCP; `fakeOptions` adds what the fake models beyond the default (operation time); `instanceBootMs` keeps new instances PROVISIONING. */
+export async function gcpCloud(workspace: string, octet: number, fakeOptions: FakeGcpOptions & { instanceBootMs?: number } = {}): Promise<GcpBoxCloud> {
+  const { instanceBootMs, ...startOptions } = fakeOptions;
+  const fake = await FakeGcp.start({ privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0`, ...startOptions });
+  if (instanceBootMs) fake.compute.instanceBootMs = instanceBootMs;
   const options = fake.providerOptions();
   const infra = new GcpInfrastructure(options);
   const nodeEnv = { GCE_METADATA_HOST: fake.url.replace(/^http:\/\//, ''), METADATA_SERVER_DETECTION: 'assume-present', GOOGLE_APPLICATION_CREDENTIALS: '', GOOGLE_CLOUD_PROJECT: 'box-project' };
@@ -193,6 +201,9 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
       return { id: String(i.name), ip: String((i.networkInterfaces as { networkIP: string }[])[0].networkIP), role: role === 'control-plane' ? 'control-plane' : 'worker' } as BoxInstance;
     });
   return {
+    fake,
+    // Polling every 100 ms as a CLI would poll a cloud, not the provider tests' 5 ms (which would spin the CPU here).
+    infrastructureFor: (image?: string) => new GcpInfrastructure({ ...options, pollIntervalMs: 100, ...(image ? { image } : {}) }),
     variant: 'gcp-sev-snp',
     signingKind: 'vcek',
     configure(doc, tcb) {
@@ -228,8 +239,11 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
   };
 }
 
-export async function azureCloud(workspace: string, octet: number): Promise<BoxCloud> {
-  const fake = await FakeArm.start({ lroDurationMs: 1, privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0` });
+export type AzureBoxCloud = BoxCloud & { readonly fake: FakeArm; infrastructureFor(image?: string): AzureInfrastructure };
+
+/** Azure; `fakeOptions` adds what the fake models beyond the default (VMs Creating until their node reports Ready). */
+export async function azureCloud(workspace: string, octet: number, fakeOptions: FakeArmOptions = {}): Promise<AzureBoxCloud> {
+  const fake = await FakeArm.start({ lroDurationMs: 1, privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0`, ...fakeOptions });
   fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
   // The config's default location (config generate azure).
   fake.seedGalleryImage(AZ_SUBSCRIPTION, 'westus', AZ_IMAGE);
@@ -245,6 +259,9 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
       });
   const running = () => vms().map((v): BoxInstance => ({ id: v.computerName, ip: v.privateIp, role: v.tags['constellation-role'] === 'control-plane' ? 'control-plane' : 'worker' }));
   return {
+    fake,
+    // Polling every 100 ms as a CLI would poll a cloud, not the provider tests' 2 ms.
+    infrastructureFor: (image?: string) => new AzureInfrastructure(parseAzureOptions(fake.providerOptions({ pollIntervalMs: 100, ...(image ? { image } : {}) }))),
     variant: 'azure-sev-snp',
     signingKind: 'vcek',
     configure(doc, tcb) {
