@@ -8,7 +8,7 @@
 import type { InstancesClient } from '@google-cloud/compute';
 import type { CloudControllerValues, InstanceMetadata, NodeMetadata } from '../contract.js';
 import { GcpCompute, lastSegment } from './clients.js';
-import { toInstanceMetadata } from './instances.js';
+import { toInstanceMetadata } from './gce-instance.js';
 import { DEFAULT_RETRY, type GcpProviderOptions } from './options.js';
 import { labelValue, LABEL_UID, namePrefix, META_INIT_SECRET_HASH, META_JOIN_SERVICE_KEY, META_LOAD_BALANCER, META_ROLE, META_UID } from './plan.js';
 import { withRetry } from './retry.js';

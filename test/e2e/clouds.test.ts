@@ -12,6 +12,7 @@
  * `npm run bench -- cloud-box` measures the same create + init beside the local provider's `mini up`.
  */
 import assert from 'node:assert/strict';
+import { newestFirst } from '../../cli/cluster/newest-first.js';
 import { pollUntil } from '../../lib/poll.js';
 import { requireTool } from '../support/require-tool.js';
 import { spawnSync } from 'node:child_process';
@@ -139,7 +140,7 @@ describe('cloud in a box', function () {
           { timeoutMs: 60_000, intervalMs: 500, what: 'four running workers' },
         );
         const group = [...fake.state.autoScalingGroups.values()].find((g) => g.name.includes('worker'))!;
-        const newest = [...four].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!)).slice(0, 3).map((i) => i.id).sort();
+        const newest = newestFirst(four).slice(0, 3).map((i) => i.id).sort();
         const kept = four.map((i) => i.id).filter((id) => !newest.includes(id));
 
         assert.deepEqual(await applyCounts(c, workspace, 1, 1), { worker_default: [4, 1] });
@@ -208,7 +209,7 @@ describe('cloud in a box', function () {
         await new Promise((r) => setTimeout(r, 500));
       }
       const five = (await listRunning(c, workspace)).filter((i) => i.role === 'control-plane');
-      const newest = [...five].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!)).slice(0, 2).map((i) => i.id).sort();
+      const newest = newestFirst(five).slice(0, 2).map((i) => i.id).sort();
       assert.deepEqual(await applyCounts(c, workspace, 3, 2), { control_plane_default: [5, 3] });
       const terminations = fake.calls('TerminateInstanceInAutoScalingGroup').slice(before);
       assert.deepEqual(terminations.map((t) => t.params.InstanceId as string).sort(), newest);
