@@ -10,7 +10,7 @@ import type { AttestedInstance } from '../../lib/attestation/types.js';
 import type { GcpInstanceIdentity } from '../../lib/attestation/variants/cloud-common.js';
 import { GcpCompute } from './clients.js';
 import { isNotFound, toUserError } from './errors.js';
-import { toInstanceMetadata } from './instances.js';
+import { toInstanceMetadata } from './gce-instance.js';
 import type { GcpProviderOptions } from './options.js';
 import { labelValue, LABEL_UID } from './plan.js';
 
