@@ -254,8 +254,8 @@ export async function azureCloud(workspace: string, octet: number, fakeOptions: 
       .filter((r) => /\/virtualMachineScaleSets\/[^/]+\/virtualMachines\/[^/]+$/i.test(r.id))
       .map((r) => {
         const scaleSet = fake.get(r.id.replace(/\/virtualMachines\/.*$/, '')) as { tags: Record<string, string> };
-        const props = r.body.properties as { privateIp: string; osProfile: { computerName: string } };
-        return { resourceId: r.id, name: String(r.body.name), computerName: props.osProfile.computerName, privateIp: props.privateIp, tags: scaleSet.tags };
+        const props = r.body.properties as { privateIp: string; vmId: string; osProfile: { computerName: string } };
+        return { resourceId: r.id, name: String(r.body.name), computerName: props.osProfile.computerName, privateIp: props.privateIp, vmId: props.vmId, tags: scaleSet.tags };
       });
   const running = () => vms().map((v): BoxInstance => ({ id: v.computerName, ip: v.privateIp, role: v.tags['constellation-role'] === 'control-plane' ? 'control-plane' : 'worker' }));
   return {
