@@ -92,7 +92,11 @@ export async function upBoxCluster<C extends BoxCloud, I extends InfrastructureP
       doc.setIn(['nodeGroups', 'worker_default', 'initialCount'], options.workers ?? 2);
     },
   });
-  const up = await upCluster(cloud, box, ca, workspace, provider);
+  // A cluster that did not come up closes its fake here: the caller has nothing to close it with.
+  const up = await upCluster(cloud, box, ca, workspace, provider).catch(async (err: unknown) => {
+    await base.close();
+    throw err;
+  });
   const follower = followInstances(cloud, box, ca, up.good);
   const clusterEndpoint = await readEndpoint(workspace);
   return {

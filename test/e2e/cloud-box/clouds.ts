@@ -193,10 +193,11 @@ export async function gcpCloud(workspace: string, octet: number, fakeOptions: Fa
   const options = fake.providerOptions();
   const infra = new GcpInfrastructure(options);
   const nodeEnv = { GCE_METADATA_HOST: fake.url.replace(/^http:\/\//, ''), METADATA_SERVER_DETECTION: 'assume-present', GOOGLE_APPLICATION_CREDENTIALS: '', GOOGLE_CLOUD_PROJECT: 'box-project' };
+  const metadataOf = (i: Record<string, unknown> | undefined) => (i?.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ?? [];
   const instances = () =>
     fake.compute.list('instances').map((i) => {
       const labels = (i.labels ?? {}) as Record<string, string>;
-      const metadata = ((i.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ?? []);
+      const metadata = metadataOf(i);
       const role = metadata.find((m) => m.key === 'constellation-role')?.value ?? labels['constellation-role'];
       return { id: String(i.name), ip: String((i.networkInterfaces as { networkIP: string }[])[0].networkIP), role: role === 'control-plane' ? 'control-plane' : 'worker' } as BoxInstance;
     });
@@ -219,6 +220,8 @@ export async function gcpCloud(workspace: string, octet: number, fakeOptions: Fa
     node: async (instance, tee) => ({
       provider: 'gcp',
       variant: 'gcp-sev-snp',
+      // The VM's image reports its version (`status` compares it with the config's image): the instance template's.
+      imageVersion: metadataOf(fake.compute.list('instances').find((i) => i.name === instance.id)).find((m) => m.key === 'constellation-image')?.value,
       providerOptions: { apiEndpoint: '127.0.0.1', port: Number(new URL(fake.url).port), protocol: 'http', metadataEndpoint: `${fake.url}/node/${instance.id}`, retry: { attempts: 5, baseDelayMs: 20, maxDelayMs: 100 } },
       tee,
       trustedRoots: {},
@@ -287,6 +290,8 @@ export async function azureCloud(workspace: string, octet: number, fakeOptions: 
         providerOptions: { endpoint, tlsOptions, pollIntervalMs, imdsEndpoint: imds.url, wireServerEndpoint: `${fake.wireServerUrl}/node/${vm.computerName}`, retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 } },
         armToken: FAKE_ARM_TOKEN,
         trustedRoots: {},
+        // The VM's image reports its version (`status` compares it with the config's image): the scale set model's when the VM was made.
+        imageVersion: (fake.get(vm.resourceId) as { properties?: { storageProfile?: { imageReference?: { communityGalleryImageId?: string } } } } | undefined)?.properties?.storageProfile?.imageReference?.communityGalleryImageId,
         // Azure's paravisor: its AK made persistent, and its HCL report whose SNP report binds the runtime data holding that AK.
         async provision(tpm) {
           const ak = await tpm.createAttestationKey(RSA_AK_TEMPLATE);
