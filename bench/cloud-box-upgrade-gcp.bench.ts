@@ -14,7 +14,8 @@ import { measureUpgrade, waitForFiveJoined } from './support/cloud-box-upgrade.j
 
 export default async function cloudBoxUpgradeGCPBench(out: (line: string) => void): Promise<void> {
   const ca = makeSnpTestCa('Milan');
-  const root = await fs.mkdtemp(path.join(os.tmpdir(), 'cl-bench-box-upgrade-gcp-'));
+  // Short: swtpm's socket path below it, with the cloud's long instance names, must fit a unix socket address.
+  const root = await fs.mkdtemp(path.join(os.tmpdir(), 'cl-bb-gcp-'));
   const workspace = path.join(root, 'workspace');
   const box = new CloudBox(path.join(root, 'vms'));
   const cluster = await upGcpCluster({ workspace, box, ca, octet: 20 + Math.floor(Math.random() * 200), controlPlanes: 3, workers: 2, instanceBootMs: 0 });
