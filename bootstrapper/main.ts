@@ -111,7 +111,11 @@ export async function startNode(options: StartNodeOptions): Promise<Bootstrapper
     issuer,
     metadata: platform.metadata,
     stateDisk,
-    backend: createBackend(platform.kubernetesBackend, { ...options.backend, workDir: path.join(stateDisk.mountPoint, 'kubernetes') }),
+    backend: createBackend(platform.kubernetesBackend, {
+      ...(platform.cloudController ? { cloudController: () => platform.cloudController!() } : {}),
+      ...options.backend,
+      workDir: path.join(stateDisk.mountPoint, 'kubernetes'),
+    }),
     joinService: {
       validatorDeps: { ...(await platform.validatorDeps()) },
       // The addresses a kubelet certificate may name: the provider's view of the attested instance.

@@ -231,7 +231,18 @@ export interface NodePlatform {
   readonly imageVersion: string;
   /** What the variant's validator needs when this node hosts a join service. */
   validatorDeps(): Promise<Partial<ValidatorDeps>>;
+  /**
+   * Cloud nodes: what the cloud controller manager's configuration needs (bootstrapper/kubernetes/cloud-controller.ts),
+   * from the node's metadata. Absent where no cloud controller runs (local, qemu).
+   */
+  cloudController?(): Promise<CloudControllerValues>;
 }
+
+/** The cloud's values in the cloud controller manager's configuration (docs/kubernetes-backends.md). */
+export type CloudControllerValues =
+  | { cloud: 'aws' }
+  | { cloud: 'gcp'; projectId: string; /** The network tag the provider gives every node (firewall rules name it). */ nodeTag: string }
+  | { cloud: 'azure'; subscriptionId: string; resourceGroup: string; location: string; /** The cluster's network security group. */ securityGroupName: string };
 
 /**
  * Options as they cross the registry: the config's `provider.<name>` section plus what the CLI adds (image, uid).

@@ -7,7 +7,7 @@
  *         (a retry after a failed attempt) ─ `kubeadm init phase preflight` ─ `kubeadm init phase certs all`
  *         (kubeadm signs the API server's and etcd's certificates with our CAs) ─ `kubeadm init` skipping those
  *         two phases and the kube-proxy add-on ─ install Cilium (./network-plugin.ts) with `kubectl apply` ─
- *         return the admin.conf kubeadm wrote
+ *         on cloud nodes the cloud controller manager (./cloud-controller.ts) ─ return the admin.conf kubeadm wrote
  *   join: write the CA files of a control-plane node and the kubelet certificate ─ empty the static Pod
  *         directory ─ `kubeadm join`, then remove the config (it holds the bootstrap token)
  *
@@ -39,6 +39,7 @@ import { loadClusterPki, pem, signKubeletCertificate } from '../../lib/pki/clust
 import { createKubeletCsr } from '../kubelet-csr.js';
 import { spawnExec, type Exec, type ExecResult } from './exec.js';
 import { checkVersion, initConfiguration, joinConfiguration, KUBELET_CERT_FILE, KUBELET_KEY_FILE, normalizeVersion, parseEndpoint } from './kubeadm-config.js';
+import { cloudControllerManifestPath, cloudOfProviderId, renderCloudController } from './cloud-controller.js';
 import { CILIUM_VERSION, ciliumManifestPath, kernelHasWireGuard, renderCilium } from './network-plugin.js';
 import { checkKubernetesUpgrade } from '../../lib/config/versions.js';
 import { KubernetesBackendError, type BackendOptions, type ControlPlaneUpgradeParams, type InitParams, type JoinParams, type KubernetesBackend } from './types.js';
@@ -118,9 +119,10 @@ export class KubeadmBackend implements KubernetesBackend {
       });
     });
     const network = await this.installNetworkPlugin(p);
+    const cloud = await this.installCloudController(p);
     return {
       kubeconfig: new Uint8Array(kubeconfig),
-      message: `Kubernetes ${normalizeVersion(p.kubernetesVersion)} initialized with kubeadm on ${p.nodeName}; API server at https://${p.apiServerEndpoint}; ${network}.`,
+      message: `Kubernetes ${normalizeVersion(p.kubernetesVersion)} initialized with kubeadm on ${p.nodeName}; API server at https://${p.apiServerEndpoint}; ${network}${cloud}.`,
     };
   }
 
@@ -183,6 +185,25 @@ export class KubeadmBackend implements KubernetesBackend {
     return wireGuard
       ? `network plugin Cilium ${CILIUM_VERSION} with WireGuard encryption`
       : `network plugin Cilium ${CILIUM_VERSION} WITHOUT encryption (this kernel has no WireGuard)`;
+  }
+
+  /**
+   * On a cloud node (it has a provider id, so its kubelet waits for a cloud controller): the cloud's controller
+   * manager from the shipped manifest, applied with the admin kubeconfig. Returns the message's tail.
+   */
+  private async installCloudController(p: InitParams): Promise<string> {
+    if (p.providerId === undefined) return '';
+    const cloud = cloudOfProviderId(p.providerId);
+    if (!cloud || !this.options.cloudController) {
+      throw new KubernetesBackendError(`This node has the provider id ${p.providerId}, but no cloud controller manager is known for it: its nodes would keep the taint node.cloudprovider.kubernetes.io/uninitialized.`);
+    }
+    const values = await this.options.cloudController();
+    if (values.cloud !== cloud) throw new KubernetesBackendError(`The node's platform gives ${values.cloud} cloud controller values, but its provider id ${p.providerId} is of ${cloud}.`);
+    const manifest = renderCloudController(await fs.readFile(cloudControllerManifestPath(cloud), 'utf8'), values, p.kubernetesVersion);
+    const file = path.join(this.options.workDir, 'cloud-controller-manager.yaml');
+    await writeFileAtomic(file, manifest);
+    await this.run('apply', ['apply', '--server-side', '--force-conflicts', '--kubeconfig', this.adminConfPath, '-f', file], p.log, [], KUBECTL);
+    return `; ${cloud} cloud controller manager`;
   }
 
   tokenSink(log: Logger): TokenSink {

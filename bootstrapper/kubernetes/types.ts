@@ -10,6 +10,7 @@ import type { Logger } from '../../lib/logging/index.js';
 import type { TokenSink } from '../../joinservice/bootstrap-token.js';
 import type { Clock } from '../../lib/clock.js';
 import type { Exec } from './exec.js';
+import type { CloudControllerValues } from '../../providers/contract.js';
 
 export type BackendName = 'none' | 'kubeadm';
 export const BACKEND_NAMES: readonly BackendName[] = ['none', 'kubeadm'];
@@ -101,6 +102,11 @@ export interface BackendOptions {
   manifestsDir?: string;
   /** Whether this kernel has WireGuard (Cilium encrypts node-to-node traffic with it); default: read /sys/module and the module lists. */
   hasWireGuard?: () => Promise<boolean>;
+  /**
+   * Cloud nodes: the cloud's values for the cloud controller manager (NodePlatform.cloudController), installed after
+   * the network plugin when the node has a provider id (./cloud-controller.ts).
+   */
+  cloudController?: () => Promise<CloudControllerValues>;
   /** Signs the first control-plane node's kubelet serving certificate; default the system clock. */
   clock?: Clock;
 }

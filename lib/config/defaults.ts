@@ -121,7 +121,7 @@ function providerSection(provider: Provider): Record<string, unknown> {
     case 'qemu':
       return { ...QEMU_DEFAULTS };
     case 'aws':
-      return { ...LOCATIONS.aws, iamProfileControlPlane: '', iamProfileWorkerNodes: '', deployCSIDriver: true };
+      return { ...LOCATIONS.aws, iamProfileControlPlane: '', iamProfileWorkerNodes: '', deployCSIDriver: false };
     case 'azure':
       return {
         subscription: '',
@@ -129,11 +129,11 @@ function providerSection(provider: Provider): Record<string, unknown> {
         location: LOCATIONS.azure.location,
         resourceGroup: '',
         userAssignedIdentity: '',
-        deployCSIDriver: true,
+        deployCSIDriver: false,
         secureBoot: false,
       };
     case 'gcp':
-      return { project: '', ...LOCATIONS.gcp, serviceAccountKeyPath: '', IAMServiceAccountVM: '', deployCSIDriver: true };
+      return { project: '', ...LOCATIONS.gcp, serviceAccountKeyPath: '', IAMServiceAccountVM: '', deployCSIDriver: false };
   }
 }
 

@@ -202,7 +202,10 @@ export function migrateUpstreamConfig(text: string, options: MigrateOptions = {}
   };
   const at = `provider.${upstreamProvider}.`;
   for (const [key, value] of Object.entries(section)) {
-    if (providerFields[provider].includes(key)) {
+    if (key === 'deployCSIDriver' && provider !== 'local' && provider !== 'qemu') {
+      if (value === true) drop(`${at}${key}`, 'no CSI driver is deployed here yet (encrypted persistent volumes are not built); set to false');
+      else if (value === false) ourProvider[key] = false;
+    } else if (providerFields[provider].includes(key)) {
       if (value !== undefined && value !== null) ourProvider[key] = value;
     } else if (key === 'instanceType' || key === 'stateDiskType') {
       // v2/v3: one instance and disk type for every node; v4 and ours have them per node group (below).

@@ -120,7 +120,16 @@ function iamField(provider: Provider, allowIncomplete: boolean, description: str
 const userField = (what: string, description: string) =>
   z.string().min(1, { error: present(`is empty: set the ${what}`) }).describe(description);
 
-const deployCSIDriver = z.boolean().describe("Deploy the cloud's CSI driver for persistent volumes.");
+/**
+ * Upstream deploys each cloud's CSI driver with encrypted volumes (its own forks that dm-crypt every volume). Nothing
+ * here deploys one yet, so `true` is refused instead of silently giving a cluster without persistent volumes.
+ */
+const deployCSIDriver = z
+  .boolean()
+  .refine((v) => v === false, {
+    error: 'is true, but this CLI deploys no CSI driver yet (encrypted persistent volumes are not built): set it to false',
+  })
+  .describe("Deploy the cloud's CSI driver for persistent volumes. Must be false: no CSI driver is deployed yet (encrypted volumes are not built).");
 
 function providerSchemas(allowIncomplete: boolean) {
   return {

@@ -50,36 +50,21 @@ const NODE_ACTIONS = [
   'ecr:BatchGetImage',
 ];
 
-/** The control plane also runs the cloud controller manager, the CSI driver and the cluster autoscaler. */
+/**
+ * The control plane also runs the AWS cloud controller manager (bootstrapper/kubernetes/cloud-controller.ts: its
+ * node and node-lifecycle controllers; routes and Services are off), which reads instances, zones and the network
+ * and tags instances. Nothing deploys a CSI driver or an autoscaler, so their volume and scaling rights are not
+ * granted (`iam upgrade apply` takes them from policies an older CLI made).
+ */
 const CONTROL_PLANE_ACTIONS = [
   ...NODE_ACTIONS,
-  'autoscaling:DescribeAutoScalingGroups',
-  'autoscaling:DescribeTags',
-  'autoscaling:SetDesiredCapacity',
-  'autoscaling:TerminateInstanceInAutoScalingGroup',
   'ec2:DescribeAvailabilityZones',
-  'ec2:DescribeLaunchTemplateVersions',
   'ec2:DescribeRouteTables',
   'ec2:DescribeSecurityGroups',
   'ec2:DescribeSubnets',
-  'ec2:DescribeVolumes',
   'ec2:DescribeVpcs',
-  'ec2:CreateSecurityGroup',
-  'ec2:DeleteSecurityGroup',
-  'ec2:AuthorizeSecurityGroupIngress',
-  'ec2:RevokeSecurityGroupIngress',
   'ec2:CreateTags',
-  'ec2:CreateRoute',
-  'ec2:DeleteRoute',
   'ec2:ModifyInstanceAttribute',
-  'ec2:CreateVolume',
-  'ec2:AttachVolume',
-  'ec2:DetachVolume',
-  'ec2:ModifyVolume',
-  'ec2:DeleteVolume',
-  'elasticloadbalancing:*',
-  'iam:CreateServiceLinkedRole',
-  'kms:DescribeKey',
 ];
 
 function policyDocument(actions: string[]): string {

@@ -72,3 +72,8 @@ export async function createIamClients(subscription: string, options: AzureProvi
     authorization: new AuthorizationManagementClient(credential, subscription, common),
   };
 }
+
+/** How the SDK's long-running operations poll: the options' interval, ended by the call's abort signal. */
+export function lroOptions(options: Pick<AzureProviderOptions, 'pollIntervalMs'>, signal?: AbortSignal) {
+  return { updateIntervalInMs: options.pollIntervalMs, abortSignal: signal };
+}

@@ -1,8 +1,8 @@
 /**
  * `iam create azure` / `iam destroy`: the identity Azure nodes run as. Makes (unless it exists) the cluster's
  * resource group, a user-assigned managed identity in it, and role assignments of that identity on the resource
- * group: Virtual Machine Contributor (scale sets, disks for the CSI driver) and Network Contributor (load
- * balancers, routes for the cloud controller manager). Every resource is recorded as soon as Azure made it;
+ * group: Virtual Machine Contributor (the scale sets the nodes and the cloud controller manager read) and Network
+ * Contributor (load balancers and the security group the cloud controller manager manages for Services). Every resource is recorded as soon as Azure made it;
  * destroy deletes exactly those. Role assignment names are derived from scope, role and principal, so a re-run
  * makes the same assignment again instead of failing with RoleAssignmentExists.
  */

@@ -5,7 +5,7 @@
  * the cluster's uid tag in the node's resource group, authenticated as the node's managed identity
  * (DefaultAzureCredential picks it up on a VM).
  */
-import type { InstanceMetadata, NodeMetadata, NodeRole } from '../contract.js';
+import type { CloudControllerValues, InstanceMetadata, NodeMetadata, NodeRole } from '../contract.js';
 import { UserError } from '../../lib/errors.js';
 import { createAzureClients, type AzureClients } from './clients.js';
 import { toUserError } from './errors.js';
@@ -22,6 +22,8 @@ interface ImdsInstance {
     resourceId: string;
     subscriptionId: string;
     resourceGroupName: string;
+    location?: string;
+    vmId?: string;
     osProfile?: { computerName?: string };
     tagsList?: { name: string; value: string }[];
   };
@@ -119,6 +121,37 @@ export class AzureNodeMetadata implements NodeMetadata {
     } catch (err) {
       throw toUserError(err, 'listing the cluster\'s VMs');
     }
+  }
+
+  /** The cluster's uid tag and the subscription of this VM (a join service names only VMs of both). */
+  async cluster(): Promise<{ uid: string; subscriptionId: string }> {
+    return { uid: await this.requiredTag(TAG_UID), subscriptionId: (await this.imds()).compute.subscriptionId };
+  }
+
+  /** This VM as IMDS names it: what its attestation carries so a join service can tell who it is. */
+  async vmIdentity(): Promise<{ resourceId: string; vmId: string }> {
+    const { resourceId, vmId } = (await this.imds()).compute;
+    if (!vmId) throw new UserError('The Azure instance metadata service names no vmId for this VM.');
+    return { resourceId, vmId };
+  }
+
+  /**
+   * The cloud controller manager's values: subscription, resource group and location from IMDS, and the cluster's
+   * network security group (the one tagged with its uid in the node's resource group) from ARM.
+   */
+  async cloudControllerValues(): Promise<CloudControllerValues> {
+    const uid = await this.requiredTag(TAG_UID);
+    const { subscriptionId, resourceGroupName, location } = (await this.imds()).compute;
+    if (!location) throw new UserError('The Azure instance metadata service names no location for this VM.');
+    const clients = await this.clients();
+    let nsg: string | undefined;
+    try {
+      nsg = (await collect(clients.network.networkSecurityGroups.list(resourceGroupName))).find((g) => g.tags?.[TAG_UID] === uid)?.name;
+    } catch (err) {
+      throw toUserError(err, 'looking up the network security group');
+    }
+    if (!nsg) throw new UserError(`No network security group with ${TAG_UID}=${uid} in resource group ${resourceGroupName}.`);
+    return { cloud: 'azure', subscriptionId, resourceGroup: resourceGroupName, location, securityGroupName: nsg };
   }
 
   async loadBalancerEndpoint(): Promise<string> {

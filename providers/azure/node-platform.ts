@@ -7,6 +7,8 @@
  *                        IMDS's THIM service hands out (as upstream does), so verifiers need not ask AMD's KDS;
  *   azure-tdx            the same HCL report holds a TD report, which IMDS turns into a quote (POST /acc/tdquote);
  *   azure-trustedlaunch  the AK certificate from NV index 0x01c101d0.
+ * Every variant's instanceInfo also carries the VM's resource id and vmId from IMDS (`identity`), which a join
+ * service on this node resolves in ARM (./instance-identity.ts) to tell a control plane from a worker.
  * At start the node reports Ready to Azure's wire server (./wire-server.ts): no guest agent runs.
  */
 import { AZURE_AK_CERT_INDEX, AZURE_AK_HANDLE, AZURE_HCL_REPORT_INDEX, parseHclReport } from '../../lib/attestation/cloud-evidence.js';
@@ -64,13 +66,15 @@ export async function azureNodePlatform(options: NodePlatformOptions): Promise<N
   const base = cloudPlatformBase('azure', options, { metadata, stateDisk: AZURE_STATE_DISK });
   const variant = base.variant;
   const instanceInfo = (tpm: TpmClient) => async () => {
-    if (variant === 'azure-trustedlaunch') return jsonBytes({ akCert: b64(derPrefix(await tpm.nvRead(AZURE_AK_CERT_INDEX))) });
+    // The VM as IMDS names it, covered by the quote: a join service names the instance from it (./instance-identity.ts).
+    const identity = await metadata.vmIdentity();
+    if (variant === 'azure-trustedlaunch') return jsonBytes({ akCert: b64(derPrefix(await tpm.nvRead(AZURE_AK_CERT_INDEX))), identity });
     const hcl = parseHclReport(await tpm.nvRead(AZURE_HCL_REPORT_INDEX));
     const expected = variant === 'azure-sev-snp' ? 'snp' : 'tdx';
     if (hcl.kind !== expected) throw new UserError(`The vTPM's HCL report holds a ${hcl.kind} report, but the node attests as ${variant}.`);
     const imds = providerOptions.imdsEndpoint ?? IMDS_ENDPOINT;
-    if (hcl.kind === 'tdx') return jsonBytes({ attestationReport: b64(await azureTdQuote(imds, hcl.teeReport)), runtimeData: b64(hcl.runtimeData) });
-    return jsonBytes({ attestationReport: b64(hcl.teeReport), runtimeData: b64(hcl.runtimeData), ...(await azureThimCertificates(imds)) });
+    if (hcl.kind === 'tdx') return jsonBytes({ attestationReport: b64(await azureTdQuote(imds, hcl.teeReport)), runtimeData: b64(hcl.runtimeData), identity });
+    return jsonBytes({ attestationReport: b64(hcl.teeReport), runtimeData: b64(hcl.runtimeData), ...(await azureThimCertificates(imds)), identity });
   };
   let ready: Promise<void> | undefined;
   return {
@@ -85,6 +89,10 @@ export async function azureNodePlatform(options: NodePlatformOptions): Promise<N
       tpm.useAttestationKey({ kind: 'persistent', handle: AZURE_AK_HANDLE });
       return new VtpmIssuer({ variant, tpm, instanceInfo: instanceInfo(tpm) });
     },
-    validatorDeps: async () => kdsDeps(base.nodeDir),
+    async validatorDeps() {
+      const { azureInstanceIdentity } = await import('./instance-identity.js');
+      return { ...kdsDeps(base.nodeDir), azureInstanceIdentity: azureInstanceIdentity(providerOptions, () => metadata.cluster()) };
+    },
+    cloudController: () => metadata.cloudControllerValues(),
   };
 }

@@ -143,7 +143,7 @@ export function parseAzureConfig(section: Record<string, unknown>): AzureConfig 
     location: requireString(section, 'location'),
     resourceGroup,
     userAssignedIdentity: identity.startsWith('/') ? identity : resourceId(subscription, resourceGroup, 'azure:user-assigned-identity', identity),
-    deployCSIDriver: section.deployCSIDriver !== false,
+    deployCSIDriver: section.deployCSIDriver === true,
     secureBoot: section.secureBoot === true,
   };
 }

@@ -8,6 +8,7 @@
 import type { ResourceManagementClient } from '@azure/arm-resources';
 import { realSleep, type Sleep } from '../../lib/clock.js';
 import { UserError } from '../../lib/errors.js';
+import { pollUntil } from '../../lib/poll.js';
 import type { ProviderContext } from '../contract.js';
 
 /** What `create` makes: scale sets and disks, networks and load balancers, and the scale sets' identity. */
@@ -30,23 +31,31 @@ export async function ensureRegistered(
 ): Promise<void> {
   const sleep = options.sleep ?? realSleep;
   const pollMs = options.pollIntervalMs ?? 5000;
-  const attempts = Math.max(1, Math.ceil((options.timeoutMs ?? 10 * 60_000) / pollMs));
   await Promise.all(
     namespaces.map(async (namespace) => {
       let state = (await resources.providers.get(namespace)).registrationState;
       if (state === 'Registered') return;
       ctx.progress?.(`registering the resource provider ${namespace} with the subscription`);
       if (state !== 'Registering') state = (await resources.providers.register(namespace)).registrationState;
-      for (let attempt = 1; state !== 'Registered'; attempt++) {
-        if (attempt > attempts) {
-          throw new UserError(`The subscription's registration for ${namespace} is still ${state ?? 'unknown'}.`, {
-            hint: `Check it with \`az provider show --namespace ${namespace}\` and run the command again once it is Registered.`,
-          });
-        }
-        ctx.log.debug('azure: waiting for resource provider registration', { namespace, state });
-        await sleep(pollMs, ctx.signal);
-        state = (await resources.providers.get(namespace)).registrationState;
-      }
+      await pollUntil(
+        async (attempt) => {
+          if (attempt > 1) state = (await resources.providers.get(namespace)).registrationState;
+          if (state === 'Registered') return true;
+          ctx.log.debug('azure: waiting for resource provider registration', { namespace, state });
+          return undefined;
+        },
+        {
+          timeoutMs: options.timeoutMs ?? 10 * 60_000,
+          intervalMs: pollMs,
+          sleep,
+          signal: ctx.signal,
+          onTimeout: () => {
+            throw new UserError(`The subscription's registration for ${namespace} is still ${state ?? 'unknown'}.`, {
+              hint: `Check it with \`az provider show --namespace ${namespace}\` and run the command again once it is Registered.`,
+            });
+          },
+        },
+      );
     }),
   );
 }

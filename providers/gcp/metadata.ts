@@ -6,11 +6,11 @@
  * direct dependency). Its address honours GCE_METADATA_HOST like Google's libraries do.
  */
 import type { InstancesClient } from '@google-cloud/compute';
-import type { InstanceMetadata, NodeMetadata } from '../contract.js';
+import type { CloudControllerValues, InstanceMetadata, NodeMetadata } from '../contract.js';
 import { GcpCompute, lastSegment } from './clients.js';
-import { toInstanceMetadata } from './instances.js';
+import { toInstanceMetadata } from './gce-instance.js';
 import { DEFAULT_RETRY, type GcpProviderOptions } from './options.js';
-import { labelValue, LABEL_UID, META_INIT_SECRET_HASH, META_JOIN_SERVICE_KEY, META_LOAD_BALANCER, META_ROLE, META_UID } from './plan.js';
+import { labelValue, LABEL_UID, namePrefix, META_INIT_SECRET_HASH, META_JOIN_SERVICE_KEY, META_LOAD_BALANCER, META_ROLE, META_UID } from './plan.js';
 import { withRetry } from './retry.js';
 
 class MetadataError extends Error {
@@ -75,6 +75,17 @@ export class GcpNodeMetadata implements NodeMetadata {
 
   async joinServiceKey(): Promise<string> {
     return this.attribute(META_JOIN_SERVICE_KEY);
+  }
+
+  /** The cluster's uid (the attribute its instance template set). */
+  async clusterUid(): Promise<string> {
+    return this.attribute(META_UID);
+  }
+
+  /** The cloud controller manager's values: the project and the network tag the provider gave the nodes (namePrefix of the uid). */
+  async cloudControllerValues(): Promise<CloudControllerValues> {
+    const [projectId, uid] = await Promise.all([this.get('project/project-id'), this.attribute(META_UID)]);
+    return { cloud: 'gcp', projectId, nodeTag: namePrefix(uid) };
   }
 
   private async attribute(key: string): Promise<string> {

@@ -3,7 +3,8 @@
  * at /dev/disk/by-id/google-state-disk (the device name the instance template gives it), node metadata from the GCE
  * metadata server and the Compute API. The AK is the one GCE's shielded identity vouches for: the primary key made
  * from the RSA template GCE keeps in its vTPM's NV index 0x01c10001. instanceInfo names the instance (project,
- * zone, name) and, for gcp-sev-snp, carries the SNP report whose REPORT_DATA is SHA-512(AK).
+ * zone, name) and, for gcp-sev-snp, carries the SNP report whose REPORT_DATA is SHA-512(AK). A join service on
+ * this node names the attested instance through Compute (./instance-identity.ts), for control-plane tickets.
  */
 import { akReportData, GCE_AK_TEMPLATE_INDEX_RSA, snpInstanceFields } from '../../lib/attestation/cloud-evidence.js';
 import { snpReport } from '../../lib/attestation/tee/index.js';
@@ -51,9 +52,14 @@ export async function gcpNodePlatform(options: NodePlatformOptions): Promise<Nod
         },
       });
     },
+    cloudController: () => metadata.cloudControllerValues(),
     async validatorDeps() {
-      const { shieldedIdentityClient } = await import('./shielded-identity.js');
-      return { ...kdsDeps(base.nodeDir), gcpShieldedIdentity: shieldedIdentityClient(providerOptions) };
+      const [{ shieldedIdentityClient }, { gcpInstanceIdentity }] = await Promise.all([import('./shielded-identity.js'), import('./instance-identity.js')]);
+      return {
+        ...kdsDeps(base.nodeDir),
+        gcpShieldedIdentity: shieldedIdentityClient(providerOptions),
+        gcpInstanceIdentity: gcpInstanceIdentity(providerOptions, () => metadata.clusterUid()),
+      };
     },
   };
 }

@@ -23,10 +23,11 @@
 import { createHash, randomInt } from 'node:crypto';
 import type { InstanceGroupManagersClient, InstancesClient } from '@google-cloud/compute';
 import { UserError } from '../../lib/errors.js';
+import { pollUntil } from '../../lib/poll.js';
 import type { ProviderContext, RecordedResource } from '../contract.js';
 import { journalKind, parseRefId, refId, type GcpCompute, type Operation } from './clients.js';
 import { gcpErrorInfo, isAlreadyExists, isNotFound, toUserError } from './errors.js';
-import { instanceId, metadataItems, type GceInstance, type InstanceRef } from './instances.js';
+import { instanceId, metadataItems, type GceInstance, type InstanceRef } from './gce-instance.js';
 import { DEFAULT_POLL_INTERVAL_MS, type GcpProviderOptions } from './options.js';
 import { META_IMAGE, META_INIT_SECRET_HASH } from './plan.js';
 import { sleep } from './retry.js';
@@ -218,13 +219,16 @@ export class GcpScaling {
   }
 
   private async until(check: () => Promise<boolean>, what: string): Promise<void> {
-    const deadline = Date.now() + (this.options.instanceTimeoutMs ?? INSTANCE_TIMEOUT_MS);
-    while (!(await check())) {
-      if (Date.now() > deadline) {
+    await pollUntil(async () => ((await check()) ? true : undefined), {
+      timeoutMs: this.options.instanceTimeoutMs ?? INSTANCE_TIMEOUT_MS,
+      intervalMs: this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS,
+      // GCP's own sleep: an abort rejects with the signal's reason, as every GCP call does (./retry.ts).
+      sleep,
+      signal: this.ctx.signal,
+      onTimeout: () => {
         throw new UserError(`Timed out waiting for ${what}.`, { hint: 'Check the managed instance groups in the Google Cloud console; `constellation status` shows the nodes.' });
-      }
-      await sleep(this.options.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, this.ctx.signal);
-    }
+      },
+    });
   }
 }
 

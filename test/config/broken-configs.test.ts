@@ -47,7 +47,7 @@ const AWS_SECTION = `  aws:
     zone: us-east-2a
     iamProfileControlPlane: cp
     iamProfileWorkerNodes: worker
-    deployCSIDriver: true`;
+    deployCSIDriver: false`;
 
 /** The valid local config with 1-based line `line` replaced by `text` (several lines allowed). */
 function replaceLine(line: number, text: string, base = VALID_LOCAL): string {
@@ -138,6 +138,7 @@ const cases: BrokenCase[] = [
   { name: 'local image that is no version', text: replaceLine(4, 'image: ../elsewhere'), path: 'image', line: 4, message: /a local image is `local` \(the current build\) or a version made by `constellation mini image create`/ },
   { name: 'measurements signing key that is no PEM key', text: insertAfter(4, 'measurementsSigningKey: abc'), path: 'measurementsSigningKey', line: 5, message: /is not usable: the key is not a PEM public key/ },
   { name: 'measurements signing key on another curve', text: insertAfter(4, `measurementsSigningKey: |\n${P384_PEM.trim().split('\n').map((l) => `  ${l}`).join('\n')}`), path: 'measurementsSigningKey', line: 5, message: /is not an ECDSA P-256 key \(it is EC on secp384r1\)/ },
+  { name: 'a CSI driver asked for, which nothing deploys', text: VALID_AWS.replace('deployCSIDriver: false', 'deployCSIDriver: true'), path: 'provider.aws.deployCSIDriver', line: lineOf(VALID_AWS, 'deployCSIDriver'), message: /is true, but this CLI deploys no CSI driver yet \(encrypted persistent volumes are not built\): set it to false/ },
   { name: 'empty file', text: '', path: '', line: 1, message: /the file is empty/ },
   { name: 'top level is a list', text: '- version: v4\n', path: '', line: 1, message: /top level must be a mapping/ },
 ];

@@ -16,19 +16,19 @@ function imageMeasurements(variant: string) {
 /** Every upstream file, what a user adds that upstream's file cannot hold, and the keys that must be named as dropped. */
 const CASES = [
   { file: 'configAWSV2.yaml', variant: 'aws-nitro-tpm', set: [], dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.aws.measurements'] },
-  { file: 'configAzureV2SingleIDKeyDigest.yaml', variant: 'azure-sev-snp', set: [], dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.azure.measurements'] },
-  { file: 'configAzureV2MultipleIDKeyDigest.yaml', variant: 'azure-sev-snp', set: [], dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.azure.measurements'] },
+  { file: 'configAzureV2SingleIDKeyDigest.yaml', variant: 'azure-sev-snp', set: [], dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.azure.measurements', 'provider.azure.deployCSIDriver'] },
+  { file: 'configAzureV2MultipleIDKeyDigest.yaml', variant: 'azure-sev-snp', set: [], dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.azure.measurements', 'provider.azure.deployCSIDriver'] },
   {
     file: 'configGCPV2.yaml',
     variant: 'gcp-sev-es',
     set: ['provider.gcp.IAMServiceAccountVM=constell-vm@project-12345.iam.gserviceaccount.com'],
-    dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.gcp.measurements'],
+    dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.gcp.measurements', 'provider.gcp.deployCSIDriver'],
   },
   {
     file: 'configAzureV3.yaml',
     variant: 'azure-sev-snp',
     set: [],
-    dropped: ['image', 'kubernetesVersion', 'microserviceVersion', 'debugCluster', 'attestation.azureSEVSNP.measurements', 'attestation.azureSEVSNP.bootloaderVersion', 'attestation.azureSEVSNP.amdRootKey'],
+    dropped: ['image', 'kubernetesVersion', 'microserviceVersion', 'debugCluster', 'attestation.azureSEVSNP.measurements', 'attestation.azureSEVSNP.bootloaderVersion', 'attestation.azureSEVSNP.amdRootKey', 'provider.azure.deployCSIDriver'],
   },
   {
     file: 'configGCPV4.yaml',
@@ -41,6 +41,7 @@ const CASES = [
       'customEndpoint',
       'internalLoadBalancer',
       'provider.gcp.useMarketplaceImage',
+      'provider.gcp.deployCSIDriver',
       'attestation.gcpSEVSNP.measurements',
       'attestation.gcpSEVSNP.bootloaderVersion',
       'attestation.gcpSEVSNP.teeVersion',
@@ -121,8 +122,9 @@ describe('config migrate: upstream Constellation configs (test/testdata/upstream
       zone: 'europe-west3-b',
       serviceAccountKeyPath: 'serviceAccountKey.json',
       IAMServiceAccountVM: 'constell-vm@project-12345.iam.gserviceaccount.com',
-      deployCSIDriver: true,
+      deployCSIDriver: false,
     });
+    assert.ok(gcp.dropped.some((d) => d.path === 'provider.gcp.deployCSIDriver' && /no CSI driver/.test(d.reason)), 'deployCSIDriver: true is named as not carried');
     assert.equal(gcp.config.nodeGroups.worker_default.initialCount, 2);
     assert.equal(gcp.config.nodeGroups.control_plane_default.zone, 'europe-west3-b');
 
@@ -198,7 +200,7 @@ describe('config migrate: upstream Constellation configs (test/testdata/upstream
 
     const done = await runCli(['config', 'migrate', '-C', dir, '-y']);
     assert.equal(done.code, 0, done.stderr);
-    assert.match(done.stdout, /Not carried \(4\):\n {2}image: [^\n]+\n {2}kubernetesVersion: /);
+    assert.match(done.stdout, /Not carried \(5\):\n {2}image: [^\n]+\n {2}kubernetesVersion: /);
     assert.equal(await fs.readFile(`${file}.upstream-v2`, 'utf8'), upstream);
     assert.match(await fs.readFile(file, 'utf8'), /^version: v4$/m);
   });

@@ -12,6 +12,7 @@
  * `npm run bench -- cloud-box` measures the same create + init beside the local provider's `mini up`.
  */
 import assert from 'node:assert/strict';
+import { newestFirst } from '../../cli/cluster/newest-first.js';
 import { pollUntil } from '../../lib/poll.js';
 import { requireTool } from '../support/require-tool.js';
 import { spawnSync } from 'node:child_process';
@@ -24,7 +25,10 @@ import { hasSwtpm } from '../atls/support/kits.js';
 import { CloudBox } from './cloud-box/box.js';
 import { BOX_CLOUDS, type BoxCloud, type NodeStatusJson } from './cloud-box/clouds.js';
 import { bootNode, teeFor, upCluster, verifyAll } from './cloud-box/scenario.js';
-import { applyCounts, listRunning, NEW_IMAGE, probeJoinService, publishImages, storeHealth, upAwsCluster, upgradeToNewImage, type AwsBoxCluster } from './cloud-box/aws-scenarios.js';
+import { applyCounts, listRunning, NEW_IMAGE, probeJoinService, publishImages, storeHealth, upAwsCluster, upgradeToNewImage, type AwsBoxCluster, type BoxCluster } from './cloud-box/aws-scenarios.js';
+import { AZ_NEW_IMAGE, GCP_NEW_IMAGE } from './cloud-box/clouds.js';
+import { upAzureCluster, upGcpCluster, type AzureBoxCluster, type GcpBoxCluster } from './cloud-box/gcp-azure-scenarios.js';
+import { loadConfig } from '../../lib/config/index.js';
 
 const hasCryptsetup = spawnSync('cryptsetup', ['--version'], { stdio: 'ignore' }).status === 0;
 const isLuks = (file: string) => spawnSync('cryptsetup', ['isLuks', file]).status === 0;
@@ -139,7 +143,7 @@ describe('cloud in a box', function () {
           { timeoutMs: 60_000, intervalMs: 500, what: 'four running workers' },
         );
         const group = [...fake.state.autoScalingGroups.values()].find((g) => g.name.includes('worker'))!;
-        const newest = [...four].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!)).slice(0, 3).map((i) => i.id).sort();
+        const newest = newestFirst(four).slice(0, 3).map((i) => i.id).sort();
         const kept = four.map((i) => i.id).filter((id) => !newest.includes(id));
 
         assert.deepEqual(await applyCounts(c, workspace, 1, 1), { worker_default: [4, 1] });
@@ -208,7 +212,7 @@ describe('cloud in a box', function () {
         await new Promise((r) => setTimeout(r, 500));
       }
       const five = (await listRunning(c, workspace)).filter((i) => i.role === 'control-plane');
-      const newest = [...five].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!)).slice(0, 2).map((i) => i.id).sort();
+      const newest = newestFirst(five).slice(0, 2).map((i) => i.id).sort();
       assert.deepEqual(await applyCounts(c, workspace, 3, 2), { control_plane_default: [5, 3] });
       const terminations = fake.calls('TerminateInstanceInAutoScalingGroup').slice(before);
       assert.deepEqual(terminations.map((t) => t.params.InstanceId as string).sort(), newest);
@@ -217,4 +221,124 @@ describe('cloud in a box', function () {
       console.log(`      aws: upgrade 3 + 2 in ${(rolloutMs / 1000).toFixed(1)} s (${probes} join probes through the LB, 0 failed); control planes 3 → 5 → 3, the 2 newest removed; etcd 3/3`);
     });
   });
+  /**
+   * GCP and Azure: one cluster each, 3 + 2, carried through an upgrade and both kinds of scaling (one cluster instead of
+   * AWS's two keeps the suite short). What the fakes do meanwhile: see ./cloud-box/gcp-azure-scenarios.ts.
+   */
+  const SCALING_CLOUDS: {
+    name: 'gcp' | 'azure';
+    variant: 'gcp-sev-snp' | 'azure-sev-snp';
+    newImage: string;
+    up: (o: Parameters<typeof upGcpCluster>[0]) => Promise<GcpBoxCluster | AzureBoxCluster>;
+    /** Throttling the cloud documents, on the calls a rollout makes (each provider rides it out). */
+    throttle(c: BoxCluster): void;
+    /** Whether the fake saw a throttled call and the cloud's eventual consistency (a new node not yet ready). */
+    sawEventualConsistency(c: BoxCluster): boolean;
+    /** The instance ids the provider removed one by one, lower case. */
+    removed(c: BoxCluster): string[];
+    /** How many requests the fake logged so far. */
+    requestCount(c: BoxCluster): number;
+    /** Whether a request after the first `since` changed a group's size (resize, capacity) and so let the cloud choose a victim. */
+    sizeChangedSince(c: BoxCluster, since: number): boolean;
+  }[] = [
+    {
+      name: 'gcp',
+      variant: 'gcp-sev-snp',
+      newImage: GCP_NEW_IMAGE,
+      up: upGcpCluster,
+      throttle(c) {
+        const { fake } = (c as GcpBoxCluster).cloud;
+        fake.inject({ match: /createInstances/, status: 429, reason: 'rateLimitExceeded', message: 'Rate Limit Exceeded', times: 2 });
+        fake.inject({ match: /listManagedInstances/, status: 503, message: 'backend unavailable', times: 3 });
+      },
+      sawEventualConsistency: (c) => (c as GcpBoxCluster).cloud.fake.compute.instanceBootMs > 0,
+      removed: (c) => {
+        const { fake } = (c as GcpBoxCluster).cloud;
+        return [
+          ...fake.calls(/\/deleteInstances$/).flatMap((call) => (call.body as { instances: string[] }).instances),
+          ...fake.calls(/^DELETE .*\/instances\/[^/]+$/).map((call) => call.path),
+        ].map((u) => u.slice(u.indexOf('projects/')).toLowerCase());
+      },
+      requestCount: (c) => (c as GcpBoxCluster).cloud.fake.requests.length,
+      sizeChangedSince: (c, since) => (c as GcpBoxCluster).cloud.fake.requests.slice(since).some((r) => /\/resize$/.test(r.path)),
+    },
+    {
+      name: 'azure',
+      variant: 'azure-sev-snp',
+      newImage: AZ_NEW_IMAGE,
+      up: upAzureCluster,
+      throttle(c) {
+        const { fake } = (c as AzureBoxCluster).cloud;
+        fake.inject({ method: 'PATCH', path: /virtualMachineScaleSets\/[^/]+$/, status: 429, code: 'TooManyRequests', headers: { 'Retry-After': '1' }, times: 2 });
+      },
+      sawEventualConsistency: (c) => (c as AzureBoxCluster).cloud.fake.vmReady === 'wire-server',
+      removed: (c) => (c as AzureBoxCluster).cloud.fake.requests.filter((r) => r.method === 'DELETE' && /\/virtualMachines\/[^/]+$/.test(r.path)).map((r) => r.path.toLowerCase()),
+      requestCount: (c) => (c as AzureBoxCluster).cloud.fake.requests.length,
+      sizeChangedSince: (c, since) =>
+        (c as AzureBoxCluster).cloud.fake.requests.slice(since).some((r) => r.method === 'PATCH' && (r.body as { sku?: unknown } | undefined)?.sku !== undefined),
+    },
+  ];
+
+  for (const cloud of SCALING_CLOUDS) {
+    describe(`${cloud.name}: upgrade and scaling`, function () {
+      this.timeout(900_000);
+      let root: string;
+      let box: CloudBox;
+      let cluster: BoxCluster | undefined;
+      before(async () => {
+        root = await fs.mkdtemp(path.join(os.tmpdir(), `box-${cloud.name}-up-`));
+        box = new CloudBox(path.join(root, 'vms'));
+      });
+      after(async () => {
+        await cluster?.close();
+        await box?.close();
+        await cluster?.cloud.close();
+        if (root) await fs.rm(root, { recursive: true, force: true });
+      });
+
+      it('upgrade apply of 3 + 2 to a new image with the join service probed through the LB every 100 ms and no failed probe; apply scales control planes 3 → 5 → 3 and workers 2 → 4 → 1 removing exactly the newest; etcd 3/3; throttling injected', async () => {
+        const workspace = path.join(root, 'workspace');
+        const started = Date.now();
+        const c = (cluster = await cloud.up({ workspace, box, ca, octet: randomInt(20, 240), controlPlanes: 3, workers: 2 }));
+        await waitForStatus(c.cloud, (s) => s.nodes.length === 5 && s.nodes.every((n) => n.state === 'joined'), 240_000);
+        const upMs = Date.now() - started;
+        const oldImage = (await loadConfig(workspace)).image;
+        const { index } = await publishImages(workspace, oldImage, { variant: cloud.variant, image: cloud.newImage });
+
+        cloud.throttle(c);
+        const probe = probeJoinService(c.clusterEndpoint);
+        const upgradeStarted = Date.now();
+        const upgrade = await upgradeToNewImage(c, ca, workspace, index, cloud.newImage).finally(() => probe.stop());
+        const rolloutMs = Date.now() - upgradeStarted;
+        const { probes, failures } = probe.stop();
+        assert.equal(upgrade.replaced.length, 5);
+        assert.deepEqual(failures, [], `${failures.length} of ${probes} join-service probes failed`);
+        const upgraded = await listRunning(c, workspace);
+        assert.deepEqual(upgraded.map((i) => i.image), Array(5).fill(cloud.newImage));
+        assert.ok(cloud.sawEventualConsistency(c));
+
+        const scaleStarted = Date.now();
+        assert.deepEqual(await applyCounts(c, workspace, 5, 4), { control_plane_default: [3, 5], worker_default: [2, 4] });
+        await pollUntil(async () => ((await storeHealth(c, workspace)).members.length === 5 ? true : undefined), { timeoutMs: 60_000, intervalMs: 500, what: 'the two new control planes as etcd members' });
+        const nine = await listRunning(c, workspace);
+        const newest = [
+          ...newestFirst(nine.filter((i) => i.role === 'control-plane')).slice(0, 2),
+          ...newestFirst(nine.filter((i) => i.role === 'worker')).slice(0, 3),
+        ].map((i) => i.id.toLowerCase());
+        const removedBefore = cloud.removed(c).length;
+        const requestsBefore = cloud.requestCount(c);
+        assert.deepEqual(await applyCounts(c, workspace, 3, 1), { control_plane_default: [5, 3], worker_default: [4, 1] });
+        assert.deepEqual(cloud.removed(c).slice(removedBefore).sort(), newest.sort());
+        assert.equal(cloud.sizeChangedSince(c, requestsBefore), false, 'scale-in changed no group size for the cloud to choose a victim');
+        const health = await storeHealth(c, workspace);
+        assert.deepEqual([health.members.length, health.healthyVoters, health.quorum], [3, 3, true]);
+        const final = await waitForStatus(c.cloud, (s) => s.nodes.length === 4 && s.nodes.every((n) => n.state === 'joined'), 60_000);
+        assert.deepEqual(final.nodes.map((n) => n.role).sort(), ['control-plane', 'control-plane', 'control-plane', 'worker']);
+        console.log(
+          `      ${cloud.name}: up 3 + 2 in ${(upMs / 1000).toFixed(1)} s; upgrade in ${(rolloutMs / 1000).toFixed(1)} s (${probes} join probes through the LB, 0 failed); ` +
+            `control planes 3 → 5 → 3 and workers 2 → 4 → 1, the newest removed, in ${((Date.now() - scaleStarted) / 1000).toFixed(1)} s; etcd 3/3`,
+        );
+      });
+    });
+  }
 });

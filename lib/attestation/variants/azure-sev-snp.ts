@@ -6,17 +6,22 @@
  *
  * instanceInfo (base64 JSON): { attestationReport: b64 (the report, optionally followed by Azure's header),
  * runtimeData: b64, vcek?: PEM (fetched from AMD's KDS when absent), certChain?: PEM (default: AMD's) }.
+ *
+ * Which VM: instanceInfo.identity is the VM's resource id and vmId as IMDS gave them to the measured node program
+ * (the quote covers instanceInfo), as the EC2 identity document is on AWS; a join service asks ARM who that VM is in
+ * its cluster (deps.azureInstanceIdentity), and a control-plane ticket needs the control-plane role
+ * (joinservice/ticket-issuer.ts).
  */
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
 import type { VerifiedSnpReport } from '../snp/verify.js';
-import { akKey, readInstanceInfo, snpEvidenceCheck, snpEvidenceFields, verifyHclRuntimeData, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { akKey, readInstanceInfo, snpEvidenceCheck, snpEvidenceFields, verifyHclRuntimeData, type AkTrust, type CloudDeps, azureAttestedInstance, azureIdentityField } from './cloud-common.js';
 import { decodeBase64Field } from '../vtpm-document.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'azure-sev-snp';
 
-export const instanceInfoSchema = z.object({ ...snpEvidenceFields, runtimeData: z.string().min(1) });
+export const instanceInfoSchema = z.object({ ...snpEvidenceFields, runtimeData: z.string().min(1), ...azureIdentityField });
 export type AzureSevSnpInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 interface FirmwareSignerConfig {
@@ -49,6 +54,7 @@ export function azureSevSnpTrust(config: VariantConfig, deps: CloudDeps = {}): A
     const report = await checkSnp(info);
     checkFirmwareSigner(config, report, deps.warn ?? (() => {}));
     verifyHclRuntimeData(VARIANT, decodeBase64Field('instanceInfo.runtimeData', info.runtimeData), report.reportData, ak);
+    return azureAttestedInstance(info, deps);
   };
 }
 

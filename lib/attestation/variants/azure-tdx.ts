@@ -7,17 +7,22 @@
  * Config: qeSVN, pceSVN (minimums), teeTCBSVN (hex, 16 bytes, minimum per component), mrSeam (hex, 48 bytes;
  * all zeros means "not pinned" and only warns). instanceInfo (base64 JSON): { attestationReport: b64 quote,
  * runtimeData: b64 }.
+ *
+ * Which VM: instanceInfo.identity is the VM's resource id and vmId as IMDS gave them to the measured node program
+ * (the quote covers instanceInfo), as the EC2 identity document is on AWS; a join service asks ARM who that VM is in
+ * its cluster (deps.azureInstanceIdentity), and a control-plane ticket needs the control-plane role
+ * (joinservice/ticket-issuer.ts).
  */
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
 import { TdxVerifier, type VerifyTdxQuoteOptions } from '../tdx/verify.js';
-import { akKey, readInstanceInfo, verifyHclRuntimeData, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { akKey, readInstanceInfo, verifyHclRuntimeData, type AkTrust, type CloudDeps, azureAttestedInstance, azureIdentityField } from './cloud-common.js';
 import { decodeBase64Field } from '../vtpm-document.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'azure-tdx';
 
-export const instanceInfoSchema = z.object({ attestationReport: z.string().min(1), runtimeData: z.string().min(1) });
+export const instanceInfoSchema = z.object({ attestationReport: z.string().min(1), runtimeData: z.string().min(1), ...azureIdentityField });
 export type AzureTdxInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 function hexField(config: VariantConfig, key: string, bytes: number): Uint8Array | undefined {
@@ -47,6 +52,7 @@ export function azureTdxTrust(config: VariantConfig, deps: CloudDeps = {}): AkTr
     const ak = akKey(VARIANT, akPublic);
     const quote = verifier.verify(decodeBase64Field('instanceInfo.attestationReport', info.attestationReport), { ...options, now: deps.now?.() });
     verifyHclRuntimeData(VARIANT, decodeBase64Field('instanceInfo.runtimeData', info.runtimeData), quote.body.reportData, ak);
+    return azureAttestedInstance(info, deps);
   };
 }
 

@@ -5,18 +5,23 @@
  * then proves the PCRs. Protects against a wrong image, not against a malicious host.
  *
  * instanceInfo (base64 JSON): { akCert: b64 DER, intermediates?: b64 DER[] (the issuing CAs) }.
+ *
+ * Which VM: instanceInfo.identity is the VM's resource id and vmId as IMDS gave them to the measured node program
+ * (the quote covers instanceInfo), as the EC2 identity document is on AWS; a join service asks ARM who that VM is in
+ * its cluster (deps.azureInstanceIdentity), and a control-plane ticket needs the control-plane role
+ * (joinservice/ticket-issuer.ts).
  */
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
 import { certificatesDer } from '../snp/certs.js';
-import { akKey, readInstanceInfo, sameKey, verifyCertChain, type AkTrust, type CloudDeps } from './cloud-common.js';
+import { akKey, readInstanceInfo, sameKey, verifyCertChain, type AkTrust, type CloudDeps, azureAttestedInstance, azureIdentityField } from './cloud-common.js';
 import { decodeBase64Field } from '../vtpm-document.js';
 import { MICROSOFT_VTPM_ROOTS } from './microsoft-roots.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'azure-trustedlaunch';
 
-export const instanceInfoSchema = z.object({ akCert: z.string().min(1), intermediates: z.array(z.string().min(1)).optional() });
+export const instanceInfoSchema = z.object({ akCert: z.string().min(1), intermediates: z.array(z.string().min(1)).optional(), ...azureIdentityField });
 export type AzureTrustedLaunchInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 export function azureTrustedLaunchTrust(_config: VariantConfig, deps: CloudDeps = {}): AkTrust {
@@ -27,6 +32,7 @@ export function azureTrustedLaunchTrust(_config: VariantConfig, deps: CloudDeps 
     const intermediates = (info.intermediates ?? []).map((c, i) => decodeBase64Field(`instanceInfo.intermediates[${i}]`, c));
     const cert = verifyCertChain(`${VARIANT}: AK certificate`, decodeBase64Field('instanceInfo.akCert', info.akCert), intermediates, roots, deps.now?.() ?? new Date());
     if (!sameKey(cert.publicKey, ak.key)) throw new AttestationError(`${VARIANT}: the AK certificate is not for the quote's attestation key`);
+    return azureAttestedInstance(info, deps);
   };
 }
 

@@ -30,6 +30,27 @@ export type AkTrust = (document: AttestationDocument, akPublic: Uint8Array) => P
  */
 export type AwsInstanceIdentity = (instanceId: string, region: string) => Promise<AttestedInstance | undefined>;
 
+/**
+ * The GCE instance an attested gcp-* node runs on (its AK is the one GCP's shielded VM identity returns for it), as
+ * its cluster knows it (a join service's node asks Compute): undefined when the instance is not one of this cluster's.
+ */
+export type GcpInstanceIdentity = (instance: { projectId: string; zone: string; instanceName: string }) => Promise<AttestedInstance | undefined>;
+
+/**
+ * The Azure VM an attested azure-* node runs on, named by the resource id (and vmId) its IMDS gave the measured node
+ * program, as its cluster knows it (a join service's node asks ARM): undefined when it is not one of this cluster's.
+ */
+export type AzureInstanceIdentity = (vm: { resourceId: string; vmId: string }) => Promise<AttestedInstance | undefined>;
+
+/** instanceInfo.identity of the azure-* variants: the VM as IMDS names it. */
+export const azureIdentityField = { identity: z.object({ resourceId: z.string().min(1), vmId: z.string().min(1) }).optional() };
+
+/** The VM an azure-* document names, resolved by deps.azureInstanceIdentity (join services); undefined without either. */
+export async function azureAttestedInstance(info: { identity?: { resourceId: string; vmId: string } }, deps: CloudDeps): Promise<AttestedInstance | undefined> {
+  if (!info.identity || !deps.azureInstanceIdentity) return undefined;
+  return deps.azureInstanceIdentity(info.identity);
+}
+
 /** Test and advanced injection points beyond ValidatorDeps' documented ones. */
 export interface CloudDeps extends ValidatorDeps {
   /** Trusted AMD roots per product (default: AMD's, shipped). */
@@ -40,6 +61,10 @@ export interface CloudDeps extends ValidatorDeps {
   microsoftRoots?: string[];
   /** aws-sev-snp: who the instance of an identity document is (join services; without it no instance is named). */
   awsInstanceIdentity?: AwsInstanceIdentity;
+  /** gcp-*: who the instance of a verified AK is (join services; without it no instance is named). */
+  gcpInstanceIdentity?: GcpInstanceIdentity;
+  /** azure-*: who the VM of a document's identity is (join services; without it no instance is named). */
+  azureInstanceIdentity?: AzureInstanceIdentity;
 }
 
 /** Decodes `document.instanceInfo` (base64 of JSON) and validates it against the variant's schema. */

@@ -5,6 +5,10 @@
  * a SubjectPublicKeyInfo); then the vTPM quote proves the PCRs.
  *
  * instanceInfo (base64 JSON): { projectId, zone, instanceName }.
+ *
+ * Which instance: the AK is the one GCP registered for exactly the named instance, so the instance is proven; a join
+ * service then asks Compute who it is in its cluster (deps.gcpInstanceIdentity: name, addresses, the role its
+ * template gave it), and a control-plane ticket needs that role (joinservice/ticket-issuer.ts).
  */
 import { createPublicKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { z } from 'zod';
@@ -68,6 +72,7 @@ export function gcpSevEsTrust(_config: VariantConfig, deps: CloudDeps = {}): AkT
   return async (document, akPublic) => {
     const info = readInstanceInfo(VARIANT, document, gcpInstanceSchema);
     await verifyGcpShieldedAk(VARIANT, info, akKey(VARIANT, akPublic), akPublic, deps);
+    return deps.gcpInstanceIdentity?.(info);
   };
 }
 

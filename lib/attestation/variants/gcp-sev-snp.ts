@@ -4,7 +4,7 @@
  * binds it: REPORT_DATA = SHA-512 of the AK's DER SubjectPublicKeyInfo. Then the vTPM quote proves the PCRs.
  *
  * instanceInfo (base64 JSON): { projectId, zone, instanceName, attestationReport: b64, vcek?: PEM (fetched from
- * AMD's KDS when absent), certChain?: PEM (default: AMD's) }.
+ * AMD's KDS when absent), certChain?: PEM (default: AMD's) }. The instance is named as for gcp-sev-es.
  */
 import { z } from 'zod';
 import type { Validator, VariantConfig } from '../types.js';
@@ -22,8 +22,10 @@ export function gcpSevSnpTrust(config: VariantConfig, deps: CloudDeps = {}): AkT
   return async (document, akPublic) => {
     const info = readInstanceInfo(VARIANT, document, instanceInfoSchema);
     const ak = akKey(VARIANT, akPublic);
-    await verifyGcpShieldedAk(VARIANT, { projectId: info.projectId, zone: info.zone, instanceName: info.instanceName }, ak, akPublic, deps);
+    const instance = { projectId: info.projectId, zone: info.zone, instanceName: info.instanceName };
+    await verifyGcpShieldedAk(VARIANT, instance, ak, akPublic, deps);
     await checkSnp(info, { reportData: sha512(ak.spki) });
+    return deps.gcpInstanceIdentity?.(instance);
   };
 }
 

@@ -15,6 +15,9 @@ import { MemoryTokenSink, type BootstrapToken } from '../../../joinservice/boots
 import { createClusterPki } from '../../../lib/pki/cluster-pki.js';
 import { createLogger, type Logger } from '../../../lib/logging/index.js';
 import { UserError } from '../../../lib/errors.js';
+import { CCM_IMAGES } from '../../../bootstrapper/kubernetes/cloud-controller.js';
+import { SUPPORTED_KUBERNETES_VERSIONS } from '../../../lib/config/versions.js';
+import type { CloudControllerValues } from '../../../providers/contract.js';
 import { ADMIN_CONF_CONTENT, installStandinKubeadm, PRINTED_CERTIFICATE_KEY, PRINTED_INIT_TOKEN, type Standin } from './standin-kubeadm.js';
 
 const CA_FILES = ['ca.crt', 'ca.key', 'front-proxy-ca.crt', 'front-proxy-ca.key', 'etcd/ca.crt', 'etcd/ca.key', 'sa.key', 'sa.pub'];
@@ -137,14 +140,24 @@ describe('bootstrapper/kubernetes', () => {
   describe('kubeadm (stand-in kubeadm and kubectl on PATH)', () => {
     let standin: Standin;
     let wireGuard: boolean;
+    let cloud: CloudControllerValues | undefined;
     const backend = () =>
-      createBackend('kubeadm', { workDir, pkiDir: standin.pkiDir, adminConfPath: standin.adminConf, manifestsDir: standin.manifestsDir, env: standin.env, hasWireGuard: async () => wireGuard });
+      createBackend('kubeadm', {
+        workDir,
+        pkiDir: standin.pkiDir,
+        adminConfPath: standin.adminConf,
+        manifestsDir: standin.manifestsDir,
+        env: standin.env,
+        hasWireGuard: async () => wireGuard,
+        ...(cloud ? { cloudController: async () => cloud! } : {}),
+      });
     type Doc = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
     const args = (list: { name: string; value: string }[]) => Object.fromEntries(list.map((a) => [a.name, a.value]));
 
     beforeEach(async () => {
       standin = await installStandinKubeadm(dir);
       wireGuard = true;
+      cloud = undefined;
     });
 
     it('init runs preflight, then certs, then init without those phases and kube-proxy, on an emptied static Pod directory', async () => {
@@ -243,6 +256,7 @@ describe('bootstrapper/kubernetes', () => {
     });
 
     it('a cloud node runs its kubelet with cloud-provider=external and its provider-id; the controller manager too', async () => {
+      cloud = { cloud: 'gcp', projectId: 'proj', nodeTag: 'constell-a1b2' };
       const { log } = collectingLogger();
       await backend().init({ ...initParams(log), providerId: 'gce://proj/europe-west3-b/cp-0' });
       const [init, cluster] = (await standin.calls())[2]!.docs as [Doc, Doc];
@@ -255,6 +269,100 @@ describe('bootstrapper/kubernetes', () => {
       await backend().join(joinParams(log, { providerId: 'gce://proj/europe-west3-b/wk-0' }));
       const [join] = (await standin.calls()).at(-1)!.docs as [Doc];
       assert.deepEqual(args(join.nodeRegistration.kubeletExtraArgs), { 'node-ip': '10.9.0.20', 'cloud-provider': 'external', 'provider-id': 'gce://proj/europe-west3-b/wk-0' });
+    });
+
+    describe('cloud controller manager (nodes lose the uninitialized taint only when one runs)', () => {
+      const ccmApply = async () => {
+        const applies = (await standin.calls()).filter((c) => c.program === 'kubectl');
+        assert.equal(applies.length, 2, 'Cilium, then the cloud controller manager');
+        return applies[1]!.docs;
+      };
+      const named = (docs: Doc[], kind: string, name: string) => docs.find((d) => d.kind === kind && d.metadata.name === name) as Doc;
+      const digestPinned = /^[a-z0-9.\-/]+:v[0-9.]+@sha256:[0-9a-f]{64}$/;
+
+      it('aws: the AWS CCM on the control planes, pinned by digest for the cluster\'s Kubernetes minor version, tolerating the uninitialized taint', async () => {
+        cloud = { cloud: 'aws' };
+        const { log } = collectingLogger();
+        const result = await backend().init({ ...initParams(log), kubernetesVersion: 'v1.32.10', providerId: 'aws:///us-east-2a/i-0123456789abcdef0' });
+        assert.match(result.message, /aws cloud controller manager/);
+        const docs = await ccmApply();
+        const ds = named(docs, 'DaemonSet', 'cloud-controller-manager');
+        const container = ds.spec.template.spec.containers[0];
+        assert.equal(container.image, CCM_IMAGES['1.32']!.aws.ccm);
+        assert.match(container.image, /^registry\.k8s\.io\/provider-aws\/cloud-controller-manager:v1\.32\.\d+@sha256:[0-9a-f]{64}$/);
+        assert.ok(container.args.includes('--cloud-provider=aws'));
+        assert.deepEqual(ds.spec.template.spec.nodeSelector, { 'node-role.kubernetes.io/control-plane': '' });
+        assert.ok(ds.spec.template.spec.tolerations.some((t: Doc) => t.key === 'node.cloudprovider.kubernetes.io/uninitialized'));
+        assert.ok(named(docs, 'ServiceAccount', 'cloud-controller-manager'));
+        assert.ok(!JSON.stringify(docs).includes('.invalid'), 'no placeholder is left');
+      });
+
+      it('gcp: gce.conf names the project and the nodes\' network tag; the CCM uses the VM\'s service account (no key Secret, no GOOGLE_APPLICATION_CREDENTIALS)', async () => {
+        cloud = { cloud: 'gcp', projectId: 'proj-1', nodeTag: 'constell-a1b2c3d4' };
+        const { log } = collectingLogger();
+        await backend().init({ ...initParams(log), kubernetesVersion: 'v1.31.14', providerId: 'gce://proj-1/europe-west3-b/cp-0' });
+        const docs = await ccmApply();
+        const conf = named(docs, 'ConfigMap', 'gceconf').data['gce.conf'] as string;
+        assert.match(conf, /^project-id = proj-1$/m);
+        assert.match(conf, /^node-tags = constell-a1b2c3d4$/m);
+        assert.match(conf, /^use-metadata-server = true$/m);
+        assert.doesNotMatch(conf, /token-url/);
+        const container = named(docs, 'DaemonSet', 'cloud-controller-manager').spec.template.spec.containers[0];
+        assert.equal(container.image, CCM_IMAGES['1.31']!.gcp.ccm);
+        assert.match(container.image, digestPinned);
+        assert.ok(container.command.includes('--cloud-config=/etc/gce/gce.conf') && container.command.includes('--controllers=cloud-node,cloud-node-lifecycle'));
+        assert.equal(container.env, undefined);
+        assert.ok(!docs.some((d) => d.kind === 'Secret'), 'no service-account key goes into the cluster');
+        assert.ok(!JSON.stringify(docs).includes('upgrade-agent'), 'no hostPath socket that our nodes do not have');
+      });
+
+      it('azure: azure.json in a Secret (subscription, resource group, location, security group, managed identity) and the cloud-node-manager, both pinned', async () => {
+        cloud = { cloud: 'azure', subscriptionId: '00000000-0000-0000-0000-000000000001', resourceGroup: 'rg-1', location: 'westeurope', securityGroupName: 'demo-a1b2-nsg' };
+        const { log } = collectingLogger();
+        await backend().init({ ...initParams(log), kubernetesVersion: 'v1.33.6', providerId: 'azure:///subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg-1/providers/Microsoft.Compute/virtualMachineScaleSets/demo-cp/virtualMachines/0' });
+        const docs = await ccmApply();
+        const config = JSON.parse(Buffer.from(named(docs, 'Secret', 'azureconfig').data['azure.json'], 'base64').toString('utf8'));
+        assert.deepEqual(config, {
+          cloud: 'AzurePublicCloud',
+          subscriptionId: '00000000-0000-0000-0000-000000000001',
+          resourceGroup: 'rg-1',
+          location: 'westeurope',
+          securityGroupName: 'demo-a1b2-nsg',
+          loadBalancerSku: 'standard',
+          loadBalancerName: 'kubernetes-lb',
+          useInstanceMetadata: true,
+          vmType: 'vmss',
+          useManagedIdentityExtension: true,
+        });
+        const ccm = named(docs, 'DaemonSet', 'cloud-controller-manager').spec.template.spec;
+        assert.equal(ccm.containers[0].image, CCM_IMAGES['1.33']!.azure.ccm, '1.33 runs the pinned 1.32 CCM (one minor older is within the skew policy)');
+        assert.ok(ccm.containers[0].command.includes('--controllers=*,-cloud-node'));
+        assert.deepEqual(ccm.volumes.find((v: Doc) => v.name === 'azureconfig').secret, { secretName: 'azureconfig' });
+        const cnm = named(docs, 'DaemonSet', 'cloud-node-manager').spec.template.spec.containers[0];
+        assert.equal(cnm.image, CCM_IMAGES['1.33']!.azure.cnm);
+        assert.match(cnm.image, digestPinned);
+        assert.ok(!JSON.stringify(docs).includes('.invalid'), 'no placeholder is left');
+      });
+
+      it('every supported Kubernetes version has a digest-pinned CCM for every cloud', () => {
+        for (const version of SUPPORTED_KUBERNETES_VERSIONS) {
+          const pins = CCM_IMAGES[version.slice(1).split('.').slice(0, 2).join('.')];
+          assert.ok(pins, version);
+          for (const images of Object.values(pins)) for (const image of Object.values(images)) assert.match(image as string, digestPinned, `${version}: ${String(image)}`);
+        }
+      });
+
+      it('a node with a provider id but no cloud values refuses instead of leaving its nodes tainted', async () => {
+        const { log } = collectingLogger();
+        await assert.rejects(backend().init({ ...initParams(log), providerId: 'gce://proj/europe-west3-b/cp-0' }), (err: unknown) =>
+          err instanceof KubernetesBackendError && /no cloud controller manager is known for it: its nodes would keep the taint node\.cloudprovider\.kubernetes\.io\/uninitialized/.test(err.message));
+      });
+
+      it('a process node (no provider id) gets no cloud controller manager', async () => {
+        const { log } = collectingLogger();
+        await backend().init(initParams(log));
+        assert.equal((await standin.calls()).filter((c) => c.program === 'kubectl').length, 1, 'Cilium only');
+      });
     });
 
     it('refuses Kubernetes older than 1.31 (kubeadm v1beta4) before running anything', async () => {

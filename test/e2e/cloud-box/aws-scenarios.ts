@@ -6,7 +6,9 @@
  * balancer sends new connections only to registered, running targets in the zones it is enabled in, and a group whose
  * desired capacity drops chooses its own victim. The box plays the hypervisor: every instance the fake runs boots as
  * a node, every node whose instance terminated stops; its load balancer sends to what the fake's load balancer would.
- * Other clouds put their scenarios in files of their own beside this one.
+ * What is not AWS's own (the box following a fake's instances, the join-service probe, publishing images, `upgrade
+ * apply` and `apply` in process, the store's health) takes any cloud's cluster (BoxCluster) and serves the GCP and
+ * Azure scenarios too (./gcp-azure-scenarios.ts).
  */
 import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
@@ -19,16 +21,17 @@ import { workspaceStoreHealth } from '../../../cli/cluster/store.js';
 import { loadConfig, measurementsOf } from '../../../lib/config/index.js';
 import { upgradeCluster, type UpgradeResult } from '../../../cli/cluster/upgrade.js';
 import type { Measurements } from '../../../lib/attestation/types.js';
+import type { VariantName } from '../../../lib/attestation/variant-table.js';
 import { testSigner, writeSignedFile } from '../../images/support.js';
 import { createLogger } from '../../../lib/logging/index.js';
 import { CONFIG_FILE } from '../../../lib/workspace/files.js';
 import { AwsInfrastructure } from '../../../providers/aws/infrastructure.js';
 import type { AwsProviderOptions } from '../../../providers/aws/options.js';
-import type { Instance } from '../../../providers/contract.js';
+import type { InfrastructureProvider, Instance } from '../../../providers/contract.js';
 import type { EndorsementKey, SnpTestCa } from '../../attestation/snp/fixtures.js';
 import { FAKE_CREDENTIALS } from '../../fakes/aws/server.js';
 import type { CloudBox } from './box.js';
-import { awsCloud, type AwsBoxCloud } from './clouds.js';
+import { awsCloud, type AwsBoxCloud, type BoxCloud } from './clouds.js';
 import { bootNode, teeFor, upCluster } from './scenario.js';
 
 const JOIN_PORT = 30090;
@@ -50,33 +53,52 @@ export interface AwsScenarioOptions {
   workers?: number;
 }
 
-/** A running AWS cluster in the box, with the box following the fake's instances. */
-export interface AwsBoxCluster {
-  cloud: AwsBoxCloud;
+/** A running cluster in the box, with the box following the fake's instances. */
+export interface BoxCluster {
+  cloud: BoxCloud;
   good: EndorsementKey;
   clusterEndpoint: string;
   /** The provider at the fake, booting `image` for added nodes. */
-  infrastructure(image?: string): AwsInfrastructure;
+  infrastructure(image?: string): InfrastructureProvider;
   /** create + boot + init, ms. */
   upMs: number;
   close(): Promise<void>;
 }
 
+/** A running AWS cluster in the box. */
+export interface AwsBoxCluster extends BoxCluster {
+  cloud: AwsBoxCloud;
+  infrastructure(image?: string): AwsInfrastructure;
+}
+
 /** config (default 1 control plane, 2 workers), create, boot, init; then the box follows the fake's instances. */
 export async function upAwsCluster(options: AwsScenarioOptions): Promise<AwsBoxCluster> {
+  const base = await awsCloud(options.workspace, options.octet, { consistencyMs: options.consistencyMs ?? 300, drainMs: options.drainMs ?? 300 });
+  return upBoxCluster(base, 'aws', options, (image) => new AwsInfrastructure(providerOptions(base, image)));
+}
+
+/** The node counts of `options` on top of the cloud's config, create, boot, init; then the box follows the fake. */
+export async function upBoxCluster<C extends BoxCloud, I extends InfrastructureProvider>(
+  base: C,
+  provider: string,
+  options: Pick<AwsScenarioOptions, 'workspace' | 'box' | 'ca' | 'controlPlanes' | 'workers'>,
+  infrastructure: (image?: string) => I,
+): Promise<BoxCluster & { cloud: C; infrastructure(image?: string): I }> {
   const { workspace, box, ca } = options;
-  const base = await awsCloud(workspace, options.octet, { consistencyMs: options.consistencyMs ?? 300, drainMs: options.drainMs ?? 300 });
-  const cloud: AwsBoxCloud = Object.assign(Object.create(base) as AwsBoxCloud, {
-    configure(doc: Parameters<AwsBoxCloud['configure']>[0], tcb: Parameters<AwsBoxCloud['configure']>[1]) {
+  const cloud: C = Object.assign(Object.create(base) as C, {
+    configure(doc: Parameters<BoxCloud['configure']>[0], tcb: Parameters<BoxCloud['configure']>[1]) {
       base.configure(doc, tcb);
       doc.setIn(['nodeGroups', 'control_plane_default', 'initialCount'], options.controlPlanes ?? 1);
       doc.setIn(['nodeGroups', 'worker_default', 'initialCount'], options.workers ?? 2);
     },
   });
-  const up = await upCluster(cloud, box, ca, workspace, 'aws');
+  // A cluster that did not come up closes its fake here: the caller has nothing to close it with.
+  const up = await upCluster(cloud, box, ca, workspace, provider).catch(async (err: unknown) => {
+    await base.close();
+    throw err;
+  });
   const follower = followInstances(cloud, box, ca, up.good);
-  const clusterEndpoint = cloud.lbTargets ? (await readEndpoint(workspace)) : '';
-  const infrastructure = (image?: string) => new AwsInfrastructure(providerOptions(cloud, image));
+  const clusterEndpoint = await readEndpoint(workspace);
   return {
     cloud,
     good: up.good,
@@ -110,7 +132,7 @@ async function readEndpoint(workspace: string): Promise<string> {
  * The hypervisor side of the box: every 100 ms, an instance the fake runs that has no node yet boots (a genuine node
  * of the cluster), and a node whose instance the fake terminated stops.
  */
-function followInstances(cloud: AwsBoxCloud, box: CloudBox, ca: SnpTestCa, good: EndorsementKey): { stop(): Promise<void> } {
+function followInstances(cloud: BoxCloud, box: CloudBox, ca: SnpTestCa, good: EndorsementKey): { stop(): Promise<void> } {
   const booting = new Map<string, Promise<unknown>>();
   let stopped = false;
   let tick: Promise<void> = Promise.resolve();
@@ -166,8 +188,9 @@ export function probeJoinService(host: string): { stop(): { probes: number; fail
   };
 }
 
-/** A version index with the cluster's image and NEW_IMAGE, each with the config's measurements signed by a test key. */
-export async function publishImages(workspace: string, currentImage: string): Promise<{ index: string }> {
+/** A version index with the cluster's image and the new one (default NEW_IMAGE), each with the config's measurements signed by a test key. */
+export async function publishImages(workspace: string, currentImage: string, target: { variant?: VariantName; image?: string } = {}): Promise<{ index: string }> {
+  const variant: VariantName = target.variant ?? 'aws-sev-snp';
   const signer = testSigner();
   const config = await loadConfig(workspace);
   const measurements: Measurements = measurementsOf(config);
@@ -175,10 +198,10 @@ export async function publishImages(workspace: string, currentImage: string): Pr
   const entries = [];
   for (const [version, image] of [
     ['v1.0.0', currentImage],
-    ['v1.1.0', NEW_IMAGE],
+    ['v1.1.0', target.image ?? NEW_IMAGE],
   ] as const) {
-    const { file, signature } = await writeSignedFile(path.join(dir, version), 'measurements.json', { version, variant: 'aws-sev-snp', measurements }, signer);
-    entries.push({ version, image, variant: 'aws-sev-snp', measurementsUrl: file, signatureUrl: signature });
+    const { file, signature } = await writeSignedFile(path.join(dir, version), 'measurements.json', { version, variant, measurements }, signer);
+    entries.push({ version, image, variant, measurementsUrl: file, signatureUrl: signature });
   }
   const index = path.join(dir, 'index.json');
   await fs.writeFile(index, JSON.stringify({ images: entries }));
@@ -186,12 +209,12 @@ export async function publishImages(workspace: string, currentImage: string): Pr
   return { index };
 }
 
-/** `upgrade apply` to NEW_IMAGE, in process, with the provider at the fake. */
-export async function upgradeToNewImage(cluster: AwsBoxCluster, ca: SnpTestCa, workspace: string, index: string): Promise<UpgradeResult> {
-  await editConfig(workspace, (doc) => doc.setIn(['image'], NEW_IMAGE));
+/** `upgrade apply` to `image` (default NEW_IMAGE), in process, with the provider at the fake. */
+export async function upgradeToNewImage(cluster: BoxCluster, ca: SnpTestCa, workspace: string, index: string, image = NEW_IMAGE): Promise<UpgradeResult> {
+  await editConfig(workspace, (doc) => doc.setIn(['image'], image));
   const validatorDeps = { ...(await cluster.cloud.validatorDeps()), amdRoots: ca.roots };
   return withWorkspaceSession(workspace, 'upgrade apply', ({ workspaceDir, journal, log }) =>
-    upgradeCluster({ workspaceDir, log, journal, provider: cluster.infrastructure(NEW_IMAGE), imageSource: { index }, validatorDeps, joinTimeoutMs: 180_000, pollIntervalMs: 200 }),
+    upgradeCluster({ workspaceDir, log, journal, provider: cluster.infrastructure(image), imageSource: { index }, validatorDeps, joinTimeoutMs: 180_000, pollIntervalMs: 200 }),
   );
 }
 
@@ -203,7 +226,7 @@ export async function editConfig(workspace: string, edit: (doc: ReturnType<typeo
 }
 
 /** `apply` with the config's node counts, in process (infrastructure phase only: the cluster is initialized). */
-export async function applyCounts(cluster: AwsBoxCluster, workspace: string, controlPlanes: number, workers: number): Promise<Record<string, [number, number]>> {
+export async function applyCounts(cluster: BoxCluster, workspace: string, controlPlanes: number, workers: number): Promise<Record<string, [number, number]>> {
   await editConfig(workspace, (doc) => {
     doc.setIn(['nodeGroups', 'control_plane_default', 'initialCount'], controlPlanes);
     doc.setIn(['nodeGroups', 'worker_default', 'initialCount'], workers);
@@ -216,14 +239,14 @@ export async function applyCounts(cluster: AwsBoxCluster, workspace: string, con
 }
 
 /** The cluster's instances as the provider lists them (running ones). */
-export async function listRunning(cluster: AwsBoxCluster, workspace: string): Promise<Instance[]> {
+export async function listRunning(cluster: BoxCluster, workspace: string): Promise<Instance[]> {
   return withWorkspaceSession(workspace, 'status', async ({ workspaceDir, journal, log }) =>
     (await cluster.infrastructure().listInstances({ journal: (await import('../../../lib/workspace/journal-views.js')).clusterJournalView(journal), log, workspaceDir })).filter((i) => i.state === 'running'),
   );
 }
 
 /** The etcd cluster store's health as `status` reports it. */
-export async function storeHealth(cluster: AwsBoxCluster, workspace: string) {
+export async function storeHealth(cluster: BoxCluster, workspace: string) {
   const instances = await listRunning(cluster, workspace);
   const health = await workspaceStoreHealth(workspace, instances, createLogger(() => undefined));
   assert.ok(health, 'the workspace has store credentials');

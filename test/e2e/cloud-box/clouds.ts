@@ -33,9 +33,9 @@ import { makeSnpReport, type EndorsementKey } from '../../attestation/snp/fixtur
 import { launchInstance } from '../../fakes/aws/ec2.js';
 import { FAKE_CREDENTIALS, FAKE_IMAGE, startFakeAws, type FakeAws, type FakeAwsOptions } from '../../fakes/aws/server.js';
 import { targetsBehind } from '../../fakes/aws/elb.js';
-import { FakeArm, FAKE_TENANT, FAKE_TOKEN as FAKE_ARM_TOKEN } from '../../fakes/azure/arm-server.js';
+import { FakeArm, FAKE_TENANT, FAKE_TOKEN as FAKE_ARM_TOKEN, type FakeArmOptions } from '../../fakes/azure/arm-server.js';
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
-import { FakeGcp } from '../../fakes/gcp/server.js';
+import { FakeGcp, type FakeGcpOptions } from '../../fakes/gcp/server.js';
 import { runCli } from '../../support/cli.js';
 import { RSA_AK_TEMPLATE } from '../../tpm/support.js';
 import type { BoxInstance, NodeSettings } from './box.js';
@@ -45,6 +45,9 @@ import { fillImageMeasurements } from '../../support/image-measurements.js';
 const AZ_SUBSCRIPTION = '00000000-1111-2222-3333-444444444444';
 const AZ_GROUP = 'box-rg';
 const AZ_IMAGE = '/CommunityGalleries/box/Images/constellation/Versions/1.0.0';
+/** The images an upgrade in the box moves to. */
+export const GCP_NEW_IMAGE = 'projects/box/global/images/constellation-box-v2';
+export const AZ_NEW_IMAGE = '/CommunityGalleries/box/Images/constellation/Versions/1.1.0';
 
 export interface NodeStatusJson {
   nodes: { name: string; role: string; address: string; state: string; reason?: string }[];
@@ -180,19 +183,28 @@ function orchestrated(workspace: string, infra: InfrastructureProvider, running:
   };
 }
 
-export async function gcpCloud(workspace: string, octet: number): Promise<BoxCloud> {
-  const fake = await FakeGcp.start({ privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0` });
+export type GcpBoxCloud = BoxCloud & { readonly fake: FakeGcp; infrastructureFor(image?: string): GcpInfrastructure };
+
+/** GCP; `fakeOptions` adds what the fake models beyond the default (operation time); `instanceBootMs` keeps new instances PROVISIONING. */
+export async function gcpCloud(workspace: string, octet: number, fakeOptions: FakeGcpOptions & { instanceBootMs?: number } = {}): Promise<GcpBoxCloud> {
+  const { instanceBootMs, ...startOptions } = fakeOptions;
+  const fake = await FakeGcp.start({ privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0`, ...startOptions });
+  if (instanceBootMs) fake.compute.instanceBootMs = instanceBootMs;
   const options = fake.providerOptions();
   const infra = new GcpInfrastructure(options);
   const nodeEnv = { GCE_METADATA_HOST: fake.url.replace(/^http:\/\//, ''), METADATA_SERVER_DETECTION: 'assume-present', GOOGLE_APPLICATION_CREDENTIALS: '', GOOGLE_CLOUD_PROJECT: 'box-project' };
+  const metadataOf = (i: Record<string, unknown> | undefined) => (i?.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ?? [];
   const instances = () =>
     fake.compute.list('instances').map((i) => {
       const labels = (i.labels ?? {}) as Record<string, string>;
-      const metadata = ((i.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ?? []);
+      const metadata = metadataOf(i);
       const role = metadata.find((m) => m.key === 'constellation-role')?.value ?? labels['constellation-role'];
       return { id: String(i.name), ip: String((i.networkInterfaces as { networkIP: string }[])[0].networkIP), role: role === 'control-plane' ? 'control-plane' : 'worker' } as BoxInstance;
     });
   return {
+    fake,
+    // Polling every 100 ms as a CLI would poll a cloud, not the provider tests' 5 ms (which would spin the CPU here).
+    infrastructureFor: (image?: string) => new GcpInfrastructure({ ...options, pollIntervalMs: 100, ...(image ? { image } : {}) }),
     variant: 'gcp-sev-snp',
     signingKind: 'vcek',
     configure(doc, tcb) {
@@ -208,6 +220,8 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
     node: async (instance, tee) => ({
       provider: 'gcp',
       variant: 'gcp-sev-snp',
+      // The VM's image reports its version (`status` compares it with the config's image): the instance template's.
+      imageVersion: metadataOf(fake.compute.list('instances').find((i) => i.name === instance.id)).find((m) => m.key === 'constellation-image')?.value,
       providerOptions: { apiEndpoint: '127.0.0.1', port: Number(new URL(fake.url).port), protocol: 'http', metadataEndpoint: `${fake.url}/node/${instance.id}`, retry: { attempts: 5, baseDelayMs: 20, maxDelayMs: 100 } },
       tee,
       trustedRoots: {},
@@ -228,8 +242,11 @@ export async function gcpCloud(workspace: string, octet: number): Promise<BoxClo
   };
 }
 
-export async function azureCloud(workspace: string, octet: number): Promise<BoxCloud> {
-  const fake = await FakeArm.start({ lroDurationMs: 1, privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0` });
+export type AzureBoxCloud = BoxCloud & { readonly fake: FakeArm; infrastructureFor(image?: string): AzureInfrastructure };
+
+/** Azure; `fakeOptions` adds what the fake models beyond the default (VMs Creating until their node reports Ready). */
+export async function azureCloud(workspace: string, octet: number, fakeOptions: FakeArmOptions = {}): Promise<AzureBoxCloud> {
+  const fake = await FakeArm.start({ lroDurationMs: 1, privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0`, ...fakeOptions });
   fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
   // The config's default location (config generate azure).
   fake.seedGalleryImage(AZ_SUBSCRIPTION, 'westus', AZ_IMAGE);
@@ -240,11 +257,14 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
       .filter((r) => /\/virtualMachineScaleSets\/[^/]+\/virtualMachines\/[^/]+$/i.test(r.id))
       .map((r) => {
         const scaleSet = fake.get(r.id.replace(/\/virtualMachines\/.*$/, '')) as { tags: Record<string, string> };
-        const props = r.body.properties as { privateIp: string; osProfile: { computerName: string } };
-        return { resourceId: r.id, name: String(r.body.name), computerName: props.osProfile.computerName, privateIp: props.privateIp, tags: scaleSet.tags };
+        const props = r.body.properties as { privateIp: string; vmId: string; osProfile: { computerName: string } };
+        return { resourceId: r.id, name: String(r.body.name), computerName: props.osProfile.computerName, privateIp: props.privateIp, vmId: props.vmId, tags: scaleSet.tags };
       });
   const running = () => vms().map((v): BoxInstance => ({ id: v.computerName, ip: v.privateIp, role: v.tags['constellation-role'] === 'control-plane' ? 'control-plane' : 'worker' }));
   return {
+    fake,
+    // Polling every 100 ms as a CLI would poll a cloud, not the provider tests' 2 ms.
+    infrastructureFor: (image?: string) => new AzureInfrastructure(parseAzureOptions(fake.providerOptions({ pollIntervalMs: 100, ...(image ? { image } : {}) }))),
     variant: 'azure-sev-snp',
     signingKind: 'vcek',
     configure(doc, tcb) {
@@ -270,6 +290,8 @@ export async function azureCloud(workspace: string, octet: number): Promise<BoxC
         providerOptions: { endpoint, tlsOptions, pollIntervalMs, imdsEndpoint: imds.url, wireServerEndpoint: `${fake.wireServerUrl}/node/${vm.computerName}`, retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 } },
         armToken: FAKE_ARM_TOKEN,
         trustedRoots: {},
+        // The VM's image reports its version (`status` compares it with the config's image): the scale set model's when the VM was made.
+        imageVersion: (fake.get(vm.resourceId) as { properties?: { storageProfile?: { imageReference?: { communityGalleryImageId?: string } } } } | undefined)?.properties?.storageProfile?.imageReference?.communityGalleryImageId,
         // Azure's paravisor: its AK made persistent, and its HCL report whose SNP report binds the runtime data holding that AK.
         async provision(tpm) {
           const ak = await tpm.createAttestationKey(RSA_AK_TEMPLATE);

@@ -658,6 +658,8 @@ export class FakeArm {
           location: stored.body.location,
           properties: {
             provisioningState: 'Creating',
+            // Each VM's unique id (a UUID Azure assigns; IMDS reports it as compute.vmId).
+            vmId: randomUUID(),
             timeCreated: new Date().toISOString(),
             latestModelApplied: true,
             storageProfile: { imageReference: structuredClone((model.storageProfile as { imageReference?: unknown } | undefined)?.imageReference ?? {}) },

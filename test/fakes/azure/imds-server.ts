@@ -23,6 +23,8 @@ export interface ImdsVm {
   resourceGroupName: string;
   tags: Record<string, string>;
   privateIp: string;
+  /** The VM's unique id (IMDS compute.vmId); default a fixed UUID, as every real VM has one. */
+  vmId?: string;
   /** What IMDS's THIM endpoint (/metadata/THIM/amd/certification) hands out on an SEV-SNP VM: VCEK and ASK+ARK, PEM. */
   thim?: { vcekCert: string; certificateChain: string };
 }
@@ -62,6 +64,7 @@ export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
       JSON.stringify({
         compute: {
           name: vm.name,
+          vmId: vm.vmId ?? '00000000-0000-4000-8000-0000000000a1',
           resourceId: vm.resourceId,
           subscriptionId: vm.subscriptionId,
           resourceGroupName: vm.resourceGroupName,

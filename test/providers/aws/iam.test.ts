@@ -26,10 +26,13 @@ describe('aws provider: iam create / destroy', function () {
     const cp = fake.state.roles.get('demo-control-plane-role')!;
     assert.match(cp.assumeRolePolicy, /ec2\.amazonaws\.com/);
     const cpPolicy = JSON.parse(cp.policies.get('demo-control-plane-policy')!) as { Statement: { Action: string[] }[] };
-    assert.ok(cpPolicy.Statement[0].Action.includes('elasticloadbalancing:*'));
+    assert.ok(cpPolicy.Statement[0].Action.includes('ec2:CreateTags'), 'the cloud controller manager tags instances');
+    for (const unused of ['ec2:CreateVolume', 'autoscaling:SetDesiredCapacity', 'elasticloadbalancing:*']) {
+      assert.ok(!cpPolicy.Statement[0].Action.includes(unused), `${unused}: no CSI driver, autoscaler or Service controller runs`);
+    }
     const workerPolicy = JSON.parse(fake.state.roles.get('demo-worker-role')!.policies.get('demo-worker-policy')!) as { Statement: { Action: string[] }[] };
     assert.ok(workerPolicy.Statement[0].Action.includes('ec2:DescribeInstances'));
-    assert.ok(!workerPolicy.Statement[0].Action.includes('elasticloadbalancing:*'), 'workers get read access only');
+    assert.ok(!workerPolicy.Statement[0].Action.includes('ec2:CreateTags'), 'workers get read access only');
     assert.deepEqual(fake.state.instanceProfiles.get('demo-control-plane-profile')!.roles, ['demo-control-plane-role']);
     assert.deepEqual(fake.state.instanceProfiles.get('demo-worker-profile')!.roles, ['demo-worker-role']);
     assert.ok(fake.calls('GetInstanceProfile').length >= 2, 'waited until IAM shows the profiles');

@@ -42,7 +42,7 @@ export function createRequest(overrides: Partial<CreateRequest> = {}): CreateReq
       zone: 'us-east-2a',
       iamProfileControlPlane: 'demo-control-plane-profile',
       iamProfileWorkerNodes: 'demo-worker-profile',
-      deployCSIDriver: true,
+      deployCSIDriver: false,
     },
     nodeGroups: [
       { name: 'control_plane_default', role: 'control-plane', zone: 'us-east-2a', instanceType: 'm6a.xlarge', stateDiskSizeGB: 30, stateDiskType: 'gp3', initialCount: 3 },

@@ -28,7 +28,7 @@ export function createRequest(overrides: Partial<CreateRequest> = {}): CreateReq
       location: 'westeurope',
       resourceGroup: RESOURCE_GROUP,
       userAssignedIdentity: IDENTITY,
-      deployCSIDriver: true,
+      deployCSIDriver: false,
       secureBoot: false,
     },
     ...overrides,

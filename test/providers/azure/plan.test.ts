@@ -49,7 +49,7 @@ describe('azure plan', function () {
   it('accepts an identity name for userAssignedIdentity and names missing keys', function () {
     const config = parseAzureConfig({ subscription: SUBSCRIPTION, location: 'westeurope', resourceGroup: RESOURCE_GROUP, userAssignedIdentity: 'constell-nodes' });
     assert.equal(config.userAssignedIdentity, IDENTITY);
-    assert.equal(config.deployCSIDriver, true);
+    assert.equal(config.deployCSIDriver, false);
     assert.throws(() => parseAzureConfig({ subscription: SUBSCRIPTION }), /provider\.azure\.resourceGroup is not set/);
   });
 });

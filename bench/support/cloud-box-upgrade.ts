@@ -1,0 +1,63 @@
+/**
+ * The measurement the cloud-box upgrade benches share (bench/cloud-box-upgrade-*.bench.ts): `upgrade apply` of a
+ * running 3 + 2 cluster in the box to a new image, as rollout ÷ (5 × one replacement). One replacement is the median
+ * of the rollout's own steps (from "adding a node" to "replaced", as upgrade apply reports them: add, wait until
+ * joined, verify, drain, etcd member out, remove), so the ratio is what the rollout costs beyond its five
+ * replacements (the measurement write, status rounds, the final check). What the fake waited on purpose during the
+ * rollout (its configured latency and operation times, BoxCloud.fakeDelayMs) is subtracted: from the rollout, and a
+ * fifth of it from one replacement. Target ≤ 1.2.
+ */
+import { withWorkspaceSession } from '../../cli/cluster/session.js';
+import { upgradeCluster } from '../../cli/cluster/upgrade.js';
+import type { VariantName } from '../../lib/attestation/variant-table.js';
+import { loadConfig } from '../../lib/config/index.js';
+import type { SnpTestCa } from '../../test/attestation/snp/fixtures.js';
+import { editConfig, publishImages, type BoxCluster } from '../../test/e2e/cloud-box/aws-scenarios.js';
+
+export const UPGRADE_TARGET = 1.2;
+
+/** Waits until the box's 3 + 2 cluster has every node joined. */
+export async function waitForFiveJoined(cluster: BoxCluster): Promise<void> {
+  for (let i = 0; ; i++) {
+    const status = await cluster.cloud.status();
+    if (status.nodes.length === 5 && status.nodes.every((n) => n.state === 'joined')) return;
+    if (i > 480) throw new Error(`the cluster did not form: ${JSON.stringify(status.nodes.map((n) => n.state))}`);
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
+
+/** Runs the upgrade to `image` and prints the ratio (see the module header). */
+export async function measureUpgrade(cluster: BoxCluster, ca: SnpTestCa, workspace: string, target: { variant: VariantName; image: string }, out: (line: string) => void): Promise<void> {
+  const { index } = await publishImages(workspace, (await loadConfig(workspace)).image, target);
+  await editConfig(workspace, (doc) => doc.setIn(['image'], target.image));
+  const validatorDeps = { ...(await cluster.cloud.validatorDeps()), amdRoots: ca.roots };
+  const started = new Map<string, number>();
+  const steps: number[] = [];
+  const delayBefore = cluster.cloud.fakeDelayMs();
+  const t0 = Date.now();
+  await withWorkspaceSession(workspace, 'upgrade apply', ({ workspaceDir, journal, log }) =>
+    upgradeCluster({
+      workspaceDir,
+      log,
+      journal,
+      provider: cluster.infrastructure(target.image),
+      imageSource: { index },
+      validatorDeps,
+      joinTimeoutMs: 180_000,
+      pollIntervalMs: 200,
+      progress: (line) => {
+        const adding = /^adding a node to \S+ to replace (\S+)$/.exec(line);
+        if (adding) started.set(adding[1]!, Date.now());
+        const replaced = /^replaced (\S+) with/.exec(line);
+        if (replaced && started.has(replaced[1]!)) steps.push(Date.now() - started.get(replaced[1]!)!);
+      },
+    }),
+  );
+  const fakeDelay = (cluster.cloud.fakeDelayMs() - delayBefore) / 1000;
+  const rollout = (Date.now() - t0) / 1000;
+  const sorted = [...steps].sort((a, b) => a - b);
+  const one = sorted[Math.floor(sorted.length / 2)]! / 1000;
+  const ratio = (rollout - fakeDelay) / (5 * (one - fakeDelay / 5));
+  out(`${target.variant} rolling upgrade 3+2: rollout ${rollout.toFixed(2)} s, one replacement (median of ${steps.length}) ${one.toFixed(2)} s, fake delay ${fakeDelay.toFixed(2)} s`);
+  out(`rollout ÷ (5 × one replacement), fake delay subtracted = ${ratio.toFixed(2)} (target ≤ ${UPGRADE_TARGET}: ${ratio <= UPGRADE_TARGET ? 'met' : 'NOT met'})`);
+}
