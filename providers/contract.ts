@@ -290,4 +290,17 @@ export interface IamProvisioner {
   create(request: IamCreateRequest, ctx: ProviderContext): Promise<IamCreateResult>;
   /** Deletes what create recorded in the journal. */
   destroy(ctx: ProviderContext): Promise<void>;
+  /**
+   * `iam upgrade apply`: compares the permissions of the identities create recorded with what this CLI's nodes need,
+   * and with `apply` makes them so. Returns each identity that differs (none when all are up to date).
+   */
+  upgrade(ctx: ProviderContext, options: { apply: boolean }): Promise<IamPermissionChange[]>;
+}
+
+/** One identity whose permissions differ from what this CLI needs: what `iam upgrade apply` adds and removes. */
+export interface IamPermissionChange {
+  /** The identity (policy, custom role, managed identity) as the cloud names it. */
+  identity: string;
+  add: string[];
+  remove: string[];
 }

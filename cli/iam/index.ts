@@ -8,7 +8,7 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { IamProvisioner, ProviderContext, ProviderLogger, ProviderModule, RecordedResource, ResourceJournal } from '../../providers/contract.js';
+import type { IamPermissionChange, IamProvisioner, ProviderContext, ProviderLogger, ProviderModule, RecordedResource, ResourceJournal } from '../../providers/contract.js';
 import { UserError } from '../../lib/errors.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
@@ -124,6 +124,30 @@ export async function destroyIam(o: IamRunOptions): Promise<DestroyIamResult> {
     });
   }
   return { providers, destroyed: identities(before) };
+}
+
+export interface UpgradeIamResult {
+  /** Providers whose identities the workspace records. */
+  providers: string[];
+  /** Each identity whose permissions differ from what this CLI needs (before the update, when applied). */
+  changes: (IamPermissionChange & { provider: string })[];
+  applied: boolean;
+}
+
+/**
+ * `iam upgrade apply` (upstream: cli/internal/cmd/iamupgradeapply.go): the permissions the identities `iam create`
+ * made (as the workspace records them) have, against what this CLI's nodes need. Without `apply` only the plan;
+ * with it each provider updates what differs. The command shows the plan and asks in between.
+ */
+export async function upgradeIam(o: IamRunOptions & { apply: boolean }): Promise<UpgradeIamResult> {
+  const ctx = providerContext(o);
+  const providers = [...new Set((await ctx.journal.list()).map(providerOfRecord))];
+  const changes: UpgradeIamResult['changes'] = [];
+  for (const name of providers) {
+    o.log.info(`iam upgrade: ${o.apply ? 'applying' : 'planning'}`, { provider: name });
+    for (const change of await (await provisioner(o, name)).upgrade(ctx, { apply: o.apply })) changes.push({ provider: name, ...change });
+  }
+  return { providers, changes, applied: o.apply && changes.length > 0 };
 }
 
 function providerContext(o: IamRunOptions): ProviderContext {

@@ -13,15 +13,18 @@ import {
   DeleteRolePolicyCommand,
   GetInstanceProfileCommand,
   GetRoleCommand,
+  GetRolePolicyCommand,
   PutRolePolicyCommand,
   RemoveRoleFromInstanceProfileCommand,
   waitUntilInstanceProfileExists,
   type GetInstanceProfileCommandOutput,
   type GetRoleCommandOutput,
+  type GetRolePolicyCommandOutput,
   type Tag,
 } from '@aws-sdk/client-iam';
 import { UserError } from '../../lib/errors.js';
-import type { IamCreateRequest, IamCreateResult, IamProvisioner, NodeRole, ProviderContext, RecordedResource } from '../contract.js';
+import type { IamCreateRequest, IamCreateResult, IamPermissionChange, IamProvisioner, NodeRole, ProviderContext, RecordedResource } from '../contract.js';
+import { permissionChange } from '../common/permission-diff.js';
 import { AwsClients } from './clients.js';
 import { deleteInReverseOrder } from './delete-order.js';
 import { awsErrorCode, CreateFailedError, isNotFound, toUserError } from './errors.js';
@@ -67,6 +70,19 @@ const CONTROL_PLANE_ACTIONS = [
   'ec2:ModifyInstanceAttribute',
 ];
 
+/** The actions an IAM policy document allows (IAM returns it URL-encoded). */
+export function policyActions(document: string): string[] {
+  let text = document;
+  try {
+    text = decodeURIComponent(document);
+  } catch {
+    // not encoded
+  }
+  const parsed = JSON.parse(text) as { Statement?: { Effect?: string; Action?: string | string[] }[] | { Effect?: string; Action?: string | string[] } };
+  const statements = Array.isArray(parsed.Statement) ? parsed.Statement : parsed.Statement ? [parsed.Statement] : [];
+  return statements.filter((st) => st.Effect === 'Allow').flatMap((st) => (Array.isArray(st.Action) ? st.Action : st.Action ? [st.Action] : []));
+}
+
 function policyDocument(actions: string[]): string {
   return JSON.stringify({ Version: '2012-10-17', Statement: [{ Effect: 'Allow', Action: actions, Resource: '*' }] });
 }
@@ -99,6 +115,36 @@ export class AwsIam implements IamProvisioner {
         throw new CreateFailedError(toUserError(`step ${err.task}`, err.cause), err.otherFailures.map((f) => toUserError(f.task, f.error).message));
       }
       return { configUpdates: Object.fromEntries(ROLES.map((r) => [r.configKey, profileName(prefix, r.short)])) };
+    } finally {
+      clients.destroy();
+    }
+  }
+
+  /**
+   * The inline policy of each role iam create recorded, against the actions this CLI gives that role; with `apply`
+   * the policy is put again (PutRolePolicy replaces it whole).
+   */
+  async upgrade(ctx: ProviderContext, options: { apply: boolean }): Promise<IamPermissionChange[]> {
+    const policies = (await ctx.journal.list()).filter((r) => isIamResource(r) && r.kind === IAM_KIND.rolePolicy);
+    if (policies.length === 0) return [];
+    const clients = new AwsClients(this.options, ctx.log, ctx.signal);
+    try {
+      await clients.checkCredentials('us-east-1');
+      const changes: IamPermissionChange[] = [];
+      for (const record of policies) {
+        const { roleName: role, policyName: policy, iamPrefix } = recordData(record) as unknown as { roleName: string; policyName: string; iamPrefix: string };
+        const spec = ROLES.find((r) => roleName(iamPrefix, r.short) === role);
+        if (!spec) throw new UserError(`The workspace records the IAM policy ${policy} of role ${role}, which this CLI does not make.`);
+        const out = await clients.send<GetRolePolicyCommandOutput>(clients.iam(), new GetRolePolicyCommand({ RoleName: role, PolicyName: policy }), `Reading the policy ${policy} of ${role}`);
+        const change = permissionChange(`${role}/${policy}`, policyActions(out.PolicyDocument ?? ''), spec.actions);
+        if (!change) continue;
+        changes.push(change);
+        if (options.apply) {
+          ctx.progress?.(`updating the policy ${policy} of ${role}`);
+          await clients.send(clients.iam(), new PutRolePolicyCommand({ RoleName: role, PolicyName: policy, PolicyDocument: policyDocument(spec.actions) }), `Setting the policy of ${role}`);
+        }
+      }
+      return changes;
     } finally {
       clients.destroy();
     }

@@ -8,7 +8,8 @@
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { IamCreateRequest, IamCreateResult, IamProvisioner, ProviderContext } from '../contract.js';
+import type { IamCreateRequest, IamCreateResult, IamPermissionChange, IamProvisioner, ProviderContext } from '../contract.js';
+import { permissionChange } from '../common/permission-diff.js';
 import { UserError } from '../../lib/errors.js';
 import { createIamClients, resolveCredential, type AzureIamClients } from './clients.js';
 import { deleteAll, isAzureKind } from './deletion.js';
@@ -128,6 +129,37 @@ export class AzureIam implements IamProvisioner {
       name: p.role.name,
       dependsOn: [p.identityId, p.scope],
     });
+  }
+
+  /**
+   * The role assignments iam create recorded for the nodes' identity, against NODE_ROLES on the resource group; with
+   * `apply` the missing ones are assigned and the ones this CLI no longer gives are deleted.
+   */
+  async upgrade(ctx: ProviderContext, options: { apply: boolean }): Promise<IamPermissionChange[]> {
+    const records = await ctx.journal.list();
+    const identity = records.find((r) => r.kind === 'azure:user-assigned-identity');
+    if (!identity) return [];
+    const assignments = records.filter((r) => r.kind === 'azure:role-assignment');
+    const change = permissionChange(identity.name ?? identity.id, assignments.map((r) => r.name ?? ''), NODE_ROLES.map((r) => r.name));
+    if (!change || !options.apply) return change ? [change] : [];
+    const { subscription, resourceGroup, name } = parseResourceId(identity.id);
+    const clients = await createIamClients(subscription, this.options);
+    try {
+      const principalId = (await clients.msi.userAssignedIdentities.get(resourceGroup, name)).principalId;
+      if (!principalId) throw new UserError(`Azure returned no principal id for identity ${name}.`);
+      const scope = resourceGroupId(subscription, resourceGroup);
+      for (const role of NODE_ROLES.filter((r) => change.add.includes(r.name))) {
+        await this.assignRole(clients, ctx, { subscription, scope, role, principalId, identityId: identity.id });
+      }
+      for (const record of assignments.filter((r) => change.remove.includes(r.name ?? ''))) {
+        ctx.progress?.(`removing role assignment ${record.name ?? record.id}`);
+        await clients.authorization.roleAssignments.deleteById(record.id);
+        await ctx.journal.remove(record.id);
+      }
+    } catch (err) {
+      throw toUserError(err, 'updating the Azure identity\'s role assignments');
+    }
+    return [change];
   }
 
   async destroy(ctx: ProviderContext): Promise<void> {

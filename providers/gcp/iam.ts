@@ -17,7 +17,8 @@
  */
 import { realSleep } from '../../lib/clock.js';
 import { UserError } from '../../lib/errors.js';
-import type { IamCreateRequest, IamCreateResult, IamProvisioner, ProviderContext, RecordedResource } from '../contract.js';
+import type { IamCreateRequest, IamCreateResult, IamPermissionChange, IamProvisioner, ProviderContext, RecordedResource } from '../contract.js';
+import { permissionChange } from '../common/permission-diff.js';
 import { deleteInReverseDependencyOrder } from '../common/delete-order.js';
 import { runTaskGraph, TaskGraphError } from '../common/task-graph.js';
 import { GcpCompute, type RestAuthClient } from './clients.js';
@@ -137,6 +138,41 @@ export class GcpIam implements IamProvisioner {
       },
       files: [{ name: KEY_FILE, content: keyContent }],
     };
+  }
+
+  /**
+   * The nodes' custom role iam create recorded, against NODE_PERMISSIONS; with `apply` it is patched to them (the
+   * role's ID and its binding stay). The project role bindings are not compared: this CLI has not changed them.
+   */
+  async upgrade(ctx: ProviderContext, options: { apply: boolean }): Promise<IamPermissionChange[]> {
+    const roles = (await ctx.journal.list()).filter((r) => r.kind === KIND.role);
+    if (roles.length === 0) return [];
+    const rest = await this.rest(ctx);
+    const changes: IamPermissionChange[] = [];
+    for (const record of roles) {
+      const url = `${rest.endpoints.iam}/v1/${record.id}`;
+      let role: { includedPermissions?: string[]; deleted?: boolean };
+      try {
+        role = await rest.call('GET', url);
+      } catch (err) {
+        throw toUserError(`Reading the custom role ${record.name ?? record.id}`, err);
+      }
+      if (role.deleted) {
+        throw new UserError(`The custom role ${record.id} is deleted.`, { hint: 'Run `constellation iam destroy` and `constellation iam create gcp` again.' });
+      }
+      const change = permissionChange(record.id, role.includedPermissions ?? [], NODE_PERMISSIONS);
+      if (!change) continue;
+      changes.push(change);
+      if (options.apply) {
+        ctx.progress?.(`updating custom role ${record.name ?? record.id}`);
+        try {
+          await rest.call('PATCH', `${url}?updateMask=includedPermissions`, { includedPermissions: [...NODE_PERMISSIONS] });
+        } catch (err) {
+          throw toUserError(`Updating the custom role ${record.name ?? record.id}`, err);
+        }
+      }
+    }
+    return changes;
   }
 
   async destroy(ctx: ProviderContext): Promise<void> {

@@ -30,6 +30,9 @@ function stubProvider(name: string, files: { name: string; content: string }[] =
     async destroy(ctx) {
       for (const r of await ctx.journal.list()) await ctx.journal.remove(r.id);
     },
+    async upgrade() {
+      return [];
+    },
   };
   const module = { name, attestationVariants: [], infrastructure: () => assert.fail(), nodeMetadata: () => assert.fail(), iam: () => iam } as unknown as ProviderModule;
   return { calls, loadProvider: async () => (calls.load++, module) };

@@ -69,6 +69,14 @@ export const iamHandlers: Record<string, Handler> = {
     role(s, required(p, 'RoleName')).policies.set(required(p, 'PolicyName'), required(p, 'PolicyDocument'));
     return {};
   },
+  GetRolePolicy(s, p) {
+    const r = role(s, required(p, 'RoleName'));
+    const name = required(p, 'PolicyName');
+    const document = r.policies.get(name);
+    if (document === undefined) throw noSuchEntity('role policy', name);
+    // IAM returns the document URL-encoded (RFC 3986), as GetRolePolicy's documentation says.
+    return { RoleName: r.name, PolicyName: name, PolicyDocument: encodeURIComponent(document) };
+  },
   DeleteRolePolicy(s, p) {
     const r = role(s, required(p, 'RoleName'));
     const name = required(p, 'PolicyName');

@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { AzureInfrastructure } from '../../../providers/azure/infrastructure.js';
 import { AzureNodeMetadata } from '../../../providers/azure/metadata.js';
 import { parseAzureOptions } from '../../../providers/azure/options.js';
+import { baseName } from '../../../providers/azure/plan.js';
 import type { CreateResult, Instance } from '../../../providers/contract.js';
 import { FakeArm } from '../../fakes/azure/arm-server.js';
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
@@ -52,6 +53,18 @@ describe('azure node metadata (fake IMDS and ARM)', function () {
     assert.equal(await metadata.initSecretHash(), INIT_SECRET_HASH);
     assert.equal(await metadata.joinServiceKey(), JOIN_SERVICE_KEY);
     assert.ok(imds.requests.length > 0 && imds.requests.every((r) => r.metadataHeader === 'true'));
+  });
+
+  it('names the VM for its attestation (resource id, vmId) and gives the cloud controller manager its values', async function () {
+    const me = instances.find((i) => i.role === 'worker')!;
+    assert.deepEqual(await metadata.vmIdentity(), { resourceId: me.id, vmId: '00000000-0000-4000-8000-0000000000a1' });
+    assert.deepEqual(await metadata.cloudControllerValues(), {
+      cloud: 'azure',
+      subscriptionId: SUBSCRIPTION,
+      resourceGroup: RESOURCE_GROUP,
+      location: 'westeurope',
+      securityGroupName: `${baseName(createRequest())}-nsg`,
+    });
   });
 
   it('lists every VM of the cluster as peers, with roles and private IPs', async function () {

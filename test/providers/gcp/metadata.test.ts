@@ -7,6 +7,7 @@ import provider from '../../../providers/gcp/index.js';
 import { GcpInfrastructure } from '../../../providers/gcp/infrastructure.js';
 import { GcpNodeMetadata } from '../../../providers/gcp/metadata.js';
 import { pemToDer } from '../../../providers/gcp/shielded-identity.js';
+import { namePrefix } from '../../../providers/gcp/plan.js';
 import type { GcpShieldedIdentityClient } from '../../../lib/attestation/variants/gcp-sev-es.js';
 import { FakeGcp } from '../../fakes/gcp/server.js';
 import { createRequest, INIT_SECRET_HASH, JOIN_SERVICE_KEY, PROJECT, providerContext, ZONE } from './support.js';
@@ -43,6 +44,13 @@ describe('GCP node metadata (fake metadata server and Compute API)', () => {
     assert.equal(await metadata.loadBalancerEndpoint(), endpoint);
     assert.equal(await metadata.initSecretHash(), INIT_SECRET_HASH);
     assert.equal(await metadata.joinServiceKey(), JOIN_SERVICE_KEY);
+  });
+
+  it("gives the cloud controller manager the project and the network tag the nodes carry", async () => {
+    const values = await new GcpNodeMetadata(fake.providerOptions()).cloudControllerValues();
+    assert.deepEqual(values, { cloud: 'gcp', projectId: PROJECT, nodeTag: namePrefix('a1b2c3d4') });
+    const tags = (fake.compute.list('instances') as { name: string; tags?: { items?: string[] } }[]).find((i) => i.name === self.name)?.tags?.items;
+    assert.ok(values.cloud === 'gcp' && tags?.includes(values.nodeTag), `the instance's tags ${JSON.stringify(tags)} hold the node tag`);
   });
 
   it('lists the peers of its own cluster only', async () => {
