@@ -7,7 +7,7 @@
  * work per kubelet certificate on our machines (parse and verify the request, build and sign the
  * certificate), over ten times the ECDSA operations themselves, and the join service signs one per joining
  * node (docs/design.md#cluster-pki; the join-storm benchmark holds it to 3x the cryptographic cost). Loading that
- * library also costs a node program's start about a fifth of its CPU (docs/workflows/local-provider.md), so the
+ * library also cost a node program's start about a sixth of its CPU (bench/node-program-startup.bench.ts), so the
  * attested servers' self-signed certificates (lib/atls/self-signed.ts) and the kubelet's request
  * (bootstrapper/kubelet-csr.ts) are made here too. The structures are small and fixed; the tests check every
  * certificate made here with node:crypto's X509Certificate (OpenSSL) and openssl verify, read requests made by
