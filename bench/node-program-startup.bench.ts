@@ -24,10 +24,13 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RUNS = Number(process.env.BENCH_RUNS ?? 7);
 /** Extra Node.js arguments for the node program, e.g. BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile it. */
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-const PROGRAMS = [
-  { name: 'bundled (dist/node-program/main.mjs)', entry: path.join(ROOT, 'dist', 'node-program', 'main.mjs') },
-  { name: 'modules (dist/bootstrapper/main.js)', entry: path.join(ROOT, 'dist', 'bootstrapper', 'main.js') },
-];
+/** BENCH_PROGRAMS='a=/x/main.mjs,b=/y/main.mjs' compares other entries (e.g. two builds of the bundle), first over second. */
+const PROGRAMS = process.env.BENCH_PROGRAMS
+  ? process.env.BENCH_PROGRAMS.split(',').map((pair) => ({ name: pair.split('=')[0]!, entry: path.resolve(pair.split('=')[1]!) }))
+  : [
+      { name: 'bundled (dist/node-program/main.mjs)', entry: path.join(ROOT, 'dist', 'node-program', 'main.mjs') },
+      { name: 'modules (dist/bootstrapper/main.js)', entry: path.join(ROOT, 'dist', 'bootstrapper', 'main.js') },
+    ];
 
 /** Spawns the node program and resolves with the wall and CPU seconds until it logs that it started; then stops it. */
 async function startOnce(entry: string, env: NodeJS.ProcessEnv, cwd: string): Promise<{ wall: number; cpu: number }> {
@@ -96,7 +99,8 @@ export default async function nodeProgramStartup(out: (line: string) => void): P
       out(`${program.name.padEnd(40)} ${Math.min(...samples[j]!).toFixed(3)} s (${median(samples[j]!).toFixed(3)} s), CPU ${median(cpu[j]!).toFixed(3)} s (median)`);
     }
     const ratio = median(samples[0]!) / median(samples[1]!);
-    out(`bundled / modules (medians): ${ratio.toFixed(2)} (target ≤ 1: ${ratio <= 1 ? 'met' : 'NOT met'})`);
+    const cpuRatio = median(cpu[0]!) / median(cpu[1]!);
+    out(`${PROGRAMS[0]!.name.split(' ')[0]} / ${PROGRAMS[1]!.name.split(' ')[0]} (medians): wall ${ratio.toFixed(2)}, CPU ${cpuRatio.toFixed(2)} (target ≤ 1: ${ratio <= 1 ? 'met' : 'NOT met'})`);
   } finally {
     await new Promise((resolve) => (metadata ? metadata.close(resolve) : resolve(undefined)));
     await swtpm.stop();
