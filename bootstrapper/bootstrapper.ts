@@ -172,6 +172,8 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     }
 
     const kind = rebooted ? 'rejoin' : 'join';
+    // A control plane needs its store's client at init, join or rejoin; until then it waits for a peer: load it now.
+    if (node.role === 'control-plane') deps.store.preload?.();
     logger.info('bootstrapper started', { node: node.name, role: node.role, address: node.ip, diskUuid: deps.stateDisk.uuid, mode: kind, ports: started });
     const join = new JoinClient({
       ...common,

@@ -23,7 +23,7 @@ import path from 'node:path';
 import { ENTRY } from '../lib/cluster-store/codec.js';
 import { enableAccessControl, ETCD_ADMIN_USER, ETCD_JOIN_SERVICE_USER } from '../lib/cluster-store/etcd-access.js';
 import { addLearner, promoteLearner } from '../lib/cluster-store/etcd-members.js';
-import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, EtcdClusterStore, etcdClient, STORE_PREFIX, type EtcdConnection } from '../lib/cluster-store/etcd.js';
+import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, EtcdClusterStore, etcdClient, preloadEtcdClient, STORE_PREFIX, type EtcdConnection } from '../lib/cluster-store/etcd.js';
 import type { ClusterStore } from '../lib/cluster-store/types.js';
 import type { Clock } from '../lib/clock.js';
 import { UserError } from '../lib/errors.js';
@@ -71,6 +71,11 @@ export class EtcdMember implements ClusterStoreHost {
   private exited: Promise<void> | undefined;
 
   constructor(private readonly options: EtcdMemberOptions) {}
+
+  /** Loads the etcd client's code in the background (lib/cluster-store/etcd.ts preloadEtcdClient). */
+  preload(): void {
+    preloadEtcdClient();
+  }
 
   get clientUrl(): string {
     return `https://${this.options.ip}:${ETCD_CLIENT_PORT}`;

@@ -1,11 +1,12 @@
 /**
  * The kubelet's key pair and its certificate request (PKCS#10, ECDSA P-256, CN=system:node:<name>,
  * O=system:nodes, SAN = the node's IP) that goes into the JoinHello; the join service signs it with the
- * cluster CA. Made with @peculiar/x509 (through lib/x509) on WebCrypto.
+ * cluster CA. Built as DER by lib/pki/certificates.ts and signed with node:crypto.
  */
-import { webcrypto } from 'node:crypto';
+import { generateKeyPair } from 'node:crypto';
 import { isIP } from 'node:net';
-import * as x509 from '../lib/x509.js';
+import { promisify } from 'node:util';
+import { createCertificateRequest, encodeName, OID, subjectAltName } from '../lib/pki/certificates.js';
 
 export interface KubeletCsr {
   /** DER PKCS#10. */
@@ -14,20 +15,17 @@ export interface KubeletCsr {
   privateKeyPem: string;
 }
 
-const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
+const generateEcKeyPair = promisify(generateKeyPair);
 
 export async function createKubeletCsr(nodeName: string, nodeIp: string): Promise<KubeletCsr> {
-  const keys = (await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify'])) as webcrypto.CryptoKeyPair;
-  const request = await x509.Pkcs10CertificateRequestGenerator.create({
-    name: [{ CN: [`system:node:${nodeName}`] }, { O: ['system:nodes'] }],
-    keys: keys as unknown as x509.Pkcs10CertificateRequestCreateParams['keys'],
-    signingAlgorithm: ALGORITHM,
-    extensions: isIP(nodeIp) ? [new x509.SubjectAlternativeNameExtension([{ type: 'ip', value: nodeIp }])] : [],
-  });
-  const pkcs8 = Buffer.from(await webcrypto.subtle.exportKey('pkcs8', keys.privateKey));
-  const lines = pkcs8.toString('base64').match(/.{1,64}/g) ?? [];
+  const keys = await generateEcKeyPair('ec', { namedCurve: 'P-256' });
+  const subject = encodeName([
+    [OID.commonName, `system:node:${nodeName}`],
+    [OID.organization, 'system:nodes'],
+  ]);
+  const request = createCertificateRequest(subject, keys, isIP(nodeIp) ? [subjectAltName({ ips: [nodeIp] })] : []);
   return {
-    csr: new Uint8Array(request.rawData),
-    privateKeyPem: `-----BEGIN PRIVATE KEY-----\n${lines.join('\n')}\n-----END PRIVATE KEY-----\n`,
+    csr: new Uint8Array(request),
+    privateKeyPem: keys.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(),
   };
 }

@@ -24,6 +24,11 @@ export interface ClusterStoreHost {
   openAsAdmin(pki: ClusterPki): Promise<ClusterStore>;
   /** Credentials for the CLI, made at init. */
   adminCredentials(pki: ClusterPki): Promise<StoreCredentials>;
+  /**
+   * Optional: loads what create/join/resume will need (the store's client code) while the node waits for init or a
+   * join service, so that the step does not wait for it.
+   */
+  preload?(): void;
   /** Stops this node's part of the store. */
   close(): Promise<void>;
 }

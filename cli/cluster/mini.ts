@@ -109,11 +109,20 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
   // A VM boots its firmware, kernel and node program under emulation where KVM does not run it (minutes here).
   const vm = provider.name === 'qemu';
   step('init');
+  let storeClientLoading = false;
   const init = await initCluster({
     workspaceDir,
     log,
     random: options.random,
-    progress: (m) => step('init', m),
+    progress: (m) => {
+      step('init', m);
+      // The node now initializes for a while and this process only waits: load the store client that the join
+      // wait's status asks (its load parses etcd's API, a few hundred ms of CPU) instead of after init.
+      if (!storeClientLoading) {
+        storeClientLoading = true;
+        void import('../../lib/cluster-store/etcd.js').then(({ preloadEtcdClient }) => preloadEtcdClient(), () => undefined);
+      }
+    },
     ...(vm ? { connectTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}),
     ...options.init,
   });

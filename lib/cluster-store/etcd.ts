@@ -37,6 +37,15 @@ export interface EtcdStoreOptions extends EtcdConnection {
   timeoutMs?: number;
 }
 
+/**
+ * Starts loading the etcd3 client's modules in the background, for a process that idles before it needs the store:
+ * their load parses etcd's API definitions (a few hundred milliseconds of CPU on this machine, many seconds in a VM
+ * under emulation), which a later etcdClient() then need not wait for. Errors surface there, not here.
+ */
+export function preloadEtcdClient(): void {
+  void Promise.all([import('etcd3'), import('cockatiel')]).catch(() => undefined);
+}
+
 /** An etcd3 client without retries or circuit breakers of its own, every unary call with a deadline. */
 export async function etcdClient(options: EtcdStoreOptions): Promise<Etcd3> {
   const [{ Etcd3, isRecoverableError }, { handleWhen, noop, retry, ConstantBackoff }] = await Promise.all([import('etcd3'), import('cockatiel')]);

@@ -1,14 +1,17 @@
 /**
- * X.509 certificates and PKCS#10 requests at the speed of the signature itself: building a certificate's DER
- * (RFC 5280, with the encoder of lib/der.ts) and signing it with node:crypto, and reading a certificate request
- * and checking its signature.
+ * X.509 certificates and PKCS#10 requests at the speed of the signature itself: building a certificate's or a
+ * request's DER (RFC 5280, RFC 2986, with the encoder of lib/der.ts) and signing it with node:crypto, and reading a
+ * certificate request and checking its signature.
  *
  * Written here rather than with @peculiar/x509 because that library spends about 7 ms of JavaScript ASN.1
  * work per kubelet certificate on our machines (parse and verify the request, build and sign the
  * certificate), over ten times the ECDSA operations themselves, and the join service signs one per joining
- * node (docs/design.md#cluster-pki; the join-storm benchmark holds it to 3x the cryptographic cost). The structures are small
- * and fixed; the tests check every certificate made here with node:crypto's X509Certificate (OpenSSL) and
- * openssl verify, and read requests made by @peculiar/x509.
+ * node (docs/design.md#cluster-pki; the join-storm benchmark holds it to 3x the cryptographic cost). Loading that
+ * library also cost a node program's start about a sixth of its CPU (bench/node-program-startup.bench.ts), so the
+ * attested servers' self-signed certificates (lib/atls/self-signed.ts) and the kubelet's request
+ * (bootstrapper/kubelet-csr.ts) are made here too. The structures are small and fixed; the tests check every
+ * certificate made here with node:crypto's X509Certificate (OpenSSL) and openssl verify, read requests made by
+ * @peculiar/x509, and read the requests made here with OpenSSL.
  */
 import { createHash, createPublicKey, sign, verify, type KeyObject } from 'node:crypto';
 import { isIPv4, isIPv6 } from 'node:net';
@@ -111,6 +114,22 @@ export function issueCertificate(template: CertificateTemplate, issuer: Issuer |
     )),
   );
   return sequence(tbs, algorithm, bitString(sign(digest, tbs, signer.privateKey)));
+}
+
+/**
+ * A PKCS#10 certificate request (RFC 2986) for `subject` (DER Name), signed with the requested key pair's private
+ * key; `extensions` (encoded Extension elements, e.g. subjectAltName) go into one extensionRequest attribute.
+ */
+export function createCertificateRequest(subject: Buffer, keys: { publicKey: KeyObject; privateKey: KeyObject }, extensions: Buffer[] = []): Buffer {
+  const { algorithm, digest } = signatureAlgorithm(keys.privateKey);
+  const attributes = extensions.length > 0 ? [sequence(oid(OID.extensionRequest), set(sequence(...extensions)))] : [];
+  const info = sequence(
+    unsignedInteger(Buffer.of(0)), // v1
+    subject,
+    keys.publicKey.export({ type: 'spki', format: 'der' }),
+    tlv(0xa0, ...attributes), // [0] IMPLICIT SET OF Attribute
+  );
+  return sequence(info, algorithm, bitString(sign(digest, info, keys.privateKey)));
 }
 
 /** A DER Name from (OID, value) pairs, one attribute per RDN, in order. */
