@@ -109,10 +109,28 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
     await activator.activate('/dev/sdb', randomBytes(32), { fresh: true, mountPoint });
     assert.deepEqual(calls, [
       ['cryptsetup', 'open', '--type', 'luks2', '--key-file', '-', '/dev/sdb', 'state'],
-      ['mkfs.ext4', '-q', '-F', '/dev/mapper/state'],
+      ['mkfs.ext4', '-q', '-F', '-E', 'lazy_itable_init=0,lazy_journal_init=0,nodiscard', '/dev/mapper/state'],
       ['mount', '/dev/mapper/state', mountPoint],
     ]);
     await assert.rejects(activator.activate('/dev/sdb', randomBytes(32), { fresh: false, mountPoint }), /does not open the state disk/);
     assert.equal(calls.length, 4, 'nothing after a refused key');
+  });
+
+  it('on a cloud node formats with dm-integrity (hmac-sha256, no wipe); without device-mapper it cannot and does not', async () => {
+    const calls: string[][] = [];
+    const run: RunCommand = async (program, args) => {
+      calls.push([program, ...args]);
+      if (args[0] === 'isLuks') return { code: 1, stdout: '', stderr: '' };
+      return { code: 0, stdout: '', stderr: '' };
+    };
+    const format = async (activator: ReturnType<typeof deviceMapperActivator>) => {
+      calls.length = 0;
+      const disk = await openLuksStateDisk(device, { run, activator, mountPoint: path.join(dir, 'state') });
+      await disk.format(randomBytes(32));
+      return calls.find((c) => c[1] === 'luksFormat')!;
+    };
+    const cloud = await format(deviceMapperActivator({ run }));
+    assert.deepEqual(cloud.slice(cloud.indexOf('--integrity'), cloud.indexOf('--integrity') + 3), ['--integrity', 'hmac-sha256', '--integrity-no-wipe']);
+    assert.ok(!(await format(testPassphraseActivator({ run }))).includes('--integrity'));
   });
 });
