@@ -11,12 +11,13 @@
  *                 device-mapper works (a cloud or qemu VM), the volume is authenticated as upstream's disk-mapper
  *                 formats it: `--integrity hmac-sha256` puts dm-integrity under dm-crypt, so every sector carries
  *                 an HMAC of its ciphertext and a sector changed on the host reads as an I/O error in the guest,
- *                 not as silently different data (docs/design.md#state-disk). Upstream then wipes the whole disk
- *                 to give every sector a valid tag; here `--integrity-no-wipe` skips that (minutes for a large disk),
- *                 and mkfs.ext4 writes its inode tables and journal at once (lazy_itable_init=0,
- *                 lazy_journal_init=0), so the file system never reads a sector nothing wrote. cryptsetup formats
- *                 dm-integrity's superblock through device-mapper, so the test-passphrase activator (no
- *                 device-mapper) formats without integrity.
+ *                 not as silently different data (docs/design.md#state-disk). As upstream, with 4096-byte sectors
+ *                 and a wipe at format: cryptsetup writes zeros over the whole volume once (through a mapping without
+ *                 dm-integrity's journal), so every sector carries a valid tag. Without the wipe
+ *                 (`--integrity-no-wipe`) a sector nothing wrote fails to read, and mkfs.ext4 failed on exactly that
+ *                 in a VM ("could not read block 0: Input/output error"). cryptsetup formats dm-integrity's
+ *                 superblock through device-mapper, so the test-passphrase activator (no device-mapper) formats
+ *                 without integrity.
  *   unlock(key)   the volume is activated with the key; LUKS refuses another key ("No key available", exit 2).
  *   mountPoint    where the activated volume's file system is mounted (/var/run/state): everything the node keeps;
  *                 readFile/writeFile below it (a temp file, fsynced, renamed).
@@ -93,8 +94,7 @@ export function deviceMapperActivator(options: { run?: RunCommand; mapping?: str
       const opened = await run('cryptsetup', ['open', '--type', 'luks2', '--key-file', '-', device, mapping], key);
       if (opened.code === WRONG_KEY_EXIT) throw wrongKey(device);
       if (opened.code !== 0) throw new StateDiskError(`Opening the state disk ${device} failed: ${opened.stderr.trim()}.`);
-      // Every block of metadata written now: with dm-integrity, a sector nothing wrote fails to read (see the header).
-      if (fresh) await must(run, `Making a file system on ${mapped}`, 'mkfs.ext4', ['-q', '-F', '-E', 'lazy_itable_init=0,lazy_journal_init=0,nodiscard', mapped]);
+      if (fresh) await must(run, `Making a file system on ${mapped}`, 'mkfs.ext4', ['-q', '-F', mapped]);
       await fs.mkdir(mountPoint, { recursive: true, mode: 0o700 });
       await must(run, `Mounting ${mapped}`, 'mount', [mapped, mountPoint]);
     },
@@ -174,7 +174,7 @@ export class LuksStateDisk implements StateDisk {
       [
         'luksFormat', '--batch-mode', '--type', 'luks2', '--cipher', 'aes-xts-plain64', '--key-size', '512',
         // hmac-sha256's 256-bit key is added to the volume key (768 bits in all).
-        ...(this.activator.integrity ? ['--integrity', 'hmac-sha256', '--integrity-no-wipe'] : []),
+        ...(this.activator.integrity ? ['--integrity', 'hmac-sha256', '--sector-size', '4096'] : []),
         '--pbkdf', 'pbkdf2', '--pbkdf-force-iterations', '1000', '--uuid', this.uuid, '--label', 'constellation-state', '--key-file', '-', this.device,
       ],
       key,
