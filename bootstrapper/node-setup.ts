@@ -121,10 +121,11 @@ export class NodeSetup {
       this.options.logger.info('state disk unlocked', { diskUuid: disk.uuid });
       return 'unlocked';
     }
+    const started = this.options.clock().getTime();
     await disk.format(key);
     this.diskOpen = true;
     lock.commit(token);
-    this.options.logger.info('state disk formatted', { diskUuid: disk.uuid });
+    this.options.logger.info('state disk formatted', { diskUuid: disk.uuid, ms: this.options.clock().getTime() - started });
     return 'formatted';
   }
 
@@ -177,6 +178,9 @@ export class NodeSetup {
     const earlier = (await this.options.stateDisk.readFile(BOOT_HISTORY_FILE)) ?? new Uint8Array(0);
     const line = `${JSON.stringify({ time: this.options.clock().toISOString(), how })}\n`;
     await this.options.stateDisk.writeFile(BOOT_HISTORY_FILE, Buffer.concat([earlier, Buffer.from(line)]));
+    // What the disk held before this boot, read back: after a reboot, the first entry is the one the first boot wrote.
+    const lines = Buffer.from(earlier).toString('utf8').split('\n').filter(Boolean);
+    this.options.logger.info('boot history recorded', { entries: lines.length + 1, first: lines[0] ?? line.trim() });
   }
 
   /**

@@ -7,7 +7,17 @@
  *                 writes into the header (a node that restarts before formatting simply picks another).
  *   isFormatted   `cryptsetup isLuks`.
  *   format(key)   `cryptsetup luksFormat --type luks2` (AES-XTS, 512-bit volume key) with the derived disk key on
- *                 stdin as the passphrase, then the volume is activated fresh (a new file system).
+ *                 stdin as the passphrase, then the volume is activated fresh (a new file system). Where
+ *                 device-mapper works (a cloud or qemu VM), the volume is authenticated as upstream's disk-mapper
+ *                 formats it: `--integrity hmac-sha256` puts dm-integrity under dm-crypt, so every sector carries
+ *                 an HMAC of its ciphertext and a sector changed on the host reads as an I/O error in the guest,
+ *                 not as silently different data (docs/design.md#state-disk). As upstream, with 4096-byte sectors
+ *                 and a wipe at format: cryptsetup writes zeros over the whole volume once (through a mapping without
+ *                 dm-integrity's journal), so every sector carries a valid tag. Without the wipe
+ *                 (`--integrity-no-wipe`) a sector nothing wrote fails to read, and mkfs.ext4 failed on exactly that
+ *                 in a VM ("could not read block 0: Input/output error"). cryptsetup formats dm-integrity's
+ *                 superblock through device-mapper, so the test-passphrase activator (no device-mapper) formats
+ *                 without integrity.
  *   unlock(key)   the volume is activated with the key; LUKS refuses another key ("No key available", exit 2).
  *   mountPoint    where the activated volume's file system is mounted (/var/run/state): everything the node keeps;
  *                 readFile/writeFile below it (a temp file, fsynced, renamed).
@@ -48,6 +58,8 @@ export const spawnCommand: RunCommand = (program, args, stdin) =>
 
 /** Makes the LUKS volume usable: maps it with `key` and mounts its file system; `fresh` makes the file system first. */
 export interface LuksActivator {
+  /** Whether format() adds dm-integrity (hmac-sha256): only where device-mapper works. */
+  readonly integrity: boolean;
   /** Mounts the volume's file system at `mountPoint`. A wrong key is a StateDiskError, and nothing is changed. */
   activate(device: string, key: Uint8Array, options: { fresh: boolean; mountPoint: string }): Promise<void>;
   deactivate(mountPoint: string): Promise<void>;
@@ -77,6 +89,7 @@ export function deviceMapperActivator(options: { run?: RunCommand; mapping?: str
   const mapping = options.mapping ?? LUKS_MAPPING;
   const mapped = `/dev/mapper/${mapping}`;
   return {
+    integrity: true,
     async activate(device, key, { fresh, mountPoint }) {
       const opened = await run('cryptsetup', ['open', '--type', 'luks2', '--key-file', '-', device, mapping], key);
       if (opened.code === WRONG_KEY_EXIT) throw wrongKey(device);
@@ -99,6 +112,7 @@ export function deviceMapperActivator(options: { run?: RunCommand; mapping?: str
 export function testPassphraseActivator(options: { run?: RunCommand } = {}): LuksActivator {
   const run = options.run ?? spawnCommand;
   return {
+    integrity: false,
     async activate(device, key, { fresh, mountPoint }) {
       const checked = await run('cryptsetup', ['open', '--test-passphrase', '--type', 'luks2', '--key-file', '-', device], key);
       if (checked.code === WRONG_KEY_EXIT) throw wrongKey(device);
@@ -155,9 +169,14 @@ export class LuksStateDisk implements StateDisk {
     if (this.formatted) throw new StateDiskError(`The state disk ${this.device} is already formatted; unlock it instead.`);
     await must(
       this.run,
-      `Formatting the state disk ${this.device} with LUKS2`,
+      `Formatting the state disk ${this.device} with LUKS2${this.activator.integrity ? ' and dm-integrity' : ''}`,
       'cryptsetup',
-      ['luksFormat', '--batch-mode', '--type', 'luks2', '--cipher', 'aes-xts-plain64', '--key-size', '512', '--pbkdf', 'pbkdf2', '--pbkdf-force-iterations', '1000', '--uuid', this.uuid, '--label', 'constellation-state', '--key-file', '-', this.device],
+      [
+        'luksFormat', '--batch-mode', '--type', 'luks2', '--cipher', 'aes-xts-plain64', '--key-size', '512',
+        // hmac-sha256's 256-bit key is added to the volume key (768 bits in all).
+        ...(this.activator.integrity ? ['--integrity', 'hmac-sha256', '--sector-size', '4096'] : []),
+        '--pbkdf', 'pbkdf2', '--pbkdf-force-iterations', '1000', '--uuid', this.uuid, '--label', 'constellation-state', '--key-file', '-', this.device,
+      ],
       key,
     );
     this.formatted = true;

@@ -28,6 +28,11 @@ export interface SoftwareVersions {
   kubernetesVersion: string;
   microserviceVersion: string;
   attestationVariant: string;
+  /**
+   * What the config asks for only: the image version its nodes report, where `image` is not one (a qemu image
+   * folder: the version of the image in it). A node's `image` is compared with this when it is set.
+   */
+  imageVersion?: string;
 }
 
 export interface NodeStatusEntry {
@@ -186,7 +191,8 @@ function comparison(software: SoftwareVersions, expected: SoftwareVersions | und
   const outdated: string[] = [];
   for (const key of ['image', 'measurementsDigest', 'kubernetesVersion', 'microserviceVersion', 'attestationVariant'] as const) {
     if (key === 'kubernetesVersion' && software.kubernetesVersion === '') continue; // not in a cluster yet
-    if (normalize(software[key]) !== normalize(expected[key])) outdated.push(`${key} ${software[key] || '(none)'}, config ${expected[key] || '(none)'}`);
+    const want = key === 'image' ? (expected.imageVersion ?? expected.image) : expected[key];
+    if (normalize(software[key]) !== normalize(want)) outdated.push(`${key} ${software[key] || '(none)'}, config ${want || '(none)'}`);
   }
   return { upToDate: outdated.length === 0, ...(outdated.length > 0 ? { outdated } : {}) };
 }
@@ -249,19 +255,28 @@ export async function runsKubernetes(config: import('../../lib/config/index.js')
 }
 
 /** What the status command expects of the nodes: the config's software, without a Kubernetes version where none runs. */
-export async function expectedForStatus(config: import('../../lib/config/index.js').Config): Promise<SoftwareVersions> {
-  const software = await configuredSoftware(config);
+export async function expectedForStatus(config: import('../../lib/config/index.js').Config, workspaceDir?: string): Promise<SoftwareVersions> {
+  const software = await configuredSoftware(config, workspaceDir);
   return (await runsKubernetes(config)) ? software : { ...software, kubernetesVersion: '' };
 }
 
-/** What the config asks the nodes to run. */
-export async function configuredSoftware(config: import('../../lib/config/index.js').Config): Promise<SoftwareVersions> {
-  const [{ attestationVariantOf, measurementsOf }, { imageMeasurementsDigest }] = await Promise.all([
+/**
+ * What the config asks the nodes to run. A qemu config's `image` may be a folder (relative to `workspaceDir`): its
+ * nodes report the version of the image in it, which `imageVersion` carries.
+ */
+export async function configuredSoftware(config: import('../../lib/config/index.js').Config, workspaceDir?: string): Promise<SoftwareVersions> {
+  const [{ attestationVariantOf, measurementsOf, providerOf }, { imageMeasurementsDigest }] = await Promise.all([
     import('../../lib/config/index.js'),
     import('../../lib/attestation/measurements.js'),
   ]);
+  let imageVersion: string | undefined;
+  if (providerOf(config) === 'qemu') {
+    const { isImagePath, qemuImageVersion } = await import('../../providers/qemu/image.js');
+    if (isImagePath(config.image)) imageVersion = await qemuImageVersion(config.image, workspaceDir);
+  }
   return {
     image: config.image,
+    ...(imageVersion !== undefined ? { imageVersion } : {}),
     measurementsDigest: imageMeasurementsDigest(measurementsOf(config)),
     kubernetesVersion: config.kubernetesVersion,
     microserviceVersion: config.microserviceVersion,

@@ -58,7 +58,7 @@ export async function verifiedConfigMeasurements(config: Config, options: Verify
     }
     return brand(configured, 'the local build as measured now');
   }
-  const signed = await verifyConfiguredMeasurements(config, options.imageSource);
+  const signed = await verifyConfiguredMeasurements(config, { baseDir: options.workspaceDir, ...options.imageSource });
   return brand(configured, `the signed measurements of image ${config.image} (key ${signed!.key.fingerprint.slice(0, 16)})`);
 }
 

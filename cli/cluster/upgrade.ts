@@ -138,7 +138,7 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
   // Before anything else (docs/design.md#upgrades): the measurements this rollout accepts are the image's signed ones.
   const verified = await verifiedConfigMeasurements(config, { provider, workspaceDir, imageSource: options.imageSource });
   progress(`verified ${verified.source}`);
-  const target = await configuredSoftware(config);
+  const target = await configuredSoftware(config, workspaceDir);
   const targetKey = { image: target.image, measurementsDigest: target.measurementsDigest, kubernetesVersion: target.kubernetesVersion };
   if (journal && JSON.stringify(journal.target) !== JSON.stringify(targetKey)) {
     throw new UserError(`An upgrade to ${journal.target.image} (measurements ${journal.target.measurementsDigest}) was started and did not finish; the config now asks for something else.`, {

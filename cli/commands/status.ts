@@ -39,7 +39,7 @@ Takes no lock and changes nothing, so it can run while another command works in 
         journal: new FileResourceJournal(this.workspaceDir),
         log,
         clusterId: state.clusterValues.clusterID || undefined,
-        expected: await expectedForStatus(config),
+        expected: await expectedForStatus(config, this.workspaceDir),
         cliVersion: cliVersion(),
       });
     });
@@ -54,7 +54,7 @@ Takes no lock and changes nothing, so it can run while another command works in 
     }
     const e = status.expected;
     if (e) {
-      this.log(`Config: image ${e.image} (measurements ${e.measurementsDigest || 'unknown'}), Kubernetes ${e.kubernetesVersion || 'none (kubernetesBackend: none)'}, microservices ${e.microserviceVersion}, attestation ${e.attestationVariant}; CLI v${status.cliVersion}`);
+      this.log(`Config: image ${e.image}${e.imageVersion ? ` (version ${e.imageVersion})` : ''} (measurements ${e.measurementsDigest || 'unknown'}), Kubernetes ${e.kubernetesVersion || 'none (kubernetesBackend: none)'}, microservices ${e.microserviceVersion}, attestation ${e.attestationVariant}; CLI v${status.cliVersion}`);
       this.log('');
     }
     const rows = [

@@ -5,12 +5,15 @@
  *   key     the config's measurementsSigningKey, else (local and qemu providers) the user's image key, else the release key
  *           pinned into this CLI (lib/images/release-key.ts)
  *   source  local provider: the user's images (`mini image create`, providers/local/image-store.ts)
- *           qemu provider: measurements.json beside the image (its folder, or a version of the user's qemu image store)
+ *           qemu provider: measurements.json beside the image (its folder, or a version of the user's qemu image store);
+ *           `upgrade check` offers every version of that store and the config's own folder
  *           clouds: a version index (lib/images/version-index.ts), or the URLs of a file and its signature
  *
  * Every path verifies the signature over the file's exact bytes before anything in it is used
  * (lib/images/signed-measurements.ts); a refusal is a UserError that names the file and the key.
  */
+import { promises as fs } from 'node:fs';
+import path from 'node:path';
 import { measurementChanges } from '../../lib/attestation/measurements.js';
 import type { Measurements } from '../../lib/attestation/types.js';
 import { attestationVariantOf, measurementsOf, providerOf, type Config } from '../../lib/config/index.js';
@@ -154,6 +157,8 @@ export async function availableImages(config: Config, options: ImageSourceOption
         }
       }),
     );
+  } else if (providerOf(config) === 'qemu') {
+    images = await qemuImages(config, key, options);
   } else {
     index = await readIndex(options);
     const versions = [...new Set(index.map((e) => e.version))];
@@ -171,6 +176,33 @@ export async function availableImages(config: Config, options: ImageSourceOption
     );
   }
   return { images: images.sort((a, b) => compareImageVersions(a.version, b.version)), key, ...(index ? { index } : {}) };
+}
+
+/**
+ * The qemu images `upgrade check` offers: every version of the user's qemu image store (`image` the version), and
+ * the config's image when it is a folder (`image` the folder as the config names it, the version of the image in it).
+ */
+async function qemuImages(config: Config, key: TrustedKey, options: ImageSourceOptions): Promise<AvailableImage[]> {
+  const { isImagePath, loadQemuImageMeasurements, qemuImagesDir, qemuImageVersionIn, resolveQemuImage } = await import('../../providers/qemu/image.js');
+  const { isImageVersion } = await import('../../lib/config/image-version.js');
+  const store = qemuImagesDir(options.userConfigDir);
+  const names = (await fs.readdir(store, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory() && isImageVersion(e.name)).map((e) => e.name);
+  const candidates = names.map((version) => ({ version, image: version }));
+  if (isImagePath(config.image)) {
+    const dir = path.resolve(options.baseDir ?? process.cwd(), config.image);
+    candidates.push({ version: (await qemuImageVersionIn(dir)) ?? config.image, image: config.image });
+  }
+  return Promise.all(
+    candidates.map(async ({ version, image }) => {
+      const source = isImagePath(image) ? path.resolve(options.baseDir ?? process.cwd(), image) : path.join(store, image);
+      try {
+        const resolved = await resolveQemuImage(image, { userConfigDir: options.userConfigDir, baseDir: options.baseDir });
+        return { version, image, source: resolved.measurementsFile, measurements: (await loadQemuImageMeasurements(resolved, key)).measurements };
+      } catch (err) {
+        return { version, image, source, refused: err instanceof UserError ? err.message : `${(err as Error).message}` };
+      }
+    }),
+  );
 }
 
 function indexUrl(options: ImageSourceOptions): URL {

@@ -1,7 +1,7 @@
 /**
  * `upgrade check`: what the config runs against what it could run.
- *   images        the available images (./image-measurements.ts: the user's local images, or a cloud's version
- *                 index), each with its signed measurements verified, or the reason they were refused, and how its
+ *   images        the available images (./image-measurements.ts: the user's local images, for qemu the user's
+ *                 qemu image store and the config's image folder, or a cloud's version index), each with its signed measurements verified, or the reason they were refused, and how its
  *                 measurements differ from the config's
  *   kubernetes    the Kubernetes versions this CLI supports that are newer than the config's (lib/config/versions.ts)
  *   upgrade       the smallest upgrade: the oldest verified image newer than the config's
@@ -15,6 +15,7 @@ import { loadConfig, measurementsOf, providerOf, SUPPORTED_KUBERNETES_VERSIONS }
 import { compareImageVersions, isNumberedVersion, LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { editConfig } from '../../lib/config/edit.js';
+import { qemuImageVersion } from '../../providers/qemu/image.js';
 import { availableImages, type ImageSourceOptions } from './image-measurements.js';
 
 export interface UpgradeCheckOptions extends ImageSourceOptions {
@@ -51,10 +52,11 @@ export async function upgradeCheck(options: UpgradeCheckOptions): Promise<Upgrad
   const { workspaceDir, log } = options;
   const config = await loadConfig(workspaceDir);
   const configured = measurementsOf(config);
-  const { images, key, index } = await availableImages(config, options);
+  const { images, key, index } = await availableImages(config, { baseDir: workspaceDir, ...options });
 
   let currentVersion: string | undefined;
   if (providerOf(config) === 'local') currentVersion = config.image === LOCAL_BUILD_IMAGE ? undefined : config.image;
+  else if (providerOf(config) === 'qemu') currentVersion = await qemuImageVersion(config.image, workspaceDir);
   else currentVersion = index?.find((e) => e.image === config.image || e.version === config.image)?.version;
 
   const reports: ImageReport[] = images.map((img) => {

@@ -77,6 +77,21 @@ export async function resolveQemuImage(image: string, options: { userConfigDir?:
   };
 }
 
+/** The version of the image in `dir` (the X of its constellation-qemu-X.raw), or undefined when the folder holds none or several. */
+export async function qemuImageVersionIn(dir: string): Promise<string | undefined> {
+  const raws = (await fs.readdir(dir).catch(() => [] as string[])).map((e) => /^constellation-qemu-(.+)\.raw$/.exec(e)?.[1]).filter((v) => v !== undefined);
+  return raws.length === 1 ? raws[0] : undefined;
+}
+
+/**
+ * The image version a node booted from the config's `image` reports (its os-release IMAGE_VERSION): the store's
+ * version as given, or for a folder the version of the image in it (undefined when the folder holds no one image).
+ */
+export async function qemuImageVersion(image: string, baseDir = process.cwd()): Promise<string | undefined> {
+  if (!isImagePath(image)) return image;
+  return qemuImageVersionIn(path.resolve(baseDir, image));
+}
+
 /** The image's signed measurements, verified with `key` for variant qemu-vtpm (a UserError otherwise). */
 export async function loadQemuImageMeasurements(image: QemuImage, key: TrustedKey): Promise<SignedMeasurements> {
   const [file, signature] = await Promise.all([fs.readFile(image.measurementsFile), fs.readFile(image.signatureFile)]);

@@ -115,4 +115,23 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
     await assert.rejects(activator.activate('/dev/sdb', randomBytes(32), { fresh: false, mountPoint }), /does not open the state disk/);
     assert.equal(calls.length, 4, 'nothing after a refused key');
   });
+
+  it('on a cloud node formats with dm-integrity (hmac-sha256, 4096-byte sectors, wiped at format); without device-mapper it cannot and does not', async () => {
+    const calls: string[][] = [];
+    const run: RunCommand = async (program, args) => {
+      calls.push([program, ...args]);
+      if (args[0] === 'isLuks') return { code: 1, stdout: '', stderr: '' };
+      return { code: 0, stdout: '', stderr: '' };
+    };
+    const format = async (activator: ReturnType<typeof deviceMapperActivator>) => {
+      calls.length = 0;
+      const disk = await openLuksStateDisk(device, { run, activator, mountPoint: path.join(dir, 'state') });
+      await disk.format(randomBytes(32));
+      return calls.find((c) => c[1] === 'luksFormat')!;
+    };
+    const cloud = await format(deviceMapperActivator({ run }));
+    assert.deepEqual(cloud.slice(cloud.indexOf('--integrity'), cloud.indexOf('--integrity') + 3), ['--integrity', 'hmac-sha256', '--sector-size']);
+    assert.ok(!cloud.includes('--integrity-no-wipe'), 'the volume is wiped once, so every sector has a valid tag');
+    assert.ok(!(await format(testPassphraseActivator({ run }))).includes('--integrity'));
+  });
 });

@@ -1,5 +1,9 @@
 import assert from 'node:assert/strict';
-import { clusterStatus, summarizeStatus } from '../../cli/cluster/status.js';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { clusterStatus, configuredSoftware, expectedForStatus, summarizeStatus } from '../../cli/cluster/status.js';
+import { defaultConfig } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 import type { Instance } from '../../providers/contract.js';
@@ -80,5 +84,29 @@ describe('clusterStatus', () => {
     const old = await clusterStatus({ workspaceDir: '/nowhere', provider, journal: new MemoryResourceJournal(), log: nullLogger, port: node.port, expected });
     assert.equal(old.nodes[0].upToDate, false);
     assert.deepEqual(old.nodes[0].outdated, ['image v1, config v2', 'measurementsDigest bbbbbbbbbbbb, config aaaaaaaaaaaa']);
+  });
+
+  it('a qemu config whose image is a folder: a node is up to date when it reports the version of the image in that folder', async () => {
+    const ws = await fs.mkdtemp(path.join(os.tmpdir(), 'status-qemu-'));
+    try {
+      await fs.mkdir(path.join(ws, 'images', 'v2'), { recursive: true });
+      await fs.writeFile(path.join(ws, 'images', 'v2', 'constellation-qemu-v0.0.2-test.raw'), '');
+      const config = { ...defaultConfig('qemu'), image: './images/v2' };
+      const expected = await expectedForStatus(config, ws);
+      assert.deepEqual([expected.image, expected.imageVersion], ['./images/v2', 'v0.0.2-test']);
+      assert.equal((await configuredSoftware({ ...config, image: 'vm-0123456789ab' }, ws)).imageVersion, undefined, 'a store version is what the node reports');
+
+      provider.instances = [instance('worker-0', 'worker')];
+      const runs = { imageVersion: 'v0.0.2-test', imageMeasurementsDigest: expected.measurementsDigest, kubernetesVersion: '', microserviceVersion: expected.microserviceVersion, attestationVariant: 'qemu-vtpm' };
+      answer = { name: 'worker-0', role: 'worker', state: 'joined', ...runs };
+      const current = await clusterStatus({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger, port: node.port, expected });
+      assert.equal(current.nodes[0].upToDate, true, JSON.stringify(current.nodes[0].outdated));
+
+      answer = { ...answer, imageVersion: 'v0.0.1-test' };
+      const old = await clusterStatus({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger, port: node.port, expected });
+      assert.deepEqual(old.nodes[0].outdated, ['image v0.0.1-test, config v0.0.2-test']);
+    } finally {
+      await fs.rm(ws, { recursive: true, force: true });
+    }
   });
 });

@@ -2,9 +2,12 @@
  * `mini up --vm` end to end, on real VMs (QEMU + OVMF + swtpm, TCG here): one cluster of 1 control plane and 1
  * worker that boots the shared built qemu image (test/support/built-image.ts) and goes through its life in order:
  * up (both nodes join), verify (PCR 4, 9 and 11 of every node are `image measure` of the image), the state disks
- * (LUKS2, formatted and opened inside the guest; only ciphertext on the host), a worker reset (it rejoins with its
- * data), a reset of every control plane (it waits; `recover` brings it back), and terminate (no process, namespace, tap device or disk file left). One cluster for all, because each VM
- * boot costs minutes here; each `it` checks one thing and names it. A second, one-node cluster boots a disk whose
+ * (LUKS2 with dm-integrity, formatted and opened inside the guest; only ciphertext on the host), a worker reset (it
+ * rejoins and reads back what it wrote to its disk before), a reset of every control plane (it waits; `recover`
+ * brings it back), `upgrade check` and `upgrade apply` to a second image (the same inputs built as another version:
+ * its os-release differs, so PCR 4, 9 and 11 do; test/support/built-image.ts), and terminate (no process,
+ * namespace, tap device or disk file left). One cluster for all, because each VM boot costs minutes here; each `it`
+ * checks one thing and names it. A second, one-node cluster boots a disk whose
  * initrd differs from the one its signed measurements describe (an attacker's swap) and is refused.
  */
 import assert from 'node:assert/strict';
@@ -17,11 +20,41 @@ import { ClusterNetwork, NETNS_DIR } from '../../providers/local/network.js';
 import { ClusterFile } from '../../providers/local/cluster-file.js';
 import { buildNodeImage } from '../../lib/node-image/build/index.js';
 import { defaultBuildDeps, pinnedNodeBinary } from '../../lib/node-image/build/defaults.js';
-import { builtQemuImage, missingPackages, NODE_PROGRAM_DIR, type BuiltTestImage } from '../support/built-image.js';
+import { builtQemuImage, builtQemuUpgradeImage, missingPackages, NODE_PROGRAM_DIR, UPGRADE_VERSION, type BuiltTestImage } from '../support/built-image.js';
 import { runCli, type CliResult } from '../support/cli.js';
 
 interface VerifyJson {
   nodes: { node: string; outcome: string; reason?: string; pcrs?: Record<string, string> }[];
+}
+
+/** The node program's log lines with message `msg` (JSON lines amid the serial console's output). */
+function logRecords(log: string, msg: string): Record<string, unknown>[] {
+  const records: Record<string, unknown>[] = [];
+  for (const line of log.split('\n')) {
+    const start = line.indexOf('{"time"');
+    if (start < 0 || !line.includes(`"msg":"${msg}"`)) continue;
+    try {
+      records.push(JSON.parse(line.slice(start).trim()) as Record<string, unknown>);
+    } catch {
+      // a line the console cut
+    }
+  }
+  return records;
+}
+
+/** The JSON metadata of a LUKS2 header (after the 4 KiB binary header, up to hdr_size). */
+async function luks2Metadata(file: string): Promise<{ segments: Record<string, { encryption: string; integrity?: { type: string } }> }> {
+  const disk = await fs.open(file, 'r');
+  try {
+    const header = Buffer.alloc(4096);
+    await disk.read(header, 0, 4096, 0);
+    const size = Number(header.readBigUInt64BE(8));
+    const json = Buffer.alloc(size - 4096);
+    await disk.read(json, 0, json.length, 4096);
+    return JSON.parse(json.subarray(0, json.indexOf(0)).toString('utf8')) as never;
+  } finally {
+    await disk.close();
+  }
 }
 
 describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', function () {
@@ -80,9 +113,14 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     }
   });
 
-  it("each node formatted its state disk as LUKS2 inside the guest: the node's log says so, the host file holds a LUKS2 header", async () => {
+  it("each node formatted its state disk as LUKS2 with dm-integrity inside the guest: the node's log says so, the host file holds a LUKS2 header with hmac(sha256)", async () => {
     for (const name of ['control-plane-0', 'worker-0']) {
-      assert.match(await nodeLog(name), /"state disk formatted"/, `${name}'s log`);
+      const formatted = logRecords(await nodeLog(name), 'state disk formatted');
+      assert.equal(formatted.length, 1, `${name}'s log says "state disk formatted" once`);
+      console.log(`      ${name}: LUKS2 + dm-integrity format, mkfs and mount took ${formatted[0]!.ms} ms in the guest`);
+      const metadata = await luks2Metadata(path.join(clusterPaths(ws).nodesDir, name, 'state.raw'));
+      assert.equal(metadata.segments['0']?.encryption, 'aes-xts-plain64', `${name}: cipher`);
+      assert.equal(metadata.segments['0']?.integrity?.type, 'hmac(sha256)', `${name}: dm-integrity`);
       const disk = await fs.open(path.join(clusterPaths(ws).nodesDir, name, 'state.raw'), 'r');
       try {
         const header = Buffer.alloc(8);
@@ -95,17 +133,25 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     }
   });
 
-  it('mini reboot worker-0 resets the VM (QMP system_reset): it boots again, rejoins with its disk, and verifies', async () => {
+  it('mini reboot worker-0 resets the VM (QMP system_reset): it boots again, rejoins reading back what it wrote to its disk, and verifies', async () => {
     const before = (await nodeLog('worker-0')).split('CONSTELLATION-BOOT end').length;
+    // The boot history on the state disk: the join wrote its first entry; the rejoin reads it back and appends.
+    const written = logRecords(await nodeLog('worker-0'), 'boot history recorded');
+    assert.deepEqual(written.map((r) => r.entries), [1], 'the join wrote one entry to the state disk');
     const res = await cli(['mini', 'reboot', 'worker-0']);
     assert.equal(res.code, 0, res.stderr);
     const deadline = Date.now() + 20 * 60_000;
     for (;;) {
       const log = await nodeLog('worker-0');
-      if (log.split('CONSTELLATION-BOOT end').length > before && /"state disk unlocked"/.test(log)) break;
-      assert.ok(Date.now() < deadline, 'worker-0 did not boot again and unlock its state disk');
+      if (log.split('CONSTELLATION-BOOT end').length > before && logRecords(log, 'boot history recorded').length > 1) break;
+      assert.ok(Date.now() < deadline, 'worker-0 did not boot again and rejoin');
       await new Promise((resolve) => setTimeout(resolve, 2000));
     }
+    const log = await nodeLog('worker-0');
+    assert.match(log, /"state disk unlocked"/);
+    const reread = logRecords(log, 'boot history recorded').at(-1)!;
+    assert.equal(reread.entries, 2, 'the rejoin appended to the history it read');
+    assert.equal(reread.first, written[0]!.first, 'the entry written before the reset reads back intact through dm-crypt and dm-integrity');
     const verified = await cli(['verify', '--all', '-o', 'json']);
     assert.equal(verified.code, 0, verified.stderr);
     for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes) assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
@@ -128,6 +174,38 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     const verified = await cli(['verify', '--all', '-o', 'json']);
     assert.equal(verified.code, 0, verified.stderr);
     for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes) assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
+  });
+
+  it('upgrade check offers the second image of the qemu image store; upgrade apply replaces both nodes with VMs of it, each verified', async () => {
+    const next = await builtQemuUpgradeImage();
+    if (next.buildMs > 0) console.log(`      built ${UPGRADE_VERSION} in ${Math.round(next.buildMs / 1000)} s`);
+    const check = await cli(['upgrade', 'check', '--update-config']);
+    assert.equal(check.code, 0, `upgrade check failed:\n${check.stderr}\n${check.stdout}`);
+    assert.match(check.stdout, new RegExp(`${UPGRADE_VERSION}\\s+newer`), check.stdout);
+    assert.match(check.stdout, new RegExp(`Wrote image ${UPGRADE_VERSION}`));
+
+    const started = Date.now();
+    const res = await cli(['upgrade', 'apply', '-y', '--timeout', '900']);
+    assert.equal(res.code, 0, `upgrade apply failed:\n${res.stderr}\n${res.stdout}`);
+    console.log(`      upgrade apply 1 + 1: ${Math.round((Date.now() - started) / 1000)} s`);
+    assert.match(res.stdout, /Upgraded: control-plane-0 → \S+, worker-0 → \S+\./);
+
+    const measured = await runCli(['image', 'measure', next.rawDisk, '--json']);
+    assert.equal(measured.code, 0, measured.stderr);
+    const predicted = (JSON.parse(measured.stdout) as { pcrs: Record<string, string> }).pcrs;
+    const verified = await cli(['verify', '--all', '-o', 'json']);
+    assert.equal(verified.code, 0, verified.stderr);
+    const { nodes } = JSON.parse(verified.stdout) as VerifyJson;
+    assert.equal(nodes.length, 2);
+    assert.ok(!nodes.some((n) => n.node === 'control-plane-0' || n.node === 'worker-0'), 'both old nodes are gone');
+    for (const node of nodes) {
+      assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
+      for (const pcr of ['4', '9', '11']) assert.equal(node.pcrs?.[pcr], predicted[pcr], `${node.node} PCR ${pcr} is the new image's`);
+    }
+    const status = await cli(['status', '--json']);
+    assert.equal(status.code, 0, status.stderr);
+    const entries = (JSON.parse(status.stdout) as { nodes: { name: string; upToDate?: boolean; outdated?: string[] }[] }).nodes;
+    for (const n of entries) assert.equal(n.upToDate, true, `${n.name}: ${n.outdated?.join('; ')}`);
   });
 
   it('terminate leaves no process, namespace, tap device or disk file', async () => {

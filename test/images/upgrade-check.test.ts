@@ -137,6 +137,37 @@ describe('upgrade check', () => {
     assert.deepEqual(configMeasurements(config), measurementsOf('02'));
   });
 
+  it('qemu: lists the versions of the user\'s qemu image store and the config\'s image folder, and offers the next version', async () => {
+    const signer = testSigner();
+    const userConfigDir = path.join(dir, 'user-config');
+    const image = async (folder: string, version: string, tag: string, key = signer) => {
+      await writeSignedFile(folder, 'measurements.json', { version, variant: 'qemu-vtpm' as never, measurements: measurementsOf(tag) }, key);
+      await fs.writeFile(path.join(folder, `constellation-qemu-${version}.raw`), '');
+    };
+    await image(path.join(ws, 'images', 'one'), 'v0.0.1', '01');
+    await image(path.join(userConfigDir, 'qemu-images', 'v0.0.2'), 'v0.0.2', '02');
+    await image(path.join(userConfigDir, 'qemu-images', 'v0.0.3'), 'v0.0.3', '03', testSigner('another key'));
+    await generateConfigFiles(ws, 'qemu');
+    await setConfigKeys(ws, { image: './images/one', measurementsSigningKey: signer.publicKeyPem });
+    await editConfig(ws, { measurements: measurementsOf('01'), replaceMeasurements: true });
+
+    const result = await upgradeCheck({ workspaceDir: ws, log: nullLogger, userConfigDir, updateConfig: true });
+    assert.equal(result.current.version, 'v0.0.1');
+    assert.deepEqual(
+      result.images.map((i) => [i.version, i.image, i.relation, i.refused === undefined]),
+      [
+        ['v0.0.1', './images/one', 'current', true],
+        ['v0.0.2', 'v0.0.2', 'newer', true],
+        ['v0.0.3', 'v0.0.3', 'newer', false],
+      ],
+    );
+    assert.match(result.images[2].refused!, /v0\.0\.3/);
+    assert.equal(result.upgrade?.image, 'v0.0.2');
+    const config = await loadConfig(ws);
+    assert.equal(config.image, 'v0.0.2');
+    assert.deepEqual(configMeasurements(config), measurementsOf('02'));
+  });
+
   it('describes measurement changes PCR by PCR, including PCRs added and dropped', () => {
     const from = { '4': { expected: 'AA', warnOnly: false }, '7': { expected: '00', warnOnly: true } };
     const to = { '4': { expected: 'aa', warnOnly: false }, '9': { expected: 'bb', warnOnly: false } };

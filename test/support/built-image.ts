@@ -67,8 +67,8 @@ async function pruneStaleImages(parent: string, keep: string): Promise<void> {
 }
 
 /** Runs `image build` (the built CLI) into `out` with the given key folder and cache; throws with its output on failure. */
-export async function runImageBuild(out: string, configHome: string, packageCache: string, extra: string[] = []): Promise<void> {
-  const res = await runCli(['image', 'build', '--provider', 'qemu', '--out', out, '--version', 'v0.0.1-test', '--package-cache', packageCache, '--no-download', ...extra], {
+export async function runImageBuild(out: string, configHome: string, packageCache: string, extra: string[] = [], version = 'v0.0.1-test'): Promise<void> {
+  const res = await runCli(['image', 'build', '--provider', 'qemu', '--out', out, '--version', version, '--package-cache', packageCache, '--no-download', ...extra], {
     env: { ...process.env, XDG_CONFIG_HOME: configHome },
   });
   if (res.code !== 0) throw new Error(`image build failed (${res.code}):\n${res.stderr}\n${res.stdout}`);
@@ -98,4 +98,36 @@ export function builtQemuImage(): Promise<BuiltTestImage> {
     return { dir, rawDisk: path.join(dir, name), configHome, packageCache, buildMs: Date.now() - started };
   })();
   return shared;
+}
+
+export const UPGRADE_VERSION = 'v0.0.2-test';
+let sharedUpgrade: Promise<{ version: string; dir: string; rawDisk: string; buildMs: number }> | undefined;
+
+/**
+ * The upgrade of the shared image: the same inputs built as version v0.0.2-test (its os-release differs, so its
+ * initrd and UKI, and PCR 4, 9 and 11), signed with the same key, in the build's qemu image store
+ * (<configHome>/constellation/qemu-images/v0.0.2-test/) where `upgrade check` finds it. Built once per inputs, like
+ * the shared image.
+ */
+export function builtQemuUpgradeImage(): Promise<{ version: string; dir: string; rawDisk: string; buildMs: number }> {
+  sharedUpgrade ??= (async () => {
+    const base = await builtQemuImage();
+    const store = path.join(base.configHome, 'constellation', 'qemu-images');
+    const dir = path.join(store, UPGRADE_VERSION);
+    const rawDisk = path.join(dir, `constellation-qemu-${UPGRADE_VERSION}.raw`);
+    if (await fs.stat(path.join(dir, 'manifest.json')).catch(() => undefined)) return { version: UPGRADE_VERSION, dir, rawDisk, buildMs: 0 };
+    await fs.mkdir(store, { recursive: true });
+    const temp = await fs.mkdtemp(path.join(store, '.build-'));
+    const started = Date.now();
+    try {
+      await runImageBuild(temp, base.configHome, base.packageCache, [], UPGRADE_VERSION);
+      await fs.rm(dir, { recursive: true, force: true });
+      await fs.rename(temp, dir);
+    } catch (err) {
+      await fs.rm(temp, { recursive: true, force: true });
+      throw err;
+    }
+    return { version: UPGRADE_VERSION, dir, rawDisk, buildMs: Date.now() - started };
+  })();
+  return sharedUpgrade;
 }

@@ -10,7 +10,7 @@ A new Kubernetes version (within kubeadm's rules: no downgrade, one minor versio
 
 Every step is recorded in constellation-upgrade.json: an interrupted upgrade continues when run again, and never leaves a node removed before its replacement joined. A replacement that fails attestation stops the rollout, naming the node and the PCR; the old node stays and the cluster keeps working. --rollback removes what the upgrade added (and restores the old measurements when no node was replaced yet).
 
-Needs a provider that adds and removes single instances (local, aws in this build).`;
+Needs a provider that adds and removes single instances (local, qemu, aws in this build).`;
 
   static override examples = [
     { description: 'Show what changes, ask, and roll out:', command: '<%= config.bin %> <%= command.id %>' },

@@ -26,10 +26,11 @@ export const IMAGE_VARIANTS: Record<ImageProvider, string> = {
 /**
  * Modules every node loads (virtio for the VM's disks and network, device-mapper for the state disk, tun, fuse), and
  * the ciphers of the state disk's aes-xts-plain64 that Debian's cloud kernel builds as modules (xts over ecb; aes
- * itself is built in): the initrd has no module loader for the kernel's on-demand requests, so dm-crypt would find
- * no xts(aes) and refuse the mapping.
+ * itself is built in), and authenc, which pairs them with dm-integrity's hmac(sha256) (built in) into the
+ * authenticated cipher authenc(hmac(sha256),xts(aes)): the initrd has no module loader for the kernel's on-demand
+ * requests, so dm-crypt would find neither and refuse the mapping.
  */
-const COMMON_MODULES = ['virtio_pci', 'virtio_blk', 'virtio_net', 'dm_mod', 'dm_crypt', 'dm_integrity', 'ecb', 'xts', 'tun', 'fuse'];
+const COMMON_MODULES = ['virtio_pci', 'virtio_blk', 'virtio_net', 'dm_mod', 'dm_crypt', 'dm_integrity', 'ecb', 'xts', 'authenc', 'tun', 'fuse'];
 /** What each cloud's VMs add: their disk and network drivers. */
 const PROVIDER_MODULES: Record<ImageProvider, string[]> = {
   qemu: [],
