@@ -13,7 +13,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { UserError } from '../../lib/errors.js';
-import { ClusterStore } from '../../providers/local/cluster-record.js';
+import { ClusterFile } from '../../providers/local/cluster-file.js';
 import { clusterPaths, nodePaths } from '../../providers/local/layout.js';
 
 export interface MiniLogsOptions {
@@ -37,7 +37,7 @@ const EVENTLOG_LINE = /^CONSTELLATION-BOOT eventlog /;
 /** Prints the node's log (see the module header); returns the file it read. */
 export async function miniLogs(options: MiniLogsOptions): Promise<{ file: string }> {
   const paths = clusterPaths(options.workspaceDir);
-  const store = await ClusterStore.load(paths);
+  const store = await ClusterFile.load(paths);
   if (!store) {
     throw new UserError(`There is no local or VM cluster in ${options.workspaceDir}.`, {
       hint: '`constellation mini up` (or `mini up --vm`) makes one; run `mini logs` in its workspace (or pass -C <workspace>).',

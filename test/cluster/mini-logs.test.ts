@@ -9,7 +9,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { miniLogs } from '../../cli/cluster/mini-logs.js';
 import { UserError } from '../../lib/errors.js';
-import { ClusterStore } from '../../providers/local/cluster-record.js';
+import { ClusterFile } from '../../providers/local/cluster-file.js';
 import { clusterPaths, nodePaths } from '../../providers/local/layout.js';
 
 const PROGRAM_LINE = '{"time":"2026-11-26T18:00:00.000Z","level":"info","msg":"bootstrapper started"}';
@@ -36,7 +36,7 @@ describe('mini logs', () => {
     ws = await fs.mkdtemp(path.join(os.tmpdir(), 'mini-logs-'));
     const node = (host: number) => ({ group: 'worker_default', role: 'worker' as const, host });
     await fs.mkdir(clusterPaths(ws).dir, { recursive: true });
-    await ClusterStore.create(clusterPaths(ws), {
+    await ClusterFile.create(clusterPaths(ws), {
       version: 1, uid: 'u', name: 'mini', metadataPort: 8080, initSecretHash: '', joinServiceKey: '', initialized: true, kubernetesBackend: 'none',
       nodeGroups: {}, nextNodeIndex: {}, nodes: { 'control-plane-0': node(10), 'worker-0': node(100) },
     });
