@@ -2,12 +2,13 @@
  * Node side of the Azure provider: what a bootstrapper asks about itself and its cluster. "Self", the init
  * secret hash and the join-service key come from the instance metadata service (IMDS, http://169.254.169.254, header Metadata: true),
  * whose tags are the scale set's tags; peers and the load balancer come from Azure Resource Manager, found by
- * the cluster's uid tag in the node's resource group, authenticated as the node's managed identity
- * (DefaultAzureCredential picks it up on a VM).
+ * the cluster's uid tag in the node's resource group, authenticated as the node's managed identity with a token
+ * from IMDS (./managed-identity.ts).
  */
 import type { CloudControllerValues, InstanceMetadata, NodeMetadata, NodeRole } from '../contract.js';
 import { UserError } from '../../lib/errors.js';
 import { createAzureClients, type AzureClients } from './clients.js';
+import { nodeCredentialOptions } from './managed-identity.js';
 import { toUserError } from './errors.js';
 import { IMDS_ENDPOINT, type AzureProviderOptions } from './options.js';
 import { parseResourceId, TAG_INIT_SECRET_HASH, TAG_JOIN_SERVICE_KEY, TAG_ROLE, TAG_UID } from './plan.js';
@@ -77,7 +78,7 @@ export class AzureNodeMetadata implements NodeMetadata {
 
   private async clients(): Promise<AzureClients> {
     const { compute } = await this.imds();
-    this.armClients ??= createAzureClients(compute.subscriptionId, this.options);
+    this.armClients ??= createAzureClients(compute.subscriptionId, nodeCredentialOptions(this.options));
     return this.armClients;
   }
 

@@ -17,6 +17,7 @@ import { UserError } from '../../lib/errors.js';
 import type { TpmClient } from '../../lib/tpm/client.js';
 import { cloudPlatformBase, jsonBytes, kdsDeps } from '../common/node-platform.js';
 import type { NodePlatform, NodePlatformOptions } from '../contract.js';
+import { nodeCredentialOptions } from './managed-identity.js';
 import { AzureNodeMetadata } from './metadata.js';
 import { IMDS_ENDPOINT, parseAzureOptions } from './options.js';
 import { reportReady } from './wire-server.js';
@@ -91,7 +92,7 @@ export async function azureNodePlatform(options: NodePlatformOptions): Promise<N
     },
     async validatorDeps() {
       const { azureInstanceIdentity } = await import('./instance-identity.js');
-      return { ...kdsDeps(base.nodeDir), azureInstanceIdentity: azureInstanceIdentity(providerOptions, () => metadata.cluster()) };
+      return { ...kdsDeps(base.nodeDir), azureInstanceIdentity: azureInstanceIdentity(nodeCredentialOptions(providerOptions), () => metadata.cluster()) };
     },
     cloudController: () => metadata.cloudControllerValues(),
   };

@@ -280,7 +280,10 @@ export async function azureCloud(workspace: string, octet: number, fakeOptions: 
     running,
     async node(instance, tee) {
       const vm = vms().find((v) => v.computerName === instance.id)!;
-      const imds = await startFakeImds({ ...vm, subscriptionId: AZ_SUBSCRIPTION, resourceGroupName: AZ_GROUP, thim: { vcekCert: tee.certPem, certificateChain: tee.askPem + tee.arkPem } });
+      // The node authenticates as its VM's managed identity: IMDS hands out a token only when the scale set carries one.
+      const scaleSet = fake.get(vm.resourceId.replace(/\/virtualMachines\/.*$/, '')) as { identity?: { userAssignedIdentities?: Record<string, unknown> } };
+      const managedIdentity = Object.keys(scaleSet.identity?.userAssignedIdentities ?? {}).length > 0 ? { token: FAKE_ARM_TOKEN } : undefined;
+      const imds = await startFakeImds({ ...vm, subscriptionId: AZ_SUBSCRIPTION, resourceGroupName: AZ_GROUP, managedIdentity, thim: { vcekCert: tee.certPem, certificateChain: tee.askPem + tee.arkPem } });
       imdsServers.push(imds);
       const { endpoint, tlsOptions, pollIntervalMs } = fake.providerOptions() as { endpoint: string; tlsOptions: { ca: string }; pollIntervalMs: number };
       return {
@@ -288,7 +291,6 @@ export async function azureCloud(workspace: string, octet: number, fakeOptions: 
         variant: 'azure-sev-snp',
         // The VM's wire server is the fake ARM's: the node's Ready report is what ends the VM's provisioning there.
         providerOptions: { endpoint, tlsOptions, pollIntervalMs, imdsEndpoint: imds.url, wireServerEndpoint: `${fake.wireServerUrl}/node/${vm.computerName}`, retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 } },
-        armToken: FAKE_ARM_TOKEN,
         trustedRoots: {},
         // The VM's image reports its version (`status` compares it with the config's image): the scale set model's when the VM was made.
         imageVersion: (fake.get(vm.resourceId) as { properties?: { storageProfile?: { imageReference?: { communityGalleryImageId?: string } } } } | undefined)?.properties?.storageProfile?.imageReference?.communityGalleryImageId,

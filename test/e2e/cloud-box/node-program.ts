@@ -47,8 +47,6 @@ export interface BoxNodeConfig {
   /** The AMD roots this node's join service trusts (the test chain). */
   trustedRoots: AmdRoots;
   kubeadm: { pkiDir: string; adminConf: string; env: Record<string, string> };
-  /** Azure: the token the VM's managed identity would get for ARM (the fake ARM accepts it). */
-  armToken?: string;
   /**
    * The Kubernetes backend instead of the platform's (kubeadm on every cloud). The box runs `none`, whose nodes keep
    * the cluster store in etcd: a kubeadm node keeps it in the Kubernetes API, and nothing here runs an API server.
@@ -74,9 +72,7 @@ function run(configFile: string): Promise<void> {
     const base = await provider.nodePlatform!({
       variant: config.variant,
       paths: config.paths,
-      providerOptions: config.armToken
-        ? { ...config.providerOptions, credential: { getToken: async () => ({ token: config.armToken, expiresOnTimestamp: Date.now() + 3600_000 }) } }
-        : config.providerOptions,
+      providerOptions: config.providerOptions,
       tee: config.tee ? teeOf(config.tee) : undefined,
       imageVersion: config.imageVersion,
     });

@@ -1,6 +1,7 @@
 /**
  * A fake Azure instance metadata service on 127.0.0.1: answers GET /metadata/instance (with the Metadata: true
- * header IMDS requires) with the instance document of one scale set VM, built from the fake ARM's state. It also
+ * header IMDS requires) with the instance document of one scale set VM, built from the fake ARM's state, and
+ * GET /metadata/identity/oauth2/token with the VM's managed-identity token (when it has one). It also
  * plays that VM's wire server (/machine/?comp=goalstate and ?comp=health, as providers/azure/wire-server.ts speaks
  * it) and counts the Ready reports, for tests of a single node without the fake ARM.
  */
@@ -12,6 +13,8 @@ export interface FakeImds {
   /** Health reports with State Ready the wire server got. */
   readyReports: number;
   requests: { path: string; metadataHeader?: string }[];
+  /** Managed-identity token requests: the resource and api-version asked for. */
+  tokenRequests: { resource: string; apiVersion: string }[];
   stop(): Promise<void>;
 }
 
@@ -23,6 +26,11 @@ export interface ImdsVm {
   resourceGroupName: string;
   tags: Record<string, string>;
   privateIp: string;
+  /**
+   * The VM's managed identity: IMDS hands out this token at /metadata/identity/oauth2/token (for any resource).
+   * Without it the VM has no identity and IMDS answers 400 "Identity not found", as Azure's does.
+   */
+  managedIdentity?: { token: string };
   /** The VM's unique id (IMDS compute.vmId); default a fixed UUID, as every real VM has one. */
   vmId?: string;
   /** What IMDS's THIM endpoint (/metadata/THIM/amd/certification) hands out on an SEV-SNP VM: VCEK and ASK+ARK, PEM. */
@@ -31,6 +39,7 @@ export interface ImdsVm {
 
 export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
   const requests: FakeImds['requests'] = [];
+  const tokenRequests: FakeImds['tokenRequests'] = [];
   let readyReports = 0;
   const server = http.createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
@@ -48,6 +57,23 @@ export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
     if (req.headers.metadata !== 'true') {
       res.writeHead(400, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ error: 'Bad request. Required metadata header not specified' }));
+      return;
+    }
+    if (url.pathname === '/metadata/identity/oauth2/token') {
+      tokenRequests.push({ resource: url.searchParams.get('resource') ?? '', apiVersion: url.searchParams.get('api-version') ?? '' });
+      if (!url.searchParams.get('resource') || !url.searchParams.get('api-version')) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: 'invalid_request', error_description: 'Required query variable resource or api-version is missing' }));
+        return;
+      }
+      if (!vm.managedIdentity) {
+        res.writeHead(400, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ error: 'invalid_request', error_description: 'Identity not found' }));
+        return;
+      }
+      const expiresOn = Math.floor(Date.now() / 1000) + 3600;
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ access_token: vm.managedIdentity.token, expires_on: String(expiresOn), resource: url.searchParams.get('resource'), token_type: 'Bearer' }));
       return;
     }
     if (url.pathname === '/metadata/THIM/amd/certification' && vm.thim) {
@@ -85,6 +111,7 @@ export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
       return readyReports;
     },
     requests,
+    tokenRequests,
     stop: () => {
       server.closeAllConnections();
       return new Promise<void>((resolve) => server.close(() => resolve()));

@@ -8,10 +8,10 @@ import { AzureNodeMetadata } from '../../../providers/azure/metadata.js';
 import { parseAzureOptions } from '../../../providers/azure/options.js';
 import { baseName } from '../../../providers/azure/plan.js';
 import type { CreateResult, Instance } from '../../../providers/contract.js';
-import { FakeArm } from '../../fakes/azure/arm-server.js';
+import { FakeArm, FAKE_TOKEN } from '../../fakes/azure/arm-server.js';
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
 import { testContext } from './context.js';
-import { createRequest, INIT_SECRET_HASH, JOIN_SERVICE_KEY, RESOURCE_GROUP, SUBSCRIPTION } from './fixtures.js';
+import { createRequest, IDENTITY, INIT_SECRET_HASH, JOIN_SERVICE_KEY, RESOURCE_GROUP, SUBSCRIPTION } from './fixtures.js';
 
 describe('azure node metadata (fake IMDS and ARM)', function () {
   let fake: FakeArm;
@@ -65,6 +65,28 @@ describe('azure node metadata (fake IMDS and ARM)', function () {
       location: 'westeurope',
       securityGroupName: `${baseName(createRequest())}-nsg`,
     });
+  });
+
+  it("authenticates to ARM as the VM's managed identity, with a token from IMDS; without an identity it says what to fix", async function () {
+    const me = instances.find((i) => i.role === 'worker')!;
+    const set = fake.get(me.id.replace(/\/virtualMachines\/.*$/, '')) as { tags: Record<string, string>; identity?: { type: string; userAssignedIdentities: Record<string, unknown> } };
+    assert.equal(set.identity?.type, 'UserAssigned', 'the scale set carries the user-assigned identity');
+    assert.deepEqual(Object.keys(set.identity!.userAssignedIdentities), [IDENTITY]);
+    const vm = { name: 'vm', computerName: me.name, resourceId: me.id, subscriptionId: SUBSCRIPTION, resourceGroupName: RESOURCE_GROUP, tags: set.tags, privateIp: me.privateIp };
+    const { credential: _ignored, ...withoutCredential } = fake.providerOptions();
+    const withIdentity = await startFakeImds({ ...vm, managedIdentity: { token: FAKE_TOKEN } });
+    const without = await startFakeImds(vm);
+    try {
+      const peers = await new AzureNodeMetadata(parseAzureOptions({ ...withoutCredential, imdsEndpoint: withIdentity.url })).peers();
+      assert.equal(peers.length, instances.length, 'ARM accepted the managed identity\'s token');
+      assert.ok(withIdentity.tokenRequests.length >= 1 && withIdentity.tokenRequests.every((r) => r.resource === 'https://management.azure.com/' && r.apiVersion === '2018-02-01'));
+      assert.ok(withIdentity.requests.every((r) => r.metadataHeader === 'true'));
+      await assert.rejects(new AzureNodeMetadata(parseAzureOptions({ ...withoutCredential, imdsEndpoint: without.url })).peers(), (err: Error) =>
+        /refused a managed-identity token for https:\/\/management\.azure\.com\/: 400 Identity not found/.test(err.message) && /userAssignedIdentity/.test((err as { hint?: string }).hint ?? ''));
+    } finally {
+      await withIdentity.stop();
+      await without.stop();
+    }
   });
 
   it('lists every VM of the cluster as peers, with roles and private IPs', async function () {
