@@ -18,7 +18,11 @@ export default async function cloudBoxUpgradeAzureBench(out: (line: string) => v
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'cl-bb-az-'));
   const workspace = path.join(root, 'workspace');
   const box = new CloudBox(path.join(root, 'vms'));
-  const cluster = await upAzureCluster({ workspace, box, ca, octet: 20 + Math.floor(Math.random() * 200), controlPlanes: 3, workers: 2 });
+  const cluster = await upAzureCluster({ workspace, box, ca, octet: 20 + Math.floor(Math.random() * 200), controlPlanes: 3, workers: 2 }).catch(async (err: unknown) => {
+    await box.close();
+    await fs.rm(root, { recursive: true, force: true });
+    throw err;
+  });
   try {
     await waitForFiveJoined(cluster);
     await measureUpgrade(cluster, ca, workspace, { variant: 'azure-sev-snp', image: AZ_NEW_IMAGE }, out);
