@@ -17,7 +17,10 @@
  *                 may read one: the areas where mkfs.ext4 (libblkid) looks for old signatures, the first and last
  *                 PROBE_AREA_BYTES, are zeroed first ("could not read block 0" otherwise), and mkfs writes its inode
  *                 tables and journal at once (lazy_itable_init=0, lazy_journal_init=0), so the file system reads only
- *                 blocks it wrote. A 4096-byte sector is one page, so no write reads a partial sector back.
+ *                 blocks it wrote. A 4096-byte sector is one page, so no whole-block write reads a sector back; the
+ *                 one write smaller than a block, a superblock (1 KiB), goes only to block 0, zeroed before: no
+ *                 backup superblocks (sparse_super2, num_backup_sb=0, no resize inode; mkfs failed writing one otherwise). dm-integrity
+ *                 turns a damaged superblock into an I/O error, where a backup would not help anyway.
  *                 cryptsetup formats dm-integrity's superblock through device-mapper, so the test-passphrase
  *                 activator (no device-mapper) formats without integrity.
  *   unlock(key)   the volume is activated with the key; LUKS refuses another key ("No key available", exit 2).
@@ -98,7 +101,7 @@ export function deviceMapperActivator(options: { run?: RunCommand; mapping?: str
       if (opened.code !== 0) throw new StateDiskError(`Opening the state disk ${device} failed: ${opened.stderr.trim()}.`);
       if (fresh) {
         await zeroProbeAreas(run, mapped);
-        await must(run, `Making a file system on ${mapped}`, 'mkfs.ext4', ['-q', '-F', '-E', 'lazy_itable_init=0,lazy_journal_init=0,nodiscard', mapped]);
+        await must(run, `Making a file system on ${mapped}`, 'mkfs.ext4', ['-q', '-F', '-O', 'sparse_super2,^resize_inode', '-E', 'num_backup_sb=0,lazy_itable_init=0,lazy_journal_init=0,nodiscard', mapped]);
       }
       await fs.mkdir(mountPoint, { recursive: true, mode: 0o700 });
       await must(run, `Mounting ${mapped}`, 'mount', [mapped, mountPoint]);

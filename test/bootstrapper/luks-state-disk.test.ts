@@ -114,7 +114,7 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
       ['blockdev', '--getsize64', '/dev/mapper/state'],
       ['dd', 'if=/dev/zero', 'of=/dev/mapper/state', 'bs=4096', 'count=512', 'seek=0', 'conv=fsync'],
       ['dd', 'if=/dev/zero', 'of=/dev/mapper/state', 'bs=4096', 'count=512', 'seek=261632', 'conv=fsync'],
-      ['mkfs.ext4', '-q', '-F', '-E', 'lazy_itable_init=0,lazy_journal_init=0,nodiscard', '/dev/mapper/state'],
+      ['mkfs.ext4', '-q', '-F', '-O', 'sparse_super2,^resize_inode', '-E', 'num_backup_sb=0,lazy_itable_init=0,lazy_journal_init=0,nodiscard', '/dev/mapper/state'],
       ['mount', '/dev/mapper/state', mountPoint],
     ]);
     await assert.rejects(activator.activate('/dev/sdb', randomBytes(32), { fresh: false, mountPoint }), /does not open the state disk/);
