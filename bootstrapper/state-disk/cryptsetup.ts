@@ -11,13 +11,18 @@
  *                 device-mapper works (a cloud or qemu VM), the volume is authenticated as upstream's disk-mapper
  *                 formats it: `--integrity hmac-sha256` puts dm-integrity under dm-crypt, so every sector carries
  *                 an HMAC of its ciphertext and a sector changed on the host reads as an I/O error in the guest,
- *                 not as silently different data (docs/design.md#state-disk). As upstream, with 4096-byte sectors
- *                 and a wipe at format: cryptsetup writes zeros over the whole volume once (through a mapping without
- *                 dm-integrity's journal), so every sector carries a valid tag. Without the wipe
- *                 (`--integrity-no-wipe`) a sector nothing wrote fails to read, and mkfs.ext4 failed on exactly that
- *                 in a VM ("could not read block 0: Input/output error"). cryptsetup formats dm-integrity's
- *                 superblock through device-mapper, so the test-passphrase activator (no device-mapper) formats
- *                 without integrity.
+ *                 not as silently different data (docs/design.md#state-disk). With 4096-byte sectors, as upstream.
+ *                 Unlike upstream, the volume is not wiped at format (`--integrity-no-wipe`): a wipe writes every
+ *                 sector once, minutes per GB in a VM without KVM. A sector nothing wrote fails to read, so nothing
+ *                 may read one: the areas where mkfs.ext4 (libblkid) looks for old signatures, the first and last
+ *                 PROBE_AREA_BYTES, are zeroed first ("could not read block 0" otherwise), and mkfs writes its inode
+ *                 tables and journal at once (lazy_itable_init=0, lazy_journal_init=0), so the file system reads only
+ *                 blocks it wrote. A 4096-byte sector is one page, so no whole-block write reads a sector back; the
+ *                 one write smaller than a block, a superblock (1 KiB), goes only to block 0, zeroed before: no
+ *                 backup superblocks (sparse_super2, num_backup_sb=0, no resize inode; mkfs failed writing one otherwise). dm-integrity
+ *                 turns a damaged superblock into an I/O error, where a backup would not help anyway.
+ *                 cryptsetup formats dm-integrity's superblock through device-mapper, so the test-passphrase
+ *                 activator (no device-mapper) formats without integrity.
  *   unlock(key)   the volume is activated with the key; LUKS refuses another key ("No key available", exit 2).
  *   mountPoint    where the activated volume's file system is mounted (/var/run/state): everything the node keeps;
  *                 readFile/writeFile below it (a temp file, fsynced, renamed).
@@ -94,7 +99,10 @@ export function deviceMapperActivator(options: { run?: RunCommand; mapping?: str
       const opened = await run('cryptsetup', ['open', '--type', 'luks2', '--key-file', '-', device, mapping], key);
       if (opened.code === WRONG_KEY_EXIT) throw wrongKey(device);
       if (opened.code !== 0) throw new StateDiskError(`Opening the state disk ${device} failed: ${opened.stderr.trim()}.`);
-      if (fresh) await must(run, `Making a file system on ${mapped}`, 'mkfs.ext4', ['-q', '-F', mapped]);
+      if (fresh) {
+        await zeroProbeAreas(run, mapped);
+        await must(run, `Making a file system on ${mapped}`, 'mkfs.ext4', ['-q', '-F', '-O', 'sparse_super2,^resize_inode', '-E', 'num_backup_sb=0,lazy_itable_init=0,lazy_journal_init=0,nodiscard', mapped]);
+      }
       await fs.mkdir(mountPoint, { recursive: true, mode: 0o700 });
       await must(run, `Mounting ${mapped}`, 'mount', [mapped, mountPoint]);
     },
@@ -103,6 +111,20 @@ export function deviceMapperActivator(options: { run?: RunCommand; mapping?: str
       await run('cryptsetup', ['close', mapping]);
     },
   };
+}
+
+/** Where libblkid looks for signatures of an old file system or RAID member: near the start and the end (see the header). */
+const PROBE_AREA_BYTES = 2 * 1024 * 1024;
+const BLOCK = 4096;
+
+/** Writes zeros over the first and last PROBE_AREA_BYTES of a freshly opened volume, so each has a valid integrity tag. */
+async function zeroProbeAreas(run: RunCommand, mapped: string): Promise<void> {
+  const sized = await must(run, `Reading the size of ${mapped}`, 'blockdev', ['--getsize64', mapped]);
+  const blocks = Math.floor(Number(sized.stdout.trim()) / BLOCK);
+  const area = Math.min(PROBE_AREA_BYTES / BLOCK, blocks);
+  for (const seek of new Set([0, blocks - area])) {
+    await must(run, `Zeroing ${mapped} at block ${seek}`, 'dd', ['if=/dev/zero', `of=${mapped}`, `bs=${BLOCK}`, `count=${area}`, `seek=${seek}`, 'conv=fsync']);
+  }
 }
 
 /**
@@ -174,7 +196,7 @@ export class LuksStateDisk implements StateDisk {
       [
         'luksFormat', '--batch-mode', '--type', 'luks2', '--cipher', 'aes-xts-plain64', '--key-size', '512',
         // hmac-sha256's 256-bit key is added to the volume key (768 bits in all).
-        ...(this.activator.integrity ? ['--integrity', 'hmac-sha256', '--sector-size', '4096'] : []),
+        ...(this.activator.integrity ? ['--integrity', 'hmac-sha256', '--integrity-no-wipe', '--sector-size', '4096'] : []),
         '--pbkdf', 'pbkdf2', '--pbkdf-force-iterations', '1000', '--uuid', this.uuid, '--label', 'constellation-state', '--key-file', '-', this.device,
       ],
       key,

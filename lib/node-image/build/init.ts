@@ -129,4 +129,4 @@ exit 0
 }
 
 /** The busybox applets /init and its scripts use (links to /usr/bin/busybox). */
-export const BUSYBOX_APPLETS = ['sh', 'mount', 'umount', 'mkdir', 'insmod', 'modprobe', 'ip', 'udhcpc', 'cat', 'tr', 'base64', 'echo', 'ls', 'grep', 'head', 'sleep', 'poweroff', 'reboot', 'dmesg', 'ps', 'ln', 'rm', 'mknod', 'uname'];
+export const BUSYBOX_APPLETS = ['sh', 'mount', 'umount', 'mkdir', 'insmod', 'modprobe', 'ip', 'udhcpc', 'cat', 'tr', 'base64', 'echo', 'ls', 'grep', 'head', 'sleep', 'poweroff', 'reboot', 'dmesg', 'ps', 'ln', 'rm', 'mknod', 'uname', 'dd', 'blockdev'];
