@@ -49,8 +49,14 @@ export default async function bench(out: (line: string) => void): Promise<void> 
     const ak = await tpm.attestationKey();
     const issuer = new VtpmIssuer({ variant: 'local-vtpm', tpm, instanceInfo: localInstanceInfo('cp-0') });
     const pcrs = await tpm.pcrRead(TPM_ALG.SHA256, [4, 8, 9, 11, 12, 13]);
-    const measurements = Object.fromEntries([...pcrs].map(([i, v]) => [String(i), { expected: Buffer.from(v).toString('hex'), warnOnly: false }]));
-    const validator = await createValidator('local-vtpm', { measurements }, { akRegistry: { lookup: async () => ak.publicArea } });
+    const measurements = Object.fromEntries(
+      [...pcrs].map(([i, v]) => [String(i), { expected: Buffer.from(v).toString('hex'), warnOnly: false }]),
+    );
+    const validator = await createValidator(
+      'local-vtpm',
+      { measurements },
+      { akRegistry: { lookup: async () => ak.publicArea } },
+    );
 
     const run = async (limits: ExchangeLimits, rounds: number, attack: Attacker | undefined) => {
       const server = await startAttestedServer({
@@ -58,9 +64,14 @@ export default async function bench(out: (line: string) => void): Promise<void> 
         service: InitService,
         implementation: {
           init: (call: ServerDuplexStream<InitRequest, InitResponse>) =>
-            void serveCliCall(call, initServerAdapter, { purpose: 'init', issuer, logger: nullLogger, failureMessage: 'init failed', stepTimeoutMs: 30_000 }, async (session) => {
-              session.channel.end();
-            }),
+            void serveCliCall(
+              call,
+              initServerAdapter,
+              { purpose: 'init', issuer, logger: nullLogger, failureMessage: 'init failed', stepTimeoutMs: 30_000 },
+              async (session) => {
+                session.channel.end();
+              },
+            ),
         },
         host: '127.0.0.1',
         port: 0,
@@ -79,7 +90,8 @@ export default async function bench(out: (line: string) => void): Promise<void> 
           await honestInit(server.port, validator);
           latencies.push(performance.now() - start);
           rssGrowth = Math.max(rssGrowth, process.memoryUsage().rss - rss);
-          if (attack) for (const [ending, n] of await attack.stop()) endings.set(ending, (endings.get(ending) ?? 0) + n);
+          if (attack)
+            for (const [ending, n] of await attack.stop()) endings.set(ending, (endings.get(ending) ?? 0) + n);
         }
       } finally {
         await server.close();
@@ -95,11 +107,17 @@ export default async function bench(out: (line: string) => void): Promise<void> 
     const bound = (NODE_SERVICE_LIMITS.maxPerPeer + 1) * base + 50;
     const worst = Math.max(...limited.latencies);
     const fmt = (ms: number) => `${ms.toFixed(0)} ms`;
-    out(`honest init exchange alone:                          median ${fmt(base)}, worst ${fmt(Math.max(...alone.latencies))} (${ROUNDS} rounds, real swtpm quote)`);
-    out(`with ${ATTACK_STREAMS} half-open Init streams, limits ${NODE_SERVICE_LIMITS.maxConcurrent}/${NODE_SERVICE_LIMITS.maxPerPeer} per address: median ${fmt(median(limited.latencies))}, worst ${fmt(worst)}  (${(worst / base).toFixed(1)}x alone; bound ${fmt(bound)}: ${worst <= bound ? 'met' : 'NOT met'})`);
+    out(
+      `honest init exchange alone:                          median ${fmt(base)}, worst ${fmt(Math.max(...alone.latencies))} (${ROUNDS} rounds, real swtpm quote)`,
+    );
+    out(
+      `with ${ATTACK_STREAMS} half-open Init streams, limits ${NODE_SERVICE_LIMITS.maxConcurrent}/${NODE_SERVICE_LIMITS.maxPerPeer} per address: median ${fmt(median(limited.latencies))}, worst ${fmt(worst)}  (${(worst / base).toFixed(1)}x alone; bound ${fmt(bound)}: ${worst <= bound ? 'met' : 'NOT met'})`,
+    );
     out(`  attacker's streams: ${[...limited.endings].map(([ending, n]) => `${n} ${ending}`).join(', ')}`);
     out(`  server memory growth during a round: ${(limited.rssGrowth / 1024 / 1024).toFixed(1)} MiB`);
-    out(`without limits (before): ${fmt(unlimited.latencies[0])} (${(unlimited.latencies[0] / base).toFixed(0)}x alone), memory growth ${(unlimited.rssGrowth / 1024 / 1024).toFixed(1)} MiB`);
+    out(
+      `without limits (before): ${fmt(unlimited.latencies[0])} (${(unlimited.latencies[0] / base).toFixed(0)}x alone), memory growth ${(unlimited.rssGrowth / 1024 / 1024).toFixed(1)} MiB`,
+    );
   } finally {
     await attacker.close();
     tpm.close();
@@ -110,9 +128,18 @@ export default async function bench(out: (line: string) => void): Promise<void> 
 
 /** The honest CLI's init exchange, from 127.0.0.1, up to the sealed secrets the node opens. */
 async function honestInit(port: number, validator: Validator): Promise<void> {
-  const client = new InitClient(`127.0.0.1:${port}`, await createAttestedClientCredentials(), { ...attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
+  const client = new InitClient(`127.0.0.1:${port}`, await createAttestedClientCredentials(), {
+    ...attestedChannelOptions,
+    'grpc.use_local_subchannel_pool': 1,
+  });
   try {
-    const session = await verifierClient(client.init(), initClientAdapter, { purpose: 'init', peer: 'the node', validator, secrets: () => new Uint8Array(32), timeoutMs: 120_000 });
+    const session = await verifierClient(client.init(), initClientAdapter, {
+      purpose: 'init',
+      peer: 'the node',
+      validator,
+      secrets: () => new Uint8Array(32),
+      timeoutMs: 120_000,
+    });
     session.channel.end();
   } finally {
     client.close();

@@ -43,14 +43,24 @@ export default async function (out: (line: string) => void): Promise<void> {
     out(`documents issued (quote + PCR read-back):  ${issued.toFixed(0)}/s`);
 
     const pcrs = await client.pcrRead(TPM_ALG.SHA256, [4, 8, 9, 11, 12, 13]);
-    const measurements = Object.fromEntries([...pcrs].map(([i, v]) => [String(i), { expected: Buffer.from(v).toString('hex'), warnOnly: false }]));
-    const validator = await createValidator('local-vtpm', { measurements }, { akRegistry: { lookup: async () => ak.publicArea } });
+    const measurements = Object.fromEntries(
+      [...pcrs].map(([i, v]) => [String(i), { expected: Buffer.from(v).toString('hex'), warnOnly: false }]),
+    );
+    const validator = await createValidator(
+      'local-vtpm',
+      { measurements },
+      { akRegistry: { lookup: async () => ak.publicArea } },
+    );
     const nonce = randomBytes(32);
     const doc = await issuer.issue(randomBytes(32), nonce);
     const validations = await rate(() => validator.validate(doc, nonce));
-    out(`validations, one core (local-vtpm):        ${validations.toFixed(0)}/s  (${(validations / VALIDATION_TARGET).toFixed(1)}x the ${VALIDATION_TARGET}/s target)`);
+    out(
+      `validations, one core (local-vtpm):        ${validations.toFixed(0)}/s  (${(validations / VALIDATION_TARGET).toFixed(1)}x the ${VALIDATION_TARGET}/s target)`,
+    );
 
-    const gce = JSON.parse(readFileSync(path.join(TESTDATA, 'attestation/gce-vtpm/gce-cos-85-no-nonce.json'), 'utf8')) as {
+    const gce = JSON.parse(
+      readFileSync(path.join(TESTDATA, 'attestation/gce-vtpm/gce-cos-85-no-nonce.json'), 'utf8'),
+    ) as {
       akPubHex: string;
       quotes: { hashAlg: number; quoteHex: string; rawSigHex: string; pcrs: Record<string, string> }[];
     };
@@ -65,7 +75,9 @@ export default async function (out: (line: string) => void): Promise<void> {
       qualifyingData: new Uint8Array(0),
     };
     const gceRate = await rate(() => verifyTpmQuote(evidence));
-    out(`verifyTpmQuote, GCE RSA-2048 quote:        ${gceRate.toFixed(0)}/s  (${(gceRate / VALIDATION_TARGET).toFixed(1)}x the ${VALIDATION_TARGET}/s target)`);
+    out(
+      `verifyTpmQuote, GCE RSA-2048 quote:        ${gceRate.toFixed(0)}/s  (${(gceRate / VALIDATION_TARGET).toFixed(1)}x the ${VALIDATION_TARGET}/s target)`,
+    );
   } finally {
     client.close();
     await swtpm.stop();

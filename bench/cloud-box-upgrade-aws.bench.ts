@@ -22,7 +22,16 @@ export default async function cloudBoxUpgradeAwsBench(out: (line: string) => voi
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'cl-bench-box-upgrade-aws-'));
   const workspace = path.join(root, 'workspace');
   const box = new CloudBox(path.join(root, 'vms'));
-  const cluster = await upAwsCluster({ workspace, box, ca, octet: 20 + Math.floor(Math.random() * 200), consistencyMs: 0, drainMs: 0, controlPlanes: 3, workers: 2 });
+  const cluster = await upAwsCluster({
+    workspace,
+    box,
+    ca,
+    octet: 20 + Math.floor(Math.random() * 200),
+    consistencyMs: 0,
+    drainMs: 0,
+    controlPlanes: 3,
+    workers: 2,
+  });
   try {
     for (let i = 0; ; i++) {
       const status = await cluster.cloud.status();
@@ -58,8 +67,12 @@ export default async function cloudBoxUpgradeAwsBench(out: (line: string) => voi
     const sorted = [...steps].sort((a, b) => a - b);
     const one = sorted[Math.floor(sorted.length / 2)]! / 1000;
     const ratio = rollout / (5 * one);
-    out(`aws-sev-snp rolling upgrade 3+2: rollout ${rollout.toFixed(2)} s, one replacement (median of ${steps.length}) ${one.toFixed(2)} s, fake delay 0 s`);
-    out(`rollout ÷ (5 × one replacement) = ${ratio.toFixed(2)} (target ≤ ${TARGET}: ${ratio <= TARGET ? 'met' : 'not met'})`);
+    out(
+      `aws-sev-snp rolling upgrade 3+2: rollout ${rollout.toFixed(2)} s, one replacement (median of ${steps.length}) ${one.toFixed(2)} s, fake delay 0 s`,
+    );
+    out(
+      `rollout ÷ (5 × one replacement) = ${ratio.toFixed(2)} (target ≤ ${TARGET}: ${ratio <= TARGET ? 'met' : 'not met'})`,
+    );
   } finally {
     await cluster.close();
     await box.close();

@@ -18,7 +18,14 @@ export default async function cloudBoxUpgradeAzureBench(out: (line: string) => v
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'cl-bb-az-'));
   const workspace = path.join(root, 'workspace');
   const box = new CloudBox(path.join(root, 'vms'));
-  const cluster = await upAzureCluster({ workspace, box, ca, octet: 20 + Math.floor(Math.random() * 200), controlPlanes: 3, workers: 2 }).catch(async (err: unknown) => {
+  const cluster = await upAzureCluster({
+    workspace,
+    box,
+    ca,
+    octet: 20 + Math.floor(Math.random() * 200),
+    controlPlanes: 3,
+    workers: 2,
+  }).catch(async (err: unknown) => {
     await box.close();
     await fs.rm(root, { recursive: true, force: true });
     throw err;

@@ -18,7 +18,15 @@ export default async function cloudBoxUpgradeGCPBench(out: (line: string) => voi
   const root = await fs.mkdtemp(path.join(os.tmpdir(), 'cl-bb-gcp-'));
   const workspace = path.join(root, 'workspace');
   const box = new CloudBox(path.join(root, 'vms'));
-  const cluster = await upGcpCluster({ workspace, box, ca, octet: 20 + Math.floor(Math.random() * 200), controlPlanes: 3, workers: 2, instanceBootMs: 0 }).catch(async (err: unknown) => {
+  const cluster = await upGcpCluster({
+    workspace,
+    box,
+    ca,
+    octet: 20 + Math.floor(Math.random() * 200),
+    controlPlanes: 3,
+    workers: 2,
+    instanceBootMs: 0,
+  }).catch(async (err: unknown) => {
     await box.close();
     await fs.rm(root, { recursive: true, force: true });
     throw err;

@@ -22,7 +22,9 @@ function miniUp(): number {
   const ws = mkdtempSync(path.join(os.tmpdir(), 'cl-bench-box-mini-'));
   try {
     const start = process.hrtime.bigint();
-    const res = spawnSync(process.execPath, [CLI, 'mini', 'up', '-w', '2', '-C', ws], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const res = spawnSync(process.execPath, [CLI, 'mini', 'up', '-w', '2', '-C', ws], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     if (res.status !== 0) throw new Error(`mini up: ${res.stderr.toString()}`);
     return Number(process.hrtime.bigint() - start) / 1e9;
   } finally {
@@ -43,7 +45,9 @@ export default async function cloudBoxBench(out: (line: string) => void): Promis
       const { elapsedMs } = await upCluster(cloud, box, ca, workspace, name);
       const fakeMs = cloud.fakeDelayMs();
       const own = (elapsedMs - fakeMs) / 1000;
-      out(`${cloud.variant} 1+2 create + init: ${own.toFixed(2)} s (wall ${(elapsedMs / 1000).toFixed(2)} s, fake's own delay ${(fakeMs / 1000).toFixed(2)} s subtracted) | local mini up 1+2: ${mini.toFixed(2)} s`);
+      out(
+        `${cloud.variant} 1+2 create + init: ${own.toFixed(2)} s (wall ${(elapsedMs / 1000).toFixed(2)} s, fake's own delay ${(fakeMs / 1000).toFixed(2)} s subtracted) | local mini up 1+2: ${mini.toFixed(2)} s`,
+      );
       await cloud.terminate();
     } finally {
       await box.close();

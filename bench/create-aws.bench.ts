@@ -27,7 +27,10 @@ function criticalPath(steps: Step[], weight: (id: string) => number): { ms: numb
   const longest = (id: string): { ms: number; chain: string[] } => {
     const known = memo.get(id);
     if (known) return known;
-    const before = byId.get(id)!.deps.map(longest).reduce((a, b) => (b.ms > a.ms ? b : a), { ms: 0, chain: [] as string[] });
+    const before = byId
+      .get(id)!
+      .deps.map(longest)
+      .reduce((a, b) => (b.ms > a.ms ? b : a), { ms: 0, chain: [] as string[] });
     const result = { ms: before.ms + weight(id), chain: [...before.chain, id] };
     memo.set(id, result);
     return result;
@@ -80,8 +83,14 @@ export default async function bench(out: (line: string) => void): Promise<void> 
   }
   const path = criticalPath(steps, (id) => (work.get(id) ?? 0) * CALL_MS + (waits.has(id) ? LRO_MS : 0));
   const ratio = wall / path.ms;
-  out(`latency ${CALL_MS} ms per call, ${LRO_MS} ms per long-running operation; ${steps.length} steps, ${calls.length} API calls`);
+  out(
+    `latency ${CALL_MS} ms per call, ${LRO_MS} ms per long-running operation; ${steps.length} steps, ${calls.length} API calls`,
+  );
   out(`critical path ${path.ms.toFixed(0)} ms: ${path.chain.join(' -> ')}`);
-  out(`create wall time ${wall.toFixed(0)} ms = ${ratio.toFixed(2)}x the critical path (target <= ${TARGET}x: ${ratio <= TARGET ? 'met' : 'NOT met'})`);
-  out(`first create in the process (SDK warm-up included): ${cold.wall.toFixed(0)} ms = ${(cold.wall / path.ms).toFixed(2)}x`);
+  out(
+    `create wall time ${wall.toFixed(0)} ms = ${ratio.toFixed(2)}x the critical path (target <= ${TARGET}x: ${ratio <= TARGET ? 'met' : 'NOT met'})`,
+  );
+  out(
+    `first create in the process (SDK warm-up included): ${cold.wall.toFixed(0)} ms = ${(cold.wall / path.ms).toFixed(2)}x`,
+  );
 }

@@ -54,14 +54,25 @@ function request(uid: string): CreateRequest {
 
 function context(): ProviderContext {
   const quiet = () => undefined;
-  return { journal: new MemoryResourceJournal(), log: { debug: quiet, info: quiet, warn: quiet }, workspaceDir: '/nonexistent' };
+  return {
+    journal: new MemoryResourceJournal(),
+    log: { debug: quiet, info: quiet, warn: quiet },
+    workspaceDir: '/nonexistent',
+  };
 }
 
 export default async function (out: (line: string) => void): Promise<void> {
   const fake = await FakeArm.start({ latencyMs: 0, lroDurationMs: 0 });
   try {
-    fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
-    fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', '/CommunityGalleries/ConstellationCVM-b3782fa0/Images/constellation/Versions/2.19.0');
+    fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, {
+      location: 'westeurope',
+      properties: { provisioningState: 'Succeeded' },
+    });
+    fake.seedGalleryImage(
+      SUBSCRIPTION,
+      'westeurope',
+      '/CommunityGalleries/ConstellationCVM-b3782fa0/Images/constellation/Versions/2.19.0',
+    );
     const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions({ pollIntervalMs: POLL_MS })));
     // Warm-up without latency: loads the SDK modules, which is not what we measure.
     const warm = context();
@@ -73,7 +84,10 @@ export default async function (out: (line: string) => void): Promise<void> {
     const req = request('bench01');
     const plan = planResources(req, parseAzureConfig(req.providerConfig));
     const cost = (key: string) => (key === 'resource-group' ? LATENCY_MS : 2 * LATENCY_MS + OPERATION_MS);
-    const critical = criticalPath(plan.map((p) => ({ id: p.key, dependsOn: p.dependsOn })), cost);
+    const critical = criticalPath(
+      plan.map((p) => ({ id: p.key, dependsOn: p.dependsOn })),
+      cost,
+    );
 
     const ctx = context();
     const start = performance.now();
@@ -86,10 +100,16 @@ export default async function (out: (line: string) => void): Promise<void> {
     const terminateWall = performance.now() - terminateStart;
 
     const ratio = wall / critical.length;
-    out(`azure create, fake ARM with ${LATENCY_MS} ms per call, ${OPERATION_MS} ms per long-running operation, polling every ${POLL_MS} ms`);
-    out(`  resources: ${plan.length} (${plan.filter((p) => p.kind === 'azure:vmss').length} scale sets), ~${calls} calls`);
+    out(
+      `azure create, fake ARM with ${LATENCY_MS} ms per call, ${OPERATION_MS} ms per long-running operation, polling every ${POLL_MS} ms`,
+    );
+    out(
+      `  resources: ${plan.length} (${plan.filter((p) => p.kind === 'azure:vmss').length} scale sets), ~${calls} calls`,
+    );
     out(`  critical path: ${critical.length.toFixed(0)} ms (${critical.path.join(' -> ')})`);
-    out(`  wall time:     ${wall.toFixed(0)} ms = ${ratio.toFixed(2)}x the critical path (target <= ${TARGET}x: ${ratio <= TARGET ? 'met' : 'MISSED'})`);
+    out(
+      `  wall time:     ${wall.toFixed(0)} ms = ${ratio.toFixed(2)}x the critical path (target <= ${TARGET}x: ${ratio <= TARGET ? 'met' : 'MISSED'})`,
+    );
     out(`  terminate:     ${terminateWall.toFixed(0)} ms`);
   } finally {
     await fake.stop();

@@ -29,9 +29,15 @@ export default async function (out: (line: string) => void): Promise<void> {
     const steps = buildPlan(createRequest()).steps;
     const stepCost = CALL_MS + Math.max(CALL_MS, OPERATION_MS);
     const graph = steps.map((s) => ({ id: s.key, deps: s.deps }));
-    const createPath = criticalPath(graph, (id) => stepCost + (steps.find((s) => s.key === id)!.readBack ? CALL_MS : 0));
+    const createPath = criticalPath(
+      graph,
+      (id) => stepCost + (steps.find((s) => s.key === id)!.readBack ? CALL_MS : 0),
+    );
     // Deleting runs the graph backwards: a resource goes after everything that depends on it.
-    const reversed = steps.map((s) => ({ id: s.key, deps: steps.filter((o) => o.deps.includes(s.key)).map((o) => o.key) }));
+    const reversed = steps.map((s) => ({
+      id: s.key,
+      deps: steps.filter((o) => o.deps.includes(s.key)).map((o) => o.key),
+    }));
     const terminatePath = criticalPath(reversed, () => stepCost);
 
     const ctx = providerContext(new MemoryResourceJournal());

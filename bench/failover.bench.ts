@@ -20,14 +20,17 @@ const TARGET_S = 2;
 
 function cli(args: string[], ws: string): void {
   const res = spawnSync(process.execPath, [CLI, ...args, '-C', ws], { stdio: ['ignore', 'ignore', 'pipe'] });
-  if (res.status !== 0) throw new Error(`constellation ${args.join(' ')} exited with ${res.status}: ${res.stderr.toString()}`);
+  if (res.status !== 0)
+    throw new Error(`constellation ${args.join(' ')} exited with ${res.status}: ${res.stderr.toString()}`);
 }
 
 /** The control plane whose join service logged the newest issued ticket. */
 async function lastServer(ws: string, names: string[]): Promise<string> {
   let best = { name: names[0], time: '' };
   for (const name of names) {
-    const lines = (await fs.readFile(nodePaths(ws, name).log, 'utf8')).split('\n').filter((l) => l.includes('ticket issued'));
+    const lines = (await fs.readFile(nodePaths(ws, name).log, 'utf8'))
+      .split('\n')
+      .filter((l) => l.includes('ticket issued'));
     const time = lines.length > 0 ? (JSON.parse(lines[lines.length - 1]) as { time: string }).time : '';
     if (time > best.time) best = { name, time };
   }
@@ -55,7 +58,8 @@ export default async function failoverBench(out: (line: string) => void): Promis
       attempts++;
       const attempt = await join();
       if (!attempt.error) break;
-      if (Number(process.hrtime.bigint() - start) / 1e9 > 60) throw new Error(`no join within 60 s after the kill: ${attempt.error.message}`);
+      if (Number(process.hrtime.bigint() - start) / 1e9 > 60)
+        throw new Error(`no join within 60 s after the kill: ${attempt.error.message}`);
     }
     const seconds = Number(process.hrtime.bigint() - start) / 1e9;
     out(`machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg()[0].toFixed(1)}`);

@@ -42,9 +42,17 @@ export default async function bench(out: (line: string) => void): Promise<void> 
   const stores: ClusterStore[] = [];
   const closers: Array<() => Promise<void>> = [];
   try {
-    for (const node of fleet.nodes) registry.register(node.instance, Buffer.from(node.akPublic, 'base64'), 'worker', [node.ip]);
+    for (const node of fleet.nodes)
+      registry.register(node.instance, Buffer.from(node.akPublic, 'base64'), 'worker', [node.ip]);
     const serve = async (host: string, store: ClusterStore) => {
-      const service = await startJoinService({ host, port: PORT, store, validatorDeps: { akRegistry: registry }, logger: nullLogger, tokenSink: new MemoryTokenSink() });
+      const service = await startJoinService({
+        host,
+        port: PORT,
+        store,
+        validatorDeps: { akRegistry: registry },
+        logger: nullLogger,
+        tokenSink: new MemoryTokenSink(),
+      });
       services.push(service);
     };
     const storms = async (address: string) => {
@@ -66,7 +74,16 @@ export default async function bench(out: (line: string) => void): Promise<void> 
     // Three control planes: etcd members 10, 11, 12 (the first creates the store, the others join as learners).
     const pki = loadClusterPki(test.contents.pki);
     for (const host of [10, 11, 12]) {
-      members.push(new EtcdMember({ name: `cp-${host}`, ip: `${prefix}.${host}`, dir: path.join(dir, `cp-${host}`), logFile: path.join(dir, `etcd-${host}.log`), clock: () => new Date(), logger: nullLogger }));
+      members.push(
+        new EtcdMember({
+          name: `cp-${host}`,
+          ip: `${prefix}.${host}`,
+          dir: path.join(dir, `cp-${host}`),
+          logFile: path.join(dir, `etcd-${host}.log`),
+          clock: () => new Date(),
+          logger: nullLogger,
+        }),
+      );
     }
     await members[0].create(pki);
     // As init does: the join configuration through an admin client; the join services then read it as their own user.
@@ -84,13 +101,19 @@ export default async function bench(out: (line: string) => void): Promise<void> 
       if (i > 0) stores.push(store);
       await serve(`${prefix}.${10 + i}`, store);
     }
-    const lb = await startLoadBalancer({ host: `${prefix}.1`, ports: [PORT], backends: () => [10, 11, 12].map((h) => `${prefix}.${h}`) });
+    const lb = await startLoadBalancer({
+      host: `${prefix}.1`,
+      ports: [PORT],
+      backends: () => [10, 11, 12].map((h) => `${prefix}.${h}`),
+    });
     closers.push(() => lb.close());
     const three = await storms(`${prefix}.1:${PORT}`);
 
     const ratio = three / single;
     out(`machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg()[0].toFixed(1)}`);
-    out(`one join service, store in memory: ${single.toFixed(1)} joins/s (${NODES} nodes at once, median of ${STORMS} storms)`);
+    out(
+      `one join service, store in memory: ${single.toFixed(1)} joins/s (${NODES} nodes at once, median of ${STORMS} storms)`,
+    );
     out(`three join services behind a load balancer, store in a 3-member etcd cluster: ${three.toFixed(1)} joins/s`);
     out(`ratio ${ratio.toFixed(2)}x (target ≥ 1: ${ratio >= 1 ? 'met' : 'NOT met'})`);
   } finally {

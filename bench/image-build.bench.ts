@@ -16,11 +16,15 @@ const CLI = path.join(ROOT, 'bin/constellation');
 
 function build(out: string, cache: string, configHome: string): number {
   const start = process.hrtime.bigint();
-  const res = spawnSync(process.execPath, [CLI, 'image', 'build', '--provider', 'qemu', '--out', out, '--version', 'v0.0.1-bench', '--package-cache', cache], {
-    cwd: ROOT,
-    env: { ...process.env, XDG_CONFIG_HOME: configHome },
-    stdio: ['ignore', 'ignore', 'pipe'],
-  });
+  const res = spawnSync(
+    process.execPath,
+    [CLI, 'image', 'build', '--provider', 'qemu', '--out', out, '--version', 'v0.0.1-bench', '--package-cache', cache],
+    {
+      cwd: ROOT,
+      env: { ...process.env, XDG_CONFIG_HOME: configHome },
+      stdio: ['ignore', 'ignore', 'pipe'],
+    },
+  );
   const ms = Number(process.hrtime.bigint() - start) / 1e6;
   if (res.status !== 0) throw new Error(`image build exited with ${res.status}: ${res.stderr.toString()}`);
   return ms;
@@ -34,11 +38,16 @@ export default async function imageBuild(out: (line: string) => void): Promise<v
     const cold = build(path.join(dir, 'cold'), cache, configHome);
     const warm = build(path.join(dir, 'warm'), cache, configHome);
     const raw = 'constellation-qemu-v0.0.1-bench.raw';
-    const [a, b] = await Promise.all([fs.readFile(path.join(dir, 'cold', raw)), fs.readFile(path.join(dir, 'warm', raw))]);
+    const [a, b] = await Promise.all([
+      fs.readFile(path.join(dir, 'cold', raw)),
+      fs.readFile(path.join(dir, 'warm', raw)),
+    ]);
     const size = (await fs.stat(path.join(dir, 'cold', raw))).size;
     out(`cold (packages downloaded): ${(cold / 1000).toFixed(1)} s`);
     out(`warm (cached inputs):       ${(warm / 1000).toFixed(1)} s  (cold/warm ${(cold / warm).toFixed(2)})`);
-    out(`raw disk ${(size / 1048576).toFixed(0)} MiB; the two builds ${a.equals(b) ? 'are byte-identical' : 'DIFFER'}; load average at the end ${os.loadavg()[0].toFixed(1)}`);
+    out(
+      `raw disk ${(size / 1048576).toFixed(0)} MiB; the two builds ${a.equals(b) ? 'are byte-identical' : 'DIFFER'}; load average at the end ${os.loadavg()[0].toFixed(1)}`,
+    );
   } finally {
     await fs.rm(dir, { recursive: true, force: true });
   }

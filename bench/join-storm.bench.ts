@@ -49,7 +49,8 @@ export default async function bench(out: (line: string) => void): Promise<void> 
   const fleet = await startNodeFleet(NODES, STORMS + 1); // + the warm-up storm
   let join: Awaited<ReturnType<typeof startJoinService>> | undefined;
   try {
-    for (const node of fleet.nodes) registry.register(node.instance, Buffer.from(node.akPublic, 'base64'), 'worker', [node.ip]);
+    for (const node of fleet.nodes)
+      registry.register(node.instance, Buffer.from(node.akPublic, 'base64'), 'worker', [node.ip]);
     join = await startJoinService({
       host: '127.0.0.1',
       port: 0,
@@ -78,7 +79,11 @@ export default async function bench(out: (line: string) => void): Promise<void> 
       registry.register(vtpm.instance, vtpm.akPublic);
       return { vtpm, hello: hello({ nodeName: vtpm.instance, diskUuid: randomUUID(), certificateRequest }) };
     });
-    const attestation = await measureJoinCrypto(limitNodes, await new JoinConfigReader(service.store, { logger: nullLogger }).current(), registry);
+    const attestation = await measureJoinCrypto(
+      limitNodes,
+      await new JoinConfigReader(service.store, { logger: nullLogger }).current(),
+      registry,
+    );
     const handshake = await measureHandshakeCrypto(CRYPTO_ROUNDS);
     const limit = attestation.total + handshake.total;
 
@@ -98,7 +103,9 @@ export default async function bench(out: (line: string) => void): Promise<void> 
       `join storm (${NODES} new nodes at once, each on a fresh TLS connection, median of ${STORMS} storms): ${joinsPerSecond.toFixed(1)} joins/s, ` +
         `per-join wall time ${perJoin.toFixed(2)} ms (wall ${wall.toFixed(0)} ms per storm); latency p50 ${percentile(latencies, 0.5).toFixed(1)} ms, p99 ${percentile(latencies, 0.99).toFixed(1)} ms`,
     );
-    out(`cryptographic limit: ${limit.toFixed(2)} ms per join = ${(1000 / limit).toFixed(1)} joins/s (median of ${CRYPTO_ROUNDS} rounds, one operation after another, this process), of which:`);
+    out(
+      `cryptographic limit: ${limit.toFixed(2)} ms per join = ${(1000 / limit).toFixed(1)} joins/s (median of ${CRYPTO_ROUNDS} rounds, one operation after another, this process), of which:`,
+    );
     out(`  attestation, node side: ${attestation.node.toFixed(2)} ms (ECDH key, quote signature, JWE open)`);
     out(
       `  attestation, service side: ${attestation.service.toFixed(2)} ms (quote check ${attestation.validate.toFixed(2)}, ECDH+JWE seal ${attestation.seal.toFixed(2)}, ` +
@@ -108,7 +115,9 @@ export default async function bench(out: (line: string) => void): Promise<void> 
       `  TLS handshake (${tlsParameters}), both sides: ${handshake.total.toFixed(2)} ms (X25519 key shares ${handshake.keyShare.toFixed(3)}, ` +
         `CertificateVerify ECDSA P-256 sign+verify ${handshake.signature.toFixed(3)}, HKDF-SHA384 key schedules ${handshake.keySchedule.toFixed(3)})`,
     );
-    out(`ratio: per-join wall time / limit = ${ratio.toFixed(2)}x (target <= ${TARGET_RATIO}x: ${ratio <= TARGET_RATIO ? 'met' : 'NOT met'})`);
+    out(
+      `ratio: per-join wall time / limit = ${ratio.toFixed(2)}x (target <= ${TARGET_RATIO}x: ${ratio <= TARGET_RATIO ? 'met' : 'NOT met'})`,
+    );
     // Wall time suffers from whatever else runs on the machine; CPU time per join much less so.
     const serviceCpu = perJoinCpu('serviceCpu');
     const nodesCpu = perJoinCpu('cpu');

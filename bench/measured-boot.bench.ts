@@ -19,7 +19,8 @@ const CACHE = process.env.CONSTELLATION_VM_TEST_CACHE ?? path.join(homedir(), '.
 const TARGET_S = 45;
 
 export default async function measuredBoot(out: (line: string) => void): Promise<void> {
-  if (!existsSync(path.join(CACHE, 'vmlinuz'))) throw new Error(`no VM test inputs in ${CACHE}: run scripts/fetch-vm-test-inputs.sh`);
+  if (!existsSync(path.join(CACHE, 'vmlinuz')))
+    throw new Error(`no VM test inputs in ${CACHE}: run scripts/fetch-vm-test-inputs.sh`);
   const dir = mkdtempSync(path.join(tmpdir(), 'bench-measured-boot-'));
   try {
     const disk = path.join(dir, 'disk.raw');
@@ -36,11 +37,15 @@ export default async function measuredBoot(out: (line: string) => void): Promise
       predictBootMeasurementsOfFile(disk);
       runs.push(Number(process.hrtime.bigint() - start) / 1e6);
     }
-    out(`image measure prediction (${(uki.length / 1024 / 1024).toFixed(1)} MiB UKI on a raw disk): ${Math.min(...runs).toFixed(0)} ms (fastest of 5)`);
+    out(
+      `image measure prediction (${(uki.length / 1024 / 1024).toFixed(1)} MiB UKI on a raw disk): ${Math.min(...runs).toFixed(0)} ms (fastest of 5)`,
+    );
     const load = loadavg()[0]!.toFixed(1);
     const boot = await bootDisk(disk, { accel: 'tcg', cpus: 2 });
     const s = boot.bootMs / 1000;
-    out(`TCG boot, 2 vCPUs, firmware start -> boot report: ${s.toFixed(1)} s (target for a node image to ready: <= ${TARGET_S} s; load average ${load} at start)`);
+    out(
+      `TCG boot, 2 vCPUs, firmware start -> boot report: ${s.toFixed(1)} s (target for a node image to ready: <= ${TARGET_S} s; load average ${load} at start)`,
+    );
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -29,15 +29,21 @@ const SIZES: { controlPlanes: number; workers: number; targetS: number; target: 
 function timed(args: string[], ws: string, group?: CpuGroup): number {
   const start = process.hrtime.bigint();
   const command = [process.execPath, CLI, ...args, '-C', ws];
-  const { file, args: argv } = group ? group.wrap(command[0]!, command.slice(1)) : { file: command[0]!, args: command.slice(1) };
+  const { file, args: argv } = group
+    ? group.wrap(command[0]!, command.slice(1))
+    : { file: command[0]!, args: command.slice(1) };
   const res = spawnSync(file, argv, { stdio: ['ignore', 'ignore', 'pipe'] });
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  if (res.status !== 0) throw new Error(`constellation ${args.join(' ')} exited with ${res.status}: ${res.stderr.toString()}`);
+  if (res.status !== 0)
+    throw new Error(`constellation ${args.join(' ')} exited with ${res.status}: ${res.stderr.toString()}`);
   return seconds;
 }
 
 /** One mini up + terminate in a fresh workspace: wall seconds of each and CPU seconds of each (NaN: not measured). */
-async function runOnce(controlPlanes: number, workers: number): Promise<{ up: number; upCpu: number; down: number; downCpu: number }> {
+async function runOnce(
+  controlPlanes: number,
+  workers: number,
+): Promise<{ up: number; upCpu: number; down: number; downCpu: number }> {
   const ws = mkdtempSync(path.join(os.tmpdir(), 'cl-bench-mini-'));
   const group = await openCpuGroup('mini-up');
   try {
@@ -60,13 +66,16 @@ export default async function miniUpBench(out: (line: string) => void): Promise<
   const runs = Math.max(1, Number(process.env.BENCH_MINI_RUNS ?? 1));
   const probe = await openCpuGroup('probe');
   await probe?.close();
-  out(`machine: ${os.availableParallelism()} CPUs, load average ${loadAverage()} before the runs; CPU time: ${probe?.source ?? 'no writable cgroup (not measured)'}`);
+  out(
+    `machine: ${os.availableParallelism()} CPUs, load average ${loadAverage()} before the runs; CPU time: ${probe?.source ?? 'no writable cgroup (not measured)'}`,
+  );
   for (const size of SIZES.filter((s) => !wanted || wanted.includes(`${s.controlPlanes}+${s.workers}`))) {
     const samples = [];
     for (let i = 0; i < runs; i++) samples.push(await runOnce(size.controlPlanes, size.workers));
     const up = runs === 1 ? samples[0]!.up : median(samples.map((s) => s.up));
     const met = up <= size.targetS ? 'met' : 'NOT met';
-    const spread = runs === 1 ? '' : ` (median of ${runs}; fastest ${Math.min(...samples.map((s) => s.up)).toFixed(2)} s)`;
+    const spread =
+      runs === 1 ? '' : ` (median of ${runs}; fastest ${Math.min(...samples.map((s) => s.up)).toFixed(2)} s)`;
     out(
       `mini up ${size.controlPlanes}+${size.workers}: ${up.toFixed(2)} s${spread}, ${cpu(median(samples.map((s) => s.upCpu)))} ` +
         `(${(up / size.targetS).toFixed(2)}x of the target ${size.target}: ${met}); ` +

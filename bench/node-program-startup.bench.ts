@@ -26,7 +26,10 @@ const RUNS = Number(process.env.BENCH_RUNS ?? 7);
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
 /** BENCH_PROGRAMS='a=/x/main.mjs,b=/y/main.mjs' compares other entries (e.g. two builds of the bundle), first over second. */
 const PROGRAMS = process.env.BENCH_PROGRAMS
-  ? process.env.BENCH_PROGRAMS.split(',').map((pair) => ({ name: pair.split('=')[0]!, entry: path.resolve(pair.split('=')[1]!) }))
+  ? process.env.BENCH_PROGRAMS.split(',').map((pair) => ({
+      name: pair.split('=')[0]!,
+      entry: path.resolve(pair.split('=')[1]!),
+    }))
   : [
       { name: 'bundled (dist/node-program/main.mjs)', entry: path.join(ROOT, 'dist', 'node-program', 'main.mjs') },
       { name: 'modules (dist/bootstrapper/main.js)', entry: path.join(ROOT, 'dist', 'bootstrapper', 'main.js') },
@@ -35,14 +38,19 @@ const PROGRAMS = process.env.BENCH_PROGRAMS
 /** Spawns the node program and resolves with the wall and CPU seconds until it logs that it started; then stops it. */
 async function startOnce(entry: string, env: NodeJS.ProcessEnv, cwd: string): Promise<{ wall: number; cpu: number }> {
   const start = process.hrtime.bigint();
-  const child = spawn(process.execPath, [...NODE_ARGS, entry], { cwd, env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [...NODE_ARGS, entry], {
+    cwd,
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let output = '';
   try {
     return await new Promise<{ wall: number; cpu: number }>((resolve, reject) => {
       const onData = (d: Buffer) => {
         output += d.toString();
-        if (output.includes('"bootstrapper started"')) resolve({ wall: Number(process.hrtime.bigint() - start) / 1e9, cpu: processCpuSeconds(child.pid!) });
+        if (output.includes('"bootstrapper started"'))
+          resolve({ wall: Number(process.hrtime.bigint() - start) / 1e9, cpu: processCpuSeconds(child.pid!) });
       };
       child.stdout.on('data', onData);
       child.stderr.on('data', onData);
@@ -65,7 +73,13 @@ export default async function nodeProgramStartup(out: (line: string) => void): P
     const ak = (await tpm.attestationKey()).publicArea;
     tpm.close(); // swtpm serves one connection: the node program's
     const registry = new CloudRegistry();
-    registry.nodes.set('cp-0', { name: 'cp-0', role: 'control-plane', group: 'control_plane_default', address: ip, akPublic: Buffer.from(ak).toString('base64') });
+    registry.nodes.set('cp-0', {
+      name: 'cp-0',
+      role: 'control-plane',
+      group: 'control_plane_default',
+      address: ip,
+      akPublic: Buffer.from(ak).toString('base64'),
+    });
     metadata = createMetadataServer({ registry, gateway, controlToken: 'bench-token' });
     await new Promise<void>((resolve) => metadata!.listen(0, gateway, resolve));
     const metadataUrl = `http://${gateway}:${(metadata.address() as { port: number }).port}`;
@@ -94,13 +108,19 @@ export default async function nodeProgramStartup(out: (line: string) => void): P
         }
       }
     }
-    out(`${RUNS} runs each, spawn → "bootstrapper started" (waiting for init or join), fastest (median); ${os.availableParallelism()} CPUs, load ${loadAverage()}`);
+    out(
+      `${RUNS} runs each, spawn → "bootstrapper started" (waiting for init or join), fastest (median); ${os.availableParallelism()} CPUs, load ${loadAverage()}`,
+    );
     for (const [j, program] of PROGRAMS.entries()) {
-      out(`${program.name.padEnd(40)} ${Math.min(...samples[j]!).toFixed(3)} s (${median(samples[j]!).toFixed(3)} s), CPU ${median(cpu[j]!).toFixed(3)} s (median)`);
+      out(
+        `${program.name.padEnd(40)} ${Math.min(...samples[j]!).toFixed(3)} s (${median(samples[j]!).toFixed(3)} s), CPU ${median(cpu[j]!).toFixed(3)} s (median)`,
+      );
     }
     const ratio = median(samples[0]!) / median(samples[1]!);
     const cpuRatio = median(cpu[0]!) / median(cpu[1]!);
-    out(`${PROGRAMS[0]!.name.split(' ')[0]} / ${PROGRAMS[1]!.name.split(' ')[0]} (medians): wall ${ratio.toFixed(2)}, CPU ${cpuRatio.toFixed(2)} (target ≤ 1: ${ratio <= 1 ? 'met' : 'NOT met'})`);
+    out(
+      `${PROGRAMS[0]!.name.split(' ')[0]} / ${PROGRAMS[1]!.name.split(' ')[0]} (medians): wall ${ratio.toFixed(2)}, CPU ${cpuRatio.toFixed(2)} (target ≤ 1: ${ratio <= 1 ? 'met' : 'NOT met'})`,
+    );
   } finally {
     await new Promise((resolve) => (metadata ? metadata.close(resolve) : resolve(undefined)));
     await swtpm.stop();

@@ -12,7 +12,15 @@ import os from 'node:os';
 import path from 'node:path';
 import { editConfig } from '../lib/config/edit.js';
 import { readState } from '../lib/workspace/state.js';
-import { changedBuild, cleanUp, copyBuiltCli, start, run, startLoadBalancerProbe, tempDir } from '../test/e2e/support.js';
+import {
+  changedBuild,
+  cleanUp,
+  copyBuiltCli,
+  start,
+  run,
+  startLoadBalancerProbe,
+  tempDir,
+} from '../test/e2e/support.js';
 import { median } from './support/stats.js';
 
 const TARGET_RATIO = 1.2;
@@ -60,9 +68,15 @@ export default async function rollingUpgradeBench(out: (line: string) => void): 
     const one = median(durations);
     const ratio = total / (5 * one);
     out(`machine: ${os.availableParallelism()} CPUs, load average ${os.loadavg()[0].toFixed(1)}`);
-    out(`rolling upgrade of 3 + 2 nodes: ${total.toFixed(2)} s; one node's replacement (median of ${durations.length}): ${one.toFixed(2)} s`);
-    out(`ratio: rollout / (5 × one replacement) = ${ratio.toFixed(2)} (target ≤ ${TARGET_RATIO}: ${ratio <= TARGET_RATIO ? 'met' : 'NOT met'})`);
-    out(`probes through the load balancer during the rollout: ${probes}, failed ${failed} (target 0: ${failed === 0 ? 'met' : 'NOT met'})`);
+    out(
+      `rolling upgrade of 3 + 2 nodes: ${total.toFixed(2)} s; one node's replacement (median of ${durations.length}): ${one.toFixed(2)} s`,
+    );
+    out(
+      `ratio: rollout / (5 × one replacement) = ${ratio.toFixed(2)} (target ≤ ${TARGET_RATIO}: ${ratio <= TARGET_RATIO ? 'met' : 'NOT met'})`,
+    );
+    out(
+      `probes through the load balancer during the rollout: ${probes}, failed ${failed} (target 0: ${failed === 0 ? 'met' : 'NOT met'})`,
+    );
   } finally {
     await cleanUp(copy, ws);
     await fs.rm(tmp, { recursive: true, force: true });

@@ -15,6 +15,8 @@ const files = all.filter((f) => filters.length === 0 || filters.some((x) => pick
 
 for (const file of files) {
   console.log(`\n== ${file.replace('.bench.ts', '')}`);
-  const mod = (await import(pathToFileURL(path.join(dir, file)).href)) as { default: (out: (line: string) => void) => Promise<void> };
+  const mod = (await import(pathToFileURL(path.join(dir, file)).href)) as {
+    default: (out: (line: string) => void) => Promise<void>;
+  };
   await mod.default((line) => console.log(`  ${line}`));
 }

@@ -72,6 +72,10 @@ export default async function (out: (line: string) => void): Promise<void> {
 
   out(`raw ECDSA P-384 verify:            ${ecdsa.toFixed(0)}/s`);
   out(`raw RSA-PSS SHA-384 verify (4096): ${rsaPss.toFixed(0)}/s`);
-  out(`SNP reports verified, warm cache:  ${warmRate.toFixed(0)}/s  = ${(ecdsa / warmRate).toFixed(2)}x the raw ECDSA cost (target <= 1.5x)`);
-  out(`SNP reports verified, cold chain:  ${coldRate.toFixed(0)}/s  = ${(coldLimit / coldRate).toFixed(2)}x the raw ECDSA + 2 RSA-PSS cost (target <= 1.5x)`);
+  out(
+    `SNP reports verified, warm cache:  ${warmRate.toFixed(0)}/s  = ${(ecdsa / warmRate).toFixed(2)}x the raw ECDSA cost (target <= 1.5x)`,
+  );
+  out(
+    `SNP reports verified, cold chain:  ${coldRate.toFixed(0)}/s  = ${(coldLimit / coldRate).toFixed(2)}x the raw ECDSA + 2 RSA-PSS cost (target <= 1.5x)`,
+  );
 }

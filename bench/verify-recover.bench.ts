@@ -22,7 +22,8 @@ function cli(args: string[], ws: string): { seconds: number; stdout: string } {
   const start = process.hrtime.bigint();
   const res = spawnSync(process.execPath, [CLI, ...args, '-C', ws], { stdio: ['ignore', 'pipe', 'pipe'] });
   const seconds = Number(process.hrtime.bigint() - start) / 1e9;
-  if (res.status !== 0) throw new Error(`constellation ${args.join(' ')} exited with ${res.status}: ${res.stderr.toString()}`);
+  if (res.status !== 0)
+    throw new Error(`constellation ${args.join(' ')} exited with ${res.status}: ${res.stderr.toString()}`);
   return { seconds, stdout: res.stdout.toString() };
 }
 
@@ -40,7 +41,14 @@ async function withCluster(workers: number, run: (ws: string, upSeconds: number)
 /** Polls every node's GetStatus until each says initialized or joined. */
 async function untilAllJoined(addresses: string[]): Promise<void> {
   for (;;) {
-    const states = await Promise.all(addresses.map((a) => getNodeStatus(`${a}:30081`, 1000).then((s) => s.state, () => 'unreachable')));
+    const states = await Promise.all(
+      addresses.map((a) =>
+        getNodeStatus(`${a}:30081`, 1000).then(
+          (s) => s.state,
+          () => 'unreachable',
+        ),
+      ),
+    );
     if (states.every((s) => s === 'joined' || s === 'initialized')) return;
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
@@ -63,7 +71,9 @@ export default async function verifyRecoverBench(out: (line: string) => void): P
   });
 
   await withCluster(2, async (ws, firstBoot) => {
-    const addresses = (JSON.parse(cli(['status', '--json'], ws).stdout) as { nodes: { address: string }[] }).nodes.map((n) => n.address);
+    const addresses = (JSON.parse(cli(['status', '--json'], ws).stdout) as { nodes: { address: string }[] }).nodes.map(
+      (n) => n.address,
+    );
     const start = process.hrtime.bigint();
     const reboot = cli(['mini', 'reboot', '--control-planes'], ws);
     const recover = cli(['recover'], ws);

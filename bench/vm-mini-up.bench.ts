@@ -24,7 +24,11 @@ const TARGET_S = 90;
 
 function cli(args: string[], ws: string, env: NodeJS.ProcessEnv): Promise<{ code: number; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [CLI, ...args, '-C', ws], { cwd: ws, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [CLI, ...args, '-C', ws], {
+      cwd: ws,
+      env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (d: Buffer) => (output += d.toString()));
     child.stderr.on('data', (d: Buffer) => (output += d.toString()));
@@ -39,7 +43,8 @@ function watch(file: string, markers: Record<string, RegExp>, t0: number): { see
     void fs.readFile(file, 'latin1').then(
       (text) => {
         if (!seen.has('start')) seen.set('start', Date.now() - t0);
-        for (const [name, re] of Object.entries(markers)) if (!seen.has(name) && re.test(text)) seen.set(name, Date.now() - t0);
+        for (const [name, re] of Object.entries(markers))
+          if (!seen.has(name) && re.test(text)) seen.set(name, Date.now() - t0);
       },
       () => undefined,
     );
@@ -59,7 +64,11 @@ export default async function vmMiniUpBench(out: (line: string) => void): Promis
   try {
     const nodes = path.join(ws, 'constellation-local', 'nodes');
     const t0 = Date.now();
-    const cp = watch(path.join(nodes, 'control-plane-0', 'node.log'), { firmware: /EFI stub:/, kernel: /init: starting the node program/, program: /"node platform"/ }, t0);
+    const cp = watch(
+      path.join(nodes, 'control-plane-0', 'node.log'),
+      { firmware: /EFI stub:/, kernel: /init: starting the node program/, program: /"node platform"/ },
+      t0,
+    );
     const up = await cli(['mini', 'up', '--vm', '--image', image.dir, '-c', '1', '-w', '1', '-y'], ws, env);
     const upMs = Date.now() - t0;
     cp.stop();
@@ -67,8 +76,11 @@ export default async function vmMiniUpBench(out: (line: string) => void): Promis
     const accel = /booting VM control-plane-0 \((\w+)/.exec(up.output)?.[1] ?? '?';
     const s = cp.seen;
     const at = (name: string) => s.get(name) ?? NaN;
-    const share = (a: number, b: number) => `${((b - a) / 1000).toFixed(1)} s (${(((b - a) / upMs) * 100).toFixed(0)}%)`;
-    out(`mini up --vm 1+1 (${accel}): ${(upMs / 1000).toFixed(1)} s (${(upMs / 1000 / TARGET_S).toFixed(2)}x of the target ≤ ${TARGET_S} s: ${upMs / 1000 <= TARGET_S ? 'met' : 'NOT met'})`);
+    const share = (a: number, b: number) =>
+      `${((b - a) / 1000).toFixed(1)} s (${(((b - a) / upMs) * 100).toFixed(0)}%)`;
+    out(
+      `mini up --vm 1+1 (${accel}): ${(upMs / 1000).toFixed(1)} s (${(upMs / 1000 / TARGET_S).toFixed(2)}x of the target ≤ ${TARGET_S} s: ${upMs / 1000 <= TARGET_S ? 'met' : 'NOT met'})`,
+    );
     out(`  before QEMU (config, signed measurements, network, swtpm, accelerator): ${share(0, at('start'))}`);
     out(`  firmware (OVMF, UKI load and measurement): ${share(at('start'), at('firmware'))}`);
     out(`  kernel + initrd + /init: ${share(at('firmware'), at('kernel'))}`);
@@ -85,7 +97,9 @@ export default async function vmMiniUpBench(out: (line: string) => void): Promis
       if (Date.now() - r0 > 20 * 60_000) throw new Error('the worker did not rejoin within 20 minutes');
       await new Promise((resolve) => setTimeout(resolve, 500));
     }
-    out(`worker reset (system_reset) → rejoined: ${((Date.now() - r0) / 1000).toFixed(1)} s; its first boot (mini up start → joined) was within ${(upMs / 1000).toFixed(1)} s`);
+    out(
+      `worker reset (system_reset) → rejoined: ${((Date.now() - r0) / 1000).toFixed(1)} s; its first boot (mini up start → joined) was within ${(upMs / 1000).toFixed(1)} s`,
+    );
   } finally {
     await cli(['terminate', '-y'], ws, env);
     await fs.rm(ws, { recursive: true, force: true });

@@ -48,7 +48,8 @@ const fileSchema = z.strictObject({
 /** `key=value` words of a kernel command line (values may be double-quoted). */
 export function parseCmdline(text: string): Map<string, string> {
   const out = new Map<string, string>();
-  for (const match of text.matchAll(/([^\s=]+)(?:=("[^"]*"|\S*))?/g)) out.set(match[1], (match[2] ?? '').replace(/^"|"$/g, ''));
+  for (const match of text.matchAll(/([^\s=]+)(?:=("[^"]*"|\S*))?/g))
+    out.set(match[1], (match[2] ?? '').replace(/^"|"$/g, ''));
   return out;
 }
 
@@ -77,14 +78,19 @@ export async function readBootConfig(sources: BootConfigSources = {}): Promise<B
     const parsed = fileSchema.safeParse(json);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      throw new UserError(`The boot config ${configFile} is invalid: ${issue.path.join('.') || '(root)'}: ${issue.message}.`);
+      throw new UserError(
+        `The boot config ${configFile} is invalid: ${issue.path.join('.') || '(root)'}: ${issue.message}.`,
+      );
     }
     file = parsed.data;
   }
   const csp = cmdline.get('constellation.csp');
   const variant = cmdline.get('constellation.attestation-variant');
   if (csp && file.csp && csp !== file.csp) {
-    throw new UserError(`The kernel command line says constellation.csp=${csp}, but ${configFile} says csp ${file.csp}.`, { hint: 'The node image is inconsistent; rebuild it.' });
+    throw new UserError(
+      `The kernel command line says constellation.csp=${csp}, but ${configFile} says csp ${file.csp}.`,
+      { hint: 'The node image is inconsistent; rebuild it.' },
+    );
   }
   const provider = csp ?? file.csp;
   if (!provider) {
@@ -93,7 +99,18 @@ export async function readBootConfig(sources: BootConfigSources = {}): Promise<B
   }
   const attestationVariant = variant ?? file.attestationVariant;
   if (!attestationVariant) {
-    throw new UserError(`The node runs on ${provider}, but neither the kernel command line (constellation.attestation-variant) nor ${configFile} names its attestation variant.`);
+    throw new UserError(
+      `The node runs on ${provider}, but neither the kernel command line (constellation.attestation-variant) nor ${configFile} names its attestation variant.`,
+    );
   }
-  return { provider, options: { variant: attestationVariant, paths: file.paths, providerOptions: file.providerOptions, imageVersion: file.imageVersion, env } };
+  return {
+    provider,
+    options: {
+      variant: attestationVariant,
+      paths: file.paths,
+      providerOptions: file.providerOptions,
+      imageVersion: file.imageVersion,
+      env,
+    },
+  };
 }

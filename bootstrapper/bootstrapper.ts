@@ -8,7 +8,12 @@
  * A control-plane node, once in the cluster, follows in-place Kubernetes upgrades (./kubernetes-upgrade.ts).
  */
 import type { ServerDuplexStream, ServiceDefinition, UntypedServiceImplementation } from '@grpc/grpc-js';
-import { NODE_SERVICE_LIMITS, startAttestedServer, type AttestedServer, type ExchangeLimits } from '../lib/atls/index.js';
+import {
+  NODE_SERVICE_LIMITS,
+  startAttestedServer,
+  type AttestedServer,
+  type ExchangeLimits,
+} from '../lib/atls/index.js';
 import type { Issuer } from '../lib/attestation/types.js';
 import { InitService, type InitRequest, type InitResponse } from '../proto/gen/constellation/init.js';
 import { RecoveryService, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
@@ -111,7 +116,9 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     joinService: {
       ...deps.joinService,
       // The join service (after init, or on a joined control-plane node) registers its tokens through the backend.
-      tokenSink: deps.joinService.tokenSink ?? deps.backend.tokenSink(logger.child({ component: `kubernetes-${deps.backend.name}` })),
+      tokenSink:
+        deps.joinService.tokenSink ??
+        deps.backend.tokenSink(logger.child({ component: `kubernetes-${deps.backend.name}` })),
       host,
       port: ports.join,
     },
@@ -119,13 +126,28 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     lock,
   });
   const servers: AttestedServer[] = [];
-  const serve = (what: string, service: ServiceDefinition, implementation: UntypedServiceImplementation, port: number) =>
-    startAttestedServer({ what, service, implementation, host, port, shutdownGraceMs: SHUTDOWN_GRACE_MS, limits: deps.limits ?? NODE_SERVICE_LIMITS, logger });
+  const serve = (
+    what: string,
+    service: ServiceDefinition,
+    implementation: UntypedServiceImplementation,
+    port: number,
+  ) =>
+    startAttestedServer({
+      what,
+      service,
+      implementation,
+      host,
+      port,
+      shutdownGraceMs: SHUTDOWN_GRACE_MS,
+      limits: deps.limits ?? NODE_SERVICE_LIMITS,
+      logger,
+    });
   const started: Bootstrapper['ports'] = { verify: 0 };
   const stop = new AbortController();
   let joining: Promise<void> = Promise.resolve();
   let closed = false;
-  const upgrades = node.role === 'control-plane' ? followKubernetesUpgrades(deps, status, setup, logger, clock) : undefined;
+  const upgrades =
+    node.role === 'control-plane' ? followKubernetesUpgrades(deps, status, setup, logger, clock) : undefined;
 
   const close = async () => {
     closed = true;
@@ -142,7 +164,16 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     started.verify = verify.port;
 
     const rebooted = await deps.stateDisk.isFormatted();
-    const common: NodeRoleOptions = { node, issuer: deps.issuer, lock, status, setup, stateDisk: deps.stateDisk, logger, stepTimeoutMs: deps.stepTimeoutMs };
+    const common: NodeRoleOptions = {
+      node,
+      issuer: deps.issuer,
+      lock,
+      status,
+      setup,
+      stateDisk: deps.stateDisk,
+      logger,
+      stepTimeoutMs: deps.stepTimeoutMs,
+    };
     if (node.role === 'control-plane' && (await initializedCluster(deps.metadata, logger))) {
       logger.info('the cluster is initialized (the metadata carries no init-secret hash): this node serves no Init');
     } else if (node.role === 'control-plane') {
@@ -154,17 +185,27 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
         imageVersion: deps.imageVersion,
         logTail: deps.logTail ?? (() => new Uint8Array(0)),
       });
-      const server = await serve('init server', InitService, {
-        init: (call: ServerDuplexStream<InitRequest, InitResponse>) => void init.handle(call),
-      }, ports.init);
+      const server = await serve(
+        'init server',
+        InitService,
+        {
+          init: (call: ServerDuplexStream<InitRequest, InitResponse>) => void init.handle(call),
+        },
+        ports.init,
+      );
       servers.push(server);
       started.init = server.port;
     }
     if (rebooted) {
       const recovery = new RecoveryServer(common);
-      const server = await serve('recovery server', RecoveryService, {
-        recover: (call: ServerDuplexStream<RecoverRequest, RecoverResponse>) => void recovery.handle(call),
-      }, ports.recovery);
+      const server = await serve(
+        'recovery server',
+        RecoveryService,
+        {
+          recover: (call: ServerDuplexStream<RecoverRequest, RecoverResponse>) => void recovery.handle(call),
+        },
+        ports.recovery,
+      );
       servers.push(server);
       started.recovery = server.port;
       // Back in the cluster (rejoined or recovered), the node has nothing to recover: `recover` stops finding it.
@@ -174,7 +215,14 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
     const kind = rebooted ? 'rejoin' : 'join';
     // A control plane needs its store's client at init, join or rejoin; until then it waits for a peer: load it now.
     if (node.role === 'control-plane') deps.store.preload?.();
-    logger.info('bootstrapper started', { node: node.name, role: node.role, address: node.ip, diskUuid: deps.stateDisk.uuid, mode: kind, ports: started });
+    logger.info('bootstrapper started', {
+      node: node.name,
+      role: node.role,
+      address: node.ip,
+      diskUuid: deps.stateDisk.uuid,
+      mode: kind,
+      ports: started,
+    });
     const join = new JoinClient({
       ...common,
       metadata: deps.metadata,
@@ -207,13 +255,22 @@ async function initializedCluster(metadata: NodeMetadata, logger: Logger): Promi
   try {
     return (await metadata.initSecretHash()) === '';
   } catch (err) {
-    logger.warn('the init-secret hash cannot be read from the metadata; the init server starts and checks it on every call', { reason: describeError(err) });
+    logger.warn(
+      'the init-secret hash cannot be read from the metadata; the init server starts and checks it on every call',
+      { reason: describeError(err) },
+    );
     return false;
   }
 }
 
 /** A control plane's follower of in-place Kubernetes upgrades, with its own client of the cluster store. */
-function followKubernetesUpgrades(deps: BootstrapperDeps, status: NodeStatusTracker, setup: NodeSetup, logger: Logger, clock: Clock): KubernetesUpgradeAgent {
+function followKubernetesUpgrades(
+  deps: BootstrapperDeps,
+  status: NodeStatusTracker,
+  setup: NodeSetup,
+  logger: Logger,
+  clock: Clock,
+): KubernetesUpgradeAgent {
   return new KubernetesUpgradeAgent({
     nodeName: deps.node.name,
     openStore: () => setup.openStore(),

@@ -23,7 +23,15 @@ import path from 'node:path';
 import { ENTRY } from '../lib/cluster-store/codec.js';
 import { enableAccessControl, ETCD_ADMIN_USER, ETCD_JOIN_SERVICE_USER } from '../lib/cluster-store/etcd-access.js';
 import { addLearner, promoteLearner } from '../lib/cluster-store/etcd-members.js';
-import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, EtcdClusterStore, etcdClient, preloadEtcdClient, STORE_PREFIX, type EtcdConnection } from '../lib/cluster-store/etcd.js';
+import {
+  ETCD_CLIENT_PORT,
+  ETCD_PEER_PORT,
+  EtcdClusterStore,
+  etcdClient,
+  preloadEtcdClient,
+  STORE_PREFIX,
+  type EtcdConnection,
+} from '../lib/cluster-store/etcd.js';
 import type { ClusterStore } from '../lib/cluster-store/types.js';
 import type { Clock } from '../lib/clock.js';
 import { UserError } from '../lib/errors.js';
@@ -100,7 +108,10 @@ export class EtcdMember implements ClusterStoreHost {
 
   async join(pki: ClusterPki, endpoints: string[]): Promise<void> {
     if (this.process) return;
-    if (endpoints.length === 0) throw new UserError('The join ticket names no cluster store member to join through.', { hint: 'The join service is older than this node; update it.' });
+    if (endpoints.length === 0)
+      throw new UserError('The join ticket names no cluster store member to join through.', {
+        hint: 'The join service is older than this node; update it.',
+      });
     await this.writeCertificates(pki);
     if (await this.hosted()) {
       // A join retried after the member started once: it is a member already.
@@ -115,13 +126,19 @@ export class EtcdMember implements ClusterStoreHost {
           .join(',');
         await this.start({ initialCluster, state: 'existing' });
         // A learner serves no reads: it is healthy once promoted, which etcd allows when it has caught up.
-        await promoteLearner(client, member.id, { timeoutMs: this.options.startTimeoutMs ?? 30_000, exited: () => this.exitedEarly() });
+        await promoteLearner(client, member.id, {
+          timeoutMs: this.options.startTimeoutMs ?? 30_000,
+          exited: () => this.exitedEarly(),
+        });
         await this.waitHealthy();
       } finally {
         client.close();
       }
     }
-    this.options.logger.info('joined the cluster store as an etcd member', { member: this.options.name, clientUrl: this.clientUrl });
+    this.options.logger.info('joined the cluster store as an etcd member', {
+      member: this.options.name,
+      clientUrl: this.clientUrl,
+    });
   }
 
   async hosted(): Promise<boolean> {
@@ -146,7 +163,13 @@ export class EtcdMember implements ClusterStoreHost {
 
   async adminCredentials(pki: ClusterPki): Promise<StoreCredentials> {
     const admin = issueEtcdClientCertificate(pki, { commonName: ETCD_ADMIN_USER, clock: this.options.clock });
-    return { backend: 'etcd', endpoints: [this.clientUrl], caCert: pki.files['etcd/ca.crt'], clientCert: admin.cert, clientKey: admin.key };
+    return {
+      backend: 'etcd',
+      endpoints: [this.clientUrl],
+      caCert: pki.files['etcd/ca.crt'],
+      clientCert: admin.cert,
+      clientKey: admin.key,
+    };
   }
 
   async close(): Promise<void> {
@@ -164,19 +187,37 @@ export class EtcdMember implements ClusterStoreHost {
 
   /** An admin connection with a certificate made now, in memory, valid for minutes. */
   private adminConnection(pki: ClusterPki, endpoints: string[]): EtcdConnection {
-    const admin = issueEtcdClientCertificate(pki, { commonName: ETCD_ADMIN_USER, clock: this.options.clock, lifetimeMs: ADMIN_CERTIFICATE_LIFETIME_MS });
+    const admin = issueEtcdClientCertificate(pki, {
+      commonName: ETCD_ADMIN_USER,
+      clock: this.options.clock,
+      lifetimeMs: ADMIN_CERTIFICATE_LIFETIME_MS,
+    });
     return { endpoints, caCert: pki.files['etcd/ca.crt'], clientCert: admin.cert, clientKey: admin.key };
   }
 
   /** This node's client connection to its own member (as the join service's user). */
   private async connection(): Promise<EtcdConnection> {
-    const read = async (name: string) => (await readRegularFile(path.join(this.options.dir, name), { what: `the etcd member's ${name}`, maxBytes: SIZE_LIMITS.stateDiskFile })).toString('utf8');
-    const [caCert, clientCert, clientKey] = await Promise.all([read(FILES.ca), read(FILES.clientCert), read(FILES.clientKey)]);
+    const read = async (name: string) =>
+      (
+        await readRegularFile(path.join(this.options.dir, name), {
+          what: `the etcd member's ${name}`,
+          maxBytes: SIZE_LIMITS.stateDiskFile,
+        })
+      ).toString('utf8');
+    const [caCert, clientCert, clientKey] = await Promise.all([
+      read(FILES.ca),
+      read(FILES.clientCert),
+      read(FILES.clientKey),
+    ]);
     return { endpoints: [this.clientUrl], caCert, clientCert, clientKey };
   }
 
   private async writeCertificates(pki: ClusterPki): Promise<void> {
-    const { server, peer } = issueEtcdMemberCertificates(pki, { name: this.options.name, ips: [this.options.ip], clock: this.options.clock });
+    const { server, peer } = issueEtcdMemberCertificates(pki, {
+      name: this.options.name,
+      ips: [this.options.ip],
+      clock: this.options.clock,
+    });
     const client = issueEtcdClientCertificate(pki, { commonName: ETCD_JOIN_SERVICE_USER, clock: this.options.clock });
     const files: [string, string][] = [
       [FILES.ca, pki.files['etcd/ca.crt']],
@@ -187,7 +228,8 @@ export class EtcdMember implements ClusterStoreHost {
       [FILES.clientCert, client.cert],
       [FILES.clientKey, client.key],
     ];
-    for (const [name, content] of files) await writeFileAtomic(path.join(this.options.dir, name), content, { mode: 0o600 });
+    for (const [name, content] of files)
+      await writeFileAtomic(path.join(this.options.dir, name), content, { mode: 0o600 });
   }
 
   private async start(initial?: { initialCluster: string; state: 'new' | 'existing' }): Promise<void> {
@@ -228,11 +270,22 @@ export class EtcdMember implements ClusterStoreHost {
       await new Promise<void>((resolve, reject) => {
         child.once('spawn', resolve);
         child.once('error', (err: NodeJS.ErrnoException) =>
-          reject(err.code === 'ENOENT' ? new UserError('etcd is not installed on this node.', { hint: 'Install etcd-server (npm run setup does).' }) : err),
+          reject(
+            err.code === 'ENOENT'
+              ? new UserError('etcd is not installed on this node.', {
+                  hint: 'Install etcd-server (npm run setup does).',
+                })
+              : err,
+          ),
         );
       });
       this.process = child;
-      this.options.logger.info('etcd member started', { member: name, address: ip, pid: child.pid, initial: initial?.state ?? 'from its data directory' });
+      this.options.logger.info('etcd member started', {
+        member: name,
+        address: ip,
+        pid: child.pid,
+        initial: initial?.state ?? 'from its data directory',
+      });
     } finally {
       await log.close();
     }
@@ -241,7 +294,9 @@ export class EtcdMember implements ClusterStoreHost {
   /** The member's process ended (a start that failed): a UserError naming etcd's log, else undefined. */
   private exitedEarly(): UserError | undefined {
     if (this.process && this.process.exitCode === null && this.process.signalCode === null) return undefined;
-    return new UserError(`The etcd member of ${this.options.name} exited while starting.`, { hint: `See its log: ${this.options.logFile}` });
+    return new UserError(`The etcd member of ${this.options.name} exited while starting.`, {
+      hint: `See its log: ${this.options.logFile}`,
+    });
   }
 
   /** Waits until the member answers a quorum read, or fails naming etcd's log. */
@@ -258,9 +313,12 @@ export class EtcdMember implements ClusterStoreHost {
           return;
         } catch {
           if (Date.now() > deadline) {
-            throw new UserError(`The etcd member of ${this.options.name} did not become healthy within ${Math.round((this.options.startTimeoutMs ?? 30_000) / 1000)} s.`, {
-              hint: `See its log: ${this.options.logFile}`,
-            });
+            throw new UserError(
+              `The etcd member of ${this.options.name} did not become healthy within ${Math.round((this.options.startTimeoutMs ?? 30_000) / 1000)} s.`,
+              {
+                hint: `See its log: ${this.options.logFile}`,
+              },
+            );
           }
           await new Promise((resolve) => setTimeout(resolve, 25));
         }

@@ -54,7 +54,17 @@ const DEFAULT_CLUSTER_NAME = 'constellation';
  * The Progress steps an init streams to the CLI, in order (docs/bootstrapper.md#progress-steps lists each): `init`
  * only when an init with the same secrets is already running and this call waits for it.
  */
-export const INIT_STEPS = ['init', 'keys', 'pcr15', 'state-disk', 'pki', 'kubernetes', 'cluster-store', 'join-service', 'done'] as const;
+export const INIT_STEPS = [
+  'init',
+  'keys',
+  'pcr15',
+  'state-disk',
+  'pki',
+  'kubernetes',
+  'cluster-store',
+  'join-service',
+  'done',
+] as const;
 export type InitStep = (typeof INIT_STEPS)[number];
 
 export type ProgressListener = (step: InitStep, message: string) => void;
@@ -114,7 +124,14 @@ export class InitServer {
     // (through the load balancer) learns nothing about the node from a refusal.
     let proved = false;
     const failureLog = () => (proved ? logTail() : new Uint8Array(0));
-    const options = { purpose: 'init' as const, issuer, logger: this.logger, stepTimeoutMs, failureMessage: 'init failed', failureLog };
+    const options = {
+      purpose: 'init' as const,
+      issuer,
+      logger: this.logger,
+      stepTimeoutMs,
+      failureMessage: 'init failed',
+      failureLog,
+    };
     return serveCliCall(call, initServerAdapter, options, async (session, peer) => {
       this.logger.info('init secrets received', { peer });
       const progress: ProgressListener = (step, message) => {
@@ -124,8 +141,15 @@ export class InitServer {
           // The CLI went away; init goes on, and a re-run of init picks up the result.
         }
       };
-      const result = await this.initialize(decodeMessage(InitSecrets, session.secrets, 'The init secrets'), progress, () => (proved = true));
-      session.channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(InitResult.encode(result).finish()) } });
+      const result = await this.initialize(
+        decodeMessage(InitSecrets, session.secrets, 'The init secrets'),
+        progress,
+        () => (proved = true),
+      );
+      session.channel.send({
+        kind: 'sealed',
+        value: { jwe: await session.sealToVerifier(InitResult.encode(result).finish()) },
+      });
       session.channel.end();
       this.logger.info('init result sent', { peer });
     });
@@ -136,7 +160,11 @@ export class InitServer {
    * `onProgress` for each step, and `onProved` once the secrets are known to carry the right init secret. A
    * UserError says why it was refused or what failed.
    */
-  async initialize(secrets: InitSecrets, onProgress: ProgressListener = () => {}, onProved: () => void = () => {}): Promise<InitResult> {
+  async initialize(
+    secrets: InitSecrets,
+    onProgress: ProgressListener = () => {},
+    onProved: () => void = () => {},
+  ): Promise<InitResult> {
     const checked = checkInitSecrets(secrets);
     const fingerprint = fingerprintOf(checked);
     if (!this.attempt) {
@@ -149,9 +177,12 @@ export class InitServer {
     }
     const attempt = this.attempt!;
     if (!timingSafeEqual(attempt.fingerprint, fingerprint)) {
-      throw new UserError('This node is already initialized (or being initialized) with another master secret or init secret.', {
-        hint: 'Run init with the master secret of the cluster this node belongs to, or initialize a new cluster on new nodes.',
-      });
+      throw new UserError(
+        'This node is already initialized (or being initialized) with another master secret or init secret.',
+        {
+          hint: 'Run init with the master secret of the cluster this node belongs to, or initialize a new cluster on new nodes.',
+        },
+      );
     }
     onProved();
     if (attempt.result) {
@@ -160,7 +191,8 @@ export class InitServer {
     }
     this.listeners.add(onProgress);
     try {
-      if (attempt.running) onProgress('init', 'an init with these secrets is already running on this node; waiting for it');
+      if (attempt.running)
+        onProgress('init', 'an init with these secrets is already running on this node; waiting for it');
       attempt.running ??= this.run(checked, attempt).then(
         (result) => {
           attempt.result = result;
@@ -195,14 +227,20 @@ export class InitServer {
   private async admit(fingerprint: Buffer, joinServiceKey: Uint8Array): Promise<InitAttempt> {
     const { lock } = this.options;
     if (lock.owner === 'join' || lock.owner === 'recover') {
-      throw new UserError(`This node has joined (or is joining) a cluster${lock.owner === 'recover' ? ' through `constellation recover`' : ''}, so it cannot be initialized.`, {
-        hint: 'Initialize a cluster through a control-plane node that belongs to none.',
-      });
+      throw new UserError(
+        `This node has joined (or is joining) a cluster${lock.owner === 'recover' ? ' through `constellation recover`' : ''}, so it cannot be initialized.`,
+        {
+          hint: 'Initialize a cluster through a control-plane node that belongs to none.',
+        },
+      );
     }
     if (await this.options.stateDisk.isFormatted()) {
-      throw new UserError("This node's state disk is already formatted: the node belonged to a cluster before it rebooted.", {
-        hint: 'It rejoins that cluster by itself; if no control-plane node of it runs any more, use `constellation recover`.',
-      });
+      throw new UserError(
+        "This node's state disk is already formatted: the node belonged to a cluster before it rebooted.",
+        {
+          hint: 'It rejoins that cluster by itself; if no control-plane node of it runs any more, use `constellation recover`.',
+        },
+      );
     }
     const token = lock.tryLock('init');
     if (!token) throw new UserError(`This node was taken by ${lock.owner} meanwhile, so it cannot be initialized.`);
@@ -241,7 +279,11 @@ export class InitServer {
       });
       if (how === 'formatted') await setup.recordClusterEntry(token, 'init');
       // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md), from the master secret.
-      await setup.writeNodeFile(token, NODE_SSH_CA_FILE, Buffer.from(sshCaPublicKeyLine(deriveSshCa(secrets.master).publicKey)));
+      await setup.writeNodeFile(
+        token,
+        NODE_SSH_CA_FILE,
+        Buffer.from(sshCaPublicKeyLine(deriveSshCa(secrets.master).publicKey)),
+      );
       status.setKubernetesVersion(secrets.kubernetesVersion);
       this.emit('state-disk', `${how} the state disk ${stateDisk.uuid} with its derived key`);
 
@@ -250,7 +292,12 @@ export class InitServer {
       this.emit('pki', 'created the cluster PKI (CA, front-proxy CA, etcd CA, service-account key)');
 
       const apiServerEndpoint = withPort(await this.options.metadata.loadBalancerEndpoint(), API_SERVER_PORT);
-      this.adminKubeconfig ??= await createAdminKubeconfig({ pki, clusterName: secrets.clusterName, server: `https://${apiServerEndpoint}`, clock });
+      this.adminKubeconfig ??= await createAdminKubeconfig({
+        pki,
+        clusterName: secrets.clusterName,
+        server: `https://${apiServerEndpoint}`,
+        clock,
+      });
       const kubernetes = await this.options.backend.init({
         nodeName: node.name,
         nodeIp: node.ip,
@@ -276,12 +323,23 @@ export class InitServer {
           masterSecret: secrets.master,
           measurementSalt: secrets.measurementSalt,
           joinServiceKey,
-          cluster: { apiServerEndpoint, kubernetesVersion: secrets.kubernetesVersion, imageVersion: this.options.imageVersion },
+          cluster: {
+            apiServerEndpoint,
+            kubernetesVersion: secrets.kubernetesVersion,
+            imageVersion: this.options.imageVersion,
+          },
           pki: this.pki,
         });
         const now = clock().toISOString();
         await store.claimDisk(stateDisk.uuid, node.name);
-        await store.putNode({ name: node.name, role: node.role, diskUuid: stateDisk.uuid, joinedAt: now, lastEntry: 'init', lastEntryAt: now });
+        await store.putNode({
+          name: node.name,
+          role: node.role,
+          diskUuid: stateDisk.uuid,
+          joinedAt: now,
+          lastEntry: 'init',
+          lastEntryAt: now,
+        });
       } finally {
         await store.close();
       }
@@ -307,10 +365,18 @@ export class InitServer {
 
 /** Checks what the CLI sent, before anything is derived or locked. Messages never quote a secret. */
 export function checkInitSecrets(secrets: InitSecrets): CheckedInitSecrets {
-  const problem = (what: string) => new UserError(`The init request is malformed: ${what}.`, { hint: 'Use a CLI of the same version as the nodes.' });
-  if (secrets.masterKey.length < MIN_MASTER_KEY_LENGTH) throw problem(`the master key has ${secrets.masterKey.length} bytes, at least ${MIN_MASTER_KEY_LENGTH} are required`);
-  if (secrets.masterSalt.length < MIN_MASTER_SALT_LENGTH) throw problem(`the master salt has ${secrets.masterSalt.length} bytes, at least ${MIN_MASTER_SALT_LENGTH} are required`);
-  if (secrets.measurementSalt.length !== MEASUREMENT_SALT_LENGTH) throw problem(`the measurement salt has ${secrets.measurementSalt.length} bytes, not ${MEASUREMENT_SALT_LENGTH}`);
+  const problem = (what: string) =>
+    new UserError(`The init request is malformed: ${what}.`, { hint: 'Use a CLI of the same version as the nodes.' });
+  if (secrets.masterKey.length < MIN_MASTER_KEY_LENGTH)
+    throw problem(
+      `the master key has ${secrets.masterKey.length} bytes, at least ${MIN_MASTER_KEY_LENGTH} are required`,
+    );
+  if (secrets.masterSalt.length < MIN_MASTER_SALT_LENGTH)
+    throw problem(
+      `the master salt has ${secrets.masterSalt.length} bytes, at least ${MIN_MASTER_SALT_LENGTH} are required`,
+    );
+  if (secrets.measurementSalt.length !== MEASUREMENT_SALT_LENGTH)
+    throw problem(`the measurement salt has ${secrets.measurementSalt.length} bytes, not ${MEASUREMENT_SALT_LENGTH}`);
   if (secrets.initSecret.length === 0) throw problem('it carries no init secret');
   if (!secrets.kubernetesVersion) throw problem('it names no Kubernetes version');
   return {

@@ -12,10 +12,23 @@
  * the node (its Failure names the PCR that differs) puts the node in state `refused` with that reason, and it
  * keeps asking, with a capped backoff, since a fixed node or updated measurements may be accepted later.
  */
-import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, decodeMessage, joinClientAdapter, joinHelloBoundFields } from '../lib/atls/index.js';
+import {
+  attestedChannelOptions,
+  attestedClient,
+  createAttestedClientCredentials,
+  decodeMessage,
+  joinClientAdapter,
+  joinHelloBoundFields,
+} from '../lib/atls/index.js';
 import { deriveClusterId, ticketSignatureValid } from '../lib/kms/index.js';
 import { loadClusterPki, pem } from '../lib/pki/cluster-pki.js';
-import { JoinServiceClient, JoinTicket, RejoinTicket, SignedTicket, type JoinHello } from '../proto/gen/constellation/join.js';
+import {
+  JoinServiceClient,
+  JoinTicket,
+  RejoinTicket,
+  SignedTicket,
+  type JoinHello,
+} from '../proto/gen/constellation/join.js';
 import type { NodeMetadata } from '../providers/contract.js';
 import { realSleep, type Sleep } from '../lib/clock.js';
 import type { Logger } from '../lib/logging/index.js';
@@ -57,7 +70,12 @@ export interface JoinClientOptions extends NodeRoleOptions {
 /** What asking one join service gave: the sealed ticket's plaintext and the node's key of the exchange, a refusal, or nothing. */
 export type Attempt = { ticket: Uint8Array; ownKey: Uint8Array } | { refused: string } | { unreachable: string };
 
-export type AskJoinService = (address: string, kind: JoinKind, hello: JoinHello, signal: AbortSignal) => Promise<Attempt>;
+export type AskJoinService = (
+  address: string,
+  kind: JoinKind,
+  hello: JoinHello,
+  signal: AbortSignal,
+) => Promise<Attempt>;
 
 /** Files of the kubelet's key and certificate on the state disk. */
 export const KUBELET_KEY_FILE = 'kubelet/kubelet.key';
@@ -84,7 +102,8 @@ export class JoinClient {
       let refused = false;
       let noQuorum: string | undefined;
       const endpoints = await this.discover();
-      if (endpoints.length === 0 && round === 1) this.logger.info('no join service endpoint known yet; asking the metadata again');
+      if (endpoints.length === 0 && round === 1)
+        this.logger.info('no join service endpoint known yet; asking the metadata again');
       for (const address of endpoints) {
         if (signal.aborted || lock.committed) return;
         const attempt = await ask(address, kind, hello, signal);
@@ -110,12 +129,14 @@ export class JoinClient {
         }
         if ('refused' in attempt && attempt.refused.startsWith(NO_QUORUM_MESSAGE)) {
           // Not a verdict on this node: the control plane cannot decide now. Ask the others, and again soon.
-          if (noQuorum !== attempt.refused) this.logger.warn(`${kind}: the join service cannot answer`, { address, reason: attempt.refused });
+          if (noQuorum !== attempt.refused)
+            this.logger.warn(`${kind}: the join service cannot answer`, { address, reason: attempt.refused });
           noQuorum = attempt.refused;
           continue;
         }
         if ('refused' in attempt) {
-          if (status.get().reason !== attempt.refused) this.logger.warn(`${kind} refused by the join service`, { address, reason: attempt.refused });
+          if (status.get().reason !== attempt.refused)
+            this.logger.warn(`${kind} refused by the join service`, { address, reason: attempt.refused });
           this.report('refused', attempt.refused);
           status.attested('refused', `the join service at ${address}`, { reason: attempt.refused });
           refused = true;
@@ -161,17 +182,28 @@ export class JoinClient {
    * of the node. Anyone can listen on a join service's address and seal a ticket to this node's key; only a
    * control plane of the cluster holds that key (a worker's ticket does not carry it, a fresh node has none).
    */
-  private async genuine(sealed: Uint8Array, ownKey: Uint8Array, kind: JoinKind, address: string): Promise<Uint8Array | undefined> {
+  private async genuine(
+    sealed: Uint8Array,
+    ownKey: Uint8Array,
+    kind: JoinKind,
+    address: string,
+  ): Promise<Uint8Array | undefined> {
     const { ticket, signature } = decodeMessage(SignedTicket, sealed, `The ${kind} ticket`);
     let key: string;
     try {
       key = await this.options.metadata.joinServiceKey();
     } catch (err) {
-      this.logger.warn(`${kind} ticket not used: the join-service key cannot be read from the metadata`, { address, reason: describeError(err) });
+      this.logger.warn(`${kind} ticket not used: the join-service key cannot be read from the metadata`, {
+        address,
+        reason: describeError(err),
+      });
       return undefined;
     }
     if (key === '') {
-      this.logger.warn(`${kind} ticket not used: the metadata holds no join-service key to check it with (a cluster created by an earlier version: create it again)`, { address });
+      this.logger.warn(
+        `${kind} ticket not used: the metadata holds no join-service key to check it with (a cluster created by an earlier version: create it again)`,
+        { address },
+      );
       return undefined;
     }
     if (ticketSignatureValid(Buffer.from(key, 'base64'), kind, ownKey, ticket, signature)) return ticket;
@@ -240,7 +272,10 @@ export class JoinClient {
   /** Opens the disk with a rejoin ticket's key under the provisional lock; a key the disk refuses gives the lock back. */
   private async unlockWith(token: LockToken, sealed: Uint8Array, address: string): Promise<boolean> {
     try {
-      await this.options.setup.openStateDisk(token, decodeMessage(RejoinTicket, sealed, 'The rejoin ticket').stateDiskKey);
+      await this.options.setup.openStateDisk(
+        token,
+        decodeMessage(RejoinTicket, sealed, 'The rejoin ticket').stateDiskKey,
+      );
       return true;
     } catch (err) {
       this.options.lock.release(token);
@@ -257,9 +292,14 @@ export class JoinClient {
     status.set('joining', {}, token);
     try {
       const clusterId =
-        kind === 'join' ? await this.join(token, decodeMessage(JoinTicket, sealed, 'The join ticket')) : await this.rejoin(token, decodeMessage(RejoinTicket, sealed, 'The rejoin ticket'));
+        kind === 'join'
+          ? await this.join(token, decodeMessage(JoinTicket, sealed, 'The join ticket'))
+          : await this.rejoin(token, decodeMessage(RejoinTicket, sealed, 'The rejoin ticket'));
       status.set('joined', { clusterId }, token);
-      this.logger.info(`${kind === 'join' ? 'joined' : 'rejoined'} the cluster`, { clusterId: Buffer.from(clusterId).toString('hex'), role: node.role });
+      this.logger.info(`${kind === 'join' ? 'joined' : 'rejoined'} the cluster`, {
+        clusterId: Buffer.from(clusterId).toString('hex'),
+        role: node.role,
+      });
     } catch (err) {
       const reason = describeError(err);
       status.set('failed', { reason }, token);
@@ -305,7 +345,10 @@ export class JoinClient {
     });
     this.logger.info(kubernetes.message);
     if (isControlPlane) {
-      const pki = loadClusterPki(Object.fromEntries(ticket.controlPlaneFiles.map((f) => [f.name, f.data])), 'the join ticket\'s control-plane files');
+      const pki = loadClusterPki(
+        Object.fromEntries(ticket.controlPlaneFiles.map((f) => [f.name, f.data])),
+        "the join ticket's control-plane files",
+      );
       await setup.joinStore(token, pki, ticket.storeEndpoints);
       const service = await setup.startJoinService(token);
       this.logger.info('hosting a join service', { address: `${node.ip}:${service.port}` });
@@ -314,10 +357,15 @@ export class JoinClient {
   }
 
   private async rejoin(token: LockToken, ticket: RejoinTicket): Promise<Uint8Array> {
-    const { clusterId, record } = await this.options.setup.resume(token, ticket.stateDiskKey, ticket.measurementSecret, {
-      hostJoinService: this.options.node.role === 'control-plane',
-      how: 'rejoin',
-    });
+    const { clusterId, record } = await this.options.setup.resume(
+      token,
+      ticket.stateDiskKey,
+      ticket.measurementSecret,
+      {
+        hostJoinService: this.options.node.role === 'control-plane',
+        how: 'rejoin',
+      },
+    );
     this.options.status.setKubernetesVersion(record.kubernetesVersion ?? '');
     return clusterId;
   }

@@ -45,11 +45,17 @@ export class KubernetesStoreHost implements ClusterStoreHost {
 
   async open(): Promise<ClusterStore> {
     if (!(await this.hosted())) {
-      throw new UserError(`This node has no admin kubeconfig at ${this.adminConfPath}, so its join service cannot read the cluster store (the Kubernetes API).`, {
-        hint: 'kubeadm writes it on control-plane nodes (kubeadm init, kubeadm join --control-plane); see the node log for kubeadm\'s output.',
-      });
+      throw new UserError(
+        `This node has no admin kubeconfig at ${this.adminConfPath}, so its join service cannot read the cluster store (the Kubernetes API).`,
+        {
+          hint: "kubeadm writes it on control-plane nodes (kubeadm init, kubeadm join --control-plane); see the node log for kubeadm's output.",
+        },
+      );
     }
-    return KubernetesClusterStore.connect({ kubeconfig: { path: this.adminConfPath }, timeoutMs: this.options.timeoutMs });
+    return KubernetesClusterStore.connect({
+      kubeconfig: { path: this.adminConfPath },
+      timeoutMs: this.options.timeoutMs,
+    });
   }
 
   /** The join service's client is the admin kubeconfig already. */

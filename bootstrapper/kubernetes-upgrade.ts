@@ -48,7 +48,8 @@ export interface KubernetesUpgradeAgentOptions {
 }
 
 /** What one pass did. */
-export type UpgradeStep = 'no-upgrade' | 'up-to-date' | 'waiting' | 'failed-before' | 'claim-lost' | 'applied' | 'followed' | 'failed';
+export type UpgradeStep =
+  'no-upgrade' | 'up-to-date' | 'waiting' | 'failed-before' | 'claim-lost' | 'applied' | 'followed' | 'failed';
 
 export class KubernetesUpgradeAgent {
   private store: (UpgradeStore & Pick<ClusterStore, 'close'>) | undefined;
@@ -69,7 +70,8 @@ export class KubernetesUpgradeAgent {
           this.lastProblem = undefined;
         } catch (err) {
           const reason = describeError(err);
-          if (reason !== this.lastProblem) logger.warn('cannot follow the Kubernetes upgrade record of the cluster store now', { reason });
+          if (reason !== this.lastProblem)
+            logger.warn('cannot follow the Kubernetes upgrade record of the cluster store now', { reason });
           this.lastProblem = reason;
         }
         await sleep(this.options.pollIntervalMs ?? UPGRADE_POLL_INTERVAL_MS, this.stop.signal).catch(() => undefined);
@@ -100,7 +102,8 @@ export class KubernetesUpgradeAgent {
     const running = this.options.status.get().kubernetesVersion;
     if (sameVersion(running, upgrade.version)) {
       const mine = upgrade.nodes[me];
-      if (mine?.result !== 'upgraded' || (upgrade.first === me && !upgrade.applied)) await this.update(store, upgrade.version, (u) => this.upgraded(u));
+      if (mine?.result !== 'upgraded' || (upgrade.first === me && !upgrade.applied))
+        await this.update(store, upgrade.version, (u) => this.upgraded(u));
       return 'up-to-date';
     }
     if (upgrade.nodes[me]?.result === 'failed') return 'failed-before';
@@ -124,7 +127,10 @@ export class KubernetesUpgradeAgent {
     } catch (err) {
       const reason = describeError(err);
       logger.error(`the Kubernetes upgrade to ${upgrade.version} failed`, { first, reason });
-      await this.update(store, upgrade.version, (u) => ({ ...u, nodes: { ...u.nodes, [me]: { result: 'failed', reason, at: this.now() } } }));
+      await this.update(store, upgrade.version, (u) => ({
+        ...u,
+        nodes: { ...u.nodes, [me]: { result: 'failed', reason, at: this.now() } },
+      }));
       return 'failed';
     }
     await this.options.keepVersion(upgrade.version);
@@ -136,11 +142,19 @@ export class KubernetesUpgradeAgent {
   /** The record saying this node is upgraded (and, if it is the first, that the cluster-wide step is done). */
   private upgraded(u: KubernetesUpgrade): KubernetesUpgrade {
     const me = this.options.nodeName;
-    return { ...u, ...(u.first === me ? { applied: true } : {}), nodes: { ...u.nodes, [me]: { result: 'upgraded', at: this.now() } } };
+    return {
+      ...u,
+      ...(u.first === me ? { applied: true } : {}),
+      nodes: { ...u.nodes, [me]: { result: 'upgraded', at: this.now() } },
+    };
   }
 
   /** Read, change, compare-and-swap, until it is written; nothing when the record now asks for another version. */
-  private async update(store: UpgradeStore, version: string, change: (u: KubernetesUpgrade) => KubernetesUpgrade): Promise<void> {
+  private async update(
+    store: UpgradeStore,
+    version: string,
+    change: (u: KubernetesUpgrade) => KubernetesUpgrade,
+  ): Promise<void> {
     for (let attempt = 0; attempt < SWAP_ATTEMPTS; attempt++) {
       const read = await store.readKubernetesUpgrade();
       if (!read || read.upgrade.version !== version) return;

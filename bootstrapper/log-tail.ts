@@ -15,7 +15,8 @@ export class LogTail {
   readonly sink: LineSink = (line) => {
     this.lines.push(line);
     this.bytes += Buffer.byteLength(line) + 1;
-    while (this.bytes > this.maxBytes && this.lines.length > 1) this.bytes -= Buffer.byteLength(this.lines.shift()!) + 1;
+    while (this.bytes > this.maxBytes && this.lines.length > 1)
+      this.bytes -= Buffer.byteLength(this.lines.shift()!) + 1;
   };
 
   /** The kept lines, newline-terminated, as bytes (Failure.log). */

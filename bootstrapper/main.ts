@@ -43,10 +43,13 @@ export type NodeProgramContext = Pick<StartNodeOptions, 'logger' | 'tail' | 'cle
  */
 export async function runNodeProgram(start: (context: NodeProgramContext) => Promise<Bootstrapper>): Promise<void> {
   const tail = new LogTail();
-  const logger = createLogger((line) => {
-    process.stdout.write(`${line}\n`);
-    tail.sink(line);
-  }, { component: 'bootstrapper' });
+  const logger = createLogger(
+    (line) => {
+      process.stdout.write(`${line}\n`);
+      tail.sink(line);
+    },
+    { component: 'bootstrapper' },
+  );
   const cleanup: Array<() => Promise<void> | void> = [];
   const shutdown = async (code: number) => {
     for (const step of cleanup.reverse()) {
@@ -72,7 +75,10 @@ export async function runNodeProgram(start: (context: NodeProgramContext) => Pro
       });
     }
   } catch (err) {
-    logger.error('the bootstrapper cannot start', { reason: describeError(err), hint: (err as { hint?: string }).hint });
+    logger.error('the bootstrapper cannot start', {
+      reason: describeError(err),
+      hint: (err as { hint?: string }).hint,
+    });
     await shutdown(1);
   }
 }
@@ -99,7 +105,13 @@ export async function startNode(options: StartNodeOptions): Promise<Bootstrapper
   const platform = options.platform ?? (await loadPlatform(options.boot));
   const node = await platform.identity();
   await fs.mkdir(platform.nodeDir, { recursive: true, mode: 0o700 });
-  logger.info('node platform', { provider: platform.provider, variant: platform.variant, node: node.name, role: node.role, tpm: platform.tpmPath });
+  logger.info('node platform', {
+    provider: platform.provider,
+    variant: platform.variant,
+    node: node.name,
+    role: node.role,
+    tpm: platform.tpmPath,
+  });
   const tpm = await TpmClient.connect(platform.tpmPath);
   cleanup.push(() => tpm.close());
   const issuer = await platform.issuer(tpm);
@@ -148,16 +160,22 @@ export async function startNode(options: StartNodeOptions): Promise<Bootstrapper
  * The store host of a node with this Kubernetes backend: an etcd member (`none`), the Kubernetes API through the
  * admin kubeconfig the kubeadm backend writes (`kubeadm`).
  */
-export function createStoreHost(backend: 'none' | 'kubeadm', options: { etcd: EtcdMemberOptions; kubernetes: KubernetesStoreHostOptions }): ClusterStoreHost {
+export function createStoreHost(
+  backend: 'none' | 'kubeadm',
+  options: { etcd: EtcdMemberOptions; kubernetes: KubernetesStoreHostOptions },
+): ClusterStoreHost {
   return backend === 'none' ? new EtcdMember(options.etcd) : new KubernetesStoreHost(options.kubernetes);
 }
 
 async function loadPlatform(sources?: BootConfigSources): Promise<NodePlatform> {
   const boot = await readBootConfig(sources);
   const provider = await loadProvider(boot.provider);
-  if (!provider.nodePlatform) throw new UserError(`Provider "${boot.provider}" has no node side: it cannot run the node program.`);
+  if (!provider.nodePlatform)
+    throw new UserError(`Provider "${boot.provider}" has no node side: it cannot run the node program.`);
   if (!provider.attestationVariants.includes(boot.options.variant)) {
-    throw new UserError(`Provider "${boot.provider}" nodes cannot attest as ${boot.options.variant}.`, { hint: `Its variants: ${provider.attestationVariants.join(', ')}.` });
+    throw new UserError(`Provider "${boot.provider}" nodes cannot attest as ${boot.options.variant}.`, {
+      hint: `Its variants: ${provider.attestationVariants.join(', ')}.`,
+    });
   }
   return provider.nodePlatform(boot.options);
 }

@@ -46,7 +46,8 @@ export class NodeLock {
   /** Gives a provisional hold back (the owner changed nothing); refused once committed. */
   release(token: LockToken): void {
     this.check(token, 'release the node lock');
-    if (this.isCommitted) throw new NodeLockError(`The node lock of ${token.owner} is committed and is never released.`);
+    if (this.isCommitted)
+      throw new NodeLockError(`The node lock of ${token.owner} is committed and is never released.`);
     this.holder = undefined;
   }
 

@@ -89,20 +89,30 @@ export class NodeSetup {
    */
   async extendClusterPcr(token: LockToken, clusterId: Uint8Array): Promise<void> {
     this.options.lock.check(token, 'extend PCR 15');
-    if (clusterId.length !== CLUSTER_ID_LENGTH) throw new UserError(`A clusterID has ${CLUSTER_ID_LENGTH} bytes, got ${clusterId.length}.`);
+    if (clusterId.length !== CLUSTER_ID_LENGTH)
+      throw new UserError(`A clusterID has ${CLUSTER_ID_LENGTH} bytes, got ${clusterId.length}.`);
     if (this.extendedWith) {
       if (this.extendedWith.equals(clusterId)) return;
-      throw new UserError('PCR 15 already holds another clusterID: this node belongs to another cluster until it reboots.');
+      throw new UserError(
+        'PCR 15 already holds another clusterID: this node belongs to another cluster until it reboots.',
+      );
     }
-    const banks = (await this.options.tpm.pcrBanks()).filter((b) => BANK_HASHES[b.hashAlg] && b.pcrs.includes(CLUSTER_PCR));
+    const banks = (await this.options.tpm.pcrBanks()).filter(
+      (b) => BANK_HASHES[b.hashAlg] && b.pcrs.includes(CLUSTER_PCR),
+    );
     if (banks.length === 0) throw new UserError('The TPM has no SHA-256 or SHA-384 bank with PCR 15.');
     await this.options.tpm.pcrExtend(
       CLUSTER_PCR,
-      banks.map((b) => ({ hashAlg: b.hashAlg, digest: new Uint8Array(createHash(BANK_HASHES[b.hashAlg]).update(clusterId).digest()) })),
+      banks.map((b) => ({
+        hashAlg: b.hashAlg,
+        digest: new Uint8Array(createHash(BANK_HASHES[b.hashAlg]).update(clusterId).digest()),
+      })),
     );
     this.extendedWith = Buffer.from(clusterId);
     this.options.lock.commit(token);
-    this.options.logger.info('extended PCR 15 with the clusterID', { clusterId: Buffer.from(clusterId).toString('hex') });
+    this.options.logger.info('extended PCR 15 with the clusterID', {
+      clusterId: Buffer.from(clusterId).toString('hex'),
+    });
   }
 
   /**
@@ -125,7 +135,10 @@ export class NodeSetup {
     await disk.format(key);
     this.diskOpen = true;
     lock.commit(token);
-    this.options.logger.info('state disk formatted', { diskUuid: disk.uuid, ms: this.options.clock().getTime() - started });
+    this.options.logger.info('state disk formatted', {
+      diskUuid: disk.uuid,
+      ms: this.options.clock().getTime() - started,
+    });
     return 'formatted';
   }
 
@@ -147,11 +160,15 @@ export class NodeSetup {
     } catch {
       record = undefined;
     }
-    const salt = typeof record?.measurementSalt === 'string' ? Buffer.from(record.measurementSalt, 'hex') : Buffer.alloc(0);
+    const salt =
+      typeof record?.measurementSalt === 'string' ? Buffer.from(record.measurementSalt, 'hex') : Buffer.alloc(0);
     if (!record || salt.length !== MEASUREMENT_SALT_LENGTH) {
-      throw new UserError(`The state disk ${this.options.stateDisk.uuid} holds no valid cluster record (${CLUSTER_RECORD_FILE}).`, {
-        hint: 'The node was interrupted while it first joined; reset its state disk and let it join again.',
-      });
+      throw new UserError(
+        `The state disk ${this.options.stateDisk.uuid} holds no valid cluster record (${CLUSTER_RECORD_FILE}).`,
+        {
+          hint: 'The node was interrupted while it first joined; reset its state disk and let it join again.',
+        },
+      );
     }
     return { ...(record as ClusterRecord), measurementSaltBytes: new Uint8Array(salt) };
   }
@@ -161,7 +178,8 @@ export class NodeSetup {
    * Only a node in its cluster (the lock committed) follows upgrades; it needs no owner's token.
    */
   async recordKubernetesVersion(version: string): Promise<void> {
-    if (!this.options.lock.committed) throw new NodeLockError('Cannot record a Kubernetes version: the node is not in a cluster yet.');
+    if (!this.options.lock.committed)
+      throw new NodeLockError('Cannot record a Kubernetes version: the node is not in a cluster yet.');
     const { origin, role, clusterId, measurementSalt } = await this.readClusterRecord();
     await this.putClusterRecord({ origin, role, clusterId, measurementSalt, kubernetesVersion: version });
   }
@@ -199,7 +217,9 @@ export class NodeSetup {
     const record = await this.readClusterRecord();
     const clusterId = deriveClusterId(measurementSecret, record.measurementSaltBytes);
     if (Buffer.from(clusterId).toString('hex') !== record.clusterId) {
-      throw new UserError('The measurement secret does not give the clusterID this node recorded: it belongs to another cluster.');
+      throw new UserError(
+        'The measurement secret does not give the clusterID this node recorded: it belongs to another cluster.',
+      );
     }
     await this.extendClusterPcr(token, clusterId);
     await this.recordClusterEntry(token, options.how);
@@ -277,7 +297,10 @@ export class NodeSetup {
   async close(): Promise<void> {
     const service = this.joinService;
     this.joinService = undefined;
-    await service?.then((s) => s.close(), () => undefined);
+    await service?.then(
+      (s) => s.close(),
+      () => undefined,
+    );
     await this.options.store.close();
   }
 }

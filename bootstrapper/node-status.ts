@@ -14,7 +14,16 @@ import type { Logger } from '../lib/logging/index.js';
 import type { NodeRole } from '../providers/contract.js';
 import type { LockOwner, LockToken, NodeLock } from './node-lock.js';
 
-export const NODE_STATES = ['waiting', 'initializing', 'joining', 'initialized', 'joined', 'refused', 'failed', 'awaiting-recovery'] as const;
+export const NODE_STATES = [
+  'waiting',
+  'initializing',
+  'joining',
+  'initialized',
+  'joined',
+  'refused',
+  'failed',
+  'awaiting-recovery',
+] as const;
 export type NodeState = (typeof NODE_STATES)[number];
 
 /** Who makes a move: the join client's search while the lock is free ('search'), or the lock's owner with its token. */
@@ -85,7 +94,13 @@ export interface NodeStatusSnapshot extends NodeSoftware {
   lastAttestation?: AttestationOutcome;
 }
 
-const NO_SOFTWARE: NodeSoftware = { attestationVariant: '', imageVersion: '', imageMeasurementsDigest: '', kubernetesVersion: '', microserviceVersion: '' };
+const NO_SOFTWARE: NodeSoftware = {
+  attestationVariant: '',
+  imageVersion: '',
+  imageMeasurementsDigest: '',
+  kubernetesVersion: '',
+  microserviceVersion: '',
+};
 
 export interface NodeStatusOptions {
   /** The node's lock: an owner's move needs its token, a search result a free lock. */
@@ -120,9 +135,14 @@ export class NodeStatusTracker {
     const by: Mover = token?.owner ?? 'search';
     try {
       if (token) this.lock.check(token, `set the node's state to ${state}`);
-      else if (this.lock.locked) throw new IllegalTransitionError(`The search for a join service cannot set the node's state to ${state}: ${this.lock.owner} holds the node lock.`);
+      else if (this.lock.locked)
+        throw new IllegalTransitionError(
+          `The search for a join service cannot set the node's state to ${state}: ${this.lock.owner} holds the node lock.`,
+        );
       if (!transitionAllowed(from, state, by)) {
-        throw new IllegalTransitionError(`The node cannot go from ${from} to ${state} (${by === 'search' ? 'by the search for a join service' : `as ${by}`}): the state machine has no such move.`);
+        throw new IllegalTransitionError(
+          `The node cannot go from ${from} to ${state} (${by === 'search' ? 'by the search for a join service' : `as ${by}`}): the state machine has no such move.`,
+        );
       }
     } catch (err) {
       this.logger?.error('node state change refused', { from, to: state, by, reason: (err as Error).message });
@@ -145,8 +165,20 @@ export class NodeStatusTracker {
   }
 
   /** Records a verifier's decision about this node's attestation. */
-  attested(result: AttestationOutcome['result'], verifier: string, options: { reason?: string; now?: Date } = {}): void {
-    this.current = { ...this.current, lastAttestation: { result, verifier, reason: options.reason ?? '', time: (options.now ?? new Date()).toISOString() } };
+  attested(
+    result: AttestationOutcome['result'],
+    verifier: string,
+    options: { reason?: string; now?: Date } = {},
+  ): void {
+    this.current = {
+      ...this.current,
+      lastAttestation: {
+        result,
+        verifier,
+        reason: options.reason ?? '',
+        time: (options.now ?? new Date()).toISOString(),
+      },
+    };
   }
 
   /** Resolves when the node is (or becomes) in one of `states`. */

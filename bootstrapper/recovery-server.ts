@@ -11,7 +11,12 @@
 import type { ServerDuplexStream } from '@grpc/grpc-js';
 import { decodeMessage, recoverServerAdapter } from '../lib/atls/index.js';
 import { UserError } from '../lib/errors.js';
-import { deriveMeasurementSecret, deriveStateDiskKey, MIN_MASTER_KEY_LENGTH, MIN_MASTER_SALT_LENGTH } from '../lib/kms/index.js';
+import {
+  deriveMeasurementSecret,
+  deriveStateDiskKey,
+  MIN_MASTER_KEY_LENGTH,
+  MIN_MASTER_SALT_LENGTH,
+} from '../lib/kms/index.js';
 import { RecoverSecrets, type RecoverRequest, type RecoverResponse } from '../proto/gen/constellation/recover.js';
 import { serveCliCall } from './cli-call.js';
 import type { Logger } from '../lib/logging/index.js';
@@ -30,10 +35,18 @@ export class RecoveryServer {
   /** The gRPC handler of Recovery.Recover. Never throws. */
   handle(call: ServerDuplexStream<RecoverRequest, RecoverResponse>): Promise<void> {
     const { issuer, stepTimeoutMs, stateDisk } = this.options;
-    const options = { purpose: 'recover' as const, issuer, logger: this.logger, stepTimeoutMs, failureMessage: 'recovery failed' };
+    const options = {
+      purpose: 'recover' as const,
+      issuer,
+      logger: this.logger,
+      stepTimeoutMs,
+      failureMessage: 'recovery failed',
+    };
     return serveCliCall(call, recoverServerAdapter, options, async (session) => {
       await this.recover(decodeMessage(RecoverSecrets, session.secrets, 'The recovery secrets'));
-      session.channel.sendOther({ kind: { $case: 'done', value: { diskUuid: stateDisk.uuid, nodeName: this.options.node.name } } });
+      session.channel.sendOther({
+        kind: { $case: 'done', value: { diskUuid: stateDisk.uuid, nodeName: this.options.node.name } },
+      });
       session.channel.end();
     });
   }
@@ -69,7 +82,9 @@ export class RecoveryServer {
       });
       status.setKubernetesVersion(record.kubernetesVersion ?? '');
       status.set('joined', { clusterId }, token);
-      this.logger.info('recovered: state disk unlocked with the master secret from the CLI', { clusterId: Buffer.from(clusterId).toString('hex') });
+      this.logger.info('recovered: state disk unlocked with the master secret from the CLI', {
+        clusterId: Buffer.from(clusterId).toString('hex'),
+      });
     } catch (err) {
       status.set('failed', { reason: describeError(err) }, token);
       throw err;

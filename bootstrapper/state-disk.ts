@@ -10,10 +10,21 @@ import type { StateDisk } from './state-disk/types.js';
 
 export { StateDiskError, type StateDisk } from './state-disk/types.js';
 export { openGocryptfsStateDisk, GocryptfsStateDisk, type GocryptfsStateDiskOptions } from './state-disk/gocryptfs.js';
-export { openLuksStateDisk, LuksStateDisk, deviceMapperActivator, testPassphraseActivator, type LuksActivator, type LuksStateDiskOptions, type RunCommand } from './state-disk/cryptsetup.js';
+export {
+  openLuksStateDisk,
+  LuksStateDisk,
+  deviceMapperActivator,
+  testPassphraseActivator,
+  type LuksActivator,
+  type LuksStateDiskOptions,
+  type RunCommand,
+} from './state-disk/cryptsetup.js';
 
 /** Opens the disk a platform describes. */
-export function openStateDisk(spec: StateDiskSpec, options: { luks?: Omit<LuksStateDiskOptions, 'mountPoint'> } = {}): Promise<StateDisk> {
+export function openStateDisk(
+  spec: StateDiskSpec,
+  options: { luks?: Omit<LuksStateDiskOptions, 'mountPoint'> } = {},
+): Promise<StateDisk> {
   switch (spec.kind) {
     case 'gocryptfs':
       return openGocryptfsStateDisk({ diskDir: spec.diskDir, mountPoint: spec.mountPoint });

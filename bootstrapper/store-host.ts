@@ -32,4 +32,3 @@ export interface ClusterStoreHost {
   /** Stops this node's part of the store. */
   close(): Promise<void>;
 }
-

@@ -15,7 +15,9 @@ import { closestFlag, normalizeOutputFlags } from './flag-conventions.js';
 import { installInterruptHandler } from './interrupt.js';
 import { explainSystemError } from './system-errors.js';
 
-export type InferredFlags<T extends typeof Command> = Interfaces.InferredFlags<(typeof BaseCommand)['baseFlags'] & T['flags']>;
+export type InferredFlags<T extends typeof Command> = Interfaces.InferredFlags<
+  (typeof BaseCommand)['baseFlags'] & T['flags']
+>;
 export type InferredArgs<T extends typeof Command> = Interfaces.InferredArgs<T['args']>;
 
 export abstract class BaseCommand<T extends typeof Command> extends Command {
@@ -44,11 +46,18 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   public override async init(): Promise<void> {
     installInterruptHandler({
       workspaceDir: () => (this.flags ? this.workspaceDir : undefined),
-      command: () => ['constellation', ...process.argv.slice(2).map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`))].join(' '),
+      command: () =>
+        [
+          'constellation',
+          ...process.argv.slice(2).map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, "'\\''")}'`)),
+        ].join(' '),
     });
     await super.init();
     const ownFlags = this.ctor.flags ?? {};
-    this.argv = normalizeOutputFlags(this.argv, { jsonFlag: Boolean(this.ctor.enableJsonFlag), ownOutput: 'output' in ownFlags });
+    this.argv = normalizeOutputFlags(this.argv, {
+      jsonFlag: Boolean(this.ctor.enableJsonFlag),
+      ownOutput: 'output' in ownFlags,
+    });
     let parsed;
     try {
       parsed = await this.parse({
@@ -70,16 +79,30 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
   /** A UserError naming the closest flag for oclif's "Nonexistent flag" (exit 2, a usage error), else undefined. */
   private explainUnknownFlag(err: unknown): UserError | undefined {
     const unknown = (err as { flags?: unknown }).flags;
-    if (!(err instanceof Error) || !(err.constructor.name === 'NonExistentFlagsError' || err.message.startsWith('Nonexistent flag')) || !Array.isArray(unknown) || unknown.length === 0) return undefined;
-    const known = Object.entries({ ...BaseCommand.baseFlags, ...(this.ctor.flags ?? {}) }).flatMap(([name, f]) => [name, ...((f as { char?: string }).char ? [(f as { char: string }).char] : [])]);
+    if (
+      !(err instanceof Error) ||
+      !(err.constructor.name === 'NonExistentFlagsError' || err.message.startsWith('Nonexistent flag')) ||
+      !Array.isArray(unknown) ||
+      unknown.length === 0
+    )
+      return undefined;
+    const known = Object.entries({ ...BaseCommand.baseFlags, ...(this.ctor.flags ?? {}) }).flatMap(([name, f]) => [
+      name,
+      ...((f as { char?: string }).char ? [(f as { char: string }).char] : []),
+    ]);
     if (this.ctor.enableJsonFlag) known.push('json');
     const command = [this.config.bin, ...(this.id ?? '').split(':')].join(' ');
     const typed = unknown.map(String);
     const suggestion = typed.length === 1 ? closestFlag(typed[0]!, known) : undefined;
-    return new UserError(`${typed.join(', ')} ${typed.length === 1 ? 'is not a flag' : 'are not flags'} of \`${command}\`.`, {
-      hint: suggestion ? `Did you mean ${suggestion}? \`${command} --help\` lists its flags.` : `\`${command} --help\` lists its flags.`,
-      exitCode: 2,
-    });
+    return new UserError(
+      `${typed.join(', ')} ${typed.length === 1 ? 'is not a flag' : 'are not flags'} of \`${command}\`.`,
+      {
+        hint: suggestion
+          ? `Did you mean ${suggestion}? \`${command} --help\` lists its flags.`
+          : `\`${command} --help\` lists its flags.`,
+        exitCode: 2,
+      },
+    );
   }
 
   protected override async catch(thrown: Error & { exitCode?: number; oclif?: { exit?: number } }): Promise<unknown> {
@@ -88,7 +111,8 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     const err: Error & { exitCode?: number; oclif?: { exit?: number } } = explainSystemError(thrown) ?? thrown;
     if (isDeclined(err)) {
       // The user said no: the message alone, the same way in every command (cli/confirm.ts).
-      if (this.jsonEnabled()) process.stdout.write(`${JSON.stringify({ declined: { message: err.message } }, null, 2)}\n`);
+      if (this.jsonEnabled())
+        process.stdout.write(`${JSON.stringify({ declined: { message: err.message } }, null, 2)}\n`);
       else process.stderr.write(`${err.message}\n`);
       this.exit(err.exitCode);
     }
@@ -98,7 +122,9 @@ export abstract class BaseCommand<T extends typeof Command> extends Command {
     const isBug = !isUserError(err) && err.oclif === undefined;
     if (this.jsonEnabled()) {
       const issues = isConfigError(err) ? { file: err.file, issues: err.issues } : {};
-      process.stdout.write(`${JSON.stringify({ error: { message: err.message, ...(hint ? { hint } : {}), ...issues } }, null, 2)}\n`);
+      process.stdout.write(
+        `${JSON.stringify({ error: { message: err.message, ...(hint ? { hint } : {}), ...issues } }, null, 2)}\n`,
+      );
     } else {
       // A ConfigError's message is its summary line followed by one indented line per issue.
       let out = `Error: ${err.message}\n`;

@@ -30,15 +30,20 @@ export function isDeclined(err: unknown): err is DeclinedError {
   return err instanceof DeclinedError;
 }
 
-const isInteractive = (options: ConfirmOptions) => options.interactive ?? Boolean(process.stdin.isTTY && process.stdout.isTTY);
+const isInteractive = (options: ConfirmOptions) =>
+  options.interactive ?? Boolean(process.stdin.isTTY && process.stdout.isTTY);
 
 /** Resolves true when the action may go ahead, false when the user said no; refuses without a terminal and -y. */
 export async function confirm(question: string, options: ConfirmOptions): Promise<boolean> {
   if (options.yes) return true;
   if (!isInteractive(options)) {
-    throw new UserError(`${question} There is no terminal to ask on.`, { hint: 'Pass -y (--yes) to confirm in advance.' });
+    throw new UserError(`${question} There is no terminal to ask on.`, {
+      hint: 'Pass -y (--yes) to confirm in advance.',
+    });
   }
-  const ask = options.ask ?? (async (message: string) => (await import('@inquirer/prompts')).confirm({ message, default: false }));
+  const ask =
+    options.ask ??
+    (async (message: string) => (await import('@inquirer/prompts')).confirm({ message, default: false }));
   return ask(question);
 }
 
@@ -54,6 +59,10 @@ export async function confirmOrStop(question: string, options: ConfirmOptions, n
 }
 
 /** confirmIfInteractive(), and on "no" a DeclinedError with `nothingDone`. */
-export async function confirmIfInteractiveOrStop(question: string, options: ConfirmOptions, nothingDone: string): Promise<void> {
+export async function confirmIfInteractiveOrStop(
+  question: string,
+  options: ConfirmOptions,
+  nothingDone: string,
+): Promise<void> {
   if (!(await confirmIfInteractive(question, options))) throw new DeclinedError(nothingDone);
 }

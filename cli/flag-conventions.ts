@@ -56,6 +56,10 @@ export function closestFlag(typed: string, known: readonly string[]): string | u
   if (best && best.distance <= Math.max(2, Math.ceil(name.length / 3))) return `--${best.flag}`;
   // One flag only that starts with it (--work for --workers), or has a word one letter off it (--workers for
   // --worker-nodes).
-  const near = known.filter((k) => k.length > 1 && (k.startsWith(name) || k.split('-').some((word) => word.length >= 3 && levenshtein.get(name, word) <= 1)));
+  const near = known.filter(
+    (k) =>
+      k.length > 1 &&
+      (k.startsWith(name) || k.split('-').some((word) => word.length >= 3 && levenshtein.get(name, word) <= 1)),
+  );
   return name.length >= 2 && near.length === 1 ? `--${near[0]}` : undefined;
 }

@@ -54,7 +54,10 @@ let installed = false;
 export function interruptedMessage(command: string, running: string[], tty = false): string {
   const lines = ['', `${INTERRUPTED_MESSAGE} (${command})`];
   if (running.length > 0) {
-    lines.push('Still running, on purpose (the next run takes them over; `constellation mini down` removes them):', ...running.map((r) => `  ${r}`));
+    lines.push(
+      'Still running, on purpose (the next run takes them over; `constellation mini down` removes them):',
+      ...running.map((r) => `  ${r}`),
+    );
   }
   // The step list hides the cursor while it draws; give it back.
   return `${tty ? '\x1b[?25h' : ''}${lines.join('\n')}\n`;

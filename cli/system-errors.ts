@@ -35,10 +35,16 @@ export function explainSystemError(err: unknown): UserError | undefined {
         cause: err,
       });
     case 'EROFS':
-      return new UserError(`Cannot ${verb}${target}: the file system is read-only.`, { hint: 'Use a workspace folder on a writable file system (-C <dir>).', cause: err });
+      return new UserError(`Cannot ${verb}${target}: the file system is read-only.`, {
+        hint: 'Use a workspace folder on a writable file system (-C <dir>).',
+        cause: err,
+      });
     case 'ENOSPC':
     case 'EDQUOT':
-      return new UserError(`Cannot ${verb}${target}: no space left on the device (or quota exceeded).`, { hint: 'Free some space, or use a workspace folder on another file system (-C <dir>).', cause: err });
+      return new UserError(`Cannot ${verb}${target}: no space left on the device (or quota exceeded).`, {
+        hint: 'Free some space, or use a workspace folder on another file system (-C <dir>).',
+        cause: err,
+      });
     default:
       return undefined;
   }

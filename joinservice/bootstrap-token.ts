@@ -80,15 +80,22 @@ export class BootstrapTokenIssuer {
    */
   async issue(): Promise<BootstrapToken> {
     const id = this.randomString(6);
-    const token: BootstrapToken = { token: `${id}.${this.randomString(16)}`, id, expiresAt: new Date(this.clock().getTime() + this.ttlMs) };
+    const token: BootstrapToken = {
+      token: `${id}.${this.randomString(16)}`,
+      id,
+      expiresAt: new Date(this.clock().getTime() + this.ttlMs),
+    };
     try {
       await this.options.sink.register(token);
     } catch (err) {
       if (!(err instanceof UserError)) throw err;
-      throw new UserError(`The bootstrap token for this join could not be registered with Kubernetes, so no ticket was issued: ${err.message}`, {
-        hint: err.hint,
-        cause: err,
-      });
+      throw new UserError(
+        `The bootstrap token for this join could not be registered with Kubernetes, so no ticket was issued: ${err.message}`,
+        {
+          hint: err.hint,
+          cause: err,
+        },
+      );
     }
     return token;
   }

@@ -7,15 +7,30 @@
 import { status, type sendUnaryData, type ServerUnaryCall, type UntypedServiceImplementation } from '@grpc/grpc-js';
 import type { ClusterStore } from '../lib/cluster-store/types.js';
 import type { Logger } from '../lib/logging/index.js';
-import { HealthCheckResponse_ServingStatus as ServingStatus, HealthService, type HealthCheckRequest, type HealthCheckResponse } from '../proto/gen/grpc/health/v1/health.js';
+import {
+  HealthCheckResponse_ServingStatus as ServingStatus,
+  HealthService,
+  type HealthCheckRequest,
+  type HealthCheckResponse,
+} from '../proto/gen/grpc/health/v1/health.js';
 
 export const JOIN_SERVICE_NAME = 'constellation.join.v1.JoinService';
 const STORE_TIMEOUT_MS = 2_000;
 
-export function joinServiceHealth(store: ClusterStore, logger: Logger, timeoutMs = STORE_TIMEOUT_MS): { service: typeof HealthService; implementation: UntypedServiceImplementation } {
-  const check = async (call: ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>, callback: sendUnaryData<HealthCheckResponse>) => {
+export function joinServiceHealth(
+  store: ClusterStore,
+  logger: Logger,
+  timeoutMs = STORE_TIMEOUT_MS,
+): { service: typeof HealthService; implementation: UntypedServiceImplementation } {
+  const check = async (
+    call: ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>,
+    callback: sendUnaryData<HealthCheckResponse>,
+  ) => {
     if (call.request.service !== '' && call.request.service !== JOIN_SERVICE_NAME) {
-      callback({ code: status.NOT_FOUND, details: `unknown service ${JSON.stringify(call.request.service.slice(0, 100))}` });
+      callback({
+        code: status.NOT_FOUND,
+        details: `unknown service ${JSON.stringify(call.request.service.slice(0, 100))}`,
+      });
       return;
     }
     let timer: NodeJS.Timeout | undefined;
@@ -32,5 +47,13 @@ export function joinServiceHealth(store: ClusterStore, logger: Logger, timeoutMs
       clearTimeout(timer);
     }
   };
-  return { service: HealthService, implementation: { check: (call: ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>, callback: sendUnaryData<HealthCheckResponse>) => void check(call, callback) } };
+  return {
+    service: HealthService,
+    implementation: {
+      check: (
+        call: ServerUnaryCall<HealthCheckRequest, HealthCheckResponse>,
+        callback: sendUnaryData<HealthCheckResponse>,
+      ) => void check(call, callback),
+    },
+  };
 }

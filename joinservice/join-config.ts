@@ -63,11 +63,14 @@ export class JoinConfigReader {
         ...read.config,
         generation: (this.last?.generation ?? 0) + 1,
         revision: read.revision,
-        loadedPki: loadClusterPki(read.config.pki, 'the cluster store\'s PKI'),
+        loadedPki: loadClusterPki(read.config.pki, "the cluster store's PKI"),
       };
       await this.options.accept?.(loaded);
       if (this.last) {
-        this.options.logger.info('join configuration reloaded', { generation: loaded.generation, variant: loaded.attestation.variant });
+        this.options.logger.info('join configuration reloaded', {
+          generation: loaded.generation,
+          variant: loaded.attestation.variant,
+        });
       }
       this.last = loaded;
       this.rejected = '';

@@ -17,12 +17,22 @@ import { StoreUnavailableError, type ClusterStore } from '../lib/cluster-store/t
 import { UserError } from '../lib/errors.js';
 import type { Logger } from '../lib/logging/index.js';
 import type { Clock } from '../lib/clock.js';
-import { JoinTicket, RejoinTicket, type JoinHello, type JoinRequest, type JoinResponse } from '../proto/gen/constellation/join.js';
+import {
+  JoinTicket,
+  RejoinTicket,
+  type JoinHello,
+  type JoinRequest,
+  type JoinResponse,
+} from '../proto/gen/constellation/join.js';
 import { BootstrapTokenIssuer, MemoryTokenSink, type TokenSink } from './bootstrap-token.js';
 import { JoinConfigReader, type LoadedJoinConfig } from './join-config.js';
 import { JoinTicketIssuer, type TicketKind } from './ticket-issuer.js';
 
-export type ValidatorFactory = (variant: string, config: VariantConfig, deps: ValidatorDeps) => Validator | Promise<Validator>;
+export type ValidatorFactory = (
+  variant: string,
+  config: VariantConfig,
+  deps: ValidatorDeps,
+) => Validator | Promise<Validator>;
 
 export interface JoinHandlerOptions {
   /** The cluster store the join configuration is read from, and node records and disk claims go to. */
@@ -61,9 +71,16 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
   const reader = new JoinConfigReader(store, {
     logger,
     accept: async (config) => {
-      const deps: ValidatorDeps = { now: clock, warn: (message) => logger.warn('attestation warning', { message }), ...options.validatorDeps };
+      const deps: ValidatorDeps = {
+        now: clock,
+        warn: (message) => logger.warn('attestation warning', { message }),
+        ...options.validatorDeps,
+      };
       const all = [config.attestation.config, ...(config.attestation.previous ?? [])];
-      validators.set(config, acceptAny(await Promise.all(all.map((c) => createValidator(config.attestation.variant, c, deps)))));
+      validators.set(
+        config,
+        acceptAny(await Promise.all(all.map((c) => createValidator(config.attestation.variant, c, deps)))),
+      );
     },
   });
   // A store that is down now (a control plane recovered before the others) is not a reason to stay down: each
@@ -95,7 +112,8 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
           hello: {
             what: 'the join request',
             bound: (message) => {
-              if (message.kind?.$case !== 'hello') throw new UserError('The first message of a join must be the join request (JoinHello).');
+              if (message.kind?.$case !== 'hello')
+                throw new UserError('The first message of a join must be the join request (JoinHello).');
               hello = message.kind.value;
               tickets.checkHello(hello, kind);
               return joinHelloBoundFields(hello);
@@ -106,11 +124,20 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
             const instance = verified.result.instance?.name ?? hello!.nodeName;
             const owner = await store.claimDisk(hello!.diskUuid, instance);
             if (owner !== instance) {
-              throw new AttestationError(`The state disk ${hello!.diskUuid} belongs to instance "${owner}", not to "${instance}": its key goes to that instance only.`);
+              throw new AttestationError(
+                `The state disk ${hello!.diskUuid} belongs to instance "${owner}", not to "${instance}": its key goes to that instance only.`,
+              );
             }
             const ticket =
               kind === 'join'
-                ? JoinTicket.encode(await tickets.joinTicket(hello!, config!, hello!.isControlPlane ? await store.memberEndpoints() : [], verified.result.instance)).finish()
+                ? JoinTicket.encode(
+                    await tickets.joinTicket(
+                      hello!,
+                      config!,
+                      hello!.isControlPlane ? await store.memberEndpoints() : [],
+                      verified.result.instance,
+                    ),
+                  ).finish()
                 : RejoinTicket.encode(tickets.rejoinTicket(hello!, config!)).finish();
             return tickets.sign(ticket, kind, verified.publicKey, config!);
           },
@@ -119,9 +146,17 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
         // The record says when the node came in; it decides nothing, so it is written once the ticket is on its way
         // (one consensus write less in front of every join), and a failure to write it is only logged.
         await recordNode(store, hello!, kind, clock).catch((err: unknown) =>
-          logger.warn('the node record was not written', { node: hello?.nodeName, reason: (err as Error)?.message ?? String(err) }),
+          logger.warn('the node record was not written', {
+            node: hello?.nodeName,
+            reason: (err as Error)?.message ?? String(err),
+          }),
         );
-        logger.info(`${kind} ticket issued`, { ...describe(hello, peer, kind), verdict: 'accepted', configGeneration: config?.generation, warnings: session.peer.result.warnings });
+        logger.info(`${kind} ticket issued`, {
+          ...describe(hello, peer, kind),
+          verdict: 'accepted',
+          configGeneration: config?.generation,
+          warnings: session.peer.result.warnings,
+        });
       } catch (err) {
         const userError = err instanceof UserError;
         (userError ? logger.warn : logger.error)(`${kind} refused`, {

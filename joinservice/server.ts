@@ -5,7 +5,12 @@
  * (health.ts), SERVING while the cluster store answers.
  */
 import type { ServerDuplexStream } from '@grpc/grpc-js';
-import { JOIN_SERVICE_LIMITS, startAttestedServer, type AttestedServer, type ExchangeLimits } from '../lib/atls/index.js';
+import {
+  JOIN_SERVICE_LIMITS,
+  startAttestedServer,
+  type AttestedServer,
+  type ExchangeLimits,
+} from '../lib/atls/index.js';
 import { rateLimitedLogger } from '../lib/logging/index.js';
 import { JoinServiceService, type JoinRequest, type JoinResponse } from '../proto/gen/constellation/join.js';
 import { joinServiceHealth } from './health.js';
@@ -39,8 +44,10 @@ export async function startJoinService(options: JoinServiceOptions): Promise<Joi
     what: 'join service',
     service: JoinServiceService,
     implementation: {
-      issueJoinTicket: (call: ServerDuplexStream<JoinRequest, JoinResponse>) => void handler.serve(call, 'join', call.getPeer()),
-      issueRejoinTicket: (call: ServerDuplexStream<JoinRequest, JoinResponse>) => void handler.serve(call, 'rejoin', call.getPeer()),
+      issueJoinTicket: (call: ServerDuplexStream<JoinRequest, JoinResponse>) =>
+        void handler.serve(call, 'join', call.getPeer()),
+      issueRejoinTicket: (call: ServerDuplexStream<JoinRequest, JoinResponse>) =>
+        void handler.serve(call, 'rejoin', call.getPeer()),
     },
     alsoServes: [joinServiceHealth(options.store, logger)],
     host,

@@ -58,13 +58,17 @@ export class JoinTicketIssuer {
    */
   checkIdentity(hello: JoinHello, instance: AttestedInstance | undefined): void {
     if (instance && hello.nodeName !== instance.name) {
-      throw new AttestationError(`The join request names node "${hello.nodeName}", but the attestation comes from instance "${instance.name}".`);
+      throw new AttestationError(
+        `The join request names node "${hello.nodeName}", but the attestation comes from instance "${instance.name}".`,
+      );
     }
     if (hello.isControlPlane && instance?.role !== 'control-plane') {
       const who = !instance
         ? 'the attestation does not identify the instance'
         : `the provider created instance "${instance.name}" as ${instance.role ? `a ${instance.role} node` : 'a node of unknown role'}`;
-      throw new AttestationError(`A control-plane ticket was asked for, but ${who}: the cluster's CA keys go only to control-plane nodes.`);
+      throw new AttestationError(
+        `A control-plane ticket was asked for, but ${who}: the cluster's CA keys go only to control-plane nodes.`,
+      );
     }
   }
 
@@ -74,9 +78,18 @@ export class JoinTicketIssuer {
    * UserError), because the certificate carries serverAuth under the CA the admin kubeconfig trusts.
    * `storeEndpoints`: where a control-plane node joins the cluster store (see JoinTicket.store_endpoints).
    */
-  async joinTicket(hello: JoinHello, config: LoadedJoinConfig, storeEndpoints: string[] = [], instance?: AttestedInstance): Promise<JoinTicket> {
+  async joinTicket(
+    hello: JoinHello,
+    config: LoadedJoinConfig,
+    storeEndpoints: string[] = [],
+    instance?: AttestedInstance,
+  ): Promise<JoinTicket> {
     const ips = instance?.addresses ?? (await this.options.instanceAddresses?.(hello.nodeName)) ?? [];
-    const kubeletCert = signKubeletCertificate(config.loadedPki, hello.certificateRequest, { nodeName: hello.nodeName, ips, clock: this.options.clock });
+    const kubeletCert = signKubeletCertificate(config.loadedPki, hello.certificateRequest, {
+      nodeName: hello.nodeName,
+      ips,
+      clock: this.options.clock,
+    });
     const token = await this.options.tokens.issue();
     return {
       stateDiskKey: Buffer.from(deriveStateDiskKey(config.masterSecret, hello.diskUuid)),

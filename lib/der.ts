@@ -93,7 +93,8 @@ export interface Element {
   content: Buffer;
 }
 
-const asBuffer = (bytes: Uint8Array) => (Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength));
+const asBuffer = (bytes: Uint8Array) =>
+  Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
 
 /** Reads the element at `offset`; `end` bounds it (by default the input's end). Bytes after it are not looked at. */
 export function readElement(input: Uint8Array, offset = 0, end = input.length): Element {
@@ -112,7 +113,11 @@ export function readElement(input: Uint8Array, offset = 0, end = input.length): 
     header += count;
   }
   if (offset + header + length > end) throw new DerError('element runs past its container');
-  return { tag, raw: buf.subarray(offset, offset + header + length), content: buf.subarray(offset + header, offset + header + length) };
+  return {
+    tag,
+    raw: buf.subarray(offset, offset + header + length),
+    content: buf.subarray(offset + header, offset + header + length),
+  };
 }
 
 /** Reads a whole input as exactly one element of `tag`. */
@@ -125,7 +130,7 @@ export function readOnly(input: Uint8Array, tag: number, what: string): Element 
 /** The elements inside a constructed element. */
 export function children(element: Element): Element[] {
   const out: Element[] = [];
-  for (let offset = 0; offset < element.content.length; ) {
+  for (let offset = 0; offset < element.content.length;) {
     const child = readElement(element.content, offset);
     out.push(child);
     offset += child.raw.length;
@@ -159,7 +164,8 @@ export function decodeOid(element: Element): string {
 
 /** A non-negative INTEGER that fits a JavaScript number (TCB security patch levels, structure versions). */
 export function decodeSmallInteger(element: Element): number {
-  if (element.tag !== TAG.INTEGER || element.content.length === 0 || element.content.length > 6) throw new DerError('expected a small INTEGER');
+  if (element.tag !== TAG.INTEGER || element.content.length === 0 || element.content.length > 6)
+    throw new DerError('expected a small INTEGER');
   if (element.content[0] & 0x80) throw new DerError('expected a non-negative INTEGER');
   let value = 0;
   for (const byte of element.content) value = value * 256 + byte;

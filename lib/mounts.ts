@@ -7,7 +7,8 @@ import { execFile } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 
-const unescapeMountPath = (field: string) => field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
+const unescapeMountPath = (field: string) =>
+  field.replace(/\\([0-7]{3})/g, (_, octal: string) => String.fromCharCode(parseInt(octal, 8)));
 
 /** Every mount point at or below `dir`, deepest first (the order to detach them in). */
 export async function mountPointsUnder(dir: string): Promise<string[]> {

@@ -39,7 +39,10 @@ export class PollTimeoutError extends Error {
 }
 
 /** Asks `check` until it returns a value other than `undefined`, or the deadline passes (see the module header). */
-export async function pollUntil<T>(check: (attempt: number) => T | undefined | Promise<T | undefined>, options: PollOptions<T>): Promise<T> {
+export async function pollUntil<T>(
+  check: (attempt: number) => T | undefined | Promise<T | undefined>,
+  options: PollOptions<T>,
+): Promise<T> {
   const clock = options.clock ?? systemClock;
   const sleep = options.sleep ?? realSleep;
   const deadline = clock().getTime() + options.timeoutMs;

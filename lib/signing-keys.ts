@@ -25,10 +25,16 @@ export interface SigningKeyPair {
 
 function requireP256(key: KeyObject, what: string): void {
   if (key.asymmetricKeyType !== 'ec' || key.asymmetricKeyDetails?.namedCurve !== 'prime256v1') {
-    const actual = key.asymmetricKeyType === 'ec' ? `EC on ${key.asymmetricKeyDetails?.namedCurve}` : key.asymmetricKeyType?.toUpperCase();
-    throw new UserError(`${what} is not an ECDSA P-256 key (it is ${actual}); measurements are signed with P-256 keys only.`, {
-      hint: 'Use a P-256 key, e.g. one made by `cosign generate-key-pair` or `openssl ecparam -name prime256v1 -genkey`.',
-    });
+    const actual =
+      key.asymmetricKeyType === 'ec'
+        ? `EC on ${key.asymmetricKeyDetails?.namedCurve}`
+        : key.asymmetricKeyType?.toUpperCase();
+    throw new UserError(
+      `${what} is not an ECDSA P-256 key (it is ${actual}); measurements are signed with P-256 keys only.`,
+      {
+        hint: 'Use a P-256 key, e.g. one made by `cosign generate-key-pair` or `openssl ecparam -name prime256v1 -genkey`.',
+      },
+    );
   }
 }
 
@@ -50,7 +56,9 @@ export function trustedKeyFromPem(pem: string, name: string): TrustedKey {
 /** Hex SHA-256 of the public key's DER SubjectPublicKeyInfo. */
 export function keyFingerprint(key: KeyObject): string {
   const publicKey = key.type === 'private' ? createPublicKey(key) : key;
-  return createHash('sha256').update(publicKey.export({ type: 'spki', format: 'der' })).digest('hex');
+  return createHash('sha256')
+    .update(publicKey.export({ type: 'spki', format: 'der' }))
+    .digest('hex');
 }
 
 /** A new P-256 key pair: PKCS#8 private key and SPKI public key, both PEM. */
@@ -69,7 +77,10 @@ export function privateKeyFromPem(pem: string, where: string): KeyObject {
     key = createPrivateKey({ key: pem, format: 'pem' });
   } catch (err) {
     // The cause would quote OpenSSL, never the key; still, keep it out of the message.
-    throw new UserError(`${where} is not a PEM private key.`, { hint: 'It must be an unencrypted PKCS#8 PEM ("-----BEGIN PRIVATE KEY-----").', cause: err });
+    throw new UserError(`${where} is not a PEM private key.`, {
+      hint: 'It must be an unencrypted PKCS#8 PEM ("-----BEGIN PRIVATE KEY-----").',
+      cause: err,
+    });
   }
   requireP256(key, where);
   return key;

@@ -13,13 +13,17 @@ export async function sourceCommit(root: string): Promise<string | undefined> {
     let gitDir = path.join(root, '.git');
     const stat = await fs.stat(gitDir);
     // A worktree or submodule: .git is a file "gitdir: <path>".
-    if (stat.isFile()) gitDir = path.resolve(root, (await fs.readFile(gitDir, 'utf8')).replace(/^gitdir:\s*/, '').trim());
+    if (stat.isFile())
+      gitDir = path.resolve(root, (await fs.readFile(gitDir, 'utf8')).replace(/^gitdir:\s*/, '').trim());
     const head = (await fs.readFile(path.join(gitDir, 'HEAD'), 'utf8')).trim();
     if (COMMIT.test(head)) return head;
     const ref = /^ref:\s*(\S+)$/.exec(head)?.[1];
     if (!ref) return undefined;
     // A worktree's refs live in the common git folder.
-    const common = await fs.readFile(path.join(gitDir, 'commondir'), 'utf8').then((d) => path.resolve(gitDir, d.trim()), () => gitDir);
+    const common = await fs.readFile(path.join(gitDir, 'commondir'), 'utf8').then(
+      (d) => path.resolve(gitDir, d.trim()),
+      () => gitDir,
+    );
     for (const dir of [gitDir, common]) {
       const loose = await fs.readFile(path.join(dir, ref), 'utf8').catch(() => undefined);
       if (loose && COMMIT.test(loose.trim())) return loose.trim();

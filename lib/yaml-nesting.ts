@@ -15,7 +15,8 @@ export function yamlNestingProblem(text: string): string | undefined {
   let depth = 0;
   for (const token of new Lexer().lex(text)) {
     if (token === '[' || token === '{') {
-      if (++depth > MAX_FLOW_NESTING) return `it nests flow collections ([ ] and { }) more than ${MAX_FLOW_NESTING} levels deep`;
+      if (++depth > MAX_FLOW_NESTING)
+        return `it nests flow collections ([ ] and { }) more than ${MAX_FLOW_NESTING} levels deep`;
     } else if (token === ']' || token === '}') {
       depth = Math.max(0, depth - 1);
     }

@@ -149,9 +149,13 @@ export interface InfrastructureProvider {
 }
 
 /** A provider with power control (the local provider's process nodes). */
-export type NodePowerControl = Required<Pick<InfrastructureProvider, 'rebootNodes' | 'stopNodes' | 'startNodes' | 'nodeNames'>>;
+export type NodePowerControl = Required<
+  Pick<InfrastructureProvider, 'rebootNodes' | 'stopNodes' | 'startNodes' | 'nodeNames'>
+>;
 
-export function hasPowerControl(provider: InfrastructureProvider): provider is InfrastructureProvider & NodePowerControl {
+export function hasPowerControl(
+  provider: InfrastructureProvider,
+): provider is InfrastructureProvider & NodePowerControl {
   return Boolean(provider.rebootNodes && provider.stopNodes && provider.startNodes && provider.nodeNames);
 }
 
@@ -208,7 +212,8 @@ export interface NodePlatformOptions {
 }
 
 /** Where the node's state disk is and what kind it is; the bootstrapper opens it (bootstrapper/state-disk.ts). */
-export type StateDiskSpec = { kind: 'gocryptfs'; diskDir: string; mountPoint: string } | { kind: 'luks'; device: string; mountPoint: string };
+export type StateDiskSpec =
+  { kind: 'gocryptfs'; diskDir: string; mountPoint: string } | { kind: 'luks'; device: string; mountPoint: string };
 
 /**
  * Everything provider-specific the node program needs on one platform (bootstrapper/main.ts wires the rest the
@@ -241,8 +246,18 @@ export interface NodePlatform {
 /** The cloud's values in the cloud controller manager's configuration (docs/kubernetes-backends.md). */
 export type CloudControllerValues =
   | { cloud: 'aws' }
-  | { cloud: 'gcp'; projectId: string; /** The network tag the provider gives every node (firewall rules name it). */ nodeTag: string }
-  | { cloud: 'azure'; subscriptionId: string; resourceGroup: string; location: string; /** The cluster's network security group. */ securityGroupName: string };
+  | {
+      cloud: 'gcp';
+      projectId: string;
+      /** The network tag the provider gives every node (firewall rules name it). */ nodeTag: string;
+    }
+  | {
+      cloud: 'azure';
+      subscriptionId: string;
+      resourceGroup: string;
+      location: string;
+      /** The cluster's network security group. */ securityGroupName: string;
+    };
 
 /**
  * Options as they cross the registry: the config's `provider.<name>` section plus what the CLI adds (image, uid).

@@ -23,7 +23,9 @@ const BUILTIN_MODULES: Record<(typeof BUILTIN_PROVIDERS)[number], () => Promise<
 };
 
 export async function loadProvider(name: string): Promise<ProviderModule> {
-  const builtin = Object.hasOwn(BUILTIN_MODULES, name) ? BUILTIN_MODULES[name as keyof typeof BUILTIN_MODULES] : undefined;
+  const builtin = Object.hasOwn(BUILTIN_MODULES, name)
+    ? BUILTIN_MODULES[name as keyof typeof BUILTIN_MODULES]
+    : undefined;
   const specifier = builtin ? `./${name}/index.js` : `constellation-provider-${name}`;
   let mod: LoadedModule;
   try {

@@ -41,7 +41,10 @@ const BANNER = [
 function patchSource(file, from, to) {
   return async (args) => {
     const text = await fs.readFile(args.path, 'utf8');
-    if (!text.includes(from)) throw new Error(`${file}: expected text not found (${from}); the package changed: update scripts/bundle-node-program.mjs`);
+    if (!text.includes(from))
+      throw new Error(
+        `${file}: expected text not found (${from}); the package changed: update scripts/bundle-node-program.mjs`,
+      );
     return { contents: text.replace(from, to), loader: 'js' };
   };
 }
@@ -56,7 +59,48 @@ const OPTIONAL_PACKAGES = /^(bufferutil|utf-8-validate|encoding|@aws-sdk\/signat
  * module imported dynamically, or statically by our code, is imported through a facade that lists its export names,
  * taken from the module itself at build time; its default export is module.exports, as in Node.js.
  */
-const RESERVED = new Set(['default', 'await', 'break', 'case', 'catch', 'class', 'const', 'continue', 'debugger', 'delete', 'do', 'else', 'enum', 'export', 'extends', 'false', 'finally', 'for', 'function', 'if', 'import', 'in', 'instanceof', 'let', 'new', 'null', 'return', 'static', 'super', 'switch', 'this', 'throw', 'true', 'try', 'typeof', 'var', 'void', 'while', 'with', 'yield']);
+const RESERVED = new Set([
+  'default',
+  'await',
+  'break',
+  'case',
+  'catch',
+  'class',
+  'const',
+  'continue',
+  'debugger',
+  'delete',
+  'do',
+  'else',
+  'enum',
+  'export',
+  'extends',
+  'false',
+  'finally',
+  'for',
+  'function',
+  'if',
+  'import',
+  'in',
+  'instanceof',
+  'let',
+  'new',
+  'null',
+  'return',
+  'static',
+  'super',
+  'switch',
+  'this',
+  'throw',
+  'true',
+  'try',
+  'typeof',
+  'var',
+  'void',
+  'while',
+  'with',
+  'yield',
+]);
 // Loading @peculiar/x509 for its names needs the Reflect polyfill first, as at run time (lib/x509.ts).
 createRequire(import.meta.url)('reflect-metadata');
 
@@ -67,7 +111,11 @@ const dynamicImportFacades = {
       const ours = !/[\\/]node_modules[\\/]/.test(args.importer);
       if (args.path.startsWith('node:') || args.pluginData?.facade) return undefined;
       if (args.kind !== 'dynamic-import' && !(ours && args.kind === 'import-statement')) return undefined;
-      const resolved = await build.resolve(args.path, { kind: 'dynamic-import', resolveDir: args.resolveDir, pluginData: { facade: true } });
+      const resolved = await build.resolve(args.path, {
+        kind: 'dynamic-import',
+        resolveDir: args.resolveDir,
+        pluginData: { facade: true },
+      });
       if (resolved.errors.length > 0 || resolved.external || resolved.namespace !== 'file') return undefined;
       // ES modules (import/export statements) keep their names in a split chunk; only CommonJS needs the facade.
       if (/^\s*(import|export)\s/m.test(await fs.readFile(resolved.path, 'utf8'))) return undefined;
@@ -76,7 +124,9 @@ const dynamicImportFacades = {
     });
     build.onLoad({ filter: /.*/, namespace: 'dynamic-import-facade' }, (args) => {
       const file = path.join(ROOT, args.path);
-      const names = Object.keys(createRequire(file)(file)).filter((n) => /^[A-Za-z_$][\w$]*$/.test(n) && !RESERVED.has(n)).sort();
+      const names = Object.keys(createRequire(file)(file))
+        .filter((n) => /^[A-Za-z_$][\w$]*$/.test(n) && !RESERVED.has(n))
+        .sort();
       // require(): module.exports itself, as Node.js gives it as the default export of a CommonJS module.
       const lines = [`const m = require(${JSON.stringify(`./${path.basename(file)}`)});`, 'export default m;'];
       if (names.length > 0) lines.push(`export const { ${names.join(', ')} } = m;`);
@@ -107,7 +157,11 @@ const runtimeFiles = {
     // etcd3 parses its .proto files at run time from its package folder; in the bundle they are ./etcd3/.
     build.onLoad(
       { filter: /[\\/]etcd3[\\/]lib[\\/]connection-pool\.js$/ },
-      patchSource('etcd3/lib/connection-pool.js', '`${__dirname}/../proto/rpc.proto`', '`${__dirname}/etcd3/rpc.proto`'),
+      patchSource(
+        'etcd3/lib/connection-pool.js',
+        '`${__dirname}/../proto/rpc.proto`',
+        '`${__dirname}/etcd3/rpc.proto`',
+      ),
     );
     // The package's version and folder: the bundle's own (no package.json above it in an image).
     build.onLoad({ filter: /[\\/]lib[\\/]config[\\/]package-info\.ts$/ }, () => ({
@@ -161,7 +215,9 @@ export async function bundleNodeProgram(outDir = OUT) {
   for (const name of await fs.readdir(outDir)) {
     const text = await fs.readFile(path.join(outDir, name), 'utf8').catch(() => '');
     if (/(^|[;}])export default require_\w+\(\);?$/m.test(text) && !/(^|[;}])export ?\{/m.test(text)) {
-      throw new Error(`${name}: a CommonJS module imported dynamically lost its named exports (see dynamicImportFacades)`);
+      throw new Error(
+        `${name}: a CommonJS module imported dynamically lost its named exports (see dynamicImportFacades)`,
+      );
     }
   }
   for (const [from, to] of COPIES) {
@@ -170,4 +226,5 @@ export async function bundleNodeProgram(outDir = OUT) {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) await bundleNodeProgram(process.argv[2] ? path.resolve(process.argv[2]) : OUT);
+if (process.argv[1] === fileURLToPath(import.meta.url))
+  await bundleNodeProgram(process.argv[2] ? path.resolve(process.argv[2]) : OUT);

@@ -8,7 +8,10 @@ import { fileURLToPath } from 'node:url';
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const tmp = mkdtempSync(path.join(os.tmpdir(), 'proto-check-'));
 try {
-  execFileSync(path.join(root, 'node_modules/.bin/buf'), ['generate', 'proto', '--output', tmp], { cwd: root, stdio: 'inherit' });
+  execFileSync(path.join(root, 'node_modules/.bin/buf'), ['generate', 'proto', '--output', tmp], {
+    cwd: root,
+    stdio: 'inherit',
+  });
   const list = (dir) =>
     readdirSync(dir).flatMap((name) => {
       const full = path.join(dir, name);
@@ -19,7 +22,10 @@ try {
   const a = list(fresh).sort();
   const b = list(committed).sort();
   const stale = [...new Set([...a, ...b])].filter(
-    (f) => !a.includes(f) || !b.includes(f) || readFileSync(path.join(fresh, f), 'utf8') !== readFileSync(path.join(committed, f), 'utf8'),
+    (f) =>
+      !a.includes(f) ||
+      !b.includes(f) ||
+      readFileSync(path.join(fresh, f), 'utf8') !== readFileSync(path.join(committed, f), 'utf8'),
   );
   if (stale.length > 0) {
     console.error(`proto/gen is stale (${stale.join(', ')}): run \`npm run proto\` and commit the result.`);

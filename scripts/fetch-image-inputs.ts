@@ -11,9 +11,16 @@ import { isUserError } from '../lib/errors.js';
 
 const cacheDir = defaultPackageCache();
 try {
-  const fetched = await fetchPackages(ALL_PACKAGES, { cacheDir, run: runCommand, download: true, progress: (m) => console.log(`fetch-image-inputs: ${m}`) });
+  const fetched = await fetchPackages(ALL_PACKAGES, {
+    cacheDir,
+    run: runCommand,
+    download: true,
+    progress: (m) => console.log(`fetch-image-inputs: ${m}`),
+  });
   console.log(`fetch-image-inputs: ${fetched.length} Debian packages in ${cacheDir}`);
 } catch (err) {
-  console.error(`fetch-image-inputs: ${(err as Error).message}${isUserError(err) && err.hint ? `\n  ${err.hint}` : ''}`);
+  console.error(
+    `fetch-image-inputs: ${(err as Error).message}${isUserError(err) && err.hint ? `\n  ${err.hint}` : ''}`,
+  );
   process.exit(1);
 }

@@ -46,14 +46,19 @@ function inWorker<T extends WorkerReply>(data: Record<string, unknown>, timeoutM
 const { names } = await inWorker<Extract<WorkerReply, { type: 'names' }>>({ list: true }, 120_000);
 const chosen = names.filter((n) => filters.length === 0 || filters.some((f) => n.includes(f)));
 const perTargetMs = Math.max(1000, Math.floor((totalSeconds * 1000) / chosen.length));
-console.log(`fuzzing ${chosen.length} parsers, ${(perTargetMs / 1000).toFixed(1)} s each${seed === undefined ? '' : `, seed ${seed}`}`);
+console.log(
+  `fuzzing ${chosen.length} parsers, ${(perTargetMs / 1000).toFixed(1)} s each${seed === undefined ? '' : `, seed ${seed}`}`,
+);
 console.log(`${'parser'.padEnd(22)} ${'inputs'.padStart(10)} ${'inputs/s'.padStart(9)}  result`);
 let findings = 0;
 let total = 0;
 for (const name of chosen) {
   let line: string;
   try {
-    const { run } = await inWorker<Extract<WorkerReply, { type: 'run' }>>({ name, timeMs: perTargetMs, seed }, perTargetMs + WATCHDOG_SLACK_MS + 60_000);
+    const { run } = await inWorker<Extract<WorkerReply, { type: 'run' }>>(
+      { name, timeMs: perTargetMs, seed },
+      perTargetMs + WATCHDOG_SLACK_MS + 60_000,
+    );
     total += run.iterations;
     const rate = (run.iterations / (run.ms / 1000)).toFixed(0);
     line = `${name.padEnd(22)} ${String(run.iterations).padStart(10)} ${rate.padStart(9)}  `;

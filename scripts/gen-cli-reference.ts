@@ -70,11 +70,16 @@ export function renderCliReference(manifest: Manifest, pjson: PackageJson): stri
     '',
     `Every command also answers \`${bin} <command> --help\`. Commands:`,
     '',
-    ...commands.map((c) => `- [\`${bin} ${spaced(c.id)}\`](#${anchor(`${bin} ${spaced(c.id)}`)}): ${oneLine(c.summary ?? c.description ?? '')}`),
+    ...commands.map(
+      (c) =>
+        `- [\`${bin} ${spaced(c.id)}\`](#${anchor(`${bin} ${spaced(c.id)}`)}): ${oneLine(c.summary ?? c.description ?? '')}`,
+    ),
     '',
   ];
 
-  const topics = Object.entries(pjson.oclif.topics ?? {}).filter(([name]) => commands.some((c) => c.id.startsWith(`${name}:`)));
+  const topics = Object.entries(pjson.oclif.topics ?? {}).filter(([name]) =>
+    commands.some((c) => c.id.startsWith(`${name}:`)),
+  );
   if (topics.length > 0) {
     out.push('## Topics', '', '| topic | what it is for |', '| --- | --- |');
     for (const [name, topic] of topics) out.push(`| \`${bin} ${name}\` | ${cell(topic.description)} |`);
@@ -82,7 +87,9 @@ export function renderCliReference(manifest: Manifest, pjson: PackageJson): stri
   }
 
   const globalFlags = new Map<string, ManifestFlag>();
-  for (const c of commands) for (const f of Object.values(c.flags)) if (f.helpGroup === 'GLOBAL' && f.name !== 'json') globalFlags.set(f.name, f);
+  for (const c of commands)
+    for (const f of Object.values(c.flags))
+      if (f.helpGroup === 'GLOBAL' && f.name !== 'json') globalFlags.set(f.name, f);
   if (globalFlags.size > 0) {
     out.push('## Global flags', '', 'Every command takes these:', '', ...flagTable([...globalFlags.values()]), '');
   }
@@ -111,7 +118,10 @@ export function renderCliReference(manifest: Manifest, pjson: PackageJson): stri
     if (args.length > 0) {
       out.push('| argument | meaning |', '| --- | --- |');
       for (const a of args) {
-        const extra = [a.options ? `one of: ${a.options.join(', ')}` : '', a.default !== undefined ? `default: ${String(a.default)}` : '']
+        const extra = [
+          a.options ? `one of: ${a.options.join(', ')}` : '',
+          a.default !== undefined ? `default: ${String(a.default)}` : '',
+        ]
           .filter(Boolean)
           .join('; ');
         out.push(`| \`${a.name.toUpperCase()}\` | ${cell(a.description ?? '')}${extra ? ` (${extra})` : ''} |`);
@@ -164,7 +174,10 @@ function cell(text: string): string {
 
 /** GitHub's heading anchors: lower case, spaces to hyphens, punctuation dropped. */
 function anchor(heading: string): string {
-  return heading.toLowerCase().replaceAll(' ', '-').replace(/[^a-z0-9_-]/g, '');
+  return heading
+    .toLowerCase()
+    .replaceAll(' ', '-')
+    .replace(/[^a-z0-9_-]/g, '');
 }
 
 export function renderFromRepo(): string {

@@ -43,7 +43,10 @@ const values = {
 const clouds = { aws: 'AWS', azure: 'Azure', gcp: 'GCP' };
 
 function render(text, csp, image) {
-  let t = text.replace(/\{\{-? if eq \.Values\.csp "(\w+)" -?\}\}\n?([\s\S]*?)\{\{-? end -?\}\}\n?/g, (_, want, body) => (want === csp ? body : ''));
+  let t = text.replace(
+    /\{\{-? if eq \.Values\.csp "(\w+)" -?\}\}\n?([\s\S]*?)\{\{-? end -?\}\}\n?/g,
+    (_, want, body) => (want === csp ? body : ''),
+  );
   const b64 = (s) => Buffer.from(s).toString('base64');
   t = t
     .replace(/\{\{ ?\.Release\.Namespace ?\}\}/g, 'kube-system')
@@ -51,13 +54,17 @@ function render(text, csp, image) {
     .replace(/\{\{ \.Values\.Azure\.azureConfig \| b64enc \}\}/g, b64(values.azureConfig))
     .replace(/\{\{ \.Values\.GCP\.secretData \| b64enc \}\}/g, b64(values.secretData))
     .replace(/\{\{ ?\.Values\.GCP\.(\w+) ?\}\}/g, (_, key) => values[key]);
-  if (t.includes('{{')) throw new Error(`an unknown template expression is left: ${t.slice(t.indexOf('{{'), t.indexOf('{{') + 60)}`);
+  if (t.includes('{{'))
+    throw new Error(`an unknown template expression is left: ${t.slice(t.indexOf('{{'), t.indexOf('{{') + 60)}`);
   return t;
 }
 
 async function templates(chart) {
   const dir = path.join(charts, chart, 'templates');
-  return (await fs.readdir(dir)).filter((f) => f.endsWith('.yaml')).sort().map((f) => path.join(dir, f));
+  return (await fs.readdir(dir))
+    .filter((f) => f.endsWith('.yaml'))
+    .sort()
+    .map((f) => path.join(dir, f));
 }
 
 function gcpChanges(objects) {
@@ -79,7 +86,13 @@ function gcpChanges(objects) {
         delete c.env;
         c.command = c.command
           .filter((a) => !a.startsWith('--cluster-cidr=') && !a.startsWith('--cidr-allocator-type='))
-          .map((a) => (a.startsWith('--controllers=') ? '--controllers=cloud-node,cloud-node-lifecycle' : a === '--allocate-node-cidrs=true' ? '--allocate-node-cidrs=false' : a));
+          .map((a) =>
+            a.startsWith('--controllers=')
+              ? '--controllers=cloud-node,cloud-node-lifecycle'
+              : a === '--allocate-node-cidrs=true'
+                ? '--allocate-node-cidrs=false'
+                : a,
+          );
       }
     }
   }
@@ -88,7 +101,9 @@ function gcpChanges(objects) {
 
 const CHANGES = {
   aws: [],
-  azure: ['the cloud-node-manager DaemonSet of the chart cnm added (the CCM runs without its cloud-node controller, as upstream)'],
+  azure: [
+    'the cloud-node-manager DaemonSet of the chart cnm added (the CCM runs without its cloud-node controller, as upstream)',
+  ],
   gcp: [
     "authenticates as the VM's service account (metadata server): no gcekey Secret, volume or GOOGLE_APPLICATION_CREDENTIALS, no token-url in gce.conf",
     "node-tags is our provider's network tag of the nodes (providers/gcp/plan.ts), not constellation-<uid>",
@@ -106,7 +121,11 @@ for (const [cloud, csp] of Object.entries(clouds)) {
     const text = render(await fs.readFile(file, 'utf8'), csp, image);
     for (const doc of parseAllDocuments(text)) {
       const o = doc.toJS();
-      if (o) objects.push({ source: `${path.basename(path.dirname(path.dirname(file)))}/templates/${path.basename(file)}`, object: o });
+      if (o)
+        objects.push({
+          source: `${path.basename(path.dirname(path.dirname(file)))}/templates/${path.basename(file)}`,
+          object: o,
+        });
     }
   }
   if (cloud === 'gcp') {

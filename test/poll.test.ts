@@ -51,7 +51,10 @@ describe('pollUntil', () => {
   it('checks at least once even with no time to wait', async () => {
     const time = fakeTime();
     let checks = 0;
-    await assert.rejects(pollUntil(() => void checks++, { timeoutMs: 0, intervalMs: 100, ...time }), PollTimeoutError);
+    await assert.rejects(
+      pollUntil(() => void checks++, { timeoutMs: 0, intervalMs: 100, ...time }),
+      PollTimeoutError,
+    );
     assert.equal(checks, 1);
     assert.deepEqual(time.slept, []);
   });
@@ -77,14 +80,26 @@ describe('pollUntil', () => {
   it("at the deadline, throws onTimeout's error", async () => {
     const time = fakeTime();
     await assert.rejects(
-      pollUntil(() => undefined, { timeoutMs: 500, intervalMs: 100, onTimeout: () => { throw new Error('the node never joined'); }, ...time }),
+      pollUntil(() => undefined, {
+        timeoutMs: 500,
+        intervalMs: 100,
+        onTimeout: () => {
+          throw new Error('the node never joined');
+        },
+        ...time,
+      }),
       /the node never joined/,
     );
   });
 
   it("at the deadline, resolves with onTimeout's value", async () => {
     const time = fakeTime();
-    const alive = await pollUntil<number[]>(() => undefined, { timeoutMs: 500, intervalMs: 100, onTimeout: () => [42], ...time });
+    const alive = await pollUntil<number[]>(() => undefined, {
+      timeoutMs: 500,
+      intervalMs: 100,
+      onTimeout: () => [42],
+      ...time,
+    });
     assert.deepEqual(alive, [42]);
   });
 
@@ -106,7 +121,11 @@ describe('pollUntil', () => {
 
   it('pauses as long as an interval function says, given the attempt', async () => {
     const time = fakeTime();
-    await pollUntil((attempt) => (attempt === 4 ? true : undefined), { timeoutMs: 10_000, intervalMs: (attempt) => attempt * 10, ...time });
+    await pollUntil((attempt) => (attempt === 4 ? true : undefined), {
+      timeoutMs: 10_000,
+      intervalMs: (attempt) => attempt * 10,
+      ...time,
+    });
     assert.deepEqual(time.slept, [10, 20, 30]);
   });
 

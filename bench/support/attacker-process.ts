@@ -23,10 +23,19 @@ async function attack(port: number, streams: number): Promise<void> {
   stopped = false;
   for (let i = 0; i < streams; i++) {
     const call = sessions[i % SESSIONS].call(INIT_PATH);
-    call.send(InitRequest.encode({ kind: { $case: 'challenge', value: { nonce: randomBytes(32), verifierPublicKey: Buffer.alloc(0) } } }).finish());
+    call.send(
+      InitRequest.encode({
+        kind: { $case: 'challenge', value: { nonce: randomBytes(32), verifierPublicKey: Buffer.alloc(0) } },
+      }).finish(),
+    );
     void call.status.then((status) => {
       if (stopped) return;
-      const name = status.code === 8 ? 'refused (RESOURCE_EXHAUSTED)' : status.code === 4 ? 'closed idle (DEADLINE_EXCEEDED)' : `ended with status ${status.code}`;
+      const name =
+        status.code === 8
+          ? 'refused (RESOURCE_EXHAUSTED)'
+          : status.code === 4
+            ? 'closed idle (DEADLINE_EXCEEDED)'
+            : `ended with status ${status.code}`;
       endings.set(name, (endings.get(name) ?? 0) + 1);
     });
     calls.push(call);
@@ -43,7 +52,8 @@ function stop(): Array<[string, number]> {
 }
 
 process.on('message', (message: AttackRequest) => {
-  if (message.type === 'attack') void attack(message.port, message.streams).then(() => process.send!({ type: 'opened' } satisfies AttackerMessage));
+  if (message.type === 'attack')
+    void attack(message.port, message.streams).then(() => process.send!({ type: 'opened' } satisfies AttackerMessage));
   if (message.type === 'stop') process.send!({ type: 'stopped', endings: stop() } satisfies AttackerMessage);
 });
 process.on('disconnect', () => process.exit(0));

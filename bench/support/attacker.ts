@@ -7,7 +7,8 @@ import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 export type AttackRequest = { type: 'attack'; port: number; streams: number } | { type: 'stop' };
-export type AttackerMessage = { type: 'ready' } | { type: 'opened' } | { type: 'stopped'; endings: Array<[string, number]> };
+export type AttackerMessage =
+  { type: 'ready' } | { type: 'opened' } | { type: 'stopped'; endings: Array<[string, number]> };
 
 export interface Attacker {
   attack(port: number, streams: number): Promise<void>;
@@ -30,7 +31,7 @@ export async function startAttacker(): Promise<Attacker> {
     async stop() {
       const stopped = next(child, 'stopped');
       child.send({ type: 'stop' } satisfies AttackRequest);
-      return new Map((await stopped as Extract<AttackerMessage, { type: 'stopped' }>).endings);
+      return new Map(((await stopped) as Extract<AttackerMessage, { type: 'stopped' }>).endings);
     },
     async close() {
       if (child.connected) child.disconnect();

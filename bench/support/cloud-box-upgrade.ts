@@ -27,7 +27,13 @@ export async function waitForFiveJoined(cluster: BoxCluster): Promise<void> {
 }
 
 /** Runs the upgrade to `image` and prints the ratio (see the module header). */
-export async function measureUpgrade(cluster: BoxCluster, ca: SnpTestCa, workspace: string, target: { variant: VariantName; image: string }, out: (line: string) => void): Promise<void> {
+export async function measureUpgrade(
+  cluster: BoxCluster,
+  ca: SnpTestCa,
+  workspace: string,
+  target: { variant: VariantName; image: string },
+  out: (line: string) => void,
+): Promise<void> {
   const { index } = await publishImages(workspace, (await loadConfig(workspace)).image, target);
   await editConfig(workspace, (doc) => doc.setIn(['image'], target.image));
   const validatorDeps = { ...(await cluster.cloud.validatorDeps()), amdRoots: ca.roots };
@@ -58,6 +64,10 @@ export async function measureUpgrade(cluster: BoxCluster, ca: SnpTestCa, workspa
   const sorted = [...steps].sort((a, b) => a - b);
   const one = sorted[Math.floor(sorted.length / 2)]! / 1000;
   const ratio = (rollout - fakeDelay) / (5 * (one - fakeDelay / 5));
-  out(`${target.variant} rolling upgrade 3+2: rollout ${rollout.toFixed(2)} s, one replacement (median of ${steps.length}) ${one.toFixed(2)} s, fake delay ${fakeDelay.toFixed(2)} s`);
-  out(`rollout ÷ (5 × one replacement), fake delay subtracted = ${ratio.toFixed(2)} (target ≤ ${UPGRADE_TARGET}: ${ratio <= UPGRADE_TARGET ? 'met' : 'NOT met'})`);
+  out(
+    `${target.variant} rolling upgrade 3+2: rollout ${rollout.toFixed(2)} s, one replacement (median of ${steps.length}) ${one.toFixed(2)} s, fake delay ${fakeDelay.toFixed(2)} s`,
+  );
+  out(
+    `rollout ÷ (5 × one replacement), fake delay subtracted = ${ratio.toFixed(2)} (target ≤ ${UPGRADE_TARGET}: ${ratio <= UPGRADE_TARGET ? 'met' : 'NOT met'})`,
+  );
 }

@@ -30,7 +30,10 @@ let groups = 0;
 /** A fresh cgroup for CPU accounting, or undefined where this machine gives none to this process. */
 export async function openCpuGroup(name: string): Promise<CpuGroup | undefined> {
   const leaf = `cl-bench-${name}-${process.pid}-${++groups}`;
-  const v2 = await fs.access(path.join(V2_ROOT, 'cgroup.controllers')).then(() => true, () => false);
+  const v2 = await fs.access(path.join(V2_ROOT, 'cgroup.controllers')).then(
+    () => true,
+    () => false,
+  );
   const candidates = v2
     ? [{ dir: path.join(V2_ROOT, leaf), source: 'cgroup v2 cpu.stat', read: readV2 }]
     : [{ dir: path.join(V1_CPUACCT, leaf), source: 'cgroup v1 cpuacct.usage', read: readV1 }];
@@ -42,7 +45,10 @@ export async function openCpuGroup(name: string): Promise<CpuGroup | undefined> 
     }
     return {
       source: c.source,
-      wrap: (file, args) => ({ file: 'sh', args: ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', c.dir, file, ...args] }),
+      wrap: (file, args) => ({
+        file: 'sh',
+        args: ['-c', 'echo $$ > "$0/cgroup.procs" && exec "$@"', c.dir, file, ...args],
+      }),
       seconds: () => c.read(c.dir),
       close: () => removeGroup(c.dir),
     };
@@ -55,7 +61,9 @@ async function readV1(dir: string): Promise<number> {
 }
 
 async function readV2(dir: string): Promise<number> {
-  const line = (await fs.readFile(path.join(dir, 'cpu.stat'), 'utf8')).split('\n').find((l) => l.startsWith('usage_usec '));
+  const line = (await fs.readFile(path.join(dir, 'cpu.stat'), 'utf8'))
+    .split('\n')
+    .find((l) => l.startsWith('usage_usec '));
   return Number(line?.split(' ')[1] ?? NaN) / 1e6;
 }
 

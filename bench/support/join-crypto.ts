@@ -6,7 +6,13 @@
  * and measurement secret, ECDH + JWE seal. Every round is another node (its own AK), as in a storm of new
  * nodes: nothing the validator remembers about an AK it has seen helps.
  */
-import { attestedUserData, generateEphemeralKeyPair, joinHelloBoundFields, seal, unseal } from '../../lib/atls/index.js';
+import {
+  attestedUserData,
+  generateEphemeralKeyPair,
+  joinHelloBoundFields,
+  seal,
+  unseal,
+} from '../../lib/atls/index.js';
 import { createValidator } from '../../lib/attestation/registry.js';
 import type { AkRegistry } from '../../lib/attestation/types.js';
 import { deriveMeasurementSecret, deriveStateDiskKey } from '../../lib/kms/index.js';
@@ -45,17 +51,33 @@ export interface CryptoNode {
  * Milliseconds of each step: medians over the rounds after WARM_UP_ROUNDS, one round per node of `nodes`
  * (so `nodes.length - WARM_UP_ROUNDS` rounds are measured).
  */
-export async function measureJoinCrypto(nodes: CryptoNode[], config: LoadedJoinConfig, akRegistry: AkRegistry): Promise<JoinCrypto> {
+export async function measureJoinCrypto(
+  nodes: CryptoNode[],
+  config: LoadedJoinConfig,
+  akRegistry: AkRegistry,
+): Promise<JoinCrypto> {
   const validator = await createValidator('local-vtpm', config.attestation.config, { akRegistry });
   const nonce = new Uint8Array(32).fill(7);
   const binding = { purpose: 'join' as const, nonce };
   const plaintext = new Uint8Array(TICKET_BYTES);
-  const steps = { node: [] as number[], validate: [] as number[], seal: [] as number[], cert: [] as number[], hkdf: [] as number[], service: [] as number[], total: [] as number[] };
+  const steps = {
+    node: [] as number[],
+    validate: [] as number[],
+    seal: [] as number[],
+    cert: [] as number[],
+    hkdf: [] as number[],
+    service: [] as number[],
+    total: [] as number[],
+  };
   const lap = (start: number) => performance.now() - start;
   for (const [round, node] of nodes.entries()) {
     let t = performance.now();
     const keys = generateEphemeralKeyPair();
-    const userData = attestedUserData({ purpose: 'join', publicKey: keys.publicKey, bound: joinHelloBoundFields(node.hello) });
+    const userData = attestedUserData({
+      purpose: 'join',
+      publicKey: keys.publicKey,
+      bound: joinHelloBoundFields(node.hello),
+    });
     const document = await node.vtpm.issue(userData, nonce);
     const nodeFirst = lap(t);
 
@@ -64,7 +86,11 @@ export async function measureJoinCrypto(nodes: CryptoNode[], config: LoadedJoinC
     const validate = lap(t);
 
     t = performance.now();
-    signKubeletCertificate(config.loadedPki, node.hello.certificateRequest, { ips: ['10.0.0.7'], nodeName: node.hello.nodeName, clock: () => new Date() });
+    signKubeletCertificate(config.loadedPki, node.hello.certificateRequest, {
+      ips: ['10.0.0.7'],
+      nodeName: node.hello.nodeName,
+      clock: () => new Date(),
+    });
     const cert = lap(t);
 
     t = performance.now();

@@ -31,7 +31,8 @@ let next = 0;
 
 async function storm(address: string): Promise<StormReport> {
   const nodes = stormNodes[next++];
-  if (!nodes) return { type: 'storm', wall: 0, latencies: [], cpu: 0, error: `the fleet was made for ${storms} storms` };
+  if (!nodes)
+    return { type: 'storm', wall: 0, latencies: [], cpu: 0, error: `the fleet was made for ${storms} storms` };
   const cpu = process.cpuUsage();
   const start = performance.now();
   let error: string | undefined;
@@ -54,5 +55,7 @@ process.on('message', (message: StormRequest) => {
 process.on('disconnect', () => process.exit(0));
 process.send!({
   type: 'ready',
-  nodes: stormNodes.flat().map((n) => ({ instance: n.vtpm.instance, akPublic: Buffer.from(n.vtpm.akPublic).toString('base64'), ip: n.ip })),
+  nodes: stormNodes
+    .flat()
+    .map((n) => ({ instance: n.vtpm.instance, akPublic: Buffer.from(n.vtpm.akPublic).toString('base64'), ip: n.ip })),
 } satisfies FleetReady);

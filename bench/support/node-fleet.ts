@@ -56,7 +56,10 @@ export async function startNodeFleet(nodesPerStorm: number, storms: number): Pro
   // JOIN_STORM_NODES_CPU_PROF=<dir> profiles the fleet instead.
   const profile = process.env.JOIN_STORM_NODES_CPU_PROF;
   const execArgv = ['--import', 'tsx', ...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : [])];
-  const child = fork(ENTRY, [String(nodesPerStorm), String(storms)], { execArgv, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const child = fork(ENTRY, [String(nodesPerStorm), String(storms)], {
+    execArgv,
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   try {
     const ready = await nextMessage<FleetReady>(child, 'ready');

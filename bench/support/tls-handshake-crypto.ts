@@ -13,7 +13,18 @@
  * Left out (a few µs): transcript hashes, AES-GCM of the handshake records, session ticket encryption.
  */
 import tls from 'node:tls';
-import { createHash, createHmac, createPrivateKey, createPublicKey, diffieHellman, generateKeyPairSync, randomBytes, sign, verify, type KeyObject } from 'node:crypto';
+import {
+  createHash,
+  createHmac,
+  createPrivateKey,
+  createPublicKey,
+  diffieHellman,
+  generateKeyPairSync,
+  randomBytes,
+  sign,
+  verify,
+  type KeyObject,
+} from 'node:crypto';
 import { createSelfSignedCertificate } from '../../lib/atls/self-signed.js';
 import { median, WARM_UP_ROUNDS } from './stats.js';
 
@@ -44,14 +55,22 @@ const MODELLED_HANDSHAKE = 'TLSv1.3 TLS_AES_256_GCM_SHA384 X25519, certificate k
  */
 export async function checkHandshakeParameters(host: string, port: number): Promise<string> {
   const negotiated = await new Promise<string>((resolve, reject) => {
-    const socket = tls.connect({ host, port, servername: 'constellation', rejectUnauthorized: false, ALPNProtocols: ['h2'] }, () => {
-      const curve = socket.getPeerX509Certificate()?.publicKey.asymmetricKeyDetails?.namedCurve ?? '(not EC)';
-      resolve(`${socket.getProtocol()} ${socket.getCipher().standardName} ${(socket.getEphemeralKeyInfo() as { name?: string } | null)?.name ?? '(no key share)'}, certificate key ${curve}`);
-      socket.destroy();
-    });
+    const socket = tls.connect(
+      { host, port, servername: 'constellation', rejectUnauthorized: false, ALPNProtocols: ['h2'] },
+      () => {
+        const curve = socket.getPeerX509Certificate()?.publicKey.asymmetricKeyDetails?.namedCurve ?? '(not EC)';
+        resolve(
+          `${socket.getProtocol()} ${socket.getCipher().standardName} ${(socket.getEphemeralKeyInfo() as { name?: string } | null)?.name ?? '(no key share)'}, certificate key ${curve}`,
+        );
+        socket.destroy();
+      },
+    );
     socket.once('error', reject);
   });
-  if (negotiated !== MODELLED_HANDSHAKE) throw new Error(`the server negotiates ${negotiated}, but the handshake cryptography measured is ${MODELLED_HANDSHAKE}`);
+  if (negotiated !== MODELLED_HANDSHAKE)
+    throw new Error(
+      `the server negotiates ${negotiated}, but the handshake cryptography measured is ${MODELLED_HANDSHAKE}`,
+    );
   return negotiated;
 }
 
@@ -61,7 +80,12 @@ export async function measureHandshakeCrypto(rounds: number): Promise<HandshakeC
   const { key } = await createSelfSignedCertificate('constellation');
   const serverKey = createPrivateKey(key);
   const serverPublic = createPublicKey(serverKey);
-  const parts = { keyShare: [] as number[], signature: [] as number[], keySchedule: [] as number[], total: [] as number[] };
+  const parts = {
+    keyShare: [] as number[],
+    signature: [] as number[],
+    keySchedule: [] as number[],
+    total: [] as number[],
+  };
   for (let round = -WARM_UP_ROUNDS; round < rounds; round++) {
     const transcript = randomBytes(HASH_LENGTH); // stands in for the transcript hashes the steps take as input
 
@@ -88,14 +112,24 @@ export async function measureHandshakeCrypto(rounds: number): Promise<HandshakeC
       parts.total.push(keyShare + signature + schedule);
     }
   }
-  return { keyShare: median(parts.keyShare), signature: median(parts.signature), keySchedule: median(parts.keySchedule), total: median(parts.total) };
+  return {
+    keyShare: median(parts.keyShare),
+    signature: median(parts.signature),
+    keySchedule: median(parts.keySchedule),
+    total: median(parts.total),
+  };
 }
 
 /** RFC 8446 §4.4.3: the server signs 64 spaces ‖ context string ‖ 0 ‖ transcript hash; the client verifies. */
 function certificateVerify(serverKey: KeyObject, serverPublic: KeyObject, transcript: Buffer): void {
-  const content = Buffer.concat([Buffer.alloc(64, 0x20), Buffer.from('TLS 1.3, server CertificateVerify\0', 'latin1'), transcript]);
+  const content = Buffer.concat([
+    Buffer.alloc(64, 0x20),
+    Buffer.from('TLS 1.3, server CertificateVerify\0', 'latin1'),
+    transcript,
+  ]);
   const signature = sign('sha256', content, serverKey);
-  if (!verify('sha256', content, serverPublic, signature)) throw new Error('CertificateVerify signature did not verify');
+  if (!verify('sha256', content, serverPublic, signature))
+    throw new Error('CertificateVerify signature did not verify');
 }
 
 /** One side's key schedule (RFC 8446 §7.1, §7.3, §4.4.4, §4.6.1) from the (EC)DHE shared secret. */
@@ -104,16 +138,25 @@ function keySchedule(shared: Buffer, transcript: Buffer): void {
   const empty = Buffer.alloc(0);
   const early = extract(zeros, zeros);
   const handshake = extract(deriveSecret(early, 'derived', EMPTY_HASH), shared);
-  const handshakeTraffic = [deriveSecret(handshake, 'c hs traffic', transcript), deriveSecret(handshake, 's hs traffic', transcript)];
+  const handshakeTraffic = [
+    deriveSecret(handshake, 'c hs traffic', transcript),
+    deriveSecret(handshake, 's hs traffic', transcript),
+  ];
   const master = extract(deriveSecret(handshake, 'derived', EMPTY_HASH), zeros);
-  const applicationTraffic = [deriveSecret(master, 'c ap traffic', transcript), deriveSecret(master, 's ap traffic', transcript)];
+  const applicationTraffic = [
+    deriveSecret(master, 'c ap traffic', transcript),
+    deriveSecret(master, 's ap traffic', transcript),
+  ];
   deriveSecret(master, 'exp master', transcript);
   const resumption = deriveSecret(master, 'res master', transcript);
   for (const secret of [...handshakeTraffic, ...applicationTraffic]) {
     expandLabel(secret, 'key', empty, KEY_LENGTH);
     expandLabel(secret, 'iv', empty, IV_LENGTH);
   }
-  for (const secret of handshakeTraffic) createHmac(HASH, expandLabel(secret, 'finished', empty, HASH_LENGTH)).update(transcript).digest();
+  for (const secret of handshakeTraffic)
+    createHmac(HASH, expandLabel(secret, 'finished', empty, HASH_LENGTH))
+      .update(transcript)
+      .digest();
   for (let i = 0; i < SESSION_TICKETS; i++) expandLabel(resumption, 'resumption', Buffer.of(i), HASH_LENGTH);
 }
 
@@ -128,6 +171,12 @@ function deriveSecret(secret: Buffer, label: string, transcript: Buffer): Buffer
 /** HKDF-Expand-Label for outputs up to one hash block (all of TLS 1.3's): one HMAC. */
 function expandLabel(secret: Buffer, label: string, context: Buffer, length: number): Buffer {
   const fullLabel = Buffer.from(`tls13 ${label}`, 'latin1');
-  const info = Buffer.concat([Buffer.of(length >> 8, length & 0xff, fullLabel.length), fullLabel, Buffer.of(context.length), context, Buffer.of(1)]);
+  const info = Buffer.concat([
+    Buffer.of(length >> 8, length & 0xff, fullLabel.length),
+    fullLabel,
+    Buffer.of(context.length),
+    context,
+    Buffer.of(1),
+  ]);
   return createHmac(HASH, secret).update(info).digest().subarray(0, length);
 }

@@ -20,6 +20,8 @@ export function createBackend(name: string, options: BackendOptions): Kubernetes
     case 'kubeadm':
       return new KubeadmBackend(options);
     default:
-      throw new KubernetesBackendError(`There is no Kubernetes backend "${name}".`, { hint: `Use one of: ${BACKEND_NAMES.join(', ')}.` });
+      throw new KubernetesBackendError(`There is no Kubernetes backend "${name}".`, {
+        hint: `Use one of: ${BACKEND_NAMES.join(', ')}.`,
+      });
   }
 }

@@ -44,22 +44,34 @@ interface CloudImages {
  * cloud-controller-manager be one minor version older than the API server, and upstream pins none for 1.33.
  */
 const V1_31: Record<CloudName, CloudImages> = {
-  aws: { ccm: 'registry.k8s.io/provider-aws/cloud-controller-manager:v1.31.8@sha256:f846203ea9e0f510176b08c1c0406ffec03498c610d66442953b7823ca99622f' },
+  aws: {
+    ccm: 'registry.k8s.io/provider-aws/cloud-controller-manager:v1.31.8@sha256:f846203ea9e0f510176b08c1c0406ffec03498c610d66442953b7823ca99622f',
+  },
   azure: {
     ccm: 'mcr.microsoft.com/oss/kubernetes/azure-cloud-controller-manager:v1.31.9@sha256:5842bc4bb651e5931717953ee3e4851083c4db1185d1cbf61eb538da21bfbf15',
     cnm: 'mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager:v1.31.9@sha256:77641062e704a709f73d484ad50dde2cbf408491e1d3ec0f5b750eb7dd1e5df7',
   },
-  gcp: { ccm: 'ghcr.io/edgelesssys/cloud-provider-gcp:v30.1.4@sha256:0c3695a18d3825492196facb092e5fe56e466fa8517cde5a206fe21630c1da13' },
+  gcp: {
+    ccm: 'ghcr.io/edgelesssys/cloud-provider-gcp:v30.1.4@sha256:0c3695a18d3825492196facb092e5fe56e466fa8517cde5a206fe21630c1da13',
+  },
 };
 const V1_32: Record<CloudName, CloudImages> = {
-  aws: { ccm: 'registry.k8s.io/provider-aws/cloud-controller-manager:v1.32.5@sha256:542aa2b272f931fc5b0bf260866eea1135aee33ba6b84bfa4564adda35bf1732' },
+  aws: {
+    ccm: 'registry.k8s.io/provider-aws/cloud-controller-manager:v1.32.5@sha256:542aa2b272f931fc5b0bf260866eea1135aee33ba6b84bfa4564adda35bf1732',
+  },
   azure: {
     ccm: 'mcr.microsoft.com/oss/kubernetes/azure-cloud-controller-manager:v1.32.8@sha256:d44a8e0e7e347343d2bd8d04acbf874f22f47483ac988646129d70bc1e82a107',
     cnm: 'mcr.microsoft.com/oss/kubernetes/azure-cloud-node-manager:v1.32.8@sha256:87cbaa3239ce627b3e3adea1d4faaf41eadaef770831eff1ea49fc8efdf3e5c8',
   },
-  gcp: { ccm: 'ghcr.io/edgelesssys/cloud-provider-gcp:v30.1.4@sha256:0c3695a18d3825492196facb092e5fe56e466fa8517cde5a206fe21630c1da13' },
+  gcp: {
+    ccm: 'ghcr.io/edgelesssys/cloud-provider-gcp:v30.1.4@sha256:0c3695a18d3825492196facb092e5fe56e466fa8517cde5a206fe21630c1da13',
+  },
 };
-export const CCM_IMAGES: Record<string, Record<CloudName, CloudImages>> = { '1.31': V1_31, '1.32': V1_32, '1.33': V1_32 };
+export const CCM_IMAGES: Record<string, Record<CloudName, CloudImages>> = {
+  '1.31': V1_31,
+  '1.32': V1_32,
+  '1.33': V1_32,
+};
 
 export function cloudControllerManifestPath(cloud: CloudName): string {
   return path.join(packageRoot(), 'manifests', 'cloud-controller-manager', `${cloud}.yaml`);
@@ -88,16 +100,28 @@ export function azureCloudConfig(v: Extract<CloudControllerValues, { cloud: 'azu
 }
 
 /** The shipped manifest of the cloud with the cluster's values and the images pinned for its Kubernetes version. */
-export function renderCloudController(template: string, values: CloudControllerValues, kubernetesVersion: string): string {
+export function renderCloudController(
+  template: string,
+  values: CloudControllerValues,
+  kubernetesVersion: string,
+): string {
   const minor = /^v?(\d+\.\d+)\./.exec(kubernetesVersion)?.[1];
   const images = minor ? CCM_IMAGES[minor]?.[values.cloud] : undefined;
   if (!images) {
-    throw new KubernetesBackendError(`No cloud controller manager is pinned for Kubernetes ${kubernetesVersion} on ${values.cloud}.`, {
-      hint: `Use a Kubernetes version with a pinned cloud controller manager: ${Object.keys(CCM_IMAGES).map((m) => `v${m}`).join(', ')}.`,
-    });
+    throw new KubernetesBackendError(
+      `No cloud controller manager is pinned for Kubernetes ${kubernetesVersion} on ${values.cloud}.`,
+      {
+        hint: `Use a Kubernetes version with a pinned cloud controller manager: ${Object.keys(CCM_IMAGES)
+          .map((m) => `v${m}`)
+          .join(', ')}.`,
+      },
+    );
   }
   const replace = (text: string, placeholder: string, value: string) => {
-    if (!text.includes(placeholder)) throw new KubernetesBackendError(`The ${values.cloud} cloud controller manifest has no placeholder ${placeholder}: it was not rendered by scripts/render-cloud-controllers.mjs.`);
+    if (!text.includes(placeholder))
+      throw new KubernetesBackendError(
+        `The ${values.cloud} cloud controller manifest has no placeholder ${placeholder}: it was not rendered by scripts/render-cloud-controllers.mjs.`,
+      );
     return text.replaceAll(placeholder, value);
   };
   let out = replace(template, CCM_PLACEHOLDERS.image, images.ccm);
@@ -105,14 +129,25 @@ export function renderCloudController(template: string, values: CloudControllerV
     case 'aws':
       break;
     case 'gcp':
-      out = replace(replace(out, CCM_PLACEHOLDERS.gcpProject, values.projectId), CCM_PLACEHOLDERS.gcpNodeTag, values.nodeTag);
+      out = replace(
+        replace(out, CCM_PLACEHOLDERS.gcpProject, values.projectId),
+        CCM_PLACEHOLDERS.gcpNodeTag,
+        values.nodeTag,
+      );
       break;
     case 'azure': {
       const b64 = (s: string) => Buffer.from(s).toString('base64');
-      out = replace(replace(out, CCM_PLACEHOLDERS.cnmImage, images.cnm!), b64(CCM_PLACEHOLDERS.azureConfig), b64(azureCloudConfig(values)));
+      out = replace(
+        replace(out, CCM_PLACEHOLDERS.cnmImage, images.cnm!),
+        b64(CCM_PLACEHOLDERS.azureConfig),
+        b64(azureCloudConfig(values)),
+      );
       break;
     }
   }
-  if (out.split('\n').some((line) => !line.trimStart().startsWith('#') && line.includes('.invalid'))) throw new KubernetesBackendError(`The ${values.cloud} cloud controller manifest keeps a placeholder the bootstrapper does not fill.`);
+  if (out.split('\n').some((line) => !line.trimStart().startsWith('#') && line.includes('.invalid')))
+    throw new KubernetesBackendError(
+      `The ${values.cloud} cloud controller manifest keeps a placeholder the bootstrapper does not fill.`,
+    );
   return out;
 }

@@ -44,7 +44,8 @@ export const spawnExec: Exec = (command, args, options) =>
     }
     child.once('error', reject);
     child.once('close', (exitCode, signal) => {
-      for (const stream of ['stdout', 'stderr'] as const) if (pending[stream]) options.onLine?.(stream, pending[stream]);
+      for (const stream of ['stdout', 'stderr'] as const)
+        if (pending[stream]) options.onLine?.(stream, pending[stream]);
       resolve({ exitCode, signal, stdout: captured.stdout, stderr: captured.stderr });
     });
   });

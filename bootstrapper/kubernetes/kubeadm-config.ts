@@ -33,7 +33,10 @@ const CA_CERT_HASH = /^sha256:[0-9a-f]{64}$/;
 
 type Arg = { name: string; value: string };
 
-export function initConfiguration(p: Omit<InitParams, 'pkiFiles' | 'adminKubeconfig' | 'log'>, certificatesDir: string): string {
+export function initConfiguration(
+  p: Omit<InitParams, 'pkiFiles' | 'adminKubeconfig' | 'log'>,
+  certificatesDir: string,
+): string {
   checkIp(p.nodeIp);
   const kubernetesVersion = checkVersion(p.kubernetesVersion);
   const endpoint = parseEndpoint(p.apiServerEndpoint);
@@ -81,21 +84,31 @@ export function initConfiguration(p: Omit<InitParams, 'pkiFiles' | 'adminKubecon
   return documents(init, cluster, kubelet);
 }
 
-export function joinConfiguration(p: Omit<JoinParams, 'controlPlaneFiles' | 'kubeletCert' | 'kubeletKey' | 'log'>): string {
+export function joinConfiguration(
+  p: Omit<JoinParams, 'controlPlaneFiles' | 'kubeletCert' | 'kubeletKey' | 'log'>,
+): string {
   checkIp(p.nodeIp);
   checkVersion(p.kubernetesVersion);
   const endpoint = parseEndpoint(p.apiServerEndpoint);
   if (!TOKEN.test(p.token)) {
-    throw new KubernetesBackendError('The bootstrap token the join service sent is not of the form [a-z0-9]{6}.[a-z0-9]{16}.');
+    throw new KubernetesBackendError(
+      'The bootstrap token the join service sent is not of the form [a-z0-9]{6}.[a-z0-9]{16}.',
+    );
   }
   if (!CA_CERT_HASH.test(p.discoveryTokenCaCertHash)) {
-    throw new KubernetesBackendError(`The discovery hash "${p.discoveryTokenCaCertHash}" is not of the form sha256:<64 hex digits>.`);
+    throw new KubernetesBackendError(
+      `The discovery hash "${p.discoveryTokenCaCertHash}" is not of the form sha256:<64 hex digits>.`,
+    );
   }
   const join = {
     apiVersion: KUBEADM_API_VERSION,
     kind: 'JoinConfiguration',
     discovery: {
-      bootstrapToken: { apiServerEndpoint: p.apiServerEndpoint, token: p.token, caCertHashes: [p.discoveryTokenCaCertHash] },
+      bootstrapToken: {
+        apiServerEndpoint: p.apiServerEndpoint,
+        token: p.token,
+        caCertHashes: [p.discoveryTokenCaCertHash],
+      },
     },
     nodeRegistration: nodeRegistration(p.nodeName, p.nodeIp, p.providerId),
     ...(p.isControlPlane
@@ -123,9 +136,12 @@ export function checkVersion(version: string): string {
   const v = normalizeVersion(version);
   const [major, minor] = v.slice(1).split('.').map(Number) as [number, number];
   if (major < MINIMUM_KUBERNETES.major || (major === MINIMUM_KUBERNETES.major && minor < MINIMUM_KUBERNETES.minor)) {
-    throw new KubernetesBackendError(`Kubernetes ${v} is too old for the kubeadm backend: its configuration (${KUBEADM_API_VERSION}) needs Kubernetes 1.31 or newer.`, {
-      hint: 'Set kubernetesVersion in constellation-conf.yaml to v1.31 or newer.',
-    });
+    throw new KubernetesBackendError(
+      `Kubernetes ${v} is too old for the kubeadm backend: its configuration (${KUBEADM_API_VERSION}) needs Kubernetes 1.31 or newer.`,
+      {
+        hint: 'Set kubernetesVersion in constellation-conf.yaml to v1.31 or newer.',
+      },
+    );
   }
   return v;
 }
@@ -148,7 +164,8 @@ export function certSans(sans: readonly string[]): string[] {
 /** On cloud nodes (a provider id is known) the kubelet leaves node initialization to the cloud controller manager. */
 function nodeRegistration(name: string, nodeIp: string, providerId: string | undefined) {
   const kubeletExtraArgs: Arg[] = [{ name: 'node-ip', value: nodeIp }];
-  if (providerId !== undefined) kubeletExtraArgs.push({ name: 'cloud-provider', value: 'external' }, { name: 'provider-id', value: providerId });
+  if (providerId !== undefined)
+    kubeletExtraArgs.push({ name: 'cloud-provider', value: 'external' }, { name: 'provider-id', value: providerId });
   return { name, criSocket: CRI_SOCKET, kubeletExtraArgs };
 }
 

@@ -38,11 +38,26 @@ import { systemClock, type Clock } from '../../lib/clock.js';
 import { loadClusterPki, pem, signKubeletCertificate } from '../../lib/pki/cluster-pki.js';
 import { createKubeletCsr } from '../kubelet-csr.js';
 import { spawnExec, type Exec, type ExecResult } from './exec.js';
-import { checkVersion, initConfiguration, joinConfiguration, KUBELET_CERT_FILE, KUBELET_KEY_FILE, normalizeVersion, parseEndpoint } from './kubeadm-config.js';
+import {
+  checkVersion,
+  initConfiguration,
+  joinConfiguration,
+  KUBELET_CERT_FILE,
+  KUBELET_KEY_FILE,
+  normalizeVersion,
+  parseEndpoint,
+} from './kubeadm-config.js';
 import { cloudControllerManifestPath, cloudOfProviderId, renderCloudController } from './cloud-controller.js';
 import { CILIUM_VERSION, ciliumManifestPath, kernelHasWireGuard, renderCilium } from './network-plugin.js';
 import { checkKubernetesUpgrade } from '../../lib/config/versions.js';
-import { KubernetesBackendError, type BackendOptions, type ControlPlaneUpgradeParams, type InitParams, type JoinParams, type KubernetesBackend } from './types.js';
+import {
+  KubernetesBackendError,
+  type BackendOptions,
+  type ControlPlaneUpgradeParams,
+  type InitParams,
+  type JoinParams,
+  type KubernetesBackend,
+} from './types.js';
 
 export const DEFAULT_PKI_DIR = '/etc/kubernetes/pki';
 export const DEFAULT_ADMIN_CONF = '/etc/kubernetes/admin.conf';
@@ -112,11 +127,17 @@ export class KubeadmBackend implements KubernetesBackend {
     await this.run('init phase preflight', ['init', 'phase', 'preflight', '--config', configFile], p.log, []);
     await this.run('init phase certs', ['init', 'phase', 'certs', 'all', '--config', configFile], p.log, []);
     await this.run('init', ['init', '--config', configFile, `--skip-phases=${INIT_SKIP_PHASES}`], p.log, []);
-    const kubeconfig = await readRegularFile(this.adminConfPath, { what: 'the admin kubeconfig', maxBytes: SIZE_LIMITS.kubeconfig }).catch((err: NodeJS.ErrnoException) => {
+    const kubeconfig = await readRegularFile(this.adminConfPath, {
+      what: 'the admin kubeconfig',
+      maxBytes: SIZE_LIMITS.kubeconfig,
+    }).catch((err: NodeJS.ErrnoException) => {
       if (err.code !== 'ENOENT') throw err;
-      throw new KubernetesBackendError(`kubeadm init finished but wrote no admin kubeconfig at ${this.adminConfPath}.`, {
-        hint: 'Check the node log for kubeadm\'s output.',
-      });
+      throw new KubernetesBackendError(
+        `kubeadm init finished but wrote no admin kubeconfig at ${this.adminConfPath}.`,
+        {
+          hint: "Check the node log for kubeadm's output.",
+        },
+      );
     });
     const network = await this.installNetworkPlugin(p);
     const cloud = await this.installCloudController(p);
@@ -130,7 +151,8 @@ export class KubeadmBackend implements KubernetesBackend {
     const config = joinConfiguration(p);
     if (p.isControlPlane) await this.writePki(p.controlPlaneFiles);
     // The cluster-wide KubeletConfiguration names these files: the certificate the join service signed.
-    if (p.kubeletCert && p.kubeletKey) await this.writePki({ [KUBELET_CERT_FILE]: p.kubeletCert, [KUBELET_KEY_FILE]: p.kubeletKey });
+    if (p.kubeletCert && p.kubeletKey)
+      await this.writePki({ [KUBELET_CERT_FILE]: p.kubeletCert, [KUBELET_KEY_FILE]: p.kubeletKey });
     await this.clearStaticPods();
     const configFile = path.join(this.options.workDir, 'kubeadm-join.yaml');
     await writeFileAtomic(configFile, config);
@@ -140,7 +162,9 @@ export class KubeadmBackend implements KubernetesBackend {
       await fs.rm(configFile, { force: true });
     }
     const role = p.isControlPlane ? 'control-plane node' : 'worker';
-    return { message: `${p.nodeName} joined the Kubernetes cluster at https://${p.apiServerEndpoint} as a ${role} (kubeadm).` };
+    return {
+      message: `${p.nodeName} joined the Kubernetes cluster at https://${p.apiServerEndpoint} as a ${role} (kubeadm).`,
+    };
   }
 
   async upgradeControlPlane(p: ControlPlaneUpgradeParams): Promise<{ message: string }> {
@@ -148,7 +172,9 @@ export class KubeadmBackend implements KubernetesBackend {
     checkKubernetesUpgrade(p.from, version);
     if (p.first) await this.run('upgrade apply', ['upgrade', 'apply', version, '--yes'], p.log, []);
     else await this.run('upgrade node', ['upgrade', 'node'], p.log, []);
-    const what = p.first ? 'upgraded the cluster\'s control plane (kubeadm upgrade apply)' : 'followed the cluster\'s upgrade (kubeadm upgrade node)';
+    const what = p.first
+      ? "upgraded the cluster's control plane (kubeadm upgrade apply)"
+      : "followed the cluster's upgrade (kubeadm upgrade node)";
     return { message: `${p.nodeName} ${what}: Kubernetes ${normalizeVersion(p.from)} → ${version}.` };
   }
 
@@ -160,7 +186,10 @@ export class KubeadmBackend implements KubernetesBackend {
     const request = await createKubeletCsr(p.nodeName, p.nodeIp);
     const pki = loadClusterPki(p.pkiFiles);
     const cert = signKubeletCertificate(pki, request.csr, { nodeName: p.nodeName, ips: [p.nodeIp], clock: this.clock });
-    await this.writePki({ [KUBELET_CERT_FILE]: Buffer.from(pem('CERTIFICATE', cert)), [KUBELET_KEY_FILE]: Buffer.from(request.privateKeyPem) });
+    await this.writePki({
+      [KUBELET_CERT_FILE]: Buffer.from(pem('CERTIFICATE', cert)),
+      [KUBELET_KEY_FILE]: Buffer.from(request.privateKeyPem),
+    });
   }
 
   /** kubelet's static Pods of an earlier, failed attempt would make kubeadm refuse (or run stale manifests). */
@@ -180,7 +209,13 @@ export class KubeadmBackend implements KubernetesBackend {
     });
     const file = path.join(this.options.workDir, 'cilium.yaml');
     await writeFileAtomic(file, manifest);
-    await this.run('apply', ['apply', '--server-side', '--force-conflicts', '--kubeconfig', this.adminConfPath, '-f', file], p.log, [], KUBECTL);
+    await this.run(
+      'apply',
+      ['apply', '--server-side', '--force-conflicts', '--kubeconfig', this.adminConfPath, '-f', file],
+      p.log,
+      [],
+      KUBECTL,
+    );
     if (!wireGuard) p.log.warn('this kernel has no WireGuard: Cilium runs without transparent encryption');
     return wireGuard
       ? `network plugin Cilium ${CILIUM_VERSION} with WireGuard encryption`
@@ -195,14 +230,29 @@ export class KubeadmBackend implements KubernetesBackend {
     if (p.providerId === undefined) return '';
     const cloud = cloudOfProviderId(p.providerId);
     if (!cloud || !this.options.cloudController) {
-      throw new KubernetesBackendError(`This node has the provider id ${p.providerId}, but no cloud controller manager is known for it: its nodes would keep the taint node.cloudprovider.kubernetes.io/uninitialized.`);
+      throw new KubernetesBackendError(
+        `This node has the provider id ${p.providerId}, but no cloud controller manager is known for it: its nodes would keep the taint node.cloudprovider.kubernetes.io/uninitialized.`,
+      );
     }
     const values = await this.options.cloudController();
-    if (values.cloud !== cloud) throw new KubernetesBackendError(`The node's platform gives ${values.cloud} cloud controller values, but its provider id ${p.providerId} is of ${cloud}.`);
-    const manifest = renderCloudController(await fs.readFile(cloudControllerManifestPath(cloud), 'utf8'), values, p.kubernetesVersion);
+    if (values.cloud !== cloud)
+      throw new KubernetesBackendError(
+        `The node's platform gives ${values.cloud} cloud controller values, but its provider id ${p.providerId} is of ${cloud}.`,
+      );
+    const manifest = renderCloudController(
+      await fs.readFile(cloudControllerManifestPath(cloud), 'utf8'),
+      values,
+      p.kubernetesVersion,
+    );
     const file = path.join(this.options.workDir, 'cloud-controller-manager.yaml');
     await writeFileAtomic(file, manifest);
-    await this.run('apply', ['apply', '--server-side', '--force-conflicts', '--kubeconfig', this.adminConfPath, '-f', file], p.log, [], KUBECTL);
+    await this.run(
+      'apply',
+      ['apply', '--server-side', '--force-conflicts', '--kubeconfig', this.adminConfPath, '-f', file],
+      p.log,
+      [],
+      KUBECTL,
+    );
     return `; ${cloud} cloud controller manager`;
   }
 
@@ -212,22 +262,35 @@ export class KubeadmBackend implements KubernetesBackend {
 
   private async registerToken(token: BootstrapToken, log: Logger): Promise<void> {
     await fs.access(this.adminConfPath).catch((err: NodeJS.ErrnoException) => {
-      const what = err.code === 'ENOENT' ? 'has no admin kubeconfig' : `cannot read its admin kubeconfig (${err.code ?? err.message})`;
+      const what =
+        err.code === 'ENOENT'
+          ? 'has no admin kubeconfig'
+          : `cannot read its admin kubeconfig (${err.code ?? err.message})`;
       throw new KubernetesBackendError(
         `This node ${what} at ${this.adminConfPath}, so it cannot register the bootstrap token with the API server.`,
-        { hint: 'Only a control-plane node that initialized the cluster or joined it as a control-plane node has one (kubeadm writes it); a joining node retries.' },
+        {
+          hint: 'Only a control-plane node that initialized the cluster or joined it as a control-plane node has one (kubeadm writes it); a joining node retries.',
+        },
       );
     });
     await fs.mkdir(this.options.workDir, { recursive: true, mode: 0o700 });
     const file = path.join(this.options.workDir, `bootstrap-token-${token.id}.yaml`);
     await writeFileAtomic(file, stringify(bootstrapTokenSecret(token)), { mode: 0o600 });
     try {
-      await this.run('bootstrap token', ['apply', '--server-side', '--force-conflicts', '--kubeconfig', this.adminConfPath, '-f', file], log, [token.token], KUBECTL);
+      await this.run(
+        'bootstrap token',
+        ['apply', '--server-side', '--force-conflicts', '--kubeconfig', this.adminConfPath, '-f', file],
+        log,
+        [token.token],
+        KUBECTL,
+      );
     } finally {
       await fs.rm(file, { force: true });
     }
     // The token id is public (kubeadm names the token's Secret after it); the log's redaction would hide a "tokenId" field.
-    log.info(`bootstrap token ${token.id} registered with the API server`, { expiresAt: token.expiresAt.toISOString() });
+    log.info(`bootstrap token ${token.id} registered with the API server`, {
+      expiresAt: token.expiresAt.toISOString(),
+    });
   }
 
   /** Files by kubeadm's names relative to the PKI directory: private keys 0600, the rest 0644. */
@@ -259,7 +322,8 @@ export class KubeadmBackend implements KubernetesBackend {
       throw err;
     }
     if (result.exitCode !== 0) {
-      const how = result.exitCode === null ? `was ended by ${result.signal}` : `failed with exit code ${result.exitCode}`;
+      const how =
+        result.exitCode === null ? `was ended by ${result.signal}` : `failed with exit code ${result.exitCode}`;
       throw new KubernetesBackendError(`${program} ${step} ${how}:\n${clean(tail(result.stderr || result.stdout))}`, {
         hint: 'The full output is in the node log.',
       });

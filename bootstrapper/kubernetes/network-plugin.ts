@@ -14,7 +14,11 @@ import { KubernetesBackendError } from './types.js';
 
 export const CILIUM_VERSION = '1.15.19-edg.0';
 /** The placeholders manifests/cilium/values.yaml renders with (documentation ranges and a reserved name). */
-export const PLACEHOLDERS = { apiServerHost: 'constellation-api-server.invalid', podCIDR: '192.0.2.0/24', nodeCIDR: '198.51.100.0/24' } as const;
+export const PLACEHOLDERS = {
+  apiServerHost: 'constellation-api-server.invalid',
+  podCIDR: '192.0.2.0/24',
+  nodeCIDR: '198.51.100.0/24',
+} as const;
 const WIREGUARD_SETTINGS = ['enable-wireguard', 'encrypt-node', 'enable-encryption-strict-mode'];
 
 export function ciliumManifestPath(): string {
@@ -32,7 +36,10 @@ export interface CiliumValues {
 /** The shipped manifest with the cluster's values. */
 export function renderCilium(template: string, v: CiliumValues): string {
   for (const placeholder of Object.values(PLACEHOLDERS)) {
-    if (!template.includes(placeholder)) throw new KubernetesBackendError(`The Cilium manifest has no placeholder ${placeholder}: it was not rendered from manifests/cilium/values.yaml.`);
+    if (!template.includes(placeholder))
+      throw new KubernetesBackendError(
+        `The Cilium manifest has no placeholder ${placeholder}: it was not rendered from manifests/cilium/values.yaml.`,
+      );
   }
   let out = template
     .replaceAll(PLACEHOLDERS.apiServerHost, v.apiServerHost)

@@ -82,9 +82,16 @@ function wrongKey(device: string): StateDiskError {
   });
 }
 
-async function must(run: RunCommand, what: string, program: string, args: string[], stdin?: Uint8Array): Promise<CommandResult> {
+async function must(
+  run: RunCommand,
+  what: string,
+  program: string,
+  args: string[],
+  stdin?: Uint8Array,
+): Promise<CommandResult> {
   const result = await run(program, args, stdin);
-  if (result.code !== 0) throw new StateDiskError(`${what} failed: ${result.stderr.trim() || `${program} exited with ${result.code}`}.`);
+  if (result.code !== 0)
+    throw new StateDiskError(`${what} failed: ${result.stderr.trim() || `${program} exited with ${result.code}`}.`);
   return result;
 }
 
@@ -98,10 +105,19 @@ export function deviceMapperActivator(options: { run?: RunCommand; mapping?: str
     async activate(device, key, { fresh, mountPoint }) {
       const opened = await run('cryptsetup', ['open', '--type', 'luks2', '--key-file', '-', device, mapping], key);
       if (opened.code === WRONG_KEY_EXIT) throw wrongKey(device);
-      if (opened.code !== 0) throw new StateDiskError(`Opening the state disk ${device} failed: ${opened.stderr.trim()}.`);
+      if (opened.code !== 0)
+        throw new StateDiskError(`Opening the state disk ${device} failed: ${opened.stderr.trim()}.`);
       if (fresh) {
         await zeroProbeAreas(run, mapped);
-        await must(run, `Making a file system on ${mapped}`, 'mkfs.ext4', ['-q', '-F', '-O', 'sparse_super2,^resize_inode', '-E', 'num_backup_sb=0,lazy_itable_init=0,lazy_journal_init=0,nodiscard', mapped]);
+        await must(run, `Making a file system on ${mapped}`, 'mkfs.ext4', [
+          '-q',
+          '-F',
+          '-O',
+          'sparse_super2,^resize_inode',
+          '-E',
+          'num_backup_sb=0,lazy_itable_init=0,lazy_journal_init=0,nodiscard',
+          mapped,
+        ]);
       }
       await fs.mkdir(mountPoint, { recursive: true, mode: 0o700 });
       await must(run, `Mounting ${mapped}`, 'mount', [mapped, mountPoint]);
@@ -123,7 +139,14 @@ async function zeroProbeAreas(run: RunCommand, mapped: string): Promise<void> {
   const blocks = Math.floor(Number(sized.stdout.trim()) / BLOCK);
   const area = Math.min(PROBE_AREA_BYTES / BLOCK, blocks);
   for (const seek of new Set([0, blocks - area])) {
-    await must(run, `Zeroing ${mapped} at block ${seek}`, 'dd', ['if=/dev/zero', `of=${mapped}`, `bs=${BLOCK}`, `count=${area}`, `seek=${seek}`, 'conv=fsync']);
+    await must(run, `Zeroing ${mapped} at block ${seek}`, 'dd', [
+      'if=/dev/zero',
+      `of=${mapped}`,
+      `bs=${BLOCK}`,
+      `count=${area}`,
+      `seek=${seek}`,
+      'conv=fsync',
+    ]);
   }
 }
 
@@ -136,9 +159,14 @@ export function testPassphraseActivator(options: { run?: RunCommand } = {}): Luk
   return {
     integrity: false,
     async activate(device, key, { fresh, mountPoint }) {
-      const checked = await run('cryptsetup', ['open', '--test-passphrase', '--type', 'luks2', '--key-file', '-', device], key);
+      const checked = await run(
+        'cryptsetup',
+        ['open', '--test-passphrase', '--type', 'luks2', '--key-file', '-', device],
+        key,
+      );
       if (checked.code === WRONG_KEY_EXIT) throw wrongKey(device);
-      if (checked.code !== 0) throw new StateDiskError(`Checking the key of ${device} failed: ${checked.stderr.trim()}.`);
+      if (checked.code !== 0)
+        throw new StateDiskError(`Checking the key of ${device} failed: ${checked.stderr.trim()}.`);
       if (fresh) await fs.rm(mountPoint, { recursive: true, force: true });
       await fs.mkdir(mountPoint, { recursive: true, mode: 0o700 });
     },
@@ -159,13 +187,24 @@ export async function openLuksStateDisk(device: string, options: LuksStateDiskOp
   try {
     await fs.access(device);
   } catch {
-    throw new StateDiskError(`The state disk ${device} does not exist.`, { hint: 'The VM needs its state disk attached; check the node group\'s stateDiskSizeGB.' });
+    throw new StateDiskError(`The state disk ${device} does not exist.`, {
+      hint: "The VM needs its state disk attached; check the node group's stateDiskSizeGB.",
+    });
   }
   const formatted = (await run('cryptsetup', ['isLuks', device])).code === 0;
   const uuid = formatted
-    ? (await must(run, `Reading the LUKS UUID of ${device}`, 'cryptsetup', ['luksUUID', device])).stdout.trim().toLowerCase()
+    ? (await must(run, `Reading the LUKS UUID of ${device}`, 'cryptsetup', ['luksUUID', device])).stdout
+        .trim()
+        .toLowerCase()
     : (options.randomUUID ?? nodeRandomUUID)().toLowerCase();
-  return new LuksStateDisk(device, path.resolve(options.mountPoint ?? STATE_MOUNT), uuid, formatted, run, options.activator ?? deviceMapperActivator({ run }));
+  return new LuksStateDisk(
+    device,
+    path.resolve(options.mountPoint ?? STATE_MOUNT),
+    uuid,
+    formatted,
+    run,
+    options.activator ?? deviceMapperActivator({ run }),
+  );
 }
 
 export class LuksStateDisk implements StateDisk {
@@ -188,16 +227,36 @@ export class LuksStateDisk implements StateDisk {
   async format(key: Uint8Array): Promise<void> {
     this.usable();
     checkDiskKey(key);
-    if (this.formatted) throw new StateDiskError(`The state disk ${this.device} is already formatted; unlock it instead.`);
+    if (this.formatted)
+      throw new StateDiskError(`The state disk ${this.device} is already formatted; unlock it instead.`);
     await must(
       this.run,
       `Formatting the state disk ${this.device} with LUKS2${this.activator.integrity ? ' and dm-integrity' : ''}`,
       'cryptsetup',
       [
-        'luksFormat', '--batch-mode', '--type', 'luks2', '--cipher', 'aes-xts-plain64', '--key-size', '512',
+        'luksFormat',
+        '--batch-mode',
+        '--type',
+        'luks2',
+        '--cipher',
+        'aes-xts-plain64',
+        '--key-size',
+        '512',
         // hmac-sha256's 256-bit key is added to the volume key (768 bits in all).
-        ...(this.activator.integrity ? ['--integrity', 'hmac-sha256', '--integrity-no-wipe', '--sector-size', '4096'] : []),
-        '--pbkdf', 'pbkdf2', '--pbkdf-force-iterations', '1000', '--uuid', this.uuid, '--label', 'constellation-state', '--key-file', '-', this.device,
+        ...(this.activator.integrity
+          ? ['--integrity', 'hmac-sha256', '--integrity-no-wipe', '--sector-size', '4096']
+          : []),
+        '--pbkdf',
+        'pbkdf2',
+        '--pbkdf-force-iterations',
+        '1000',
+        '--uuid',
+        this.uuid,
+        '--label',
+        'constellation-state',
+        '--key-file',
+        '-',
+        this.device,
       ],
       key,
     );
@@ -209,7 +268,8 @@ export class LuksStateDisk implements StateDisk {
   async unlock(key: Uint8Array): Promise<void> {
     this.usable();
     checkDiskKey(key);
-    if (!this.formatted) throw new StateDiskError(`The state disk ${this.device} is not formatted yet; format it first.`);
+    if (!this.formatted)
+      throw new StateDiskError(`The state disk ${this.device} is not formatted yet; format it first.`);
     if (this.mounted) return;
     await this.activator.activate(this.device, key, { fresh: false, mountPoint: this.mountPoint });
     this.mounted = true;
@@ -237,7 +297,8 @@ export class LuksStateDisk implements StateDisk {
   /** A file below the mount point; a name that leaves it is refused. */
   private filePath(name: string): string {
     this.usable();
-    if (!this.mounted) throw new StateDiskError(`The state disk ${this.device} is locked; unlock it with its key first.`);
+    if (!this.mounted)
+      throw new StateDiskError(`The state disk ${this.device} is locked; unlock it with its key first.`);
     return fileInMount(this.mountPoint, name);
   }
 }

@@ -46,13 +46,17 @@ export async function openGocryptfsStateDisk(options: GocryptfsStateDiskOptions)
   let uuid = await readUuid(uuidFile);
   if (uuid === undefined) {
     try {
-      await writeFileAtomic(uuidFile, `${(options.randomUUID ?? nodeRandomUUID)().toLowerCase()}\n`, { exclusive: true, mode: 0o600 });
+      await writeFileAtomic(uuidFile, `${(options.randomUUID ?? nodeRandomUUID)().toLowerCase()}\n`, {
+        exclusive: true,
+        mode: 0o600,
+      });
     } catch (err) {
       if (!(err instanceof FileExistsError)) throw err;
     }
     uuid = await readUuid(uuidFile);
   }
-  if (uuid === undefined) throw new StateDiskError(`The state disk ${options.diskDir} has no valid UUID in ${uuidFile}.`);
+  if (uuid === undefined)
+    throw new StateDiskError(`The state disk ${options.diskDir} has no valid UUID in ${uuidFile}.`);
   const disk = new GocryptfsStateDisk(options, uuid);
   await disk.clearDeadMount();
   await fs.mkdir(options.mountPoint, { recursive: true, mode: 0o700 });
@@ -62,13 +66,16 @@ export async function openGocryptfsStateDisk(options: GocryptfsStateDiskOptions)
 async function readUuid(file: string): Promise<string | undefined> {
   let text: string;
   try {
-    text = (await readRegularFile(file, { what: 'the state disk\'s UUID file', maxBytes: 4096 })).toString('utf8');
+    text = (await readRegularFile(file, { what: "the state disk's UUID file", maxBytes: 4096 })).toString('utf8');
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;
   }
   const uuid = text.trim();
-  if (!UUID.test(uuid)) throw new StateDiskError(`${file} does not hold a disk UUID.`, { hint: 'The disk folder is damaged; replace the node.' });
+  if (!UUID.test(uuid))
+    throw new StateDiskError(`${file} does not hold a disk UUID.`, {
+      hint: 'The disk folder is damaged; replace the node.',
+    });
   return uuid;
 }
 
@@ -98,19 +105,26 @@ export class GocryptfsStateDisk implements StateDisk {
 
   async format(key: Uint8Array): Promise<void> {
     this.checkOpen();
-    if (await this.isFormatted()) throw new StateDiskError(`The state disk ${this.uuid} is formatted already; it is unlocked, never formatted again.`);
+    if (await this.isFormatted())
+      throw new StateDiskError(
+        `The state disk ${this.uuid} is formatted already; it is unlocked, never formatted again.`,
+      );
     checkDiskKey(key);
     // A folder left by a format that was killed half-way holds no data yet: start it again.
     await fs.rm(this.cipherDir, { recursive: true, force: true });
     await fs.mkdir(this.cipherDir, { mode: 0o700 });
     const init = await this.gocryptfs(['-init', '-q', '-nosyslog', '-scryptn', SCRYPT_N, this.cipherDir], key);
-    if (init.code !== 0) throw new StateDiskError(`gocryptfs could not format the state disk ${this.uuid}: ${init.stderr || `exit code ${init.code}`}`);
+    if (init.code !== 0)
+      throw new StateDiskError(
+        `gocryptfs could not format the state disk ${this.uuid}: ${init.stderr || `exit code ${init.code}`}`,
+      );
     await this.mount(key);
   }
 
   async unlock(key: Uint8Array): Promise<void> {
     this.checkOpen();
-    if (!(await this.isFormatted())) throw new StateDiskError(`The state disk ${this.uuid} is not formatted; there is nothing to unlock.`);
+    if (!(await this.isFormatted()))
+      throw new StateDiskError(`The state disk ${this.uuid} is not formatted; there is nothing to unlock.`);
     checkDiskKey(key);
     await this.mount(key);
   }
@@ -136,7 +150,8 @@ export class GocryptfsStateDisk implements StateDisk {
 
   /** A mount whose gocryptfs is gone answers every access with ENOTCONN: detach it. */
   async clearDeadMount(): Promise<void> {
-    if ((await mountPointsUnder(this.mountPoint)).includes(this.mountPoint)) await detachMount(this.mountPoint, this.options.fusermountBinary);
+    if ((await mountPointsUnder(this.mountPoint)).includes(this.mountPoint))
+      await detachMount(this.mountPoint, this.options.fusermountBinary);
   }
 
   private async mount(key: Uint8Array): Promise<void> {
@@ -150,12 +165,18 @@ export class GocryptfsStateDisk implements StateDisk {
         hint: 'The disk belongs to another cluster, or the master secret is not the one the cluster was initialized with.',
       });
     }
-    if (result.code !== 0) throw new StateDiskError(`gocryptfs could not mount the state disk ${this.uuid}: ${result.stderr || `exit code ${result.code}`}`);
+    if (result.code !== 0)
+      throw new StateDiskError(
+        `gocryptfs could not mount the state disk ${this.uuid}: ${result.stderr || `exit code ${result.code}`}`,
+      );
     this.mounted = true;
   }
 
   private gocryptfs(args: string[], key: Uint8Array): Promise<RunResult> {
-    return run(this.options.gocryptfsBinary ?? 'gocryptfs', args, { input: Buffer.from(key).toString('hex'), logFile: this.logFile });
+    return run(this.options.gocryptfsBinary ?? 'gocryptfs', args, {
+      input: Buffer.from(key).toString('hex'),
+      logFile: this.logFile,
+    });
   }
 
   private pathOf(name: string): string {
@@ -179,14 +200,26 @@ interface RunResult {
  * Runs a program with `input` on stdin; its stderr goes to `logFile` (appended). A pipe would not do: gocryptfs's
  * daemon child inherits stderr, and a Go program dies of SIGPIPE when it writes to a closed one.
  */
-async function run(file: string, args: string[], options: { input?: string; logFile?: string } = {}): Promise<RunResult> {
-  const log = options.logFile ? await openRegularFileForAppend(options.logFile, { what: 'the gocryptfs log', mode: 0o600, read: true }) : undefined;
+async function run(
+  file: string,
+  args: string[],
+  options: { input?: string; logFile?: string } = {},
+): Promise<RunResult> {
+  const log = options.logFile
+    ? await openRegularFileForAppend(options.logFile, { what: 'the gocryptfs log', mode: 0o600, read: true })
+    : undefined;
   const start = log ? (await log.stat()).size : 0;
   try {
     const code = await new Promise<number>((resolve, reject) => {
       const child = spawn(file, args, { stdio: ['pipe', 'ignore', log ? log.fd : 'ignore'] });
       child.once('error', (err: NodeJS.ErrnoException) => {
-        reject(err.code === 'ENOENT' ? new StateDiskError(`${file} is not installed.`, { hint: 'Install gocryptfs and fuse3 (npm run setup does).' }) : err);
+        reject(
+          err.code === 'ENOENT'
+            ? new StateDiskError(`${file} is not installed.`, {
+                hint: 'Install gocryptfs and fuse3 (npm run setup does).',
+              })
+            : err,
+        );
       });
       child.once('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 128 : 1)));
       child.stdin!.on('error', () => undefined);

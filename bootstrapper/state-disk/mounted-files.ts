@@ -21,7 +21,12 @@ export function fileInMount(mountPoint: string, name: string): string {
 /** The file's bytes (a regular file only, no link followed, at most SIZE_LIMITS.stateDiskFile); undefined when missing. */
 export async function readMountedFile(file: string): Promise<Uint8Array | undefined> {
   try {
-    return new Uint8Array(await readRegularFile(file, { what: `the state-disk file ${path.basename(file)}`, maxBytes: SIZE_LIMITS.stateDiskFile }));
+    return new Uint8Array(
+      await readRegularFile(file, {
+        what: `the state-disk file ${path.basename(file)}`,
+        maxBytes: SIZE_LIMITS.stateDiskFile,
+      }),
+    );
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
     throw err;

@@ -44,12 +44,21 @@ export async function verifyDocumentFile(options: VerifyDocumentFileOptions): Pr
     import('../../lib/attestation/snp/kds-fetcher.js'),
   ]);
   if (options.qualifyingDataHex !== undefined && options.nonceHex) {
-    throw new UserError('--nonce and --qualifying-data exclude each other.', { hint: '--qualifying-data gives the quote\'s qualifying data exactly; the nonce is then not used.' });
+    throw new UserError('--nonce and --qualifying-data exclude each other.', {
+      hint: "--qualifying-data gives the quote's qualifying data exactly; the nonce is then not used.",
+    });
   }
   const content = await readUserFile(options.documentFile, 'attestation document');
   const document = parseAttestationDocument(content);
-  const nonce = options.nonceHex !== undefined ? parseHex(options.nonceHex, '--nonce') : options.qualifyingDataHex !== undefined ? new Uint8Array(0) : savedNonce(content);
-  const loaded = await config.loadConfig(path.dirname(options.configFile), { fileName: path.basename(options.configFile) });
+  const nonce =
+    options.nonceHex !== undefined
+      ? parseHex(options.nonceHex, '--nonce')
+      : options.qualifyingDataHex !== undefined
+        ? new Uint8Array(0)
+        : savedNonce(content);
+  const loaded = await config.loadConfig(path.dirname(options.configFile), {
+    fileName: path.basename(options.configFile),
+  });
   const variant = config.attestationVariantOf(loaded);
   const variantConfig = config.attestationConfigOf(loaded);
   const ak = options.akFile === undefined ? undefined : decodeAk(await readUserFile(options.akFile, 'attestation key'));
@@ -57,30 +66,60 @@ export async function verifyDocumentFile(options: VerifyDocumentFileOptions): Pr
   const provider = config.providerOf(loaded);
   let providerDeps: Partial<ValidatorDeps> = {};
   try {
-    providerDeps = (await options.providerDeps?.(provider, (loaded.provider as Record<string, Record<string, unknown>>)[provider] ?? {})) ?? {};
+    providerDeps =
+      (await options.providerDeps?.(
+        provider,
+        (loaded.provider as Record<string, Record<string, unknown>>)[provider] ?? {},
+      )) ?? {};
   } catch (err) {
     warnings.push(`The ${provider} provider's attestation clients are not available: ${(err as Error).message}`);
   }
-  const deps: ValidatorDeps = { fetch: options.fetch ?? kdsFetcher(), ...providerDeps, warn: (message) => warnings.push(message) };
+  const deps: ValidatorDeps = {
+    fetch: options.fetch ?? kdsFetcher(),
+    ...providerDeps,
+    warn: (message) => warnings.push(message),
+  };
   if (ak) deps.akRegistry = { lookup: async () => ak };
-  if (options.qualifyingDataHex !== undefined) deps.quoteQualifyingData = parseHex(options.qualifyingDataHex, '--qualifying-data');
+  if (options.qualifyingDataHex !== undefined)
+    deps.quoteQualifyingData = parseHex(options.qualifyingDataHex, '--qualifying-data');
   const validator = await createValidator(variant, variantConfig, deps);
-  const report = options.evidenceOnly ? await reportEvidence(document, validator, variantConfig.measurements) : await reportAttestation(document, nonce, validator, variantConfig.measurements);
+  const report = options.evidenceOnly
+    ? await reportEvidence(document, validator, variantConfig.measurements)
+    : await reportAttestation(document, nonce, validator, variantConfig.measurements);
   if (report.verdict === 'rejected' && variantSpec(variant).akTrust === 'provider-registry' && !ak && !report.hint) {
-    report.hint = "The local provider's AK registry is not reachable offline: pass the node's registered attestation key with --ak <file>.";
+    report.hint =
+      "The local provider's AK registry is not reachable offline: pass the node's registered attestation key with --ak <file>.";
   }
   return { ...report, warnings: [...new Set([...report.warnings, ...warnings])] };
 }
 
 /** --evidence-only: the variant's AK rule alone; PCRs are shown as the document claims them, unverified. */
-async function reportEvidence(document: AttestationDocument, validator: Validator, measurements: Measurements): Promise<AttestationReport> {
+async function reportEvidence(
+  document: AttestationDocument,
+  validator: Validator,
+  measurements: Measurements,
+): Promise<AttestationReport> {
   const { hasEvidenceCheck } = await import('../../lib/attestation/variants/vtpm-backed.js');
-  const base = { variant: document.variant, scope: 'evidence' as const, warnings: [], pcrs: claimedRows(document, measurements), pcrsVerified: false };
+  const base = {
+    variant: document.variant,
+    scope: 'evidence' as const,
+    warnings: [],
+    pcrs: claimedRows(document, measurements),
+    pcrsVerified: false,
+  };
   if (!hasEvidenceCheck(validator)) {
-    return { ...base, verdict: 'rejected', error: `Variant ${validator.variant} has no evidence besides the quote: verify a whole document instead of --evidence-only.` };
+    return {
+      ...base,
+      verdict: 'rejected',
+      error: `Variant ${validator.variant} has no evidence besides the quote: verify a whole document instead of --evidence-only.`,
+    };
   }
   if (document.variant !== validator.variant) {
-    return { ...base, verdict: 'rejected', error: `The document is for attestation variant ${document.variant}, but the config expects ${validator.variant}.` };
+    return {
+      ...base,
+      verdict: 'rejected',
+      error: `The document is for attestation variant ${document.variant}, but the config expects ${validator.variant}.`,
+    };
   }
   try {
     await validator.checkEvidence(document);
@@ -120,19 +159,25 @@ async function readUserFile(file: string, what: string): Promise<Buffer> {
   try {
     const { size } = await fs.stat(file);
     if (size > SIZE_LIMITS.attestationDocument) {
-      throw new UserError(`The ${what} ${file} is ${formatSize(size)}; the limit is ${formatSize(SIZE_LIMITS.attestationDocument)}.`);
+      throw new UserError(
+        `The ${what} ${file} is ${formatSize(size)}; the limit is ${formatSize(SIZE_LIMITS.attestationDocument)}.`,
+      );
     }
     return await fs.readFile(file);
   } catch (cause) {
     if (cause instanceof UserError) throw cause;
     const code = (cause as NodeJS.ErrnoException).code;
-    throw new UserError(`Cannot read the ${what} ${file}: ${code === 'ENOENT' ? 'no such file' : (cause as Error).message}.`, { cause });
+    throw new UserError(
+      `Cannot read the ${what} ${file}: ${code === 'ENOENT' ? 'no such file' : (cause as Error).message}.`,
+      { cause },
+    );
   }
 }
 
 /** A TPMT_PUBLIC as raw bytes or as base64 text (which raw TPMT_PUBLIC bytes never are: they start with 0x00). */
 function decodeAk(content: Buffer): Uint8Array {
   const text = content.toString('utf8').trim();
-  if (content.length > 0 && content[0] !== 0 && /^[A-Za-z0-9+/=\s]+$/.test(text)) return new Uint8Array(Buffer.from(text, 'base64'));
+  if (content.length > 0 && content[0] !== 0 && /^[A-Za-z0-9+/=\s]+$/.test(text))
+    return new Uint8Array(Buffer.from(text, 'base64'));
   return new Uint8Array(content);
 }

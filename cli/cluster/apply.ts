@@ -57,8 +57,19 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
     log.info(line);
     options.progress?.(line);
   };
-  const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir, progress: options.progress };
-  const result: ApplyResult = { created: false, initialized: false, scaled: {}, measurementsWritten: false, kubeconfigFile: '' };
+  const ctx: ProviderContext = {
+    journal: clusterJournalView(options.journal),
+    log,
+    workspaceDir,
+    progress: options.progress,
+  };
+  const result: ApplyResult = {
+    created: false,
+    initialized: false,
+    scaled: {},
+    measurementsWritten: false,
+    kubeconfigFile: '',
+  };
   const config = await loadConfig(workspaceDir);
   let state = await readStateOrEmpty(workspaceDir);
 
@@ -73,20 +84,27 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
       for (const group of nodeGroupSpecs(config)) {
         const members = (await provider.listInstances(ctx)).filter((i) => i.nodeGroup === group.name);
         if (members.length === group.initialCount) continue;
-        if (group.role === 'control-plane' && group.initialCount < 1) throw new UserError('A cluster needs at least one control-plane node.', { hint: `Set nodeGroups.${group.name}.initialCount to 1 or more.` });
+        if (group.role === 'control-plane' && group.initialCount < 1)
+          throw new UserError('A cluster needs at least one control-plane node.', {
+            hint: `Set nodeGroups.${group.name}.initialCount to 1 or more.`,
+          });
         say(`scaling ${group.name} from ${members.length} to ${group.initialCount} nodes`);
         if (group.initialCount < members.length) {
           // Scale-in removes exactly the nodes chosen here (the newest by the creation time the provider reports),
           // never ones the cloud picks: a node leaves the load balancer, a control plane then the store (the quorum
           // never counts a node that is gone), then exactly that instance goes and its group shrinks by one.
           if (!provider.removeInstance) {
-            throw new UserError(`The ${provider.name} provider cannot remove a chosen instance, so node groups cannot be scaled in safely.`, {
-              hint: `Keep nodeGroups.${group.name}.initialCount at ${members.length}. Nothing was changed.`,
-            });
+            throw new UserError(
+              `The ${provider.name} provider cannot remove a chosen instance, so node groups cannot be scaled in safely.`,
+              {
+                hint: `Keep nodeGroups.${group.name}.initialCount at ${members.length}. Nothing was changed.`,
+              },
+            );
           }
           for (const node of newestFirst(members).slice(0, members.length - group.initialCount)) {
             await provider.drainInstance?.(node.id, ctx);
-            if (group.role === 'control-plane' && state.clusterValues.clusterID) await removeStoreMember(workspaceDir, members, node.name);
+            if (group.role === 'control-plane' && state.clusterValues.clusterID)
+              await removeStoreMember(workspaceDir, members, node.name);
             await provider.removeInstance(node.id, ctx);
             say(`removed ${node.name}`);
           }
@@ -100,7 +118,10 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
   state = await readStateOrEmpty(workspaceDir);
 
   if (!skip.has('init') && !state.clusterValues.clusterID) {
-    if (!state.infrastructure.clusterEndpoint) throw new UserError('The cluster has no infrastructure yet, so it cannot be initialized.', { hint: 'Run apply without skipping the infrastructure phase.' });
+    if (!state.infrastructure.clusterEndpoint)
+      throw new UserError('The cluster has no infrastructure yet, so it cannot be initialized.', {
+        hint: 'Run apply without skipping the infrastructure phase.',
+      });
     say('initializing the cluster');
     result.kubeconfigFile = (await initCluster({ workspaceDir, log, progress: say, ...options.init })).kubeconfigFile;
     result.initialized = true;
@@ -109,15 +130,29 @@ export async function applyConfig(options: ApplyOptions): Promise<ApplyResult> {
   if (!state.clusterValues.clusterID) return result;
 
   say('waiting for every node to join');
-  await waitUntilJoined(provider, state.clusterValues.clusterID, { workspaceDir, journal: options.journal, log, joinTimeoutMs: options.joinTimeoutMs });
+  await waitUntilJoined(provider, state.clusterValues.clusterID, {
+    workspaceDir,
+    journal: options.journal,
+    log,
+    joinTimeoutMs: options.joinTimeoutMs,
+  });
 
   const upgrade = !skip.has('image') || !skip.has('k8s');
   if (upgrade && !result.created) {
-    result.upgrade = await upgradeCluster({ workspaceDir, log, journal: options.journal, provider, progress: say, confirm: options.confirmUpgrade });
+    result.upgrade = await upgradeCluster({
+      workspaceDir,
+      log,
+      journal: options.journal,
+      provider,
+      progress: say,
+      confirm: options.confirmUpgrade,
+    });
   } else if (!skip.has('attestationconfig') && !result.created) {
     // Only what verifies against the image's signed measurements (or the local build as measured) reaches the store.
     const verified = await verifiedConfigMeasurements(config, { provider, workspaceDir });
-    await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), (store) => setMeasurements(store, verified));
+    await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), (store) =>
+      setMeasurements(store, verified),
+    );
     result.measurementsWritten = true;
     say(`wrote the config's measurements to the cluster store (verified: ${verified.source})`);
   }

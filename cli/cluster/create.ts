@@ -14,7 +14,12 @@
  * delete it. The roll back is `terminate` (./terminate.ts) with the same provider, inside the same workspace session.
  */
 import { randomBytes } from 'node:crypto';
-import type { CreateRequest, InfrastructureProvider, NodeGroupSpec, ResourceJournal } from '../../providers/contract.js';
+import type {
+  CreateRequest,
+  InfrastructureProvider,
+  NodeGroupSpec,
+  ResourceJournal,
+} from '../../providers/contract.js';
 import { attestationVariantOf, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import { deriveJoinServiceKeySeed, joinServicePublicKey, type RandomSource } from '../../lib/kms/index.js';
@@ -64,13 +69,17 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
   const random = options.random ?? randomBytes;
   let config = await loadConfig(workspaceDir);
   const providerName = providerOf(config);
-  if (providerName !== provider.name) throw new Error(`createCluster: config is for ${providerName}, provider is ${provider.name}`);
+  if (providerName !== provider.name)
+    throw new Error(`createCluster: config is for ${providerName}, provider is ${provider.name}`);
 
   const state = await readStateOrEmpty(workspaceDir);
   if (state.clusterValues.clusterID) {
-    throw new UserError(`The workspace ${workspaceDir} already has an initialized cluster (cluster ID ${state.clusterValues.clusterID}).`, {
-      hint: 'Run `constellation terminate` to remove it first, or create the new cluster in another workspace (-C <dir>).',
-    });
+    throw new UserError(
+      `The workspace ${workspaceDir} already has an initialized cluster (cluster ID ${state.clusterValues.clusterID}).`,
+      {
+        hint: 'Run `constellation terminate` to remove it first, or create the new cluster in another workspace (-C <dir>).',
+      },
+    );
   }
 
   // Before the config's measurements or the state are written.
@@ -89,7 +98,10 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
 
   const resumed = state.infrastructure.uid !== '';
   if (resumed) {
-    if (!state.infrastructure.initSecret) throw new UserError(`The state file ${statePath(workspaceDir)} has a uid but no init secret.`, { hint: TERMINATE_HINT });
+    if (!state.infrastructure.initSecret)
+      throw new UserError(`The state file ${statePath(workspaceDir)} has a uid but no init secret.`, {
+        hint: TERMINATE_HINT,
+      });
     log.info('continuing an earlier create', { uid: state.infrastructure.uid });
   } else {
     state.infrastructure = {
@@ -120,7 +132,10 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     tags: config.tags,
     providerConfig: ((config.provider as Record<string, unknown>)[providerName] ?? {}) as Record<string, unknown>,
   };
-  log.info('creating infrastructure', { provider: providerName, nodeGroups: request.nodeGroups.map((g) => `${g.name}=${g.initialCount}`) });
+  log.info('creating infrastructure', {
+    provider: providerName,
+    nodeGroups: request.nodeGroups.map((g) => `${g.name}=${g.initialCount}`),
+  });
   const result = await provider.create(request, {
     journal: clusterJournalView(options.journal),
     log,
@@ -185,7 +200,9 @@ export async function createClusterWithRollBack(options: CreateWithRollBackOptio
   const { rollBack, workspaceDir, provider, journal, log } = options;
   const runStep: StepRunner = options.runStep ?? ((_title, fn) => fn(() => undefined));
   try {
-    return await runStep(`Creating the cluster (${provider.name} provider)`, (progress) => createCluster({ ...options, progress }));
+    return await runStep(`Creating the cluster (${provider.name} provider)`, (progress) =>
+      createCluster({ ...options, progress }),
+    );
   } catch (err) {
     if (!canRollBack(err)) throw err;
     if (!(await decideRollBack(err.message, rollBack))) {
@@ -198,7 +215,9 @@ export async function createClusterWithRollBack(options: CreateWithRollBackOptio
     }
     log.info('create failed; rolling back');
     try {
-      await runStep('Rolling back: deleting what was created', (progress) => terminateCluster({ workspaceDir, journal, log, provider, progress }));
+      await runStep('Rolling back: deleting what was created', (progress) =>
+        terminateCluster({ workspaceDir, journal, log, provider, progress }),
+      );
     } catch (rollBackError) {
       throw new UserError(`${err.message}\nRolling back failed too: ${(rollBackError as Error).message}`, {
         hint: 'What is not deleted yet is still recorded in the workspace: run `constellation terminate` to delete it.',
@@ -219,6 +238,7 @@ async function decideRollBack(failure: string, o: RollBackOptions): Promise<bool
   if (o.yes) return true;
   if (!(o.interactive ?? Boolean(process.stdin.isTTY && process.stdout.isTTY))) return false;
   o.say(`Create failed: ${failure}`);
-  const ask = o.ask ?? (async (message: string) => (await import('@inquirer/prompts')).confirm({ message, default: true }));
+  const ask =
+    o.ask ?? (async (message: string) => (await import('@inquirer/prompts')).confirm({ message, default: true }));
   return ask(ROLL_BACK_QUESTION);
 }

@@ -60,7 +60,10 @@ export async function runInitExchange(options: InitExchangeOptions): Promise<Ini
         secrets: () => InitSecretsCodec.encode(options.secrets).finish(),
       });
       for (;;) {
-        const message = await session.channel.receive(['progress', 'sealed'], 'the progress or result of the initialization');
+        const message = await session.channel.receive(
+          ['progress', 'sealed'],
+          'the progress or result of the initialization',
+        );
         if (message.kind === 'progress') {
           options.progress?.(message.value.step, message.value.message);
           continue;
@@ -79,14 +82,18 @@ export async function runInitExchange(options: InitExchangeOptions): Promise<Ini
   }
 }
 
-function waitForReady(client: { waitForReady(deadline: number, cb: (err?: Error) => void): void }, timeoutMs: number, peer: string): Promise<void> {
+function waitForReady(
+  client: { waitForReady(deadline: number, cb: (err?: Error) => void): void },
+  timeoutMs: number,
+  peer: string,
+): Promise<void> {
   return new Promise((resolve, reject) => {
     client.waitForReady(Date.now() + timeoutMs, (err) => {
       if (!err) resolve();
       else {
         reject(
           new UserError(`Could not reach ${peer} within ${Math.round(timeoutMs / 1000)} s.`, {
-            hint: 'Check that the cluster\'s nodes run (`constellation status`); if the node failed to boot, see its log. Then run the command again.',
+            hint: "Check that the cluster's nodes run (`constellation status`); if the node failed to boot, see its log. Then run the command again.",
             cause: err,
           }),
         );

@@ -24,7 +24,13 @@ import {
 } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
-import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE, pathExists, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
+import {
+  ADMIN_CONF_FILE,
+  CLUSTER_LOG_FILE,
+  MASTER_SECRET_FILE,
+  pathExists,
+  STORE_CREDENTIALS_FILE,
+} from '../../lib/workspace/files.js';
 import { masterSecretPath, readMasterSecret, writeMasterSecret } from '../../lib/workspace/master-secret.js';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { readState, writeState, type Infrastructure } from '../../lib/workspace/state.js';
@@ -77,8 +83,14 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
   const infra = state.infrastructure;
   if (!infra.clusterEndpoint) {
     throw new UserError(
-      infra.uid ? 'The cluster\'s creation did not finish: the state has no cluster endpoint yet.' : 'This workspace has no cluster yet: the state has no infrastructure.',
-      { hint: infra.uid ? 'Run `constellation create` again to finish it, then `constellation init`.' : 'Run `constellation create` first.' },
+      infra.uid
+        ? "The cluster's creation did not finish: the state has no cluster endpoint yet."
+        : 'This workspace has no cluster yet: the state has no infrastructure.',
+      {
+        hint: infra.uid
+          ? 'Run `constellation create` again to finish it, then `constellation init`.'
+          : 'Run `constellation create` first.',
+      },
     );
   }
   const kubeconfigFile = path.join(workspaceDir, ADMIN_CONF_FILE);
@@ -90,13 +102,21 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
     if (clusterId !== state.clusterValues.clusterID.toLowerCase()) {
       throw new UserError(
         `The master secret ${masterSecretPath(workspaceDir)} does not belong to the cluster in the state (cluster ID ${state.clusterValues.clusterID}).`,
-        { hint: `The cluster was initialized with another master secret; restore that one from your backup. ${TERMINATE_HINT}` },
+        {
+          hint: `The cluster was initialized with another master secret; restore that one from your backup. ${TERMINATE_HINT}`,
+        },
       );
     }
     log.info('cluster already initialized', { clusterId });
     // Again: a run killed between the state write and the provider's mark continues here.
     const warnings = await markInitialized(options);
-    return { clusterId, kubernetesBackend: '', kubeconfigFile: (await pathExists(kubeconfigFile)) ? kubeconfigFile : '', alreadyInitialized: true, warnings };
+    return {
+      clusterId,
+      kubernetesBackend: '',
+      kubeconfigFile: (await pathExists(kubeconfigFile)) ? kubeconfigFile : '',
+      alreadyInitialized: true,
+      warnings,
+    };
   }
 
   const master = await masterSecretForInit(workspaceDir, random, log);
@@ -135,7 +155,10 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
       progress: (step, message) => {
         log.debug('init progress', { step, message });
         // The none backend's notice is the commands' closing line (init, mini up): shown once, there, in full.
-        const shown = step === 'kubernetes' && message.startsWith('Kubernetes is not run') ? 'no Kubernetes to set up (backend none)' : message || step;
+        const shown =
+          step === 'kubernetes' && message.startsWith('Kubernetes is not run')
+            ? 'no Kubernetes to set up (backend none)'
+            : message || step;
         options.progress?.(shown);
       },
       secrets: {
@@ -159,13 +182,18 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
   const clusterId = Buffer.from(result.clusterId).toString('hex');
   const expected = expectedClusterId(master, measurementSalt);
   if (clusterId !== expected) {
-    throw new UserError(`The node reports cluster ID ${clusterId}, but this workspace's master secret and salt give ${expected}.`, {
-      hint: `The node was initialized by another workspace or with another master secret. ${TERMINATE_HINT}`,
-    });
+    throw new UserError(
+      `The node reports cluster ID ${clusterId}, but this workspace's master secret and salt give ${expected}.`,
+      {
+        hint: `The node was initialized by another workspace or with another master secret. ${TERMINATE_HINT}`,
+      },
+    );
   }
   // Backend none runs no API server: a kubeconfig would send kubectl to a port that never answers.
   const runsKubernetes = result.kubernetesBackend !== 'none';
-  const previousKubeconfigFile = runsKubernetes ? await writeKubeconfig(kubeconfigFile, result.kubeconfig, log) : undefined;
+  const previousKubeconfigFile = runsKubernetes
+    ? await writeKubeconfig(kubeconfigFile, result.kubeconfig, log)
+    : undefined;
   if (result.storeCredentials.length > 0) {
     await writeFileAtomic(path.join(workspaceDir, STORE_CREDENTIALS_FILE), result.storeCredentials, { mode: 0o600 });
   }
@@ -173,7 +201,14 @@ export async function initCluster(options: InitOptions): Promise<InitClusterResu
   await writeState(workspaceDir, state);
   log.info('cluster initialized', { clusterId, kubernetesBackend: result.kubernetesBackend });
   warnings.push(...(await markInitialized(options)));
-  return { clusterId, kubernetesBackend: result.kubernetesBackend, kubeconfigFile: runsKubernetes ? kubeconfigFile : '', previousKubeconfigFile, alreadyInitialized: false, warnings };
+  return {
+    clusterId,
+    kubernetesBackend: result.kubernetesBackend,
+    kubeconfigFile: runsKubernetes ? kubeconfigFile : '',
+    previousKubeconfigFile,
+    alreadyInitialized: false,
+    warnings,
+  };
 }
 
 /**
@@ -192,13 +227,19 @@ async function markInitialized(options: InitOptions): Promise<string[]> {
         import('../../lib/workspace/journal-views.js'),
       ]);
       const provider = await workspaceInfrastructure(workspaceDir);
-      await provider.markInitialized?.({ journal: clusterJournalView(new FileResourceJournal(workspaceDir)), log, workspaceDir });
+      await provider.markInitialized?.({
+        journal: clusterJournalView(new FileResourceJournal(workspaceDir)),
+        log,
+        workspaceDir,
+      });
     }
     return [];
   } catch (err) {
     const reason = err instanceof Error ? err.message : String(err);
     log.warn('the provider did not record that the cluster is initialized', { reason });
-    return [`The provider did not record that the cluster is initialized (${reason}): nodes added later still accept Init from this workspace. Run \`constellation init\` again to retry.`];
+    return [
+      `The provider did not record that the cluster is initialized (${reason}): nodes added later still accept Init from this workspace. Run \`constellation init\` again to retry.`,
+    ];
   }
 }
 
@@ -235,7 +276,12 @@ async function writeKubeconfig(file: string, kubeconfig: Uint8Array, log: Logger
   } catch (err) {
     if (!(err instanceof FileExistsError)) throw err;
   }
-  if (Buffer.from(kubeconfig).equals(await readRegularFile(file, { what: 'the kubeconfig', maxBytes: SIZE_LIMITS.kubeconfig }))) return undefined;
+  if (
+    Buffer.from(kubeconfig).equals(
+      await readRegularFile(file, { what: 'the kubeconfig', maxBytes: SIZE_LIMITS.kubeconfig }),
+    )
+  )
+    return undefined;
   const aside = `${file}.${new Date().toISOString().replace(/[:.]/g, '-')}.old`;
   await fs.rename(file, aside);
   await writeFileAtomic(file, kubeconfig, { exclusive: true, mode: 0o600, what: 'the kubeconfig' });

@@ -53,8 +53,15 @@ export async function mergeKubeconfig(options: MergeKubeconfigOptions): Promise<
   const { KubeConfig } = await import('@kubernetes/client-node');
   const target = userKubeconfigPath(options.env, options.home);
   const admin = new KubeConfig();
-  admin.loadFromString((await readRegularFile(options.adminKubeconfig, { what: 'the kubeconfig', maxBytes: SIZE_LIMITS.kubeconfig })).toString('utf8'));
-  if (!admin.getCurrentContext()) throw new UserError(`${options.adminKubeconfig} names no current context.`, { hint: 'Run `constellation init` again to write it anew.' });
+  admin.loadFromString(
+    (
+      await readRegularFile(options.adminKubeconfig, { what: 'the kubeconfig', maxBytes: SIZE_LIMITS.kubeconfig })
+    ).toString('utf8'),
+  );
+  if (!admin.getCurrentContext())
+    throw new UserError(`${options.adminKubeconfig} names no current context.`, {
+      hint: 'Run `constellation init` again to write it anew.',
+    });
   if (options.clusterName) renameEntries(admin, mergedNames(options.clusterName));
   const context = admin.getCurrentContext();
 
@@ -63,7 +70,8 @@ export async function mergeKubeconfig(options: MergeKubeconfigOptions): Promise<
   try {
     existing = await fs.readFile(target, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw new UserError(`Cannot read your kubeconfig ${target}: ${(err as Error).message}`, { cause: err });
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT')
+      throw new UserError(`Cannot read your kubeconfig ${target}: ${(err as Error).message}`, { cause: err });
   }
   if (existing !== undefined && existing.trim() !== '') {
     try {
@@ -78,7 +86,10 @@ export async function mergeKubeconfig(options: MergeKubeconfigOptions): Promise<
       });
     }
   }
-  const replaced = <T extends { name: string }>(mine: readonly T[], theirs: readonly T[]) => [...mine.filter((m) => !theirs.some((t) => t.name === m.name)), ...theirs];
+  const replaced = <T extends { name: string }>(mine: readonly T[], theirs: readonly T[]) => [
+    ...mine.filter((m) => !theirs.some((t) => t.name === m.name)),
+    ...theirs,
+  ];
   const merged = new KubeConfig();
   merged.loadFromOptions({
     clusters: replaced(user.getClusters(), admin.getClusters()),
@@ -95,11 +106,18 @@ export async function mergeKubeconfig(options: MergeKubeconfigOptions): Promise<
 }
 
 /** Renames the admin kubeconfig's (one) cluster, user and context to `names`, keeping what the context refers to. */
-function renameEntries(admin: import('@kubernetes/client-node').KubeConfig, names: { cluster: string; user: string; context: string }): void {
+function renameEntries(
+  admin: import('@kubernetes/client-node').KubeConfig,
+  names: { cluster: string; user: string; context: string },
+): void {
   const current = admin.getContextObject(admin.getCurrentContext());
   const clusters = admin.getClusters().map((c) => (c.name === current?.cluster ? { ...c, name: names.cluster } : c));
   const users = admin.getUsers().map((u) => (u.name === current?.user ? { ...u, name: names.user } : u));
-  const contexts = admin.getContexts().map((c) => (c.name === current?.name ? { ...c, name: names.context, cluster: names.cluster, user: names.user } : c));
+  const contexts = admin
+    .getContexts()
+    .map((c) =>
+      c.name === current?.name ? { ...c, name: names.context, cluster: names.cluster, user: names.user } : c,
+    );
   admin.loadFromOptions({ clusters, users, contexts, currentContext: names.context });
 }
 
@@ -108,7 +126,11 @@ function renameEntries(admin: import('@kubernetes/client-node').KubeConfig, name
  * context points to a cluster that is gone. A kubeconfig without them is not touched (nor one that cannot be
  * parsed); the current context is unset when it was this cluster's. Returns the file changed, if any.
  */
-export async function removeMergedKubeconfig(options: { clusterName: string; env?: NodeJS.ProcessEnv; home?: string }): Promise<string | undefined> {
+export async function removeMergedKubeconfig(options: {
+  clusterName: string;
+  env?: NodeJS.ProcessEnv;
+  home?: string;
+}): Promise<string | undefined> {
   const target = userKubeconfigPath(options.env, options.home);
   let text: string;
   try {
@@ -132,7 +154,11 @@ export async function removeMergedKubeconfig(options: { clusterName: string; env
     if (changed) doc[key] = kept;
     return changed;
   };
-  const removed = [without('contexts', names.context), without('clusters', names.cluster), without('users', names.user)].some(Boolean);
+  const removed = [
+    without('contexts', names.context),
+    without('clusters', names.cluster),
+    without('users', names.user),
+  ].some(Boolean);
   if (!removed) return undefined;
   if (doc['current-context'] === names.context) doc['current-context'] = '';
   await writeFileAtomic(target, stringify(doc), { mode: 0o600, what: 'your kubeconfig' });
@@ -146,11 +172,13 @@ export async function removeMergedKubeconfig(options: { clusterName: string; env
 function checkKubeconfigShape(doc: unknown): void {
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) throw new Error('it is not a YAML mapping');
   const record = doc as Record<string, unknown>;
-  if (record.kind !== undefined && record.kind !== 'Config') throw new Error(`its kind is ${String(record.kind)}, not Config`);
+  if (record.kind !== undefined && record.kind !== 'Config')
+    throw new Error(`its kind is ${String(record.kind)}, not Config`);
   for (const key of ['clusters', 'users', 'contexts']) {
     const list = record[key];
     if (list === undefined || list === null) continue;
-    if (!Array.isArray(list) || !list.every((e) => typeof (e as { name?: unknown })?.name === 'string')) throw new Error(`its ${key} is not a list of named entries`);
+    if (!Array.isArray(list) || !list.every((e) => typeof (e as { name?: unknown })?.name === 'string'))
+      throw new Error(`its ${key} is not a list of named entries`);
   }
 }
 
@@ -158,18 +186,29 @@ function checkKubeconfigShape(doc: unknown): void {
  * mergeKubeconfig with the entries named after the workspace's cluster, then one line saying what it did (for the
  * commands' --merge-kubeconfig). An empty `adminKubeconfig` (a cluster without Kubernetes) merges nothing.
  */
-export async function mergeKubeconfigAndReport(workspaceDir: string, adminKubeconfig: string, log: (line: string) => void): Promise<MergeKubeconfigResult | undefined> {
+export async function mergeKubeconfigAndReport(
+  workspaceDir: string,
+  adminKubeconfig: string,
+  log: (line: string) => void,
+): Promise<MergeKubeconfigResult | undefined> {
   if (!adminKubeconfig) {
-    log('Nothing was merged into your kubeconfig: the cluster runs no Kubernetes (kubernetesBackend: none), so it has no API server to point to.');
+    log(
+      'Nothing was merged into your kubeconfig: the cluster runs no Kubernetes (kubernetesBackend: none), so it has no API server to point to.',
+    );
     return undefined;
   }
   const { readStateOrEmpty } = await import('../../lib/workspace/state.js');
   const state = await readStateOrEmpty(workspaceDir);
-  const merged = await mergeKubeconfig({ adminKubeconfig, clusterName: state.infrastructure.uid ? kubeconfigClusterName(state.infrastructure) : undefined });
+  const merged = await mergeKubeconfig({
+    adminKubeconfig,
+    clusterName: state.infrastructure.uid ? kubeconfigClusterName(state.infrastructure) : undefined,
+  });
   log(`Merged the cluster's kubeconfig into ${merged.file}; current context: ${merged.context}.`);
   return merged;
 }
 
 function firstLine(err: unknown): string {
-  return String((err as Error).message ?? err).split('\n')[0].slice(0, 200);
+  return String((err as Error).message ?? err)
+    .split('\n')[0]
+    .slice(0, 200);
 }

@@ -52,10 +52,14 @@ export async function upgradeControlPlanesInPlace(options: InPlaceOptions): Prom
       store,
       step,
       controlPlanes: async () => {
-        const running = (await provider.listInstances(ctx)).filter((i) => i.role === 'control-plane' && i.state === 'running');
+        const running = (await provider.listInstances(ctx)).filter(
+          (i) => i.role === 'control-plane' && i.state === 'running',
+        );
         return Promise.all(
           running.map(async (i) => {
-            const status = await getNodeStatus(`${i.publicIp || i.privateIp}:${VERIFY_PORT}`, 2000).catch(() => undefined);
+            const status = await getNodeStatus(`${i.publicIp || i.privateIp}:${VERIFY_PORT}`, 2000).catch(
+              () => undefined,
+            );
             return { name: i.name, kubernetesVersion: status?.kubernetesVersion };
           }),
         );
@@ -76,14 +80,20 @@ export function onlyKubernetesDiffers(node: NodeStatusEntry): boolean {
 }
 
 /** Where a node's log is: a file in the workspace for local nodes, the bootstrapper's log on the machine otherwise. */
-async function nodeLogLocator(provider: InfrastructureProvider, workspaceDir: string): Promise<(name: string) => string> {
+async function nodeLogLocator(
+  provider: InfrastructureProvider,
+  workspaceDir: string,
+): Promise<(name: string) => string> {
   if (provider.name !== 'local') return (name) => `the bootstrapper's log on ${name}`;
   const { nodePaths } = await import('../../providers/local/layout.js');
   return (name) => nodePaths(workspaceDir, name).log;
 }
 
 /** The in-place step from the store's version to `target`; undefined when the cluster runs it. Refuses what kubeadm refuses. */
-export async function planKubernetesStep(store: Pick<ClusterStore, 'readJoinConfig'>, target: string): Promise<KubernetesStep | undefined> {
+export async function planKubernetesStep(
+  store: Pick<ClusterStore, 'readJoinConfig'>,
+  target: string,
+): Promise<KubernetesStep | undefined> {
   const from = (await store.readJoinConfig()).config.cluster.kubernetesVersion;
   return checkKubernetesUpgrade(from, target) === 'same' ? undefined : { from, to: target };
 }
@@ -92,7 +102,11 @@ export async function planKubernetesStep(store: Pick<ClusterStore, 'readJoinConf
  * Writes the upgrade record for `step`. A record for the same version is kept (a continued run), with its failures
  * cleared so the control planes try again, and its claim dropped when the first failed before it applied.
  */
-export async function requestKubernetesStep(store: UpgradeRecordStore, step: KubernetesStep, clock: Clock): Promise<void> {
+export async function requestKubernetesStep(
+  store: UpgradeRecordStore,
+  step: KubernetesStep,
+  clock: Clock,
+): Promise<void> {
   for (let attempt = 0; attempt < 20; attempt++) {
     const read = await store.readKubernetesUpgrade();
     let next: KubernetesUpgrade;
@@ -108,7 +122,9 @@ export async function requestKubernetesStep(store: UpgradeRecordStore, step: Kub
     if (read && JSON.stringify(next) === JSON.stringify(read.upgrade)) return;
     if (await store.swapKubernetesUpgrade(next, read?.revision)) return;
   }
-  throw new UserError('The Kubernetes upgrade record in the cluster store kept changing while this run wrote it.', { hint: 'Run the command again.' });
+  throw new UserError('The Kubernetes upgrade record in the cluster store kept changing while this run wrote it.', {
+    hint: 'Run the command again.',
+  });
 }
 
 export interface ControlPlaneVersion {
@@ -143,18 +159,28 @@ export async function waitForControlPlanes(options: WaitOptions): Promise<void> 
       const nodes = await options.controlPlanes();
       const record = await options.store.readKubernetesUpgrade();
       upgrade = record?.upgrade.version === step.to ? record.upgrade : undefined;
-      const failed = Object.entries(upgrade?.nodes ?? {}).find(([name, n]) => n.result === 'failed' && nodes.some((cp) => cp.name === name));
+      const failed = Object.entries(upgrade?.nodes ?? {}).find(
+        ([name, n]) => n.result === 'failed' && nodes.some((cp) => cp.name === name),
+      );
       if (failed) {
         const [name, { reason }] = failed;
-        throw new UserError(`${name} could not upgrade Kubernetes from ${step.from} to ${step.to}: ${reason ?? 'no reason recorded'}`, {
-          hint: `Its log has the whole output: ${options.nodeLog(name)}. No node was replaced; fix the cause and run \`constellation upgrade apply\` again, which asks the control planes again.`,
-        });
+        throw new UserError(
+          `${name} could not upgrade Kubernetes from ${step.from} to ${step.to}: ${reason ?? 'no reason recorded'}`,
+          {
+            hint: `Its log has the whole output: ${options.nodeLog(name)}. No node was replaced; fix the cause and run \`constellation upgrade apply\` again, which asks the control planes again.`,
+          },
+        );
       }
-      behind = nodes.filter((cp) => cp.kubernetesVersion === undefined || cp.kubernetesVersion.replace(/^v/, '') !== step.to.replace(/^v/, ''));
+      behind = nodes.filter(
+        (cp) =>
+          cp.kubernetesVersion === undefined || cp.kubernetesVersion.replace(/^v/, '') !== step.to.replace(/^v/, ''),
+      );
       for (const cp of nodes) {
         if (!behind.includes(cp) && !reported.has(cp.name)) {
           reported.add(cp.name);
-          options.progress(`${cp.name} runs Kubernetes ${step.to}${upgrade?.first === cp.name ? ' (it ran the cluster-wide upgrade)' : ''}`);
+          options.progress(
+            `${cp.name} runs Kubernetes ${step.to}${upgrade?.first === cp.name ? ' (it ran the cluster-wide upgrade)' : ''}`,
+          );
         }
       }
       return nodes.length > 0 && behind.length === 0 ? true : undefined;
@@ -165,10 +191,16 @@ export async function waitForControlPlanes(options: WaitOptions): Promise<void> 
       clock,
       sleep: options.sleep,
       onTimeout: () => {
-        const who = behind.map((cp) => `${cp.name} (${cp.kubernetesVersion === undefined ? 'not answering' : `runs ${cp.kubernetesVersion || 'no version'}`}${waitingOn(upgrade, cp.name)})`);
-        throw new UserError(`Not every control plane upgraded Kubernetes to ${step.to} within ${Math.round(options.timeoutMs / 1000)} s: ${who.join(', ')}.`, {
-          hint: `See the log of ${behind.map((cp) => options.nodeLog(cp.name)).join(', ')}. No node was replaced; run \`constellation upgrade apply\` again to keep waiting.`,
-        });
+        const who = behind.map(
+          (cp) =>
+            `${cp.name} (${cp.kubernetesVersion === undefined ? 'not answering' : `runs ${cp.kubernetesVersion || 'no version'}`}${waitingOn(upgrade, cp.name)})`,
+        );
+        throw new UserError(
+          `Not every control plane upgraded Kubernetes to ${step.to} within ${Math.round(options.timeoutMs / 1000)} s: ${who.join(', ')}.`,
+          {
+            hint: `See the log of ${behind.map((cp) => options.nodeLog(cp.name)).join(', ')}. No node was replaced; run \`constellation upgrade apply\` again to keep waiting.`,
+          },
+        );
       },
     },
   );
@@ -178,6 +210,7 @@ export async function waitForControlPlanes(options: WaitOptions): Promise<void> 
 function waitingOn(upgrade: KubernetesUpgrade | undefined, name: string): string {
   if (!upgrade) return '; the upgrade record is gone';
   if (upgrade.first === undefined) return '; no control plane claimed the upgrade';
-  if (upgrade.first !== name && !upgrade.applied) return `; waiting for ${upgrade.first}, which runs the cluster-wide upgrade`;
+  if (upgrade.first !== name && !upgrade.applied)
+    return `; waiting for ${upgrade.first}, which runs the cluster-wide upgrade`;
   return '';
 }

@@ -96,7 +96,8 @@ function linePrinter(options: Pick<MiniLogsOptions, 'boot' | 'write'>): { push(b
   let pending = Buffer.alloc(0);
   let eventlogLines = 0;
   const endEventlog = () => {
-    if (eventlogLines > 0) options.write(`CONSTELLATION-BOOT eventlog (${eventlogLines} lines of base64: the firmware's TPM event log)`);
+    if (eventlogLines > 0)
+      options.write(`CONSTELLATION-BOOT eventlog (${eventlogLines} lines of base64: the firmware's TPM event log)`);
     eventlogLines = 0;
   };
   const line = (raw: string) => {

@@ -10,7 +10,12 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { hasPowerControl, type InfrastructureProvider, type ProviderContext, type ResourceJournal } from '../../providers/contract.js';
+import {
+  hasPowerControl,
+  type InfrastructureProvider,
+  type ProviderContext,
+  type ResourceJournal,
+} from '../../providers/contract.js';
 import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
@@ -18,7 +23,16 @@ import type { Clock, Sleep } from '../../lib/clock.js';
 import { pollUntil } from '../../lib/poll.js';
 import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
-import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, RESOURCES_FILE, STATE_FILE, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
+import {
+  ADMIN_CONF_FILE,
+  CLUSTER_LOG_FILE,
+  CONFIG_FILE,
+  MASTER_SECRET_FILE,
+  pathExists,
+  RESOURCES_FILE,
+  STATE_FILE,
+  STORE_CREDENTIALS_FILE,
+} from '../../lib/workspace/files.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { createCluster } from './create.js';
@@ -103,7 +117,14 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
   const state = await readStateOrEmpty(workspaceDir);
   if (!state.clusterValues.clusterID) {
     step('create');
-    await createCluster({ workspaceDir, provider, journal: options.journal, log, random: options.random, progress: (m) => step('create', m) });
+    await createCluster({
+      workspaceDir,
+      provider,
+      journal: options.journal,
+      log,
+      random: options.random,
+      progress: (m) => step('create', m),
+    });
   }
 
   // A VM boots its firmware, kernel and node program under emulation where KVM does not run it (minutes here).
@@ -120,7 +141,10 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
       // wait's status asks (its load parses etcd's API, a few hundred ms of CPU) instead of after init.
       if (!storeClientLoading) {
         storeClientLoading = true;
-        void import('../../lib/cluster-store/etcd.js').then(({ preloadEtcdClient }) => preloadEtcdClient(), () => undefined);
+        void import('../../lib/cluster-store/etcd.js').then(
+          ({ preloadEtcdClient }) => preloadEtcdClient(),
+          () => undefined,
+        );
       }
     },
     ...(vm ? { connectTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}),
@@ -128,8 +152,17 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
   });
 
   step('join');
-  const nodes = await waitUntilJoined(provider, init.clusterId, { ...(vm ? { joinTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}), ...options });
-  return { clusterId: init.clusterId, kubernetesBackend: init.kubernetesBackend, kubeconfigFile: init.kubeconfigFile, continued, nodes };
+  const nodes = await waitUntilJoined(provider, init.clusterId, {
+    ...(vm ? { joinTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}),
+    ...options,
+  });
+  return {
+    clusterId: init.clusterId,
+    kubernetesBackend: init.kubernetesBackend,
+    kubeconfigFile: init.kubeconfigFile,
+    continued,
+    nodes,
+  };
 }
 
 /** The local provider's address ranges hold 90 control-plane and 155 worker nodes. */
@@ -145,9 +178,13 @@ function checkCount(role: string, count: number | undefined, min: number, max: n
  */
 async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boolean }> {
   const { workspaceDir, log } = options;
-  const [hasConfig, hasState] = await Promise.all([pathExists(path.join(workspaceDir, CONFIG_FILE)), pathExists(path.join(workspaceDir, STATE_FILE))]);
+  const [hasConfig, hasState] = await Promise.all([
+    pathExists(path.join(workspaceDir, CONFIG_FILE)),
+    pathExists(path.join(workspaceDir, STATE_FILE)),
+  ]);
   const wanted = (config?: Config) => ({
-    [CONTROL_PLANE_GROUP]: options.controlPlanes ?? config?.nodeGroups[CONTROL_PLANE_GROUP]?.initialCount ?? DEFAULT_CONTROL_PLANES,
+    [CONTROL_PLANE_GROUP]:
+      options.controlPlanes ?? config?.nodeGroups[CONTROL_PLANE_GROUP]?.initialCount ?? DEFAULT_CONTROL_PLANES,
     [WORKER_GROUP]: options.workers ?? config?.nodeGroups[WORKER_GROUP]?.initialCount ?? DEFAULT_WORKERS,
   });
   if (!hasConfig) {
@@ -160,12 +197,21 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
     let image = options.image;
     if (options.vm && image === undefined) {
       const { ensureStoreImage } = await import('../../providers/qemu/image-build.js');
-      const stored = await ensureStoreImage({ userConfigDir: options.userConfigDir, progress: (m) => options.progress?.('config', m) });
+      const stored = await ensureStoreImage({
+        userConfigDir: options.userConfigDir,
+        progress: (m) => options.progress?.('config', m),
+      });
       image = stored.version;
-      log.info(stored.built ? 'built the qemu image into the image store' : 'the qemu image store has the image', { image });
+      log.info(stored.built ? 'built the qemu image into the image store' : 'the qemu image store has the image', {
+        image,
+      });
     }
     await generateConfigFiles(workspaceDir, kind);
-    await editConfig(workspaceDir, { initialCounts: wanted(), ...(image ? { image } : {}), ...(options.vm ? { allowIncomplete: true } : {}) });
+    await editConfig(workspaceDir, {
+      initialCounts: wanted(),
+      ...(image ? { image } : {}),
+      ...(options.vm ? { allowIncomplete: true } : {}),
+    });
     log.info(`generated a ${kind} config`, { ...wanted(), image: image ?? 'local' });
     return { continued: false };
   }
@@ -173,14 +219,23 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
   // Leniently first: a cloud config that is still incomplete must get this message, not a list of empty fields.
   const provider = providerOf(await loadConfig(workspaceDir, { allowIncomplete: true }));
   if (provider !== 'local' && provider !== 'qemu') {
-    throw new UserError(`The workspace ${workspaceDir} holds a config for the ${provider} provider; mini up runs local clusters only.`, {
-      hint: 'Run mini up in a new, empty directory (-C <dir>).',
-    });
+    throw new UserError(
+      `The workspace ${workspaceDir} holds a config for the ${provider} provider; mini up runs local clusters only.`,
+      {
+        hint: 'Run mini up in a new, empty directory (-C <dir>).',
+      },
+    );
   }
   if ((provider === 'qemu') !== (options.vm ?? false)) {
-    throw new UserError(`The workspace ${workspaceDir} holds a cluster of ${provider === 'qemu' ? 'VM' : 'process'} nodes; mini up was asked for ${options.vm ? 'VM' : 'process'} nodes.`, {
-      hint: provider === 'qemu' ? 'Run `mini up --vm` to continue it.' : 'Run mini up without --vm to continue it, or use a new directory (-C <dir>).',
-    });
+    throw new UserError(
+      `The workspace ${workspaceDir} holds a cluster of ${provider === 'qemu' ? 'VM' : 'process'} nodes; mini up was asked for ${options.vm ? 'VM' : 'process'} nodes.`,
+      {
+        hint:
+          provider === 'qemu'
+            ? 'Run `mini up --vm` to continue it.'
+            : 'Run mini up without --vm to continue it, or use a new directory (-C <dir>).',
+      },
+    );
   }
   const config = await loadConfig(workspaceDir);
   const counts = wanted(config);
@@ -190,9 +245,12 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
     const state = await readStateOrEmpty(workspaceDir);
     if (state.infrastructure.uid) {
       const have = `${config.nodeGroups[CONTROL_PLANE_GROUP]?.initialCount ?? 0} control-plane and ${config.nodeGroups[WORKER_GROUP]?.initialCount ?? 0} worker nodes on image ${config.image}`;
-      throw new UserError(`The cluster in ${workspaceDir} was started with ${have}; the flags ask for another ${differs ? 'size' : 'image'}.`, {
-        hint: 'Run mini up without -c/-w/--image to continue it, or `constellation mini down` first to start over.',
-      });
+      throw new UserError(
+        `The cluster in ${workspaceDir} was started with ${have}; the flags ask for another ${differs ? 'size' : 'image'}.`,
+        {
+          hint: 'Run mini up without -c/-w/--image to continue it, or `constellation mini down` first to start over.',
+        },
+      );
     }
     await editConfig(workspaceDir, { initialCounts: counts, ...(otherImage ? { image: options.image } : {}) });
   }
@@ -200,12 +258,19 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
   return { continued: true };
 }
 
-export type JoinWaitOptions = Pick<MiniUpOptions, 'workspaceDir' | 'journal' | 'log' | 'joinTimeoutMs' | 'pollIntervalMs' | 'statusPort' | 'sleep' | 'clock'> & {
+export type JoinWaitOptions = Pick<
+  MiniUpOptions,
+  'workspaceDir' | 'journal' | 'log' | 'joinTimeoutMs' | 'pollIntervalMs' | 'statusPort' | 'sleep' | 'clock'
+> & {
   progress?: (step: 'join', message?: string) => void;
 };
 
 /** Polls status until every node has joined, or no node is still on its way (then the refused ones are named). */
-export async function waitUntilJoined(provider: InfrastructureProvider, clusterId: string, options: JoinWaitOptions): Promise<NodeStatusEntry[]> {
+export async function waitUntilJoined(
+  provider: InfrastructureProvider,
+  clusterId: string,
+  options: JoinWaitOptions,
+): Promise<NodeStatusEntry[]> {
   let last = '';
   let notJoined = (): UserError => new UserError('Not every node joined the cluster.');
   return pollUntil(
@@ -226,12 +291,13 @@ export async function waitUntilJoined(provider: InfrastructureProvider, clusterI
       const bad = status.nodes.filter((n) => n.state !== 'joined' && !pending.includes(n));
       if (status.nodes.length > 0 && pending.length === 0 && bad.length === 0) return status.nodes;
       notJoined = () => {
-        const listed = [...bad, ...pending].map((n) => `  ${n.name}: ${n.state}${n.reason ? ` (${n.reason})` : ''}`).join('\n');
+        const listed = [...bad, ...pending]
+          .map((n) => `  ${n.name}: ${n.state}${n.reason ? ` (${n.reason})` : ''}`)
+          .join('\n');
         return new UserError(`Not every node joined the cluster (${summary}):\n${listed}`, {
-          hint:
-            bad.some((n) => n.state === 'refused')
-              ? 'A refused node does not run what the config\'s measurements expect. `constellation status` shows the current state; `constellation mini down` removes the cluster.'
-              : 'Nodes may still be starting: `constellation status` shows their state, and running mini up again waits again. `constellation mini down` removes the cluster.',
+          hint: bad.some((n) => n.state === 'refused')
+            ? "A refused node does not run what the config's measurements expect. `constellation status` shows the current state; `constellation mini down` removes the cluster."
+            : 'Nodes may still be starting: `constellation status` shows their state, and running mini up again waits again. `constellation mini down` removes the cluster.',
         });
       };
       if (pending.length === 0) throw notJoined(); // no node is still on its way
@@ -259,13 +325,23 @@ export interface MiniDownOptions {
 }
 
 /** The workspace files mini up makes (the debug log stays: it records this run too). */
-export const MINI_FILES = [CONFIG_FILE, STATE_FILE, MASTER_SECRET_FILE, ADMIN_CONF_FILE, STORE_CREDENTIALS_FILE, RESOURCES_FILE, CLUSTER_LOG_FILE] as const;
+export const MINI_FILES = [
+  CONFIG_FILE,
+  STATE_FILE,
+  MASTER_SECRET_FILE,
+  ADMIN_CONF_FILE,
+  STORE_CREDENTIALS_FILE,
+  RESOURCES_FILE,
+  CLUSTER_LOG_FILE,
+] as const;
 
 /** Refuses `mini down` where there is neither a cluster nor a file of mini up's (before the question), as terminate does. */
 export async function checkSomethingToRemove(workspaceDir: string): Promise<void> {
   if (await hasCluster(workspaceDir)) return;
   for (const name of MINI_FILES) if (await pathExists(path.join(workspaceDir, name))) return;
-  throw new UserError(`The workspace ${workspaceDir} has no cluster: there is nothing to remove.`, { hint: NO_CLUSTER_HINT });
+  throw new UserError(`The workspace ${workspaceDir} has no cluster: there is nothing to remove.`, {
+    hint: NO_CLUSTER_HINT,
+  });
 }
 
 export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles: string[] }> {
@@ -278,9 +354,12 @@ export async function miniDown(options: MiniDownOptions): Promise<{ removedFiles
       // An unreadable config does not stop the clean-up; terminate finds the provider elsewhere.
     }
     if (provider !== undefined && provider !== 'local' && provider !== 'qemu') {
-      throw new UserError(`The workspace ${workspaceDir} holds a ${provider} cluster; mini down removes local clusters only.`, {
-        hint: 'Use `constellation terminate` for a cloud cluster.',
-      });
+      throw new UserError(
+        `The workspace ${workspaceDir} holds a ${provider} cluster; mini down removes local clusters only.`,
+        {
+          hint: 'Use `constellation terminate` for a cloud cluster.',
+        },
+      );
     }
   }
   const result = await terminateCluster(options);
@@ -318,10 +397,24 @@ export async function miniPower(options: MiniPowerOptions): Promise<{ nodes: str
   const { workspaceDir, log } = options;
   await requireLocalCluster(workspaceDir);
   const provider = options.provider ?? (await workspaceInfrastructure(workspaceDir));
-  if (!hasPowerControl(provider)) throw new UserError(`The ${provider.name} provider has no power control over its nodes.`);
-  const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir, progress: options.progress };
-  const nodes = [...new Set([...(options.nodes ?? []), ...(options.controlPlanes ? await provider.nodeNames(ctx, 'control-plane') : [])])];
-  if (nodes.length === 0) throw new UserError(`Name the nodes to ${options.action}.`, { hint: 'Give node names (see `constellation status`), or --control-planes.' });
+  if (!hasPowerControl(provider))
+    throw new UserError(`The ${provider.name} provider has no power control over its nodes.`);
+  const ctx: ProviderContext = {
+    journal: clusterJournalView(options.journal),
+    log,
+    workspaceDir,
+    progress: options.progress,
+  };
+  const nodes = [
+    ...new Set([
+      ...(options.nodes ?? []),
+      ...(options.controlPlanes ? await provider.nodeNames(ctx, 'control-plane') : []),
+    ]),
+  ];
+  if (nodes.length === 0)
+    throw new UserError(`Name the nodes to ${options.action}.`, {
+      hint: 'Give node names (see `constellation status`), or --control-planes.',
+    });
   log.info(`mini ${options.action}`, { nodes });
   const act = { reboot: provider.rebootNodes, stop: provider.stopNodes, start: provider.startNodes }[options.action];
   await act.call(provider, nodes, ctx);
@@ -330,10 +423,15 @@ export async function miniPower(options: MiniPowerOptions): Promise<{ nodes: str
 
 async function requireLocalCluster(workspaceDir: string): Promise<void> {
   if (!(await pathExists(path.join(workspaceDir, CONFIG_FILE)))) {
-    throw new UserError(`The workspace ${workspaceDir} has no cluster config.`, { hint: 'Run the command in the workspace of a local cluster (-C <dir>); `constellation mini up` makes one.' });
+    throw new UserError(`The workspace ${workspaceDir} has no cluster config.`, {
+      hint: 'Run the command in the workspace of a local cluster (-C <dir>); `constellation mini up` makes one.',
+    });
   }
   const provider = providerOf(await loadConfig(workspaceDir, { allowIncomplete: true }));
   if (provider !== 'local' && provider !== 'qemu') {
-    throw new UserError(`The workspace ${workspaceDir} holds a ${provider} cluster; mini commands act on local clusters only.`, { hint: 'Use your cloud\'s console or CLI to reboot cloud VMs.' });
+    throw new UserError(
+      `The workspace ${workspaceDir} holds a ${provider} cluster; mini commands act on local clusters only.`,
+      { hint: "Use your cloud's console or CLI to reboot cloud VMs." },
+    );
   }
 }

@@ -37,6 +37,7 @@ function byNameThenId(a: Instance, b: Instance): number {
  * module header.
  */
 export function newestFirst(instances: Instance[]): Instance[] {
-  if (instances.every((i) => created(i) !== undefined)) return [...instances].sort((a, b) => created(b)! - created(a)! || byNameThenId(a, b));
+  if (instances.every((i) => created(i) !== undefined))
+    return [...instances].sort((a, b) => created(b)! - created(a)! || byNameThenId(a, b));
   return [...instances].sort(byNameThenId);
 }

@@ -2,7 +2,8 @@
 import path from 'node:path';
 
 /** What to do when a workspace cannot continue. */
-export const TERMINATE_HINT = 'Run `constellation terminate` to remove what this workspace created, then start again; or use a new workspace (-C <dir>).';
+export const TERMINATE_HINT =
+  'Run `constellation terminate` to remove what this workspace created, then start again; or use a new workspace (-C <dir>).';
 
 /** " -C <dir>" for a command line the user is told to run, or "" when the workspace is the current directory. */
 export function workspaceArg(workspaceDir: string): string {

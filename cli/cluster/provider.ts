@@ -9,7 +9,10 @@ import { attestationConfigOf, attestationVariantOf, providerOf, type Config } fr
 import type { State } from '../../lib/workspace/state.js';
 
 /** The infrastructure side of a provider, given its config section and the cluster's uid (a provider ignores what it does not use). */
-export async function loadInfrastructure(name: string, options: Record<string, unknown> = {}): Promise<InfrastructureProvider> {
+export async function loadInfrastructure(
+  name: string,
+  options: Record<string, unknown> = {},
+): Promise<InfrastructureProvider> {
   const { loadProvider } = await import('../../providers/registry.js');
   const provider = await loadProvider(name);
   return provider.infrastructure(options);
@@ -19,7 +22,11 @@ export async function loadInfrastructure(name: string, options: Record<string, u
  * Options for a provider's infrastructure(): its config section (region, project, ...), the config's image (the
  * image new nodes boot: replacements and added nodes) and the uid once known.
  */
-export function infrastructureOptions(config: Config | undefined, state: State | undefined, name: string): Record<string, unknown> {
+export function infrastructureOptions(
+  config: Config | undefined,
+  state: State | undefined,
+  name: string,
+): Record<string, unknown> {
   const section = (config?.provider as Record<string, Record<string, unknown> | undefined> | undefined)?.[name] ?? {};
   const uid = state?.infrastructure.uid;
   return { ...section, ...(config?.image ? { image: config.image } : {}), ...(uid ? { uid } : {}) };
@@ -34,7 +41,10 @@ export function providerStateOf(state: State, name: string): Record<string, unkn
  * What the provider's attestation variants need to validate a node from the CLI: the provider's attestationDeps(),
  * given its state section. The local provider's AK registry is its metadata server (providerState.metadataUrl).
  */
-export async function attestationDepsFor(name: string, providerState: Record<string, unknown>): Promise<Partial<ValidatorDeps>> {
+export async function attestationDepsFor(
+  name: string,
+  providerState: Record<string, unknown>,
+): Promise<Partial<ValidatorDeps>> {
   const { loadProvider } = await import('../../providers/registry.js');
   const provider = await loadProvider(name);
   return (await provider.attestationDeps?.(providerState)) ?? {};
@@ -63,7 +73,10 @@ export async function workspaceValidator(options: WorkspaceValidatorOptions): Pr
   const providerName = providerOf(config);
   const deps: ValidatorDeps = {
     ...(options.validatorDeps ??
-      (await attestationDepsFor(providerName, { ...(options.nodeAddress ? { nodeAddress: options.nodeAddress } : {}), ...providerStateOf(state, providerName) }))),
+      (await attestationDepsFor(providerName, {
+        ...(options.nodeAddress ? { nodeAddress: options.nodeAddress } : {}),
+        ...providerStateOf(state, providerName),
+      }))),
     warn: options.warn,
   };
   const factory = options.createValidator ?? (await import('../../lib/attestation/registry.js')).createValidator;
@@ -75,15 +88,25 @@ export async function workspaceValidator(options: WorkspaceValidatorOptions): Pr
  * attestationDeps() with the workspace's config section and, where a cluster was created, its state section (the
  * local provider's metadata server). Cloud clients use their default credential chains.
  */
-export async function verifierDepsFor(name: string, section: Record<string, unknown>, workspaceDir: string): Promise<Partial<ValidatorDeps>> {
+export async function verifierDepsFor(
+  name: string,
+  section: Record<string, unknown>,
+  workspaceDir: string,
+): Promise<Partial<ValidatorDeps>> {
   const { readStateOrEmpty } = await import('../../lib/workspace/state.js');
   const state = await readStateOrEmpty(workspaceDir).catch(() => undefined);
-  return attestationDepsFor(name, { ...(state ? providerStateOf(state, name) : {}), verifier: { section, workspaceDir } });
+  return attestationDepsFor(name, {
+    ...(state ? providerStateOf(state, name) : {}),
+    verifier: { section, workspaceDir },
+  });
 }
 
 /** The infrastructure side of the provider of the workspace's config. */
 export async function workspaceInfrastructure(workspaceDir: string): Promise<InfrastructureProvider> {
-  const [{ loadConfig, providerOf }, { readStateOrEmpty }] = await Promise.all([import('../../lib/config/index.js'), import('../../lib/workspace/state.js')]);
+  const [{ loadConfig, providerOf }, { readStateOrEmpty }] = await Promise.all([
+    import('../../lib/config/index.js'),
+    import('../../lib/workspace/state.js'),
+  ]);
   const config = await loadConfig(workspaceDir);
   const state = await readStateOrEmpty(workspaceDir);
   const name = providerOf(config);

@@ -68,9 +68,12 @@ export async function recoverCluster(options: RecoverOptions): Promise<RecoverRe
   const [config, state] = await Promise.all([loadConfig(workspaceDir), readStateOrEmpty(workspaceDir)]);
   if (!options.endpoint && !state.infrastructure.uid) {
     // After terminate (or before create) the state is empty: no node is left that could wait for its master secret.
-    throw new UserError(`The workspace ${workspaceDir} has no cluster: it was terminated, or never created. There is nothing to recover.`, {
-      hint: 'recover brings back a running cluster whose control planes all rebooted; run it in that cluster\'s workspace (-C <dir>), or name one of its nodes with -e HOST[:PORT]. A terminated cluster cannot be recovered: create a new one (`constellation apply`, or `constellation mini up` for a local cluster).',
-    });
+    throw new UserError(
+      `The workspace ${workspaceDir} has no cluster: it was terminated, or never created. There is nothing to recover.`,
+      {
+        hint: "recover brings back a running cluster whose control planes all rebooted; run it in that cluster's workspace (-C <dir>), or name one of its nodes with -e HOST[:PORT]. A terminated cluster cannot be recovered: create a new one (`constellation apply`, or `constellation mini up` for a local cluster).",
+      },
+    );
   }
   const master = await readMasterSecret(workspaceDir);
   const validator = await workspaceValidator({
@@ -87,27 +90,36 @@ export async function recoverCluster(options: RecoverOptions): Promise<RecoverRe
   if (options.endpoint) {
     nodes = await recoverThroughEndpoint(withPort(options.endpoint, port), ask, options);
   } else {
-    if (!options.provider || !options.journal) throw new Error('recover needs an endpoint, or the provider and the journal');
-    const instances = await options.provider.listInstances({ journal: clusterJournalView(options.journal), log, workspaceDir });
+    if (!options.provider || !options.journal)
+      throw new Error('recover needs an endpoint, or the provider and the journal');
+    const instances = await options.provider.listInstances({
+      journal: clusterJournalView(options.journal),
+      log,
+      workspaceDir,
+    });
     const controlPlanes = instances.filter((i) => i.role === 'control-plane');
-    if (controlPlanes.length === 0) throw new UserError('The provider lists no control-plane node of this cluster.', { hint: 'Check the workspace (-C <dir>), or name a node with -e HOST[:PORT].' });
+    if (controlPlanes.length === 0)
+      throw new UserError('The provider lists no control-plane node of this cluster.', {
+        hint: 'Check the workspace (-C <dir>), or name a node with -e HOST[:PORT].',
+      });
     nodes = await Promise.all(
       controlPlanes.map((i) => recoverNode(i.name, i.publicIp || i.privateIp, i.state === 'running', ask, options)),
     );
   }
-  for (const n of nodes) log.info('recovery', { node: n.node, address: n.address, outcome: n.outcome, reason: n.reason });
+  for (const n of nodes)
+    log.info('recovery', { node: n.node, address: n.address, outcome: n.outcome, reason: n.reason });
   const refused = nodes.filter((n) => n.outcome === 'refused');
   if (refused.length > 0) {
     const clusterId = state.clusterValues.clusterID;
-    const mismatch = clusterId && state.clusterValues.measurementSalt && !masterSecretGives(master, state.clusterValues.measurementSalt, clusterId);
-    throw new UserError(
-      `Recovery was refused:\n${refused.map((n) => `  ${n.node}: ${n.reason}`).join('\n')}`,
-      {
-        hint: mismatch
-          ? `The master secret in ${masterSecretPath(workspaceDir)} is not this cluster's: it does not give the cluster ID in the state (${clusterId}). Restore the master secret \`constellation init\` wrote for this cluster from your backup, then run recover again.`
-          : `Check that ${masterSecretPath(workspaceDir)} is the master secret this cluster was initialized with, and that the config's measurements are those of the nodes' image. The refused nodes keep waiting unchanged; run recover again once fixed.`,
-      },
-    );
+    const mismatch =
+      clusterId &&
+      state.clusterValues.measurementSalt &&
+      !masterSecretGives(master, state.clusterValues.measurementSalt, clusterId);
+    throw new UserError(`Recovery was refused:\n${refused.map((n) => `  ${n.node}: ${n.reason}`).join('\n')}`, {
+      hint: mismatch
+        ? `The master secret in ${masterSecretPath(workspaceDir)} is not this cluster's: it does not give the cluster ID in the state (${clusterId}). Restore the master secret \`constellation init\` wrote for this cluster from your backup, then run recover again.`
+        : `Check that ${masterSecretPath(workspaceDir)} is the master secret this cluster was initialized with, and that the config's measurements are those of the nodes' image. The refused nodes keep waiting unchanged; run recover again once fixed.`,
+    });
   }
   return { nodes };
 }
@@ -122,7 +134,12 @@ async function recoverNode(
 ): Promise<NodeRecovery> {
   const address = host ? withPort(host, options.port ?? RECOVERY_PORT) : '';
   if (!running || !host) {
-    const outcome: NodeRecovery = { node: name, address, outcome: 'unreachable', reason: running ? 'the instance has no address' : 'the instance does not run' };
+    const outcome: NodeRecovery = {
+      node: name,
+      address,
+      outcome: 'unreachable',
+      reason: running ? 'the instance has no address' : 'the instance does not run',
+    };
     options.progress?.(`${name}: not recovered: ${outcome.reason}`);
     return outcome;
   }
@@ -161,7 +178,11 @@ async function recoverNode(
  * control plane answers), until no recovery server answers. Before the first answer, keep trying until the deadline:
  * the load balancer or the nodes may not be ready yet.
  */
-async function recoverThroughEndpoint(address: string, ask: (address: string) => Promise<Attempt>, options: RecoverOptions): Promise<NodeRecovery[]> {
+async function recoverThroughEndpoint(
+  address: string,
+  ask: (address: string) => Promise<Attempt>,
+  options: RecoverOptions,
+): Promise<NodeRecovery[]> {
   const nodes: NodeRecovery[] = [];
   return pollUntil(
     async () => {
@@ -183,9 +204,12 @@ async function recoverThroughEndpoint(address: string, ask: (address: string) =>
     {
       ...waitOptions(options),
       onTimeout: () => {
-        throw new UserError(`No recovery server answered at ${address} within ${Math.round((options.timeoutMs ?? DEFAULT_TIMEOUT_MS) / 1000)} s.`, {
-          hint: 'Recovery servers run on nodes that rebooted with a formatted state disk; check the address (port 9999) and `constellation status` (awaiting-recovery).',
-        });
+        throw new UserError(
+          `No recovery server answered at ${address} within ${Math.round((options.timeoutMs ?? DEFAULT_TIMEOUT_MS) / 1000)} s.`,
+          {
+            hint: 'Recovery servers run on nodes that rebooted with a formatted state disk; check the address (port 9999) and `constellation status` (awaiting-recovery).',
+          },
+        );
       },
     },
   );
@@ -195,7 +219,12 @@ const DEFAULT_TIMEOUT_MS = 120_000;
 
 /** How long and how often a node or endpoint that does not answer yet is asked again. */
 function waitOptions(options: RecoverOptions) {
-  return { timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS, intervalMs: options.retryIntervalMs ?? 500, clock: options.clock, sleep: options.sleep };
+  return {
+    timeoutMs: options.timeoutMs ?? DEFAULT_TIMEOUT_MS,
+    intervalMs: options.retryIntervalMs ?? 500,
+    clock: options.clock,
+    sleep: options.sleep,
+  };
 }
 
 /** What the node's bootstrapper says it is doing ('' when it does not answer). */
@@ -215,7 +244,9 @@ async function recoverOne(address: string, validator: Validator, master: MasterS
     import('../../lib/attestation/types.js'),
   ]);
   const client = new RecoveryClient(address, await atls.createAttestedClientCredentials(), atls.attestedChannelOptions);
-  const ready = await new Promise<Error | undefined>((resolve) => client.waitForReady(Date.now() + 3000, (err) => resolve(err)));
+  const ready = await new Promise<Error | undefined>((resolve) =>
+    client.waitForReady(Date.now() + 3000, (err) => resolve(err)),
+  );
   if (ready) {
     client.close();
     return { unreachable: `no recovery server answers at ${address}` };
@@ -227,7 +258,8 @@ async function recoverOne(address: string, validator: Validator, master: MasterS
       peer: `the node at ${address}`,
       validator,
       timeoutMs: 60_000,
-      secrets: () => RecoverSecrets.encode({ masterKey: Buffer.from(master.key), masterSalt: Buffer.from(master.salt) }).finish(),
+      secrets: () =>
+        RecoverSecrets.encode({ masterKey: Buffer.from(master.key), masterSalt: Buffer.from(master.salt) }).finish(),
     });
     const done = await session.channel.receive(['other'], 'the recovery result');
     session.channel.end();
@@ -236,7 +268,8 @@ async function recoverOne(address: string, validator: Validator, master: MasterS
   } catch (err) {
     call.cancel();
     if (err instanceof atls.PeerFailureError) return { refused: err.peerMessage };
-    if (err instanceof AttestationError) return { refused: `its attestation was rejected, so nothing was sent: ${err.message}` };
+    if (err instanceof AttestationError)
+      return { refused: `its attestation was rejected, so nothing was sent: ${err.message}` };
     if (isUserError(err)) return { unreachable: err.message };
     throw err;
   } finally {
@@ -248,4 +281,3 @@ function masterSecretGives(master: MasterSecret, measurementSaltHex: string, clu
   const id = deriveClusterId(deriveMeasurementSecret(master), Buffer.from(measurementSaltHex, 'hex'));
   return Buffer.from(id).toString('hex') === clusterIdHex.toLowerCase();
 }
-

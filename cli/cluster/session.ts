@@ -11,7 +11,13 @@ import type { ResourceJournal } from '../../providers/contract.js';
 import { UserError } from '../../lib/errors.js';
 import { createLogger, type Logger } from '../../lib/logging/index.js';
 import { checkWorkspaceAccess } from '../../lib/workspace/access.js';
-import { CONFIG_FILE, DEBUG_LOG_FILE, MASTER_SECRET_FILE, RESOURCES_FILE, STATE_FILE } from '../../lib/workspace/files.js';
+import {
+  CONFIG_FILE,
+  DEBUG_LOG_FILE,
+  MASTER_SECRET_FILE,
+  RESOURCES_FILE,
+  STATE_FILE,
+} from '../../lib/workspace/files.js';
 import { acquireWorkspaceLock } from '../../lib/workspace/lock.js';
 import { openRegularFileForAppendSync } from '../../lib/workspace/regular-file.js';
 import { FileResourceJournal } from '../../lib/workspace/resource-journal.js';
@@ -23,7 +29,11 @@ export interface WorkspaceSession {
 }
 
 /** Runs `fn` with the debug log open (no lock); the log records the command and how it ended. */
-export async function withDebugLog<T>(workspaceDir: string, command: string, fn: (log: Logger) => Promise<T>): Promise<T> {
+export async function withDebugLog<T>(
+  workspaceDir: string,
+  command: string,
+  fn: (log: Logger) => Promise<T>,
+): Promise<T> {
   await requireDirectory(workspaceDir);
   const debugLog = openDebugLog(workspaceDir);
   const log = debugLog.child({ command, pid: process.pid });
@@ -44,11 +54,17 @@ export async function withDebugLog<T>(workspaceDir: string, command: string, fn:
  * Runs `fn` holding the workspace lock, with the debug log and the resource journal of the workspace. The folder
  * is checked first (writable; as root, root's with every file in it: lib/workspace/access.ts).
  */
-export async function withWorkspaceSession<T>(workspaceDir: string, command: string, fn: (session: WorkspaceSession) => Promise<T>): Promise<T> {
+export async function withWorkspaceSession<T>(
+  workspaceDir: string,
+  command: string,
+  fn: (session: WorkspaceSession) => Promise<T>,
+): Promise<T> {
   await checkWorkspaceAccess(workspaceDir);
   const lock = await acquireWorkspaceLock(workspaceDir, command);
   try {
-    return await withDebugLog(workspaceDir, command, (log) => fn({ workspaceDir, log, journal: new FileResourceJournal(workspaceDir) }));
+    return await withDebugLog(workspaceDir, command, (log) =>
+      fn({ workspaceDir, log, journal: new FileResourceJournal(workspaceDir) }),
+    );
   } finally {
     await lock.release();
   }
@@ -65,9 +81,12 @@ async function requireDirectory(dir: string): Promise<void> {
         hint: 'Use a folder you own (-C <dir>), or run the command as a user who may read it and its parent folders.',
       });
     }
-    throw new UserError(`The workspace directory ${dir} does not exist.`, { hint: 'Create it, or name an existing one with -C <dir>.' });
+    throw new UserError(`The workspace directory ${dir} does not exist.`, {
+      hint: 'Create it, or name an existing one with -C <dir>.',
+    });
   }
-  if (!stat.isDirectory()) throw new UserError(`The workspace ${dir} is not a directory.`, { hint: 'Name a directory with -C <dir>.' });
+  if (!stat.isDirectory())
+    throw new UserError(`The workspace ${dir} is not a directory.`, { hint: 'Name a directory with -C <dir>.' });
 }
 
 /** Files that make a folder a workspace: a debug log is kept only in one (a debug log of earlier runs counts too). */

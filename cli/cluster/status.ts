@@ -18,7 +18,8 @@ import { trustedMeasurements, withWorkspaceStore, workspaceStoreHealth } from '.
 
 export const VERIFY_PORT = 30081;
 
-export type NodeState = 'joined' | 'joining' | 'waiting' | 'awaiting-recovery' | 'refused' | 'failed' | 'unreachable' | 'stopped';
+export type NodeState =
+  'joined' | 'joining' | 'waiting' | 'awaiting-recovery' | 'refused' | 'failed' | 'unreachable' | 'stopped';
 
 /** What a node runs (as it reports it), or what the config asks for. */
 export interface SoftwareVersions {
@@ -79,12 +80,18 @@ export interface StatusOptions {
 }
 
 export async function clusterStatus(options: StatusOptions): Promise<ClusterStatus> {
-  const instances = await options.provider.listInstances({ journal: clusterJournalView(options.journal), log: options.log, workspaceDir: options.workspaceDir });
+  const instances = await options.provider.listInstances({
+    journal: clusterJournalView(options.journal),
+    log: options.log,
+    workspaceDir: options.workspaceDir,
+  });
   const [nodes, store, trusted] = await Promise.all([
     Promise.all(instances.map((instance) => nodeStatus(instance, options))),
     options.clusterId ? workspaceStoreHealth(options.workspaceDir, instances, options.log) : undefined,
     // What the join services accept, to compare with the config (a store that cannot answer shows as its health).
-    options.clusterId && options.expected ? withWorkspaceStore(options.workspaceDir, instances, trustedMeasurements).catch(() => undefined) : undefined,
+    options.clusterId && options.expected
+      ? withWorkspaceStore(options.workspaceDir, instances, trustedMeasurements).catch(() => undefined)
+      : undefined,
   ]);
   return {
     ...(store ? { store } : {}),
@@ -110,7 +117,12 @@ export function explainWaiting(nodes: NodeStatusEntry[], provider: string): Node
   const needed = Math.floor(controlPlanes.length / 2) + 1;
   return nodes.map((n) => {
     if (n.state !== 'waiting' || !n.reason?.startsWith(NO_QUORUM_MESSAGE)) return n;
-    const start = down.length === 0 ? '' : provider === 'local' ? `run \`constellation mini start ${down.join(' ')}\`` : `start ${down.join(', ')} in the cloud's console`;
+    const start =
+      down.length === 0
+        ? ''
+        : provider === 'local'
+          ? `run \`constellation mini start ${down.join(' ')}\``
+          : `start ${down.join(', ')} in the cloud's console`;
     const what = [
       `it waits for a majority of the control planes (${needed} of ${controlPlanes.length}; ${running} run${down.length > 0 ? `, ${down.join(', ')} ${down.length === 1 ? 'is' : 'are'} down` : ''})`,
       start,
@@ -142,7 +154,9 @@ export function describeTrust(trusted: NonNullable<ClusterStatus['trusted']>, ex
     trusted.current === expected.measurementsDigest
       ? `the cluster store trusts the config's measurements (${trusted.current})`
       : `the cluster store trusts measurements ${trusted.current}, not the config's ${expected.measurementsDigest || '(unknown)'}: \`constellation upgrade apply\` brings them together`;
-  return trusted.previous.length > 0 ? `${current}; it also accepts ${trusted.previous.join(', ')} until a rollout ends` : current;
+  return trusted.previous.length > 0
+    ? `${current}; it also accepts ${trusted.previous.join(', ')} until a rollout ends`
+    : current;
 }
 
 /** "3 of 3 members healthy, quorum" or "1 of 3 members healthy, NO QUORUM". */
@@ -155,7 +169,11 @@ async function nodeStatus(instance: Instance, options: StatusOptions): Promise<N
   const address = instance.publicIp || instance.privateIp;
   const base = { name: instance.name, role: instance.role, address };
   if (instance.state !== 'running') {
-    return { ...base, state: instance.state === 'pending' ? 'waiting' : 'stopped', reason: `the instance is ${instance.state}` };
+    return {
+      ...base,
+      state: instance.state === 'pending' ? 'waiting' : 'stopped',
+      reason: `the instance is ${instance.state}`,
+    };
   }
   if (!address) return { ...base, state: 'waiting', reason: 'the instance has no address yet' };
   let answer: NodeStatus;
@@ -180,19 +198,34 @@ async function nodeStatus(instance: Instance, options: StatusOptions): Promise<N
     ...(answer.lastAttestation ? { lastAttestation: outcome(answer.lastAttestation) } : {}),
   };
   if (options.clusterId && answer.clusterId && answer.clusterId.toLowerCase() !== options.clusterId.toLowerCase()) {
-    return { ...base, state: 'failed', reason: `it belongs to another cluster (cluster ID ${answer.clusterId})`, ...details };
+    return {
+      ...base,
+      state: 'failed',
+      reason: `it belongs to another cluster (cluster ID ${answer.clusterId})`,
+      ...details,
+    };
   }
   return { ...base, ...mapState(answer), ...details };
 }
 
 /** What differs between what a node runs and what the config asks for; the Kubernetes version once it has one. */
-function comparison(software: SoftwareVersions, expected: SoftwareVersions | undefined): Pick<NodeStatusEntry, 'upToDate' | 'outdated'> {
+function comparison(
+  software: SoftwareVersions,
+  expected: SoftwareVersions | undefined,
+): Pick<NodeStatusEntry, 'upToDate' | 'outdated'> {
   if (!expected) return {};
   const outdated: string[] = [];
-  for (const key of ['image', 'measurementsDigest', 'kubernetesVersion', 'microserviceVersion', 'attestationVariant'] as const) {
+  for (const key of [
+    'image',
+    'measurementsDigest',
+    'kubernetesVersion',
+    'microserviceVersion',
+    'attestationVariant',
+  ] as const) {
     if (key === 'kubernetesVersion' && software.kubernetesVersion === '') continue; // not in a cluster yet
     const want = key === 'image' ? (expected.imageVersion ?? expected.image) : expected[key];
-    if (normalize(software[key]) !== normalize(want)) outdated.push(`${key} ${software[key] || '(none)'}, config ${want || '(none)'}`);
+    if (normalize(software[key]) !== normalize(want))
+      outdated.push(`${key} ${software[key] || '(none)'}, config ${want || '(none)'}`);
   }
   return { upToDate: outdated.length === 0, ...(outdated.length > 0 ? { outdated } : {}) };
 }
@@ -227,15 +260,18 @@ function mapState(answer: NodeStatus): { state: NodeState; reason?: string } {
 
 /** One GetStatus call (plain TLS with the node's self-signed certificate: nothing secret crosses it). */
 export async function getNodeStatus(address: string, timeoutMs: number): Promise<NodeStatus> {
-  const [{ VerifyClient }, { Metadata }, { createAttestedClientCredentials, attestedChannelOptions }] = await Promise.all([
-    import('../../proto/gen/constellation/verify.js'),
-    import('@grpc/grpc-js'),
-    import('../../lib/atls/credentials.js'),
-  ]);
+  const [{ VerifyClient }, { Metadata }, { createAttestedClientCredentials, attestedChannelOptions }] =
+    await Promise.all([
+      import('../../proto/gen/constellation/verify.js'),
+      import('@grpc/grpc-js'),
+      import('../../lib/atls/credentials.js'),
+    ]);
   const client = new VerifyClient(address, await createAttestedClientCredentials(), attestedChannelOptions);
   try {
     return await new Promise<NodeStatus>((resolve, reject) => {
-      client.getStatus({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) => (err ? reject(err) : resolve(res)));
+      client.getStatus({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+        err ? reject(err) : resolve(res),
+      );
     });
   } finally {
     client.close();
@@ -255,7 +291,10 @@ export async function runsKubernetes(config: import('../../lib/config/index.js')
 }
 
 /** What the status command expects of the nodes: the config's software, without a Kubernetes version where none runs. */
-export async function expectedForStatus(config: import('../../lib/config/index.js').Config, workspaceDir?: string): Promise<SoftwareVersions> {
+export async function expectedForStatus(
+  config: import('../../lib/config/index.js').Config,
+  workspaceDir?: string,
+): Promise<SoftwareVersions> {
   const software = await configuredSoftware(config, workspaceDir);
   return (await runsKubernetes(config)) ? software : { ...software, kubernetesVersion: '' };
 }
@@ -264,7 +303,10 @@ export async function expectedForStatus(config: import('../../lib/config/index.j
  * What the config asks the nodes to run. A qemu config's `image` may be a folder (relative to `workspaceDir`): its
  * nodes report the version of the image in it, which `imageVersion` carries.
  */
-export async function configuredSoftware(config: import('../../lib/config/index.js').Config, workspaceDir?: string): Promise<SoftwareVersions> {
+export async function configuredSoftware(
+  config: import('../../lib/config/index.js').Config,
+  workspaceDir?: string,
+): Promise<SoftwareVersions> {
   const [{ attestationVariantOf, measurementsOf, providerOf }, { imageMeasurementsDigest }] = await Promise.all([
     import('../../lib/config/index.js'),
     import('../../lib/attestation/measurements.js'),

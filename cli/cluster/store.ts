@@ -5,7 +5,13 @@
  * upgrades (new measurements written once, here, for every join service).
  */
 import path from 'node:path';
-import { moveLeaderAway, removalRefusal, removeMember, storeHealth, type StoreHealth } from '../../lib/cluster-store/etcd-members.js';
+import {
+  moveLeaderAway,
+  removalRefusal,
+  removeMember,
+  storeHealth,
+  type StoreHealth,
+} from '../../lib/cluster-store/etcd-members.js';
 import { ETCD_CLIENT_PORT, EtcdClusterStore, type EtcdConnection } from '../../lib/cluster-store/etcd.js';
 import type { AttestationConfigRecord, ClusterStore, StoreCredentials } from '../../lib/cluster-store/types.js';
 import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
@@ -23,32 +29,64 @@ export function storeCredentialsPath(workspaceDir: string): string {
 
 export async function readStoreCredentials(workspaceDir: string): Promise<StoreCredentials> {
   const file = storeCredentialsPath(workspaceDir);
-  const text = await readRequiredFile(file, 'the cluster store credentials', 'They are written by `constellation init`; run the command in the workspace that initialized the cluster (-C <dir>).', SIZE_LIMITS.storeCredentials);
+  const text = await readRequiredFile(
+    file,
+    'the cluster store credentials',
+    'They are written by `constellation init`; run the command in the workspace that initialized the cluster (-C <dir>).',
+    SIZE_LIMITS.storeCredentials,
+  );
   let parsed: unknown;
   try {
     parsed = JSON.parse(text.toString('utf8'));
   } catch {
-    throw new UserError(`${file} is not valid JSON.`, { hint: 'It is written by `constellation init`; restore it from your backup.' });
-  }
-  // Valid JSON is not yet an object: `null`, a number or a list hold no credentials either.
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new UserError(`${file} does not hold cluster store credentials (it holds ${parsed === null ? 'null' : Array.isArray(parsed) ? 'a list' : `a ${typeof parsed}`}, not an object).`, {
+    throw new UserError(`${file} is not valid JSON.`, {
       hint: 'It is written by `constellation init`; restore it from your backup.',
     });
   }
+  // Valid JSON is not yet an object: `null`, a number or a list hold no credentials either.
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new UserError(
+      `${file} does not hold cluster store credentials (it holds ${parsed === null ? 'null' : Array.isArray(parsed) ? 'a list' : `a ${typeof parsed}`}, not an object).`,
+      {
+        hint: 'It is written by `constellation init`; restore it from your backup.',
+      },
+    );
+  }
   const value = parsed as Partial<StoreCredentials & { endpoints: unknown; caCert: unknown }>;
   if (value.backend === 'kubernetes') return { backend: 'kubernetes' };
-  if (value.backend !== 'etcd' || !Array.isArray(value.endpoints) || !value.endpoints.every((e) => typeof e === 'string') || typeof value.caCert !== 'string' || typeof value.clientCert !== 'string' || typeof value.clientKey !== 'string') {
-    throw new UserError(`${file} does not hold cluster store credentials.`, { hint: 'It is written by `constellation init`; restore it from your backup.' });
+  if (
+    value.backend !== 'etcd' ||
+    !Array.isArray(value.endpoints) ||
+    !value.endpoints.every((e) => typeof e === 'string') ||
+    typeof value.caCert !== 'string' ||
+    typeof value.clientCert !== 'string' ||
+    typeof value.clientKey !== 'string'
+  ) {
+    throw new UserError(`${file} does not hold cluster store credentials.`, {
+      hint: 'It is written by `constellation init`; restore it from your backup.',
+    });
   }
   return value as StoreCredentials;
 }
 
 /** The etcd connection: the running control planes' client URLs, else those init knew. */
-export function etcdConnection(credentials: Extract<StoreCredentials, { backend: 'etcd' }>, instances: Instance[] = []): EtcdConnection {
-  const live = instances.filter((i) => i.role === 'control-plane' && i.state === 'running' && (i.privateIp || i.publicIp));
-  const endpoints = live.length > 0 ? live.map((i) => `https://${i.privateIp || i.publicIp}:${ETCD_CLIENT_PORT}`) : credentials.endpoints;
-  return { endpoints, caCert: credentials.caCert, clientCert: credentials.clientCert, clientKey: credentials.clientKey };
+export function etcdConnection(
+  credentials: Extract<StoreCredentials, { backend: 'etcd' }>,
+  instances: Instance[] = [],
+): EtcdConnection {
+  const live = instances.filter(
+    (i) => i.role === 'control-plane' && i.state === 'running' && (i.privateIp || i.publicIp),
+  );
+  const endpoints =
+    live.length > 0
+      ? live.map((i) => `https://${i.privateIp || i.publicIp}:${ETCD_CLIENT_PORT}`)
+      : credentials.endpoints;
+  return {
+    endpoints,
+    caCert: credentials.caCert,
+    clientCert: credentials.clientCert,
+    clientKey: credentials.clientKey,
+  };
 }
 
 /** A client of the workspace's cluster store. */
@@ -63,7 +101,11 @@ export async function openWorkspaceStore(workspaceDir: string, instances: Instan
 }
 
 /** Runs `fn` with a client of the workspace's cluster store, closed after. */
-export async function withWorkspaceStore<T>(workspaceDir: string, instances: Instance[], fn: (store: ClusterStore) => Promise<T>): Promise<T> {
+export async function withWorkspaceStore<T>(
+  workspaceDir: string,
+  instances: Instance[],
+  fn: (store: ClusterStore) => Promise<T>,
+): Promise<T> {
   const store = await openWorkspaceStore(workspaceDir, instances);
   try {
     return await fn(store);
@@ -73,7 +115,11 @@ export async function withWorkspaceStore<T>(workspaceDir: string, instances: Ins
 }
 
 /** The store's members and quorum, or undefined when the workspace has no store credentials (not initialized). */
-export async function workspaceStoreHealth(workspaceDir: string, instances: Instance[], log: Logger): Promise<(StoreHealth & { backend: 'etcd' }) | undefined> {
+export async function workspaceStoreHealth(
+  workspaceDir: string,
+  instances: Instance[],
+  log: Logger,
+): Promise<(StoreHealth & { backend: 'etcd' }) | undefined> {
   let credentials: StoreCredentials;
   try {
     credentials = await readStoreCredentials(workspaceDir);
@@ -94,12 +140,18 @@ export async function workspaceStoreHealth(workspaceDir: string, instances: Inst
  * Makes verified measurements (./trusted-measurements.ts: nothing else can be written) the store's current set;
  * with keepPrevious the set that was current stays accepted too (a rollout, while old and new nodes run).
  */
-export async function setMeasurements(store: ClusterStore, verified: VerifiedMeasurements, options: { keepPrevious?: boolean } = {}): Promise<AttestationConfigRecord> {
+export async function setMeasurements(
+  store: ClusterStore,
+  verified: VerifiedMeasurements,
+  options: { keepPrevious?: boolean } = {},
+): Promise<AttestationConfigRecord> {
   const { config: current } = await store.readJoinConfig();
   const attestation: AttestationConfigRecord = {
     variant: current.attestation.variant,
     config: { ...current.attestation.config, measurements: verified.measurements },
-    ...(options.keepPrevious ? { previous: [current.attestation.config, ...(current.attestation.previous ?? [])] } : {}),
+    ...(options.keepPrevious
+      ? { previous: [current.attestation.config, ...(current.attestation.previous ?? [])] }
+      : {}),
   };
   await store.writeJoinConfig({ attestation });
   return attestation;
@@ -109,7 +161,9 @@ export async function setMeasurements(store: ClusterStore, verified: VerifiedMea
 export async function dropPreviousMeasurements(store: ClusterStore): Promise<void> {
   const { config: current } = await store.readJoinConfig();
   if (!current.attestation.previous?.length) return;
-  await store.writeJoinConfig({ attestation: { variant: current.attestation.variant, config: current.attestation.config } });
+  await store.writeJoinConfig({
+    attestation: { variant: current.attestation.variant, config: current.attestation.config },
+  });
 }
 
 /**
@@ -121,7 +175,9 @@ export async function restorePreviousMeasurements(store: ClusterStore, targetDig
   const { config: current } = await store.readJoinConfig();
   const [before, ...older] = current.attestation.previous ?? [];
   if (!before || imageMeasurementsDigest(current.attestation.config.measurements) !== targetDigest) return false;
-  await store.writeJoinConfig({ attestation: { variant: current.attestation.variant, config: before, ...(older.length ? { previous: older } : {}) } });
+  await store.writeJoinConfig({
+    attestation: { variant: current.attestation.variant, config: before, ...(older.length ? { previous: older } : {}) },
+  });
   return true;
 }
 
@@ -140,11 +196,18 @@ export async function trustedMeasurements(store: ClusterStore): Promise<{ curren
  * only members that exist. The Kubernetes API store has no members of its own (kubeadm's etcd). Returns whether a
  * member was removed.
  */
-export async function removeStoreMember(workspaceDir: string, instances: Instance[], nodeName: string): Promise<boolean> {
+export async function removeStoreMember(
+  workspaceDir: string,
+  instances: Instance[],
+  nodeName: string,
+): Promise<boolean> {
   const credentials = await readStoreCredentials(workspaceDir);
   if (credentials.backend !== 'etcd') return false;
   const { etcdClient } = await import('../../lib/cluster-store/etcd.js');
-  const connection = etcdConnection(credentials, instances.filter((i) => i.name !== nodeName));
+  const connection = etcdConnection(
+    credentials,
+    instances.filter((i) => i.name !== nodeName),
+  );
   const health = await storeHealth(connection);
   const refusal = removalRefusal(health, nodeName);
   if (refusal) {
@@ -160,4 +223,3 @@ export async function removeStoreMember(workspaceDir: string, instances: Instanc
     client.close();
   }
 }
-

@@ -13,7 +13,13 @@ import type { InfrastructureProvider, ResourceJournal } from '../../providers/co
 import { loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
 import { nullLogger, type Logger } from '../../lib/logging/index.js';
-import { ADMIN_CONF_FILE, CONFIG_FILE, MASTER_SECRET_FILE, pathExists, STORE_CREDENTIALS_FILE } from '../../lib/workspace/files.js';
+import {
+  ADMIN_CONF_FILE,
+  CONFIG_FILE,
+  MASTER_SECRET_FILE,
+  pathExists,
+  STORE_CREDENTIALS_FILE,
+} from '../../lib/workspace/files.js';
 import { FileResourceJournal } from '../../lib/workspace/resource-journal.js';
 import { emptyState, readStateOrEmpty, statePath, writeState, type State } from '../../lib/workspace/state.js';
 import { infrastructureOptions, loadInfrastructure } from './provider.js';
@@ -52,15 +58,25 @@ export async function terminateCluster(options: TerminateOptions): Promise<Termi
   if (options.byTag) refuseByTagWithout(providerName);
   const removedFiles: string[] = [];
   if (providerName) {
-    const provider = options.provider ?? (await loadInfrastructure(providerName, infrastructureOptions(config, state, providerName)));
-    options.progress?.(`deleting what the ${providerName} provider made${options.byTag ? ', and what carries its tag' : ''}`);
+    const provider =
+      options.provider ?? (await loadInfrastructure(providerName, infrastructureOptions(config, state, providerName)));
+    options.progress?.(
+      `deleting what the ${providerName} provider made${options.byTag ? ', and what carries its tag' : ''}`,
+    );
     log.info('terminating', { provider: providerName, uid: state.infrastructure.uid, byTag: options.byTag === true });
-    await provider.terminate({ journal, log, progress: options.progress, workspaceDir }, options.byTag ? { byTag: true } : undefined);
+    await provider.terminate(
+      { journal, log, progress: options.progress, workspaceDir },
+      options.byTag ? { byTag: true } : undefined,
+    );
   }
   if (state.infrastructure.uid) {
     // The user's kubeconfig must not keep a context of a cluster that is gone (merged by --merge-kubeconfig).
     const { kubeconfigClusterName, removeMergedKubeconfig } = await import('./kubeconfig-merge.js');
-    const changed = await removeMergedKubeconfig({ clusterName: kubeconfigClusterName(state.infrastructure), env: options.kubeconfigEnv, home: options.home });
+    const changed = await removeMergedKubeconfig({
+      clusterName: kubeconfigClusterName(state.infrastructure),
+      env: options.kubeconfigEnv,
+      home: options.home,
+    });
     if (changed) {
       log.info('removed the cluster from the user kubeconfig', { file: changed });
       options.progress?.(`removed the cluster's context from ${changed}`);
@@ -76,7 +92,11 @@ export async function terminateCluster(options: TerminateOptions): Promise<Termi
     }
   }
   log.info('terminated', { provider: providerName });
-  return { provider: providerName, removedFiles, masterSecretKept: await pathExists(path.join(workspaceDir, MASTER_SECRET_FILE)) };
+  return {
+    provider: providerName,
+    removedFiles,
+    masterSecretKept: await pathExists(path.join(workspaceDir, MASTER_SECRET_FILE)),
+  };
 }
 
 /** Whether the workspace has (or had, half-made) a cluster: a created identity in the state, a recorded resource, or a local cluster folder. */
@@ -90,10 +110,13 @@ export async function hasCluster(workspaceDir: string): Promise<boolean> {
 /** Refuses `terminate` in a folder without a cluster (before the question): nothing would be deleted. Reads only. */
 export async function checkSomethingToTerminate(workspaceDir: string): Promise<void> {
   if (await hasCluster(workspaceDir)) return;
-  throw new UserError(`The workspace ${workspaceDir} has no cluster: there is nothing to terminate.`, { hint: NO_CLUSTER_HINT });
+  throw new UserError(`The workspace ${workspaceDir} has no cluster: there is nothing to terminate.`, {
+    hint: NO_CLUSTER_HINT,
+  });
 }
 
-export const NO_CLUSTER_HINT = "Run the command in the cluster's workspace (-C <dir>): the folder that holds its constellation-state.yaml.";
+export const NO_CLUSTER_HINT =
+  "Run the command in the cluster's workspace (-C <dir>): the folder that holds its constellation-state.yaml.";
 
 /** The local provider's cluster folder in the workspace (providers/local/layout.ts). */
 const LOCAL_CLUSTER_DIR = 'constellation-local';
@@ -103,7 +126,11 @@ const LOCAL_CLUSTER_DIR = 'constellation-local';
  * deleted. Reads the workspace only.
  */
 export async function checkTerminateByTag(workspaceDir: string): Promise<void> {
-  const { name } = await findProvider(workspaceDir, clusterJournalView(new FileResourceJournal(workspaceDir)), nullLogger);
+  const { name } = await findProvider(
+    workspaceDir,
+    clusterJournalView(new FileResourceJournal(workspaceDir)),
+    nullLogger,
+  );
   refuseByTagWithout(name);
 }
 
@@ -115,7 +142,11 @@ function refuseByTagWithout(providerName: string | undefined): void {
 }
 
 /** The provider whose cluster the workspace has: from the config, else the state, else the resource journal. */
-async function findProvider(workspaceDir: string, journal: ResourceJournal, log: Logger): Promise<{ config?: Config; state: State; name?: string }> {
+async function findProvider(
+  workspaceDir: string,
+  journal: ResourceJournal,
+  log: Logger,
+): Promise<{ config?: Config; state: State; name?: string }> {
   const config = await loadConfigIfPresent(workspaceDir, log);
   const state = await readStateOrEmpty(workspaceDir);
   return { config, state, name: config ? providerOf(config) : await providerFromRecords(state, journal) };
@@ -127,7 +158,9 @@ async function loadConfigIfPresent(workspaceDir: string, log: Logger): Promise<C
   try {
     return await loadConfig(workspaceDir);
   } catch (err) {
-    log.warn('config unreadable; finding the provider from the state and the journal', { error: (err as Error).message });
+    log.warn('config unreadable; finding the provider from the state and the journal', {
+      error: (err as Error).message,
+    });
     return undefined;
   }
 }

@@ -10,7 +10,11 @@
  * (./store.ts) take nothing else. What the store already holds (its current and previous sets) is trusted as it was
  * written; a journal in the workspace never supplies measurements.
  */
-import { imageMeasurementsDigest, incompleteMeasurements, measurementChanges } from '../../lib/attestation/measurements.js';
+import {
+  imageMeasurementsDigest,
+  incompleteMeasurements,
+  measurementChanges,
+} from '../../lib/attestation/measurements.js';
 import type { Measurements } from '../../lib/attestation/types.js';
 import { measurementsOf, providerOf, type Config } from '../../lib/config/index.js';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
@@ -36,30 +40,50 @@ export interface VerifyOptions {
 }
 
 /** The config's measurements, verified (see the module header); a UserError that says what differs when they do not. */
-export async function verifiedConfigMeasurements(config: Config, options: VerifyOptions): Promise<VerifiedMeasurements> {
+export async function verifiedConfigMeasurements(
+  config: Config,
+  options: VerifyOptions,
+): Promise<VerifiedMeasurements> {
   const configured = measurementsOf(config);
   const incomplete = incompleteMeasurements(configured);
   if (incomplete) {
     throw new UserError(`The config's measurements are incomplete: ${incomplete}.`, {
-      hint: '`constellation config fetch-measurements` writes the signed measurements of the config\'s image. Nothing was changed.',
+      hint: "`constellation config fetch-measurements` writes the signed measurements of the config's image. Nothing was changed.",
     });
   }
   if (providerOf(config) === 'local' && config.image === LOCAL_BUILD_IMAGE) {
-    if (!options.provider.expectedMeasurements) throw new UserError(`The ${options.provider.name} provider cannot measure the local build.`);
+    if (!options.provider.expectedMeasurements)
+      throw new UserError(`The ${options.provider.name} provider cannot measure the local build.`);
     const measured = await options.provider.expectedMeasurements(options.workspaceDir);
     const differences = measurementChanges(
-      Object.fromEntries(Object.keys(measured).map((index) => [index, configured[index]]).filter(([, m]) => m !== undefined)),
+      Object.fromEntries(
+        Object.keys(measured)
+          .map((index) => [index, configured[index]])
+          .filter(([, m]) => m !== undefined),
+      ),
       measured,
-    ).map(({ index, from, to }) => (from === undefined ? `PCR ${index} is missing` : from !== to ? `PCR ${index} is ${from}, the build measures ${to}` : `PCR ${index} only warns`));
+    ).map(({ index, from, to }) =>
+      from === undefined
+        ? `PCR ${index} is missing`
+        : from !== to
+          ? `PCR ${index} is ${from}, the build measures ${to}`
+          : `PCR ${index} only warns`,
+    );
     if (differences.length > 0) {
-      throw new UserError(`The config's measurements are not those of the local build this CLI runs: ${differences.join('; ')}.`, {
-        hint: 'Use a versioned image (`constellation mini image create <version>`, then set `image` and run `constellation config fetch-measurements`). Nothing was changed.',
-      });
+      throw new UserError(
+        `The config's measurements are not those of the local build this CLI runs: ${differences.join('; ')}.`,
+        {
+          hint: 'Use a versioned image (`constellation mini image create <version>`, then set `image` and run `constellation config fetch-measurements`). Nothing was changed.',
+        },
+      );
     }
     return brand(configured, 'the local build as measured now');
   }
   const signed = await verifyConfiguredMeasurements(config, { baseDir: options.workspaceDir, ...options.imageSource });
-  return brand(configured, `the signed measurements of image ${config.image} (key ${signed!.key.fingerprint.slice(0, 16)})`);
+  return brand(
+    configured,
+    `the signed measurements of image ${config.image} (key ${signed!.key.fingerprint.slice(0, 16)})`,
+  );
 }
 
 function brand(measurements: Measurements, source: string): VerifiedMeasurements {

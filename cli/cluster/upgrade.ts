@@ -40,10 +40,22 @@ import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.j
 import type { Instance, InfrastructureProvider, ProviderContext, ResourceJournal } from '../../providers/contract.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
 import { clusterJournalView } from '../../lib/workspace/journal-views.js';
-import { onlyKubernetesDiffers, planKubernetesStep, upgradeControlPlanesInPlace, type KubernetesStep } from './kubernetes-upgrade.js';
+import {
+  onlyKubernetesDiffers,
+  planKubernetesStep,
+  upgradeControlPlanesInPlace,
+  type KubernetesStep,
+} from './kubernetes-upgrade.js';
 import { clusterStatus, configuredSoftware, getNodeStatus, VERIFY_PORT, type SoftwareVersions } from './status.js';
 import { newestFirst } from './newest-first.js';
-import { dropPreviousMeasurements, removeStoreMember, restorePreviousMeasurements, setMeasurements, trustedMeasurements, withWorkspaceStore } from './store.js';
+import {
+  dropPreviousMeasurements,
+  removeStoreMember,
+  restorePreviousMeasurements,
+  setMeasurements,
+  trustedMeasurements,
+  withWorkspaceStore,
+} from './store.js';
 import { verifiedConfigMeasurements, type VerifiedMeasurements } from './trusted-measurements.js';
 import { verifyCluster } from './verify.js';
 
@@ -125,53 +137,108 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
     options.progress?.(line);
   };
   if (!provider.addInstance || !provider.removeInstance) {
-    throw new UserError(`The ${provider.name} provider cannot add and remove single instances yet, which a rollout without downtime needs.`, {
-      hint: 'Nothing was changed. The built-in providers (local, aws, azure, gcp) can; a third-party provider needs addInstance and removeInstance (providers/contract.ts).',
-    });
+    throw new UserError(
+      `The ${provider.name} provider cannot add and remove single instances yet, which a rollout without downtime needs.`,
+      {
+        hint: 'Nothing was changed. The built-in providers (local, aws, azure, gcp) can; a third-party provider needs addInstance and removeInstance (providers/contract.ts).',
+      },
+    );
   }
   const journalFile = path.join(workspaceDir, UPGRADE_JOURNAL_FILE);
-  const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir, progress: options.progress };
+  const ctx: ProviderContext = {
+    journal: clusterJournalView(options.journal),
+    log,
+    workspaceDir,
+    progress: options.progress,
+  };
   let journal = await readJournal(journalFile);
   if (options.rollback) return rollback(journal, journalFile, options, ctx, progress);
 
   const config = await loadConfig(workspaceDir);
   // Before anything else (docs/design.md#upgrades): the measurements this rollout accepts are the image's signed ones.
-  const verified = await verifiedConfigMeasurements(config, { provider, workspaceDir, imageSource: options.imageSource });
+  const verified = await verifiedConfigMeasurements(config, {
+    provider,
+    workspaceDir,
+    imageSource: options.imageSource,
+  });
   progress(`verified ${verified.source}`);
   const target = await configuredSoftware(config, workspaceDir);
-  const targetKey = { image: target.image, measurementsDigest: target.measurementsDigest, kubernetesVersion: target.kubernetesVersion };
+  const targetKey = {
+    image: target.image,
+    measurementsDigest: target.measurementsDigest,
+    kubernetesVersion: target.kubernetesVersion,
+  };
   if (journal && JSON.stringify(journal.target) !== JSON.stringify(targetKey)) {
-    throw new UserError(`An upgrade to ${journal.target.image} (measurements ${journal.target.measurementsDigest}) was started and did not finish; the config now asks for something else.`, {
-      hint: 'Finish it with the config it started with, or run `constellation upgrade apply --rollback` to undo it first.',
-    });
+    throw new UserError(
+      `An upgrade to ${journal.target.image} (measurements ${journal.target.measurementsDigest}) was started and did not finish; the config now asks for something else.`,
+      {
+        hint: 'Finish it with the config it started with, or run `constellation upgrade apply --rollback` to undo it first.',
+      },
+    );
   }
   if (!journal) {
     const status = await clusterStatus({ workspaceDir, provider, journal: options.journal, log, expected: target });
-    const kubernetes = await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), (store) => planKubernetesStep(store, target.kubernetesVersion));
+    const kubernetes = await withWorkspaceStore(workspaceDir, await provider.listInstances(ctx), (store) =>
+      planKubernetesStep(store, target.kubernetesVersion),
+    );
     // A control plane that differs only in its Kubernetes version gets it in place; every other node is replaced.
-    const outdated = status.nodes.filter((n) => n.upToDate === false && !(kubernetes && n.role === 'control-plane' && onlyKubernetesDiffers(n)));
-    if (kubernetes) progress(`Kubernetes ${kubernetes.from} → ${kubernetes.to}: in place on the control planes first (kubeadm upgrade apply on one, kubeadm upgrade node on the others), then by replacement on the workers`);
+    const outdated = status.nodes.filter(
+      (n) => n.upToDate === false && !(kubernetes && n.role === 'control-plane' && onlyKubernetesDiffers(n)),
+    );
+    if (kubernetes)
+      progress(
+        `Kubernetes ${kubernetes.from} → ${kubernetes.to}: in place on the control planes first (kubeadm upgrade apply on one, kubeadm upgrade node on the others), then by replacement on the workers`,
+      );
     const down = status.nodes.filter((n) => n.upToDate === undefined);
     if (outdated.length === 0 && !kubernetes) {
-      if (down.length > 0) progress(`every node that answers runs what the config asks for; not checked: ${down.map((n) => `${n.name} (${n.state})`).join(', ')}`);
+      if (down.length > 0)
+        progress(
+          `every node that answers runs what the config asks for; not checked: ${down.map((n) => `${n.name} (${n.state})`).join(', ')}`,
+        );
       await reconcileStore(verified, { keepPrevious: down.length > 0 }, options, ctx, progress);
       return { replaced: [], upToDate: true };
     }
     const instances = await provider.listInstances(ctx);
     const steps: Step[] = [...outdated]
       .sort((a, b) => (a.role === b.role ? a.name.localeCompare(b.name) : a.role === 'control-plane' ? -1 : 1))
-      .map((n) => ({ old: n.name, role: n.role as Step['role'], group: instances.find((i) => i.name === n.name)!.nodeGroup }));
-    const plan: UpgradePlan = { target, replace: outdated.map((n) => ({ name: n.name, role: n.role, runs: n.software })), continued: false, ...(kubernetes ? { kubernetes } : {}) };
+      .map((n) => ({
+        old: n.name,
+        role: n.role as Step['role'],
+        group: instances.find((i) => i.name === n.name)!.nodeGroup,
+      }));
+    const plan: UpgradePlan = {
+      target,
+      replace: outdated.map((n) => ({ name: n.name, role: n.role, runs: n.software })),
+      continued: false,
+      ...(kubernetes ? { kubernetes } : {}),
+    };
     plan.replace.sort((a, b) => steps.findIndex((s) => s.old === a.name) - steps.findIndex((s) => s.old === b.name));
     if (options.confirm && !(await options.confirm(plan))) return { replaced: [], upToDate: false };
-    journal = { version: 1, target: targetKey, startedAt: new Date().toISOString(), ...(kubernetes ? { kubernetes: { ...kubernetes, done: false } } : {}), measurementsWritten: false, steps };
+    journal = {
+      version: 1,
+      target: targetKey,
+      startedAt: new Date().toISOString(),
+      ...(kubernetes ? { kubernetes: { ...kubernetes, done: false } } : {}),
+      measurementsWritten: false,
+      steps,
+    };
     await writeJournal(journalFile, journal);
   } else {
-    progress(`continuing the upgrade to ${journal.target.image} (measurements ${journal.target.measurementsDigest}) an earlier run started`);
+    progress(
+      `continuing the upgrade to ${journal.target.image} (measurements ${journal.target.measurementsDigest}) an earlier run started`,
+    );
   }
 
   if (journal.kubernetes && !journal.kubernetes.done) {
-    await upgradeControlPlanesInPlace({ step: journal.kubernetes, workspaceDir, provider, ctx, progress, timeoutMs: options.kubernetesTimeoutMs, pollIntervalMs: options.pollIntervalMs });
+    await upgradeControlPlanesInPlace({
+      step: journal.kubernetes,
+      workspaceDir,
+      provider,
+      ctx,
+      progress,
+      timeoutMs: options.kubernetesTimeoutMs,
+      pollIntervalMs: options.pollIntervalMs,
+    });
     journal.kubernetes.done = true;
     await writeJournal(journalFile, journal);
   }
@@ -184,12 +251,18 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
       // A run killed between this write and the journal's finds the store holding the set already.
       const already = imageMeasurementsDigest(current.attestation.config.measurements) === verified.digest;
       if (!already) await setMeasurements(store, verified, { keepPrevious: true });
-      await store.writeJoinConfig({ cluster: { ...current.cluster, kubernetesVersion: target.kubernetesVersion, imageVersion: target.image } });
+      await store.writeJoinConfig({
+        cluster: { ...current.cluster, kubernetesVersion: target.kubernetesVersion, imageVersion: target.image },
+      });
       return !already;
     });
     journal.measurementsWritten = true;
     await writeJournal(journalFile, journal);
-    progress(wrote ? 'wrote the new measurements to the cluster store (the old ones stay accepted until every node is replaced)' : 'the cluster store holds the new measurements already');
+    progress(
+      wrote
+        ? 'wrote the new measurements to the cluster store (the old ones stay accepted until every node is replaced)'
+        : 'the cluster store holds the new measurements already',
+    );
   }
 
   const replaced: UpgradeResult['replaced'] = [];
@@ -209,17 +282,29 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
       const instances = await provider.listInstances(ctx);
       for (const n of outdated) {
         if (journal.steps.some((s) => !s.done && s.old === n.name)) continue;
-        journal.steps.push({ old: n.name, role: n.role as Step['role'], group: instances.find((i) => i.name === n.name)!.nodeGroup });
+        journal.steps.push({
+          old: n.name,
+          role: n.role as Step['role'],
+          group: instances.find((i) => i.name === n.name)!.nodeGroup,
+        });
       }
       await writeJournal(journalFile, journal);
-      progress(`still on another image: ${outdated.map((n) => n.name).join(', ')}; replacing ${outdated.length === 1 ? 'it' : 'them'} too`);
+      progress(
+        `still on another image: ${outdated.map((n) => n.name).join(', ')}; replacing ${outdated.length === 1 ? 'it' : 'them'} too`,
+      );
       continue;
     }
     if (outdated.length > 0 || unknown.length > 0) {
-      const left = [...outdated.map((n) => `${n.name} (${(n.outdated ?? []).join(', ') || 'runs another image'})`), ...unknown.map((n) => `${n.name} (${n.state}: not checked)`)];
-      throw new UpgradeStoppedError(`The rollout to ${target.image} did not reach every node: ${left.join('; ')}. Both measurement sets stay accepted.`, {
-        hint: 'Start or fix those nodes, then run `constellation upgrade apply` again to finish.',
-      });
+      const left = [
+        ...outdated.map((n) => `${n.name} (${(n.outdated ?? []).join(', ') || 'runs another image'})`),
+        ...unknown.map((n) => `${n.name} (${n.state}: not checked)`),
+      ];
+      throw new UpgradeStoppedError(
+        `The rollout to ${target.image} did not reach every node: ${left.join('; ')}. Both measurement sets stay accepted.`,
+        {
+          hint: 'Start or fix those nodes, then run `constellation upgrade apply` again to finish.',
+        },
+      );
     }
     break;
   }
@@ -235,21 +320,38 @@ export async function upgradeCluster(options: UpgradeOptions): Promise<UpgradeRe
  * measurements. It may not after a rollback or a run killed between two writes; then they are written (the previous
  * ones stay while some node could not be asked).
  */
-async function reconcileStore(verified: VerifiedMeasurements, { keepPrevious }: { keepPrevious: boolean }, options: UpgradeOptions, ctx: ProviderContext, progress: (l: string) => void): Promise<void> {
+async function reconcileStore(
+  verified: VerifiedMeasurements,
+  { keepPrevious }: { keepPrevious: boolean },
+  options: UpgradeOptions,
+  ctx: ProviderContext,
+  progress: (l: string) => void,
+): Promise<void> {
   await withWorkspaceStore(options.workspaceDir, await options.provider.listInstances(ctx), async (store) => {
     const trusted = await trustedMeasurements(store);
     if (trusted.current !== verified.digest) {
       await setMeasurements(store, verified, { keepPrevious });
-      progress(`the cluster store trusted measurements ${trusted.current}, not the config's ${verified.digest}: it now trusts the config's (${verified.source})`);
+      progress(
+        `the cluster store trusted measurements ${trusted.current}, not the config's ${verified.digest}: it now trusts the config's (${verified.source})`,
+      );
     } else if (!keepPrevious && trusted.previous.length > 0) {
       await dropPreviousMeasurements(store);
-      progress(`the cluster store also accepted measurements ${trusted.previous.join(', ')} of an earlier rollout: dropped, every node runs the config's`);
+      progress(
+        `the cluster store also accepted measurements ${trusted.previous.join(', ')} of an earlier rollout: dropped, every node runs the config's`,
+      );
     }
   });
 }
 
 /** Adds the replacement, waits until it joined and verifies, then removes the old node. Journaled at each step. */
-async function replaceOne(step: Step, journal: UpgradeJournal, file: string, options: UpgradeOptions, ctx: ProviderContext, progress: (l: string) => void): Promise<void> {
+async function replaceOne(
+  step: Step,
+  journal: UpgradeJournal,
+  file: string,
+  options: UpgradeOptions,
+  ctx: ProviderContext,
+  progress: (l: string) => void,
+): Promise<void> {
   const { provider, workspaceDir } = options;
   let instances = await provider.listInstances(ctx);
   if (step.new && !instances.some((i) => i.name === step.new)) {
@@ -286,10 +388,18 @@ async function replaceOne(step: Step, journal: UpgradeJournal, file: string, opt
   }
   instances = await provider.listInstances(ctx);
   await waitJoined(step, address(instances, step.new!), options);
-  const verified = await verifyCluster({ workspaceDir, log: options.log, nodeEndpoint: address(instances, step.new!), validatorDeps: options.validatorDeps });
+  const verified = await verifyCluster({
+    workspaceDir,
+    log: options.log,
+    nodeEndpoint: address(instances, step.new!),
+    validatorDeps: options.validatorDeps,
+  });
   const node = verified.nodes[0];
   if (node.outcome !== 'verified') {
-    throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} does not verify: ${node.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
+    throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} does not verify: ${node.reason}`, {
+      hint: ROLLBACK_HINT,
+      exitCode: 3,
+    });
   }
   progress(`${step.new} joined and verified`);
   await retireNode(step.old, step.role, instances, options, ctx);
@@ -317,12 +427,18 @@ async function retireNode(
 }
 
 /** The journal names nodes; the provider removes instances by id (on the clouds the two differ). Gone already: nothing to do. */
-async function removeNamed(name: string, instances: Instance[], options: UpgradeOptions, ctx: ProviderContext): Promise<void> {
+async function removeNamed(
+  name: string,
+  instances: Instance[],
+  options: UpgradeOptions,
+  ctx: ProviderContext,
+): Promise<void> {
   const id = instances.find((i) => i.name === name)?.id;
   if (id !== undefined) await options.provider.removeInstance!(id, ctx);
 }
 
-const ROLLBACK_HINT = 'The old node stays and the cluster keeps working. `constellation upgrade apply --rollback` removes what the upgrade added; fix the image and run `constellation upgrade apply` again to retry.';
+const ROLLBACK_HINT =
+  'The old node stays and the cluster keeps working. `constellation upgrade apply --rollback` removes what the upgrade added; fix the image and run `constellation upgrade apply` again to retry.';
 
 /** Polls the new node until it has joined; a refusal (its reason names the PCR) stops the rollout. */
 async function waitJoined(step: Step, host: string, options: UpgradeOptions): Promise<void> {
@@ -334,7 +450,10 @@ async function waitJoined(step: Step, host: string, options: UpgradeOptions): Pr
       last = status?.state;
       if (status?.state === 'joined') return true;
       if (status?.state === 'refused' || status?.state === 'failed') {
-        throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} was ${status.state}: ${status.reason}`, { hint: ROLLBACK_HINT, exitCode: 3 });
+        throw new UpgradeStoppedError(
+          `The replacement ${step.new} of ${step.old} was ${status.state}: ${status.reason}`,
+          { hint: ROLLBACK_HINT, exitCode: 3 },
+        );
       }
       return undefined;
     },
@@ -344,9 +463,12 @@ async function waitJoined(step: Step, host: string, options: UpgradeOptions): Pr
       clock: options.clock,
       sleep: options.sleep,
       onTimeout: () => {
-        throw new UpgradeStoppedError(`The replacement ${step.new} of ${step.old} did not join within ${Math.round(timeoutMs / 1000)} s (it is ${last ?? 'not answering'}).`, {
-          hint: `See its log with \`constellation status\`. ${ROLLBACK_HINT}`,
-        });
+        throw new UpgradeStoppedError(
+          `The replacement ${step.new} of ${step.old} did not join within ${Math.round(timeoutMs / 1000)} s (it is ${last ?? 'not answering'}).`,
+          {
+            hint: `See its log with \`constellation status\`. ${ROLLBACK_HINT}`,
+          },
+        );
       },
     },
   );
@@ -360,7 +482,10 @@ async function rollback(
   ctx: ProviderContext,
   progress: (l: string) => void,
 ): Promise<UpgradeResult> {
-  if (!journal) throw new UserError('There is no upgrade to roll back in this workspace.', { hint: 'An upgrade in progress is recorded in constellation-upgrade.json.' });
+  if (!journal)
+    throw new UserError('There is no upgrade to roll back in this workspace.', {
+      hint: 'An upgrade in progress is recorded in constellation-upgrade.json.',
+    });
   const instances = await options.provider.listInstances(ctx);
   const rolledBack: string[] = [];
   for (const step of journal.steps) {
@@ -379,10 +504,16 @@ async function rollback(
   }
   if (journal.steps.every((s) => !s.done)) {
     // Whether the rollout's write happened is the store's to say, not the journal's (a run killed between them).
-    const restored = await withWorkspaceStore(options.workspaceDir, await options.provider.listInstances(ctx), (store) => restorePreviousMeasurements(store, journal.target.measurementsDigest));
+    const restored = await withWorkspaceStore(
+      options.workspaceDir,
+      await options.provider.listInstances(ctx),
+      (store) => restorePreviousMeasurements(store, journal.target.measurementsDigest),
+    );
     if (restored) progress('restored the measurements of before the upgrade');
   } else if (journal.steps.some((s) => s.done)) {
-    progress('some nodes run the new image already: both measurement sets stay accepted; finish the upgrade with `constellation upgrade apply`');
+    progress(
+      'some nodes run the new image already: both measurement sets stay accepted; finish the upgrade with `constellation upgrade apply`',
+    );
     journal.steps = journal.steps.filter((s) => s.done);
     await writeJournal(file, journal);
     return { replaced: [], rolledBack, upToDate: false };
@@ -402,10 +533,14 @@ function rollbackRefusal(name: string, step: Step, journal: UpgradeJournal, inst
   if (instance.nodeGroup !== step.group) return `it is in node group ${instance.nodeGroup}, not ${step.group}`;
   if (journal.steps.some((s) => s.old === name)) return 'it is a node the upgrade replaces, not one it added';
   if (instance.image !== undefined) {
-    return instance.image === journal.target.image ? undefined : `the provider made it from image ${instance.image}, not the upgrade's ${journal.target.image}`;
+    return instance.image === journal.target.image
+      ? undefined
+      : `the provider made it from image ${instance.image}, not the upgrade's ${journal.target.image}`;
   }
   if (instance.createdAt && journal.startedAt) {
-    return instance.createdAt >= journal.startedAt ? undefined : `the provider made it at ${instance.createdAt}, before the upgrade started (${journal.startedAt})`;
+    return instance.createdAt >= journal.startedAt
+      ? undefined
+      : `the provider made it at ${instance.createdAt}, before the upgrade started (${journal.startedAt})`;
   }
   return 'the provider reports neither its image nor when it made it';
 }
@@ -426,13 +561,20 @@ async function readJournal(file: string): Promise<UpgradeJournal | undefined> {
   if (!(await pathExists(file))) return undefined;
   let value: unknown;
   try {
-    value = JSON.parse((await readRegularFile(file, { what: 'the upgrade journal', maxBytes: SIZE_LIMITS.upgradeJournal })).toString('utf8'));
+    value = JSON.parse(
+      (await readRegularFile(file, { what: 'the upgrade journal', maxBytes: SIZE_LIMITS.upgradeJournal })).toString(
+        'utf8',
+      ),
+    );
   } catch (err) {
     if (err instanceof UserError) throw err;
     value = undefined;
   }
   const parsed = journalSchema.safeParse(value);
-  if (!parsed.success) throw new UserError(`${file} is not an upgrade journal this CLI understands.`, { hint: 'Remove it only if no upgrade is in progress.' });
+  if (!parsed.success)
+    throw new UserError(`${file} is not an upgrade journal this CLI understands.`, {
+      hint: 'Remove it only if no upgrade is in progress.',
+    });
   return parsed.data;
 }
 

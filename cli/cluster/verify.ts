@@ -75,7 +75,9 @@ export async function verifyCluster(options: VerifyOptions): Promise<VerifyResul
       options.clusterId !== undefined
         ? `--cluster-id must be 64 hex digits (a cluster ID as \`constellation init\` prints it), not "${options.clusterId}".`
         : 'This workspace has no cluster ID: the cluster was not initialized from it.',
-      { hint: 'Pass the cluster ID with --cluster-id, or run verify in the workspace that initialized the cluster (-C <dir>).' },
+      {
+        hint: 'Pass the cluster ID with --cluster-id, or run verify in the workspace that initialized the cluster (-C <dir>).',
+      },
     );
   }
   const clusterId = Buffer.from(clusterIdHex, 'hex');
@@ -96,7 +98,8 @@ export async function verifyCluster(options: VerifyOptions): Promise<VerifyResul
   const targets = await verifyTargets(options, state.infrastructure.clusterEndpoint);
   log.info('verifying', { targets: targets.map((t) => t.address), clusterId: clusterIdHex, variant });
   const nodes = await Promise.all(targets.map((target) => verifyNode(target, validator, clusterId, options)));
-  for (const n of nodes) log.info('node verified', { node: n.node, address: n.address, outcome: n.outcome, reason: n.reason });
+  for (const n of nodes)
+    log.info('node verified', { node: n.node, address: n.address, outcome: n.outcome, reason: n.reason });
   return { clusterId: clusterIdHex, variant, nodes };
 }
 
@@ -111,42 +114,87 @@ async function verifyTargets(options: VerifyOptions, clusterEndpoint: string): P
   const port = options.port ?? VERIFY_PORT;
   if (options.all) {
     if (!options.provider || !options.journal) throw new Error('verify --all needs the provider and the journal');
-    const instances = await options.provider.listInstances({ journal: clusterJournalView(options.journal), log: options.log, workspaceDir: options.workspaceDir });
-    if (instances.length === 0) throw new UserError('The provider lists no nodes of this cluster.', { hint: 'Check the workspace (-C <dir>); `constellation status` shows the nodes.' });
+    const instances = await options.provider.listInstances({
+      journal: clusterJournalView(options.journal),
+      log: options.log,
+      workspaceDir: options.workspaceDir,
+    });
+    if (instances.length === 0)
+      throw new UserError('The provider lists no nodes of this cluster.', {
+        hint: 'Check the workspace (-C <dir>); `constellation status` shows the nodes.',
+      });
     return instances.map((i) => {
       const host = i.publicIp || i.privateIp;
       return {
         name: i.name,
         address: host ? withPort(host, port) : '',
-        ...(i.state !== 'running' ? { skip: `the instance is ${i.state}` } : !host ? { skip: 'the instance has no address' } : {}),
+        ...(i.state !== 'running'
+          ? { skip: `the instance is ${i.state}` }
+          : !host
+            ? { skip: 'the instance has no address' }
+            : {}),
       };
     });
   }
   const endpoint = options.nodeEndpoint ?? clusterEndpoint;
   if (!endpoint) {
-    throw new UserError('This workspace has no cluster endpoint.', { hint: 'Name a node with -e HOST[:PORT], or run verify in the workspace of the cluster (-C <dir>).' });
+    throw new UserError('This workspace has no cluster endpoint.', {
+      hint: 'Name a node with -e HOST[:PORT], or run verify in the workspace of the cluster (-C <dir>).',
+    });
   }
   return [{ address: withPort(endpoint, port) }];
 }
 
-async function verifyNode(target: Target, validator: Validator, clusterId: Uint8Array, options: VerifyOptions): Promise<NodeVerification> {
+async function verifyNode(
+  target: Target,
+  validator: Validator,
+  clusterId: Uint8Array,
+  options: VerifyOptions,
+): Promise<NodeVerification> {
   const base = { node: target.name ?? target.address, address: target.address, warnings: [] as string[] };
   if (target.skip) return { ...base, outcome: 'unreachable', reason: target.skip };
-  const [{ requestVerifiedAttestation }, { AttestationError }] = await Promise.all([import('../../lib/atls/verify-service.js'), import('../../lib/attestation/types.js')]);
+  const [{ requestVerifiedAttestation }, { AttestationError }] = await Promise.all([
+    import('../../lib/atls/verify-service.js'),
+    import('../../lib/attestation/types.js'),
+  ]);
   let peer;
   const nonce = new Uint8Array(randomBytes(32));
   try {
-    peer = await requestVerifiedAttestation(target.address, { validator, timeoutMs: options.timeoutMs ?? 10_000, nonce });
+    peer = await requestVerifiedAttestation(target.address, {
+      validator,
+      timeoutMs: options.timeoutMs ?? 10_000,
+      nonce,
+    });
   } catch (err) {
-    if (err instanceof AttestationError) return { ...base, outcome: 'refused', reason: err.message, ...(err.comparisons ? { pcrs: actualValues(err.comparisons) } : {}) };
+    if (err instanceof AttestationError)
+      return {
+        ...base,
+        outcome: 'refused',
+        reason: err.message,
+        ...(err.comparisons ? { pcrs: actualValues(err.comparisons) } : {}),
+      };
     if (isUserError(err)) return { ...base, outcome: 'unreachable', reason: err.message };
     throw err;
   }
-  const named = { ...base, node: target.name ?? peer.result.instance?.name ?? target.address, warnings: peer.result.warnings, document: peer.document, nonce: Buffer.from(nonce).toString('hex') };
-  const pcrs = Object.fromEntries([...peer.result.pcrs].sort(([a], [b]) => a - b).map(([i, v]) => [String(i), Buffer.from(v).toString('hex')]));
+  const named = {
+    ...base,
+    node: target.name ?? peer.result.instance?.name ?? target.address,
+    warnings: peer.result.warnings,
+    document: peer.document,
+    nonce: Buffer.from(nonce).toString('hex'),
+  };
+  const pcrs = Object.fromEntries(
+    [...peer.result.pcrs].sort(([a], [b]) => a - b).map(([i, v]) => [String(i), Buffer.from(v).toString('hex')]),
+  );
   const actual = peer.result.pcrs.get(CLUSTER_PCR);
   const expected = actual ? expectedClusterPcr(clusterId, actual.length) : undefined;
-  if (!actual || !expected) return { ...named, outcome: 'refused', pcrs, reason: `the attestation carries no PCR ${CLUSTER_PCR} of a SHA-256 or SHA-384 bank` };
+  if (!actual || !expected)
+    return {
+      ...named,
+      outcome: 'refused',
+      pcrs,
+      reason: `the attestation carries no PCR ${CLUSTER_PCR} of a SHA-256 or SHA-384 bank`,
+    };
   if (Buffer.from(actual).equals(Buffer.from(expected))) return { ...named, outcome: 'verified', pcrs };
   const actualHex = Buffer.from(actual).toString('hex');
   const reason = actual.every((b) => b === 0)
@@ -167,5 +215,7 @@ export function expectedClusterPcr(clusterId: Uint8Array, size: number): Uint8Ar
 }
 
 function actualValues(comparisons: { index: number; actual?: string }[]): Record<string, string> {
-  return Object.fromEntries(comparisons.filter((c) => c.actual !== undefined).map((c) => [String(c.index), c.actual as string]));
+  return Object.fromEntries(
+    comparisons.filter((c) => c.actual !== undefined).map((c) => [String(c.index), c.actual as string]),
+  );
 }

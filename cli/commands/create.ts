@@ -2,7 +2,8 @@ import { Flags } from '@oclif/core';
 import { BaseCommand } from '../base-command.js';
 
 export default class Create extends BaseCommand<typeof Create> {
-  static override summary = "Create the cluster's infrastructure (nodes, network, load balancer) with the config's provider.";
+  static override summary =
+    "Create the cluster's infrastructure (nodes, network, load balancer) with the config's provider.";
   static override description = `Reads constellation-conf.yaml, makes the cluster's uid and init secret, writes them to constellation-state.yaml, then asks the provider to create the node groups. The nodes get only a bcrypt hash of the init secret. When create finishes, the state holds the cluster endpoint; run \`constellation init\` next.
 
 With the local provider, the nodes are processes on this machine (one swtpm, encrypted state directory and network namespace with its own address each; this needs root), and create writes the measurements of the node image it boots (PCRs 4, 9, 11) into the config.
@@ -14,19 +15,37 @@ Before it starts, create shows what it will make (each node group's count, insta
 When the cloud refuses a step (a quota, a missing permission), create shows the cloud's message and offers to roll back, that is to delete what it created so far: on a terminal it asks (default yes); -y rolls back without asking; without a terminal and without -y nothing is deleted, and create names the two ways on: \`constellation create\` again continues, \`constellation terminate\` deletes. Either way create exits with an error.`;
 
   static override examples = [
-    { description: 'Create the cluster of the config in the current directory:', command: '<%= config.bin %> <%= command.id %>' },
-    { description: 'Create the cluster of another workspace:', command: '<%= config.bin %> <%= command.id %> -C ./my-cluster' },
-    { description: 'In a script: if the cloud refuses a step, delete what was made without asking:', command: '<%= config.bin %> <%= command.id %> -y' },
+    {
+      description: 'Create the cluster of the config in the current directory:',
+      command: '<%= config.bin %> <%= command.id %>',
+    },
+    {
+      description: 'Create the cluster of another workspace:',
+      command: '<%= config.bin %> <%= command.id %> -C ./my-cluster',
+    },
+    {
+      description: 'In a script: if the cloud refuses a step, delete what was made without asking:',
+      command: '<%= config.bin %> <%= command.id %> -y',
+    },
   ];
 
   static override flags = {
-    yes: Flags.boolean({ char: 'y', description: 'Do not ask: create what the config says, and if create fails half-way, roll back (delete what it made so far).' }),
+    yes: Flags.boolean({
+      char: 'y',
+      description:
+        'Do not ask: create what the config says, and if create fails half-way, roll back (delete what it made so far).',
+    }),
   };
 
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ uid: string; clusterEndpoint: string; resumed: boolean }> {
-    const [{ withWorkspaceSession }, { workspaceInfrastructure }, { createClusterWithRollBack }, { runWithSteps, rendererFor }] = await Promise.all([
+    const [
+      { withWorkspaceSession },
+      { workspaceInfrastructure },
+      { createClusterWithRollBack },
+      { runWithSteps, rendererFor },
+    ] = await Promise.all([
       import('../cluster/session.js'),
       import('../cluster/provider.js'),
       import('../cluster/create.js'),
@@ -51,12 +70,21 @@ When the cloud refuses a step (a quota, a missing permission), create shows the 
         journal,
         log,
         // Under --json nobody is asked, and only the JSON result or error is printed.
-        rollBack: { yes: this.flags.yes, ...(json ? { interactive: false } : {}), say: (line) => { if (!json) this.log(line); } },
-        runStep: (title, fn) => runWithSteps([{ id: 'step', title }], renderer, (report) => fn((message) => report('step', message))),
+        rollBack: {
+          yes: this.flags.yes,
+          ...(json ? { interactive: false } : {}),
+          say: (line) => {
+            if (!json) this.log(line);
+          },
+        },
+        runStep: (title, fn) =>
+          runWithSteps([{ id: 'step', title }], renderer, (report) => fn((message) => report('step', message))),
       }),
     );
     if (!json) {
-      this.log(`${result.resumed ? 'Continued the creation of' : 'Created'} cluster ${result.uid}; endpoint ${result.clusterEndpoint}.`);
+      this.log(
+        `${result.resumed ? 'Continued the creation of' : 'Created'} cluster ${result.uid}; endpoint ${result.clusterEndpoint}.`,
+      );
       this.log('Next: `constellation init` initializes it.');
     }
     return result;

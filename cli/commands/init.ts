@@ -17,18 +17,28 @@ If the node's measurements differ from the config, nothing is sent and the error
   static override enableJsonFlag = true;
 
   static override flags = {
-    'merge-kubeconfig': Flags.boolean({ description: "Merge the cluster's admin kubeconfig into yours (KUBECONFIG, else ~/.kube/config) and make its context the current one; other contexts are kept." }),
+    'merge-kubeconfig': Flags.boolean({
+      description:
+        "Merge the cluster's admin kubeconfig into yours (KUBECONFIG, else ~/.kube/config) and make its context the current one; other contexts are kept.",
+    }),
   };
 
-  public async run(): Promise<{ clusterId: string; kubernetesBackend: string; kubeconfigFile: string; alreadyInitialized: boolean }> {
+  public async run(): Promise<{
+    clusterId: string;
+    kubernetesBackend: string;
+    kubeconfigFile: string;
+    alreadyInitialized: boolean;
+  }> {
     const [{ withWorkspaceSession }, { initCluster }, { runWithSteps, rendererFor }] = await Promise.all([
       import('../cluster/session.js'),
       import('../cluster/init.js'),
       import('../cluster/reporter.js'),
     ]);
     const result = await withWorkspaceSession(this.workspaceDir, 'init', ({ workspaceDir, log }) =>
-      runWithSteps([{ id: 'init', title: 'Initializing the cluster' }], rendererFor(process.stdout, this.jsonEnabled()), (report) =>
-        initCluster({ workspaceDir, log, progress: (m) => report('init', m) }),
+      runWithSteps(
+        [{ id: 'init', title: 'Initializing the cluster' }],
+        rendererFor(process.stdout, this.jsonEnabled()),
+        (report) => initCluster({ workspaceDir, log, progress: (m) => report('init', m) }),
       ),
     );
     if (!this.jsonEnabled()) {
@@ -36,15 +46,22 @@ If the node's measurements differ from the config, nothing is sent and the error
       if (result.alreadyInitialized) this.log('The cluster was already initialized; nothing was sent.');
       this.log(`Cluster ID: ${result.clusterId}`);
       if (!result.alreadyInitialized) {
-        this.log(`Kubernetes backend: ${result.kubernetesBackend}${result.kubernetesBackend === 'none' ? ' (the nodes run attestation, the join service and state disks, but no Kubernetes)' : ''}`);
+        this.log(
+          `Kubernetes backend: ${result.kubernetesBackend}${result.kubernetesBackend === 'none' ? ' (the nodes run attestation, the join service and state disks, but no Kubernetes)' : ''}`,
+        );
         if (result.kubeconfigFile) this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
-        if (result.previousKubeconfigFile) this.log(`The earlier kubeconfig was moved to ${result.previousKubeconfigFile}.`);
+        if (result.previousKubeconfigFile)
+          this.log(`The earlier kubeconfig was moved to ${result.previousKubeconfigFile}.`);
       }
       this.log('Keep constellation-mastersecret.json safe: it is the only way to recover the state disks.');
     }
     if (this.flags['merge-kubeconfig']) {
       const { mergeKubeconfigAndReport } = await import('../cluster/kubeconfig-merge.js');
-      await mergeKubeconfigAndReport(this.workspaceDir, result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
+      await mergeKubeconfigAndReport(
+        this.workspaceDir,
+        result.kubeconfigFile,
+        (line) => !this.jsonEnabled() && this.log(line),
+      );
     }
     return {
       clusterId: result.clusterId,

@@ -16,25 +16,50 @@ Exit codes: 0 every node verified, ${EXIT_REFUSED} a node was refused (the row n
   static override examples = [
     { description: 'Verify the node behind the cluster endpoint:', command: '<%= config.bin %> <%= command.id %>' },
     { description: 'Verify every node of the cluster:', command: '<%= config.bin %> <%= command.id %> --all' },
-    { description: 'Verify one node against a cluster ID from elsewhere:', command: '<%= config.bin %> <%= command.id %> -e 10.213.4.100 --cluster-id 2b7c…' },
-    { description: 'Print the attestation documents as the nodes sent them:', command: '<%= config.bin %> <%= command.id %> --all -o raw' },
-    { description: 'Save one node\'s document and check it again offline, with the PCR table:', command: '<%= config.bin %> <%= command.id %> -e 10.213.4.100 -o raw > node.json && <%= config.bin %> attestation verify node.json' },
+    {
+      description: 'Verify one node against a cluster ID from elsewhere:',
+      command: '<%= config.bin %> <%= command.id %> -e 10.213.4.100 --cluster-id 2b7c…',
+    },
+    {
+      description: 'Print the attestation documents as the nodes sent them:',
+      command: '<%= config.bin %> <%= command.id %> --all -o raw',
+    },
+    {
+      description: "Save one node's document and check it again offline, with the PCR table:",
+      command:
+        '<%= config.bin %> <%= command.id %> -e 10.213.4.100 -o raw > node.json && <%= config.bin %> attestation verify node.json',
+    },
   ];
 
   static override flags = {
-    'node-endpoint': Flags.string({ char: 'e', description: "A node's verify service, HOST[:PORT] (port default 30081). Default: the cluster endpoint.", helpValue: 'HOST[:PORT]', exclusive: ['all'] }),
-    'cluster-id': Flags.string({ description: "The cluster ID (hex) the node must belong to. Default: the state file's.", helpValue: 'ID' }),
+    'node-endpoint': Flags.string({
+      char: 'e',
+      description: "A node's verify service, HOST[:PORT] (port default 30081). Default: the cluster endpoint.",
+      helpValue: 'HOST[:PORT]',
+      exclusive: ['all'],
+    }),
+    'cluster-id': Flags.string({
+      description: "The cluster ID (hex) the node must belong to. Default: the state file's.",
+      helpValue: 'ID',
+    }),
     all: Flags.boolean({ description: 'Verify every node the provider lists, concurrently.' }),
-    output: Flags.string({ char: 'o', description: 'table (default), json (one object with every node), or raw (the attestation documents, one per line, each with the nonce it was made for: `attestation verify` takes the saved line).', options: ['table', 'json', 'raw'], default: 'table' }),
+    output: Flags.string({
+      char: 'o',
+      description:
+        'table (default), json (one object with every node), or raw (the attestation documents, one per line, each with the nonce it was made for: `attestation verify` takes the saved line).',
+      options: ['table', 'json', 'raw'],
+      default: 'table',
+    }),
   };
 
   public async run(): Promise<VerifyResult> {
-    const [{ withDebugLog }, { verifyCluster }, { workspaceInfrastructure }, { FileResourceJournal }] = await Promise.all([
-      import('../cluster/session.js'),
-      import('../cluster/verify.js'),
-      import('../cluster/provider.js'),
-      import('../../lib/workspace/resource-journal.js'),
-    ]);
+    const [{ withDebugLog }, { verifyCluster }, { workspaceInfrastructure }, { FileResourceJournal }] =
+      await Promise.all([
+        import('../cluster/session.js'),
+        import('../cluster/verify.js'),
+        import('../cluster/provider.js'),
+        import('../../lib/workspace/resource-journal.js'),
+      ]);
     const result = await withDebugLog(this.workspaceDir, 'verify', async (log) =>
       verifyCluster({
         workspaceDir: this.workspaceDir,
@@ -42,7 +67,12 @@ Exit codes: 0 every node verified, ${EXIT_REFUSED} a node was refused (the row n
         nodeEndpoint: this.flags['node-endpoint'],
         clusterId: this.flags['cluster-id'],
         all: this.flags.all,
-        ...(this.flags.all ? { provider: await workspaceInfrastructure(this.workspaceDir), journal: new FileResourceJournal(this.workspaceDir) } : {}),
+        ...(this.flags.all
+          ? {
+              provider: await workspaceInfrastructure(this.workspaceDir),
+              journal: new FileResourceJournal(this.workspaceDir),
+            }
+          : {}),
       }),
     );
     this.render(result);
@@ -59,15 +89,34 @@ Exit codes: 0 every node verified, ${EXIT_REFUSED} a node was refused (the row n
       return;
     }
     if (output === 'json') {
-      this.log(JSON.stringify({ clusterId: result.clusterId, variant: result.variant, nodes: result.nodes.map(({ document: _d, nonce: _n, ...n }) => n) }, null, 2));
+      this.log(
+        JSON.stringify(
+          {
+            clusterId: result.clusterId,
+            variant: result.variant,
+            nodes: result.nodes.map(({ document: _d, nonce: _n, ...n }) => n),
+          },
+          null,
+          2,
+        ),
+      );
       return;
     }
-    const rows = [['NODE', 'ADDRESS', 'RESULT'], ...result.nodes.map((n) => [n.node, n.address, n.outcome.toUpperCase()])];
+    const rows = [
+      ['NODE', 'ADDRESS', 'RESULT'],
+      ...result.nodes.map((n) => [n.node, n.address, n.outcome.toUpperCase()]),
+    ];
     const widths = rows[0].map((_, i) => Math.max(...rows.map((r) => r[i].length)));
-    for (const row of rows) this.log(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  '));
-    const notes = result.nodes.flatMap((n) => [...(n.reason ? [`${n.node}: ${n.reason}`] : []), ...n.warnings.map((w) => `${n.node}: warning: ${w}`)]);
+    for (const row of rows)
+      this.log(row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]))).join('  '));
+    const notes = result.nodes.flatMap((n) => [
+      ...(n.reason ? [`${n.node}: ${n.reason}`] : []),
+      ...n.warnings.map((w) => `${n.node}: warning: ${w}`),
+    ]);
     if (notes.length > 0) this.log(`\n${notes.join('\n')}`);
     const verified = result.nodes.filter((n) => n.outcome === 'verified').length;
-    this.log(`\n${verified} of ${result.nodes.length} node${result.nodes.length === 1 ? '' : 's'} verified for cluster ID ${result.clusterId} (${result.variant}).`);
+    this.log(
+      `\n${verified} of ${result.nodes.length} node${result.nodes.length === 1 ? '' : 's'} verified for cluster ID ${result.clusterId} (${result.variant}).`,
+    );
   }
 }

@@ -22,7 +22,9 @@ const hook: Hook<'command_not_found'> = async function (options) {
   const ids = options.config.commands.filter((c) => !c.hidden).flatMap((c) => [c.id, ...c.aliases]);
   const display = (id: string) => id.replaceAll(':', ' ');
   const suggestion = closestCommand(options.id, ids);
-  const hint = suggestion ? `Did you mean \`${options.config.bin} ${display(suggestion)}\`?` : `\`${options.config.bin} --help\` lists the commands.`;
+  const hint = suggestion
+    ? `Did you mean \`${options.config.bin} ${display(suggestion)}\`?`
+    : `\`${options.config.bin} --help\` lists the commands.`;
   // The same shape as every other refusal of the CLI (cli/base-command.ts): an error line, then a hint.
   process.stderr.write(`Error: "${display(options.id)}" is not a ${options.config.bin} command.\nHint: ${hint}\n`);
   this.exit(2);

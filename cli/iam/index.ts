@@ -8,7 +8,15 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import type { IamPermissionChange, IamProvisioner, ProviderContext, ProviderLogger, ProviderModule, RecordedResource, ResourceJournal } from '../../providers/contract.js';
+import type {
+  IamPermissionChange,
+  IamProvisioner,
+  ProviderContext,
+  ProviderLogger,
+  ProviderModule,
+  RecordedResource,
+  ResourceJournal,
+} from '../../providers/contract.js';
 import { UserError } from '../../lib/errors.js';
 import { FileExistsError, writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
@@ -16,7 +24,15 @@ import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.j
 import { iamJournalView, providerOfRecord } from '../../lib/workspace/journal-views.js';
 
 export { iamJournalView, isIamRecord, IAM_MARK } from '../../lib/workspace/journal-views.js';
-export { IAM_CLOUD_FLAGS, IAM_CLOUDS, iamFlagInputs, regionOfZone, resolveIamInputs, type IamCloud, type IamInputs } from './inputs.js';
+export {
+  IAM_CLOUD_FLAGS,
+  IAM_CLOUDS,
+  iamFlagInputs,
+  regionOfZone,
+  resolveIamInputs,
+  type IamCloud,
+  type IamInputs,
+} from './inputs.js';
 
 /**
  * Files a provider's `iam create` returns, known in advance so that a run refuses before it makes (or replaces)
@@ -113,7 +129,10 @@ export async function destroyIam(o: IamRunOptions): Promise<DestroyIamResult> {
   const before = await ctx.journal.list();
   const providers = [...new Set(before.map(providerOfRecord))];
   for (const name of providers) {
-    o.log.info('iam destroy: starting', { provider: name, identities: before.filter((r) => providerOfRecord(r) === name).length });
+    o.log.info('iam destroy: starting', {
+      provider: name,
+      identities: before.filter((r) => providerOfRecord(r) === name).length,
+    });
     await (await provisioner(o, name)).destroy(ctx);
   }
   const left = new Set((await ctx.journal.list()).map((r) => r.id));
@@ -145,20 +164,29 @@ export async function upgradeIam(o: IamRunOptions & { apply: boolean }): Promise
   const changes: UpgradeIamResult['changes'] = [];
   for (const name of providers) {
     o.log.info(`iam upgrade: ${o.apply ? 'applying' : 'planning'}`, { provider: name });
-    for (const change of await (await provisioner(o, name)).upgrade(ctx, { apply: o.apply })) changes.push({ provider: name, ...change });
+    for (const change of await (await provisioner(o, name)).upgrade(ctx, { apply: o.apply }))
+      changes.push({ provider: name, ...change });
   }
   return { providers, changes, applied: o.apply && changes.length > 0 };
 }
 
 function providerContext(o: IamRunOptions): ProviderContext {
-  return { journal: iamJournalView(o.journal), log: o.log, progress: o.progress, signal: o.signal, workspaceDir: o.workspaceDir };
+  return {
+    journal: iamJournalView(o.journal),
+    log: o.log,
+    progress: o.progress,
+    signal: o.signal,
+    workspaceDir: o.workspaceDir,
+  };
 }
 
 async function provisioner(o: IamRunOptions, name: string): Promise<IamProvisioner> {
   const load = o.loadProvider ?? (async (n: string) => (await import('../../providers/registry.js')).loadProvider(n));
   const module = await load(name);
   if (!module.iam) {
-    throw new UserError(`The ${name} provider makes no cloud identities.`, { hint: '`iam create` is for the clouds: aws, azure, gcp.' });
+    throw new UserError(`The ${name} provider makes no cloud identities.`, {
+      hint: '`iam create` is for the clouds: aws, azure, gcp.',
+    });
   }
   return module.iam(o.providerOptions ?? {});
 }
@@ -193,7 +221,8 @@ async function refuseExisting(file: string): Promise<void> {
  */
 async function writeIamFiles(workspaceDir: string, files: { name: string; content: string }[]): Promise<string[]> {
   const targets = files.map((f) => {
-    if (path.basename(f.name) !== f.name || f.name.startsWith('.')) throw new Error(`provider returned an IAM file with an unsafe name: ${f.name}`);
+    if (path.basename(f.name) !== f.name || f.name.startsWith('.'))
+      throw new Error(`provider returned an IAM file with an unsafe name: ${f.name}`);
     return { file: path.join(workspaceDir, f.name), content: f.content };
   });
   const pending: typeof targets = [];

@@ -29,20 +29,29 @@ export const IAM_CLOUD_FLAGS: Record<IamCloud, Record<string, { input: string; i
     // Upstream's --servicePrincipal names what the nodes run as: our user-assigned identity.
     servicePrincipal: { input: 'identityName', inConfig: false },
   },
-  gcp: { project: { input: 'project', inConfig: true }, region: { input: 'region', inConfig: true }, zone: { input: 'zone', inConfig: true } },
+  gcp: {
+    project: { input: 'project', inConfig: true },
+    region: { input: 'region', inConfig: true },
+    zone: { input: 'zone', inConfig: true },
+  },
 };
 
 /**
  * The provider inputs the parsed flags give for a cloud: a UserError for a flag another cloud takes, or for two
  * flags that set one input to different values (azure --location and --region).
  */
-export function iamFlagInputs(cloud: IamCloud, flags: Record<string, string | undefined>): { inputs: Record<string, string | undefined>; notInConfig: string[] } {
+export function iamFlagInputs(
+  cloud: IamCloud,
+  flags: Record<string, string | undefined>,
+): { inputs: Record<string, string | undefined>; notInConfig: string[] } {
   const own = IAM_CLOUD_FLAGS[cloud];
   const all = new Set(Object.values(IAM_CLOUD_FLAGS).flatMap((f) => Object.keys(f)));
   const misplaced = [...all].filter((flag) => flags[flag] !== undefined && !(flag in own));
   if (misplaced.length > 0) {
     throw new UserError(`--${misplaced[0]} is not a flag of \`iam create ${cloud}\`.`, {
-      hint: `${CLOUD_NAMES[cloud]} takes ${Object.keys(own).map((f) => `--${f}`).join(', ')}.`,
+      hint: `${CLOUD_NAMES[cloud]} takes ${Object.keys(own)
+        .map((f) => `--${f}`)
+        .join(', ')}.`,
     });
   }
   const inputs: Record<string, string | undefined> = {};
@@ -51,13 +60,20 @@ export function iamFlagInputs(cloud: IamCloud, flags: Record<string, string | un
     const value = flags[flag];
     if (value === undefined) continue;
     if (inputs[input] !== undefined && inputs[input] !== value) {
-      throw new UserError(`--${from[input]} and --${flag} both set the ${input}, to different values.`, { hint: 'Give one of them.' });
+      throw new UserError(`--${from[input]} and --${flag} both set the ${input}, to different values.`, {
+        hint: 'Give one of them.',
+      });
     }
     inputs[input] = value;
     from[input] = flag;
   }
   for (const { input } of Object.values(own)) if (!(input in inputs)) inputs[input] = undefined;
-  return { inputs, notInConfig: Object.values(own).filter((f) => !f.inConfig).map((f) => f.input) };
+  return {
+    inputs,
+    notInConfig: Object.values(own)
+      .filter((f) => !f.inConfig)
+      .map((f) => f.input),
+  };
 }
 
 export interface IamInputs {
@@ -78,14 +94,23 @@ export function regionOfZone(cloud: IamCloud, zone: string): string | undefined 
   return undefined;
 }
 
-export async function resolveIamInputs(workspaceDir: string, cloud: IamCloud, flags: Record<string, string | undefined>): Promise<IamInputs> {
-  const given = Object.fromEntries(Object.entries(flags).filter((e): e is [string, string] => typeof e[1] === 'string' && e[1] !== ''));
+export async function resolveIamInputs(
+  workspaceDir: string,
+  cloud: IamCloud,
+  flags: Record<string, string | undefined>,
+): Promise<IamInputs> {
+  const given = Object.fromEntries(
+    Object.entries(flags).filter((e): e is [string, string] => typeof e[1] === 'string' && e[1] !== ''),
+  );
   if (given.zone && !given.region) {
     const region = regionOfZone(cloud, given.zone);
     if (region) given.region = region;
   }
   const { provider, section, problem } = await configSection(workspaceDir);
-  const fromConfig = provider === cloud ? Object.fromEntries(Object.entries(section).filter(([, v]) => v !== '' && v !== undefined)) : {};
+  const fromConfig =
+    provider === cloud
+      ? Object.fromEntries(Object.entries(section).filter(([, v]) => v !== '' && v !== undefined))
+      : {};
   return { providerConfig: { ...fromConfig, ...given }, given, configProvider: provider, configProblem: problem };
 }
 
@@ -93,7 +118,9 @@ export async function resolveIamInputs(workspaceDir: string, cloud: IamCloud, fl
  * The provider section of the workspace's config, read leniently: a missing or broken config gives no defaults
  * (the command warns about a broken one; `--update-config` refuses it, naming the line).
  */
-async function configSection(workspaceDir: string): Promise<{ provider?: string; section: Record<string, unknown>; problem?: string }> {
+async function configSection(
+  workspaceDir: string,
+): Promise<{ provider?: string; section: Record<string, unknown>; problem?: string }> {
   try {
     await fs.access(path.join(workspaceDir, CONFIG_FILE));
   } catch {
@@ -103,7 +130,10 @@ async function configSection(workspaceDir: string): Promise<{ provider?: string;
   try {
     const config = await loadConfig(workspaceDir, { allowIncomplete: true });
     const provider = providerOf(config);
-    return { provider, section: { ...((config.provider as Record<string, Record<string, unknown> | undefined>)[provider] ?? {}) } };
+    return {
+      provider,
+      section: { ...((config.provider as Record<string, Record<string, unknown> | undefined>)[provider] ?? {}) },
+    };
   } catch (err) {
     return { section: {}, problem: (err as Error).message };
   }

@@ -42,9 +42,18 @@ export async function fetchMeasurements(options: FetchMeasurementsOptions): Prom
   const signed = options.url
     ? await loadMeasurementsFromUrls(config, options.url, options.signatureUrl ?? `${options.url}.sig`, options)
     : await loadImageMeasurements(config, config.image, options);
-  log.info('measurements verified', { version: signed.version, variant: signed.variant, source: signed.source, key: signed.key.fingerprint });
+  log.info('measurements verified', {
+    version: signed.version,
+    variant: signed.variant,
+    source: signed.source,
+    key: signed.key.fingerprint,
+  });
   const before = JSON.stringify(config);
-  const after = await editConfig(workspaceDir, { measurements: signed.measurements, replaceMeasurements: true, allowIncomplete: true });
+  const after = await editConfig(workspaceDir, {
+    measurements: signed.measurements,
+    replaceMeasurements: true,
+    allowIncomplete: true,
+  });
   const changed = JSON.stringify(after) !== before;
   log.info(changed ? 'measurements written to the config' : 'the config had these measurements already');
   return {

@@ -58,14 +58,18 @@ export interface AvailableImage {
 
 /** The key an image's measurements must verify with, for this config (see the module header). */
 export async function trustedMeasurementsKey(config: Config, options: ImageSourceOptions = {}): Promise<TrustedKey> {
-  if (config.measurementsSigningKey) return trustedKeyFromPem(config.measurementsSigningKey, "the config's measurementsSigningKey");
+  if (config.measurementsSigningKey)
+    return trustedKeyFromPem(config.measurementsSigningKey, "the config's measurementsSigningKey");
   if (providerOf(config) !== 'local' && providerOf(config) !== 'qemu') return releaseKey();
   const store = new LocalImageStore({ userConfigDir: options.userConfigDir });
   const key = await store.publicKey();
   if (!key) {
-    throw new UserError(`There is no local image key yet (${store.keyFiles.publicKeyFile}): no local image was made by this user.`, {
-      hint: '`constellation mini image create <version>` makes an image of the current build, and the key with the first one.',
-    });
+    throw new UserError(
+      `There is no local image key yet (${store.keyFiles.publicKeyFile}): no local image was made by this user.`,
+      {
+        hint: '`constellation mini image create <version>` makes an image of the current build, and the key with the first one.',
+      },
+    );
   }
   return key;
 }
@@ -75,14 +79,21 @@ export async function trustedMeasurementsKey(config: Config, options: ImageSourc
  * the cloud image reference the index gives for it), verified for the config's attestation variant with the
  * config's key. Throws a UserError when they cannot be found, read or verified.
  */
-export async function loadImageMeasurements(config: Config, version: string, options: ImageSourceOptions = {}): Promise<VerifiedImageMeasurements> {
+export async function loadImageMeasurements(
+  config: Config,
+  version: string,
+  options: ImageSourceOptions = {},
+): Promise<VerifiedImageMeasurements> {
   const variant = attestationVariantOf(config);
   const key = await trustedMeasurementsKey(config, options);
   if (providerOf(config) === 'local') {
     if (version === LOCAL_BUILD_IMAGE) {
-      throw new UserError(`Image "${LOCAL_BUILD_IMAGE}" is the current build: it has no signed measurements (create measures it).`, {
-        hint: '`constellation mini image create <version>` makes a versioned image with signed measurements; set `image` to that version.',
-      });
+      throw new UserError(
+        `Image "${LOCAL_BUILD_IMAGE}" is the current build: it has no signed measurements (create measures it).`,
+        {
+          hint: '`constellation mini image create <version>` makes a versioned image with signed measurements; set `image` to that version.',
+        },
+      );
     }
     const store = new LocalImageStore({ userConfigDir: options.userConfigDir });
     const signed = await store.measurements(version, key);
@@ -95,13 +106,22 @@ export async function loadImageMeasurements(config: Config, version: string, opt
     return { ...signed, image: version, source: image.measurementsFile, key };
   }
   const entries = await readIndex(options);
-  const entry = pickEntry(entries.filter((e) => e.version === version || e.image === version), variant);
+  const entry = pickEntry(
+    entries.filter((e) => e.version === version || e.image === version),
+    variant,
+  );
   if (!entry) {
     throw new UserError(`The version index ${displayUrl(indexUrl(options))} has no image ${version} for ${variant}.`, {
       hint: '`constellation upgrade check --index <url>` lists the images it has.',
     });
   }
-  const signed = await fetchSigned(entry.measurementsUrl, entry.signatureUrl, key, { version: entry.version, variant }, options);
+  const signed = await fetchSigned(
+    entry.measurementsUrl,
+    entry.signatureUrl,
+    key,
+    { version: entry.version, variant },
+    options,
+  );
   return { ...signed, image: entry.image };
 }
 
@@ -110,7 +130,10 @@ export async function loadImageMeasurements(config: Config, version: string, opt
  * image (every PCR, its value and whether it only warns), verified with the config's key. The local provider's
  * current build (`local`) has none: its nodes are measured by the CLI itself (undefined).
  */
-export async function verifyConfiguredMeasurements(config: Config, options: ImageSourceOptions = {}): Promise<VerifiedImageMeasurements | undefined> {
+export async function verifyConfiguredMeasurements(
+  config: Config,
+  options: ImageSourceOptions = {},
+): Promise<VerifiedImageMeasurements | undefined> {
   if (providerOf(config) === 'local' && config.image === LOCAL_BUILD_IMAGE) return undefined;
   const signed = await loadImageMeasurements(config, config.image, options);
   const configured = measurementsOf(config);
@@ -121,18 +144,32 @@ export async function verifyConfiguredMeasurements(config: Config, options: Imag
     return `PCR ${index} has warnOnly ${configured[String(index)].warnOnly}, signed ${warnOnly}`;
   });
   if (differences.length > 0) {
-    throw new UserError(`The config's measurements are not the signed measurements of image ${config.image} (${signed.source}): ${differences.join('; ')}.`, {
-      hint: '`constellation config fetch-measurements` writes the signed measurements of the config\'s image into the config (`constellation upgrade check --update-config` does it with the image). Nothing was changed.',
-    });
+    throw new UserError(
+      `The config's measurements are not the signed measurements of image ${config.image} (${signed.source}): ${differences.join('; ')}.`,
+      {
+        hint: "`constellation config fetch-measurements` writes the signed measurements of the config's image into the config (`constellation upgrade check --update-config` does it with the image). Nothing was changed.",
+      },
+    );
   }
   return signed;
 }
 
 /** The signed measurements at the given URLs (or paths), verified for the config's variant with the config's key. */
-export async function loadMeasurementsFromUrls(config: Config, measurementsUrl: string, signatureUrl: string, options: ImageSourceOptions = {}): Promise<VerifiedImageMeasurements> {
+export async function loadMeasurementsFromUrls(
+  config: Config,
+  measurementsUrl: string,
+  signatureUrl: string,
+  options: ImageSourceOptions = {},
+): Promise<VerifiedImageMeasurements> {
   const key = await trustedMeasurementsKey(config, options);
   const cwd = options.read?.cwd;
-  const signed = await fetchSigned(toUrl(measurementsUrl, cwd), toUrl(signatureUrl, cwd), key, { variant: attestationVariantOf(config) }, options);
+  const signed = await fetchSigned(
+    toUrl(measurementsUrl, cwd),
+    toUrl(signatureUrl, cwd),
+    key,
+    { variant: attestationVariantOf(config) },
+    options,
+  );
   return { ...signed, image: signed.version };
 }
 
@@ -140,7 +177,10 @@ export async function loadMeasurementsFromUrls(config: Config, measurementsUrl: 
  * Every image the config could move to, each verified (or with its refusal), oldest first: the user's local images
  * for the local provider, the index's images of the config's variant for clouds.
  */
-export async function availableImages(config: Config, options: ImageSourceOptions = {}): Promise<{ images: AvailableImage[]; key: TrustedKey; index?: IndexedImage[] }> {
+export async function availableImages(
+  config: Config,
+  options: ImageSourceOptions = {},
+): Promise<{ images: AvailableImage[]; key: TrustedKey; index?: IndexedImage[] }> {
   const key = await trustedMeasurementsKey(config, options);
   const variant = attestationVariantOf(config);
   const refusal = (err: unknown) => (err instanceof UserError ? err.message : `${(err as Error).message}`);
@@ -151,7 +191,12 @@ export async function availableImages(config: Config, options: ImageSourceOption
     images = await Promise.all(
       (await store.list()).map(async ({ version, dir }) => {
         try {
-          return { version, image: version, source: dir, measurements: (await store.measurements(version, key)).measurements };
+          return {
+            version,
+            image: version,
+            source: dir,
+            measurements: (await store.measurements(version, key)).measurements,
+          };
         } catch (err) {
           return { version, image: version, source: dir, refused: refusal(err) };
         }
@@ -162,12 +207,25 @@ export async function availableImages(config: Config, options: ImageSourceOption
   } else {
     index = await readIndex(options);
     const versions = [...new Set(index.map((e) => e.version))];
-    const entries = versions.map((v) => pickEntry(index!.filter((e) => e.version === v), variant)).filter((e): e is IndexedImage => e !== undefined);
+    const entries = versions
+      .map((v) =>
+        pickEntry(
+          index!.filter((e) => e.version === v),
+          variant,
+        ),
+      )
+      .filter((e): e is IndexedImage => e !== undefined);
     images = await Promise.all(
       entries.map(async (entry) => {
         const source = displayUrl(entry.measurementsUrl);
         try {
-          const signed = await fetchSigned(entry.measurementsUrl, entry.signatureUrl, key, { version: entry.version, variant }, options);
+          const signed = await fetchSigned(
+            entry.measurementsUrl,
+            entry.signatureUrl,
+            key,
+            { version: entry.version, variant },
+            options,
+          );
           return { version: entry.version, image: entry.image, source, measurements: signed.measurements };
         } catch (err) {
           return { version: entry.version, image: entry.image, source, refused: refusal(err) };
@@ -175,7 +233,11 @@ export async function availableImages(config: Config, options: ImageSourceOption
       }),
     );
   }
-  return { images: images.sort((a, b) => compareImageVersions(a.version, b.version)), key, ...(index ? { index } : {}) };
+  return {
+    images: images.sort((a, b) => compareImageVersions(a.version, b.version)),
+    key,
+    ...(index ? { index } : {}),
+  };
 }
 
 /**
@@ -183,10 +245,13 @@ export async function availableImages(config: Config, options: ImageSourceOption
  * the config's image when it is a folder (`image` the folder as the config names it, the version of the image in it).
  */
 async function qemuImages(config: Config, key: TrustedKey, options: ImageSourceOptions): Promise<AvailableImage[]> {
-  const { isImagePath, loadQemuImageMeasurements, qemuImagesDir, qemuImageVersionIn, resolveQemuImage } = await import('../../providers/qemu/image.js');
+  const { isImagePath, loadQemuImageMeasurements, qemuImagesDir, qemuImageVersionIn, resolveQemuImage } =
+    await import('../../providers/qemu/image.js');
   const { isImageVersion } = await import('../../lib/config/image-version.js');
   const store = qemuImagesDir(options.userConfigDir);
-  const names = (await fs.readdir(store, { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory() && isImageVersion(e.name)).map((e) => e.name);
+  const names = (await fs.readdir(store, { withFileTypes: true }).catch(() => []))
+    .filter((e) => e.isDirectory() && isImageVersion(e.name))
+    .map((e) => e.name);
   const candidates = names.map((version) => ({ version, image: version }));
   if (isImagePath(config.image)) {
     const dir = path.resolve(options.baseDir ?? process.cwd(), config.image);
@@ -194,12 +259,27 @@ async function qemuImages(config: Config, key: TrustedKey, options: ImageSourceO
   }
   return Promise.all(
     candidates.map(async ({ version, image }) => {
-      const source = isImagePath(image) ? path.resolve(options.baseDir ?? process.cwd(), image) : path.join(store, image);
+      const source = isImagePath(image)
+        ? path.resolve(options.baseDir ?? process.cwd(), image)
+        : path.join(store, image);
       try {
-        const resolved = await resolveQemuImage(image, { userConfigDir: options.userConfigDir, baseDir: options.baseDir });
-        return { version, image, source: resolved.measurementsFile, measurements: (await loadQemuImageMeasurements(resolved, key)).measurements };
+        const resolved = await resolveQemuImage(image, {
+          userConfigDir: options.userConfigDir,
+          baseDir: options.baseDir,
+        });
+        return {
+          version,
+          image,
+          source: resolved.measurementsFile,
+          measurements: (await loadQemuImageMeasurements(resolved, key)).measurements,
+        };
       } catch (err) {
-        return { version, image, source, refused: err instanceof UserError ? err.message : `${(err as Error).message}` };
+        return {
+          version,
+          image,
+          source,
+          refused: err instanceof UserError ? err.message : `${(err as Error).message}`,
+        };
       }
     }),
   );
@@ -231,7 +311,10 @@ async function fetchSigned(
   expect: { version?: string; variant: SignedMeasurements['variant'] },
   options: ImageSourceOptions,
 ): Promise<SignedMeasurements & { source: string; key: TrustedKey }> {
-  const [file, signature] = await Promise.all([readUrl(measurementsUrl, options.read), readUrl(signatureUrl, options.read)]);
+  const [file, signature] = await Promise.all([
+    readUrl(measurementsUrl, options.read),
+    readUrl(signatureUrl, options.read),
+  ]);
   const source = displayUrl(measurementsUrl);
   return { ...verifyMeasurementsFile({ file, signature, key, source, expect }), source, key };
 }

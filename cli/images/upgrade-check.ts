@@ -62,8 +62,13 @@ export async function upgradeCheck(options: UpgradeCheckOptions): Promise<Upgrad
   const reports: ImageReport[] = images.map((img) => {
     // Only numbered versions are newer or older: a name like "test-build" is shown apart, never recommended.
     const ordered = currentVersion !== undefined && isNumberedVersion(img.version) && isNumberedVersion(currentVersion);
-    const relation = !ordered ? (img.version === currentVersion ? 'current' : 'unordered') : relationOf(compareImageVersions(img.version, currentVersion!));
-    if (!img.measurements) return { version: img.version, image: img.image, source: img.source, relation, refused: img.refused };
+    const relation = !ordered
+      ? img.version === currentVersion
+        ? 'current'
+        : 'unordered'
+      : relationOf(compareImageVersions(img.version, currentVersion!));
+    if (!img.measurements)
+      return { version: img.version, image: img.image, source: img.source, relation, refused: img.refused };
     return {
       version: img.version,
       image: img.image,
@@ -79,7 +84,11 @@ export async function upgradeCheck(options: UpgradeCheckOptions): Promise<Upgrad
 
   let configUpdated = false;
   if (options.updateConfig && upgrade) {
-    await editConfig(workspaceDir, { image: upgrade.image, measurements: upgrade.measurements, replaceMeasurements: true });
+    await editConfig(workspaceDir, {
+      image: upgrade.image,
+      measurements: upgrade.measurements,
+      replaceMeasurements: true,
+    });
     configUpdated = true;
     log.info('config updated to the smallest upgrade', { image: upgrade.image, version: upgrade.version });
   }

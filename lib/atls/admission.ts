@@ -60,10 +60,14 @@ export class ExchangeAdmission {
     const { maxConcurrent, maxPerPeer } = this.limits;
     const fromPeer = this.perPeer.get(address) ?? 0;
     if (fromPeer >= maxPerPeer) {
-      return { refused: `the ${this.what} is busy: ${fromPeer} calls from ${address} are in progress, at most ${maxPerPeer} are served at once per address; try again later` };
+      return {
+        refused: `the ${this.what} is busy: ${fromPeer} calls from ${address} are in progress, at most ${maxPerPeer} are served at once per address; try again later`,
+      };
     }
     if (this.active >= maxConcurrent) {
-      return { refused: `the ${this.what} is busy: ${this.active} calls are in progress, at most ${maxConcurrent} are served at once; try again later` };
+      return {
+        refused: `the ${this.what} is busy: ${this.active} calls are in progress, at most ${maxConcurrent} are served at once; try again later`,
+      };
     }
     this.active++;
     this.perPeer.set(address, fromPeer + 1);
@@ -107,7 +111,11 @@ export function admitCalls(
   const wrapped: UntypedServiceImplementation = {};
   for (const [name, handler] of Object.entries(implementation)) {
     const definition = service[name];
-    wrapped[name] = (definition?.requestStream ? admitStream(handler as never, admission, logger) : admitUnary(handler as never, admission, logger)) as never;
+    wrapped[name] = (
+      definition?.requestStream
+        ? admitStream(handler as never, admission, logger)
+        : admitUnary(handler as never, admission, logger)
+    ) as never;
   }
   return wrapped;
 }
@@ -137,15 +145,24 @@ function admitStream(handler: (call: StreamCall) => void, admission: ExchangeAdm
     // ours would start the stream flowing before the handler listens, and messages could pass unseen.
     const on = call.on.bind(call);
     call.on = (event: string, listener: (...args: unknown[]) => void) =>
-      on(event, event === 'data' ? (...args: unknown[]) => {
-        clearTimeout(idle);
-        listener(...args);
-      } : listener);
+      on(
+        event,
+        event === 'data'
+          ? (...args: unknown[]) => {
+              clearTimeout(idle);
+              listener(...args);
+            }
+          : listener,
+      );
     handler(call);
   };
 }
 
-function admitUnary(handler: (call: UnaryCall, callback: Callback) => void, admission: ExchangeAdmission, logger: Logger) {
+function admitUnary(
+  handler: (call: UnaryCall, callback: Callback) => void,
+  admission: ExchangeAdmission,
+  logger: Logger,
+) {
   return (call: UnaryCall, callback: Callback) => {
     const address = peerAddress(call.getPeer());
     const slot = admission.admit(address);

@@ -107,12 +107,19 @@ export class AtlsChannel<Out, In> {
    * The next message, which must be of one of the expected kinds. A Failure is thrown as PeerFailureError
    * (unless 'failure' is expected); anything else unexpected, a closed stream or the timeout is a UserError.
    */
-  async receive<K extends IncomingKind>(expected: readonly K[], what: string, timeoutMs = this.timeoutMs): Promise<Extract<Incoming<In>, { kind: K }>> {
+  async receive<K extends IncomingKind>(
+    expected: readonly K[],
+    what: string,
+    timeoutMs = this.timeoutMs,
+  ): Promise<Extract<Incoming<In>, { kind: K }>> {
     const raw = await this.next(what, timeoutMs);
     const message: Incoming<In> = this.adapter.unwrap(raw) ?? { kind: 'other', value: raw };
-    if ((expected as readonly IncomingKind[]).includes(message.kind)) return message as Extract<Incoming<In>, { kind: K }>;
+    if ((expected as readonly IncomingKind[]).includes(message.kind))
+      return message as Extract<Incoming<In>, { kind: K }>;
     if (message.kind === 'failure') throw new PeerFailureError(this.peer, message.value.message, message.value.log);
-    throw new UserError(`${capitalize(this.peer)} sent an unexpected ${message.kind === 'other' ? 'message' : message.kind} while this side waited for ${what}.`);
+    throw new UserError(
+      `${capitalize(this.peer)} sent an unexpected ${message.kind === 'other' ? 'message' : message.kind} while this side waited for ${what}.`,
+    );
   }
 
   /** Ends this side of the stream (the peer sees end of stream). */

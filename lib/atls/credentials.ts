@@ -20,7 +20,11 @@ export async function createAttestedServerCredentials(): Promise<ServerCredentia
   const { ServerCredentials } = await import('@grpc/grpc-js');
   const { cert, key } = await createSelfSignedCertificate(TLS_SERVER_NAME);
   // No client certificates are asked for, so no CA either (an empty list rather than grpc-js's default bundle).
-  return ServerCredentials.createSsl(Buffer.alloc(0), [{ private_key: Buffer.from(key), cert_chain: Buffer.from(cert) }], false);
+  return ServerCredentials.createSsl(
+    Buffer.alloc(0),
+    [{ private_key: Buffer.from(key), cert_chain: Buffer.from(cert) }],
+    false,
+  );
 }
 
 /** Client credentials that accept the server's self-signed certificate (see the module header for why). */
@@ -29,10 +33,16 @@ export async function createAttestedClientCredentials(): Promise<ChannelCredenti
   clientContext ??= createSecureContext({ ca: [] });
   // A new checkServerIdentity per call keeps grpc-js from treating two clients' credentials as equal, so no two
   // clients share a connection (as with createSsl, which this replaces).
-  return credentials.createFromSecureContext(clientContext, { rejectUnauthorized: false, checkServerIdentity: () => undefined });
+  return credentials.createFromSecureContext(clientContext, {
+    rejectUnauthorized: false,
+    checkServerIdentity: () => undefined,
+  });
 }
 
 let clientContext: SecureContext | undefined;
 
 /** Channel options to pass with createAttestedClientCredentials(); no channelz (nothing reads it: per-call bookkeeping only). */
-export const attestedChannelOptions: ChannelOptions = { 'grpc.ssl_target_name_override': TLS_SERVER_NAME, 'grpc.enable_channelz': 0 };
+export const attestedChannelOptions: ChannelOptions = {
+  'grpc.ssl_target_name_override': TLS_SERVER_NAME,
+  'grpc.enable_channelz': 0,
+};

@@ -20,7 +20,9 @@ const documentSchema = z.object({
 export function parseAttestationDocument(json: Uint8Array | string): AttestationDocument {
   const size = typeof json === 'string' ? Buffer.byteLength(json) : json.length;
   if (size > MAX_DOCUMENT_BYTES) {
-    throw new AttestationError(`The attestation document is ${formatSize(size)}; the limit is ${formatSize(MAX_DOCUMENT_BYTES)}.`);
+    throw new AttestationError(
+      `The attestation document is ${formatSize(size)}; the limit is ${formatSize(MAX_DOCUMENT_BYTES)}.`,
+    );
   }
   let value: unknown;
   try {

@@ -17,7 +17,13 @@
  * each returns a session whose channel carries the rest of the service's conversation.
  */
 import { randomBytes as nodeRandomBytes } from 'node:crypto';
-import { AttestationError, type AttestationDocument, type Issuer, type ValidationResult, type Validator } from '../attestation/types.js';
+import {
+  AttestationError,
+  type AttestationDocument,
+  type Issuer,
+  type ValidationResult,
+  type Validator,
+} from '../attestation/types.js';
 import { UserError } from '../errors.js';
 import { AtlsChannel, PeerFailureError, type DuplexStream, type WireAdapter } from './channel.js';
 import { parseAttestationDocument } from './document.js';
@@ -141,7 +147,13 @@ export async function attestedClient<Out, In>(
  */
 export async function checkEvidence(
   evidence: { document: Uint8Array; publicKey: Uint8Array },
-  expected: { validator: Validator; purpose: Purpose; nonce: Uint8Array; verifierPublicKey?: Uint8Array; bound?: BoundFields },
+  expected: {
+    validator: Validator;
+    purpose: Purpose;
+    nonce: Uint8Array;
+    verifierPublicKey?: Uint8Array;
+    bound?: BoundFields;
+  },
 ): Promise<VerifiedPeer> {
   // The verify service has no ephemeral key (nothing is sealed); every other purpose must bring a valid one.
   if (expected.purpose !== 'verify') checkPublicKey(evidence.publicKey);
@@ -162,17 +174,30 @@ export async function checkEvidence(
   return { document, result, publicKey: new Uint8Array(evidence.publicKey) };
 }
 
-async function verifyAndSeal<Out, In>(channel: AtlsChannel<Out, In>, options: VerifierOptions, bound: BoundFields): Promise<VerifierSession<Out, In>> {
+async function verifyAndSeal<Out, In>(
+  channel: AtlsChannel<Out, In>,
+  options: VerifierOptions,
+  bound: BoundFields,
+): Promise<VerifierSession<Out, In>> {
   const nonce = (options.randomBytes ?? nodeRandomBytes)(NONCE_LENGTH);
   const binding: ExchangeBinding = { purpose: options.purpose, nonce };
   try {
     const own = options.expectReply ? generateEphemeralKeyPair() : undefined;
     const verifierPublicKey = own?.publicKey ?? new Uint8Array(0);
-    channel.send({ kind: 'challenge', value: { nonce: Buffer.from(nonce), verifierPublicKey: Buffer.from(verifierPublicKey) } });
+    channel.send({
+      kind: 'challenge',
+      value: { nonce: Buffer.from(nonce), verifierPublicKey: Buffer.from(verifierPublicKey) },
+    });
     // The sealing key is made while the evidence is on its way; it seals this exchange's one message.
     const sealingKey = generateEphemeralKeyPair();
     const evidence = (await channel.receive(['evidence'], 'the attestation evidence')).value;
-    const peer = await checkEvidence(evidence, { validator: options.validator, purpose: options.purpose, nonce, verifierPublicKey, bound });
+    const peer = await checkEvidence(evidence, {
+      validator: options.validator,
+      purpose: options.purpose,
+      nonce,
+      verifierPublicKey,
+      bound,
+    });
     const jwe = seal(await options.secrets(peer), peer.publicKey, binding, sealingKey);
     channel.send({ kind: 'sealed', value: { jwe } });
     return {
@@ -185,26 +210,42 @@ async function verifyAndSeal<Out, In>(channel: AtlsChannel<Out, In>, options: Ve
       },
     };
   } catch (err) {
-    if (!(err instanceof PeerFailureError)) channel.fail(err instanceof AttestationError ? `attestation rejected: ${err.message}` : reasonOf(err));
+    if (!(err instanceof PeerFailureError))
+      channel.fail(err instanceof AttestationError ? `attestation rejected: ${err.message}` : reasonOf(err));
     throw err;
   }
 }
 
-async function attestAndReceive<Out, In>(channel: AtlsChannel<Out, In>, options: AttestedOptions): Promise<AttestedSession<Out, In>> {
+async function attestAndReceive<Out, In>(
+  channel: AtlsChannel<Out, In>,
+  options: AttestedOptions,
+): Promise<AttestedSession<Out, In>> {
   try {
     // Made while the challenge is on its way: a fresh key for this exchange alone, off the critical path.
     const keys = generateEphemeralKeyPair();
     const challenge = (await channel.receive(['challenge'], 'the challenge')).value;
     if (challenge.nonce.length !== NONCE_LENGTH) {
-      throw new UserError(`The verifier sent a ${challenge.nonce.length}-byte nonce; a fresh ${NONCE_LENGTH}-byte nonce is required.`);
+      throw new UserError(
+        `The verifier sent a ${challenge.nonce.length}-byte nonce; a fresh ${NONCE_LENGTH}-byte nonce is required.`,
+      );
     }
     const verifierPublicKey = new Uint8Array(challenge.verifierPublicKey);
     if (verifierPublicKey.length > 0) checkPublicKey(verifierPublicKey);
     const binding: ExchangeBinding = { purpose: options.purpose, nonce: new Uint8Array(challenge.nonce) };
-    const userData = attestedUserData({ purpose: options.purpose, publicKey: keys.publicKey, verifierPublicKey, bound: options.bound });
+    const userData = attestedUserData({
+      purpose: options.purpose,
+      publicKey: keys.publicKey,
+      verifierPublicKey,
+      bound: options.bound,
+    });
     const document = await options.issuer.issue(userData, binding.nonce);
-    channel.send({ kind: 'evidence', value: { document: Buffer.from(JSON.stringify(document)), publicKey: Buffer.from(keys.publicKey) } });
-    const sealed = (await channel.receive(['sealed'], 'the sealed secrets (a verifier that rejects this attestation sends none)')).value;
+    channel.send({
+      kind: 'evidence',
+      value: { document: Buffer.from(JSON.stringify(document)), publicKey: Buffer.from(keys.publicKey) },
+    });
+    const sealed = (
+      await channel.receive(['sealed'], 'the sealed secrets (a verifier that rejects this attestation sends none)')
+    ).value;
     const secrets = unseal(sealed.jwe, keys.privateKey, binding);
     return {
       secrets,
@@ -212,7 +253,8 @@ async function attestAndReceive<Out, In>(channel: AtlsChannel<Out, In>, options:
       binding,
       channel,
       sealToVerifier: async (plaintext) => {
-        if (verifierPublicKey.length === 0) throw new UserError('The verifier sent no public key, so nothing can be sealed back to it.');
+        if (verifierPublicKey.length === 0)
+          throw new UserError('The verifier sent no public key, so nothing can be sealed back to it.');
         return seal(plaintext, verifierPublicKey, binding);
       },
     };

@@ -42,7 +42,12 @@ interface ProtectedHeader {
  * Seals `plaintext` to the recipient's public key. `ephemeral` is the sender's key for this one message (a
  * verifier makes it while it waits for the evidence); it must never be used for another.
  */
-export function seal(plaintext: Uint8Array, recipientPublicKey: Uint8Array, binding: ExchangeBinding, ephemeral: EphemeralKeyPair = generateEphemeralKeyPair()): string {
+export function seal(
+  plaintext: Uint8Array,
+  recipientPublicKey: Uint8Array,
+  binding: ExchangeBinding,
+  ephemeral: EphemeralKeyPair = generateEphemeralKeyPair(),
+): string {
   const z = sharedSecret(ephemeral.privateKey, recipientPublicKey);
   const apu = Buffer.from(binding.purpose, 'utf8');
   const apv = Buffer.from(binding.nonce);
@@ -76,14 +81,23 @@ export function unseal(jwe: string, privateKey: EcdhPrivateKey, binding: Exchang
   const iv = Buffer.from(ivPart, 'base64url');
   const tag = Buffer.from(tagPart, 'base64url');
   if (iv.length !== IV_LENGTH || tag.length !== TAG_LENGTH) throw unopenable('its IV or tag has the wrong size');
-  const epk = Buffer.concat([Buffer.of(0x04), Buffer.from(header.epk.x, 'base64url'), Buffer.from(header.epk.y, 'base64url')]);
+  const epk = Buffer.concat([
+    Buffer.of(0x04),
+    Buffer.from(header.epk.x, 'base64url'),
+    Buffer.from(header.epk.y, 'base64url'),
+  ]);
   let cek: Buffer | undefined;
   try {
     cek = contentKey(sharedSecret(privateKey, epk), apu, apv);
-    const decipher = createDecipheriv('aes-256-gcm', cek, iv).setAAD(Buffer.from(encodedHeader, 'ascii')).setAuthTag(tag);
+    const decipher = createDecipheriv('aes-256-gcm', cek, iv)
+      .setAAD(Buffer.from(encodedHeader, 'ascii'))
+      .setAuthTag(tag);
     return new Uint8Array(Buffer.concat([decipher.update(Buffer.from(ciphertextPart, 'base64url')), decipher.final()]));
   } catch (cause) {
-    throw new UserError("The sealed message could not be opened: it was not sealed to this exchange's key or was altered.", { cause });
+    throw new UserError(
+      "The sealed message could not be opened: it was not sealed to this exchange's key or was altered.",
+      { cause },
+    );
   } finally {
     cek?.fill(0);
   }
@@ -118,8 +132,17 @@ function parseHeader(encoded: string): ProtectedHeader {
   if (h.alg !== ALG || h.enc !== ENC) throw unopenable(`it is not ${ALG} with ${ENC}`);
   if (h.crit !== undefined || h.zip !== undefined) throw unopenable('its header asks for an extension or compression');
   const epk = h.epk as (Partial<ProtectedHeader['epk']> & { d?: unknown }) | undefined;
-  const coordinate = (v: unknown) => typeof v === 'string' && BASE64URL.test(v) && Buffer.from(v, 'base64url').length === COORDINATE_LENGTH;
-  if (typeof epk !== 'object' || epk === null || epk.kty !== 'EC' || epk.crv !== 'P-256' || epk.d !== undefined || !coordinate(epk.x) || !coordinate(epk.y)) {
+  const coordinate = (v: unknown) =>
+    typeof v === 'string' && BASE64URL.test(v) && Buffer.from(v, 'base64url').length === COORDINATE_LENGTH;
+  if (
+    typeof epk !== 'object' ||
+    epk === null ||
+    epk.kty !== 'EC' ||
+    epk.crv !== 'P-256' ||
+    epk.d !== undefined ||
+    !coordinate(epk.x) ||
+    !coordinate(epk.y)
+  ) {
     throw unopenable('its ephemeral key is not a public P-256 key');
   }
   if (typeof h.apu !== 'string' || typeof h.apv !== 'string') throw new UserError(ANOTHER_EXCHANGE);

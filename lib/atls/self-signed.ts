@@ -17,7 +17,11 @@ export interface SelfSignedCertificate {
 
 const generateEcKeyPair = promisify(generateKeyPair);
 
-export async function createSelfSignedCertificate(commonName: string, now: Date = new Date(), validDays = 365): Promise<SelfSignedCertificate> {
+export async function createSelfSignedCertificate(
+  commonName: string,
+  now: Date = new Date(),
+  validDays = 365,
+): Promise<SelfSignedCertificate> {
   const { publicKey, privateKey } = await generateEcKeyPair('ec', { namedCurve: 'P-256' });
   const der = issueCertificate(
     {

@@ -58,7 +58,12 @@ export async function startAttestedServer(options: AttestedServerOptions): Promi
   const port = await new Promise<number>((resolve, reject) => {
     server.bindAsync(target, credentials, (err, bound) =>
       err
-        ? reject(new UserError(`The ${options.what} cannot listen on ${target}: ${err.message}`, { hint: 'Is another process using the port?', cause: err }))
+        ? reject(
+            new UserError(`The ${options.what} cannot listen on ${target}: ${err.message}`, {
+              hint: 'Is another process using the port?',
+              cause: err,
+            }),
+          )
         : resolve(bound),
     );
   });

@@ -4,7 +4,11 @@
  * (and, through PCR 15, that it belongs to this cluster).
  */
 import type { ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
-import type { GetAttestationRequest, GetAttestationResponse, VerifyServer } from '../../proto/gen/constellation/verify.js';
+import type {
+  GetAttestationRequest,
+  GetAttestationResponse,
+  VerifyServer,
+} from '../../proto/gen/constellation/verify.js';
 import type { Issuer, Validator } from '../attestation/types.js';
 import { UserError } from '../errors.js';
 import { attestedChannelOptions, createAttestedClientCredentials } from './credentials.js';
@@ -19,7 +23,10 @@ export function verifyUserData(nonce: Uint8Array): Uint8Array {
 /** The server side's GetAttestation handler, answering with a document from `issuer` (GetStatus is the bootstrapper's). */
 export function createVerifyHandler(issuer: Issuer): Pick<VerifyServer, 'getAttestation'> {
   return {
-    getAttestation(call: ServerUnaryCall<GetAttestationRequest, GetAttestationResponse>, callback: sendUnaryData<GetAttestationResponse>) {
+    getAttestation(
+      call: ServerUnaryCall<GetAttestationRequest, GetAttestationResponse>,
+      callback: sendUnaryData<GetAttestationResponse>,
+    ) {
       const { nonce } = call.request;
       if (nonce.length !== NONCE_LENGTH) {
         // 3 = INVALID_ARGUMENT
@@ -29,7 +36,11 @@ export function createVerifyHandler(issuer: Issuer): Pick<VerifyServer, 'getAtte
       issuer.issue(verifyUserData(nonce), nonce).then(
         (document) => callback(null, { document: Buffer.from(JSON.stringify(document)) }),
         // 13 = INTERNAL. A UserError's message is meant to be shown; anything else stays on the node.
-        (err: unknown) => callback({ code: 13, details: err instanceof UserError ? err.message : 'the node could not make an attestation document' }),
+        (err: unknown) =>
+          callback({
+            code: 13,
+            details: err instanceof UserError ? err.message : 'the node could not make an attestation document',
+          }),
       );
     },
   };
@@ -43,7 +54,10 @@ export interface VerifyRequestOptions {
 }
 
 /** The client side: asks the verify service at `address` (host:port) for a document and validates it. */
-export async function requestVerifiedAttestation(address: string, options: VerifyRequestOptions): Promise<VerifiedPeer & { nonce: Uint8Array }> {
+export async function requestVerifiedAttestation(
+  address: string,
+  options: VerifyRequestOptions,
+): Promise<VerifiedPeer & { nonce: Uint8Array }> {
   const [{ VerifyClient }, { Metadata }, { randomBytes }] = await Promise.all([
     import('../../proto/gen/constellation/verify.js'),
     import('@grpc/grpc-js'),
@@ -59,10 +73,12 @@ export async function requestVerifiedAttestation(address: string, options: Verif
         { deadline: Date.now() + (options.timeoutMs ?? 30_000) },
         (err, res) => {
           if (err) {
-            reject(new UserError(`The verify service at ${address} did not answer: ${err.details || err.message}`, {
-              hint: 'Check the address (the verify service listens on port 30081) and that the node runs.',
-              cause: err,
-            }));
+            reject(
+              new UserError(`The verify service at ${address} did not answer: ${err.details || err.message}`, {
+                hint: 'Check the address (the verify service listens on port 30081) and that the node runs.',
+                cause: err,
+              }),
+            );
           } else resolve(res);
         },
       );

@@ -35,7 +35,8 @@ export function readCertificate(der: Uint8Array | string, what: string): ReadCer
   }
   const notBefore = Date.parse(cert.validFrom);
   const notAfter = Date.parse(cert.validTo);
-  if (Number.isNaN(notBefore) || Number.isNaN(notAfter)) throw new CertificateError(`${what} has a validity date that cannot be read`);
+  if (Number.isNaN(notBefore) || Number.isNaN(notAfter))
+    throw new CertificateError(`${what} has a validity date that cannot be read`);
   return { cert, publicKey, notBefore, notAfter };
 }
 

@@ -28,12 +28,20 @@ export function akReportData(akPublic: Uint8Array): Uint8Array {
 }
 
 export function pem(der: Uint8Array): string {
-  const b64 = Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n').replace(/\n$/, '');
+  const b64 = Buffer.from(der)
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n')
+    .replace(/\n$/, '');
   return `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----\n`;
 }
 
 /** The SNP fields of instanceInfo (see snpEvidenceFields in ./variants/cloud-common.ts). */
-export function snpInstanceFields(evidence: SnpEvidence): { attestationReport: string; vcek?: string; vlek?: string; certChain?: string } {
+export function snpInstanceFields(evidence: SnpEvidence): {
+  attestationReport: string;
+  vcek?: string;
+  vlek?: string;
+  certChain?: string;
+} {
   const { vcek, vlek, ask, ark } = evidence.certs;
   return {
     attestationReport: Buffer.from(evidence.report).toString('base64'),
@@ -48,7 +56,15 @@ export function snpInstanceFields(evidence: SnpEvidence): { attestationReport: s
  * 1024-byte TDX TD report), then the IGVM request data: size, version, report type (2 SNP, 4 TDX), hash type, the
  * runtime data's size (offset 1232) and the runtime data (offset 1236, JSON holding HCLAkPub).
  */
-export const HCL = { headerSize: 32, teeSlot: 1184, reportTypeOffset: 1224, runtimeSizeOffset: 1232, runtimeOffset: 1236, SNP: 2, TDX: 4 } as const;
+export const HCL = {
+  headerSize: 32,
+  teeSlot: 1184,
+  reportTypeOffset: 1224,
+  runtimeSizeOffset: 1232,
+  runtimeOffset: 1236,
+  SNP: 2,
+  TDX: 4,
+} as const;
 
 export interface HclReport {
   kind: 'snp' | 'tdx';
@@ -60,14 +76,18 @@ export interface HclReport {
 export function parseHclReport(bytes: Uint8Array): HclReport {
   const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
   if (b.length < HCL.runtimeOffset || b.subarray(0, 4).toString('latin1') !== 'HCLA') {
-    throw new UserError(`The vTPM's HCL report is malformed (${b.length} bytes, signature "${b.subarray(0, 4).toString('latin1')}").`, {
-      hint: 'Is this an Azure confidential VM?',
-    });
+    throw new UserError(
+      `The vTPM's HCL report is malformed (${b.length} bytes, signature "${b.subarray(0, 4).toString('latin1')}").`,
+      {
+        hint: 'Is this an Azure confidential VM?',
+      },
+    );
   }
   const type = b.readUInt32LE(HCL.reportTypeOffset);
   if (type !== HCL.SNP && type !== HCL.TDX) throw new UserError(`The vTPM's HCL report is of unknown type ${type}.`);
   const size = b.readUInt32LE(HCL.runtimeSizeOffset);
-  if (HCL.runtimeOffset + size > b.length) throw new UserError('The vTPM\'s HCL report is shorter than its runtime data says.');
+  if (HCL.runtimeOffset + size > b.length)
+    throw new UserError("The vTPM's HCL report is shorter than its runtime data says.");
   const kind = type === HCL.SNP ? 'snp' : 'tdx';
   return {
     kind,

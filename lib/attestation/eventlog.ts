@@ -47,7 +47,10 @@ class LeReader {
     return this.data.length - this.offset;
   }
   private need(n: number): void {
-    if (n > this.remaining) throw new EventLogError(`The event log is truncated at byte ${this.offset} (needs ${n} bytes, has ${this.remaining})`);
+    if (n > this.remaining)
+      throw new EventLogError(
+        `The event log is truncated at byte ${this.offset} (needs ${n} bytes, has ${this.remaining})`,
+      );
   }
   u8(): number {
     this.need(1);
@@ -80,7 +83,9 @@ export function parseEventLog(log: Uint8Array): EventLog {
   const size = r.u32();
   const header = new LeReader(r.bytes(boundedSize(size)));
   if (pcrIndex !== 0 || eventType !== EV_NO_ACTION || text(header.bytes(16)) !== SPEC_ID_SIGNATURE) {
-    throw new EventLogError('The event log does not start with a "Spec ID Event03" header: not a crypto-agile TCG event log');
+    throw new EventLogError(
+      'The event log does not start with a "Spec ID Event03" header: not a crypto-agile TCG event log',
+    );
   }
   const platformClass = header.u32();
   const minor = header.u8();
@@ -100,12 +105,16 @@ export function parseEventLog(log: Uint8Array): EventLog {
     const pcr = r.u32();
     const type = r.u32();
     const n = r.u32();
-    if (n > count) throw new EventLogError(`Event ${events.length + 1} has ${n} digests, the header lists ${count} banks`);
+    if (n > count)
+      throw new EventLogError(`Event ${events.length + 1} has ${n} digests, the header lists ${count} banks`);
     const digests = new Map<number, Uint8Array>();
     for (let i = 0; i < n; i++) {
       const alg = r.u16();
       const digestSize = sizes.get(alg);
-      if (digestSize === undefined) throw new EventLogError(`Event ${events.length + 1} has a digest of ${hashAlgName(alg)}, which the header does not list`);
+      if (digestSize === undefined)
+        throw new EventLogError(
+          `Event ${events.length + 1} has a digest of ${hashAlgName(alg)}, which the header does not list`,
+        );
       digests.set(alg, r.bytes(digestSize));
     }
     const data = r.bytes(boundedSize(r.u32()));
@@ -131,7 +140,11 @@ export function replayEventLog(log: Uint8Array | EventLog): Map<number, Map<numb
   for (const event of parsed.events) {
     if (event.pcrIndex > 23) throw new EventLogError(`An event extends PCR ${event.pcrIndex}, which does not exist`);
     if (event.eventType === EV_NO_ACTION) {
-      if (event.pcrIndex === 0 && event.data.length >= 17 && text(event.data.subarray(0, 16)) === STARTUP_LOCALITY_SIGNATURE) {
+      if (
+        event.pcrIndex === 0 &&
+        event.data.length >= 17 &&
+        text(event.data.subarray(0, 16)) === STARTUP_LOCALITY_SIGNATURE
+      ) {
         for (const [alg, pcrs] of banks) {
           if (pcrs.has(0)) continue; // only before the first measurement into PCR 0
           const value = resetValue(hashAlgInfo(alg)!.size, 0);

@@ -4,7 +4,15 @@
  */
 export * from './types.js';
 export { verifyTpmQuote, pcrDigest, type TpmQuoteEvidence } from './tpm-quote.js';
-export { parseEventLog, replayEventLog, EventLogError, EV_NO_ACTION, type EventLog, type TcgEvent, type SpecIdEvent } from './eventlog.js';
+export {
+  parseEventLog,
+  replayEventLog,
+  EventLogError,
+  EV_NO_ACTION,
+  type EventLog,
+  type TcgEvent,
+  type SpecIdEvent,
+} from './eventlog.js';
 export { comparePcrs, formatMismatch, formatMismatchReport, validateMeasurements } from './measurements.js';
 export {
   qualifyingData,

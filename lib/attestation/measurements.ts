@@ -36,14 +36,24 @@ export function validateMeasurements(measurements: Measurements): number | undef
   for (const [key, m] of Object.entries(measurements)) {
     const index = Number(key);
     if (!Number.isInteger(index) || index < 0 || index > 23 || String(index) !== key) {
-      throw new AttestationError(`Measurement "${key}" is not a PCR index (0 to 23)`, undefined, { hint: 'Fix the measurements in the config.' });
+      throw new AttestationError(`Measurement "${key}" is not a PCR index (0 to 23)`, undefined, {
+        hint: 'Fix the measurements in the config.',
+      });
     }
     if (typeof m?.expected !== 'string' || !/^([0-9a-fA-F]{2})+$/.test(m.expected) || typeof m.warnOnly !== 'boolean') {
-      throw new AttestationError(`Measurement of PCR ${key} needs a hex "expected" value and a boolean "warnOnly"`, undefined, { hint: 'Fix the measurements in the config.' });
+      throw new AttestationError(
+        `Measurement of PCR ${key} needs a hex "expected" value and a boolean "warnOnly"`,
+        undefined,
+        { hint: 'Fix the measurements in the config.' },
+      );
     }
     const len = m.expected.length / 2;
     if (size !== undefined && len !== size) {
-      throw new AttestationError(`Measurements mix digest sizes (${size} and ${len} bytes): all must be of one PCR bank`, undefined, { hint: 'Fix the measurements in the config.' });
+      throw new AttestationError(
+        `Measurements mix digest sizes (${size} and ${len} bytes): all must be of one PCR bank`,
+        undefined,
+        { hint: 'Fix the measurements in the config.' },
+      );
     }
     size = len;
   }
@@ -121,7 +131,12 @@ export function measurementChanges(from: Measurements, to: Measurements): PcrCha
     const a = from[String(index)];
     const b = to[String(index)];
     if (a && b && a.expected.toLowerCase() === b.expected.toLowerCase() && a.warnOnly === b.warnOnly) continue;
-    changes.push({ index, ...(a ? { from: a.expected.toLowerCase() } : {}), ...(b ? { to: b.expected.toLowerCase() } : {}), warnOnly: (b ?? a)!.warnOnly });
+    changes.push({
+      index,
+      ...(a ? { from: a.expected.toLowerCase() } : {}),
+      ...(b ? { to: b.expected.toLowerCase() } : {}),
+      warnOnly: (b ?? a)!.warnOnly,
+    });
   }
   return changes;
 }

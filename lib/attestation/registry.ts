@@ -8,10 +8,16 @@ import { findVariant, KNOWN_VARIANTS } from './variant.js';
 
 export { KNOWN_VARIANTS, isKnownVariant, type VariantName } from './variant.js';
 
-export async function createValidator(variant: string, config: VariantConfig, deps: ValidatorDeps = {}): Promise<Validator> {
+export async function createValidator(
+  variant: string,
+  config: VariantConfig,
+  deps: ValidatorDeps = {},
+): Promise<Validator> {
   const spec = findVariant(variant);
   if (!spec) {
-    throw new UserError(`Unknown attestation variant "${variant}"`, { hint: `Known variants: ${KNOWN_VARIANTS.join(', ')}.` });
+    throw new UserError(`Unknown attestation variant "${variant}"`, {
+      hint: `Known variants: ${KNOWN_VARIANTS.join(', ')}.`,
+    });
   }
   return (await spec.validator()).createValidator(config, deps);
 }

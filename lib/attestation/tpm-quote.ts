@@ -7,7 +7,15 @@
 import { constants, createHash, timingSafeEqual, verify, type KeyObject } from 'node:crypto';
 import { ECC_CURVES, hashAlgInfo, hashAlgName, TPM_ALG, TPMA_OBJECT } from '../tpm/constants.js';
 import { TpmFormatError } from '../tpm/marshal.js';
-import { parseTpmAttest, parseTpmPublic, parseTpmSignature, publicKeyFromTpmPublic, type TpmAttest, type TpmPublic, type TpmSignature } from '../tpm/structures.js';
+import {
+  parseTpmAttest,
+  parseTpmPublic,
+  parseTpmSignature,
+  publicKeyFromTpmPublic,
+  type TpmAttest,
+  type TpmPublic,
+  type TpmSignature,
+} from '../tpm/structures.js';
 import { AttestationError } from './types.js';
 
 export interface TpmQuoteEvidence {
@@ -36,9 +44,13 @@ export function verifyTpmQuote(evidence: TpmQuoteEvidence): TpmAttest {
 
   const attest = parsed('quote (TPMS_ATTEST)', () => parseTpmAttest(evidence.quote));
   if (!bytesEqual(attest.extraData, evidence.qualifyingData)) {
-    throw new AttestationError('The quote was made for other qualifying data: it is not bound to this nonce, user data and instance', undefined, {
-      hint: 'A replayed or foreign quote, or the issuer computed the qualifying data differently.',
-    });
+    throw new AttestationError(
+      'The quote was made for other qualifying data: it is not bound to this nonce, user data and instance',
+      undefined,
+      {
+        hint: 'A replayed or foreign quote, or the issuer computed the qualifying data differently.',
+      },
+    );
   }
 
   const selections = attest.quote.pcrSelect.filter((s) => s.pcrs.length > 0);
@@ -50,15 +62,20 @@ export function verifyTpmQuote(evidence: TpmQuoteEvidence): TpmAttest {
   const values = toMap(evidence.pcrs);
   const given = [...values.keys()].sort((a, b) => a - b);
   if (given.length !== selected.length || given.some((v, i) => v !== selected[i])) {
-    throw new AttestationError(`The quote covers PCRs ${selected.join(',') || 'none'}, but values were given for PCRs ${given.join(',') || 'none'}`);
+    throw new AttestationError(
+      `The quote covers PCRs ${selected.join(',') || 'none'}, but values were given for PCRs ${given.join(',') || 'none'}`,
+    );
   }
   const ordered = selected.map((index) => {
     const value = values.get(index)!;
-    if (value.length !== bank.size) throw new AttestationError(`PCR ${index} has ${value.length} bytes, a ${bank.name} value has ${bank.size}`);
+    if (value.length !== bank.size)
+      throw new AttestationError(`PCR ${index} has ${value.length} bytes, a ${bank.name} value has ${bank.size}`);
     return value;
   });
   if (!bytesEqual(pcrDigest(signature.hashAlg, ordered), attest.quote.pcrDigest)) {
-    throw new AttestationError(`The PCR values do not match the quote's PCR digest (${bank.name} PCRs ${selected.join(',')}): a PCR value was changed`);
+    throw new AttestationError(
+      `The PCR values do not match the quote's PCR digest (${bank.name} PCRs ${selected.join(',')}): a PCR value was changed`,
+    );
   }
   return attest;
 }
@@ -76,7 +93,9 @@ export function pcrDigest(signatureHashAlg: number, values: Uint8Array[]): Uint8
 function checkAkAttributes(ak: TpmPublic): void {
   const need = TPMA_OBJECT.sign | TPMA_OBJECT.restricted | TPMA_OBJECT.fixedTPM;
   if ((ak.objectAttributes & need) !== need) {
-    throw new AttestationError('The attestation key is not a restricted signing key fixed to its TPM: its signatures do not prove a TPM made the quote');
+    throw new AttestationError(
+      'The attestation key is not a restricted signing key fixed to its TPM: its signatures do not prove a TPM made the quote',
+    );
   }
 }
 
@@ -86,7 +105,8 @@ function verifySignature(akPublic: Uint8Array, ak: TpmPublic, sig: TpmSignature,
     throw new AttestationError("The quote's signature scheme differs from the attestation key's scheme");
   }
   const hash = hashAlgInfo(sig.hashAlg);
-  if (!hash || sig.hashAlg === TPM_ALG.SHA1) throw new AttestationError(`Quote signatures with ${hashAlgName(sig.hashAlg)} are not accepted`);
+  if (!hash || sig.hashAlg === TPM_ALG.SHA1)
+    throw new AttestationError(`Quote signatures with ${hashAlgName(sig.hashAlg)} are not accepted`);
   const key = parsed('attestation key', () => akKey(akPublic, ak));
   let ok: boolean;
   if (sig.sigAlg === TPM_ALG.ECDSA) {
@@ -102,7 +122,10 @@ function verifySignature(akPublic: Uint8Array, ak: TpmPublic, sig: TpmSignature,
     const padding = sig.sigAlg === TPM_ALG.RSAPSS ? constants.RSA_PKCS1_PSS_PADDING : constants.RSA_PKCS1_PADDING;
     ok = verify(hash.name, message, { key, padding, saltLength: constants.RSA_PSS_SALTLEN_AUTO }, sig.sig);
   }
-  if (!ok) throw new AttestationError('The quote signature does not verify with the attestation key: the quote was altered or signed by another key');
+  if (!ok)
+    throw new AttestationError(
+      'The quote signature does not verify with the attestation key: the quote was altered or signed by another key',
+    );
 }
 
 /**
@@ -128,7 +151,11 @@ function parsed<T>(what: string, parse: () => T): T {
   try {
     return parse();
   } catch (err) {
-    if (err instanceof TpmFormatError || err instanceof TypeError || (err as { code?: string }).code?.startsWith('ERR_')) {
+    if (
+      err instanceof TpmFormatError ||
+      err instanceof TypeError ||
+      (err as { code?: string }).code?.startsWith('ERR_')
+    ) {
       throw new AttestationError(`Malformed ${what}: ${(err as Error).message}`, undefined, { cause: err });
     }
     throw err;
@@ -140,7 +167,8 @@ function toMap(pcrs: TpmQuoteEvidence['pcrs']): Map<number, Uint8Array> {
   const out = new Map<number, Uint8Array>();
   for (const [k, v] of Object.entries(pcrs)) {
     const index = Number(k);
-    if (!Number.isInteger(index) || index < 0 || index > 23 || String(index) !== k) throw new AttestationError(`Invalid PCR index "${k}"`);
+    if (!Number.isInteger(index) || index < 0 || index > 23 || String(index) !== k)
+      throw new AttestationError(`Invalid PCR index "${k}"`);
     out.set(index, v);
   }
   return out;

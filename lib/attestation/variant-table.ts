@@ -79,8 +79,16 @@ function gcp(families: string[], shapes: Record<string, number[]>): string[] {
   );
 }
 
-const N2D = { standard: [2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224], highmem: [2, 4, 8, 16, 32, 48, 64, 80, 96], highcpu: [2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224] };
-const C2D = { standard: [2, 4, 8, 16, 32, 56, 112], highmem: [2, 4, 8, 16, 32, 56, 112], highcpu: [2, 4, 8, 16, 32, 56, 112] };
+const N2D = {
+  standard: [2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224],
+  highmem: [2, 4, 8, 16, 32, 48, 64, 80, 96],
+  highcpu: [2, 4, 8, 16, 32, 48, 64, 80, 96, 128, 224],
+};
+const C2D = {
+  standard: [2, 4, 8, 16, 32, 56, 112],
+  highmem: [2, 4, 8, 16, 32, 56, 112],
+  highcpu: [2, 4, 8, 16, 32, 56, 112],
+};
 
 /** PCR policy of our cloud node images (docs/design.md#attestation): boot chain, zeros, initramfs, UKI enforced; firmware and 15 warn. */
 const CLOUD_PCRS = { enforced: [4, 8, 9, 11, 12, 13], warnOnly: [0, 1, 2, 3, 6, 7, 15] } as const;

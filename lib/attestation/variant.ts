@@ -48,7 +48,13 @@ export function providerOfVariant(variant: VariantName): Provider {
   return variantSpec(variant).provider;
 }
 
-const PROVIDER_TITLES: Record<Provider, string> = { local: 'the local provider', qemu: 'the qemu provider', aws: 'AWS', azure: 'Azure', gcp: 'GCP' };
+const PROVIDER_TITLES: Record<Provider, string> = {
+  local: 'the local provider',
+  qemu: 'the qemu provider',
+  aws: 'AWS',
+  azure: 'Azure',
+  gcp: 'GCP',
+};
 
 /** The row of `variant` when it runs on `provider`; a UserError naming the provider's variants otherwise. */
 export function requireVariantOn(provider: Provider, variant: string): VariantSpec {
@@ -87,7 +93,10 @@ export function instanceFamily(provider: Provider, instanceType: string): string
  */
 export function checkCvmInstanceType(spec: VariantSpec, instanceType: string, nodeGroup: string): void {
   if (!spec.cvm || spec.cvm.families.includes(instanceFamily(spec.provider, instanceType))) return;
-  throw new UserError(`nodeGroups.${nodeGroup}.instanceType "${instanceType}" cannot run ${spec.name} confidential VMs.`, {
-    hint: `${spec.name} runs on the ${spec.cvm.families.join(', ')} families, e.g. ${spec.defaultInstanceType}; \`constellation config instance-types\` lists them.`,
-  });
+  throw new UserError(
+    `nodeGroups.${nodeGroup}.instanceType "${instanceType}" cannot run ${spec.name} confidential VMs.`,
+    {
+      hint: `${spec.name} runs on the ${spec.cvm.families.join(', ')} families, e.g. ${spec.defaultInstanceType}; \`constellation config instance-types\` lists them.`,
+    },
+  );
 }

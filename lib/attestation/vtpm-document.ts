@@ -53,7 +53,9 @@ export function encodeVtpmAttestation(a: DecodedVtpmAttestation): VtpmAttestatio
       hashAlg: q.hashAlg,
       quote: b64(q.quote),
       signature: b64(q.signature),
-      pcrs: Object.fromEntries([...q.pcrs].sort(([x], [y]) => x - y).map(([i, v]) => [String(i), Buffer.from(v).toString('hex')])),
+      pcrs: Object.fromEntries(
+        [...q.pcrs].sort(([x], [y]) => x - y).map(([i, v]) => [String(i), Buffer.from(v).toString('hex')]),
+      ),
     })),
   };
   if (a.eventLog) out.eventLog = b64(a.eventLog);
@@ -65,7 +67,9 @@ export function decodeVtpmAttestation(attestation: AttestationDocument['attestat
   const parsed = vtpmSchema.safeParse(attestation);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new AttestationError(`The document's vTPM evidence is malformed: attestation.${issue.path.join('.') || '(root)'} ${issue.message}`);
+    throw new AttestationError(
+      `The document's vTPM evidence is malformed: attestation.${issue.path.join('.') || '(root)'} ${issue.message}`,
+    );
   }
   const a = parsed.data;
   return {
@@ -82,7 +86,8 @@ export function decodeVtpmAttestation(attestation: AttestationDocument['attestat
 
 /** Decodes one base64 field of a document (instanceInfo, userData). */
 export function decodeBase64Field(what: string, value: unknown): Uint8Array {
-  if (typeof value !== 'string' || !BASE64.test(value)) throw new AttestationError(`The document's ${what} is not standard base64`);
+  if (typeof value !== 'string' || !BASE64.test(value))
+    throw new AttestationError(`The document's ${what} is not standard base64`);
   return fromB64(value);
 }
 

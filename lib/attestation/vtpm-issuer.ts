@@ -92,14 +92,20 @@ export class VtpmIssuer implements Issuer {
       const sigHash = parseTpmSignature(quoted.signature).hashAlg;
       const quotedBy = (pcrs: Map<number, Uint8Array>) => {
         const values = attest.quote.pcrSelect.flatMap((s) => s.pcrs.map((i) => pcrs.get(i)));
-        return values.every((v): v is Uint8Array => v !== undefined) && bytesEqual(pcrDigest(sigHash, values), attest.quote.pcrDigest);
+        return (
+          values.every((v): v is Uint8Array => v !== undefined) &&
+          bytesEqual(pcrDigest(sigHash, values), attest.quote.pcrDigest)
+        );
       };
       const known = this.lastPcrs.get(hashAlg);
       if (known && quotedBy(known)) return { hashAlg, quote: quoted.quote, signature: quoted.signature, pcrs: known };
       const pcrs = await tpm.pcrRead(hashAlg, indices);
       this.lastPcrs.set(hashAlg, pcrs);
       if (quotedBy(pcrs)) return { hashAlg, quote: quoted.quote, signature: quoted.signature, pcrs };
-      if (attempt >= ATTEMPTS) throw new UserError(`The TPM's ${hashAlgName(hashAlg)} PCRs kept changing while quoting`, { hint: 'Try again once the node has finished booting.' });
+      if (attempt >= ATTEMPTS)
+        throw new UserError(`The TPM's ${hashAlgName(hashAlg)} PCRs kept changing while quoting`, {
+          hint: 'Try again once the node has finished booting.',
+        });
     }
   }
 }

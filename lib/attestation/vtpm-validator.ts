@@ -10,16 +10,34 @@
  * Cloud variants reuse it with their own `trustAk`.
  */
 import { hashAlgName, TPM_ALG } from '../tpm/constants.js';
-import { comparePcrs, formatMismatch, formatMismatchReport, requireCompleteMeasurements, validateMeasurements } from './measurements.js';
+import {
+  comparePcrs,
+  formatMismatch,
+  formatMismatchReport,
+  requireCompleteMeasurements,
+  validateMeasurements,
+} from './measurements.js';
 import { verifyTpmQuote } from './tpm-quote.js';
-import { AttestationError, type AttestationDocument, type AttestedInstance, type Measurements, type ValidationResult, type Validator, type ValidatorDeps } from './types.js';
+import {
+  AttestationError,
+  type AttestationDocument,
+  type AttestedInstance,
+  type Measurements,
+  type ValidationResult,
+  type Validator,
+  type ValidatorDeps,
+} from './types.js';
 import { decodeBase64Field, decodeVtpmAttestation, qualifyingData } from './vtpm-document.js';
 
 /**
  * Throws (preferably AttestationError) unless the AK is trusted for this instance; returns the instance when the
  * variant's rule identifies one (it then appears in the ValidationResult).
  */
-export type TrustAk = (akPublic: Uint8Array, instanceInfo: Uint8Array, document: AttestationDocument) => Promise<AttestedInstance | void>;
+export type TrustAk = (
+  akPublic: Uint8Array,
+  instanceInfo: Uint8Array,
+  document: AttestationDocument,
+) => Promise<AttestedInstance | void>;
 
 export interface VtpmValidatorOptions {
   variant: string;
@@ -39,9 +57,14 @@ export function createVtpmValidator(options: VtpmValidatorOptions): Validator {
   const { variant, measurements, trustAk } = options;
   const size = validateMeasurements(measurements);
   const bank = size === undefined ? TPM_ALG.SHA256 : BANK_BY_DIGEST_SIZE.get(size);
-  if (bank === undefined) throw new AttestationError(`Measurements of ${size} bytes match no PCR bank`, undefined, { hint: 'Fix the measurements in the config.' });
+  if (bank === undefined)
+    throw new AttestationError(`Measurements of ${size} bytes match no PCR bank`, undefined, {
+      hint: 'Fix the measurements in the config.',
+    });
   if (bank === TPM_ALG.SHA1) {
-    throw new AttestationError('Measurements of the SHA-1 PCR bank are refused: SHA-1 is broken', undefined, { hint: 'Use SHA-256 measurements.' });
+    throw new AttestationError('Measurements of the SHA-1 PCR bank are refused: SHA-1 is broken', undefined, {
+      hint: 'Use SHA-256 measurements.',
+    });
   }
   requireCompleteMeasurements(measurements);
 
@@ -49,7 +72,9 @@ export function createVtpmValidator(options: VtpmValidatorOptions): Validator {
     variant,
     async validate(document: AttestationDocument, nonce: Uint8Array): Promise<ValidationResult> {
       if (document?.variant !== variant) {
-        throw new AttestationError(`The document is of variant "${String(document?.variant)}", but this cluster expects "${variant}"`);
+        throw new AttestationError(
+          `The document is of variant "${String(document?.variant)}", but this cluster expects "${variant}"`,
+        );
       }
       const evidence = decodeVtpmAttestation(document.attestation);
       const instanceInfo = decodeBase64Field('instanceInfo', document.instanceInfo);
@@ -61,7 +86,9 @@ export function createVtpmValidator(options: VtpmValidatorOptions): Validator {
         instance = await trustAk(evidence.akPublic, instanceInfo, document);
       } catch (err) {
         if (err instanceof AttestationError) throw err;
-        throw new AttestationError(`The attestation key is not trusted: ${(err as Error).message}`, undefined, { cause: err });
+        throw new AttestationError(`The attestation key is not trusted: ${(err as Error).message}`, undefined, {
+          cause: err,
+        });
       }
 
       // 2–4. The one quote of the compared bank.
@@ -69,7 +96,9 @@ export function createVtpmValidator(options: VtpmValidatorOptions): Validator {
       if (!quote) {
         const banks = evidence.quotes.map((q) => hashAlgName(q.hashAlg)).join(', ');
         const sha1 = evidence.quotes.every((q) => q.hashAlg === TPM_ALG.SHA1) ? ' (SHA-1 banks are refused)' : '';
-        throw new AttestationError(`The document has no quote of the ${hashAlgName(bank)} PCR bank, only of: ${banks}${sha1}`);
+        throw new AttestationError(
+          `The document has no quote of the ${hashAlgName(bank)} PCR bank, only of: ${banks}${sha1}`,
+        );
       }
       verifyTpmQuote({
         akPublic: evidence.akPublic,

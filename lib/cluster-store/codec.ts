@@ -20,7 +20,14 @@ import { JsonInputError, parseJson as parseJsonText } from '../json.js';
 import { JOIN_SERVICE_KEY_SEED_LENGTH, MEASUREMENT_SALT_LENGTH } from '../kms/index.js';
 import { PKI_FILE_NAMES, type PkiFiles } from '../pki/cluster-pki.js';
 import { masterSecretToJson, parseMasterSecret } from '../workspace/master-secret.js';
-import { StoreNotInitializedError, type AttestationConfigRecord, type ClusterInfo, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
+import {
+  StoreNotInitializedError,
+  type AttestationConfigRecord,
+  type ClusterInfo,
+  type JoinConfig,
+  type KubernetesUpgrade,
+  type NodeRecord,
+} from './types.js';
 
 export const ENTRY = {
   attestationConfig: 'join/attestation-config',
@@ -60,7 +67,13 @@ const variantConfigSchema = z.looseObject({
     if (reason) ctx.addIssue({ code: 'custom', message: `incomplete measurements: ${reason}` });
   }),
 });
-export const attestationConfigSchema = z.object({ variant: z.string().min(1), config: variantConfigSchema, previous: z.array(variantConfigSchema).optional() }).strict();
+export const attestationConfigSchema = z
+  .object({
+    variant: z.string().min(1),
+    config: variantConfigSchema,
+    previous: z.array(variantConfigSchema).optional(),
+  })
+  .strict();
 const clusterSchema = z
   .object({
     apiServerEndpoint: z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9.-]+):\d{1,5}$/, 'must be host:port'),
@@ -86,14 +99,18 @@ const kubernetesUpgradeSchema = z
     requestedAt: z.string(),
     first: z.string().min(1).optional(),
     applied: z.boolean().optional(),
-    nodes: z.record(z.string(), z.object({ result: z.enum(['upgraded', 'failed']), reason: z.string().optional(), at: z.string() }).strict()),
+    nodes: z.record(
+      z.string(),
+      z.object({ result: z.enum(['upgraded', 'failed']), reason: z.string().optional(), at: z.string() }).strict(),
+    ),
   })
   .strict();
 
 /** The entries that hold `parts` of a join configuration. */
 export function encodeJoinConfig(parts: Partial<JoinConfig>): Map<string, string> {
   const out = new Map<string, string>();
-  if (parts.attestation) out.set(ENTRY.attestationConfig, JSON.stringify(attestationConfigSchema.parse(parts.attestation)));
+  if (parts.attestation)
+    out.set(ENTRY.attestationConfig, JSON.stringify(attestationConfigSchema.parse(parts.attestation)));
   if (parts.cluster) out.set(ENTRY.cluster, JSON.stringify(clusterSchema.parse(parts.cluster)));
   if (parts.measurementSalt) out.set(ENTRY.measurementSalt, Buffer.from(parts.measurementSalt).toString('hex'));
   if (parts.masterSecret) out.set(ENTRY.masterSecret, masterSecretToJson(parts.masterSecret));
@@ -106,13 +123,20 @@ export function encodeJoinConfig(parts: Partial<JoinConfig>): Map<string, string
 export function decodeJoinConfig(entries: ReadonlyMap<string, string>, where: string): JoinConfig {
   const missing = JOIN_CONFIG_ENTRIES.filter((name) => !entries.has(name));
   if (missing.length === JOIN_CONFIG_ENTRIES.length) {
-    throw new StoreNotInitializedError(`${where} holds no join configuration: the cluster was not initialized through it.`, {
-      hint: 'Initialize the cluster (`constellation init`) first.',
-    });
+    throw new StoreNotInitializedError(
+      `${where} holds no join configuration: the cluster was not initialized through it.`,
+      {
+        hint: 'Initialize the cluster (`constellation init`) first.',
+      },
+    );
   }
   if (missing.length > 0) throw new UserError(`${where} is missing ${missing.join(', ')} of the join configuration.`);
   const name = (entry: string) => `${where}: ${entry}`;
-  const attestation = parseJson(entries.get(ENTRY.attestationConfig)!, attestationConfigSchema, name(ENTRY.attestationConfig)) as AttestationConfigRecord;
+  const attestation = parseJson(
+    entries.get(ENTRY.attestationConfig)!,
+    attestationConfigSchema,
+    name(ENTRY.attestationConfig),
+  ) as AttestationConfigRecord;
   const cluster = parseJson(entries.get(ENTRY.cluster)!, clusterSchema, name(ENTRY.cluster)) as ClusterInfo;
   const saltHex = entries.get(ENTRY.measurementSalt)!.trim();
   if (!new RegExp(`^[0-9a-fA-F]{${MEASUREMENT_SALT_LENGTH * 2}}$`).test(saltHex)) {
@@ -125,7 +149,14 @@ export function decodeJoinConfig(entries: ReadonlyMap<string, string>, where: st
     throw new UserError(`${name(ENTRY.joinServiceKey)} must hold ${JOIN_SERVICE_KEY_SEED_LENGTH} bytes as hex.`);
   }
   const pki = Object.fromEntries(PKI_FILE_NAMES.map((file) => [file, entries.get(ENTRY.pki(file))!])) as PkiFiles;
-  return { attestation, cluster, measurementSalt: new Uint8Array(Buffer.from(saltHex, 'hex')), masterSecret, joinServiceKey: new Uint8Array(Buffer.from(serviceKeyHex, 'hex')), pki };
+  return {
+    attestation,
+    cluster,
+    measurementSalt: new Uint8Array(Buffer.from(saltHex, 'hex')),
+    masterSecret,
+    joinServiceKey: new Uint8Array(Buffer.from(serviceKeyHex, 'hex')),
+    pki,
+  };
 }
 
 export function encodeNode(record: NodeRecord): string {

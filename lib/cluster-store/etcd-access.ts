@@ -49,10 +49,20 @@ export async function enableAccessControl(client: Etcd3): Promise<void> {
   for (const name of ['root', ETCD_JOIN_SERVICE_USER]) {
     if (!existingRoles.has(name)) await client.role(name).create();
   }
-  await client.role(ETCD_JOIN_SERVICE_USER).grant(
-    JOIN_SERVICE_GRANTS.map((g) => ('prefix' in g ? { permission: g.permission, range: Range.prefix(g.prefix) } : { permission: g.permission, key: g.key })),
-  );
-  const users: Array<[string, string]> = [[ETCD_ROOT_USER, 'root'], [ETCD_ADMIN_USER, 'root'], [ETCD_JOIN_SERVICE_USER, ETCD_JOIN_SERVICE_USER]];
+  await client
+    .role(ETCD_JOIN_SERVICE_USER)
+    .grant(
+      JOIN_SERVICE_GRANTS.map((g) =>
+        'prefix' in g
+          ? { permission: g.permission, range: Range.prefix(g.prefix) }
+          : { permission: g.permission, key: g.key },
+      ),
+    );
+  const users: Array<[string, string]> = [
+    [ETCD_ROOT_USER, 'root'],
+    [ETCD_ADMIN_USER, 'root'],
+    [ETCD_JOIN_SERVICE_USER, ETCD_JOIN_SERVICE_USER],
+  ];
   for (const [user, role] of users) {
     // No password: these users authenticate only by the common name of a certificate of the etcd CA.
     if (!existingUsers.has(user)) await client.auth.userAdd({ name: user, options: { no_password: true } });

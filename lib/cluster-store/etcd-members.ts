@@ -68,7 +68,9 @@ export async function addLearner(
       clock: options.clock,
       sleep: options.sleep,
       onTimeout: () => {
-        throw new StoreUnavailableError(`this node could not be added as a learner: ${etcdErrorDetail(refusal)}`, { cause: refusal });
+        throw new StoreUnavailableError(`this node could not be added as a learner: ${etcdErrorDetail(refusal)}`, {
+          cause: refusal,
+        });
       },
     },
   );
@@ -110,7 +112,9 @@ export async function promoteLearner(
       clock: options.clock,
       sleep: options.sleep,
       onTimeout: () => {
-        throw new StoreUnavailableError(`the learner ${id} could not be promoted: ${etcdErrorDetail(last)}`, { cause: last });
+        throw new StoreUnavailableError(`the learner ${id} could not be promoted: ${etcdErrorDetail(last)}`, {
+          cause: last,
+        });
       },
     },
   );
@@ -120,7 +124,9 @@ export async function promoteLearner(
 export function promotionRefusal(members: EtcdMember[]): string | undefined {
   const voters = members.filter((m) => !m.isLearner);
   const started = voters.filter((m) => m.name !== '').length;
-  return started + 1 > (voters.length + 1) / 2 ? undefined : `only ${started} of ${voters.length} voting members have started`;
+  return started + 1 > (voters.length + 1) / 2
+    ? undefined
+    : `only ${started} of ${voters.length} voting members have started`;
 }
 
 /** Why removing member `name` would leave the healthy voters no quorum of the smaller cluster; else undefined. */
@@ -153,14 +159,19 @@ export async function moveLeaderAway(connection: EtcdConnection, health: StoreHe
 
 /** Removes the member of that node name (or peer URL); nothing when it is not a member. */
 export async function removeMember(client: Etcd3, nameOrPeerUrl: string): Promise<boolean> {
-  const member = (await listMembers(client)).find((m) => m.name === nameOrPeerUrl || m.peerUrls.includes(nameOrPeerUrl));
+  const member = (await listMembers(client)).find(
+    (m) => m.name === nameOrPeerUrl || m.peerUrls.includes(nameOrPeerUrl),
+  );
   if (!member) return false;
   await unavailableOnError(() => client.cluster.memberRemove({ ID: member.id }));
   return true;
 }
 
 /** Every member's health, each asked on its own client URL, and whether the voters have a quorum. */
-export async function storeHealth(connection: EtcdConnection, options: { timeoutMs?: number } = {}): Promise<StoreHealth> {
+export async function storeHealth(
+  connection: EtcdConnection,
+  options: { timeoutMs?: number } = {},
+): Promise<StoreHealth> {
   // The member list from the first endpoint that answers (the others may be the members that are down).
   let members: EtcdMember[] | undefined;
   let lastError: unknown;
@@ -178,8 +189,13 @@ export async function storeHealth(connection: EtcdConnection, options: { timeout
   if (!members) throw lastError ?? new StoreUnavailableError('no endpoint to ask');
   const health = await Promise.all(
     members.map(async (member): Promise<MemberHealth> => {
-      if (member.clientUrls.length === 0) return { ...member, healthy: false, leader: false, reason: 'added, not started yet' };
-      const one = await etcdClient({ ...connection, endpoints: member.clientUrls, timeoutMs: options.timeoutMs ?? 2000 });
+      if (member.clientUrls.length === 0)
+        return { ...member, healthy: false, leader: false, reason: 'added, not started yet' };
+      const one = await etcdClient({
+        ...connection,
+        endpoints: member.clientUrls,
+        timeoutMs: options.timeoutMs ?? 2000,
+      });
       try {
         const status = await one.maintenance.status();
         // A member that lost the leader cannot serve linearizable reads; a quorum read proves it can.
@@ -197,7 +213,18 @@ export async function storeHealth(connection: EtcdConnection, options: { timeout
   return { members: health, healthyVoters, voters: voters.length, quorum: healthyVoters > voters.length / 2 };
 }
 
-function toMember(m: { ID: string; name: string; peerURLs: string[]; clientURLs: string[]; isLearner: boolean }): EtcdMember {
-  return { id: String(m.ID), name: m.name, peerUrls: m.peerURLs, clientUrls: m.clientURLs, isLearner: Boolean(m.isLearner) };
+function toMember(m: {
+  ID: string;
+  name: string;
+  peerURLs: string[];
+  clientURLs: string[];
+  isLearner: boolean;
+}): EtcdMember {
+  return {
+    id: String(m.ID),
+    name: m.name,
+    peerUrls: m.peerURLs,
+    clientUrls: m.clientURLs,
+    isLearner: Boolean(m.isLearner),
+  };
 }
-

@@ -12,8 +12,24 @@ import type { Etcd3, IOptions } from 'etcd3';
 import { UserError } from '../errors.js';
 import { ETCD_SERVER_NAME } from '../pki/cluster-pki.js';
 import { pollUntil } from '../poll.js';
-import { decodeJoinConfig, decodeKubernetesUpgrade, decodeNode, encodeJoinConfig, encodeKubernetesUpgrade, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
-import { StoreUnavailableError, type ClusterStore, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
+import {
+  decodeJoinConfig,
+  decodeKubernetesUpgrade,
+  decodeNode,
+  encodeJoinConfig,
+  encodeKubernetesUpgrade,
+  encodeNode,
+  ENTRY,
+  JOIN_CONFIG_PREFIX,
+  NODES_PREFIX,
+} from './codec.js';
+import {
+  StoreUnavailableError,
+  type ClusterStore,
+  type JoinConfig,
+  type KubernetesUpgrade,
+  type NodeRecord,
+} from './types.js';
 
 export const STORE_PREFIX = '/constellation/';
 export const ETCD_CLIENT_PORT = 2379;
@@ -48,7 +64,10 @@ export function preloadEtcdClient(): void {
 
 /** An etcd3 client without retries or circuit breakers of its own, every unary call with a deadline. */
 export async function etcdClient(options: EtcdStoreOptions): Promise<Etcd3> {
-  const [{ Etcd3, isRecoverableError }, { handleWhen, noop, retry, ConstantBackoff }] = await Promise.all([import('etcd3'), import('cockatiel')]);
+  const [{ Etcd3, isRecoverableError }, { handleWhen, noop, retry, ConstantBackoff }] = await Promise.all([
+    import('etcd3'),
+    import('cockatiel'),
+  ]);
   const timeoutMs = options.timeoutMs ?? 3000;
   const clientOptions: IOptions = {
     hosts: options.endpoints,
@@ -62,7 +81,13 @@ export async function etcdClient(options: EtcdStoreOptions): Promise<Etcd3> {
     // call, so it is tried once on each endpoint (etcd3 picks another host for every retry).
     faultHandling: {
       host: () => noop,
-      global: options.endpoints.length > 1 ? retry(handleWhen(isRecoverableError), { maxAttempts: options.endpoints.length, backoff: new ConstantBackoff(0) }) : noop,
+      global:
+        options.endpoints.length > 1
+          ? retry(handleWhen(isRecoverableError), {
+              maxAttempts: options.endpoints.length,
+              backoff: new ConstantBackoff(0),
+            })
+          : noop,
     },
     // Every member's certificate carries this name; a TLS server name must not be an IP address (RFC 6066).
     grpcOptions: { 'grpc.enable_channelz': 0, 'grpc.ssl_target_name_override': ETCD_SERVER_NAME },
@@ -79,7 +104,10 @@ export class EtcdClusterStore implements ClusterStore {
   ) {}
 
   static async connect(options: EtcdStoreOptions): Promise<EtcdClusterStore> {
-    return new EtcdClusterStore(await etcdClient(options), `the cluster store (etcd at ${options.endpoints.join(', ')})`);
+    return new EtcdClusterStore(
+      await etcdClient(options),
+      `the cluster store (etcd at ${options.endpoints.join(', ')})`,
+    );
   }
 
   async readJoinConfig(): Promise<{ config: JoinConfig; revision: string }> {
@@ -99,14 +127,20 @@ export class EtcdClusterStore implements ClusterStore {
     // One transaction: readers see all of the parts or none of them.
     await this.call(async () => {
       const txn = this.client.if(`${STORE_PREFIX}${ENTRY.cluster}`, 'Version', '>', -1); // always true
-      await txn.then(...[...entries].map(([key, value]) => this.client.put(`${STORE_PREFIX}${key}`).value(value))).commit();
+      await txn
+        .then(...[...entries].map(([key, value]) => this.client.put(`${STORE_PREFIX}${key}`).value(value)))
+        .commit();
     });
   }
 
   async claimDisk(diskUuid: string, instance: string): Promise<string> {
     const key = `${STORE_PREFIX}${ENTRY.disk(diskUuid)}`;
     const result = await this.call(() =>
-      this.client.if(key, 'Create', '==', 0).then(this.client.put(key).value(instance)).else(this.client.get(key)).commit(),
+      this.client
+        .if(key, 'Create', '==', 0)
+        .then(this.client.put(key).value(instance))
+        .else(this.client.get(key))
+        .commit(),
     );
     if (result.succeeded) return instance;
     const owner = result.responses[0]?.response_range?.kvs[0]?.value.toString('utf8');
@@ -115,7 +149,12 @@ export class EtcdClusterStore implements ClusterStore {
   }
 
   async putNode(record: NodeRecord): Promise<void> {
-    await this.call(() => this.client.put(`${STORE_PREFIX}${ENTRY.node(record.name)}`).value(encodeNode(record)).exec());
+    await this.call(() =>
+      this.client
+        .put(`${STORE_PREFIX}${ENTRY.node(record.name)}`)
+        .value(encodeNode(record))
+        .exec(),
+    );
   }
 
   async getNode(name: string): Promise<NodeRecord | undefined> {
@@ -130,14 +169,24 @@ export class EtcdClusterStore implements ClusterStore {
   }
 
   async deleteNode(name: string): Promise<void> {
-    await this.call(() => this.client.delete().key(`${STORE_PREFIX}${ENTRY.node(name)}`).exec());
+    await this.call(() =>
+      this.client
+        .delete()
+        .key(`${STORE_PREFIX}${ENTRY.node(name)}`)
+        .exec(),
+    );
   }
 
   async readKubernetesUpgrade(): Promise<{ upgrade: KubernetesUpgrade; revision: string } | undefined> {
     const key = `${STORE_PREFIX}${ENTRY.kubernetesUpgrade}`;
     const response = await this.read(() => this.client.get(key).exec());
     const kv = response.kvs[0];
-    return kv ? { upgrade: decodeKubernetesUpgrade(kv.value.toString('utf8'), `${this.where}: ${key}`), revision: String(kv.mod_revision) } : undefined;
+    return kv
+      ? {
+          upgrade: decodeKubernetesUpgrade(kv.value.toString('utf8'), `${this.where}: ${key}`),
+          revision: String(kv.mod_revision),
+        }
+      : undefined;
   }
 
   /** One transaction conditional on the key's mod revision (or on its absence). */
@@ -145,7 +194,9 @@ export class EtcdClusterStore implements ClusterStore {
     const key = `${STORE_PREFIX}${ENTRY.kubernetesUpgrade}`;
     const value = encodeKubernetesUpgrade(upgrade);
     const result = await this.call(() =>
-      (revision === undefined ? this.client.if(key, 'Create', '==', 0) : this.client.if(key, 'Mod', '==', revision)).then(this.client.put(key).value(value)).commit(),
+      (revision === undefined ? this.client.if(key, 'Create', '==', 0) : this.client.if(key, 'Mod', '==', revision))
+        .then(this.client.put(key).value(value))
+        .commit(),
     );
     return result.succeeded;
   }
@@ -201,7 +252,11 @@ export async function unavailableOnError<T>(fn: () => Promise<T>): Promise<T> {
 /** etcd refused the request: the certificate's user lacks the permission, or names no user. */
 function accessDenied(err: unknown): boolean {
   const name = (err as Error)?.name ?? '';
-  return name === 'EtcdPermissionDeniedError' || name === 'EtcdUserNotFoundError' || /permission denied|user name not found/i.test(String((err as Error)?.message ?? ''));
+  return (
+    name === 'EtcdPermissionDeniedError' ||
+    name === 'EtcdUserNotFoundError' ||
+    /permission denied|user name not found/i.test(String((err as Error)?.message ?? ''))
+  );
 }
 
 /** etcd's access control refused a request: the client's certificate is not one that may make it. */

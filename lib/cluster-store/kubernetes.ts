@@ -30,8 +30,22 @@ import { isDeepStrictEqual } from 'node:util';
 import type { CoreV1Api, V1ConfigMap, V1Secret } from '@kubernetes/client-node';
 import { UserError } from '../errors.js';
 import { PKI_FILE_NAMES } from '../pki/cluster-pki.js';
-import { decodeJoinConfig, decodeKubernetesUpgrade, decodeNode, encodeJoinConfig, encodeKubernetesUpgrade, encodeNode, ENTRY } from './codec.js';
-import { StoreUnavailableError, type ClusterStore, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
+import {
+  decodeJoinConfig,
+  decodeKubernetesUpgrade,
+  decodeNode,
+  encodeJoinConfig,
+  encodeKubernetesUpgrade,
+  encodeNode,
+  ENTRY,
+} from './codec.js';
+import {
+  StoreUnavailableError,
+  type ClusterStore,
+  type JoinConfig,
+  type KubernetesUpgrade,
+  type NodeRecord,
+} from './types.js';
 
 export const STORE_NAMESPACE = 'kube-system';
 export const JOIN_CONFIG_MAP = 'join-config';
@@ -54,7 +68,9 @@ export const JOIN_ENTRY_PLACES: ReadonlyMap<string, { in: 'configmap' | 'secret'
   [ENTRY.cluster, { in: 'configmap', key: 'clusterInfo' }],
   [ENTRY.masterSecret, { in: 'secret', key: 'masterSecret' }],
   [ENTRY.joinServiceKey, { in: 'secret', key: 'joinServiceKey' }],
-  ...PKI_FILE_NAMES.map((name) => [ENTRY.pki(name), { in: 'secret', key: `pki.${name.replaceAll('/', '.')}` }] as const),
+  ...PKI_FILE_NAMES.map(
+    (name) => [ENTRY.pki(name), { in: 'secret', key: `pki.${name.replaceAll('/', '.')}` }] as const,
+  ),
 ]);
 
 const DEFAULT_TIMEOUT_MS = 3000;
@@ -93,14 +109,15 @@ export class KubernetesClusterStore implements ClusterStore {
       if ('path' in options.kubeconfig) config.loadFromFile(options.kubeconfig.path);
       else config.loadFromString(options.kubeconfig.text);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new UserError(`There is no kubeconfig at ${source}.`, { cause: err });
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+        throw new UserError(`There is no kubeconfig at ${source}.`, { cause: err });
       // The parser's message may quote the file, which holds a private key: name the file only.
       throw new UserError(`${capitalize(source)} is not a kubeconfig (YAML with clusters, users and contexts).`);
     }
     const cluster = config.getCurrentCluster();
     if (!cluster?.server || !config.getCurrentUser()) {
       throw new UserError(`${capitalize(source)} names no cluster and user to use (its current-context).`, {
-        hint: 'Use the cluster\'s admin kubeconfig: constellation-admin.conf in the workspace, /etc/kubernetes/admin.conf on a control-plane node.',
+        hint: "Use the cluster's admin kubeconfig: constellation-admin.conf in the workspace, /etc/kubernetes/admin.conf on a control-plane node.",
       });
     }
     const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -144,14 +161,20 @@ export class KubernetesClusterStore implements ClusterStore {
             previous = map.metadata?.resourceVersion;
             continue;
           }
-          throw new UserError(`${this.where}: ConfigMap ${STORE_NAMESPACE}/${JOIN_CONFIG_MAP} names the Secret ${secretName}, which does not exist.`, {
-            hint: 'Write the join configuration again (its secret entries are lost with that Secret: restore them from the workspace).',
-          });
+          throw new UserError(
+            `${this.where}: ConfigMap ${STORE_NAMESPACE}/${JOIN_CONFIG_MAP} names the Secret ${secretName}, which does not exist.`,
+            {
+              hint: 'Write the join configuration again (its secret entries are lost with that Secret: restore them from the workspace).',
+            },
+          );
         }
         addEntries(entries, 'secret', decodeSecretData(secret.data));
         secretRevision = secret.metadata?.resourceVersion ?? '';
       }
-      return { config: decodeJoinConfig(entries, this.where), revision: `${map.metadata?.resourceVersion ?? ''}/${secretRevision}` };
+      return {
+        config: decodeJoinConfig(entries, this.where),
+        revision: `${map.metadata?.resourceVersion ?? ''}/${secretRevision}`,
+      };
     }
   }
 
@@ -164,19 +187,25 @@ export class KubernetesClusterStore implements ClusterStore {
     for (let attempt = 1; ; attempt++) {
       const current = await this.read('ConfigMap', JOIN_CONFIG_MAP);
       const oldSecret = current?.metadata?.annotations?.[JOIN_SECRETS_ANNOTATION];
-      const newSecret = Object.keys(data.secret).length > 0 ? await this.newJoinSecret(oldSecret, data.secret) : oldSecret;
+      const newSecret =
+        Object.keys(data.secret).length > 0 ? await this.newJoinSecret(oldSecret, data.secret) : oldSecret;
       const body: V1ConfigMap = {
         apiVersion: 'v1',
         kind: 'ConfigMap',
         metadata: {
           ...(current?.metadata ?? { name: JOIN_CONFIG_MAP, namespace: STORE_NAMESPACE }),
-          annotations: { ...current?.metadata?.annotations, ...(newSecret ? { [JOIN_SECRETS_ANNOTATION]: newSecret } : {}) },
+          annotations: {
+            ...current?.metadata?.annotations,
+            ...(newSecret ? { [JOIN_SECRETS_ANNOTATION]: newSecret } : {}),
+          },
         },
         data: { ...current?.data, ...data.configmap },
       };
       let committed: boolean;
       try {
-        committed = current ? (await this.replace('ConfigMap', body, [409])) !== 409 : (await this.create('ConfigMap', body, [409])) !== 409;
+        committed = current
+          ? (await this.replace('ConfigMap', body, [409])) !== 409
+          : (await this.create('ConfigMap', body, [409])) !== 409;
       } catch (err) {
         if (newSecret !== oldSecret) await this.remove('Secret', newSecret!).catch(() => undefined);
         throw err;
@@ -188,9 +217,12 @@ export class KubernetesClusterStore implements ClusterStore {
       }
       if (newSecret !== oldSecret) await this.remove('Secret', newSecret!).catch(() => undefined);
       if (attempt >= WRITE_ATTEMPTS) {
-        throw new UserError(`${this.where}: ConfigMap ${STORE_NAMESPACE}/${JOIN_CONFIG_MAP} changed under each of ${WRITE_ATTEMPTS} attempts to write it.`, {
-          hint: 'Another writer keeps changing the join configuration; try again when it is done.',
-        });
+        throw new UserError(
+          `${this.where}: ConfigMap ${STORE_NAMESPACE}/${JOIN_CONFIG_MAP} changed under each of ${WRITE_ATTEMPTS} attempts to write it.`,
+          {
+            hint: 'Another writer keeps changing the join configuration; try again when it is done.',
+          },
+        );
       }
     }
   }
@@ -210,7 +242,9 @@ export class KubernetesClusterStore implements ClusterStore {
   }
 
   async putNode(record: NodeRecord): Promise<void> {
-    const body = storeObject(objectName(NODE_PREFIX, record.name, `The node name "${record.name}"`), 'node-record', { [NODE_KEY]: encodeNode(record) });
+    const body = storeObject(objectName(NODE_PREFIX, record.name, `The node name "${record.name}"`), 'node-record', {
+      [NODE_KEY]: encodeNode(record),
+    });
     // An unconditional update, or a create when there is nothing to update yet (and an update when a create raced us).
     for (;;) {
       if ((await this.replace('ConfigMap', body, [404])) !== 404) return;
@@ -254,7 +288,9 @@ export class KubernetesClusterStore implements ClusterStore {
   }
 
   async swapKubernetesUpgrade(upgrade: KubernetesUpgrade, revision: string | undefined): Promise<boolean> {
-    const body = storeObject(KUBERNETES_UPGRADE_MAP, 'kubernetes-upgrade', { [KUBERNETES_UPGRADE_KEY]: encodeKubernetesUpgrade(upgrade) });
+    const body = storeObject(KUBERNETES_UPGRADE_MAP, 'kubernetes-upgrade', {
+      [KUBERNETES_UPGRADE_KEY]: encodeKubernetesUpgrade(upgrade),
+    });
     if (revision === undefined) return (await this.create('ConfigMap', body, [409])) !== 409;
     // Never unconditional: an empty resourceVersion would make the update succeed whatever the object holds.
     if (revision === '') return false;
@@ -280,12 +316,21 @@ export class KubernetesClusterStore implements ClusterStore {
     const merged = { ...old?.data, ...encodeSecretData(data) };
     if (old && oldName && isDeepStrictEqual(merged, old.data ?? {})) return oldName;
     const name = `${JOIN_SECRETS_PREFIX}${randomBytes(5).toString('hex')}`;
-    const secret: V1Secret = { ...storeObject(name, 'join-secrets', {}), kind: 'Secret', type: 'Opaque', immutable: true, data: merged };
+    const secret: V1Secret = {
+      ...storeObject(name, 'join-secrets', {}),
+      kind: 'Secret',
+      type: 'Opaque',
+      immutable: true,
+      data: merged,
+    };
     await this.create('Secret', secret, []);
     return name;
   }
 
-  private async read<K extends Kind>(kind: K, name: string): Promise<(K extends 'Secret' ? V1Secret : V1ConfigMap) | undefined> {
+  private async read<K extends Kind>(
+    kind: K,
+    name: string,
+  ): Promise<(K extends 'Secret' ? V1Secret : V1ConfigMap) | undefined> {
     const params = { name, namespace: STORE_NAMESPACE };
     const result = await this.request(
       `read ${kind} ${STORE_NAMESPACE}/${name}`,
@@ -295,7 +340,11 @@ export class KubernetesClusterStore implements ClusterStore {
     return result === 404 ? undefined : (result as K extends 'Secret' ? V1Secret : V1ConfigMap);
   }
 
-  private async create<C extends number>(kind: Kind, body: V1ConfigMap | V1Secret, accept: readonly C[]): Promise<object | C> {
+  private async create<C extends number>(
+    kind: Kind,
+    body: V1ConfigMap | V1Secret,
+    accept: readonly C[],
+  ): Promise<object | C> {
     const params = { namespace: STORE_NAMESPACE, body };
     return this.request(
       `create ${kind} ${STORE_NAMESPACE}/${body.metadata!.name}`,
@@ -305,9 +354,17 @@ export class KubernetesClusterStore implements ClusterStore {
   }
 
   /** An update: conditional when `body` carries a resourceVersion (a conflict is 409), else unconditional. */
-  private async replace<C extends number>(kind: 'ConfigMap', body: V1ConfigMap, accept: readonly C[]): Promise<object | C> {
+  private async replace<C extends number>(
+    kind: 'ConfigMap',
+    body: V1ConfigMap,
+    accept: readonly C[],
+  ): Promise<object | C> {
     const name = body.metadata!.name!;
-    return this.request(`update ${kind} ${STORE_NAMESPACE}/${name}`, () => this.api.replaceNamespacedConfigMap({ name, namespace: STORE_NAMESPACE, body }), accept);
+    return this.request(
+      `update ${kind} ${STORE_NAMESPACE}/${name}`,
+      () => this.api.replaceNamespacedConfigMap({ name, namespace: STORE_NAMESPACE, body }),
+      accept,
+    );
   }
 
   /** Deletes an object; one that is gone already is fine. */
@@ -321,7 +378,11 @@ export class KubernetesClusterStore implements ClusterStore {
   }
 
   /** Runs one API request; an HTTP status in `accept` is returned, every other failure becomes a typed error. */
-  private async request<T, C extends number = never>(what: string, fn: () => Promise<T>, accept: readonly C[] = []): Promise<T | C> {
+  private async request<T, C extends number = never>(
+    what: string,
+    fn: () => Promise<T>,
+    accept: readonly C[] = [],
+  ): Promise<T | C> {
     try {
       return await fn();
     } catch (err) {
@@ -338,29 +399,42 @@ export class KubernetesClusterStore implements ClusterStore {
       const status = parseStatus(err.body);
       const detail = `${err.code}${status.reason ? ` ${status.reason}` : ''}${status.message ? `: ${status.message}` : ''}`;
       if (err.code === 401) {
-        return new UserError(`${capitalize(server)} does not accept the credentials of ${this.source} (401 Unauthorized) to ${what}.`, {
-          hint: 'Its client certificate or token expired or belongs to another cluster. Use the cluster\'s admin kubeconfig: constellation-admin.conf in the workspace, /etc/kubernetes/admin.conf on a control-plane node.',
-          cause: err,
-        });
+        return new UserError(
+          `${capitalize(server)} does not accept the credentials of ${this.source} (401 Unauthorized) to ${what}.`,
+          {
+            hint: "Its client certificate or token expired or belongs to another cluster. Use the cluster's admin kubeconfig: constellation-admin.conf in the workspace, /etc/kubernetes/admin.conf on a control-plane node.",
+            cause: err,
+          },
+        );
       }
       if (err.code === 403) {
-        return new UserError(`${capitalize(server)} does not allow the user of ${this.source} to ${what} (${detail}).`, {
-          hint: 'Use the cluster\'s admin kubeconfig (group system:masters), or allow this user to read and write ConfigMaps and Secrets in kube-system.',
-          cause: err,
-        });
+        return new UserError(
+          `${capitalize(server)} does not allow the user of ${this.source} to ${what} (${detail}).`,
+          {
+            hint: "Use the cluster's admin kubeconfig (group system:masters), or allow this user to read and write ConfigMaps and Secrets in kube-system.",
+            cause: err,
+          },
+        );
       }
-      if (err.code >= 500 || err.code === 429) return new StoreUnavailableError(`${server} answered the request to ${what} with ${detail}`, { cause: err });
+      if (err.code >= 500 || err.code === 429)
+        return new StoreUnavailableError(`${server} answered the request to ${what} with ${detail}`, { cause: err });
       return new UserError(`${capitalize(server)} refused to ${what}: ${detail}.`, { cause: err });
     }
     const { name, code, type } = err as { name?: string; code?: string; type?: string };
     if (name === 'AbortError' || type === 'aborted') {
-      return new StoreUnavailableError(`${server} did not answer the request to ${what} within ${this.timeoutMs / 1000} s`, { cause: err });
+      return new StoreUnavailableError(
+        `${server} did not answer the request to ${what} within ${this.timeoutMs / 1000} s`,
+        { cause: err },
+      );
     }
     if (typeof code === 'string' && /CERT|SELF_SIGNED|UNABLE_TO_VERIFY|ERR_TLS/.test(code)) {
-      return new UserError(`${capitalize(server)} does not present a certificate that ${this.source} trusts (${code}).`, {
-        hint: 'The kubeconfig belongs to another cluster, or the address is not this cluster\'s API server.',
-        cause: err,
-      });
+      return new UserError(
+        `${capitalize(server)} does not present a certificate that ${this.source} trusts (${code}).`,
+        {
+          hint: "The kubeconfig belongs to another cluster, or the address is not this cluster's API server.",
+          cause: err,
+        },
+      );
     }
     if (name === 'FetchError' || typeof code === 'string') {
       const reason = code ?? (err as Error).message.split('\n')[0].slice(0, 200);
@@ -371,21 +445,36 @@ export class KubernetesClusterStore implements ClusterStore {
 }
 
 /** An object of the store in kube-system with its label and data (no resourceVersion: creates and unconditional updates). */
-function storeObject(name: string, role: 'join-secrets' | 'node-record' | 'disk-claim' | 'kubernetes-upgrade', data: Record<string, string>): V1ConfigMap {
-  return { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: STORE_NAMESPACE, labels: { [STORE_LABEL]: role } }, data };
+function storeObject(
+  name: string,
+  role: 'join-secrets' | 'node-record' | 'disk-claim' | 'kubernetes-upgrade',
+  data: Record<string, string>,
+): V1ConfigMap {
+  return {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace: STORE_NAMESPACE, labels: { [STORE_LABEL]: role } },
+    data,
+  };
 }
 
 /** prefix + id as an object name; a UserError when that is not a valid one (too long, or characters a name cannot have). */
 function objectName(prefix: string, id: string, what: string): string {
   const name = `${prefix}${id}`;
   if (!OBJECT_NAME.test(name)) {
-    throw new UserError(`${what} does not fit a Kubernetes object name (${prefix}<it> must be a lowercase DNS name of at most 253 characters).`);
+    throw new UserError(
+      `${what} does not fit a Kubernetes object name (${prefix}<it> must be a lowercase DNS name of at most 253 characters).`,
+    );
   }
   return name;
 }
 
 /** Adds the join entries found in an object's data (keys of other writers are left alone). */
-function addEntries(entries: Map<string, string>, object: 'configmap' | 'secret', data: Record<string, string> | undefined): void {
+function addEntries(
+  entries: Map<string, string>,
+  object: 'configmap' | 'secret',
+  data: Record<string, string> | undefined,
+): void {
   for (const [entry, place] of JOIN_ENTRY_PLACES) {
     const value = place.in === object ? data?.[place.key] : undefined;
     if (value !== undefined) entries.set(entry, value);
@@ -393,11 +482,15 @@ function addEntries(entries: Map<string, string>, object: 'configmap' | 'secret'
 }
 
 function encodeSecretData(data: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.entries(data).map(([key, value]) => [key, Buffer.from(value, 'utf8').toString('base64')]));
+  return Object.fromEntries(
+    Object.entries(data).map(([key, value]) => [key, Buffer.from(value, 'utf8').toString('base64')]),
+  );
 }
 
 function decodeSecretData(data: Record<string, string> | undefined): Record<string, string> {
-  return Object.fromEntries(Object.entries(data ?? {}).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]));
+  return Object.fromEntries(
+    Object.entries(data ?? {}).map(([key, value]) => [key, Buffer.from(value, 'base64').toString('utf8')]),
+  );
 }
 
 interface ApiExceptionLike {
@@ -413,7 +506,11 @@ function isApiException(err: unknown): err is ApiExceptionLike {
 /** reason and message of a Kubernetes Status in a response body (they name objects and keys, never values). */
 function parseStatus(body: unknown): { reason?: string; message?: string } {
   try {
-    const status = (typeof body === 'string' ? JSON.parse(body) : body) as { kind?: string; reason?: unknown; message?: unknown };
+    const status = (typeof body === 'string' ? JSON.parse(body) : body) as {
+      kind?: string;
+      reason?: unknown;
+      message?: unknown;
+    };
     if (status?.kind !== 'Status') return {};
     return {
       reason: typeof status.reason === 'string' ? status.reason : undefined,

@@ -2,8 +2,24 @@
  * A cluster store in memory, with the same entries and checks as the real backends (./codec.ts): for unit tests
  * of the join service and of the CLI's store commands. `available = false` plays a store without quorum.
  */
-import { decodeJoinConfig, decodeKubernetesUpgrade, decodeNode, encodeJoinConfig, encodeKubernetesUpgrade, encodeNode, ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
-import { StoreUnavailableError, type ClusterStore, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from './types.js';
+import {
+  decodeJoinConfig,
+  decodeKubernetesUpgrade,
+  decodeNode,
+  encodeJoinConfig,
+  encodeKubernetesUpgrade,
+  encodeNode,
+  ENTRY,
+  JOIN_CONFIG_PREFIX,
+  NODES_PREFIX,
+} from './codec.js';
+import {
+  StoreUnavailableError,
+  type ClusterStore,
+  type JoinConfig,
+  type KubernetesUpgrade,
+  type NodeRecord,
+} from './types.js';
 
 export class MemoryClusterStore implements ClusterStore {
   readonly backend = 'memory' as const;
@@ -48,7 +64,9 @@ export class MemoryClusterStore implements ClusterStore {
 
   async listNodes(): Promise<NodeRecord[]> {
     this.check();
-    return [...this.entries].filter(([key]) => key.startsWith(NODES_PREFIX)).map(([key, value]) => decodeNode(value, key));
+    return [...this.entries]
+      .filter(([key]) => key.startsWith(NODES_PREFIX))
+      .map(([key, value]) => decodeNode(value, key));
   }
 
   async deleteNode(name: string): Promise<void> {
@@ -63,7 +81,9 @@ export class MemoryClusterStore implements ClusterStore {
   async readKubernetesUpgrade(): Promise<{ upgrade: KubernetesUpgrade; revision: string } | undefined> {
     this.check();
     const text = this.entries.get(ENTRY.kubernetesUpgrade);
-    return text === undefined ? undefined : { upgrade: decodeKubernetesUpgrade(text, ENTRY.kubernetesUpgrade), revision: String(this.upgradeRevision) };
+    return text === undefined
+      ? undefined
+      : { upgrade: decodeKubernetesUpgrade(text, ENTRY.kubernetesUpgrade), revision: String(this.upgradeRevision) };
   }
 
   async swapKubernetesUpgrade(upgrade: KubernetesUpgrade, revision: string | undefined): Promise<boolean> {

@@ -133,7 +133,13 @@ function providerSection(provider: Provider): Record<string, unknown> {
         secureBoot: false,
       };
     case 'gcp':
-      return { project: '', ...LOCATIONS.gcp, serviceAccountKeyPath: '', IAMServiceAccountVM: '', deployCSIDriver: false };
+      return {
+        project: '',
+        ...LOCATIONS.gcp,
+        serviceAccountKeyPath: '',
+        IAMServiceAccountVM: '',
+        deployCSIDriver: false,
+      };
   }
 }
 

@@ -42,12 +42,17 @@ export async function editConfig(workspaceDir: string, edits: ConfigEdits): Prom
 }
 
 /** The edits applied to a config's text: the config before and after, and the new text (both validated). */
-export function applyConfigEdits(text: string, edits: ConfigEdits, file: string = CONFIG_FILE): { before: Config; after: Config; text: string } {
+export function applyConfigEdits(
+  text: string,
+  edits: ConfigEdits,
+  file: string = CONFIG_FILE,
+): { before: Config; after: Config; text: string } {
   const parseOptions = { allowIncomplete: edits.allowIncomplete ?? false };
   const before = parseConfig(text, file, parseOptions);
   const doc = parseDocument(text);
   if (edits.providerFields) setProviderSection(doc, edits.providerFields, file);
-  for (const [group, count] of Object.entries(edits.initialCounts ?? {})) doc.setIn(['nodeGroups', group, 'initialCount'], count);
+  for (const [group, count] of Object.entries(edits.initialCounts ?? {}))
+    doc.setIn(['nodeGroups', group, 'initialCount'], count);
   if (edits.image !== undefined) {
     // Changing the scalar in place keeps a comment written after the value.
     const node = doc.get('image', true);
@@ -60,7 +65,11 @@ export function applyConfigEdits(text: string, edits: ConfigEdits, file: string 
 }
 
 /** Sets `provider.<the config's provider>.<key>` for each update; returns the new YAML text (`iam create`). */
-export function setProviderFields(yamlText: string, updates: Record<string, unknown>, fileName: string = CONFIG_FILE): string {
+export function setProviderFields(
+  yamlText: string,
+  updates: Record<string, unknown>,
+  fileName: string = CONFIG_FILE,
+): string {
   return applyConfigEdits(yamlText, { providerFields: updates, allowIncomplete: true }, fileName).text;
 }
 
@@ -71,7 +80,8 @@ export function updateConfigProviderFields(workspaceDir: string, updates: Record
 
 function setProviderSection(doc: Document, updates: Record<string, unknown>, file: string): void {
   const providers = doc.get('provider');
-  const provider = isMap(providers) && isScalar(providers.items[0]?.key) ? String(providers.items[0].key.value) : undefined;
+  const provider =
+    isMap(providers) && isScalar(providers.items[0]?.key) ? String(providers.items[0].key.value) : undefined;
   if (!provider) throw new UserError(`${file} has no provider section to update.`);
   for (const [key, value] of Object.entries(updates)) doc.setIn(['provider', provider, key], doc.createNode(value));
 }
@@ -85,7 +95,8 @@ function setMeasurements(doc: Document, measurements: Measurements, replace: boo
   const variantKey = VARIANT_CONFIG_KEY_LIST.find((k) => attestation?.has(k));
   const map = variantKey ? doc.getIn(['attestation', variantKey, 'measurements'], true) : undefined;
   if (!isMap(map)) return; // parseConfig has already refused such a config
-  if (replace) map.items = map.items.filter((item) => isScalar(item.key) && Object.hasOwn(measurements, String(item.key.value)));
+  if (replace)
+    map.items = map.items.filter((item) => isScalar(item.key) && Object.hasOwn(measurements, String(item.key.value)));
   for (const [index, m] of Object.entries(measurements)) {
     const value = doc.createNode({ expected: m.expected, warnOnly: m.warnOnly });
     const pair = map.items.find((item) => isScalar(item.key) && String(item.key.value) === index);

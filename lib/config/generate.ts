@@ -27,13 +27,16 @@ export async function generateConfigFiles(
   const config = defaultConfig(provider, options);
   const configFile = path.join(workspaceDir, CONFIG_FILE);
   const stateFile = path.join(workspaceDir, STATE_FILE);
-  const existing = (await Promise.all([configFile, stateFile].map(async (f) => ((await pathExists(f)) ? f : undefined)))).filter(
-    (f): f is string => f !== undefined,
-  );
+  const existing = (
+    await Promise.all([configFile, stateFile].map(async (f) => ((await pathExists(f)) ? f : undefined)))
+  ).filter((f): f is string => f !== undefined);
   if (existing.length > 0) {
-    throw new UserError(`${existing.map((f) => path.basename(f)).join(' and ')} already ${existing.length === 1 ? 'exists' : 'exist'} in ${workspaceDir}; nothing was written.`, {
-      hint: 'config generate never overwrites a workspace file. Move the file away if you really want a new config, or use another workspace (-C <dir>).',
-    });
+    throw new UserError(
+      `${existing.map((f) => path.basename(f)).join(' and ')} already ${existing.length === 1 ? 'exists' : 'exist'} in ${workspaceDir}; nothing was written.`,
+      {
+        hint: 'config generate never overwrites a workspace file. Move the file away if you really want a new config, or use another workspace (-C <dir>).',
+      },
+    );
   }
   await writeFileAtomic(configFile, renderConfig(config, options), { exclusive: true, what: 'the config' });
   try {

@@ -5,7 +5,13 @@
  */
 import type { Measurements } from '../attestation/types.js';
 import type { Config } from './schema.js';
-import { PROVIDERS, VARIANT_CONFIG_KEY_LIST, variantOfConfigKey, type AttestationVariant, type Provider } from './variants.js';
+import {
+  PROVIDERS,
+  VARIANT_CONFIG_KEY_LIST,
+  variantOfConfigKey,
+  type AttestationVariant,
+  type Provider,
+} from './variants.js';
 
 export { ConfigError, isConfigError, formatIssueLine, type ConfigIssue } from './errors.js';
 export { configSchema, buildConfigSchema, type Config, type NodeGroup, type ConfigSchemaOptions } from './schema.js';

@@ -8,10 +8,15 @@ import { VARIANTS } from '../attestation/variant.js';
 import type { AttestationVariant, Provider } from './variants.js';
 
 /** Instance types per variant, from the variant table. `local` nodes are processes: their only type is `local`. */
-export const INSTANCE_TYPES = Object.fromEntries(VARIANTS.map((v) => [v.name, v.instanceTypes])) as Record<AttestationVariant, readonly string[]>;
+export const INSTANCE_TYPES = Object.fromEntries(VARIANTS.map((v) => [v.name, v.instanceTypes])) as Record<
+  AttestationVariant,
+  readonly string[]
+>;
 
 /** What `config generate` writes per variant (control plane and workers alike). */
-export const DEFAULT_INSTANCE_TYPES = Object.fromEntries(VARIANTS.map((v) => [v.name, v.defaultInstanceType])) as Record<AttestationVariant, string>;
+export const DEFAULT_INSTANCE_TYPES = Object.fromEntries(
+  VARIANTS.map((v) => [v.name, v.defaultInstanceType]),
+) as Record<AttestationVariant, string>;
 
 /** State-disk types per provider; the first is the default. `file`: the local provider's disk is a file; `raw`: a qemu VM's sparse raw disk file. */
 export const DISK_TYPES: Record<Provider, readonly string[]> = {

@@ -19,7 +19,8 @@ export function packageRoot(): string {
       return dir;
     }
     const parent = path.dirname(dir);
-    if (parent === dir) throw new Error(`package.json of ${PACKAGE_NAME} not found above ${fileURLToPath(import.meta.url)}`);
+    if (parent === dir)
+      throw new Error(`package.json of ${PACKAGE_NAME} not found above ${fileURLToPath(import.meta.url)}`);
     dir = parent;
   }
 }

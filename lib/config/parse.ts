@@ -26,10 +26,17 @@ const lenientSchema = buildConfigSchema({ allowIncomplete: true });
 export function parseConfig(yamlText: string, fileName: string = CONFIG_FILE, options: ParseOptions = {}): Config {
   const schema = options.allowIncomplete ? lenientSchema : configSchema;
   if (Buffer.byteLength(yamlText) > SIZE_LIMITS.config) {
-    throw new ConfigError(fileName, [{ path: '', line: 1, message: `the config is ${formatSize(Buffer.byteLength(yamlText))}; the limit is ${formatSize(SIZE_LIMITS.config)}` }]);
+    throw new ConfigError(fileName, [
+      {
+        path: '',
+        line: 1,
+        message: `the config is ${formatSize(Buffer.byteLength(yamlText))}; the limit is ${formatSize(SIZE_LIMITS.config)}`,
+      },
+    ]);
   }
   const tooDeep = yamlNestingProblem(yamlText);
-  if (tooDeep) throw new ConfigError(fileName, [{ path: '', line: 1, message: `the config is not valid YAML: ${tooDeep}` }]);
+  if (tooDeep)
+    throw new ConfigError(fileName, [{ path: '', line: 1, message: `the config is not valid YAML: ${tooDeep}` }]);
   const lineCounter = new LineCounter();
   const doc = parseDocument(yamlText, { lineCounter, prettyErrors: false, uniqueKeys: true, logLevel: 'error' });
   const lineOf = (offset: number) => lineCounter.linePos(offset).line;
@@ -37,7 +44,11 @@ export function parseConfig(yamlText: string, fileName: string = CONFIG_FILE, op
   if (doc.errors.length > 0) {
     throw new ConfigError(
       fileName,
-      doc.errors.map((e) => ({ path: '', line: lineOf(e.pos[0]), message: `not valid YAML: ${yamlMessage(e.message)}` })),
+      doc.errors.map((e) => ({
+        path: '',
+        line: lineOf(e.pos[0]),
+        message: `not valid YAML: ${yamlMessage(e.message)}`,
+      })),
       { hint: 'Fix the YAML syntax at the line named above (indentation, quotes, a missing colon).' },
     );
   }
@@ -51,12 +62,17 @@ export function parseConfig(yamlText: string, fileName: string = CONFIG_FILE, op
     data = doc.toJS({ maxAliasCount: 100 });
     checkKeys(data);
   } catch (err) {
-    if (err instanceof JsonInputError) throw new ConfigError(fileName, [{ path: err.key ?? '', line: 1, message: 'a key of this name is not allowed' }]);
+    if (err instanceof JsonInputError)
+      throw new ConfigError(fileName, [{ path: err.key ?? '', line: 1, message: 'a key of this name is not allowed' }]);
     throw new ConfigError(fileName, [{ path: '', line: 1, message: `cannot be read: ${(err as Error).message}` }]);
   }
   if (typeof data !== 'object' || data === null || Array.isArray(data)) {
     throw new ConfigError(fileName, [
-      { path: '', line: lineOf(doc.contents.range?.[0] ?? 0), message: 'the top level must be a mapping of keys (version, name, provider, ...)' },
+      {
+        path: '',
+        line: lineOf(doc.contents.range?.[0] ?? 0),
+        message: 'the top level must be a mapping of keys (version, name, provider, ...)',
+      },
     ]);
   }
 
@@ -119,7 +135,10 @@ function toConfigIssues(issue: z.core.$ZodIssue, schema: z.ZodType): LocatedIssu
   const at = issue.path.filter((p): p is Segment => typeof p !== 'symbol');
   switch (issue.code) {
     case 'unrecognized_keys':
-      return issue.keys.map((key) => ({ segments: [...at, key], message: unknownKeyMessage(key, knownKeysAt(schema, at)) }));
+      return issue.keys.map((key) => ({
+        segments: [...at, key],
+        message: unknownKeyMessage(key, knownKeysAt(schema, at)),
+      }));
     case 'invalid_key':
       return [{ segments: at, message: issue.issues.map((i) => i.message).join('; ') }];
     default:
@@ -165,7 +184,8 @@ function friendlyMessage(issue: z.core.$ZodRawIssue): string | undefined {
     }
     case 'too_small':
       if (issue.origin === 'string' && issue.minimum === 1) return 'must not be empty';
-      if (issue.origin === 'number') return `must be ${issue.inclusive ? 'at least' : 'greater than'} ${issue.minimum}, not ${String(issue.input)}`;
+      if (issue.origin === 'number')
+        return `must be ${issue.inclusive ? 'at least' : 'greater than'} ${issue.minimum}, not ${String(issue.input)}`;
       return undefined;
     case 'too_big':
       if (issue.origin === 'number') return `must be at most ${issue.maximum}, not ${String(issue.input)}`;
@@ -192,7 +212,8 @@ function describeValue(value: unknown): string {
   if (value === null) return 'null (an empty value)';
   if (Array.isArray(value)) return 'a list';
   if (typeof value === 'object') return 'a mapping';
-  if (typeof value === 'string') return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value)}`;
+  if (typeof value === 'string')
+    return `the string ${JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value)}`;
   return `${typeof value} ${String(value)}`;
 }
 

@@ -49,8 +49,8 @@ export function renderConfig(config: Config, options: RenderOptions = {}): strin
     header.push(
       ' Empty fields are errors until they are set: `constellation iam create ' +
         `${providerName} --update-config\` fills the identities, and \`image\` is the node image you run.`,
-      ' The measurements below are placeholders (all zeros) until you fill them with your image\'s: `constellation image build`',
-      ' writes them (measurements.json), `constellation config fetch-measurements` fetches a published image\'s;',
+      " The measurements below are placeholders (all zeros) until you fill them with your image's: `constellation image build`",
+      " writes them (measurements.json), `constellation config fetch-measurements` fetches a published image's;",
       ' `config validate` refuses an enforced PCR 0–7, 9 or 11 that is still zero.',
     );
   }
@@ -64,7 +64,10 @@ function withNumericPcrKeys(config: Config): unknown {
   const attestation = Object.fromEntries(
     Object.entries(config.attestation).map(([key, section]) => [
       key,
-      { ...section, measurements: new Map(Object.entries(section!.measurements).map(([i, m]) => [Number(i), { ...m }])) },
+      {
+        ...section,
+        measurements: new Map(Object.entries(section!.measurements).map(([i, m]) => [Number(i), { ...m }])),
+      },
     ]),
   );
   return { ...config, attestation };

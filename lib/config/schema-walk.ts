@@ -8,7 +8,8 @@ type Segment = string | number;
 
 function unwrap(schema: z.ZodType): z.ZodType {
   let s = schema;
-  while (s instanceof z.ZodOptional || s instanceof z.ZodDefault || s instanceof z.ZodNullable) s = s.unwrap() as z.ZodType;
+  while (s instanceof z.ZodOptional || s instanceof z.ZodDefault || s instanceof z.ZodNullable)
+    s = s.unwrap() as z.ZodType;
   return s;
 }
 
@@ -18,7 +19,9 @@ export function schemaAt(root: z.ZodType, path: readonly Segment[]): z.ZodType |
   for (const segment of path) {
     const inner: z.ZodType = unwrap(s);
     if (inner instanceof z.ZodObject) {
-      s = (inner.shape as Record<string, z.ZodType>)[String(segment)] ?? (inner._zod.def.catchall as z.ZodType | undefined);
+      s =
+        (inner.shape as Record<string, z.ZodType>)[String(segment)] ??
+        (inner._zod.def.catchall as z.ZodType | undefined);
     } else if (inner instanceof z.ZodRecord) {
       s = inner.valueType as z.ZodType;
     } else if (inner instanceof z.ZodArray) {

@@ -41,7 +41,9 @@ const hex = (lengths: number[], what: string) => {
   return z
     .string()
     .regex(new RegExp(`^(?:${alternatives})$`), {
-      error: present((input) => `${JSON.stringify(input)} is not ${what}: expected ${lengths.join(' or ')} hex characters`),
+      error: present(
+        (input) => `${JSON.stringify(input)} is not ${what}: expected ${lengths.join(' or ')} hex characters`,
+      ),
     })
     .toLowerCase();
 };
@@ -54,14 +56,17 @@ const measurementSchema = z
   .describe('The expected value of one PCR.');
 
 const pcrIndex = z.string().regex(/^(?:1?[0-9]|2[0-3])$/, {
-  error: present((input) => `PCR index ${JSON.stringify(input)} is out of range: PCR indexes are 0 to ${MAX_PCR_INDEX}`),
+  error: present(
+    (input) => `PCR index ${JSON.stringify(input)} is out of range: PCR indexes are 0 to ${MAX_PCR_INDEX}`,
+  ),
 });
 
 /** The measurements of an attestation variant; also the shape of a signed measurements file's `measurements`. */
 export const measurementsSchema = z
   .record(pcrIndex, measurementSchema)
   .refine((m) => Object.keys(m).length > 0, {
-    error: 'no measurements: without any, nothing about a node would be checked. Regenerate the config or copy them from your image.',
+    error:
+      'no measurements: without any, nothing about a node would be checked. Regenerate the config or copy them from your image.',
   })
   .describe('Expected PCR values, by PCR index (0–23).');
 
@@ -83,8 +88,12 @@ const variantFields = {
     ...snpTcb,
     firmwareSignerConfig: z
       .strictObject({
-        acceptedKeyDigests: z.array(hex([96], 'a SHA-384 key digest')).describe('Digests of the keys allowed to sign the paravisor firmware.'),
-        enforcementPolicy: z.enum(['Equal', 'MAAFallback', 'WarnOnly']).describe('What happens when the firmware signer is not accepted.'),
+        acceptedKeyDigests: z
+          .array(hex([96], 'a SHA-384 key digest'))
+          .describe('Digests of the keys allowed to sign the paravisor firmware.'),
+        enforcementPolicy: z
+          .enum(['Equal', 'MAAFallback', 'WarnOnly'])
+          .describe('What happens when the firmware signer is not accepted.'),
         maaURL: z.string().optional().describe('Microsoft Azure Attestation URL, for MAAFallback.'),
       })
       .optional()
@@ -92,14 +101,21 @@ const variantFields = {
   },
   'tdx-tcb': {
     qeSVN: z.number().int().min(0).max(65535).describe('Minimum security version of the quoting enclave.'),
-    pceSVN: z.number().int().min(0).max(65535).describe('Minimum security version of the provisioning certification enclave.'),
+    pceSVN: z
+      .number()
+      .int()
+      .min(0)
+      .max(65535)
+      .describe('Minimum security version of the provisioning certification enclave.'),
     teeTCBSVN: hex([32], 'a TEE TCB SVN').describe('Minimum TEE TCB security versions: 16 bytes, hex.'),
     mrSeam: hex([96], 'an MRSEAM').describe('Expected measurement of the TDX module: 48 bytes, hex.'),
   },
 } satisfies Record<VariantConfigFields, z.ZodRawShape>;
 
 function variantSection(variant: VariantSpec) {
-  return z.strictObject({ measurements: measurementsSchema, ...variantFields[variant.configFields] }).describe(variant.summary);
+  return z
+    .strictObject({ measurements: measurementsSchema, ...variantFields[variant.configFields] })
+    .describe(variant.summary);
 }
 
 /** One section per row of the variant table, under its config key. */
@@ -112,13 +128,18 @@ function iamField(provider: Provider, allowIncomplete: boolean, description: str
   const field = allowIncomplete
     ? z.string()
     : z.string().min(1, {
-        error: present(`is empty: run \`constellation iam create ${provider} --update-config\` to fill it, or set it yourself`),
+        error: present(
+          `is empty: run \`constellation iam create ${provider} --update-config\` to fill it, or set it yourself`,
+        ),
       });
   return field.describe(`${description} Filled by \`constellation iam create ${provider} --update-config\`.`);
 }
 
 const userField = (what: string, description: string) =>
-  z.string().min(1, { error: present(`is empty: set the ${what}`) }).describe(description);
+  z
+    .string()
+    .min(1, { error: present(`is empty: set the ${what}`) })
+    .describe(description);
 
 /**
  * Upstream deploys each cloud's CSI driver with encrypted volumes (its own forks that dm-crypt every volume). Nothing
@@ -127,9 +148,12 @@ const userField = (what: string, description: string) =>
 const deployCSIDriver = z
   .boolean()
   .refine((v) => v === false, {
-    error: 'is true, but this CLI deploys no CSI driver yet (encrypted persistent volumes are not built): set it to false',
+    error:
+      'is true, but this CLI deploys no CSI driver yet (encrypted persistent volumes are not built): set it to false',
   })
-  .describe("Deploy the cloud's CSI driver for persistent volumes. Must be false: no CSI driver is deployed yet (encrypted volumes are not built).");
+  .describe(
+    "Deploy the cloud's CSI driver for persistent volumes. Must be false: no CSI driver is deployed yet (encrypted volumes are not built).",
+  );
 
 function providerSchemas(allowIncomplete: boolean) {
   return {
@@ -138,20 +162,32 @@ function providerSchemas(allowIncomplete: boolean) {
         kubernetesBackend: z
           .enum(['none', 'kubeadm'])
           .default('none')
-          .describe('none: nodes run everything except Kubernetes; kubeadm: nodes run kubeadm (needs the Kubernetes binaries).'),
+          .describe(
+            'none: nodes run everything except Kubernetes; kubeadm: nodes run kubeadm (needs the Kubernetes binaries).',
+          ),
       })
       .describe('Nodes are processes on this machine with software TPMs.'),
     qemu: z
       .strictObject({
         vcpus: z.number().int().min(1).max(64).describe('Virtual CPUs of each node VM.'),
         memoryMiB: z.number().int().min(512).describe('Memory of each node VM in MiB (the node image runs from RAM).'),
-        firmware: z.string().min(1).describe("The UEFI firmware's code (OVMF), e.g. Debian's /usr/share/OVMF/OVMF_CODE_4M.fd."),
-        firmwareVars: z.string().min(1).describe("The firmware's variable store template; every node gets its own copy."),
+        firmware: z
+          .string()
+          .min(1)
+          .describe("The UEFI firmware's code (OVMF), e.g. Debian's /usr/share/OVMF/OVMF_CODE_4M.fd."),
+        firmwareVars: z
+          .string()
+          .min(1)
+          .describe("The firmware's variable store template; every node gets its own copy."),
         accel: z
           .enum(['auto', 'kvm', 'tcg'])
-          .describe('auto: KVM where a probe boot of the image works, else TCG (software emulation); kvm or tcg: that one.'),
+          .describe(
+            'auto: KVM where a probe boot of the image works, else TCG (software emulation); kvm or tcg: that one.',
+          ),
       })
-      .describe('Nodes are QEMU VMs on this machine that boot the node image under UEFI firmware, with swtpm as their TPM.'),
+      .describe(
+        'Nodes are QEMU VMs on this machine that boot the node image under UEFI firmware, with swtpm as their TPM.',
+      ),
     aws: z
       .strictObject({
         region: userField('AWS region', 'AWS region, e.g. us-east-2.'),
@@ -167,7 +203,11 @@ function providerSchemas(allowIncomplete: boolean) {
         tenant: iamField('azure', allowIncomplete, 'Azure tenant (directory) ID.'),
         location: userField('Azure location', 'Azure location (region), e.g. westus.'),
         resourceGroup: iamField('azure', allowIncomplete, 'Resource group the cluster is created in.'),
-        userAssignedIdentity: iamField('azure', allowIncomplete, 'Resource ID of the user-assigned identity of the nodes.'),
+        userAssignedIdentity: iamField(
+          'azure',
+          allowIncomplete,
+          'Resource ID of the user-assigned identity of the nodes.',
+        ),
         deployCSIDriver,
         secureBoot: z.boolean().describe('Enable UEFI secure boot on the nodes.'),
       })
@@ -177,7 +217,11 @@ function providerSchemas(allowIncomplete: boolean) {
         project: iamField('gcp', allowIncomplete, 'GCP project ID.'),
         region: userField('GCP region', 'GCP region, e.g. europe-west3.'),
         zone: userField('GCP zone', 'GCP zone of the nodes, e.g. europe-west3-a.'),
-        serviceAccountKeyPath: iamField('gcp', allowIncomplete, 'Path of the service-account key file the CLI uses, relative to the workspace.'),
+        serviceAccountKeyPath: iamField(
+          'gcp',
+          allowIncomplete,
+          'Path of the service-account key file the CLI uses, relative to the workspace.',
+        ),
         IAMServiceAccountVM: iamField('gcp', allowIncomplete, 'E-mail of the service account the nodes run as.'),
         deployCSIDriver,
       })
@@ -201,7 +245,11 @@ function exactlyOne(section: string, choices: readonly string[]) {
   return (value: Record<string, unknown>, ctx: z.RefinementCtx) => {
     const keys = Object.keys(value).filter((k) => value[k] !== undefined);
     if (keys.length === 0) {
-      ctx.addIssue({ code: 'custom', path: [], message: `no ${section} is set: set exactly one of ${choices.join(', ')}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: [],
+        message: `no ${section} is set: set exactly one of ${choices.join(', ')}`,
+      });
     } else if (keys.length > 1) {
       ctx.addIssue({
         code: 'custom',
@@ -219,7 +267,10 @@ function validSigningKey(pem: string, ctx: z.RefinementCtx): void {
   try {
     trustedKeyFromPem(pem, 'the key');
   } catch (err) {
-    ctx.addIssue({ code: 'custom', message: `is not usable: ${(err as Error).message} ${(err as UserError).hint ?? ''}`.trim() });
+    ctx.addIssue({
+      code: 'custom',
+      message: `is not usable: ${(err as Error).message} ${(err as UserError).hint ?? ''}`.trim(),
+    });
   }
 }
 
@@ -266,7 +317,8 @@ function crossCheck(config: ConfigShape, ctx: z.RefinementCtx): void {
     ctx.addIssue({
       code: 'custom',
       path: ['image'],
-      message: 'a qemu image is the folder of a built image (`constellation image build --provider qemu --out <dir>`) or a version in your image store; `mini up --vm` builds one',
+      message:
+        'a qemu image is the folder of a built image (`constellation image build --provider qemu --out <dir>`) or a version in your image store; `mini up --vm` builds one',
     });
   }
   if (provider === 'local' && config.image !== LOCAL_BUILD_IMAGE && !isImageVersion(config.image)) {
@@ -280,16 +332,25 @@ function crossCheck(config: ConfigShape, ctx: z.RefinementCtx): void {
   for (const [name, group] of Object.entries(config.nodeGroups)) {
     const at = (key: string) => ['nodeGroups', name, key];
     if (!NODE_GROUP_NAME.test(name)) {
-      ctx.addIssue({ code: 'custom', path: ['nodeGroups', name], message: 'node group names are 1–32 lowercase letters, digits and underscores' });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['nodeGroups', name],
+        message: 'node group names are 1–32 lowercase letters, digits and underscores',
+      });
     }
-    const expectedRole = name === 'control_plane_default' ? 'control-plane' : name === 'worker_default' ? 'worker' : undefined;
+    const expectedRole =
+      name === 'control_plane_default' ? 'control-plane' : name === 'worker_default' ? 'worker' : undefined;
     if (expectedRole && group.role !== expectedRole) {
       ctx.addIssue({ code: 'custom', path: at('role'), message: `must be ${expectedRole} in node group ${name}` });
     }
     if (group.role === 'control-plane') {
       controlPlaneGroups++;
       if (group.initialCount < 1) {
-        ctx.addIssue({ code: 'custom', path: at('initialCount'), message: 'a control-plane node group needs at least 1 node' });
+        ctx.addIssue({
+          code: 'custom',
+          path: at('initialCount'),
+          message: 'a control-plane node group needs at least 1 node',
+        });
       }
     }
     if (!isAllowedInstanceType(variant, group.instanceType)) {
@@ -309,11 +370,19 @@ function crossCheck(config: ConfigShape, ctx: z.RefinementCtx): void {
       });
     }
     if (group.stateDiskSizeGB < MIN_STATE_DISK_GB[provider]) {
-      ctx.addIssue({ code: 'custom', path: at('stateDiskSizeGB'), message: `must be at least ${MIN_STATE_DISK_GB[provider]} on ${provider}` });
+      ctx.addIssue({
+        code: 'custom',
+        path: at('stateDiskSizeGB'),
+        message: `must be at least ${MIN_STATE_DISK_GB[provider]} on ${provider}`,
+      });
     }
   }
   if (controlPlaneGroups === 0) {
-    ctx.addIssue({ code: 'custom', path: ['nodeGroups'], message: 'no node group has role control-plane: a cluster needs one' });
+    ctx.addIssue({
+      code: 'custom',
+      path: ['nodeGroups'],
+      message: 'no node group has role control-plane: a cluster needs one',
+    });
   }
 }
 
@@ -321,59 +390,74 @@ function sectionsSchema(options: ConfigSchemaOptions) {
   const allowIncomplete = options.allowIncomplete ?? false;
   const providers = providerSchemas(allowIncomplete);
   const image = z.string();
-  return z
-    .strictObject({
-      version: z
-        .literal(CONFIG_VERSION, { error: present((input) => `config version ${JSON.stringify(input)} is not supported: this CLI reads ${CONFIG_VERSION}`) })
-        .describe(`Layout version of this file: ${CONFIG_VERSION}.`),
-      name: z
-        .string()
-        .regex(/^[a-z][a-z0-9-]{0,19}$/, { error: present('must start with a lowercase letter and have at most 20 lowercase letters, digits and hyphens') })
-        .describe('Name of the cluster; part of every resource name.'),
-      kubernetesVersion: z
-        .enum(SUPPORTED_KUBERNETES_VERSIONS, {
-          error: present(
-            (input) => `Kubernetes version ${JSON.stringify(input)} is not supported; supported: ${SUPPORTED_KUBERNETES_VERSIONS.join(', ')}`,
-          ),
-        })
-        .describe('Kubernetes version of the cluster; see `constellation config kubernetes-versions`.'),
-      image: (allowIncomplete ? image : image.min(1, { error: present('is empty: set the node image (AMI id, Azure image id or GCE image URL)') }))
-        .describe(
-          'Node image: for the local provider `local` (the current build) or a version made by `constellation mini image create`; for qemu the folder of a built qemu image or a version in your image store; else an AMI id, Azure image id or GCE image URL.',
+  return z.strictObject({
+    version: z
+      .literal(CONFIG_VERSION, {
+        error: present(
+          (input) => `config version ${JSON.stringify(input)} is not supported: this CLI reads ${CONFIG_VERSION}`,
         ),
-      measurementsSigningKey: z
-        .string()
-        .superRefine(validSigningKey)
-        .optional()
-        .describe(
-          "PEM public key (ECDSA P-256, as cosign.pub) that signed measurements must verify with, for images you sign yourself. Unset: this CLI's release key (clouds), or your local image key (the local provider's versioned images).",
+      })
+      .describe(`Layout version of this file: ${CONFIG_VERSION}.`),
+    name: z
+      .string()
+      .regex(/^[a-z][a-z0-9-]{0,19}$/, {
+        error: present('must start with a lowercase letter and have at most 20 lowercase letters, digits and hyphens'),
+      })
+      .describe('Name of the cluster; part of every resource name.'),
+    kubernetesVersion: z
+      .enum(SUPPORTED_KUBERNETES_VERSIONS, {
+        error: present(
+          (input) =>
+            `Kubernetes version ${JSON.stringify(input)} is not supported; supported: ${SUPPORTED_KUBERNETES_VERSIONS.join(', ')}`,
         ),
-      microserviceVersion: z
-        .string()
-        .regex(/^v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$/, { error: present('must be a version like v1.2.3') })
-        .describe('Version of the cluster services (join service, verify service).'),
-      serviceCIDR: z.cidrv4({ error: present('must be an IPv4 CIDR like 10.96.0.0/12') }).describe('IP range of Kubernetes services.'),
-      tags: z
-        .record(z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,62}$/, { error: present('tag keys are 1–63 letters, digits and _.:/-') }), z.string().max(256))
-        .default({})
-        .describe('Tags (AWS), tags (Azure) or labels (GCP) added to every cloud resource.'),
-      provider: z
-        .strictObject(providers)
-        .partial()
-        .superRefine(exactlyOne('provider', PROVIDERS))
-        .meta({ minProperties: 1, maxProperties: 1 })
-        .describe('Where the cluster runs: exactly one of local, aws, azure, gcp.'),
-      nodeGroups: z
-        .object({ control_plane_default: nodeGroupSchema, worker_default: nodeGroupSchema })
-        .catchall(nodeGroupSchema)
-        .describe('Node groups by name; control_plane_default and worker_default are required.'),
-      attestation: z
-        .strictObject(variantSchemas)
-        .partial()
-        .superRefine(exactlyOne('attestation variant', VARIANT_CONFIG_KEY_LIST))
-        .meta({ minProperties: 1, maxProperties: 1 })
-        .describe('How nodes prove what they run: exactly one attestation variant with its measurements.'),
-    });
+      })
+      .describe('Kubernetes version of the cluster; see `constellation config kubernetes-versions`.'),
+    image: (allowIncomplete
+      ? image
+      : image.min(1, { error: present('is empty: set the node image (AMI id, Azure image id or GCE image URL)') })
+    ).describe(
+      'Node image: for the local provider `local` (the current build) or a version made by `constellation mini image create`; for qemu the folder of a built qemu image or a version in your image store; else an AMI id, Azure image id or GCE image URL.',
+    ),
+    measurementsSigningKey: z
+      .string()
+      .superRefine(validSigningKey)
+      .optional()
+      .describe(
+        "PEM public key (ECDSA P-256, as cosign.pub) that signed measurements must verify with, for images you sign yourself. Unset: this CLI's release key (clouds), or your local image key (the local provider's versioned images).",
+      ),
+    microserviceVersion: z
+      .string()
+      .regex(/^v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$/, { error: present('must be a version like v1.2.3') })
+      .describe('Version of the cluster services (join service, verify service).'),
+    serviceCIDR: z
+      .cidrv4({ error: present('must be an IPv4 CIDR like 10.96.0.0/12') })
+      .describe('IP range of Kubernetes services.'),
+    tags: z
+      .record(
+        z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:/-]{0,62}$/, {
+          error: present('tag keys are 1–63 letters, digits and _.:/-'),
+        }),
+        z.string().max(256),
+      )
+      .default({})
+      .describe('Tags (AWS), tags (Azure) or labels (GCP) added to every cloud resource.'),
+    provider: z
+      .strictObject(providers)
+      .partial()
+      .superRefine(exactlyOne('provider', PROVIDERS))
+      .meta({ minProperties: 1, maxProperties: 1 })
+      .describe('Where the cluster runs: exactly one of local, aws, azure, gcp.'),
+    nodeGroups: z
+      .object({ control_plane_default: nodeGroupSchema, worker_default: nodeGroupSchema })
+      .catchall(nodeGroupSchema)
+      .describe('Node groups by name; control_plane_default and worker_default are required.'),
+    attestation: z
+      .strictObject(variantSchemas)
+      .partial()
+      .superRefine(exactlyOne('attestation variant', VARIANT_CONFIG_KEY_LIST))
+      .meta({ minProperties: 1, maxProperties: 1 })
+      .describe('How nodes prove what they run: exactly one attestation variant with its measurements.'),
+  });
 }
 type ConfigShape = z.output<ReturnType<typeof sectionsSchema>>;
 

@@ -19,7 +19,10 @@ export type { VariantConfigKey } from '../attestation/variant-table.js';
 export type AttestationVariant = VariantName;
 
 /** CLI variant name -> config key under `attestation`. */
-export const VARIANT_CONFIG_KEYS = Object.fromEntries(VARIANTS.map((v) => [v.name, v.configKey])) as Record<AttestationVariant, VariantConfigKey>;
+export const VARIANT_CONFIG_KEYS = Object.fromEntries(VARIANTS.map((v) => [v.name, v.configKey])) as Record<
+  AttestationVariant,
+  VariantConfigKey
+>;
 
 export const ATTESTATION_VARIANTS: AttestationVariant[] = [...KNOWN_VARIANTS];
 export const VARIANT_CONFIG_KEY_LIST = VARIANTS.map((v) => v.configKey) as VariantConfigKey[];

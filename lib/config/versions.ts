@@ -30,14 +30,20 @@ export function checkKubernetesUpgrade(current: string, target: string): 'same' 
   const order = to.major - from.major || to.minor - from.minor || to.patch - from.patch;
   if (order === 0) return 'same';
   if (order < 0) {
-    throw new UserError(`Kubernetes cannot go from ${from.text} down to ${to.text}: kubeadm does not downgrade a cluster.`, {
-      hint: `Set kubernetesVersion in constellation-conf.yaml to ${from.text} or newer.`,
-    });
+    throw new UserError(
+      `Kubernetes cannot go from ${from.text} down to ${to.text}: kubeadm does not downgrade a cluster.`,
+      {
+        hint: `Set kubernetesVersion in constellation-conf.yaml to ${from.text} or newer.`,
+      },
+    );
   }
   if (to.major !== from.major || to.minor > from.minor + 1) {
-    throw new UserError(`Kubernetes cannot go from ${from.text} to ${to.text} in one upgrade: kubeadm upgrades one minor version at a time.`, {
-      hint: `Upgrade to v${from.major}.${from.minor + 1} first (set kubernetesVersion in constellation-conf.yaml), then to ${to.text}.`,
-    });
+    throw new UserError(
+      `Kubernetes cannot go from ${from.text} to ${to.text} in one upgrade: kubeadm upgrades one minor version at a time.`,
+      {
+        hint: `Upgrade to v${from.major}.${from.minor + 1} first (set kubernetesVersion in constellation-conf.yaml), then to ${to.text}.`,
+      },
+    );
   }
   return to.minor === from.minor ? 'patch' : 'minor';
 }
@@ -46,5 +52,10 @@ export function checkKubernetesUpgrade(current: string, target: string): 'same' 
 function parseKubernetesVersion(version: string): { major: number; minor: number; patch: number; text: string } {
   const match = /^v?(\d+)\.(\d+)\.(\d+)([-+][0-9A-Za-z.-]+)?$/.exec(version.trim());
   if (!match) throw new UserError(`"${version}" is not a Kubernetes version (vMAJOR.MINOR.PATCH).`);
-  return { major: Number(match[1]), minor: Number(match[2]), patch: Number(match[3]), text: `v${match[1]}.${match[2]}.${match[3]}${match[4] ?? ''}` };
+  return {
+    major: Number(match[1]),
+    minor: Number(match[2]),
+    patch: Number(match[3]),
+    text: `v${match[1]}.${match[2]}.${match[3]}${match[4] ?? ''}`,
+  };
 }

@@ -25,7 +25,9 @@ const BASE64 = /^[A-Za-z0-9+/]+={0,2}$/;
  * ignored, as cosign's Go decoder ignores them). Undefined when the text is not base64.
  */
 export function decodeSignature(signature: string | Uint8Array): Buffer | undefined {
-  const text = (typeof signature === 'string' ? signature : Buffer.from(signature).toString('latin1')).replace(/[\r\n]/g, '').trim();
+  const text = (typeof signature === 'string' ? signature : Buffer.from(signature).toString('latin1'))
+    .replace(/[\r\n]/g, '')
+    .trim();
   if (!BASE64.test(text) || text.length % 4 !== 0) return undefined;
   return Buffer.from(text, 'base64');
 }

@@ -84,22 +84,39 @@ export async function readUrl(url: URL, options: ReadUrlOptions = {}): Promise<B
     try {
       stat = await fs.stat(file);
     } catch (err) {
-      throw new UserError(`Cannot read ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}.`, { cause: err });
+      throw new UserError(
+        `Cannot read ${file}: ${(err as NodeJS.ErrnoException).code === 'ENOENT' ? 'no such file' : (err as Error).message}.`,
+        { cause: err },
+      );
     }
     if (!stat.isFile()) throw new UserError(`${file} is not a file.`);
-    if (stat.size > maxBytes) throw new UserError(`${file} is larger than ${maxBytes} bytes; this is not a measurements, signature or index file.`);
+    if (stat.size > maxBytes)
+      throw new UserError(
+        `${file} is larger than ${maxBytes} bytes; this is not a measurements, signature or index file.`,
+      );
     return fs.readFile(file);
   }
   if (url.protocol !== 'https:') throw new UserError(`${url.href}: only https and file URLs are read.`);
   const deadlineMs = options.deadlineMs ?? DEFAULT_DEADLINE_MS;
-  return readHttps(url, { ...options, maxBytes, deadline: { at: Date.now() + deadlineMs, ms: deadlineMs } }, MAX_REDIRECTS);
+  return readHttps(
+    url,
+    { ...options, maxBytes, deadline: { at: Date.now() + deadlineMs, ms: deadlineMs } },
+    MAX_REDIRECTS,
+  );
 }
 
-async function readHttps(url: URL, options: ReadUrlOptions & { maxBytes: number; deadline: { at: number; ms: number } }, redirectsLeft: number): Promise<Buffer> {
+async function readHttps(
+  url: URL,
+  options: ReadUrlOptions & { maxBytes: number; deadline: { at: number; ms: number } },
+  redirectsLeft: number,
+): Promise<Buffer> {
   const https = await import('node:https');
   const timeoutMs = options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   const failed = (why: string, cause?: unknown) =>
-    new UserError(`Cannot fetch ${url.href}: ${why}.`, { hint: 'Check the URL and your network; or download the file and give its path.', cause });
+    new UserError(`Cannot fetch ${url.href}: ${why}.`, {
+      hint: 'Check the URL and your network; or download the file and give its path.',
+      cause,
+    });
   return new Promise<Buffer>((resolve, reject) => {
     const request = https.get(url, { ...(options.ca ? { ca: options.ca } : {}), timeout: timeoutMs }, (response) => {
       const status = response.statusCode ?? 0;
@@ -112,7 +129,8 @@ async function readHttps(url: URL, options: ReadUrlOptions & { maxBytes: number;
         } catch (err) {
           return reject(failed('a redirect to an invalid URL', err));
         }
-        if (next.protocol !== 'https:') return reject(failed(`a redirect to ${next.protocol} (only https is followed)`));
+        if (next.protocol !== 'https:')
+          return reject(failed(`a redirect to ${next.protocol} (only https is followed)`));
         return resolve(readHttps(next, options, redirectsLeft - 1));
       }
       if (status !== 200) {
@@ -136,10 +154,13 @@ async function readHttps(url: URL, options: ReadUrlOptions & { maxBytes: number;
     request.on('timeout', () => request.destroy(new Error(`no answer within ${timeoutMs} ms`)));
     request.on('error', (err) => reject(failed(err.message, err)));
     // However the bytes trickle in, the whole read ends by the deadline.
-    const deadline = setTimeout(() => {
-      request.destroy();
-      reject(failed(`not read within ${options.deadline.ms} ms`));
-    }, Math.max(0, options.deadline.at - Date.now()));
+    const deadline = setTimeout(
+      () => {
+        request.destroy();
+        reject(failed(`not read within ${options.deadline.ms} ms`));
+      },
+      Math.max(0, options.deadline.at - Date.now()),
+    );
     request.on('close', () => clearTimeout(deadline));
   });
 }

@@ -43,11 +43,16 @@ export function encodeMeasurementsFile(signed: SignedMeasurements): Buffer {
     const m = signed.measurements[index];
     measurements[index] = { expected: m.expected.toLowerCase(), warnOnly: m.warnOnly };
   }
-  return Buffer.from(`${JSON.stringify({ version: signed.version, variant: signed.variant, measurements }, null, 2)}\n`);
+  return Buffer.from(
+    `${JSON.stringify({ version: signed.version, variant: signed.variant, measurements }, null, 2)}\n`,
+  );
 }
 
 /** The file and its signature, ready to be written side by side. */
-export function signMeasurementsFile(signed: SignedMeasurements, privateKey: KeyObject): { file: Buffer; signature: string } {
+export function signMeasurementsFile(
+  signed: SignedMeasurements,
+  privateKey: KeyObject,
+): { file: Buffer; signature: string } {
   const file = encodeMeasurementsFile(signed);
   return { file, signature: signBlob(privateKey, file) };
 }
@@ -82,7 +87,10 @@ export function verifyMeasurementsFile(request: VerifyMeasurementsRequest): Sign
   try {
     parsed = fileSchema.parse(JSON.parse(Buffer.from(request.file).toString('utf8')));
   } catch (err) {
-    const detail = err instanceof z.ZodError ? err.issues.map((i) => `${i.path.join('.') || '(file)'}: ${i.message}`).join('; ') : (err as Error).message;
+    const detail =
+      err instanceof z.ZodError
+        ? err.issues.map((i) => `${i.path.join('.') || '(file)'}: ${i.message}`).join('; ')
+        : (err as Error).message;
     throw new UserError(`The measurements ${source} are signed but not a measurements file (${detail}).`, {
       hint: 'A measurements file is JSON: {"version", "variant", "measurements"}. Ask its publisher for a correct one.',
       cause: err,
@@ -90,14 +98,20 @@ export function verifyMeasurementsFile(request: VerifyMeasurementsRequest): Sign
   }
   const { expect } = request;
   if (expect?.version !== undefined && parsed.version !== expect.version) {
-    throw new UserError(`The measurements ${source} are signed for image ${parsed.version}, not for ${expect.version}.`, {
-      hint: 'Use the measurements published with the image you asked for.',
-    });
+    throw new UserError(
+      `The measurements ${source} are signed for image ${parsed.version}, not for ${expect.version}.`,
+      {
+        hint: 'Use the measurements published with the image you asked for.',
+      },
+    );
   }
   if (expect?.variant !== undefined && parsed.variant !== expect.variant) {
-    throw new UserError(`The measurements ${source} are for attestation variant ${parsed.variant}, not for ${expect.variant} (the config's).`, {
-      hint: `Use the measurements published for ${expect.variant}.`,
-    });
+    throw new UserError(
+      `The measurements ${source} are for attestation variant ${parsed.variant}, not for ${expect.variant} (the config's).`,
+      {
+        hint: `Use the measurements published for ${expect.variant}.`,
+      },
+    );
   }
   return { version: parsed.version, variant: parsed.variant, measurements: parsed.measurements };
 }

@@ -29,7 +29,9 @@ async function readIfExists(file: string): Promise<string | undefined> {
 }
 
 /** The private key, made (with its public key file) when there is none yet. */
-export async function loadOrCreateSigningKey(files: SigningKeyFiles): Promise<{ privateKey: KeyObject; created: boolean }> {
+export async function loadOrCreateSigningKey(
+  files: SigningKeyFiles,
+): Promise<{ privateKey: KeyObject; created: boolean }> {
   let pem = await readIfExists(files.privateKeyFile);
   let created = false;
   if (pem === undefined) {
@@ -47,7 +49,8 @@ export async function loadOrCreateSigningKey(files: SigningKeyFiles): Promise<{ 
   const privateKey = privateKeyFromPem(pem, files.privateKeyFile);
   const publicKeyPem = createPublicKey(privateKey).export({ type: 'spki', format: 'pem' }) as string;
   // The public key file follows the private key (written again if it is missing or stale).
-  if ((await readIfExists(files.publicKeyFile)) !== publicKeyPem) await writeFileAtomic(files.publicKeyFile, publicKeyPem, { mode: 0o644 });
+  if ((await readIfExists(files.publicKeyFile)) !== publicKeyPem)
+    await writeFileAtomic(files.publicKeyFile, publicKeyPem, { mode: 0o644 });
   return { privateKey, created };
 }
 

@@ -46,7 +46,10 @@ export function parseVersionIndex(text: string, indexUrl: URL): IndexedImage[] {
   try {
     parsed = indexSchema.parse(JSON.parse(text));
   } catch (err) {
-    const detail = err instanceof z.ZodError ? err.issues.map((i) => `${i.path.join('.') || '(index)'}: ${i.message}`).join('; ') : (err as Error).message;
+    const detail =
+      err instanceof z.ZodError
+        ? err.issues.map((i) => `${i.path.join('.') || '(index)'}: ${i.message}`).join('; ')
+        : (err as Error).message;
     throw new UserError(`The version index ${where} is not valid (${detail}).`, {
       hint: 'A version index is JSON: {"images": [{"version", "measurementsUrl", "signatureUrl", "image"?, "variant"?}]}.',
       cause: err,
@@ -58,16 +61,23 @@ export function parseVersionIndex(text: string, indexUrl: URL): IndexedImage[] {
       try {
         url = new URL(ref, indexUrl);
       } catch (err) {
-        throw new UserError(`The version index ${where} has an invalid URL at images.${i}.${key}: ${ref}.`, { cause: err });
+        throw new UserError(`The version index ${where} has an invalid URL at images.${i}.${key}: ${ref}.`, {
+          cause: err,
+        });
       }
       if (url.protocol !== 'https:' && url.protocol !== 'file:') {
-        throw new UserError(`The version index ${where} points at ${url.href} (images.${i}.${key}); only https and file URLs are read.`);
+        throw new UserError(
+          `The version index ${where} points at ${url.href} (images.${i}.${key}); only https and file URLs are read.`,
+        );
       }
       // A remote index must not make the CLI read files of this machine: it may point only at https.
       if (indexUrl.protocol === 'https:' && url.protocol !== 'https:') {
-        throw new UserError(`The version index ${where} points at ${displayUrl(url)} (images.${i}.${key}); an index read over https may point only at https URLs.`, {
-          hint: 'Local measurements files are named on the command line (-u <path>), never by a remote index.',
-        });
+        throw new UserError(
+          `The version index ${where} points at ${displayUrl(url)} (images.${i}.${key}); an index read over https may point only at https URLs.`,
+          {
+            hint: 'Local measurements files are named on the command line (-u <path>), never by a remote index.',
+          },
+        );
       }
       return url;
     };

@@ -33,7 +33,8 @@ export function deriveJoinServiceKeySeed(initSecretPassword: string): Uint8Array
 }
 
 function privateKeyOf(seed: Uint8Array): KeyObject {
-  if (seed.length !== JOIN_SERVICE_KEY_SEED_LENGTH) throw new Error(`a join-service key seed has ${JOIN_SERVICE_KEY_SEED_LENGTH} bytes, not ${seed.length}`);
+  if (seed.length !== JOIN_SERVICE_KEY_SEED_LENGTH)
+    throw new Error(`a join-service key seed has ${JOIN_SERVICE_KEY_SEED_LENGTH} bytes, not ${seed.length}`);
   return createPrivateKey({ key: Buffer.concat([PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
 }
 
@@ -45,11 +46,13 @@ export function joinServicePublicKey(seed: Uint8Array): Uint8Array {
 
 function signedBytes(kind: string, nodePublicKey: Uint8Array, ticket: Uint8Array): Buffer {
   const parts = [Buffer.from(SIGNATURE_LABEL), Buffer.from(kind), nodePublicKey, ticket];
-  return Buffer.concat(parts.flatMap((part) => {
-    const length = Buffer.alloc(4);
-    length.writeUInt32BE(part.length);
-    return [length, Buffer.from(part)];
-  }));
+  return Buffer.concat(
+    parts.flatMap((part) => {
+      const length = Buffer.alloc(4);
+      length.writeUInt32BE(part.length);
+      return [length, Buffer.from(part)];
+    }),
+  );
 }
 
 /** The join service's signature over a ticket of `kind` for the node whose ephemeral key of this exchange is `nodePublicKey`. */
@@ -58,7 +61,13 @@ export function signTicket(seed: Uint8Array, kind: string, nodePublicKey: Uint8A
 }
 
 /** Whether `signature` is the cluster's join service's (raw Ed25519 `publicKey`) over this ticket for this exchange. */
-export function ticketSignatureValid(publicKey: Uint8Array, kind: string, nodePublicKey: Uint8Array, ticket: Uint8Array, signature: Uint8Array): boolean {
+export function ticketSignatureValid(
+  publicKey: Uint8Array,
+  kind: string,
+  nodePublicKey: Uint8Array,
+  ticket: Uint8Array,
+  signature: Uint8Array,
+): boolean {
   if (publicKey.length !== JOIN_SERVICE_PUBLIC_KEY_LENGTH) return false;
   try {
     const key = createPublicKey({ key: Buffer.concat([SPKI_PREFIX, publicKey]), format: 'der', type: 'spki' });

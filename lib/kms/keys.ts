@@ -42,7 +42,12 @@ export function generateMeasurementSalt(random: RandomSource = randomBytes): Uin
 }
 
 /** HKDF-SHA256 (RFC 5869). An empty salt means HKDF's default: hash-length zero bytes. */
-export function hkdfSha256(secret: Uint8Array, salt: Uint8Array, info: string | Uint8Array, length: number): Uint8Array {
+export function hkdfSha256(
+  secret: Uint8Array,
+  salt: Uint8Array,
+  info: string | Uint8Array,
+  length: number,
+): Uint8Array {
   const infoBytes = typeof info === 'string' ? Buffer.from(info, 'utf8') : info;
   return new Uint8Array(hkdfSync('sha256', secret, salt, infoBytes, length));
 }

@@ -60,13 +60,20 @@ export function createLogger(sink: LineSink, fields: LogFields = {}, clock: () =
  * writing to it. A link or special file at `file` is refused (a UserError), never followed: the log would
  * otherwise append to, and chmod, whatever the link points to. After close() further lines are dropped rather than thrown: logging never breaks a command.
  */
-export function createDebugLog(file: string, clock: () => Date = () => new Date()): Logger & { close(): Promise<void> } {
+export function createDebugLog(
+  file: string,
+  clock: () => Date = () => new Date(),
+): Logger & { close(): Promise<void> } {
   mkdirSync(path.dirname(file), { recursive: true });
   let fd: number | undefined = openRegularFileForAppendSync(file, { what: 'the debug log', mode: 0o600 });
   fchmodSync(fd, 0o600);
-  const logger = createLogger((line) => {
-    if (fd !== undefined) writeSync(fd, `${line}\n`);
-  }, {}, clock);
+  const logger = createLogger(
+    (line) => {
+      if (fd !== undefined) writeSync(fd, `${line}\n`);
+    },
+    {},
+    clock,
+  );
   return {
     ...logger,
     async close() {

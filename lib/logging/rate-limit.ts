@@ -48,9 +48,12 @@ export function rateLimitedLogger(logger: Logger, options: RateLimitOptions = {}
     if (windows.get(key) === window) windows.delete(key);
     if (window.suppressed > 0) {
       const times = window.suppressed === 1 ? 'time' : 'times';
-      logger[level](`${msg} (repeated ${window.suppressed} more ${times} in ${windowMs / 1000} s; those lines were left out)`, {
-        suppressed: window.suppressed,
-      });
+      logger[level](
+        `${msg} (repeated ${window.suppressed} more ${times} in ${windowMs / 1000} s; those lines were left out)`,
+        {
+          suppressed: window.suppressed,
+        },
+      );
     }
   };
 

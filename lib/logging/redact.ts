@@ -33,9 +33,11 @@ export function redact(value: unknown): unknown {
 }
 
 function redactValue(value: unknown, seen: WeakSet<object>): unknown {
-  if (typeof value === 'string') return value.includes('PRIVATE KEY-----') ? value.replace(PEM_PRIVATE_KEY, REDACTED) : value;
+  if (typeof value === 'string')
+    return value.includes('PRIVATE KEY-----') ? value.replace(PEM_PRIVATE_KEY, REDACTED) : value;
   if (value === null || typeof value !== 'object') return value;
-  if (value instanceof ArrayBuffer) return value.byteLength > MAX_PLAIN_BYTES ? REDACTED : new Uint8Array(value.slice(0));
+  if (value instanceof ArrayBuffer)
+    return value.byteLength > MAX_PLAIN_BYTES ? REDACTED : new Uint8Array(value.slice(0));
   if (ArrayBuffer.isView(value)) {
     if (value.byteLength > MAX_PLAIN_BYTES) return REDACTED;
     return new Uint8Array(value.buffer.slice(value.byteOffset, value.byteOffset + value.byteLength));

@@ -12,7 +12,11 @@
 import { createHash } from 'node:crypto';
 import { CERTIFICATE_TABLE_INDEX, parsePe, type PeImage } from './pe.js';
 
-export function authenticodeDigest(buf: Buffer, algorithm: 'sha256' | 'sha384' | 'sha1' = 'sha256', pe: PeImage = parsePe(buf)): Buffer {
+export function authenticodeDigest(
+  buf: Buffer,
+  algorithm: 'sha256' | 'sha384' | 'sha1' = 'sha256',
+  pe: PeImage = parsePe(buf),
+): Buffer {
   const hash = createHash(algorithm);
   const headersEnd = pe.sizeOfHeaders;
   hash.update(buf.subarray(0, pe.checksumOffset));
@@ -24,7 +28,9 @@ export function authenticodeDigest(buf: Buffer, algorithm: 'sha256' | 'sha384' |
     hash.update(buf.subarray(pe.checksumOffset + 4, headersEnd));
   }
   let sumOfBytesHashed = headersEnd;
-  const sections = pe.sections.filter((s) => s.sizeOfRawData > 0).sort((a, b) => a.pointerToRawData - b.pointerToRawData);
+  const sections = pe.sections
+    .filter((s) => s.sizeOfRawData > 0)
+    .sort((a, b) => a.pointerToRawData - b.pointerToRawData);
   for (const s of sections) {
     hash.update(buf.subarray(s.pointerToRawData, s.pointerToRawData + s.sizeOfRawData));
     sumOfBytesHashed += s.sizeOfRawData;

@@ -18,7 +18,9 @@ export const BOOT_FILE_PATH = ['EFI', 'BOOT', 'BOOTX64.EFI'] as const;
 
 export class DiskImageError extends UserError {
   constructor(message: string) {
-    super(message, { hint: 'Pass the raw disk `image build` writes (a GPT disk whose EFI system partition holds \\EFI\\BOOT\\BOOTX64.EFI).' });
+    super(message, {
+      hint: 'Pass the raw disk `image build` writes (a GPT disk whose EFI system partition holds \\EFI\\BOOT\\BOOTX64.EFI).',
+    });
   }
 }
 
@@ -63,8 +65,17 @@ export function gptPartitions(disk: Buffer): { sectorSize: number; partitions: G
     const e = entriesLba * sectorSize + i * entrySize;
     const typeGuid = disk.subarray(e, e + 16);
     if (typeGuid.every((b) => b === 0)) continue;
-    const name = disk.subarray(e + 56, e + 128).toString('utf16le').replace(/\0.*$/s, '');
-    partitions.push({ number: i + 1, typeGuid, firstLba: Number(disk.readBigUInt64LE(e + 32)), lastLba: Number(disk.readBigUInt64LE(e + 40)), name });
+    const name = disk
+      .subarray(e + 56, e + 128)
+      .toString('utf16le')
+      .replace(/\0.*$/s, '');
+    partitions.push({
+      number: i + 1,
+      typeGuid,
+      firstLba: Number(disk.readBigUInt64LE(e + 32)),
+      lastLba: Number(disk.readBigUInt64LE(e + 40)),
+      name,
+    });
   }
   return { sectorSize, partitions };
 }
@@ -90,7 +101,8 @@ class FatVolume {
 
   constructor(private readonly fs: Buffer) {
     need(fs, 0, 512, 'the FAT boot sector');
-    if (fs.readUInt16LE(510) !== 0xaa55) throw new DiskImageError('the EFI system partition holds no FAT file system (no boot signature)');
+    if (fs.readUInt16LE(510) !== 0xaa55)
+      throw new DiskImageError('the EFI system partition holds no FAT file system (no boot signature)');
     this.bytesPerSector = fs.readUInt16LE(11);
     const sectorsPerCluster = fs.readUInt8(13);
     const reserved = fs.readUInt16LE(14);
@@ -98,7 +110,12 @@ class FatVolume {
     const rootEntries = fs.readUInt16LE(17);
     const totalSectors = fs.readUInt16LE(19) || fs.readUInt32LE(32);
     const fatSectors = fs.readUInt16LE(22) || fs.readUInt32LE(36);
-    if (![512, 1024, 2048, 4096].includes(this.bytesPerSector) || sectorsPerCluster === 0 || fats === 0 || fatSectors === 0) {
+    if (
+      ![512, 1024, 2048, 4096].includes(this.bytesPerSector) ||
+      sectorsPerCluster === 0 ||
+      fats === 0 ||
+      fatSectors === 0
+    ) {
       throw new DiskImageError('the EFI system partition holds no valid FAT file system');
     }
     this.clusterBytes = sectorsPerCluster * this.bytesPerSector;
@@ -136,7 +153,8 @@ class FatVolume {
     const parts: Buffer[] = [];
     let total = 0;
     for (let c = first, steps = 0; !this.isEnd(c) && total < maxBytes; c = this.next(c), steps++) {
-      if (c < 2 || c >= this.clusterCount + 2 || steps > this.clusterCount) throw new DiskImageError('damaged FAT file system: bad cluster chain');
+      if (c < 2 || c >= this.clusterCount + 2 || steps > this.clusterCount)
+        throw new DiskImageError('damaged FAT file system: bad cluster chain');
       const at = this.dataOffset + (c - 2) * this.clusterBytes;
       need(this.fs, at, this.clusterBytes, 'a FAT cluster');
       parts.push(this.fs.subarray(at, at + this.clusterBytes));
@@ -170,20 +188,35 @@ class FatVolume {
       const first = dir[at]!;
       if (first === 0x00) break;
       const attr = dir[at + 11]!;
-      if (first === 0xe5) { lfn = []; continue; }
+      if (first === 0xe5) {
+        lfn = [];
+        continue;
+      }
       if (attr === 0x0f) {
-        const part = Buffer.concat([dir.subarray(at + 1, at + 11), dir.subarray(at + 14, at + 26), dir.subarray(at + 28, at + 32)]);
+        const part = Buffer.concat([
+          dir.subarray(at + 1, at + 11),
+          dir.subarray(at + 14, at + 26),
+          dir.subarray(at + 28, at + 32),
+        ]);
         const text = part.toString('utf16le').replace(/\0[\s\S]*$/, '');
         if (first & 0x40) lfn = [];
         lfn.unshift(text);
         continue;
       }
-      if (attr & 0x08) { lfn = []; continue; }
+      if (attr & 0x08) {
+        lfn = [];
+        continue;
+      }
       const base = dir.toString('latin1', at, at + 8).trimEnd();
       const ext = dir.toString('latin1', at + 8, at + 11).trimEnd();
       const shortName = (first === 0x05 ? '\xe5' + base.slice(1) : base) + (ext ? `.${ext}` : '');
       const cluster = (this.type === 32 ? dir.readUInt16LE(at + 20) << 16 : 0) | dir.readUInt16LE(at + 26);
-      out.push({ name: lfn.length > 0 ? lfn.join('') : shortName, isDirectory: (attr & 0x10) !== 0, cluster, size: dir.readUInt32LE(at + 28) });
+      out.push({
+        name: lfn.length > 0 ? lfn.join('') : shortName,
+        isDirectory: (attr & 0x10) !== 0,
+        cluster,
+        size: dir.readUInt32LE(at + 28),
+      });
       lfn = [];
     }
     return out;
@@ -228,9 +261,11 @@ export function findEspBootFileIn(head: Buffer, readRange: (offset: number, leng
   for (const esp of esps) {
     const start = esp.firstLba * sectorSize;
     const length = (esp.lastLba + 1 - esp.firstLba) * sectorSize;
-    if (length <= 0 || length > 4 * 1024 ** 3) throw new DiskImageError(`damaged GPT: implausible size of partition ${esp.number}`);
+    if (length <= 0 || length > 4 * 1024 ** 3)
+      throw new DiskImageError(`damaged GPT: implausible size of partition ${esp.number}`);
     const fs = readRange(start, length);
-    if (fs.length !== length) throw new DiskImageError(`damaged disk image: EFI system partition ${esp.number} lies outside the file`);
+    if (fs.length !== length)
+      throw new DiskImageError(`damaged disk image: EFI system partition ${esp.number} lies outside the file`);
     const data = readFatFile(fs, BOOT_FILE_PATH);
     if (data) return { data, partition: esp.number, path: `\\${BOOT_FILE_PATH.join('\\')}` };
   }

@@ -73,7 +73,12 @@ class PcrSimulator {
 
   extend(pcr: number, type: number, digest: Buffer, description: string): void {
     this.bank.set(pcr, sha256(Buffer.concat([this.bank.get(pcr) ?? Buffer.alloc(32), digest])));
-    this.events.push({ pcr, type: EVENT_TYPE_NAMES[type] ?? `0x${type.toString(16)}`, digest: digest.toString('hex'), description });
+    this.events.push({
+      pcr,
+      type: EVENT_TYPE_NAMES[type] ?? `0x${type.toString(16)}`,
+      digest: digest.toString('hex'),
+      description,
+    });
   }
 }
 
@@ -82,7 +87,7 @@ export function stubLoadOptions(cmdline: Buffer): Buffer {
   const nul = cmdline.indexOf(0);
   const text = cmdline.subarray(0, nul === -1 ? cmdline.length : nul);
   if (text.some((b) => b >= 0x80 || b < 0x20)) {
-    throw new UserError('the UKI\'s kernel command line has non-ASCII bytes or control characters (such as a newline)', {
+    throw new UserError("the UKI's kernel command line has non-ASCII bytes or control characters (such as a newline)", {
       hint: 'Use a printable ASCII command line without a trailing newline: how systemd-stub converts other bytes is not predicted.',
     });
   }
@@ -108,15 +113,23 @@ export function predictUkiMeasurements(uki: Buffer): Omit<BootMeasurements, 'sou
     kernelDigest = authenticodeDigest(kernel);
   } catch (err) {
     if (!(err instanceof UserError)) throw err;
-    throw new UserError(`the UKI's .linux section is not an EFI-stub kernel (${err.message}): firmware would not start it, so PCR 4 cannot be predicted`, {
-      hint: 'Build the UKI with a kernel that has the EFI stub (Debian\'s vmlinuz does).',
-    });
+    throw new UserError(
+      `the UKI's .linux section is not an EFI-stub kernel (${err.message}): firmware would not start it, so PCR 4 cannot be predicted`,
+      {
+        hint: "Build the UKI with a kernel that has the EFI stub (Debian's vmlinuz does).",
+      },
+    );
   }
   const sim = new PcrSimulator();
   // PCR 4: the firmware's boot manager and LoadImage (TCG PC Client Platform Firmware Profile 2.0, §3.3.4.5).
   sim.extend(4, EV_EFI_ACTION, sha256(CALLING_EFI_APPLICATION), CALLING_EFI_APPLICATION);
   sim.extend(4, EV_SEPARATOR, sha256(Buffer.alloc(4)), 'separator');
-  sim.extend(4, EV_EFI_BOOT_SERVICES_APPLICATION, authenticodeDigest(uki, 'sha256', pe), 'Boot stage 1: the unified kernel image (Authenticode)');
+  sim.extend(
+    4,
+    EV_EFI_BOOT_SERVICES_APPLICATION,
+    authenticodeDigest(uki, 'sha256', pe),
+    'Boot stage 1: the unified kernel image (Authenticode)',
+  );
   // PCR 11: systemd-stub's section measurements.
   for (const name of STUB_252_MEASURED_SECTIONS) {
     const section = sections.get(name);
@@ -132,7 +145,12 @@ export function predictUkiMeasurements(uki: Buffer): Omit<BootMeasurements, 'sou
   if (cmdline) {
     const raw = sectionData(uki, cmdline);
     const text = raw.subarray(0, raw.indexOf(0) === -1 ? raw.length : raw.indexOf(0)).toString('latin1');
-    sim.extend(9, EV_EVENT_TAG, sha256(stubLoadOptions(raw)), `LOADED_IMAGE::LoadOptions (the command line): ${JSON.stringify(text)}`);
+    sim.extend(
+      9,
+      EV_EVENT_TAG,
+      sha256(stubLoadOptions(raw)),
+      `LOADED_IMAGE::LoadOptions (the command line): ${JSON.stringify(text)}`,
+    );
   }
   const initrd = sections.get('.initrd');
   if (initrd) {
@@ -152,7 +170,10 @@ export function predictBootMeasurements(fileBytesOrUki: Buffer): BootMeasurement
   if (looksLikePe(fileBytesOrUki)) return { ...predictUkiMeasurements(fileBytesOrUki), source: { kind: 'uki' } };
   if (looksLikeGptDisk(fileBytesOrUki)) {
     const boot = findEspBootFile(fileBytesOrUki);
-    return { ...predictUkiMeasurements(boot.data), source: { kind: 'disk', path: boot.path, partition: boot.partition } };
+    return {
+      ...predictUkiMeasurements(boot.data),
+      source: { kind: 'disk', path: boot.path, partition: boot.partition },
+    };
   }
   throw notAnImage();
 }
@@ -228,7 +249,10 @@ export function readImageUki(file: string): { uki: Buffer; source: BootMeasureme
   }
   try {
     const stat = fstatSync(fd);
-    if (!stat.isFile()) throw new UserError(`${file} is not a regular file`, { hint: 'Pass the path of a node image (raw disk) or a unified kernel image.' });
+    if (!stat.isFile())
+      throw new UserError(`${file} is not a regular file`, {
+        hint: 'Pass the path of a node image (raw disk) or a unified kernel image.',
+      });
     const readRange = (offset: number, length: number): Buffer => {
       const buf = Buffer.alloc(Math.max(0, Math.min(length, stat.size - offset)));
       let done = 0;
@@ -241,7 +265,8 @@ export function readImageUki(file: string): { uki: Buffer; source: BootMeasureme
     };
     const head = readRange(0, DISK_HEAD_BYTES);
     if (looksLikePe(head)) {
-      if (stat.size > MAX_UKI_BYTES) throw new UserError(`${file} is a PE image of ${stat.size} bytes, too large for a UKI`);
+      if (stat.size > MAX_UKI_BYTES)
+        throw new UserError(`${file} is a PE image of ${stat.size} bytes, too large for a UKI`);
       return { uki: readRange(0, stat.size), source: { kind: 'uki' } };
     }
     if (looksLikeGptDisk(head)) {

@@ -132,7 +132,9 @@ export function parsePe(buf: Buffer): PeImage {
     // A loader zero-fills a section beyond its raw data; a few MiB of that is .bss, more is a malformed image
     // (and would make us hash gigabytes of zeros).
     if (section.virtualSize > section.sizeOfRawData + MAX_ZERO_FILL) {
-      throw new PeFormatError(`not a valid PE image: section ${JSON.stringify(section.name)} is ${section.virtualSize} bytes in memory but ${section.sizeOfRawData} in the file`);
+      throw new PeFormatError(
+        `not a valid PE image: section ${JSON.stringify(section.name)} is ${section.virtualSize} bytes in memory but ${section.sizeOfRawData} in the file`,
+      );
     }
     if (section.sizeOfRawData > 0) {
       need(buf, section.pointerToRawData, section.sizeOfRawData, `the data of section ${JSON.stringify(section.name)}`);
@@ -140,9 +142,25 @@ export function parsePe(buf: Buffer): PeImage {
     sections.push(section);
   }
   return {
-    peOffset, coffOffset, machine, numberOfSections, pointerToSymbolTable, numberOfSymbols, sizeOfOptionalHeader,
-    optionalOffset, magic, sectionAlignment, fileAlignment, sizeOfImage, sizeOfHeaders, checksumOffset,
-    numberOfRvaAndSizes, dataDirectoryOffset, certificateTable, sectionTableOffset, sections,
+    peOffset,
+    coffOffset,
+    machine,
+    numberOfSections,
+    pointerToSymbolTable,
+    numberOfSymbols,
+    sizeOfOptionalHeader,
+    optionalOffset,
+    magic,
+    sectionAlignment,
+    fileAlignment,
+    sizeOfImage,
+    sizeOfHeaders,
+    checksumOffset,
+    numberOfRvaAndSizes,
+    dataDirectoryOffset,
+    certificateTable,
+    sectionTableOffset,
+    sections,
   };
 }
 

@@ -13,10 +13,25 @@
  * --add-section needs hand-picked VMAs, and no npm library writes PE sections.
  */
 import { UserError } from '../errors.js';
-import { parsePe, peChecksum, sectionData, SECTION_HEADER_SIZE, CERTIFICATE_TABLE_INDEX, type PeSection } from './pe.js';
+import {
+  parsePe,
+  peChecksum,
+  sectionData,
+  SECTION_HEADER_SIZE,
+  CERTIFICATE_TABLE_INDEX,
+  type PeSection,
+} from './pe.js';
 
 /** The sections systemd-stub 252 knows, in the order it measures them into PCR 11 (.pcrsig is never measured). */
-export const STUB_252_MEASURED_SECTIONS = ['.linux', '.osrel', '.cmdline', '.initrd', '.splash', '.dtb', '.pcrpkey'] as const;
+export const STUB_252_MEASURED_SECTIONS = [
+  '.linux',
+  '.osrel',
+  '.cmdline',
+  '.initrd',
+  '.splash',
+  '.dtb',
+  '.pcrpkey',
+] as const;
 /** Sections that make a PE image a UKI (a stub refuses to boot without .linux). */
 export const UKI_SECTION_NAMES = [...STUB_252_MEASURED_SECTIONS, '.uname', '.pcrsig'] as const;
 
@@ -72,14 +87,19 @@ export function assembleUki(stub: Buffer, sections: UkiInputs, options: Assemble
   ];
   for (const s of added) {
     if (Buffer.byteLength(s.name, 'latin1') > 8 || !s.name.startsWith('.')) {
-      throw new UserError(`invalid PE section name ${JSON.stringify(s.name)}`, { hint: 'Use ".name" of at most 8 bytes.' });
+      throw new UserError(`invalid PE section name ${JSON.stringify(s.name)}`, {
+        hint: 'Use ".name" of at most 8 bytes.',
+      });
     }
   }
   if (sections.linux.length === 0) throw new UserError('the kernel (.linux) is empty');
   if (toBuffer(sections.cmdline).some((b) => b < 0x20 || b >= 0x7f)) {
-    throw new UserError('the kernel command line must be printable ASCII without control characters (no trailing newline)', {
-      hint: 'Only such command lines have a verified PCR 9 prediction (docs/measured-boot.md).',
-    });
+    throw new UserError(
+      'the kernel command line must be printable ASCII without control characters (no trailing newline)',
+      {
+        hint: 'Only such command lines have a verified PCR 9 prediction (docs/measured-boot.md).',
+      },
+    );
   }
 
   // Keep headers and section data; drop the COFF symbol table and any signature after the last section.
@@ -95,15 +115,22 @@ export function assembleUki(stub: Buffer, sections: UkiInputs, options: Assemble
     const delta = alignUp(tableEnd - Math.min(sizeOfHeaders, firstRaw), fa);
     const firstVa = Math.min(...pe.sections.map((s) => s.virtualAddress));
     if (sizeOfHeaders + delta > firstVa) {
-      throw new UserError('the stub has no room for more section headers', { hint: 'Use Debian\'s systemd-stub (systemd-boot-efi).' });
+      throw new UserError('the stub has no room for more section headers', {
+        hint: "Use Debian's systemd-stub (systemd-boot-efi).",
+      });
     }
     image = Buffer.concat([image.subarray(0, firstRaw), Buffer.alloc(delta), image.subarray(firstRaw)]);
     sizeOfHeaders += delta;
-    sectionsHeaders = sectionsHeaders.map((s) => (s.sizeOfRawData > 0 ? { ...s, pointerToRawData: s.pointerToRawData + delta } : s));
+    sectionsHeaders = sectionsHeaders.map((s) =>
+      s.sizeOfRawData > 0 ? { ...s, pointerToRawData: s.pointerToRawData + delta } : s,
+    );
   }
 
   const sectionAlignment = Math.max(pe.sectionAlignment, PAGE);
-  let va = alignUp(Math.max(...pe.sections.map((s) => s.virtualAddress + Math.max(s.virtualSize, s.sizeOfRawData))), sectionAlignment);
+  let va = alignUp(
+    Math.max(...pe.sections.map((s) => s.virtualAddress + Math.max(s.virtualSize, s.sizeOfRawData))),
+    sectionAlignment,
+  );
   let fileOffset = alignUp(image.length, fa);
   const chunks: Buffer[] = [image, Buffer.alloc(fileOffset - image.length)];
   const newHeaders: PeSection[] = [];
@@ -111,8 +138,13 @@ export function assembleUki(stub: Buffer, sections: UkiInputs, options: Assemble
   for (const s of added) {
     const sizeOfRawData = alignUp(s.data.length, fa);
     newHeaders.push({
-      name: s.name, virtualSize: s.data.length, virtualAddress: va, sizeOfRawData, pointerToRawData: fileOffset,
-      characteristics: IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ, headerOffset: 0,
+      name: s.name,
+      virtualSize: s.data.length,
+      virtualAddress: va,
+      sizeOfRawData,
+      pointerToRawData: fileOffset,
+      characteristics: IMAGE_SCN_CNT_INITIALIZED_DATA | IMAGE_SCN_MEM_READ,
+      headerOffset: 0,
     });
     chunks.push(s.data, Buffer.alloc(sizeOfRawData - s.data.length));
     initializedData += sizeOfRawData;
@@ -142,7 +174,11 @@ export function assembleUki(stub: Buffer, sections: UkiInputs, options: Assemble
   out.writeUInt32LE(va, opt + 56); // SizeOfImage: end of the last section, section-aligned
   out.writeUInt32LE(sizeOfHeaders, opt + 60);
   if (pe.numberOfRvaAndSizes > CERTIFICATE_TABLE_INDEX) {
-    out.fill(0, pe.dataDirectoryOffset + CERTIFICATE_TABLE_INDEX * 8, pe.dataDirectoryOffset + CERTIFICATE_TABLE_INDEX * 8 + 8);
+    out.fill(
+      0,
+      pe.dataDirectoryOffset + CERTIFICATE_TABLE_INDEX * 8,
+      pe.dataDirectoryOffset + CERTIFICATE_TABLE_INDEX * 8 + 8,
+    );
   }
   out.writeUInt32LE(peChecksum(out, pe.checksumOffset), pe.checksumOffset);
   return out;

@@ -107,11 +107,14 @@ export function issueCertificate(template: CertificateTemplate, issuer: Issuer |
     sequence(time(template.notBefore), time(template.notAfter)),
     template.subject,
     template.publicKey,
-    explicit(3, sequence(
-      ...template.extensions,
-      extension(OID.subjectKeyIdentifier, false, octetString(keyId)),
-      extension(OID.authorityKeyIdentifier, false, sequence(tlv(0x80, signer.keyIdentifier))),
-    )),
+    explicit(
+      3,
+      sequence(
+        ...template.extensions,
+        extension(OID.subjectKeyIdentifier, false, octetString(keyId)),
+        extension(OID.authorityKeyIdentifier, false, sequence(tlv(0x80, signer.keyIdentifier))),
+      ),
+    ),
   );
   return sequence(tbs, algorithm, bitString(sign(digest, tbs, signer.privateKey)));
 }
@@ -120,7 +123,11 @@ export function issueCertificate(template: CertificateTemplate, issuer: Issuer |
  * A PKCS#10 certificate request (RFC 2986) for `subject` (DER Name), signed with the requested key pair's private
  * key; `extensions` (encoded Extension elements, e.g. subjectAltName) go into one extensionRequest attribute.
  */
-export function createCertificateRequest(subject: Buffer, keys: { publicKey: KeyObject; privateKey: KeyObject }, extensions: Buffer[] = []): Buffer {
+export function createCertificateRequest(
+  subject: Buffer,
+  keys: { publicKey: KeyObject; privateKey: KeyObject },
+  extensions: Buffer[] = [],
+): Buffer {
   const { algorithm, digest } = signatureAlgorithm(keys.privateKey);
   const attributes = extensions.length > 0 ? [sequence(oid(OID.extensionRequest), set(sequence(...extensions)))] : [];
   const info = sequence(
@@ -157,16 +164,22 @@ export function extendedKeyUsage(purposes: string[]): Buffer {
 }
 
 export function subjectAltName(names: { dns?: string[]; ips?: string[] }): Buffer {
-  return extension(OID.subjectAltName, false, sequence(
-    ...(names.dns ?? []).map((name) => tlv(0x82, Buffer.from(name, 'ascii'))),
-    ...(names.ips ?? []).map((ip) => tlv(0x87, ipBytes(ip))),
-  ));
+  return extension(
+    OID.subjectAltName,
+    false,
+    sequence(
+      ...(names.dns ?? []).map((name) => tlv(0x82, Buffer.from(name, 'ascii'))),
+      ...(names.ips ?? []).map((ip) => tlv(0x87, ipBytes(ip))),
+    ),
+  );
 }
 
 /** RFC 5280 §4.2.1.2 method 1: SHA-1 of the subjectPublicKey bits. */
 export function keyIdentifier(spki: Buffer): Buffer {
   const [, subjectPublicKey] = children(readOnly(spki, TAG.SEQUENCE, 'SubjectPublicKeyInfo'));
-  return createHash('sha1').update(expectTag(subjectPublicKey, TAG.BIT_STRING, 'subjectPublicKey').content.subarray(1)).digest();
+  return createHash('sha1')
+    .update(expectTag(subjectPublicKey, TAG.BIT_STRING, 'subjectPublicKey').content.subarray(1))
+    .digest();
 }
 
 /** The issuer view of a CA certificate (DER): its subject Name and key identifier (its SKI, else computed). */
@@ -175,7 +188,9 @@ export function issuerFromCertificate(certDer: Buffer, privateKey: KeyObject): I
   const ski = fields.extensions.get(OID.subjectKeyIdentifier);
   return {
     name: fields.subject.raw,
-    keyIdentifier: ski ? readOnly(ski, TAG.OCTET_STRING, 'subjectKeyIdentifier').content : keyIdentifier(fields.publicKey.raw),
+    keyIdentifier: ski
+      ? readOnly(ski, TAG.OCTET_STRING, 'subjectKeyIdentifier').content
+      : keyIdentifier(fields.publicKey.raw),
     privateKey,
   };
 }
@@ -237,7 +252,8 @@ function signatureAlgorithm(key: KeyObject): { algorithm: Buffer; digest: string
       ? { algorithm: sequence(oid(OID.ecdsaWithSha384)), digest: 'sha384' }
       : { algorithm: sequence(oid(OID.ecdsaWithSha256)), digest: 'sha256' };
   }
-  if (key.asymmetricKeyType === 'rsa') return { algorithm: sequence(oid(OID.sha256WithRsa), nullValue()), digest: 'sha256' };
+  if (key.asymmetricKeyType === 'rsa')
+    return { algorithm: sequence(oid(OID.sha256WithRsa), nullValue()), digest: 'sha256' };
   throw new DerError(`cannot sign with a ${key.asymmetricKeyType} key`);
 }
 

@@ -5,7 +5,15 @@
  * CSR, kubeadm's discovery hash of the CA, and the admin kubeconfig. The clock is a parameter so tests pin
  * validity periods. A kubeadm-made PKI (RSA keys) loads and signs too.
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, X509Certificate, type KeyObject } from 'node:crypto';
+import {
+  createHash,
+  createPrivateKey,
+  createPublicKey,
+  generateKeyPairSync,
+  randomBytes,
+  X509Certificate,
+  type KeyObject,
+} from 'node:crypto';
 import { isIP } from 'node:net';
 import type { Clock } from '../clock.js';
 import { UserError } from '../errors.js';
@@ -25,7 +33,16 @@ import {
 } from './certificates.js';
 import { DerError } from '../der.js';
 
-export const PKI_FILE_NAMES = ['ca.crt', 'ca.key', 'front-proxy-ca.crt', 'front-proxy-ca.key', 'etcd/ca.crt', 'etcd/ca.key', 'sa.key', 'sa.pub'] as const;
+export const PKI_FILE_NAMES = [
+  'ca.crt',
+  'ca.key',
+  'front-proxy-ca.crt',
+  'front-proxy-ca.key',
+  'etcd/ca.crt',
+  'etcd/ca.key',
+  'sa.key',
+  'sa.pub',
+] as const;
 export type PkiFileName = (typeof PKI_FILE_NAMES)[number];
 /** The PKI as PEM text by kubeadm's file names (relative to /etc/kubernetes/pki). */
 export type PkiFiles = Record<PkiFileName, string>;
@@ -57,12 +74,18 @@ export function createClusterPki(options: { clock: Clock; clusterName: string })
     const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
     const der = issueCertificate(
       {
-        subject: encodeName([[OID.commonName, commonName], [OID.organization, options.clusterName]]),
+        subject: encodeName([
+          [OID.commonName, commonName],
+          [OID.organization, options.clusterName],
+        ]),
         publicKey: publicKey.export({ type: 'spki', format: 'der' }),
         notBefore: new Date(now - BACKDATE_MS),
         notAfter: new Date(now + CA_VALIDITY_DAYS * DAY_MS),
         serial: randomSerial(),
-        extensions: [basicConstraints(true), keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment, KEY_USAGE.keyCertSign])],
+        extensions: [
+          basicConstraints(true),
+          keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment, KEY_USAGE.keyCertSign]),
+        ],
       },
       { self: privateKey },
     );
@@ -88,12 +111,17 @@ export function createClusterPki(options: { clock: Clock; clusterName: string })
  * Loads and checks a PKI: every file present, every CA certificate a CA whose key is the one next to it,
  * the service-account keys a pair. `source` names where the files came from in messages.
  */
-export function loadClusterPki(files: Partial<Record<string, string | Uint8Array>>, source = 'the cluster PKI'): ClusterPki {
+export function loadClusterPki(
+  files: Partial<Record<string, string | Uint8Array>>,
+  source = 'the cluster PKI',
+): ClusterPki {
   const text = {} as PkiFiles;
   for (const name of PKI_FILE_NAMES) {
     const content = files[name];
     if (content === undefined || content.length === 0) {
-      throw new UserError(`${source} has no ${name}.`, { hint: `The cluster PKI consists of ${PKI_FILE_NAMES.join(', ')}.` });
+      throw new UserError(`${source} has no ${name}.`, {
+        hint: `The cluster PKI consists of ${PKI_FILE_NAMES.join(', ')}.`,
+      });
     }
     text[name] = typeof content === 'string' ? content : Buffer.from(content).toString('utf8');
   }
@@ -108,7 +136,8 @@ export function loadClusterPki(files: Partial<Record<string, string | Uint8Array
     }
     if (!cert.ca) throw new UserError(`${source}: ${base}.crt is not a CA certificate.`);
     const key = privateKey(text[`${base}.key`], `${source}: ${base}.key`);
-    if (!samePublicKey(cert.publicKey, createPublicKey(key))) throw new UserError(`${source}: ${base}.key is not the key of ${base}.crt.`);
+    if (!samePublicKey(cert.publicKey, createPublicKey(key)))
+      throw new UserError(`${source}: ${base}.key is not the key of ${base}.crt.`);
     if (base === 'ca') clusterCa = issuerFromCertificate(cert.raw, key);
     if (base === 'etcd/ca') etcdCa = issuerFromCertificate(cert.raw, key);
   }
@@ -140,13 +169,17 @@ export interface CertificatePair {
  * The certificates of a stacked etcd member (as kubeadm makes them, from the etcd CA): one for serving clients
  * and one for its peers, both for the node's IPs (and localhost), each serving and client auth.
  */
-export function issueEtcdMemberCertificates(pki: ClusterPki, options: { name: string; ips: string[]; clock: Clock }): { server: CertificatePair; peer: CertificatePair } {
+export function issueEtcdMemberCertificates(
+  pki: ClusterPki,
+  options: { name: string; ips: string[]; clock: Clock },
+): { server: CertificatePair; peer: CertificatePair } {
   const ips = [...new Set([...options.ips, '127.0.0.1'])];
   const dns = [options.name, 'localhost', ETCD_SERVER_NAME];
   // The common name is no etcd user (lib/cluster-store/etcd-access.ts): whatever the node is called, a member's
   // certificate presented to a client port gets no access to the store.
   const commonName = `${ETCD_MEMBER_NAME_PREFIX}${options.name}`;
-  const leaf = () => issueLeaf(pki.etcdCa, { commonName, ips, dns, usages: [OID.serverAuth, OID.clientAuth], clock: options.clock });
+  const leaf = () =>
+    issueLeaf(pki.etcdCa, { commonName, ips, dns, usages: [OID.serverAuth, OID.clientAuth], clock: options.clock });
   return { server: leaf(), peer: leaf() };
 }
 
@@ -158,8 +191,18 @@ export const ETCD_MEMBER_NAME_PREFIX = 'etcd-member:';
  * name is the etcd user it acts as. Valid LEAF_VALIDITY_DAYS, or `lifetimeMs` (a control plane's admin certificate
  * for one membership change).
  */
-export function issueEtcdClientCertificate(pki: ClusterPki, options: { commonName: string; clock: Clock; lifetimeMs?: number }): CertificatePair {
-  return issueLeaf(pki.etcdCa, { commonName: options.commonName, ips: [], dns: [], usages: [OID.clientAuth], clock: options.clock, lifetimeMs: options.lifetimeMs });
+export function issueEtcdClientCertificate(
+  pki: ClusterPki,
+  options: { commonName: string; clock: Clock; lifetimeMs?: number },
+): CertificatePair {
+  return issueLeaf(pki.etcdCa, {
+    commonName: options.commonName,
+    ips: [],
+    dns: [],
+    usages: [OID.clientAuth],
+    clock: options.clock,
+    lifetimeMs: options.lifetimeMs,
+  });
 }
 
 function issueLeaf(
@@ -168,7 +211,8 @@ function issueLeaf(
 ): CertificatePair {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const now = options.clock().getTime();
-  const names = options.ips.length > 0 || options.dns.length > 0 ? [subjectAltName({ dns: options.dns, ips: options.ips })] : [];
+  const names =
+    options.ips.length > 0 || options.dns.length > 0 ? [subjectAltName({ dns: options.dns, ips: options.ips })] : [];
   const der = issueCertificate(
     {
       subject: encodeName([[OID.commonName, options.commonName]]),
@@ -176,7 +220,12 @@ function issueLeaf(
       notBefore: new Date(now - BACKDATE_MS),
       notAfter: new Date(now + (options.lifetimeMs ?? LEAF_VALIDITY_DAYS * DAY_MS)),
       serial: randomSerial(),
-      extensions: [basicConstraints(false), keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]), extendedKeyUsage(options.usages), ...names],
+      extensions: [
+        basicConstraints(false),
+        keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]),
+        extendedKeyUsage(options.usages),
+        ...names,
+      ],
     },
     issuer,
   );
@@ -201,7 +250,11 @@ export interface KubeletCertificateOptions {
  * any IP address outside `ips` (a worker asking for the API endpoint's address) is refused with a UserError
  * naming what it asked for. The request's subject is ignored (the name comes from the attested join request).
  */
-export function signKubeletCertificate(pki: ClusterPki, csrDer: Uint8Array, options: KubeletCertificateOptions): Uint8Array {
+export function signKubeletCertificate(
+  pki: ClusterPki,
+  csrDer: Uint8Array,
+  options: KubeletCertificateOptions,
+): Uint8Array {
   checkNodeName(options.nodeName);
   let request;
   try {
@@ -212,40 +265,55 @@ export function signKubeletCertificate(pki: ClusterPki, csrDer: Uint8Array, opti
   }
   const ips = options.ips;
   for (const ip of ips) {
-    if (isIP(ip) === 0) throw new UserError(`"${ip}" is not an IP address; a kubelet certificate names only IP addresses and the node name.`);
+    if (isIP(ip) === 0)
+      throw new UserError(
+        `"${ip}" is not an IP address; a kubelet certificate names only IP addresses and the node name.`,
+      );
   }
   checkRequestedNames(request, options.nodeName, ips);
   const now = options.clock().getTime();
-  return new Uint8Array(issueCertificate(
-    {
-      subject: encodeName([[OID.organization, KUBELET_ORGANIZATION], [OID.commonName, `${KUBELET_NAME_PREFIX}${options.nodeName}`]]),
-      publicKey: request.publicKey,
-      notBefore: new Date(now - BACKDATE_MS),
-      notAfter: new Date(now + LEAF_VALIDITY_DAYS * DAY_MS),
-      serial: randomSerial(),
-      extensions: [
-        basicConstraints(false),
-        keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]),
-        extendedKeyUsage([OID.clientAuth, OID.serverAuth]),
-        subjectAltName({ dns: [options.nodeName], ips }),
-      ],
-    },
-    pki.ca,
-  ));
+  return new Uint8Array(
+    issueCertificate(
+      {
+        subject: encodeName([
+          [OID.organization, KUBELET_ORGANIZATION],
+          [OID.commonName, `${KUBELET_NAME_PREFIX}${options.nodeName}`],
+        ]),
+        publicKey: request.publicKey,
+        notBefore: new Date(now - BACKDATE_MS),
+        notAfter: new Date(now + LEAF_VALIDITY_DAYS * DAY_MS),
+        serial: randomSerial(),
+        extensions: [
+          basicConstraints(false),
+          keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]),
+          extendedKeyUsage([OID.clientAuth, OID.serverAuth]),
+          subjectAltName({ dns: [options.nodeName], ips }),
+        ],
+      },
+      pki.ca,
+    ),
+  );
 }
 
 /** The request asks only for names the certificate will carry anyway: the node name, and addresses among `ips`. */
-function checkRequestedNames(request: { dnsNames: string[]; ipAddresses: string[] }, nodeName: string, ips: string[]): void {
+function checkRequestedNames(
+  request: { dnsNames: string[]; ipAddresses: string[] },
+  nodeName: string,
+  ips: string[],
+): void {
   const refuse = (asked: string) => {
     const known = ips.length === 0 ? 'none is known for it' : `its addresses are ${ips.join(', ')}`;
     return new UserError(
       `The kubelet certificate request of node "${nodeName}" asks for ${asked}, which is not the node's: a kubelet certificate names only the node's own name and addresses (${known}).`,
-      { hint: 'Only the node itself gets a certificate, for the addresses its provider gave it; a request for another address is refused.' },
+      {
+        hint: 'Only the node itself gets a certificate, for the addresses its provider gave it; a request for another address is refused.',
+      },
     );
   };
   for (const dns of request.dnsNames) if (dns.toLowerCase() !== nodeName) throw refuse(`the DNS name "${dns}"`);
   const allowed = new Set(ips.map((ip) => ipBytes(ip).toString('hex')));
-  for (const ip of request.ipAddresses) if (!allowed.has(ipBytes(ip).toString('hex'))) throw refuse(`the IP address ${ip}`);
+  for (const ip of request.ipAddresses)
+    if (!allowed.has(ipBytes(ip).toString('hex'))) throw refuse(`the IP address ${ip}`);
 }
 
 /** A UserError unless `name` is a valid Kubernetes node name (DNS-1123 subdomain). */
@@ -284,12 +352,19 @@ export async function createAdminKubeconfig(options: AdminKubeconfigOptions): Pr
   const now = options.clock().getTime();
   const cert = issueCertificate(
     {
-      subject: encodeName([[OID.organization, ADMIN_ORGANIZATION], [OID.commonName, ADMIN_USER]]),
+      subject: encodeName([
+        [OID.organization, ADMIN_ORGANIZATION],
+        [OID.commonName, ADMIN_USER],
+      ]),
       publicKey: publicKey.export({ type: 'spki', format: 'der' }),
       notBefore: new Date(now - BACKDATE_MS),
       notAfter: new Date(now + LEAF_VALIDITY_DAYS * DAY_MS),
       serial: randomSerial(),
-      extensions: [basicConstraints(false), keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]), extendedKeyUsage([OID.clientAuth])],
+      extensions: [
+        basicConstraints(false),
+        keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]),
+        extendedKeyUsage([OID.clientAuth]),
+      ],
     },
     options.pki.ca,
   );
@@ -298,16 +373,32 @@ export async function createAdminKubeconfig(options: AdminKubeconfigOptions): Pr
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name: options.clusterName, cluster: { server: options.server, 'certificate-authority-data': b64(options.pki.files['ca.crt']) } }],
+    clusters: [
+      {
+        name: options.clusterName,
+        cluster: { server: options.server, 'certificate-authority-data': b64(options.pki.files['ca.crt']) },
+      },
+    ],
     contexts: [{ name: context, context: { cluster: options.clusterName, user: ADMIN_USER } }],
     'current-context': context,
     preferences: {},
-    users: [{ name: ADMIN_USER, user: { 'client-certificate-data': b64(pem('CERTIFICATE', cert)), 'client-key-data': b64(ecKeyPem(privateKey)) } }],
+    users: [
+      {
+        name: ADMIN_USER,
+        user: {
+          'client-certificate-data': b64(pem('CERTIFICATE', cert)),
+          'client-key-data': b64(ecKeyPem(privateKey)),
+        },
+      },
+    ],
   });
 }
 
 export function pem(label: string, der: Uint8Array): string {
-  const lines = Buffer.from(der).toString('base64').match(/.{1,64}/g) ?? [];
+  const lines =
+    Buffer.from(der)
+      .toString('base64')
+      .match(/.{1,64}/g) ?? [];
   return `-----BEGIN ${label}-----\n${lines.join('\n')}\n-----END ${label}-----\n`;
 }
 
@@ -328,7 +419,9 @@ function privateKey(keyPem: string, what: string): KeyObject {
     return createPrivateKey(keyPem);
   } catch {
     // The parser's message could quote the key; name only the file.
-    throw new UserError(`${what} is not a PEM private key.`, { hint: 'Restore the cluster PKI from a backup of the control plane.' });
+    throw new UserError(`${what} is not a PEM private key.`, {
+      hint: 'Restore the cluster PKI from a backup of the control plane.',
+    });
   }
 }
 

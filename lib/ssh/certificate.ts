@@ -76,18 +76,26 @@ export interface ParsedPublicKey {
 
 /** One OpenSSH public key line ("<type> <base64> [comment]"), as in id_ed25519.pub; `file` only names it in messages. */
 export function parseSshPublicKey(text: string, file: string): ParsedPublicKey {
-  const hint = 'Pass the public half of an SSH key (the .pub file, e.g. ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.';
+  const hint =
+    'Pass the public half of an SSH key (the .pub file, e.g. ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.';
   if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(text)) {
     throw new UserError(`${file} is a private key; constellation ssh needs the public key.`, { hint });
   }
-  const lines = text.split('\n').map((l) => l.trim()).filter((l) => l !== '' && !l.startsWith('#'));
-  if (lines.length !== 1) throw new UserError(`${file} is not one SSH public key (it has ${lines.length} key lines).`, { hint });
+  const lines = text
+    .split('\n')
+    .map((l) => l.trim())
+    .filter((l) => l !== '' && !l.startsWith('#'));
+  if (lines.length !== 1)
+    throw new UserError(`${file} is not one SSH public key (it has ${lines.length} key lines).`, { hint });
   const [type, base64, ...rest] = lines[0].split(/\s+/);
   if (type.includes('-cert-v01@')) throw new UserError(`${file} is an SSH certificate, not a public key.`, { hint });
   if (!KEY_TYPES.includes(type)) {
-    throw new UserError(`${file} holds a key of type "${type.slice(0, 40)}", which is not an SSH public key type this command signs.`, {
-      hint: `Supported types: ${KEY_TYPES.join(', ')}. ${hint}`,
-    });
+    throw new UserError(
+      `${file} holds a key of type "${type.slice(0, 40)}", which is not an SSH public key type this command signs.`,
+      {
+        hint: `Supported types: ${KEY_TYPES.join(', ')}. ${hint}`,
+      },
+    );
   }
   const blob = base64 && /^[A-Za-z0-9+/]+={0,2}$/.test(base64) ? Buffer.from(base64, 'base64') : Buffer.alloc(0);
   const reader = new WireReader(blob);
@@ -97,7 +105,8 @@ export function parseSshPublicKey(text: string, file: string): ParsedPublicKey {
   } catch {
     blobType = '';
   }
-  if (blobType !== type || reader.remaining() === 0) throw new UserError(`${file} has a damaged ${type} key (its base64 part does not hold a ${type} key).`, { hint });
+  if (blobType !== type || reader.remaining() === 0)
+    throw new UserError(`${file} has a damaged ${type} key (its base64 part does not hold a ${type} key).`, { hint });
   return { type, blob: new Uint8Array(blob), comment: rest.join(' ') };
 }
 
@@ -116,7 +125,9 @@ export interface CertificateOptions {
 
 /** The certificate type name of a key type: "ssh-ed25519" → "ssh-ed25519-cert-v01@openssh.com". */
 export function certificateType(keyType: string): string {
-  return keyType.endsWith('@openssh.com') ? keyType.replace('@openssh.com', '-cert-v01@openssh.com') : `${keyType}-cert-v01@openssh.com`;
+  return keyType.endsWith('@openssh.com')
+    ? keyType.replace('@openssh.com', '-cert-v01@openssh.com')
+    : `${keyType}-cert-v01@openssh.com`;
 }
 
 /** An OpenSSH user certificate for `key`, signed by `ca`, as the one line of an id_*-cert.pub file. */

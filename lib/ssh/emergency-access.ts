@@ -14,7 +14,14 @@ import { UserError } from '../errors.js';
 import { writeFileAtomic } from '../workspace/atomic-file.js';
 import { readMasterSecret } from '../workspace/master-secret.js';
 import { readRequiredFile } from '../workspace/required-file.js';
-import { deriveSshCa, parseSshPublicKey, signUserCertificate, sshCaPublicKeyLine, SSH_CERTIFICATE_PRINCIPALS, SSH_CERTIFICATE_VALIDITY_SECONDS } from './certificate.js';
+import {
+  deriveSshCa,
+  parseSshPublicKey,
+  signUserCertificate,
+  sshCaPublicKeyLine,
+  SSH_CERTIFICATE_PRINCIPALS,
+  SSH_CERTIFICATE_VALIDITY_SECONDS,
+} from './certificate.js';
 
 export interface EmergencyCertificateRequest {
   workspaceDir: string;
@@ -46,13 +53,22 @@ export function certificateFileFor(keyFile: string): string {
 export async function writeEmergencyCertificate(request: EmergencyCertificateRequest): Promise<EmergencyCertificate> {
   const keyFile = path.resolve(request.keyFile);
   // The key first: a wrong --key is the likelier mistake, and reading it needs no secret.
-  const keyText = await readRequiredFile(keyFile, 'the SSH public key', 'Pass an existing public key with --key (e.g. ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.', 64 * 1024);
+  const keyText = await readRequiredFile(
+    keyFile,
+    'the SSH public key',
+    'Pass an existing public key with --key (e.g. ~/.ssh/id_ed25519.pub); make one with `ssh-keygen -t ed25519`.',
+    64 * 1024,
+  );
   const key = parseSshPublicKey(keyText.toString('utf8'), keyFile);
   const master = await readMasterSecret(request.workspaceDir);
   const ca = deriveSshCa(master);
   const now = Math.floor(request.now ?? Date.now() / 1000);
   const validBefore = now + SSH_CERTIFICATE_VALIDITY_SECONDS;
-  const certificate = signUserCertificate(ca, key, { validAfter: now, validBefore, keyId: 'constellation-emergency-access' });
+  const certificate = signUserCertificate(ca, key, {
+    validAfter: now,
+    validBefore,
+    keyId: 'constellation-emergency-access',
+  });
   const certificateFile = certificateFileFor(keyFile);
   const replaced = await fs.lstat(certificateFile).then(
     () => true,

@@ -26,7 +26,7 @@ export interface SshdConfigOptions {
 
 export function sshdConfig(options: SshdConfigOptions): string {
   const lines = [
-    '# Emergency SSH access: only certificates signed by the cluster\'s SSH CA (constellation ssh).',
+    "# Emergency SSH access: only certificates signed by the cluster's SSH CA (constellation ssh).",
     ...(options.listenAddress ? [`ListenAddress ${options.listenAddress}`] : []),
     ...(options.port ? [`Port ${options.port}`] : []),
     `HostKey ${options.hostKeyFile}`,

@@ -26,7 +26,16 @@ import {
 } from './constants.js';
 import { TpmReader, TpmWriter } from './marshal.js';
 import { openTpmTransport, TpmConnectionError, type TpmTransport } from './transport.js';
-import { encodeTpmPublic, readPcrSelections, readTpmPublic, readTpmSignature, writePcrSelections, type PcrSelection, type TpmEccPublic, type TpmPublic } from './structures.js';
+import {
+  encodeTpmPublic,
+  readPcrSelections,
+  readTpmPublic,
+  readTpmSignature,
+  writePcrSelections,
+  type PcrSelection,
+  type TpmEccPublic,
+  type TpmPublic,
+} from './structures.js';
 
 /** The TPM answered with an error code. */
 export class TpmError extends UserError {
@@ -132,7 +141,10 @@ export class TpmClient {
       new Promise<Uint8Array>((resolve, reject) => {
         if (this.closedError) return reject(this.closedError);
         const timer = setTimeout(() => {
-          this.closedError = new TpmConnectionError(`The TPM at ${this.path} did not answer within ${this.commandTimeoutMs} ms`, { hint: 'Another client may hold its only connection.' });
+          this.closedError = new TpmConnectionError(
+            `The TPM at ${this.path} did not answer within ${this.commandTimeoutMs} ms`,
+            { hint: 'Another client may hold its only connection.' },
+          );
           reject(this.closedError);
           this.transport.close();
         }, this.commandTimeoutMs);
@@ -160,7 +172,9 @@ export class TpmClient {
     params: (w: TpmWriter) => void,
   ): Promise<{ r: TpmReader; handles: number[] }> {
     const w = new TpmWriter();
-    w.u16(authorized ? TPM_ST.SESSIONS : TPM_ST.NO_SESSIONS).u32(0).u32(TPM_CC[name]);
+    w.u16(authorized ? TPM_ST.SESSIONS : TPM_ST.NO_SESSIONS)
+      .u32(0)
+      .u32(TPM_CC[name]);
     for (const h of handles) w.u32(h);
     if (authorized) {
       // One password session with an empty password for the (single) authorized handle.
@@ -190,7 +204,9 @@ export class TpmClient {
   }
 
   async getCapability(capability: number, property: number, propertyCount: number): Promise<TpmCapability> {
-    const { r } = await this.command('GetCapability', [], false, (w) => w.u32(capability).u32(property).u32(propertyCount));
+    const { r } = await this.command('GetCapability', [], false, (w) =>
+      w.u32(capability).u32(property).u32(propertyCount),
+    );
     const moreData = r.u8() === 1;
     const cap = r.u32();
     const start = r.offset;
@@ -247,7 +263,9 @@ export class TpmClient {
     for (const d of digests) {
       const info = hashAlgInfo(d.hashAlg);
       if (!info || info.size !== d.digest.length) {
-        throw new UserError(`PCR_Extend: a ${hashAlgName(d.hashAlg)} digest must be ${info?.size ?? '?'} bytes, got ${d.digest.length}`);
+        throw new UserError(
+          `PCR_Extend: a ${hashAlgName(d.hashAlg)} digest must be ${info?.size ?? '?'} bytes, got ${d.digest.length}`,
+        );
       }
     }
     await this.command('PCR_Extend', [pcrHandle(index)], true, (w) => {
@@ -258,13 +276,15 @@ export class TpmClient {
 
   /** TPM2_PCR_Event: the TPM hashes `data` with every bank's algorithm and extends each bank. Returns the digests. */
   async pcrEvent(index: number, data: Uint8Array): Promise<TpmDigest[]> {
-    if (data.length > MAX_EVENT_DATA) throw new UserError(`PCR_Event data may be at most ${MAX_EVENT_DATA} bytes, got ${data.length}`);
+    if (data.length > MAX_EVENT_DATA)
+      throw new UserError(`PCR_Event data may be at most ${MAX_EVENT_DATA} bytes, got ${data.length}`);
     const { r } = await this.command('PCR_Event', [pcrHandle(index)], true, (w) => w.tpm2b(data));
     const n = r.u32();
     return Array.from({ length: n }, () => {
       const hashAlg = r.u16();
       const size = hashAlgInfo(hashAlg)?.size;
-      if (size === undefined) throw new UserError(`PCR_Event answered an unknown hash algorithm ${hashAlgName(hashAlg)}`);
+      if (size === undefined)
+        throw new UserError(`PCR_Event answered an unknown hash algorithm ${hashAlgName(hashAlg)}`);
       return { hashAlg, digest: r.bytes(size) };
     });
   }
@@ -279,7 +299,8 @@ export class TpmClient {
       r.u32(); // pcrUpdateCounter
       const selected = readPcrSelections(r).flatMap((s) => (s.hashAlg === hashAlg ? s.pcrs : []));
       const n = r.u32();
-      if (n !== selected.length) throw new UserError(`PCR_Read answered ${n} values for ${selected.length} selected PCRs`);
+      if (n !== selected.length)
+        throw new UserError(`PCR_Read answered ${n} values for ${selected.length} selected PCRs`);
       for (const index of selected) out.set(index, r.tpm2b(64));
       if (selected.length !== chunk.length) {
         const missing = chunk.filter((x) => !selected.includes(x));
@@ -292,7 +313,9 @@ export class TpmClient {
   }
 
   /** Creates (re-derives) a primary key under the endorsement hierarchy from a template (default AK_TEMPLATE). */
-  async createAttestationKey(template: TpmPublic | Uint8Array = AK_TEMPLATE): Promise<{ handle: number; publicArea: Uint8Array }> {
+  async createAttestationKey(
+    template: TpmPublic | Uint8Array = AK_TEMPLATE,
+  ): Promise<{ handle: number; publicArea: Uint8Array }> {
     const encoded = template instanceof Uint8Array ? template : encodeTpmPublic(template);
     const { r, handles } = await this.command('CreatePrimary', [TPM_RH.ENDORSEMENT], true, (w) => {
       w.sized((s) => s.tpm2b(new Uint8Array(0)).tpm2b(new Uint8Array(0))); // inSensitive: empty auth, no data
@@ -323,10 +346,12 @@ export class TpmClient {
       const previous = this.ak;
       const source = this.akSource;
       const ak = (async () => {
-        if (source.kind === 'persistent') return { handle: source.handle, publicArea: (await this.readPublic(source.handle)).publicArea };
+        if (source.kind === 'persistent')
+          return { handle: source.handle, publicArea: (await this.readPublic(source.handle)).publicArea };
         // Free the old object's slot if the TPM still holds it (after a reset it is gone: ignore that error).
         const old = await previous?.catch(() => undefined);
-        if (old && old.handle >>> 24 === TPM_HR.TRANSIENT >>> 24) await this.flushContext(old.handle).catch(() => undefined);
+        if (old && old.handle >>> 24 === TPM_HR.TRANSIENT >>> 24)
+          await this.flushContext(old.handle).catch(() => undefined);
         return this.createAttestationKey(source.template);
       })();
       this.ak = ak;
@@ -341,13 +366,20 @@ export class TpmClient {
   async nvReadPublic(index: number): Promise<NvPublic> {
     const { r } = await this.command('NV_ReadPublic', [index], false, () => {});
     const area = new TpmReader(r.tpm2b(), 'TPMS_NV_PUBLIC');
-    return { index: area.u32(), nameAlg: area.u16(), attributes: area.u32(), authPolicy: area.tpm2b(), dataSize: area.u16() };
+    return {
+      index: area.u32(),
+      nameAlg: area.u16(),
+      attributes: area.u32(),
+      authPolicy: area.tpm2b(),
+      dataSize: area.u16(),
+    };
   }
 
   /** Reads an NV index whole (or `size` bytes), in chunks; authorized as owner, platform or the index as its attributes allow. */
   async nvRead(index: number, size?: number): Promise<Uint8Array> {
     const pub = await this.nvReadPublic(index);
-    const auth = pub.attributes & TPMA_NV.AUTHREAD ? index : pub.attributes & TPMA_NV.OWNERREAD ? TPM_RH.OWNER : TPM_RH.PLATFORM;
+    const auth =
+      pub.attributes & TPMA_NV.AUTHREAD ? index : pub.attributes & TPMA_NV.OWNERREAD ? TPM_RH.OWNER : TPM_RH.PLATFORM;
     const total = Math.min(size ?? pub.dataSize, pub.dataSize);
     const out = new Uint8Array(total);
     for (let offset = 0; offset < total; offset += NV_CHUNK) {
@@ -392,7 +424,12 @@ export class TpmClient {
   }
 
   /** TPM2_Quote over PCRs of one bank, signed with the key's own scheme. */
-  async quote(handle: number, qualifyingData: Uint8Array, hashAlg: number, indices: number[]): Promise<{ quote: Uint8Array; signature: Uint8Array }> {
+  async quote(
+    handle: number,
+    qualifyingData: Uint8Array,
+    hashAlg: number,
+    indices: number[],
+  ): Promise<{ quote: Uint8Array; signature: Uint8Array }> {
     const pcrs = [...new Set(indices)].sort((a, b) => a - b);
     const { r } = await this.command('Quote', [handle], true, (w) => {
       w.tpm2b(qualifyingData);

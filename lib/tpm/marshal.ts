@@ -103,7 +103,9 @@ export class TpmReader {
 
   private need(n: number): void {
     if (this.offset + n > this.data.length) {
-      throw new TpmFormatError(`${this.what} is truncated: needs ${n} more bytes at offset ${this.offset}, has ${this.remaining}`);
+      throw new TpmFormatError(
+        `${this.what} is truncated: needs ${n} more bytes at offset ${this.offset}, has ${this.remaining}`,
+      );
     }
   }
 

@@ -149,7 +149,14 @@ export function readTpmPublic(r: TpmReader): TpmPublic {
     const keyBits = r.u16();
     const exponent = r.u32();
     const n = r.tpm2b(512);
-    return { type, nameAlg, objectAttributes, authPolicy, parameters: { symmetric, scheme, keyBits, exponent }, unique: { n } };
+    return {
+      type,
+      nameAlg,
+      objectAttributes,
+      authPolicy,
+      parameters: { symmetric, scheme, keyBits, exponent },
+      unique: { n },
+    };
   }
   if (type === TPM_ALG.ECC) {
     const symmetric = readSymDef(r);
@@ -158,7 +165,14 @@ export function readTpmPublic(r: TpmReader): TpmPublic {
     const kdf = readScheme(r);
     const x = r.tpm2b(128);
     const y = r.tpm2b(128);
-    return { type, nameAlg, objectAttributes, authPolicy, parameters: { symmetric, scheme, curveId, kdf }, unique: { x, y } };
+    return {
+      type,
+      nameAlg,
+      objectAttributes,
+      authPolicy,
+      parameters: { symmetric, scheme, curveId, kdf },
+      unique: { x, y },
+    };
   }
   throw new TpmFormatError(`TPMT_PUBLIC of type 0x${type.toString(16)} is not supported (only RSA and ECC keys)`);
 }
@@ -180,7 +194,9 @@ export function publicKeyFromTpmPublic(pub: TpmPublic): KeyObject {
   try {
     return createPublicKey({ key, format: 'jwk' });
   } catch {
-    throw new TpmFormatError(`the ${pub.type === TPM_ALG.RSA ? 'RSA' : 'ECC'} key of the TPMT_PUBLIC is not a valid public key${pub.type === TPM_ALG.ECC ? ' (its point is not on the curve)' : ''}`);
+    throw new TpmFormatError(
+      `the ${pub.type === TPM_ALG.RSA ? 'RSA' : 'ECC'} key of the TPMT_PUBLIC is not a valid public key${pub.type === TPM_ALG.ECC ? ' (its point is not on the curve)' : ''}`,
+    );
   }
 }
 
@@ -191,11 +207,20 @@ function keyOf(pub: TpmPublic): JsonWebKey {
     eBytes.writeUInt32BE(e);
     let i = 0;
     while (i < 3 && eBytes[i] === 0) i++;
-    return { kty: 'RSA', n: Buffer.from(pub.unique.n).toString('base64url'), e: eBytes.subarray(i).toString('base64url') };
+    return {
+      kty: 'RSA',
+      n: Buffer.from(pub.unique.n).toString('base64url'),
+      e: eBytes.subarray(i).toString('base64url'),
+    };
   }
   const curve = ECC_CURVES.get(pub.parameters.curveId);
   if (!curve) throw new TpmFormatError(`ECC curve 0x${pub.parameters.curveId.toString(16)} is not supported`);
-  return { kty: 'EC', crv: curve.jwk, x: leftPad(pub.unique.x, curve.size).toString('base64url'), y: leftPad(pub.unique.y, curve.size).toString('base64url') };
+  return {
+    kty: 'EC',
+    crv: curve.jwk,
+    x: leftPad(pub.unique.x, curve.size).toString('base64url'),
+    y: leftPad(pub.unique.y, curve.size).toString('base64url'),
+  };
 }
 
 /** The TPM name of an object: nameAlg ‖ H_nameAlg(TPMT_PUBLIC). */
@@ -224,7 +249,9 @@ export function parseTpmSignature(bytes: Uint8Array): TpmSignature {
   } else if (sigAlg === TPM_ALG.ECDSA) {
     out = { sigAlg, hashAlg: r.u16(), r: r.tpm2b(128), s: r.tpm2b(128) };
   } else {
-    throw new TpmFormatError(`TPMT_SIGNATURE algorithm 0x${sigAlg.toString(16)} is not supported (RSASSA, RSAPSS, ECDSA are)`);
+    throw new TpmFormatError(
+      `TPMT_SIGNATURE algorithm 0x${sigAlg.toString(16)} is not supported (RSASSA, RSAPSS, ECDSA are)`,
+    );
   }
   r.end();
   return out;
@@ -272,7 +299,10 @@ export interface TpmAttest {
 export function parseTpmAttest(bytes: Uint8Array): TpmAttest {
   const r = new TpmReader(bytes, 'TPMS_ATTEST');
   const magic = r.u32();
-  if (magic !== TPM_GENERATED_VALUE) throw new TpmFormatError(`TPMS_ATTEST magic is 0x${magic.toString(16)}, not TPM_GENERATED_VALUE: not made by a TPM`);
+  if (magic !== TPM_GENERATED_VALUE)
+    throw new TpmFormatError(
+      `TPMS_ATTEST magic is 0x${magic.toString(16)}, not TPM_GENERATED_VALUE: not made by a TPM`,
+    );
   const type = r.u16();
   const qualifiedSigner = r.tpm2b(2 + 64);
   const extraData = r.tpm2b(64);
@@ -286,7 +316,8 @@ export function parseTpmAttest(bytes: Uint8Array): TpmAttest {
 }
 
 function leftPad(bytes: Uint8Array, size: number): Buffer {
-  if (bytes.length > size) throw new TpmFormatError(`ECC coordinate of ${bytes.length} bytes is longer than the curve's ${size}`);
+  if (bytes.length > size)
+    throw new TpmFormatError(`ECC coordinate of ${bytes.length} bytes is longer than the curve's ${size}`);
   const out = Buffer.alloc(size);
   out.set(bytes, size - bytes.length);
   return out;

@@ -52,7 +52,10 @@ const CMD_SHUTDOWN = 0x03;
 const MAX_SOCKET_PATH = 107;
 const STATE_FILE = 'tpm2-00.permall';
 
-export function swtpmPaths(stateDir: string, socketDir = stateDir): { serverSocket: string; ctrlSocket: string; logFile: string } {
+export function swtpmPaths(
+  stateDir: string,
+  socketDir = stateDir,
+): { serverSocket: string; ctrlSocket: string; logFile: string } {
   const serverSocket = path.join(path.resolve(socketDir), 'swtpm.sock');
   return { serverSocket, ctrlSocket: `${serverSocket}.ctrl`, logFile: path.join(path.resolve(stateDir), 'swtpm.log') };
 }
@@ -68,9 +71,12 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
   }
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
   await fs.mkdir(socketDir, { recursive: true, mode: 0o700 });
-  if (!existsSync(path.join(stateDir, STATE_FILE))) await manufacture(stateDir, options.pcrBanks ?? ['sha256', 'sha384']);
+  if (!existsSync(path.join(stateDir, STATE_FILE)))
+    await manufacture(stateDir, options.pcrBanks ?? ['sha256', 'sha384']);
   if (await canConnect(ctrlSocket)) {
-    throw new SwtpmError(`A swtpm is already running on ${stateDir}`, { hint: 'Stop it first; a TPM state has one owner.' });
+    throw new SwtpmError(`A swtpm is already running on ${stateDir}`, {
+      hint: 'Stop it first; a TPM state has one owner.',
+    });
   }
   // Stale sockets of a swtpm that was killed would make us believe the new one is ready.
   await fs.rm(serverSocket, { force: true });
@@ -80,11 +86,14 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
   const args = [
     'socket',
     '--tpm2',
-    '--tpmstate', `dir=${stateDir},mode=0600`,
+    '--tpmstate',
+    `dir=${stateDir},mode=0600`,
     ...(vm ? [] : ['--server', `type=unixio,path=${serverSocket},mode=0600`]),
-    '--ctrl', `type=unixio,path=${ctrlSocket},mode=0600`,
+    '--ctrl',
+    `type=unixio,path=${ctrlSocket},mode=0600`,
     ...(vm ? [] : ['--flags', 'not-need-init,startup-clear']),
-    '--log', `file=${logFile},level=1,truncate`,
+    '--log',
+    `file=${logFile},level=1,truncate`,
   ];
   const child = spawn('swtpm', args, { detached: options.detached ?? false, stdio: 'ignore' });
   const exited = new Promise<number | null>((resolve) => {
@@ -149,7 +158,10 @@ export async function stopSwtpm(target: { ctrlSocket: string; pid: number; exite
  * then TPM2_Startup(CLEAR) on the server socket, or through `client` when the caller holds the connection
  * (swtpm serves one connection at a time, so a second one would wait for the first to close).
  */
-export async function powerCycleSwtpm(ctrlSocket: string, options: { serverSocket?: string; client?: TpmClient } = {}): Promise<void> {
+export async function powerCycleSwtpm(
+  ctrlSocket: string,
+  options: { serverSocket?: string; client?: TpmClient } = {},
+): Promise<void> {
   const res = await swtpmCtrl(ctrlSocket, CMD_INIT, u32(0), 4);
   const rc = new DataView(res.buffer, res.byteOffset).getUint32(0);
   if (rc !== 0) throw new SwtpmError(`swtpm refused the TPM reset (result 0x${rc.toString(16)})`);
@@ -163,7 +175,12 @@ export async function powerCycleSwtpm(ctrlSocket: string, options: { serverSocke
 }
 
 /** Sends one control-channel command and reads a response of `responseLength` bytes. */
-export function swtpmCtrl(ctrlSocket: string, command: number, payload: Uint8Array, responseLength: number): Promise<Uint8Array> {
+export function swtpmCtrl(
+  ctrlSocket: string,
+  command: number,
+  payload: Uint8Array,
+  responseLength: number,
+): Promise<Uint8Array> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(ctrlSocket);
     const chunks: Buffer[] = [];
@@ -172,7 +189,11 @@ export function swtpmCtrl(ctrlSocket: string, command: number, payload: Uint8Arr
     const fail = (err: Error) => {
       clearTimeout(timer);
       socket.destroy();
-      reject(err instanceof SwtpmError ? err : new SwtpmError(`swtpm control channel ${ctrlSocket}: ${err.message}`, { cause: err }));
+      reject(
+        err instanceof SwtpmError
+          ? err
+          : new SwtpmError(`swtpm control channel ${ctrlSocket}: ${err.message}`, { cause: err }),
+      );
     };
     socket.on('error', fail);
     socket.on('connect', () => socket.write(Buffer.concat([u32(command), payload])));
@@ -186,7 +207,8 @@ export function swtpmCtrl(ctrlSocket: string, command: number, payload: Uint8Arr
       }
     });
     socket.on('close', () => {
-      if (received < responseLength) fail(new SwtpmError(`swtpm control channel ${ctrlSocket} closed before answering`));
+      if (received < responseLength)
+        fail(new SwtpmError(`swtpm control channel ${ctrlSocket} closed before answering`));
     });
   });
 }
@@ -195,9 +217,12 @@ async function manufacture(stateDir: string, pcrBanks: string[]): Promise<void> 
   const args = ['--tpm2', '--tpmstate', stateDir, '--pcr-banks', pcrBanks.join(','), '--not-overwrite'];
   const { code, output } = await runProgram('swtpm_setup', args);
   if (code !== 0 || !existsSync(path.join(stateDir, STATE_FILE))) {
-    throw new SwtpmError(`swtpm_setup could not create the TPM state in ${stateDir} (exit code ${code}): ${output.trim().slice(-500)}`, {
-      hint: 'Install swtpm-tools (npm run system-deps) and check that the directory is writable.',
-    });
+    throw new SwtpmError(
+      `swtpm_setup could not create the TPM state in ${stateDir} (exit code ${code}): ${output.trim().slice(-500)}`,
+      {
+        hint: 'Install swtpm-tools (npm run system-deps) and check that the directory is writable.',
+      },
+    );
   }
 }
 
@@ -216,7 +241,11 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 
 /** Polls for the end of a process that is not our child; true when it ended within `ms`. */
 function waitForPidExit(pid: number, ms: number): Promise<boolean> {
-  return pollUntil(() => (processIsAlive(pid) ? undefined : true), { timeoutMs: ms, intervalMs: 20, onTimeout: () => false });
+  return pollUntil(() => (processIsAlive(pid) ? undefined : true), {
+    timeoutMs: ms,
+    intervalMs: 20,
+    onTimeout: () => false,
+  });
 }
 
 function u32(v: number): Buffer {

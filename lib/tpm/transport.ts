@@ -39,7 +39,8 @@ export async function openTpmTransport(path: string): Promise<TpmTransport> {
 function responseSize(buffered: Uint8Array, path: string): number | undefined {
   if (buffered.length < HEADER_SIZE) return undefined;
   const size = Buffer.from(buffered.buffer, buffered.byteOffset, buffered.length).readUInt32BE(2);
-  if (size < HEADER_SIZE || size > MAX_RESPONSE) throw new TpmConnectionError(`The TPM at ${path} sent a malformed response (size ${size})`);
+  if (size < HEADER_SIZE || size > MAX_RESPONSE)
+    throw new TpmConnectionError(`The TPM at ${path} sent a malformed response (size ${size})`);
   return size;
 }
 
@@ -54,7 +55,9 @@ export class SocketTransport implements TpmTransport {
     readonly path: string,
   ) {
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
-    socket.on('error', (err) => this.onClosed(new TpmConnectionError(`TPM connection ${path}: ${err.message}`, { cause: err })));
+    socket.on('error', (err) =>
+      this.onClosed(new TpmConnectionError(`TPM connection ${path}: ${err.message}`, { cause: err })),
+    );
     socket.on('close', () => this.onClosed(new TpmConnectionError(`TPM connection ${path} closed`)));
   }
 
@@ -65,7 +68,14 @@ export class SocketTransport implements TpmTransport {
         s.removeListener('error', reject);
         resolve(s);
       });
-      s.once('error', (err) => reject(new TpmConnectionError(`Cannot connect to the TPM at ${path}: ${err.message}`, { cause: err, hint: 'Is its swtpm running?' })));
+      s.once('error', (err) =>
+        reject(
+          new TpmConnectionError(`Cannot connect to the TPM at ${path}: ${err.message}`, {
+            cause: err,
+            hint: 'Is its swtpm running?',
+          }),
+        ),
+      );
     });
     return new SocketTransport(socket, path);
   }
@@ -127,7 +137,10 @@ export class DeviceTransport implements TpmTransport {
     } catch (err) {
       throw new TpmConnectionError(`Cannot open the TPM device ${path}: ${(err as Error).message}`, {
         cause: err,
-        hint: (err as NodeJS.ErrnoException).code === 'EBUSY' ? 'Another program holds the TPM; use the resource manager (/dev/tpmrm0).' : 'Does this VM have a vTPM?',
+        hint:
+          (err as NodeJS.ErrnoException).code === 'EBUSY'
+            ? 'Another program holds the TPM; use the resource manager (/dev/tpmrm0).'
+            : 'Does this VM have a vTPM?',
       });
     }
   }

@@ -35,13 +35,22 @@ export async function checkWorkspaceAccess(workspaceDir: string, options: Worksp
   const stat = await statOrUndefined(dir);
   if (!stat) {
     if (!options.mayCreate) {
-      throw new WorkspaceAccessError(`The workspace directory ${dir} does not exist.`, { hint: 'Create it, or name an existing one with -C <dir>.' });
+      throw new WorkspaceAccessError(`The workspace directory ${dir} does not exist.`, {
+        hint: 'Create it, or name an existing one with -C <dir>.',
+      });
     }
     const parent = await nearestExisting(path.dirname(dir));
-    await requireWritable(parent, await fs.stat(parent), `The workspace ${dir} cannot be made: its parent folder ${parent}`);
+    await requireWritable(
+      parent,
+      await fs.stat(parent),
+      `The workspace ${dir} cannot be made: its parent folder ${parent}`,
+    );
     return;
   }
-  if (!stat.isDirectory()) throw new WorkspaceAccessError(`The workspace ${dir} is not a directory.`, { hint: 'Name a directory with -C <dir>.' });
+  if (!stat.isDirectory())
+    throw new WorkspaceAccessError(`The workspace ${dir} is not a directory.`, {
+      hint: 'Name a directory with -C <dir>.',
+    });
   await requireWritable(dir, stat, `The workspace ${dir}`);
   if (uid !== 0) return;
 
@@ -74,13 +83,18 @@ async function requireWritable(dir: string, stat: Stats, what: string): Promise<
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'EROFS') {
-      throw new WorkspaceAccessError(`${what} is on a read-only file system.`, { hint: 'Use a folder on a writable file system (-C <dir>).' });
+      throw new WorkspaceAccessError(`${what} is on a read-only file system.`, {
+        hint: 'Use a folder on a writable file system (-C <dir>).',
+      });
     }
     const me = userName(process.geteuid?.() ?? -1);
-    throw new WorkspaceAccessError(`${what} is not writable by you (${me}); it belongs to ${userName(stat.uid)} (mode ${(stat.mode & 0o7777).toString(8)}).`, {
-      hint: `Use a folder you own (-C <dir>, e.g. -C ~/${path.basename(dir)}), or run the command as a user who may write there (the local provider needs root: sudo).`,
-      cause: err,
-    });
+    throw new WorkspaceAccessError(
+      `${what} is not writable by you (${me}); it belongs to ${userName(stat.uid)} (mode ${(stat.mode & 0o7777).toString(8)}).`,
+      {
+        hint: `Use a folder you own (-C <dir>, e.g. -C ~/${path.basename(dir)}), or run the command as a user who may write there (the local provider needs root: sudo).`,
+        cause: err,
+      },
+    );
   }
 }
 
@@ -98,10 +112,13 @@ async function statOrUndefined(file: string): Promise<Stats | undefined> {
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ENOENT' || code === 'ENOTDIR') return undefined;
     if (code === 'EACCES') {
-      throw new WorkspaceAccessError(`${file} cannot be looked at: permission denied (you are ${userName(process.geteuid?.() ?? -1)}).`, {
-        hint: 'Use a folder you own (-C <dir>), or run the command as a user who may read its parent folders.',
-        cause: err,
-      });
+      throw new WorkspaceAccessError(
+        `${file} cannot be looked at: permission denied (you are ${userName(process.geteuid?.() ?? -1)}).`,
+        {
+          hint: 'Use a folder you own (-C <dir>), or run the command as a user who may read its parent folders.',
+          cause: err,
+        },
+      );
     }
     throw err;
   }

@@ -28,7 +28,11 @@ export interface WriteOptions {
   what?: string;
 }
 
-export async function writeFileAtomic(file: string, data: string | Uint8Array, options: WriteOptions = {}): Promise<void> {
+export async function writeFileAtomic(
+  file: string,
+  data: string | Uint8Array,
+  options: WriteOptions = {},
+): Promise<void> {
   const mode = options.mode ?? 0o600;
   const dir = path.dirname(file);
   await fs.mkdir(dir, { recursive: true });

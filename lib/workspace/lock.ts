@@ -54,7 +54,11 @@ export interface LockOptions {
 
 const MAX_ATTEMPTS = 5;
 
-export async function acquireWorkspaceLock(workspaceDir: string, command: string, options: LockOptions = {}): Promise<WorkspaceLock> {
+export async function acquireWorkspaceLock(
+  workspaceDir: string,
+  command: string,
+  options: LockOptions = {},
+): Promise<WorkspaceLock> {
   const isAlive = options.isAlive ?? processIsAlive;
   const file = path.join(workspaceDir, LOCK_FILE);
   const info: LockInfo = {
@@ -140,7 +144,9 @@ async function removeStaleLock(file: string, stale: LockInfo): Promise<void> {
 async function readLockInfo(file: string): Promise<LockInfo | 'gone' | 'unreadable'> {
   let text: string;
   try {
-    text = (await readRegularFile(file, { what: 'the workspace lock', maxBytes: SIZE_LIMITS.lockFile })).toString('utf8');
+    text = (await readRegularFile(file, { what: 'the workspace lock', maxBytes: SIZE_LIMITS.lockFile })).toString(
+      'utf8',
+    );
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'gone';
     throw err;
@@ -177,4 +183,3 @@ function parseLockInfo(text: string): LockInfo | undefined {
     return undefined;
   }
 }
-

@@ -23,7 +23,12 @@ export function masterSecretPath(workspaceDir: string): string {
 
 export async function readMasterSecret(workspaceDir: string): Promise<MasterSecret> {
   const file = masterSecretPath(workspaceDir);
-  const text = await readRequiredFile(file, 'the master secret', 'Run the command in the workspace of this cluster (-C <dir>), or restore the file from your backup.', SIZE_LIMITS.masterSecret);
+  const text = await readRequiredFile(
+    file,
+    'the master secret',
+    'Run the command in the workspace of this cluster (-C <dir>), or restore the file from your backup.',
+    SIZE_LIMITS.masterSecret,
+  );
   return parseMasterSecret(text.toString('utf8'), file);
 }
 
@@ -52,10 +57,19 @@ export function masterSecretToJson(secret: MasterSecret): string {
 
 /** Writes the file exclusively (FileExistsError if it exists), atomically, mode 0600. */
 export async function writeMasterSecret(workspaceDir: string, secret: MasterSecret): Promise<void> {
-  await writeFileAtomic(masterSecretPath(workspaceDir), masterSecretToJson(secret), { exclusive: true, mode: 0o600, what: 'the master secret' });
+  await writeFileAtomic(masterSecretPath(workspaceDir), masterSecretToJson(secret), {
+    exclusive: true,
+    mode: 0o600,
+    what: 'the master secret',
+  });
 }
 
-function decodeField(record: Record<string, unknown>, field: 'key' | 'salt', minLength: number, file: string): Uint8Array {
+function decodeField(
+  record: Record<string, unknown>,
+  field: 'key' | 'salt',
+  minLength: number,
+  file: string,
+): Uint8Array {
   const value = record[field];
   if (value === undefined) throw invalid(file, `has no "${field}"`);
   if (typeof value !== 'string') throw invalid(file, `has a "${field}" that is not a string`);

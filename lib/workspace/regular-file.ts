@@ -47,9 +47,12 @@ export class NotRegularFileError extends UserError {
     what: string,
     kind: string,
   ) {
-    super(`${capitalize(what)} ${file} is ${kind}, not a regular file: constellation does not follow links or open special files for it.`, {
-      hint: `constellation neither follows nor replaces it: put the file itself at ${file}, or remove what is there, and run the command again.`,
-    });
+    super(
+      `${capitalize(what)} ${file} is ${kind}, not a regular file: constellation does not follow links or open special files for it.`,
+      {
+        hint: `constellation neither follows nor replaces it: put the file itself at ${file}, or remove what is there, and run the command again.`,
+      },
+    );
   }
 }
 
@@ -78,7 +81,10 @@ const APPEND = constants.O_WRONLY | constants.O_APPEND | constants.O_CREAT;
  * The bytes of a regular file of at most `maxBytes`. A missing file throws the ENOENT error as it is (callers
  * decide what absence means); a link, a special file or a larger file is a UserError.
  */
-export async function readRegularFile(file: string, options: RegularFileOptions & { maxBytes: number }): Promise<Buffer> {
+export async function readRegularFile(
+  file: string,
+  options: RegularFileOptions & { maxBytes: number },
+): Promise<Buffer> {
   const handle = await openChecked(file, constants.O_RDONLY, undefined, options.what);
   try {
     const { size } = await handle.stat();
@@ -103,8 +109,16 @@ export async function readRegularFile(file: string, options: RegularFileOptions 
  * Opens a regular file for appending (created with `mode` when missing; `read` also allows reading it back).
  * The caller closes the handle.
  */
-export function openRegularFileForAppend(file: string, options: RegularFileOptions & { mode: number; read?: boolean }): Promise<fs.FileHandle> {
-  return openChecked(file, options.read ? (APPEND & ~constants.O_WRONLY) | constants.O_RDWR : APPEND, options.mode, options.what);
+export function openRegularFileForAppend(
+  file: string,
+  options: RegularFileOptions & { mode: number; read?: boolean },
+): Promise<fs.FileHandle> {
+  return openChecked(
+    file,
+    options.read ? (APPEND & ~constants.O_WRONLY) | constants.O_RDWR : APPEND,
+    options.mode,
+    options.what,
+  );
 }
 
 /** The synchronous form of openRegularFileForAppend (the debug log writes synchronously); returns the descriptor. */
@@ -136,7 +150,12 @@ export async function checkReplaceable(file: string, what: string): Promise<void
   checkRegular(stats, file, what);
 }
 
-async function openChecked(file: string, flags: number, mode: number | undefined, what: string): Promise<fs.FileHandle> {
+async function openChecked(
+  file: string,
+  flags: number,
+  mode: number | undefined,
+  what: string,
+): Promise<fs.FileHandle> {
   let handle: fs.FileHandle;
   try {
     handle = await fs.open(file, flags | NO_FOLLOW, mode);

@@ -12,7 +12,8 @@ export async function readRequiredFile(file: string, what: string, hint: string,
     return await readRegularFile(file, { what, maxBytes });
   } catch (err) {
     if (err instanceof UserError) throw err;
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new UserError(`${capitalize(what)} ${file} does not exist.`, { hint });
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT')
+      throw new UserError(`${capitalize(what)} ${file} does not exist.`, { hint });
     throw new UserError(`Cannot read ${what} ${file}: ${(err as Error).message}`, { cause: err });
   }
 }

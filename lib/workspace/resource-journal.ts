@@ -65,7 +65,9 @@ function checkResource(resource: RecordedResource): RecordedResource {
   const result = resourceSchema.safeParse(resource);
   if (!result.success) {
     // A provider bug, not a user error: say which field.
-    throw new TypeError(`Invalid resource for the journal: ${result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    throw new TypeError(
+      `Invalid resource for the journal: ${result.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`,
+    );
   }
   return structuredClone(result.data);
 }
@@ -104,7 +106,9 @@ export class FileResourceJournal implements ResourceJournal {
   private async load(): Promise<RecordedResource[]> {
     let text: string;
     try {
-      text = (await readRegularFile(this.file, { what: 'the resource journal', maxBytes: SIZE_LIMITS.resourceJournal })).toString('utf8');
+      text = (
+        await readRegularFile(this.file, { what: 'the resource journal', maxBytes: SIZE_LIMITS.resourceJournal })
+      ).toString('utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw err;
@@ -126,7 +130,10 @@ export class FileResourceJournal implements ResourceJournal {
 
   private async save(resources: RecordedResource[]): Promise<void> {
     const body = { version: JOURNAL_VERSION, resources };
-    await writeFileAtomic(this.file, `${JSON.stringify(body, null, 2)}\n`, { mode: 0o600, what: 'the resource journal' });
+    await writeFileAtomic(this.file, `${JSON.stringify(body, null, 2)}\n`, {
+      mode: 0o600,
+      what: 'the resource journal',
+    });
   }
 
   private corrupt(what: string): UserError {

@@ -17,7 +17,8 @@ import { readRequiredFile } from './required-file.js';
 export const STATE_VERSION = 'v1';
 
 /** Hex bytes, or empty while not known yet (Constellation's HexBytes). */
-const hex = () => z.string().regex(/^(?:[0-9a-fA-F]{2})*$/, { error: 'must be hex bytes (an even number of 0-9, a-f)' });
+const hex = () =>
+  z.string().regex(/^(?:[0-9a-fA-F]{2})*$/, { error: 'must be hex bytes (an even number of 0-9, a-f)' });
 const providerSection = () => z.record(z.string(), z.unknown()).optional();
 
 export const infrastructureSchema = z.strictObject({
@@ -79,7 +80,12 @@ export async function readStateOrEmpty(workspaceDir: string): Promise<State> {
 
 export async function readState(workspaceDir: string): Promise<State> {
   const file = statePath(workspaceDir);
-  const text = await readRequiredFile(file, 'the state file', 'Run `constellation create` first, or run the command in the workspace of this cluster (-C <dir>).', SIZE_LIMITS.state);
+  const text = await readRequiredFile(
+    file,
+    'the state file',
+    'Run `constellation create` first, or run the command in the workspace of this cluster (-C <dir>).',
+    SIZE_LIMITS.state,
+  );
   return parseState(text.toString('utf8'), file);
 }
 
@@ -87,7 +93,10 @@ export async function readState(workspaceDir: string): Promise<State> {
 export function parseState(text: string, file: string = STATE_FILE): State {
   const size = Buffer.byteLength(text);
   if (size > SIZE_LIMITS.state) {
-    throw new UserError(`The state file ${file} is ${formatSize(size)}; the limit is ${formatSize(SIZE_LIMITS.state)}.`, { hint: STATE_HINT });
+    throw new UserError(
+      `The state file ${file} is ${formatSize(size)}; the limit is ${formatSize(SIZE_LIMITS.state)}.`,
+      { hint: STATE_HINT },
+    );
   }
   const tooDeep = yamlNestingProblem(text);
   if (tooDeep) throw new UserError(`The state file ${file} is not valid YAML: ${tooDeep}.`, { hint: STATE_HINT });
@@ -97,9 +106,12 @@ export function parseState(text: string, file: string = STATE_FILE): State {
     const first = doc.errors[0];
     const line = lineCounter.linePos(first.pos[0]).line;
     // The YAML library's message can quote the document; only its kind and line are reported.
-    throw new UserError(`The state file ${file} is not valid YAML (line ${line}: ${first.code.toLowerCase().replaceAll('_', ' ')}).`, {
-      hint: STATE_HINT,
-    });
+    throw new UserError(
+      `The state file ${file} is not valid YAML (line ${line}: ${first.code.toLowerCase().replaceAll('_', ' ')}).`,
+      {
+        hint: STATE_HINT,
+      },
+    );
   }
   scalarsAsWritten(doc);
   let data: unknown;
@@ -111,11 +123,14 @@ export function parseState(text: string, file: string = STATE_FILE): State {
     const why = err instanceof JsonInputError ? err.message : 'cannot be read as plain values (too many aliases)';
     throw new UserError(`The state file ${file} ${why}.`, { hint: STATE_HINT });
   }
-  if (data === null || data === undefined) throw new UserError(`The state file ${file} is empty.`, { hint: STATE_HINT });
+  if (data === null || data === undefined)
+    throw new UserError(`The state file ${file} is empty.`, { hint: STATE_HINT });
   const result = stateSchema.safeParse(data);
   if (result.success) return result.data;
   const problems = result.error.issues.map((issue) => describeIssue(issue, doc, lineCounter));
-  throw new UserError(`The state file ${file} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`, { hint: STATE_HINT });
+  throw new UserError(`The state file ${file} is invalid:\n${problems.map((p) => `  - ${p}`).join('\n')}`, {
+    hint: STATE_HINT,
+  });
 }
 
 const STATE_HINT = 'The state file is written by constellation; restore it from your backup or fix the named keys.';
@@ -127,8 +142,16 @@ export function stateToYaml(state: State): string {
 }
 
 /** Writes the state atomically (mode 0600); `exclusive` refuses to replace an existing file. */
-export async function writeState(workspaceDir: string, state: State, options: { exclusive?: boolean } = {}): Promise<void> {
-  await writeFileAtomic(statePath(workspaceDir), stateToYaml(state), { exclusive: options.exclusive, mode: 0o600, what: 'the state file' });
+export async function writeState(
+  workspaceDir: string,
+  state: State,
+  options: { exclusive?: boolean } = {},
+): Promise<void> {
+  await writeFileAtomic(statePath(workspaceDir), stateToYaml(state), {
+    exclusive: options.exclusive,
+    mode: 0o600,
+    what: 'the state file',
+  });
 }
 
 /** Read-modify-write of the state file; `update` returns the new state (it may change its argument). */

@@ -9,7 +9,12 @@
  * EC2's own status message, instead of surfacing much later as an `init` that times out. Polls start after a second and back off to 15 seconds (lib/poll.ts). Time and waiting are injected (options.clock,
  * options.sleep), so tests do not wait.
  */
-import { DescribeAutoScalingGroupsCommand, DescribeScalingActivitiesCommand, type DescribeAutoScalingGroupsCommandOutput, type DescribeScalingActivitiesCommandOutput } from '@aws-sdk/client-auto-scaling';
+import {
+  DescribeAutoScalingGroupsCommand,
+  DescribeScalingActivitiesCommand,
+  type DescribeAutoScalingGroupsCommandOutput,
+  type DescribeScalingActivitiesCommandOutput,
+} from '@aws-sdk/client-auto-scaling';
 import { systemClock } from '../../lib/clock.js';
 import { UserError } from '../../lib/errors.js';
 import { pollUntil } from '../../lib/poll.js';
@@ -32,10 +37,18 @@ export interface CapacityTarget {
 
 /** Launch failures that pass with time (see the header): capacity, and instance profiles IAM has not propagated. */
 export function isTransientLaunchFailure(message: string): boolean {
-  return /InsufficientInstanceCapacity|do not have sufficient .* capacity|Invalid IAM Instance Profile|iamInstanceProfile\.(name|arn) is invalid/i.test(message);
+  return /InsufficientInstanceCapacity|do not have sufficient .* capacity|Invalid IAM Instance Profile|iamInstanceProfile\.(name|arn) is invalid/i.test(
+    message,
+  );
 }
 
-export async function waitForCapacity(clients: AwsClients, region: string, target: CapacityTarget, ctx: ProviderContext, options: AwsProviderOptions): Promise<void> {
+export async function waitForCapacity(
+  clients: AwsClients,
+  region: string,
+  target: CapacityTarget,
+  ctx: ProviderContext,
+  options: AwsProviderOptions,
+): Promise<void> {
   const clock = options.clock ?? systemClock;
   const timeoutMs = options.capacityTimeoutMs ?? DEFAULT_CAPACITY_TIMEOUT_MS;
   const maxPollMs = options.pollIntervalMs ?? DEFAULT_CAPACITY_POLL_MS;
@@ -65,7 +78,9 @@ export async function waitForCapacity(clients: AwsClients, region: string, targe
         new DescribeScalingActivitiesCommand({ AutoScalingGroupName: target.groupName, MaxRecords: 20 }),
         `Reading the scaling activities of node group ${target.nodeGroup}`,
       );
-      const failed = (activities.Activities ?? []).find((a) => a.StatusCode === 'Failed' && (a.StartTime?.getTime() ?? Infinity) >= since);
+      const failed = (activities.Activities ?? []).find(
+        (a) => a.StatusCode === 'Failed' && (a.StartTime?.getTime() ?? Infinity) >= since,
+      );
       const failure = failed ? (failed.StatusMessage ?? failed.Description ?? 'the launch failed').trim() : undefined;
       if (failure && !isTransientLaunchFailure(failure)) {
         throw new UserError(`Node group ${target.nodeGroup} could not launch its instances: ${failure}`, {
@@ -86,9 +101,12 @@ export async function waitForCapacity(clients: AwsClients, region: string, targe
       signal: ctx.signal,
       onTimeout: () => {
         const why = lastTransient ? ` The last launch failed: ${lastTransient}` : '';
-        throw new UserError(`Node group ${target.nodeGroup} has ${inService} of ${target.desired} instances in service after ${Math.round(timeoutMs / 60_000)} minutes.${why}`, {
-          hint: `Look at the scaling activities of the auto scaling group ${target.groupName} in the AWS console; run \`constellation create\` again to keep waiting.`,
-        });
+        throw new UserError(
+          `Node group ${target.nodeGroup} has ${inService} of ${target.desired} instances in service after ${Math.round(timeoutMs / 60_000)} minutes.${why}`,
+          {
+            hint: `Look at the scaling activities of the auto scaling group ${target.groupName} in the AWS console; run \`constellation create\` again to keep waiting.`,
+          },
+        );
       },
     },
   );

@@ -78,11 +78,19 @@ export class AwsClients {
   }
 
   elb(region: string): ElasticLoadBalancingV2Client {
-    return this.client('elbv2', region, (config) => new ElasticLoadBalancingV2Client(config)) as unknown as ElasticLoadBalancingV2Client;
+    return this.client(
+      'elbv2',
+      region,
+      (config) => new ElasticLoadBalancingV2Client(config),
+    ) as unknown as ElasticLoadBalancingV2Client;
   }
 
   autoscaling(region: string): AutoScalingClient {
-    return this.client('autoscaling', region, (config) => new AutoScalingClient(config)) as unknown as AutoScalingClient;
+    return this.client(
+      'autoscaling',
+      region,
+      (config) => new AutoScalingClient(config),
+    ) as unknown as AutoScalingClient;
   }
 
   iam(): IAMClient {
@@ -102,7 +110,11 @@ export class AwsClients {
   }
 
   /** Sends one command; errors become UserErrors that say what `action` was. */
-  async send<T>(client: { send: (command: never, options?: never) => Promise<unknown> }, command: unknown, action: string): Promise<T> {
+  async send<T>(
+    client: { send: (command: never, options?: never) => Promise<unknown> },
+    command: unknown,
+    action: string,
+  ): Promise<T> {
     try {
       return (await (client as unknown as SendingClient).send(command, { abortSignal: this.signal })) as T;
     } catch (err) {
@@ -136,7 +148,10 @@ export class AwsClients {
       const e = err as { name?: string; message?: string };
       const state = /"state":\s*"(\w+)"/.exec(e.message ?? '')?.[1];
       if (state || e.name === 'TimeoutError') {
-        throw toUserError(action, new Error(state === 'TIMEOUT' ? 'timed out' : `ended in state ${state ?? 'FAILURE'}`));
+        throw toUserError(
+          action,
+          new Error(state === 'TIMEOUT' ? 'timed out' : `ended in state ${state ?? 'FAILURE'}`),
+        );
       }
       throw toUserError(action, err);
     }
@@ -148,7 +163,11 @@ export class AwsClients {
     this.cache.clear();
   }
 
-  private client(service: AwsService, region: string, make: (config: Record<string, unknown>) => unknown): SendingClient {
+  private client(
+    service: AwsService,
+    region: string,
+    make: (config: Record<string, unknown>) => unknown,
+  ): SendingClient {
     const key = `${service}/${region}`;
     let client = this.cache.get(key);
     if (client) return client;
@@ -157,7 +176,8 @@ export class AwsClients {
     const config: Record<string, unknown> = { region };
     if (endpoint) config.endpoint = endpoint;
     if (o.credentials) config.credentials = o.credentials;
-    if (o.retryDelayMs !== undefined) config.retryStrategy = fixedDelayRetryStrategy(o.maxAttempts ?? 3, o.retryDelayMs);
+    if (o.retryDelayMs !== undefined)
+      config.retryStrategy = fixedDelayRetryStrategy(o.maxAttempts ?? 3, o.retryDelayMs);
     else if (o.maxAttempts !== undefined) config.maxAttempts = o.maxAttempts;
     client = make(config) as SendingClient;
     client.middlewareStack.add(

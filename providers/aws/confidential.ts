@@ -14,7 +14,11 @@ export interface LaunchTemplateCpuSettings {
 }
 
 /** Checks variant and instance type and returns what the launch template needs for them. */
-export function confidentialSettings(variant: string, instanceType: string, nodeGroup: string): LaunchTemplateCpuSettings {
+export function confidentialSettings(
+  variant: string,
+  instanceType: string,
+  nodeGroup: string,
+): LaunchTemplateCpuSettings {
   const spec = requireVariantOn('aws', variant);
   checkCvmInstanceType(spec, instanceType, nodeGroup);
   return spec.cvm?.technology === 'sev-snp' ? { CpuOptions: { AmdSevSnp: 'enabled' } } : {};
@@ -27,9 +31,12 @@ export const SEV_SNP_REGIONS: readonly string[] = ['us-east-2', 'eu-west-1'];
 export function checkRegion(variant: string, region: string): void {
   const spec = requireVariantOn('aws', variant);
   if (spec.cvm?.technology === 'sev-snp' && !SEV_SNP_REGIONS.includes(region)) {
-    throw new UserError(`AWS offers SEV-SNP instances (attestation variant ${variant}) only in ${SEV_SNP_REGIONS.join(' and ')}, not in ${region}.`, {
-      hint: `Set provider.aws.region to ${SEV_SNP_REGIONS.join(' or ')} (and provider.aws.zone to one of its zones), or use the aws-nitro-tpm variant. Nothing was created.`,
-    });
+    throw new UserError(
+      `AWS offers SEV-SNP instances (attestation variant ${variant}) only in ${SEV_SNP_REGIONS.join(' and ')}, not in ${region}.`,
+      {
+        hint: `Set provider.aws.region to ${SEV_SNP_REGIONS.join(' or ')} (and provider.aws.zone to one of its zones), or use the aws-nitro-tpm variant. Nothing was created.`,
+      },
+    );
   }
 }
 
@@ -42,7 +49,8 @@ export function checkImage(imageId: string, image: { BootMode?: string; TpmSuppo
   }
   const problems: string[] = [];
   if (image.TpmSupport !== 'v2.0') problems.push(`TpmSupport is ${image.TpmSupport ?? 'unset'}, not v2.0`);
-  if (image.BootMode !== 'uefi' && image.BootMode !== 'uefi-preferred') problems.push(`BootMode is ${image.BootMode ?? 'unset (legacy BIOS)'}, not uefi`);
+  if (image.BootMode !== 'uefi' && image.BootMode !== 'uefi-preferred')
+    problems.push(`BootMode is ${image.BootMode ?? 'unset (legacy BIOS)'}, not uefi`);
   if (problems.length > 0) {
     throw new UserError(`The image ${imageId} cannot run a Constellation node: ${problems.join('; ')}.`, {
       hint: 'Use a Constellation node image for AWS: it is registered with NitroTPM 2.0 and UEFI boot.',

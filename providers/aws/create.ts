@@ -94,7 +94,11 @@ export class AwsCreate {
     await this.loadJournal();
     await this.clients.checkCredentials(this.plan.config.region);
     await this.checkAddressQuota();
-    const tasks: Task[] = this.plan.steps.map((step) => ({ id: step.id, deps: step.deps, run: () => this.execute(step) }));
+    const tasks: Task[] = this.plan.steps.map((step) => ({
+      id: step.id,
+      deps: step.deps,
+      run: () => this.execute(step),
+    }));
     this.options.onPlan?.(this.plan.steps.map((s) => ({ id: s.id, deps: [...s.deps] })));
     try {
       await runTaskGraph(tasks, {
@@ -160,7 +164,12 @@ export class AwsCreate {
       async (attempt) => {
         try {
           // A fresh command per attempt: an SDK command object is not sent twice.
-          const fresh = attempt === 1 ? command : new (command as { constructor: new (input: unknown) => unknown }).constructor((command as { input: unknown }).input);
+          const fresh =
+            attempt === 1
+              ? command
+              : new (command as { constructor: new (input: unknown) => unknown }).constructor(
+                  (command as { input: unknown }).input,
+                );
           return await this.clients.send<T>(client, fresh, action);
         } catch (err) {
           if (!isEventuallyConsistent(err)) throw err;
@@ -191,21 +200,39 @@ export class AwsCreate {
     const missing = this.plan.elasticIpSteps.filter((step) => !this.made.has(step));
     if (missing.length === 0) return;
     const [attributes, addresses] = await Promise.all([
-      this.clients.send<DescribeAccountAttributesCommandOutput>(this.ec2, new DescribeAccountAttributesCommand({}), 'Reading the elastic IP quota'),
-      this.clients.send<DescribeAddressesCommandOutput>(this.ec2, new DescribeAddressesCommand({}), 'Counting the elastic IPs in use'),
+      this.clients.send<DescribeAccountAttributesCommandOutput>(
+        this.ec2,
+        new DescribeAccountAttributesCommand({}),
+        'Reading the elastic IP quota',
+      ),
+      this.clients.send<DescribeAddressesCommandOutput>(
+        this.ec2,
+        new DescribeAddressesCommand({}),
+        'Counting the elastic IPs in use',
+      ),
     ]);
-    const quota = Number(attributes.AccountAttributes?.find((a) => a.AttributeName === 'vpc-max-elastic-ips')?.AttributeValues?.[0]?.AttributeValue ?? NaN);
+    const quota = Number(
+      attributes.AccountAttributes?.find((a) => a.AttributeName === 'vpc-max-elastic-ips')?.AttributeValues?.[0]
+        ?.AttributeValue ?? NaN,
+    );
     const inUse = (addresses.Addresses ?? []).length;
     if (Number.isFinite(quota) && inUse + missing.length > quota) {
       throw new UserError(
         `The cluster needs ${missing.length} more elastic IPs in ${this.plan.config.region} (one per zone for its NAT gateways: ${this.plan.zones.join(', ')}; one for the load balancer), but ${inUse} of the quota of ${quota} are in use.`,
-        { hint: 'Release unused elastic IPs, request a higher "EC2-VPC Elastic IPs" quota (Service Quotas), or put the node groups in fewer zones. Nothing was created.' },
+        {
+          hint: 'Release unused elastic IPs, request a higher "EC2-VPC Elastic IPs" quota (Service Quotas), or put the node groups in fewer zones. Nothing was created.',
+        },
       );
     }
   }
 
   /** Sends a command whose refusal `done` (an error code or test) means an interrupted run already did it. */
-  private async sendUnlessDone(client: Parameters<AwsClients['send']>[0], command: unknown, action: string, done: string | ((err: unknown) => boolean)): Promise<void> {
+  private async sendUnlessDone(
+    client: Parameters<AwsClients['send']>[0],
+    command: unknown,
+    action: string,
+    done: string | ((err: unknown) => boolean),
+  ): Promise<void> {
     try {
       await this.send(client, command, action);
     } catch (err) {
@@ -218,7 +245,12 @@ export class AwsCreate {
       case 'check-image':
         return this.checkImage(step.imageId);
       case 'wait-load-balancer':
-        await this.clients.wait(waitUntilLoadBalancerAvailable, this.elb, { LoadBalancerArns: [this.id(step.loadBalancer)] }, 'Waiting for the load balancer');
+        await this.clients.wait(
+          waitUntilLoadBalancerAvailable,
+          this.elb,
+          { LoadBalancerArns: [this.id(step.loadBalancer)] },
+          'Waiting for the load balancer',
+        );
         return;
       case 'load-balancer-attributes':
         await this.send(this.elb, new ModifyLoadBalancerAttributesCommand(step.input(this.id)), step.action);
@@ -229,7 +261,12 @@ export class AwsCreate {
       case 'wait-capacity':
         return waitForCapacity(this.clients, this.plan.config.region, step.target(this.id), this.ctx, this.options);
       case 'security-group-rules':
-        return this.sendUnlessDone(this.ec2, new AuthorizeSecurityGroupIngressCommand(step.input(this.id)), step.action, 'InvalidPermission.Duplicate');
+        return this.sendUnlessDone(
+          this.ec2,
+          new AuthorizeSecurityGroupIngressCommand(step.input(this.id)),
+          step.action,
+          'InvalidPermission.Duplicate',
+        );
       default: {
         const id = await this.ensure(step);
         if (step.kind === 'aws:nat-gateway') await this.waitForNatGateway(id, String(step.data?.zone));
@@ -262,52 +299,95 @@ export class AwsCreate {
   private async make(step: ResourceStep): Promise<Made> {
     switch (step.kind) {
       case 'aws:vpc': {
-        const out = await this.send<CreateVpcCommandOutput>(this.ec2, new CreateVpcCommand(step.input(this.id)), step.action);
+        const out = await this.send<CreateVpcCommandOutput>(
+          this.ec2,
+          new CreateVpcCommand(step.input(this.id)),
+          step.action,
+        );
         return { id: out.Vpc!.VpcId! };
       }
       case 'aws:internet-gateway': {
-        const out = await this.send<CreateInternetGatewayCommandOutput>(this.ec2, new CreateInternetGatewayCommand(step.input(this.id)), step.action);
+        const out = await this.send<CreateInternetGatewayCommandOutput>(
+          this.ec2,
+          new CreateInternetGatewayCommand(step.input(this.id)),
+          step.action,
+        );
         return { id: out.InternetGateway!.InternetGatewayId! };
       }
       case 'aws:internet-gateway-attachment': {
         const input = step.input(this.id);
-        await this.sendUnlessDone(this.ec2, new AttachInternetGatewayCommand(input), step.action, 'Resource.AlreadyAssociated');
-        return { id: `${input.InternetGatewayId}|${input.VpcId}`, data: { internetGatewayId: input.InternetGatewayId, vpcId: input.VpcId } };
+        await this.sendUnlessDone(
+          this.ec2,
+          new AttachInternetGatewayCommand(input),
+          step.action,
+          'Resource.AlreadyAssociated',
+        );
+        return {
+          id: `${input.InternetGatewayId}|${input.VpcId}`,
+          data: { internetGatewayId: input.InternetGatewayId, vpcId: input.VpcId },
+        };
       }
       case 'aws:subnet':
         return { id: await this.subnet(step) };
       case 'aws:elastic-ip': {
-        const out = await this.send<AllocateAddressCommandOutput>(this.ec2, new AllocateAddressCommand(step.input(this.id)), step.action);
+        const out = await this.send<AllocateAddressCommandOutput>(
+          this.ec2,
+          new AllocateAddressCommand(step.input(this.id)),
+          step.action,
+        );
         return { id: out.AllocationId!, data: { publicIp: out.PublicIp } };
       }
       case 'aws:nat-gateway': {
-        const out = await this.send<CreateNatGatewayCommandOutput>(this.ec2, new CreateNatGatewayCommand(step.input(this.id)), step.action);
+        const out = await this.send<CreateNatGatewayCommandOutput>(
+          this.ec2,
+          new CreateNatGatewayCommand(step.input(this.id)),
+          step.action,
+        );
         return { id: out.NatGateway!.NatGatewayId! };
       }
       case 'aws:route-table': {
-        const out = await this.send<CreateRouteTableCommandOutput>(this.ec2, new CreateRouteTableCommand(step.input(this.id)), step.action);
+        const out = await this.send<CreateRouteTableCommandOutput>(
+          this.ec2,
+          new CreateRouteTableCommand(step.input(this.id)),
+          step.action,
+        );
         return { id: out.RouteTable!.RouteTableId! };
       }
       case 'aws:route': {
         const input = step.input(this.id);
         await this.sendUnlessDone(this.ec2, new CreateRouteCommand(input), step.action, 'RouteAlreadyExists');
-        return { id: `${input.RouteTableId}|${input.DestinationCidrBlock}`, data: { routeTableId: input.RouteTableId, destination: input.DestinationCidrBlock } };
+        return {
+          id: `${input.RouteTableId}|${input.DestinationCidrBlock}`,
+          data: { routeTableId: input.RouteTableId, destination: input.DestinationCidrBlock },
+        };
       }
       case 'aws:route-table-association':
         return { id: await this.association(step) };
       case 'aws:security-group':
         return { id: await this.securityGroup(step) };
       case 'aws:load-balancer': {
-        const out = await this.send<CreateLoadBalancerCommandOutput>(this.elb, new CreateLoadBalancerCommand(step.input(this.id)), step.action);
+        const out = await this.send<CreateLoadBalancerCommandOutput>(
+          this.elb,
+          new CreateLoadBalancerCommand(step.input(this.id)),
+          step.action,
+        );
         const lb = out.LoadBalancers![0];
         return { id: lb.LoadBalancerArn!, data: { dnsName: lb.DNSName } };
       }
       case 'aws:target-group': {
-        const out = await this.send<CreateTargetGroupCommandOutput>(this.elb, new CreateTargetGroupCommand(step.input(this.id)), step.action);
+        const out = await this.send<CreateTargetGroupCommandOutput>(
+          this.elb,
+          new CreateTargetGroupCommand(step.input(this.id)),
+          step.action,
+        );
         return { id: out.TargetGroups![0].TargetGroupArn! };
       }
       case 'aws:listener': {
-        const out = await this.send<CreateListenerCommandOutput>(this.elb, new CreateListenerCommand(step.input(this.id)), step.action);
+        const out = await this.send<CreateListenerCommandOutput>(
+          this.elb,
+          new CreateListenerCommand(step.input(this.id)),
+          step.action,
+        );
         return { id: out.Listeners![0].ListenerArn! };
       }
       case 'aws:launch-template':
@@ -315,7 +395,12 @@ export class AwsCreate {
       case 'aws:autoscaling-group': {
         const input = step.input(this.id);
         // A duplicate was made by the interrupted run: the name carries the cluster's uid, so it is ours.
-        await this.sendUnlessDone(this.clients.autoscaling(this.plan.config.region), new CreateAutoScalingGroupCommand(input), step.action, isDuplicate);
+        await this.sendUnlessDone(
+          this.clients.autoscaling(this.plan.config.region),
+          new CreateAutoScalingGroupCommand(input),
+          step.action,
+          isDuplicate,
+        );
         return { id: input.AutoScalingGroupName! };
       }
     }
@@ -324,7 +409,11 @@ export class AwsCreate {
   private async checkImage(imageId: string): Promise<void> {
     let images: DescribeImagesCommandOutput['Images'];
     try {
-      const out = await this.send<DescribeImagesCommandOutput>(this.ec2, new DescribeImagesCommand({ ImageIds: [imageId] }), 'Looking up the image');
+      const out = await this.send<DescribeImagesCommandOutput>(
+        this.ec2,
+        new DescribeImagesCommand({ ImageIds: [imageId] }),
+        'Looking up the image',
+      );
       images = out.Images;
     } catch (err) {
       if (!/^InvalidAMIID\./.test(awsErrorCode(err))) throw err;
@@ -359,12 +448,24 @@ export class AwsCreate {
 
   private async waitForNatGateway(id: string, zone: string): Promise<void> {
     try {
-      await this.clients.wait(waitUntilNatGatewayAvailable, this.ec2, { NatGatewayIds: [id] }, `Waiting for the NAT gateway ${id}`);
+      await this.clients.wait(
+        waitUntilNatGatewayAvailable,
+        this.ec2,
+        { NatGatewayIds: [id] },
+        `Waiting for the NAT gateway ${id}`,
+      );
     } catch (err) {
-      const out = await this.send<DescribeNatGatewaysCommandOutput>(this.ec2, new DescribeNatGatewaysCommand({ NatGatewayIds: [id] }), 'Describing the NAT gateway');
+      const out = await this.send<DescribeNatGatewaysCommandOutput>(
+        this.ec2,
+        new DescribeNatGatewaysCommand({ NatGatewayIds: [id] }),
+        'Describing the NAT gateway',
+      );
       const gw = out.NatGateways?.[0];
       if (gw?.State === 'failed') {
-        throw new UserError(`The NAT gateway ${id} in ${zone} failed: ${gw.FailureCode ?? ''} ${gw.FailureMessage ?? ''}`.trim(), { cause: err });
+        throw new UserError(
+          `The NAT gateway ${id} in ${zone} failed: ${gw.FailureCode ?? ''} ${gw.FailureMessage ?? ''}`.trim(),
+          { cause: err },
+        );
       }
       throw err;
     }
@@ -373,11 +474,19 @@ export class AwsCreate {
   private async association(step: Extract<ResourceStep, { kind: 'aws:route-table-association' }>): Promise<string> {
     const input = step.input(this.id);
     try {
-      const out = await this.send<AssociateRouteTableCommandOutput>(this.ec2, new AssociateRouteTableCommand(input), step.action);
+      const out = await this.send<AssociateRouteTableCommandOutput>(
+        this.ec2,
+        new AssociateRouteTableCommand(input),
+        step.action,
+      );
       return out.AssociationId!;
     } catch (err) {
       if (awsErrorCode(err) !== 'Resource.AlreadyAssociated') throw err;
-      const out = await this.send<DescribeRouteTablesCommandOutput>(this.ec2, new DescribeRouteTablesCommand({ RouteTableIds: [input.RouteTableId!] }), 'Describing a route table');
+      const out = await this.send<DescribeRouteTablesCommandOutput>(
+        this.ec2,
+        new DescribeRouteTablesCommand({ RouteTableIds: [input.RouteTableId!] }),
+        'Describing a route table',
+      );
       const assoc = out.RouteTables?.[0]?.Associations?.find((a) => a.SubnetId === input.SubnetId);
       if (!assoc?.RouteTableAssociationId) throw err;
       return assoc.RouteTableAssociationId;
@@ -387,13 +496,22 @@ export class AwsCreate {
   private async securityGroup(step: Extract<ResourceStep, { kind: 'aws:security-group' }>): Promise<string> {
     const input = step.input(this.id);
     try {
-      const out = await this.send<CreateSecurityGroupCommandOutput>(this.ec2, new CreateSecurityGroupCommand(input), step.action);
+      const out = await this.send<CreateSecurityGroupCommandOutput>(
+        this.ec2,
+        new CreateSecurityGroupCommand(input),
+        step.action,
+      );
       return out.GroupId!;
     } catch (err) {
       if (!isDuplicate(err)) throw err;
       const out = await this.send<DescribeSecurityGroupsCommandOutput>(
         this.ec2,
-        new DescribeSecurityGroupsCommand({ Filters: [{ Name: 'vpc-id', Values: [input.VpcId!] }, { Name: 'group-name', Values: [input.GroupName!] }] }),
+        new DescribeSecurityGroupsCommand({
+          Filters: [
+            { Name: 'vpc-id', Values: [input.VpcId!] },
+            { Name: 'group-name', Values: [input.GroupName!] },
+          ],
+        }),
         'Describing the security group',
       );
       const id = out.SecurityGroups?.[0]?.GroupId;
@@ -405,7 +523,11 @@ export class AwsCreate {
   private async launchTemplate(step: Extract<ResourceStep, { kind: 'aws:launch-template' }>): Promise<string> {
     const input = step.input(this.id);
     try {
-      const out = await this.send<CreateLaunchTemplateCommandOutput>(this.ec2, new CreateLaunchTemplateCommand(input), step.action);
+      const out = await this.send<CreateLaunchTemplateCommandOutput>(
+        this.ec2,
+        new CreateLaunchTemplateCommand(input),
+        step.action,
+      );
       return out.LaunchTemplate!.LaunchTemplateId!;
     } catch (err) {
       if (!isDuplicate(err)) throw err;
@@ -424,7 +546,9 @@ export class AwsCreate {
     const { config } = this.plan;
     const publicIp = this.data(STEP.loadBalancerIp).publicIp as string;
     const dnsName = this.data(STEP.loadBalancer).dnsName as string;
-    const groups = Object.fromEntries(this.request.nodeGroups.map((g) => [g.name, this.id(STEP.autoScalingGroup(g.name))]));
+    const groups = Object.fromEntries(
+      this.request.nodeGroups.map((g) => [g.name, this.id(STEP.autoScalingGroup(g.name))]),
+    );
     return {
       clusterEndpoint: publicIp,
       inClusterEndpoint: dnsName,

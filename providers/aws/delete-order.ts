@@ -32,7 +32,8 @@ export async function deleteInReverseOrder(resources: RecordedResource[], o: Del
       journal: o.ctx.journal,
       forget: () => o.fromJournal,
       inUseRetry: {
-        inUse: (err) => (isDependencyViolation(err) || IN_USE_CODES.has(awsErrorCode(err)) ? awsErrorCode(err) : undefined),
+        inUse: (err) =>
+          isDependencyViolation(err) || IN_USE_CODES.has(awsErrorCode(err)) ? awsErrorCode(err) : undefined,
         attempts: o.options.dependencyRetries ?? 30,
         delayMs: o.options.pollIntervalMs ?? 10_000,
       },

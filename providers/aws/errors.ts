@@ -35,7 +35,12 @@ export function isNotFound(err: unknown): boolean {
 export function isEventuallyConsistent(err: unknown): boolean {
   const code = awsErrorCode(err);
   if (/^Invalid[A-Za-z]*\.NotFound$|^InvalidLaunchTemplateId\.NotFound$|^NatGatewayNotFound$/.test(code)) return true;
-  return code === 'ValidationError' && /(launch template|subnet ID).*does not exist/i.test(err instanceof Error ? err.message : String((err as { message?: unknown })?.message ?? ''));
+  return (
+    code === 'ValidationError' &&
+    /(launch template|subnet ID).*does not exist/i.test(
+      err instanceof Error ? err.message : String((err as { message?: unknown })?.message ?? ''),
+    )
+  );
 }
 
 export function isDuplicate(err: unknown): boolean {
@@ -91,7 +96,11 @@ export function toUserError(action: string, err: unknown): UserError {
     return new AwsCredentialsError(`AWS rejected the credentials (${action}): ${awsErrorMessage(err)}`, err);
   }
   if (code === 'UnauthorizedOperation' || code === 'AccessDenied' || code === 'AccessDeniedException') {
-    return new AwsApiError(action, err, 'The AWS identity in use lacks a permission: see docs/workflows/aws.md for the permissions `create` needs.');
+    return new AwsApiError(
+      action,
+      err,
+      'The AWS identity in use lacks a permission: see docs/workflows/aws.md for the permissions `create` needs.',
+    );
   }
   return new AwsApiError(action, err);
 }
@@ -102,8 +111,12 @@ export function toUserError(action: string, err: unknown): UserError {
  */
 export class CreateFailedError extends UserError {
   readonly canRollBack = true;
-  constructor(cause: UserError, readonly otherFailures: string[] = []) {
-    const others = otherFailures.length > 0 ? ` (${otherFailures.length} more step(s) failed too: ${otherFailures.join('; ')})` : '';
+  constructor(
+    cause: UserError,
+    readonly otherFailures: string[] = [],
+  ) {
+    const others =
+      otherFailures.length > 0 ? ` (${otherFailures.length} more step(s) failed too: ${otherFailures.join('; ')})` : '';
     super(`Creating the AWS infrastructure failed: ${cause.message}${others}`, {
       hint: `${cause.hint ? `${cause.hint} ` : ''}What was already made is recorded in the workspace: run \`constellation create\` again to continue, or \`constellation terminate\` to delete it.`,
       cause,

@@ -23,7 +23,15 @@ import {
   type Tag,
 } from '@aws-sdk/client-iam';
 import { UserError } from '../../lib/errors.js';
-import type { IamCreateRequest, IamCreateResult, IamPermissionChange, IamProvisioner, NodeRole, ProviderContext, RecordedResource } from '../contract.js';
+import type {
+  IamCreateRequest,
+  IamCreateResult,
+  IamPermissionChange,
+  IamProvisioner,
+  NodeRole,
+  ProviderContext,
+  RecordedResource,
+} from '../contract.js';
 import { permissionChange } from '../common/permission-diff.js';
 import { AwsClients } from './clients.js';
 import { deleteInReverseOrder } from './delete-order.js';
@@ -78,9 +86,13 @@ export function policyActions(document: string): string[] {
   } catch {
     // not encoded
   }
-  const parsed = JSON.parse(text) as { Statement?: { Effect?: string; Action?: string | string[] }[] | { Effect?: string; Action?: string | string[] } };
+  const parsed = JSON.parse(text) as {
+    Statement?: { Effect?: string; Action?: string | string[] }[] | { Effect?: string; Action?: string | string[] };
+  };
   const statements = Array.isArray(parsed.Statement) ? parsed.Statement : parsed.Statement ? [parsed.Statement] : [];
-  return statements.filter((st) => st.Effect === 'Allow').flatMap((st) => (Array.isArray(st.Action) ? st.Action : st.Action ? [st.Action] : []));
+  return statements
+    .filter((st) => st.Effect === 'Allow')
+    .flatMap((st) => (Array.isArray(st.Action) ? st.Action : st.Action ? [st.Action] : []));
 }
 
 function policyDocument(actions: string[]): string {
@@ -88,7 +100,12 @@ function policyDocument(actions: string[]): string {
 }
 
 const ROLES: { role: NodeRole; short: string; actions: string[]; configKey: string }[] = [
-  { role: 'control-plane', short: 'control-plane', actions: CONTROL_PLANE_ACTIONS, configKey: 'iamProfileControlPlane' },
+  {
+    role: 'control-plane',
+    short: 'control-plane',
+    actions: CONTROL_PLANE_ACTIONS,
+    configKey: 'iamProfileControlPlane',
+  },
   { role: 'worker', short: 'worker', actions: NODE_ACTIONS, configKey: 'iamProfileWorkerNodes' },
 ];
 
@@ -105,14 +122,19 @@ export class AwsIam implements IamProvisioner {
     }
     const clients = new AwsClients(this.options, ctx.log, ctx.signal);
     try {
-      await clients.checkCredentials(typeof request.providerConfig.region === 'string' ? request.providerConfig.region : 'us-east-1');
+      await clients.checkCredentials(
+        typeof request.providerConfig.region === 'string' ? request.providerConfig.region : 'us-east-1',
+      );
       const run = new IamCreateRun(prefix, ctx, clients);
       await run.load();
       try {
         await runTaskGraph(run.steps(), { signal: ctx.signal });
       } catch (err) {
         if (!(err instanceof TaskGraphError)) throw err;
-        throw new CreateFailedError(toUserError(`step ${err.task}`, err.cause), err.otherFailures.map((f) => toUserError(f.task, f.error).message));
+        throw new CreateFailedError(
+          toUserError(`step ${err.task}`, err.cause),
+          err.otherFailures.map((f) => toUserError(f.task, f.error).message),
+        );
       }
       return { configUpdates: Object.fromEntries(ROLES.map((r) => [r.configKey, profileName(prefix, r.short)])) };
     } finally {
@@ -132,16 +154,35 @@ export class AwsIam implements IamProvisioner {
       await clients.checkCredentials('us-east-1');
       const changes: IamPermissionChange[] = [];
       for (const record of policies) {
-        const { roleName: role, policyName: policy, iamPrefix } = recordData(record) as unknown as { roleName: string; policyName: string; iamPrefix: string };
+        const {
+          roleName: role,
+          policyName: policy,
+          iamPrefix,
+        } = recordData(record) as unknown as { roleName: string; policyName: string; iamPrefix: string };
         const spec = ROLES.find((r) => roleName(iamPrefix, r.short) === role);
-        if (!spec) throw new UserError(`The workspace records the IAM policy ${policy} of role ${role}, which this CLI does not make.`);
-        const out = await clients.send<GetRolePolicyCommandOutput>(clients.iam(), new GetRolePolicyCommand({ RoleName: role, PolicyName: policy }), `Reading the policy ${policy} of ${role}`);
+        if (!spec)
+          throw new UserError(
+            `The workspace records the IAM policy ${policy} of role ${role}, which this CLI does not make.`,
+          );
+        const out = await clients.send<GetRolePolicyCommandOutput>(
+          clients.iam(),
+          new GetRolePolicyCommand({ RoleName: role, PolicyName: policy }),
+          `Reading the policy ${policy} of ${role}`,
+        );
         const change = permissionChange(`${role}/${policy}`, policyActions(out.PolicyDocument ?? ''), spec.actions);
         if (!change) continue;
         changes.push(change);
         if (options.apply) {
           ctx.progress?.(`updating the policy ${policy} of ${role}`);
-          await clients.send(clients.iam(), new PutRolePolicyCommand({ RoleName: role, PolicyName: policy, PolicyDocument: policyDocument(spec.actions) }), `Setting the policy of ${role}`);
+          await clients.send(
+            clients.iam(),
+            new PutRolePolicyCommand({
+              RoleName: role,
+              PolicyName: policy,
+              PolicyDocument: policyDocument(spec.actions),
+            }),
+            `Setting the policy of ${role}`,
+          );
         }
       }
       return changes;
@@ -168,9 +209,18 @@ export class AwsIam implements IamProvisioner {
           try {
             switch (r.kind) {
               case IAM_KIND.instanceProfileRole:
-                return void (await send(new RemoveRoleFromInstanceProfileCommand({ InstanceProfileName: data.profileName, RoleName: data.roleName }), r));
+                return void (await send(
+                  new RemoveRoleFromInstanceProfileCommand({
+                    InstanceProfileName: data.profileName,
+                    RoleName: data.roleName,
+                  }),
+                  r,
+                ));
               case IAM_KIND.rolePolicy:
-                return void (await send(new DeleteRolePolicyCommand({ RoleName: data.roleName, PolicyName: data.policyName }), r));
+                return void (await send(
+                  new DeleteRolePolicyCommand({ RoleName: data.roleName, PolicyName: data.policyName }),
+                  r,
+                ));
               case IAM_KIND.instanceProfile:
                 return void (await send(new DeleteInstanceProfileCommand({ InstanceProfileName: r.id }), r));
               case IAM_KIND.role:
@@ -209,9 +259,12 @@ class IamCreateRun {
   async load(): Promise<void> {
     for (const r of (await this.ctx.journal.list()).filter(isIamResource)) {
       if (recordData(r).iamPrefix !== this.prefix) {
-        throw new UserError(`The workspace already holds IAM identities made with prefix "${String(recordData(r).iamPrefix)}".`, {
-          hint: 'Run `constellation iam destroy` first, or use another workspace.',
-        });
+        throw new UserError(
+          `The workspace already holds IAM identities made with prefix "${String(recordData(r).iamPrefix)}".`,
+          {
+            hint: 'Run `constellation iam destroy` first, or use another workspace.',
+          },
+        );
       }
       if (r.name) this.made.set(r.name, r);
     }
@@ -228,14 +281,25 @@ class IamCreateRun {
           id: `role-policy-${short}`,
           deps: [`role-${short}`],
           run: () =>
-            this.ensure(`role-policy-${short}`, IAM_KIND.rolePolicy, `${role}|${policy}`, [`role-${short}`], { roleName: role, policyName: policy }, async () => {
-              // Idempotent: PutRolePolicy replaces a policy of the same name.
-              await this.clients.send(
-                this.clients.iam(),
-                new PutRolePolicyCommand({ RoleName: role, PolicyName: policy, PolicyDocument: policyDocument(actions) }),
-                `Setting the policy of ${role}`,
-              );
-            }),
+            this.ensure(
+              `role-policy-${short}`,
+              IAM_KIND.rolePolicy,
+              `${role}|${policy}`,
+              [`role-${short}`],
+              { roleName: role, policyName: policy },
+              async () => {
+                // Idempotent: PutRolePolicy replaces a policy of the same name.
+                await this.clients.send(
+                  this.clients.iam(),
+                  new PutRolePolicyCommand({
+                    RoleName: role,
+                    PolicyName: policy,
+                    PolicyDocument: policyDocument(actions),
+                  }),
+                  `Setting the policy of ${role}`,
+                );
+              },
+            ),
         },
         { id: `instance-profile-${short}`, run: () => this.instanceProfile(short, profile) },
         {
@@ -286,12 +350,21 @@ class IamCreateRun {
       try {
         await this.clients.send(
           this.clients.iam(),
-          new CreateRoleCommand({ RoleName: name, AssumeRolePolicyDocument: ASSUME_ROLE_POLICY, Description: `Constellation ${short} nodes`, Tags: this.tags }),
+          new CreateRoleCommand({
+            RoleName: name,
+            AssumeRolePolicyDocument: ASSUME_ROLE_POLICY,
+            Description: `Constellation ${short} nodes`,
+            Tags: this.tags,
+          }),
           `Creating the IAM role ${name}`,
         );
       } catch (err) {
         if (awsErrorCode(err) !== 'EntityAlreadyExists') throw err;
-        const existing = await this.clients.send<GetRoleCommandOutput>(this.clients.iam(), new GetRoleCommand({ RoleName: name }), `Reading the IAM role ${name}`);
+        const existing = await this.clients.send<GetRoleCommandOutput>(
+          this.clients.iam(),
+          new GetRoleCommand({ RoleName: name }),
+          `Reading the IAM role ${name}`,
+        );
         this.adoptOrRefuse(`role ${name}`, existing.Role?.Tags, err);
       }
     });
@@ -312,7 +385,12 @@ class IamCreateRun {
       }
     });
     // IAM is eventually consistent: EC2 may not see a new profile for a few seconds.
-    await this.clients.wait(waitUntilInstanceProfileExists, this.clients.iam(), { InstanceProfileName: name }, `Waiting for the instance profile ${name}`);
+    await this.clients.wait(
+      waitUntilInstanceProfileExists,
+      this.clients.iam(),
+      { InstanceProfileName: name },
+      `Waiting for the instance profile ${name}`,
+    );
   }
 
   private async addRole(profile: string, role: string): Promise<void> {

@@ -14,7 +14,11 @@ export function awsImageLookup(options: AwsProviderOptions = {}): AwsDescribeIma
   return async ({ region, imageId }) => {
     let out: DescribeImagesCommandOutput;
     try {
-      out = await clients.send<DescribeImagesCommandOutput>(clients.ec2(region), new DescribeImagesCommand({ ImageIds: [imageId] }), `Looking up image ${imageId}`);
+      out = await clients.send<DescribeImagesCommandOutput>(
+        clients.ec2(region),
+        new DescribeImagesCommand({ ImageIds: [imageId] }),
+        `Looking up image ${imageId}`,
+      );
     } catch (err) {
       if (/^InvalidAMIID\./.test(awsErrorCode(err))) return undefined;
       throw err;

@@ -56,7 +56,9 @@ export class ImdsClient {
     try {
       return await fetch(`${this.endpoint}${path}`, { ...init, signal: AbortSignal.timeout(this.timeoutMs) });
     } catch (err) {
-      throw new ImdsError(`instance metadata service at ${this.endpoint} unreachable: ${(err as Error).message}`, { cause: err });
+      throw new ImdsError(`instance metadata service at ${this.endpoint} unreachable: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
   }
 }

@@ -2,7 +2,14 @@
  * The AWS InfrastructureProvider (providers/contract.ts): wires the SDK clients made for each call to the
  * create, instance (list, scale, add, remove, drain, markInitialized: ./instances.ts) and terminate logic. Loaded lazily by providers/aws/index.ts.
  */
-import type { CreateRequest, CreateResult, Instance, InfrastructureProvider, ProviderContext, TerminateOptions } from '../contract.js';
+import type {
+  CreateRequest,
+  CreateResult,
+  Instance,
+  InfrastructureProvider,
+  ProviderContext,
+  TerminateOptions,
+} from '../contract.js';
 import { AwsClients } from './clients.js';
 import { AwsCreate } from './create.js';
 import { AwsInstances } from './instances.js';
@@ -25,7 +32,6 @@ export class AwsInfrastructure implements InfrastructureProvider {
   scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
     return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).scale(nodeGroup, count));
   }
-
 
   addInstance(nodeGroup: string, ctx: ProviderContext): Promise<Instance> {
     return this.withClients(ctx, (clients) => new AwsInstances(ctx, clients, this.options).add(nodeGroup));

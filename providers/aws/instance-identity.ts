@@ -13,7 +13,10 @@ import { AwsClients } from './clients.js';
 import type { AwsProviderOptions } from './options.js';
 import { TAG, tagValue } from './resources.js';
 
-export function awsInstanceIdentity(options: AwsProviderOptions, clusterUid: () => Promise<string>): AwsInstanceIdentity {
+export function awsInstanceIdentity(
+  options: AwsProviderOptions,
+  clusterUid: () => Promise<string>,
+): AwsInstanceIdentity {
   const clients = new AwsClients(options);
   return async (instanceId, region) => {
     const out = await clients.send<DescribeInstancesCommandOutput>(

@@ -33,7 +33,11 @@ import {
   type Instance as Ec2Instance,
   type LaunchTemplateTagSpecificationRequest,
 } from '@aws-sdk/client-ec2';
-import { DeregisterTargetsCommand, DescribeTargetHealthCommand, type DescribeTargetHealthCommandOutput } from '@aws-sdk/client-elastic-load-balancing-v2';
+import {
+  DeregisterTargetsCommand,
+  DescribeTargetHealthCommand,
+  type DescribeTargetHealthCommandOutput,
+} from '@aws-sdk/client-elastic-load-balancing-v2';
 import { pollUntil } from '../../lib/poll.js';
 import { UserError } from '../../lib/errors.js';
 import type { Instance, InstanceState, NodeRole, ProviderContext, RecordedResource } from '../contract.js';
@@ -91,13 +95,18 @@ export class AwsInstances {
   }
 
   async scale(nodeGroup: string, count: number): Promise<void> {
-    if (!Number.isInteger(count) || count < 0) throw new UserError(`Cannot scale node group ${nodeGroup} to ${count} nodes: give a whole number >= 0.`);
+    if (!Number.isInteger(count) || count < 0)
+      throw new UserError(`Cannot scale node group ${nodeGroup} to ${count} nodes: give a whole number >= 0.`);
     const record = await this.groupRecord(nodeGroup);
     const region = recordData(record).region;
     const [group] = await this.describeGroups(region, [record.id]);
     await this.clients.send(
       this.clients.autoscaling(region),
-      new UpdateAutoScalingGroupCommand({ AutoScalingGroupName: record.id, DesiredCapacity: count, MaxSize: Math.max(group?.MaxSize ?? 0, count) }),
+      new UpdateAutoScalingGroupCommand({
+        AutoScalingGroupName: record.id,
+        DesiredCapacity: count,
+        MaxSize: Math.max(group?.MaxSize ?? 0, count),
+      }),
       `Scaling node group ${nodeGroup}`,
     );
   }
@@ -106,21 +115,43 @@ export class AwsInstances {
     const record = await this.groupRecord(nodeGroup);
     const region = recordData(record).region;
     const [group] = await this.describeGroups(region, [record.id]);
-    if (!group) throw new UserError(`The auto scaling group ${record.id} of node group ${nodeGroup} does not exist.`, { hint: 'Run `constellation status` to see the cluster as AWS has it.' });
+    if (!group)
+      throw new UserError(`The auto scaling group ${record.id} of node group ${nodeGroup} does not exist.`, {
+        hint: 'Run `constellation status` to see the cluster as AWS has it.',
+      });
     if (this.options.image) await this.newLaunchTemplateVersion(region, group, { image: this.options.image });
     const before = new Set((group.Instances ?? []).map((i) => i.InstanceId));
     const desired = (group.DesiredCapacity ?? 0) + 1;
     this.ctx.progress?.(`adding an instance to node group ${nodeGroup}`);
     await this.clients.send(
       this.clients.autoscaling(region),
-      new UpdateAutoScalingGroupCommand({ AutoScalingGroupName: record.id, DesiredCapacity: desired, MaxSize: Math.max(group.MaxSize ?? 0, desired) }),
+      new UpdateAutoScalingGroupCommand({
+        AutoScalingGroupName: record.id,
+        DesiredCapacity: desired,
+        MaxSize: Math.max(group.MaxSize ?? 0, desired),
+      }),
       `Growing node group ${nodeGroup}`,
     );
     const zone = String(recordData(record).zone ?? '');
-    await waitForCapacity(this.clients, region, { groupName: record.id, nodeGroup, desired, instanceType: group.Instances?.[0]?.InstanceType ?? 'the group\'s', zone }, this.ctx, this.options);
+    await waitForCapacity(
+      this.clients,
+      region,
+      {
+        groupName: record.id,
+        nodeGroup,
+        desired,
+        instanceType: group.Instances?.[0]?.InstanceType ?? "the group's",
+        zone,
+      },
+      this.ctx,
+      this.options,
+    );
     const [after] = await this.describeGroups(region, [record.id]);
     const fresh = (after?.Instances ?? []).find((i) => !before.has(i.InstanceId) && i.LifecycleState === 'InService');
-    if (!fresh?.InstanceId) throw new UserError(`Node group ${nodeGroup} reached ${desired} instances, but none of them is new.`, { hint: 'Run the command again: it adds one more instance.' });
+    if (!fresh?.InstanceId)
+      throw new UserError(`Node group ${nodeGroup} reached ${desired} instances, but none of them is new.`, {
+        hint: 'Run the command again: it adds one more instance.',
+      });
     // EC2 is eventually consistent: Auto Scaling may report the instance before DescribeInstances knows it.
     let instance: Instance | undefined;
     await this.until(`EC2 to describe the new instance ${fresh.InstanceId}`, async () => {
@@ -157,19 +188,33 @@ export class AwsInstances {
 
   async drain(id: string): Promise<void> {
     const region = await this.regionOf();
-    const groups = await this.describeGroups(region, (await this.groups()).map((g) => g.id));
+    const groups = await this.describeGroups(
+      region,
+      (await this.groups()).map((g) => g.id),
+    );
     const group = groups.find((g) => (g.Instances ?? []).some((i) => i.InstanceId === id));
     const targetGroups = group?.TargetGroupARNs ?? [];
     if (targetGroups.length === 0) return; // a worker, or not in a group any more: nothing sends it traffic
     const elb = this.clients.elb(region);
     this.ctx.progress?.(`draining ${id} from the load balancer`);
     for (const arn of targetGroups) {
-      await this.clients.send(elb, new DeregisterTargetsCommand({ TargetGroupArn: arn, Targets: [{ Id: id }] }), `Deregistering ${id} from the load balancer`);
+      await this.clients.send(
+        elb,
+        new DeregisterTargetsCommand({ TargetGroupArn: arn, Targets: [{ Id: id }] }),
+        `Deregistering ${id} from the load balancer`,
+      );
     }
     await this.until(`instance ${id} to drain from the load balancer`, async () => {
       for (const arn of targetGroups) {
-        const out = await this.clients.send<DescribeTargetHealthCommandOutput>(elb, new DescribeTargetHealthCommand({ TargetGroupArn: arn }), 'Reading the load balancer\'s targets');
-        if ((out.TargetHealthDescriptions ?? []).some((t) => t.Target?.Id === id && t.TargetHealth?.State === 'draining')) return false;
+        const out = await this.clients.send<DescribeTargetHealthCommandOutput>(
+          elb,
+          new DescribeTargetHealthCommand({ TargetGroupArn: arn }),
+          "Reading the load balancer's targets",
+        );
+        if (
+          (out.TargetHealthDescriptions ?? []).some((t) => t.Target?.Id === id && t.TargetHealth?.State === 'draining')
+        )
+          return false;
       }
       return true;
     });
@@ -185,14 +230,28 @@ export class AwsInstances {
         if ((group.Tags ?? []).some((t) => t.Key === TAG.initSecretHash && t.Value === '')) continue;
         await this.clients.send(
           this.clients.autoscaling(region),
-          new CreateOrUpdateTagsCommand({ Tags: [{ ResourceId: group.AutoScalingGroupName, ResourceType: 'auto-scaling-group', Key: TAG.initSecretHash, Value: '', PropagateAtLaunch: true }] }),
+          new CreateOrUpdateTagsCommand({
+            Tags: [
+              {
+                ResourceId: group.AutoScalingGroupName,
+                ResourceType: 'auto-scaling-group',
+                Key: TAG.initSecretHash,
+                Value: '',
+                PropagateAtLaunch: true,
+              },
+            ],
+          }),
           `Marking node group ${group.AutoScalingGroupName} initialized`,
         );
         await this.newLaunchTemplateVersion(region, group, { initialized: true });
       }
       const ids = groups.flatMap((g) => (g.Instances ?? []).map((i) => i.InstanceId!));
       if (ids.length > 0) {
-        await this.clients.send(this.clients.ec2(region), new CreateTagsCommand({ Resources: ids, Tags: [{ Key: TAG.initSecretHash, Value: '' }] }), 'Marking the instances initialized');
+        await this.clients.send(
+          this.clients.ec2(region),
+          new CreateTagsCommand({ Resources: ids, Tags: [{ Key: TAG.initSecretHash, Value: '' }] }),
+          'Marking the instances initialized',
+        );
       }
     }
   }
@@ -201,7 +260,11 @@ export class AwsInstances {
    * A new version of the group's launch template from its latest one (the group launches $Latest): another image,
    * and/or the init-secret hash tag emptied. Nothing is made when the latest version has both already.
    */
-  private async newLaunchTemplateVersion(region: string, group: AutoScalingGroup, change: { image?: string; initialized?: boolean }): Promise<void> {
+  private async newLaunchTemplateVersion(
+    region: string,
+    group: AutoScalingGroup,
+    change: { image?: string; initialized?: boolean },
+  ): Promise<void> {
     const templateId = group.LaunchTemplate?.LaunchTemplateId;
     if (!templateId) return;
     const ec2 = this.clients.ec2(region);
@@ -225,7 +288,12 @@ export class AwsInstances {
         LaunchTemplateData: {
           ...(newImage ? { ImageId: change.image } : {}),
           ...(emptyHash
-            ? { TagSpecifications: specs.map((spec) => ({ ...spec, Tags: (spec.Tags ?? []).map((t) => (t.Key === TAG.initSecretHash ? { Key: t.Key, Value: '' } : t)) })) }
+            ? {
+                TagSpecifications: specs.map((spec) => ({
+                  ...spec,
+                  Tags: (spec.Tags ?? []).map((t) => (t.Key === TAG.initSecretHash ? { Key: t.Key, Value: '' } : t)),
+                })),
+              }
             : {}),
         },
       }),

@@ -5,8 +5,17 @@
  * join-service key (my constellation-join-service-key tag).
  * The node's instance profile grants ec2:DescribeInstances and elasticloadbalancing:Describe* (see iam.ts).
  */
-import { DescribeInstancesCommand, type DescribeInstancesCommandOutput, type Instance as Ec2Instance } from '@aws-sdk/client-ec2';
-import { DescribeLoadBalancersCommand, DescribeTagsCommand, type DescribeLoadBalancersCommandOutput, type DescribeTagsCommandOutput } from '@aws-sdk/client-elastic-load-balancing-v2';
+import {
+  DescribeInstancesCommand,
+  type DescribeInstancesCommandOutput,
+  type Instance as Ec2Instance,
+} from '@aws-sdk/client-ec2';
+import {
+  DescribeLoadBalancersCommand,
+  DescribeTagsCommand,
+  type DescribeLoadBalancersCommandOutput,
+  type DescribeTagsCommandOutput,
+} from '@aws-sdk/client-elastic-load-balancing-v2';
 import type { InstanceMetadata, NodeMetadata, NodeRole } from '../contract.js';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { AwsClients } from './clients.js';
@@ -51,7 +60,7 @@ export class AwsNodeMetadata implements NodeMetadata {
           { Name: 'instance-state-name', Values: ['running'] },
         ],
       }),
-      'Listing the cluster\'s instances',
+      "Listing the cluster's instances",
     );
     return (out.Reservations ?? []).flatMap((r) => (r.Instances ?? []).map(toMetadata));
   }
@@ -61,7 +70,11 @@ export class AwsNodeMetadata implements NodeMetadata {
     const elb = this.clients.elb(region);
     let marker: string | undefined;
     do {
-      const page = await this.clients.send<DescribeLoadBalancersCommandOutput>(elb, new DescribeLoadBalancersCommand({ Marker: marker }), 'Listing load balancers');
+      const page = await this.clients.send<DescribeLoadBalancersCommandOutput>(
+        elb,
+        new DescribeLoadBalancersCommand({ Marker: marker }),
+        'Listing load balancers',
+      );
       const lbs = page.LoadBalancers ?? [];
       for (let i = 0; i < lbs.length; i += 20) {
         const batch = lbs.slice(i, i + 20);
@@ -107,13 +120,20 @@ export class AwsNodeMetadata implements NodeMetadata {
   /** The instance this code runs on, described once (a failed attempt is not cached). */
   private me(): Promise<{ region: string; instance: Ec2Instance }> {
     this.selfInstance ??= (async () => {
-      const [id, imdsRegion] = await Promise.all([this.imds.metadata('instance-id'), this.imds.metadata('placement/region')]);
+      const [id, imdsRegion] = await Promise.all([
+        this.imds.metadata('instance-id'),
+        this.imds.metadata('placement/region'),
+      ]);
       const region = this.options.region ?? imdsRegion;
       // EC2 is eventually consistent: right after launch, DescribeInstances may not know the instance yet.
       let out: DescribeInstancesCommandOutput | undefined;
       for (let attempt = 1; !out; attempt++) {
         try {
-          out = await this.clients.send<DescribeInstancesCommandOutput>(this.clients.ec2(region), new DescribeInstancesCommand({ InstanceIds: [id] }), 'Describing this instance');
+          out = await this.clients.send<DescribeInstancesCommandOutput>(
+            this.clients.ec2(region),
+            new DescribeInstancesCommand({ InstanceIds: [id] }),
+            'Describing this instance',
+          );
         } catch (err) {
           if (awsErrorCode(err) !== 'InvalidInstanceID.NotFound' || attempt >= SELF_NOT_FOUND_ATTEMPTS) throw err;
           await sleep(Math.min(200 * 2 ** attempt, 5000));

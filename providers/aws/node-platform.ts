@@ -33,15 +33,30 @@ export async function awsNodePlatform(options: NodePlatformOptions): Promise<Nod
         return new VtpmIssuer({
           variant,
           tpm,
-          instanceInfo: async (ak) => jsonBytes({ ...snpInstanceFields(await snpReport(akReportData(ak), tee)), identity: await imds.dynamic('instance-identity/document') }),
+          instanceInfo: async (ak) =>
+            jsonBytes({
+              ...snpInstanceFields(await snpReport(akReportData(ak), tee)),
+              identity: await imds.dynamic('instance-identity/document'),
+            }),
         });
       }
-      return new VtpmIssuer({ variant, tpm, instanceInfo: async () => new TextEncoder().encode(await imds.dynamic('instance-identity/document')) });
+      return new VtpmIssuer({
+        variant,
+        tpm,
+        instanceInfo: async () => new TextEncoder().encode(await imds.dynamic('instance-identity/document')),
+      });
     },
     cloudController: async () => ({ cloud: 'aws' }),
     async validatorDeps() {
-      const [{ awsImageLookup }, { awsInstanceIdentity }] = await Promise.all([import('./image-lookup.js'), import('./instance-identity.js')]);
-      return { ...kdsDeps(base.nodeDir), awsDescribeImage: awsImageLookup(providerOptions), awsInstanceIdentity: awsInstanceIdentity(providerOptions, () => metadata.clusterUid()) };
+      const [{ awsImageLookup }, { awsInstanceIdentity }] = await Promise.all([
+        import('./image-lookup.js'),
+        import('./instance-identity.js'),
+      ]);
+      return {
+        ...kdsDeps(base.nodeDir),
+        awsDescribeImage: awsImageLookup(providerOptions),
+        awsInstanceIdentity: awsInstanceIdentity(providerOptions, () => metadata.clusterUid()),
+      };
     },
   };
 }

@@ -169,9 +169,12 @@ export type OtherStep = StepBase &
     | { kind: 'check-image'; imageId: string }
     | { kind: 'wait-load-balancer'; loadBalancer: string }
     | { kind: 'security-group-rules'; action: string; input: (id: IdOf) => AuthorizeSecurityGroupIngressCommandInput }
-    | { kind: 'load-balancer-attributes'; action: string; input: (id: IdOf) => ModifyLoadBalancerAttributesCommandInput }
+    | {
+        kind: 'load-balancer-attributes';
+        action: string;
+        input: (id: IdOf) => ModifyLoadBalancerAttributesCommandInput;
+      }
     | { kind: 'target-group-attributes'; action: string; input: (id: IdOf) => ModifyTargetGroupAttributesCommandInput }
-
     | { kind: 'wait-capacity'; target: (id: IdOf) => CapacityTarget }
   );
 
@@ -198,10 +201,14 @@ export function planCreate(request: CreateRequest): AwsPlan {
       });
     }
   }
-  const cpu = new Map(request.nodeGroups.map((g) => [g.name, confidentialSettings(request.attestationVariant, g.instanceType, g.name)]));
+  const cpu = new Map(
+    request.nodeGroups.map((g) => [g.name, confidentialSettings(request.attestationVariant, g.instanceType, g.name)]),
+  );
   checkRegion(request.attestationVariant, config.region);
 
-  const tagSpec = (type: ResourceType, nameSuffix: string) => [{ ResourceType: type, Tags: toTagList(clusterTags(request, awsName(request, nameSuffix, 255))) }];
+  const tagSpec = (type: ResourceType, nameSuffix: string) => [
+    { ResourceType: type, Tags: toTagList(clusterTags(request, awsName(request, nameSuffix, 255))) },
+  ];
   const steps: AwsStep[] = [];
   const resource = (step: ResourceStep) => steps.push(step);
   const elasticIp = (stepId: string, suffix: string) =>
@@ -250,7 +257,13 @@ export function planCreate(request: CreateRequest): AwsPlan {
       input: (id) => ({ VpcId: id(STEP.vpc), TagSpecifications: tagSpec('route-table', suffix) }),
     });
   // The default route; its record depends on the gateway it points to, its step also on what makes that usable.
-  const defaultRoute = (stepId: string, table: string, deps: string[], target: string, via: 'GatewayId' | 'NatGatewayId') =>
+  const defaultRoute = (
+    stepId: string,
+    table: string,
+    deps: string[],
+    target: string,
+    via: 'GatewayId' | 'NatGatewayId',
+  ) =>
     resource({
       id: stepId,
       deps: [table, ...deps],
@@ -270,7 +283,13 @@ export function planCreate(request: CreateRequest): AwsPlan {
     });
 
   routeTable('route-table-public', 'public');
-  defaultRoute('route-public', 'route-table-public', [STEP.internetGatewayAttachment], STEP.internetGateway, 'GatewayId');
+  defaultRoute(
+    'route-public',
+    'route-table-public',
+    [STEP.internetGatewayAttachment],
+    STEP.internetGateway,
+    'GatewayId',
+  );
 
   zones.forEach((zone, index) => {
     for (const tier of ['private', 'public'] as const) {
@@ -281,7 +300,12 @@ export function planCreate(request: CreateRequest): AwsPlan {
         kind: KIND.subnet,
         action: `Creating the ${tier}-${zone} subnet`,
         data: { zone, tier },
-        input: (id) => ({ VpcId: id(STEP.vpc), CidrBlock: subnetCidr(tier, index), AvailabilityZone: zone, TagSpecifications: tagSpec('subnet', `${tier}-${zone}`) }),
+        input: (id) => ({
+          VpcId: id(STEP.vpc),
+          CidrBlock: subnetCidr(tier, index),
+          AvailabilityZone: zone,
+          TagSpecifications: tagSpec('subnet', `${tier}-${zone}`),
+        }),
       });
     }
     elasticIp(STEP.natIp(zone), `nat-${zone}`);
@@ -305,7 +329,13 @@ export function planCreate(request: CreateRequest): AwsPlan {
       }),
     });
     routeTable(`route-table-private-${zone}`, `private-${zone}`);
-    defaultRoute(`route-private-${zone}`, `route-table-private-${zone}`, [STEP.natGateway(zone)], STEP.natGateway(zone), 'NatGatewayId');
+    defaultRoute(
+      `route-private-${zone}`,
+      `route-table-private-${zone}`,
+      [STEP.natGateway(zone)],
+      STEP.natGateway(zone),
+      'NatGatewayId',
+    );
     associate(`association-private-${zone}`, `route-table-private-${zone}`, STEP.subnet('private', zone));
   });
 
@@ -333,17 +363,34 @@ export function planCreate(request: CreateRequest): AwsPlan {
       GroupId: id(STEP.securityGroup),
       IpPermissions: [
         { IpProtocol: '-1', IpRanges: [{ CidrIp: VPC_CIDR, Description: 'cluster-internal traffic' }] },
-        ...LOAD_BALANCER_PORTS.map((p) => ({ IpProtocol: 'tcp', FromPort: p.port, ToPort: p.port, IpRanges: [{ CidrIp: '0.0.0.0/0', Description: p.name }] })),
+        ...LOAD_BALANCER_PORTS.map((p) => ({
+          IpProtocol: 'tcp',
+          FromPort: p.port,
+          ToPort: p.port,
+          IpRanges: [{ CidrIp: '0.0.0.0/0', Description: p.name }],
+        })),
         // Kubernetes' NodePort services, open as upstream opens them.
-        { IpProtocol: 'tcp', FromPort: NODE_PORT_RANGE.from, ToPort: NODE_PORT_RANGE.to, IpRanges: [{ CidrIp: '0.0.0.0/0', Description: 'K8s node ports' }] },
+        {
+          IpProtocol: 'tcp',
+          FromPort: NODE_PORT_RANGE.from,
+          ToPort: NODE_PORT_RANGE.to,
+          IpRanges: [{ CidrIp: '0.0.0.0/0', Description: 'K8s node ports' }],
+        },
       ],
     }),
   });
 
   // The load balancer: the config's zone with one elastic IP (the cluster endpoint), and every control-plane zone.
   elasticIp(STEP.loadBalancerIp, `lb-${config.zone}`);
-  const lbZones = [...new Set([config.zone, ...request.nodeGroups.filter((g) => g.role === 'control-plane').map(groupZone)])];
-  const lbDeps = [STEP.securityGroup, STEP.internetGatewayAttachment, ...lbZones.map((z) => STEP.subnet('public', z)), STEP.loadBalancerIp];
+  const lbZones = [
+    ...new Set([config.zone, ...request.nodeGroups.filter((g) => g.role === 'control-plane').map(groupZone)]),
+  ];
+  const lbDeps = [
+    STEP.securityGroup,
+    STEP.internetGatewayAttachment,
+    ...lbZones.map((z) => STEP.subnet('public', z)),
+    STEP.loadBalancerIp,
+  ];
   resource({
     id: STEP.loadBalancer,
     deps: lbDeps,
@@ -356,7 +403,11 @@ export function planCreate(request: CreateRequest): AwsPlan {
       Type: 'network',
       Scheme: 'internet-facing',
       IpAddressType: 'ipv4',
-      SubnetMappings: lbZones.map((z) => (z === config.zone ? { SubnetId: id(STEP.subnet('public', z)), AllocationId: id(STEP.loadBalancerIp) } : { SubnetId: id(STEP.subnet('public', z)) })),
+      SubnetMappings: lbZones.map((z) =>
+        z === config.zone
+          ? { SubnetId: id(STEP.subnet('public', z)), AllocationId: id(STEP.loadBalancerIp) }
+          : { SubnetId: id(STEP.subnet('public', z)) },
+      ),
       SecurityGroups: [id(STEP.securityGroup)],
       Tags: toTagList(clusterTags(request, awsName(request, 'lb', 255))),
     }),
@@ -368,9 +419,17 @@ export function planCreate(request: CreateRequest): AwsPlan {
     deps: [STEP.loadBalancer],
     kind: 'load-balancer-attributes',
     action: 'Turning on cross-zone load balancing',
-    input: (id) => ({ LoadBalancerArn: id(STEP.loadBalancer), Attributes: [{ Key: 'load_balancing.cross_zone.enabled', Value: 'true' }] }),
+    input: (id) => ({
+      LoadBalancerArn: id(STEP.loadBalancer),
+      Attributes: [{ Key: 'load_balancing.cross_zone.enabled', Value: 'true' }],
+    }),
   });
-  steps.push({ id: 'load-balancer-active', deps: [STEP.loadBalancer], kind: 'wait-load-balancer', loadBalancer: STEP.loadBalancer });
+  steps.push({
+    id: 'load-balancer-active',
+    deps: [STEP.loadBalancer],
+    kind: 'wait-load-balancer',
+    loadBalancer: STEP.loadBalancer,
+  });
   for (const p of LOAD_BALANCER_PORTS) {
     resource(targetGroupStep(request, p));
     steps.push({
@@ -407,8 +466,14 @@ export function planCreate(request: CreateRequest): AwsPlan {
     resource(launchTemplateStep(request, config, g, cpu.get(g.name)!));
     const zone = groupZone(g);
     // Nodes need their NAT route at boot (images, time); control-plane nodes join the target groups.
-    const deps = [STEP.launchTemplate(g.name), STEP.subnet('private', zone), `route-private-${zone}`, `association-private-${zone}`];
-    const targetGroups = g.role === 'control-plane' ? LOAD_BALANCER_PORTS.map((p) => STEP.targetGroup(p.port)) : undefined;
+    const deps = [
+      STEP.launchTemplate(g.name),
+      STEP.subnet('private', zone),
+      `route-private-${zone}`,
+      `association-private-${zone}`,
+    ];
+    const targetGroups =
+      g.role === 'control-plane' ? LOAD_BALANCER_PORTS.map((p) => STEP.targetGroup(p.port)) : undefined;
     if (targetGroups) deps.push(...targetGroups);
     const name = awsName(request, g.name, 255);
     const tags = { ...clusterTags(request, name), ...nodeTags(request, g.name, g.role) };
@@ -428,14 +493,26 @@ export function planCreate(request: CreateRequest): AwsPlan {
         VPCZoneIdentifier: id(STEP.subnet('private', zone)),
         TargetGroupARNs: targetGroups?.map(id),
         HealthCheckType: 'EC2',
-        Tags: Object.entries(tags).map(([Key, Value]) => ({ Key, Value, PropagateAtLaunch: true, ResourceId: name, ResourceType: 'auto-scaling-group' })),
+        Tags: Object.entries(tags).map(([Key, Value]) => ({
+          Key,
+          Value,
+          PropagateAtLaunch: true,
+          ResourceId: name,
+          ResourceType: 'auto-scaling-group',
+        })),
       }),
     });
     steps.push({
       id: `capacity-${g.name}`,
       deps: [STEP.autoScalingGroup(g.name)],
       kind: 'wait-capacity',
-      target: (id) => ({ groupName: id(STEP.autoScalingGroup(g.name)), nodeGroup: g.name, desired: g.initialCount, instanceType: g.instanceType, zone }),
+      target: (id) => ({
+        groupName: id(STEP.autoScalingGroup(g.name)),
+        nodeGroup: g.name,
+        desired: g.initialCount,
+        instanceType: g.instanceType,
+        zone,
+      }),
     });
   }
   return { config, zones, steps, elasticIpSteps: steps.filter((st) => st.kind === KIND.elasticIp).map((st) => st.id) };
@@ -498,14 +575,22 @@ function launchTemplateStep(
       LaunchTemplateData: {
         ImageId: request.image,
         InstanceType: g.instanceType as _InstanceType,
-        IamInstanceProfile: { Name: g.role === 'control-plane' ? config.iamProfileControlPlane : config.iamProfileWorkerNodes },
+        IamInstanceProfile: {
+          Name: g.role === 'control-plane' ? config.iamProfileControlPlane : config.iamProfileWorkerNodes,
+        },
         SecurityGroupIds: [id(STEP.securityGroup)],
         MetadataOptions: { HttpEndpoint: 'enabled', HttpTokens: 'required', HttpPutResponseHopLimit: 2 },
         BlockDeviceMappings: [
           {
             // The state disk; the node encrypts it with the key the join service derives (docs/design.md#keys-and-identities).
             DeviceName: '/dev/sdb',
-            Ebs: { VolumeSize: g.stateDiskSizeGB, VolumeType: g.stateDiskType as VolumeType, ...provisionedIops(g), DeleteOnTermination: true, Encrypted: true },
+            Ebs: {
+              VolumeSize: g.stateDiskSizeGB,
+              VolumeType: g.stateDiskType as VolumeType,
+              ...provisionedIops(g),
+              DeleteOnTermination: true,
+              Encrypted: true,
+            },
           },
         ],
         ...cpu,

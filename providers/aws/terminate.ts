@@ -105,19 +105,33 @@ export class AwsTerminate {
     const tagFilter: Filter[] = [{ Name: `tag:${TAG.uid}`, Values: [uid] }];
     const out = await this.clients.send<DescribeInstancesCommandOutput>(
       ec2,
-      new DescribeInstancesCommand({ Filters: [...tagFilter, { Name: 'instance-state-name', Values: ['pending', 'running', 'stopping', 'stopped', 'shutting-down'] }] }),
+      new DescribeInstancesCommand({
+        Filters: [
+          ...tagFilter,
+          { Name: 'instance-state-name', Values: ['pending', 'running', 'stopping', 'stopped', 'shutting-down'] },
+        ],
+      }),
       'Checking that every instance is terminated',
     );
     const left = (out.Reservations ?? []).flatMap((r) => (r.Instances ?? []).map((i) => i.InstanceId!));
     if (left.length > 0) {
       this.ctx.progress?.(`waiting for ${left.length} instance(s) to terminate`);
-      await this.clients.wait(waitUntilInstanceTerminated, ec2, { InstanceIds: left }, `Waiting for instances ${left.join(', ')} to terminate`);
+      await this.clients.wait(
+        waitUntilInstanceTerminated,
+        ec2,
+        { InstanceIds: left },
+        `Waiting for instances ${left.join(', ')} to terminate`,
+      );
     }
-    const addresses = await this.clients.send<DescribeAddressesCommandOutput>(ec2, new DescribeAddressesCommand({ Filters: tagFilter }), 'Checking that every elastic IP is released');
+    const addresses = await this.clients.send<DescribeAddressesCommandOutput>(
+      ec2,
+      new DescribeAddressesCommand({ Filters: tagFilter }),
+      'Checking that every elastic IP is released',
+    );
     const held = (addresses.Addresses ?? []).map((a) => a.AllocationId!);
     if (held.length > 0) {
       throw new UserError(`Terminate left elastic IPs of the cluster allocated: ${held.join(', ')}.`, {
-        hint: 'Run `constellation terminate` again; it looks for what carries the cluster\'s constellation-uid tag and releases it.',
+        hint: "Run `constellation terminate` again; it looks for what carries the cluster's constellation-uid tag and releases it.",
       });
     }
   }
@@ -138,7 +152,8 @@ export class AwsTerminate {
     const ec2 = this.clients.ec2(region);
     const elb = this.clients.elb(region);
     const asg = this.clients.autoscaling(region);
-    const send = (client: Parameters<AwsClients['send']>[0], command: unknown) => this.clients.send(client, command, `Deleting ${r.kind} ${r.id}`);
+    const send = (client: Parameters<AwsClients['send']>[0], command: unknown) =>
+      this.clients.send(client, command, `Deleting ${r.kind} ${r.id}`);
     const gone = async (fn: () => Promise<unknown>) => {
       try {
         await fn();
@@ -151,16 +166,36 @@ export class AwsTerminate {
 
     switch (r.kind) {
       case KIND.autoScalingGroup:
-        if (await gone(() => send(asg, new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: r.id, ForceDelete: true })))) return;
-        await this.clients.wait(waitUntilGroupNotExists, asg, { AutoScalingGroupNames: [r.id] }, `Waiting for the auto scaling group ${r.id} to be deleted`);
+        if (
+          await gone(() =>
+            send(asg, new DeleteAutoScalingGroupCommand({ AutoScalingGroupName: r.id, ForceDelete: true })),
+          )
+        )
+          return;
+        await this.clients.wait(
+          waitUntilGroupNotExists,
+          asg,
+          { AutoScalingGroupNames: [r.id] },
+          `Waiting for the auto scaling group ${r.id} to be deleted`,
+        );
         return;
       case KIND.instance:
         if (await gone(() => send(ec2, new TerminateInstancesCommand({ InstanceIds: [r.id] })))) return;
-        await this.clients.wait(waitUntilInstanceTerminated, ec2, { InstanceIds: [r.id] }, `Waiting for instance ${r.id} to terminate`);
+        await this.clients.wait(
+          waitUntilInstanceTerminated,
+          ec2,
+          { InstanceIds: [r.id] },
+          `Waiting for instance ${r.id} to terminate`,
+        );
         return;
       case KIND.loadBalancer:
         if (await gone(() => send(elb, new DeleteLoadBalancerCommand({ LoadBalancerArn: r.id })))) return;
-        await this.clients.wait(waitUntilLoadBalancersDeleted, elb, { LoadBalancerArns: [r.id] }, 'Waiting for the load balancer to be deleted');
+        await this.clients.wait(
+          waitUntilLoadBalancersDeleted,
+          elb,
+          { LoadBalancerArns: [r.id] },
+          'Waiting for the load balancer to be deleted',
+        );
         return;
       case KIND.listener:
         await gone(() => send(elb, new DeleteListenerCommand({ ListenerArn: r.id })));
@@ -173,14 +208,21 @@ export class AwsTerminate {
         return;
       case KIND.natGateway:
         if (await gone(() => send(ec2, new DeleteNatGatewayCommand({ NatGatewayId: r.id })))) return;
-        await this.clients.wait(waitUntilNatGatewayDeleted, ec2, { NatGatewayIds: [r.id] }, `Waiting for the NAT gateway ${r.id} to be deleted`);
+        await this.clients.wait(
+          waitUntilNatGatewayDeleted,
+          ec2,
+          { NatGatewayIds: [r.id] },
+          `Waiting for the NAT gateway ${r.id} to be deleted`,
+        );
         return;
       case KIND.elasticIp:
         await gone(() => send(ec2, new ReleaseAddressCommand({ AllocationId: r.id })));
         return;
       case KIND.route: {
         const { routeTableId, destination } = recordData(r) as { routeTableId?: string; destination?: string };
-        await gone(() => send(ec2, new DeleteRouteCommand({ RouteTableId: routeTableId, DestinationCidrBlock: destination })));
+        await gone(() =>
+          send(ec2, new DeleteRouteCommand({ RouteTableId: routeTableId, DestinationCidrBlock: destination })),
+        );
         return;
       }
       case KIND.routeTableAssociation:
@@ -188,20 +230,31 @@ export class AwsTerminate {
         return;
       case KIND.routeTable: {
         // Explicit associations the journal does not know (found by tag) must go first.
-        const out = await this.describe<DescribeRouteTablesCommandOutput>(ec2, new DescribeRouteTablesCommand({ RouteTableIds: [r.id] }));
+        const out = await this.describe<DescribeRouteTablesCommandOutput>(
+          ec2,
+          new DescribeRouteTablesCommand({ RouteTableIds: [r.id] }),
+        );
         for (const a of out?.RouteTables?.[0]?.Associations ?? []) {
-          if (!a.Main && a.RouteTableAssociationId) await gone(() => send(ec2, new DisassociateRouteTableCommand({ AssociationId: a.RouteTableAssociationId })));
+          if (!a.Main && a.RouteTableAssociationId)
+            await gone(() =>
+              send(ec2, new DisassociateRouteTableCommand({ AssociationId: a.RouteTableAssociationId })),
+            );
         }
         if (out) await gone(() => send(ec2, new DeleteRouteTableCommand({ RouteTableId: r.id })));
         return;
       }
       case KIND.internetGatewayAttachment: {
         const { internetGatewayId, vpcId } = recordData(r) as { internetGatewayId?: string; vpcId?: string };
-        await gone(() => send(ec2, new DetachInternetGatewayCommand({ InternetGatewayId: internetGatewayId, VpcId: vpcId })));
+        await gone(() =>
+          send(ec2, new DetachInternetGatewayCommand({ InternetGatewayId: internetGatewayId, VpcId: vpcId })),
+        );
         return;
       }
       case KIND.internetGateway: {
-        const out = await this.describe<DescribeInternetGatewaysCommandOutput>(ec2, new DescribeInternetGatewaysCommand({ InternetGatewayIds: [r.id] }));
+        const out = await this.describe<DescribeInternetGatewaysCommandOutput>(
+          ec2,
+          new DescribeInternetGatewaysCommand({ InternetGatewayIds: [r.id] }),
+        );
         for (const a of out?.InternetGateways?.[0]?.Attachments ?? []) {
           await gone(() => send(ec2, new DetachInternetGatewayCommand({ InternetGatewayId: r.id, VpcId: a.VpcId })));
         }
@@ -242,32 +295,49 @@ export class AwsTerminate {
     const ec2 = this.clients.ec2(region);
     const elb = this.clients.elb(region);
     const tagFilter: Filter[] = [{ Name: `tag:${TAG.uid}`, Values: [uid] }];
-    const send = <T>(client: Parameters<AwsClients['send']>[0], command: unknown) => this.clients.send<T>(client, command, 'Looking for resources by tag');
+    const send = <T>(client: Parameters<AwsClients['send']>[0], command: unknown) =>
+      this.clients.send<T>(client, command, 'Looking for resources by tag');
     const entry = (kind: string, id: string | undefined, data: Record<string, unknown> = {}) =>
       id ? [{ kind, id, data: { region, uid, ...data } }] : [];
 
-    const [groups, instances, lbArns, tgArns, templates, nats, addresses, tables, gateways, subnets, groupsSg, vpcs] = await Promise.all([
-      send<DescribeAutoScalingGroupsCommandOutput>(this.clients.autoscaling(region), new DescribeAutoScalingGroupsCommand({ Filters: tagFilter })),
-      send<DescribeInstancesCommandOutput>(
-        ec2,
-        new DescribeInstancesCommand({ Filters: [...tagFilter, { Name: 'instance-state-name', Values: ['pending', 'running', 'stopping', 'stopped', 'shutting-down'] }] }),
-      ),
-      this.taggedElbArns(elb, uid, 'load-balancer'),
-      this.taggedElbArns(elb, uid, 'target-group'),
-      send<DescribeLaunchTemplatesCommandOutput>(ec2, new DescribeLaunchTemplatesCommand({ Filters: tagFilter })),
-      send<DescribeNatGatewaysCommandOutput>(ec2, new DescribeNatGatewaysCommand({ Filter: [...tagFilter, { Name: 'state', Values: ['pending', 'available'] }] })),
-      send<DescribeAddressesCommandOutput>(ec2, new DescribeAddressesCommand({ Filters: tagFilter })),
-      send<DescribeRouteTablesCommandOutput>(ec2, new DescribeRouteTablesCommand({ Filters: tagFilter })),
-      send<DescribeInternetGatewaysCommandOutput>(ec2, new DescribeInternetGatewaysCommand({ Filters: tagFilter })),
-      send<DescribeSubnetsCommandOutput>(ec2, new DescribeSubnetsCommand({ Filters: tagFilter })),
-      send<DescribeSecurityGroupsCommandOutput>(ec2, new DescribeSecurityGroupsCommand({ Filters: tagFilter })),
-      send<DescribeVpcsCommandOutput>(ec2, new DescribeVpcsCommand({ Filters: tagFilter })),
-    ]);
+    const [groups, instances, lbArns, tgArns, templates, nats, addresses, tables, gateways, subnets, groupsSg, vpcs] =
+      await Promise.all([
+        send<DescribeAutoScalingGroupsCommandOutput>(
+          this.clients.autoscaling(region),
+          new DescribeAutoScalingGroupsCommand({ Filters: tagFilter }),
+        ),
+        send<DescribeInstancesCommandOutput>(
+          ec2,
+          new DescribeInstancesCommand({
+            Filters: [
+              ...tagFilter,
+              { Name: 'instance-state-name', Values: ['pending', 'running', 'stopping', 'stopped', 'shutting-down'] },
+            ],
+          }),
+        ),
+        this.taggedElbArns(elb, uid, 'load-balancer'),
+        this.taggedElbArns(elb, uid, 'target-group'),
+        send<DescribeLaunchTemplatesCommandOutput>(ec2, new DescribeLaunchTemplatesCommand({ Filters: tagFilter })),
+        send<DescribeNatGatewaysCommandOutput>(
+          ec2,
+          new DescribeNatGatewaysCommand({
+            Filter: [...tagFilter, { Name: 'state', Values: ['pending', 'available'] }],
+          }),
+        ),
+        send<DescribeAddressesCommandOutput>(ec2, new DescribeAddressesCommand({ Filters: tagFilter })),
+        send<DescribeRouteTablesCommandOutput>(ec2, new DescribeRouteTablesCommand({ Filters: tagFilter })),
+        send<DescribeInternetGatewaysCommandOutput>(ec2, new DescribeInternetGatewaysCommand({ Filters: tagFilter })),
+        send<DescribeSubnetsCommandOutput>(ec2, new DescribeSubnetsCommand({ Filters: tagFilter })),
+        send<DescribeSecurityGroupsCommandOutput>(ec2, new DescribeSecurityGroupsCommand({ Filters: tagFilter })),
+        send<DescribeVpcsCommandOutput>(ec2, new DescribeVpcsCommand({ Filters: tagFilter })),
+      ]);
 
     const waves: RecordedResource[][] = [
       [
         ...(groups.AutoScalingGroups ?? []).flatMap((g) => entry(KIND.autoScalingGroup, g.AutoScalingGroupName)),
-        ...(instances.Reservations ?? []).flatMap((res) => (res.Instances ?? []).flatMap((i) => entry(KIND.instance, i.InstanceId))),
+        ...(instances.Reservations ?? []).flatMap((res) =>
+          (res.Instances ?? []).flatMap((i) => entry(KIND.instance, i.InstanceId)),
+        ),
         ...lbArns.flatMap((arn) => entry(KIND.loadBalancer, arn)),
       ],
       [
@@ -287,29 +357,48 @@ export class AwsTerminate {
       (vpcs.Vpcs ?? []).flatMap((v) => entry(KIND.vpc, v.VpcId)),
     ];
     return waves.flatMap((wave, i) => {
-      const later = waves.slice(i + 1).flat().map((r) => r.id);
+      const later = waves
+        .slice(i + 1)
+        .flat()
+        .map((r) => r.id);
       return wave.map((r) => ({ ...r, dependsOn: later }));
     });
   }
 
   /** Elastic Load Balancing cannot filter by tag: list all, then read their tags 20 at a time. */
-  private async taggedElbArns(elb: Parameters<AwsClients['send']>[0], uid: string, type: 'load-balancer' | 'target-group'): Promise<string[]> {
+  private async taggedElbArns(
+    elb: Parameters<AwsClients['send']>[0],
+    uid: string,
+    type: 'load-balancer' | 'target-group',
+  ): Promise<string[]> {
     const arns: string[] = [];
     let marker: string | undefined;
     do {
       if (type === 'load-balancer') {
-        const out = await this.clients.send<DescribeLoadBalancersCommandOutput>(elb, new DescribeLoadBalancersCommand({ Marker: marker }), 'Listing load balancers');
+        const out = await this.clients.send<DescribeLoadBalancersCommandOutput>(
+          elb,
+          new DescribeLoadBalancersCommand({ Marker: marker }),
+          'Listing load balancers',
+        );
         arns.push(...(out.LoadBalancers ?? []).flatMap((l) => (l.LoadBalancerArn ? [l.LoadBalancerArn] : [])));
         marker = out.NextMarker;
       } else {
-        const out = await this.clients.send<DescribeTargetGroupsCommandOutput>(elb, new DescribeTargetGroupsCommand({ Marker: marker }), 'Listing target groups');
+        const out = await this.clients.send<DescribeTargetGroupsCommandOutput>(
+          elb,
+          new DescribeTargetGroupsCommand({ Marker: marker }),
+          'Listing target groups',
+        );
         arns.push(...(out.TargetGroups ?? []).flatMap((t) => (t.TargetGroupArn ? [t.TargetGroupArn] : [])));
         marker = out.NextMarker;
       }
     } while (marker);
     const tagged: string[] = [];
     for (let i = 0; i < arns.length; i += 20) {
-      const out = await this.clients.send<DescribeTagsCommandOutput>(elb, new DescribeTagsCommand({ ResourceArns: arns.slice(i, i + 20) }), 'Reading load balancer tags');
+      const out = await this.clients.send<DescribeTagsCommandOutput>(
+        elb,
+        new DescribeTagsCommand({ ResourceArns: arns.slice(i, i + 20) }),
+        'Reading load balancer tags',
+      );
       for (const d of out.TagDescriptions ?? []) {
         if (d.ResourceArn && tagValue(d.Tags, TAG.uid) === uid) tagged.push(d.ResourceArn);
       }

@@ -60,11 +60,8 @@ export async function createAzureClients(subscription: string, options: AzurePro
 
 export async function createIamClients(subscription: string, options: AzureProviderOptions): Promise<AzureIamClients> {
   const credential = await resolveCredential(options);
-  const [{ ResourceManagementClient }, { ManagedServiceIdentityClient }, { AuthorizationManagementClient }] = await Promise.all([
-    import('@azure/arm-resources'),
-    import('@azure/arm-msi'),
-    import('@azure/arm-authorization'),
-  ]);
+  const [{ ResourceManagementClient }, { ManagedServiceIdentityClient }, { AuthorizationManagementClient }] =
+    await Promise.all([import('@azure/arm-resources'), import('@azure/arm-msi'), import('@azure/arm-authorization')]);
   const common = commonOptions(options);
   return {
     resources: new ResourceManagementClient(credential, subscription, common),

@@ -44,7 +44,13 @@ export class AzureCreate {
     // One throwaway key for all scale sets, generated while the network is being made (off the critical path).
     let sshKey: Promise<string> | undefined;
     const sshPublicKey = () => (sshKey ??= throwawaySshPublicKey());
-    if (plan.some((p) => p.kind === 'azure:vmss' && (recorded.get(p.id.toLowerCase())?.data as RecordData | undefined)?.status !== 'ready')) {
+    if (
+      plan.some(
+        (p) =>
+          p.kind === 'azure:vmss' &&
+          (recorded.get(p.id.toLowerCase())?.data as RecordData | undefined)?.status !== 'ready',
+      )
+    ) {
       sshPublicKey().catch(() => undefined);
     }
 
@@ -53,7 +59,10 @@ export class AzureCreate {
       dependsOn: [],
       run: async () => {
         try {
-          await ensureRegistered(clients.resources, CLUSTER_NAMESPACES, ctx, { sleep: this.options.sleep, pollIntervalMs: this.options.registrationPollMs });
+          await ensureRegistered(clients.resources, CLUSTER_NAMESPACES, ctx, {
+            sleep: this.options.sleep,
+            pollIntervalMs: this.options.registrationPollMs,
+          });
         } catch (err) {
           throw toUserError(err, 'registering the subscription for the resource providers');
         }
@@ -107,7 +116,8 @@ export class AzureCreate {
     }
 
     const endpoint = (results.get('public-ip:lb') as RecordData['output'])?.ipAddress;
-    if (!endpoint) throw new CreateFailedError('Azure did not assign an address to the load balancer.', { canRollBack: true });
+    if (!endpoint)
+      throw new CreateFailedError('Azure did not assign an address to the load balancer.', { canRollBack: true });
     const scaleSets = Object.fromEntries(plan.filter((p) => p.kind === 'azure:vmss').map((p) => [p.nodeGroup, p.name]));
     const lb = plan.find((p) => p.kind === 'azure:load-balancer')!;
     const nsg = plan.find((p) => p.kind === 'azure:network-security-group')!;
@@ -155,7 +165,9 @@ export class AzureCreate {
         return {};
       }
       case 'azure:public-ip': {
-        const ip = await putAndWait(() => clients.network.publicIPAddresses.beginCreateOrUpdate(rg, resource.name, resource.body, lro));
+        const ip = await putAndWait(() =>
+          clients.network.publicIPAddresses.beginCreateOrUpdate(rg, resource.name, resource.body, lro),
+        );
         const output = { ipAddress: ip.ipAddress };
         await record({ status: 'ready', output });
         return output;
@@ -164,18 +176,29 @@ export class AzureCreate {
         await putAndWait(() => clients.network.natGateways.beginCreateOrUpdate(rg, resource.name, resource.body, lro));
         break;
       case 'azure:network-security-group':
-        await putAndWait(() => clients.network.networkSecurityGroups.beginCreateOrUpdate(rg, resource.name, resource.body, lro));
+        await putAndWait(() =>
+          clients.network.networkSecurityGroups.beginCreateOrUpdate(rg, resource.name, resource.body, lro),
+        );
         break;
       case 'azure:vnet':
-        await putAndWait(() => clients.network.virtualNetworks.beginCreateOrUpdate(rg, resource.name, resource.body, lro));
+        await putAndWait(() =>
+          clients.network.virtualNetworks.beginCreateOrUpdate(rg, resource.name, resource.body, lro),
+        );
         break;
       case 'azure:load-balancer':
-        await putAndWait(() => clients.network.loadBalancers.beginCreateOrUpdate(rg, resource.name, resource.body, lro));
+        await putAndWait(() =>
+          clients.network.loadBalancers.beginCreateOrUpdate(rg, resource.name, resource.body, lro),
+        );
         break;
       case 'azure:vmss': {
         // Reuse the key of an accepted scale set: Azure refuses to change the SSH keys of an existing one.
         const sshPublicKey = previous?.sshPublicKey ?? (await newSshPublicKey());
-        const poller = clients.compute.virtualMachineScaleSets.createOrUpdate(rg, resource.name, resource.body(sshPublicKey), lro);
+        const poller = clients.compute.virtualMachineScaleSets.createOrUpdate(
+          rg,
+          resource.name,
+          resource.body(sshPublicKey),
+          lro,
+        );
         await poller.submitted();
         const extra = { nodeGroup: resource.nodeGroup, role: resource.role, sshPublicKey };
         await record({ status: 'accepted', ...extra });

@@ -90,7 +90,11 @@ export async function deleteResource(resource: RecordedResource, ctx: DeletionCo
  * recorded one as soon as it is gone (so an interrupted run continues where it stopped). A failure rejects with
  * the first failed deletion's own error, after the deletions already running have finished.
  */
-export async function deleteAll(resources: RecordedResource[], recordedIds: Set<string>, ctx: DeletionContext): Promise<void> {
+export async function deleteAll(
+  resources: RecordedResource[],
+  recordedIds: Set<string>,
+  ctx: DeletionContext,
+): Promise<void> {
   const rank = (r: RecordedResource) => DELETE_RANK[r.kind as AzureResourceKind];
   try {
     await deleteInReverseDependencyOrder(
@@ -101,7 +105,8 @@ export async function deleteAll(resources: RecordedResource[], recordedIds: Set<
         forget: (resource) => recordedIds.has(resource.id),
         // A lower rank goes first, unless the record says the higher-ranked resource is the one using it.
         deleteBefore: (first, then) => rank(first) < rank(then) && !(then.dependsOn ?? []).includes(first.id),
-        describe: (resource) => `${resource.kind.replace('azure:', '')} ${resource.name ?? parseResourceId(resource.id).name}`,
+        describe: (resource) =>
+          `${resource.kind.replace('azure:', '')} ${resource.name ?? parseResourceId(resource.id).name}`,
         progress: ctx.progress,
         signal: ctx.signal,
       },

@@ -12,10 +12,13 @@ export const CREDENTIALS_HINT =
 
 export class NoAzureCredentialsError extends UserError {
   constructor(cause?: unknown) {
-    super('No Azure credentials found: DefaultAzureCredential tried the environment, workload identity, managed identity and the Azure developer tools.', {
-      hint: CREDENTIALS_HINT,
-      cause,
-    });
+    super(
+      'No Azure credentials found: DefaultAzureCredential tried the environment, workload identity, managed identity and the Azure developer tools.',
+      {
+        hint: CREDENTIALS_HINT,
+        cause,
+      },
+    );
   }
 }
 
@@ -95,7 +98,12 @@ export function toUserError(err: unknown, what: string): UserError {
   if ((err as SdkErrorShape)?.name === 'AbortError') return new UserError(`Interrupted while ${what}.`, { cause: err });
   const { code, message, statusCode } = azureErrorDetails(err);
   if ((err as SdkErrorShape)?.name === 'AuthenticationError' || statusCode === 401) {
-    return new AzureApiError(`Azure rejected the credentials while ${what}: ${message}`, { code, statusCode, hint: CREDENTIALS_HINT, cause: err });
+    return new AzureApiError(`Azure rejected the credentials while ${what}: ${message}`, {
+      code,
+      statusCode,
+      hint: CREDENTIALS_HINT,
+      cause: err,
+    });
   }
   if (statusCode === 403 || code === 'AuthorizationFailed') {
     return new AzureApiError(`Azure denied access while ${what}: ${message}`, {
@@ -105,5 +113,9 @@ export function toUserError(err: unknown, what: string): UserError {
       cause: err,
     });
   }
-  return new AzureApiError(`Azure failed while ${what}: ${code ? `${code}: ` : ''}${message}`, { code, statusCode, cause: err });
+  return new AzureApiError(`Azure failed while ${what}: ${code ? `${code}: ` : ''}${message}`, {
+    code,
+    statusCode,
+    cause: err,
+  });
 }

@@ -16,41 +16,63 @@ import type { AzureClients } from './clients.js';
 import { isNotFound, toUserError } from './errors.js';
 
 const CVM_TYPES = new Set(['confidentialvmsupported', 'confidentialvm', 'trustedlaunchandconfidentialvmsupported']);
-const TRUSTED_LAUNCH_TYPES = new Set(['trustedlaunch', 'trustedlaunchsupported', 'trustedlaunchandconfidentialvmsupported']);
+const TRUSTED_LAUNCH_TYPES = new Set([
+  'trustedlaunch',
+  'trustedlaunchsupported',
+  'trustedlaunchandconfidentialvmsupported',
+]);
 
 /** The image definition's features, or a UserError when the image is no gallery image or cannot be found. */
 async function featuresOf(clients: AzureClients, image: string, location: string): Promise<GalleryImageFeature[]> {
   const community = /^\/CommunityGalleries\/([^/]+)\/Images\/([^/]+)/i.exec(image);
   const shared = /^\/SharedGalleries\/([^/]+)\/Images\/([^/]+)/i.exec(image);
-  const own = /^\/subscriptions\/[^/]+\/resourceGroups\/([^/]+)\/providers\/Microsoft\.Compute\/galleries\/([^/]+)\/images\/([^/]+)/i.exec(image);
+  const own =
+    /^\/subscriptions\/[^/]+\/resourceGroups\/([^/]+)\/providers\/Microsoft\.Compute\/galleries\/([^/]+)\/images\/([^/]+)/i.exec(
+      image,
+    );
   try {
-    if (community) return (await clients.compute.communityGalleryImages.get(location, community[1]!, community[2]!)).features ?? [];
+    if (community)
+      return (await clients.compute.communityGalleryImages.get(location, community[1]!, community[2]!)).features ?? [];
     if (shared) return (await clients.compute.sharedGalleryImages.get(location, shared[1]!, shared[2]!)).features ?? [];
     if (own) return (await clients.compute.galleryImages.get(own[1]!, own[2]!, own[3]!)).features ?? [];
   } catch (err) {
     if (isNotFound(err)) {
-      throw new UserError(`The image ${image} does not exist in ${location} (or is not shared with this subscription).`, {
-        hint: 'Check the config\'s image and provider.azure.location: a gallery image must be replicated to that region.',
-      });
+      throw new UserError(
+        `The image ${image} does not exist in ${location} (or is not shared with this subscription).`,
+        {
+          hint: "Check the config's image and provider.azure.location: a gallery image must be replicated to that region.",
+        },
+      );
     }
     throw toUserError(err, `reading the image definition of ${image}`);
   }
-  throw new UserError(`The image ${image} is not a gallery image, and confidential and trusted-launch VMs boot only gallery images marked for them.`, {
-    hint: 'Use a Constellation image from a community or shared gallery (/CommunityGalleries/..., /SharedGalleries/...) or a gallery image version of your own.',
-  });
+  throw new UserError(
+    `The image ${image} is not a gallery image, and confidential and trusted-launch VMs boot only gallery images marked for them.`,
+    {
+      hint: 'Use a Constellation image from a community or shared gallery (/CommunityGalleries/..., /SharedGalleries/...) or a gallery image version of your own.',
+    },
+  );
 }
 
 /** Refuses (a UserError naming the image and its security type) an image the variant's VMs cannot boot. */
-export async function checkGalleryImage(clients: AzureClients, image: string, location: string, variant: string): Promise<void> {
+export async function checkGalleryImage(
+  clients: AzureClients,
+  image: string,
+  location: string,
+  variant: string,
+): Promise<void> {
   const cvm = requireVariantOn('azure', variant).cvm;
   const features = await featuresOf(clients, image, location);
   const securityType = features.find((f) => f.name?.toLowerCase() === 'securitytype')?.value ?? '';
   const allowed = cvm ? CVM_TYPES : TRUSTED_LAUNCH_TYPES;
   if (!allowed.has(securityType.toLowerCase())) {
-    throw new UserError(`The image ${image} is not marked for ${cvm ? 'confidential' : 'trusted-launch'} VMs (its SecurityType is ${securityType || 'not set'}), which ${variant} needs.`, {
-      hint: cvm
-        ? 'Use an image definition with SecurityType ConfidentialVMSupported (Constellation\'s Azure CVM images are).'
-        : 'Use an image definition with SecurityType TrustedLaunch or TrustedLaunchSupported.',
-    });
+    throw new UserError(
+      `The image ${image} is not marked for ${cvm ? 'confidential' : 'trusted-launch'} VMs (its SecurityType is ${securityType || 'not set'}), which ${variant} needs.`,
+      {
+        hint: cvm
+          ? "Use an image definition with SecurityType ConfidentialVMSupported (Constellation's Azure CVM images are)."
+          : 'Use an image definition with SecurityType TrustedLaunch or TrustedLaunchSupported.',
+      },
+    );
   }
 }

@@ -8,7 +8,13 @@
  */
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { IamCreateRequest, IamCreateResult, IamPermissionChange, IamProvisioner, ProviderContext } from '../contract.js';
+import type {
+  IamCreateRequest,
+  IamCreateResult,
+  IamPermissionChange,
+  IamProvisioner,
+  ProviderContext,
+} from '../contract.js';
 import { permissionChange } from '../common/permission-diff.js';
 import { UserError } from '../../lib/errors.js';
 import { createIamClients, resolveCredential, type AzureIamClients } from './clients.js';
@@ -35,7 +41,9 @@ export function deterministicUuid(...parts: string[]): string {
 function requireField(config: Record<string, unknown>, key: string, flag: string): string {
   const value = config[key];
   if (typeof value !== 'string' || value === '') {
-    throw new UserError(`iam create azure needs the ${key}.`, { hint: `Pass ${flag} (or set provider.azure.${key} in the config).` });
+    throw new UserError(`iam create azure needs the ${key}.`, {
+      hint: `Pass ${flag} (or set provider.azure.${key} in the config).`,
+    });
   }
   return value;
 }
@@ -60,30 +68,62 @@ export class AzureIam implements IamProvisioner {
     const config = request.providerConfig;
     const subscription = requireField(config, 'subscription', '--subscription');
     const location = requireField(config, 'location', '--location');
-    const resourceGroup = typeof config.resourceGroup === 'string' && config.resourceGroup ? config.resourceGroup : `${request.prefix}-rg`;
+    const resourceGroup =
+      typeof config.resourceGroup === 'string' && config.resourceGroup ? config.resourceGroup : `${request.prefix}-rg`;
     const clients = await createIamClients(subscription, this.options);
     const tags = { 'constellation-iam': request.prefix };
     const rgId = resourceGroupId(subscription, resourceGroup);
     const recorded = new Set((await ctx.journal.list()).map((r) => r.id.toLowerCase()));
 
     try {
-      await ensureRegistered(clients.resources, IAM_NAMESPACES, ctx, { sleep: this.options.sleep, pollIntervalMs: this.options.registrationPollMs });
+      await ensureRegistered(clients.resources, IAM_NAMESPACES, ctx, {
+        sleep: this.options.sleep,
+        pollIntervalMs: this.options.registrationPollMs,
+      });
       ctx.progress?.(`resource group ${resourceGroup}`);
-      if (recorded.has(rgId.toLowerCase()) || !(await clients.resources.resourceGroups.checkExistence(resourceGroup)).body) {
+      if (
+        recorded.has(rgId.toLowerCase()) ||
+        !(await clients.resources.resourceGroups.checkExistence(resourceGroup)).body
+      ) {
         await clients.resources.resourceGroups.createOrUpdate(resourceGroup, { location, tags });
         await ctx.journal.record({ kind: 'azure:resource-group', id: rgId, name: resourceGroup });
       }
 
-      const identityName = typeof config.identityName === 'string' && config.identityName ? config.identityName : `${request.prefix}-nodes`;
+      const identityName =
+        typeof config.identityName === 'string' && config.identityName
+          ? config.identityName
+          : `${request.prefix}-nodes`;
       ctx.progress?.(`managed identity ${identityName}`);
-      const identity = await clients.msi.userAssignedIdentities.createOrUpdate(resourceGroup, identityName, { location, tags });
-      const identityId = identity.id ?? resourceId(subscription, resourceGroup, 'azure:user-assigned-identity', identityName);
-      await ctx.journal.record({ kind: 'azure:user-assigned-identity', id: identityId, name: identityName, dependsOn: [rgId] });
+      const identity = await clients.msi.userAssignedIdentities.createOrUpdate(resourceGroup, identityName, {
+        location,
+        tags,
+      });
+      const identityId =
+        identity.id ?? resourceId(subscription, resourceGroup, 'azure:user-assigned-identity', identityName);
+      await ctx.journal.record({
+        kind: 'azure:user-assigned-identity',
+        id: identityId,
+        name: identityName,
+        dependsOn: [rgId],
+      });
       if (!identity.principalId) throw new UserError(`Azure returned no principal id for identity ${identityName}.`);
 
-      await Promise.all(NODE_ROLES.map((role) => this.assignRole(clients, ctx, { subscription, scope: rgId, role, principalId: identity.principalId!, identityId })));
+      await Promise.all(
+        NODE_ROLES.map((role) =>
+          this.assignRole(clients, ctx, {
+            subscription,
+            scope: rgId,
+            role,
+            principalId: identity.principalId!,
+            identityId,
+          }),
+        ),
+      );
 
-      const tenant = (typeof config.tenant === 'string' && config.tenant) || identity.tenantId || (await tenantOfCredential(this.options));
+      const tenant =
+        (typeof config.tenant === 'string' && config.tenant) ||
+        identity.tenantId ||
+        (await tenantOfCredential(this.options));
       return {
         configUpdates: {
           subscription,
@@ -102,7 +142,13 @@ export class AzureIam implements IamProvisioner {
   private async assignRole(
     clients: AzureIamClients,
     ctx: ProviderContext,
-    p: { subscription: string; scope: string; role: (typeof NODE_ROLES)[number]; principalId: string; identityId: string },
+    p: {
+      subscription: string;
+      scope: string;
+      role: (typeof NODE_ROLES)[number];
+      principalId: string;
+      identityId: string;
+    },
   ): Promise<void> {
     const name = deterministicUuid(p.scope, p.role.id, p.principalId);
     const id = `${p.scope}/providers/Microsoft.Authorization/roleAssignments/${name}`;
@@ -140,7 +186,11 @@ export class AzureIam implements IamProvisioner {
     const identity = records.find((r) => r.kind === 'azure:user-assigned-identity');
     if (!identity) return [];
     const assignments = records.filter((r) => r.kind === 'azure:role-assignment');
-    const change = permissionChange(identity.name ?? identity.id, assignments.map((r) => r.name ?? ''), NODE_ROLES.map((r) => r.name));
+    const change = permissionChange(
+      identity.name ?? identity.id,
+      assignments.map((r) => r.name ?? ''),
+      NODE_ROLES.map((r) => r.name),
+    );
     if (!change || !options.apply) return change ? [change] : [];
     const { subscription, resourceGroup, name } = parseResourceId(identity.id);
     const clients = await createIamClients(subscription, this.options);
@@ -157,7 +207,7 @@ export class AzureIam implements IamProvisioner {
         await ctx.journal.remove(record.id);
       }
     } catch (err) {
-      throw toUserError(err, 'updating the Azure identity\'s role assignments');
+      throw toUserError(err, "updating the Azure identity's role assignments");
     }
     return [change];
   }

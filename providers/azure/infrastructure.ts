@@ -3,7 +3,14 @@
  * them to the create (./create.ts), instance (list, scale, add, remove, drain, markInitialized: ./instances.ts) and
  * terminate (./terminate.ts) logic. Loaded lazily by providers/azure/index.ts.
  */
-import type { CreateRequest, CreateResult, Instance, InfrastructureProvider, ProviderContext, TerminateOptions } from '../contract.js';
+import type {
+  CreateRequest,
+  CreateResult,
+  Instance,
+  InfrastructureProvider,
+  ProviderContext,
+  TerminateOptions,
+} from '../contract.js';
 import { createAzureClients, type AzureClients } from './clients.js';
 import { AzureCreate } from './create.js';
 import { AzureInstances } from './instances.js';

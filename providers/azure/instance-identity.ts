@@ -18,7 +18,10 @@ import { listScaleSetMembers } from './scale-set-members.js';
 /** .../virtualMachineScaleSets/{set}/virtualMachines/{instanceId} */
 const SCALE_SET_VM = /\/providers\/Microsoft\.Compute\/virtualMachineScaleSets\/([^/]+)\/virtualMachines\/([^/]+)$/i;
 
-export function azureInstanceIdentity(options: AzureProviderOptions, cluster: () => Promise<{ uid: string; subscriptionId: string }>): AzureInstanceIdentity {
+export function azureInstanceIdentity(
+  options: AzureProviderOptions,
+  cluster: () => Promise<{ uid: string; subscriptionId: string }>,
+): AzureInstanceIdentity {
   let clients: Promise<AzureClients> | undefined;
   return async ({ resourceId, vmId }) => {
     const match = SCALE_SET_VM.exec(resourceId);
@@ -33,7 +36,9 @@ export function azureInstanceIdentity(options: AzureProviderOptions, cluster: ()
       if (set.tags?.[TAG_UID] !== uid) return undefined;
       const vm = await api.compute.virtualMachineScaleSetVMs.get(resourceGroup, scaleSet, instanceId);
       if (!vm.vmId || vm.vmId.toLowerCase() !== vmId.toLowerCase()) return undefined;
-      const member = (await listScaleSetMembers(api, resourceGroup, scaleSet)).find((m) => m.id.toLowerCase() === resourceId.toLowerCase());
+      const member = (await listScaleSetMembers(api, resourceGroup, scaleSet)).find(
+        (m) => m.id.toLowerCase() === resourceId.toLowerCase(),
+      );
       const role = set.tags?.[TAG_ROLE];
       const identity: AttestedInstance = {
         name: vm.osProfile?.computerName ?? member?.computerName ?? vm.name ?? instanceId,

@@ -40,7 +40,9 @@ export class AzureInstances {
 
   async listInstances(ctx: ProviderContext): Promise<Instance[]> {
     const sets = await this.scaleSets(ctx);
-    const lists = await Promise.all(sets.map(async (set) => (await this.membersOf(set)).map((m) => toInstance(m, set))));
+    const lists = await Promise.all(
+      sets.map(async (set) => (await this.membersOf(set)).map((m) => toInstance(m, set))),
+    );
     return lists.flat();
   }
 
@@ -50,19 +52,22 @@ export class AzureInstances {
     const set = match && (await this.scaleSets(ctx)).find((s) => s.id.toLowerCase() === match[1].toLowerCase());
     if (!match || !set) {
       throw new UserError(`"${id}" is not a VM of this cluster's scale sets.`, {
-        hint: '`constellation status` lists the cluster\'s instances and their ids.',
+        hint: "`constellation status` lists the cluster's instances and their ids.",
       });
     }
     return { set, instanceId: match[2] };
   }
 
   async scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
-    if (!Number.isInteger(count) || count < 0) throw new UserError(`Cannot scale node group ${nodeGroup} to ${count}: use a whole number >= 0.`);
+    if (!Number.isInteger(count) || count < 0)
+      throw new UserError(`Cannot scale node group ${nodeGroup} to ${count}: use a whole number >= 0.`);
     const sets = await this.scaleSets(ctx);
     const set = sets.find((s) => (s.data as RecordData | undefined)?.nodeGroup === nodeGroup);
     if (!set) {
       const known = sets.map((s) => (s.data as RecordData | undefined)?.nodeGroup).join(', ');
-      throw new UserError(`Node group "${nodeGroup}" is not part of this cluster.`, { hint: `Node groups: ${known || 'none'}.` });
+      throw new UserError(`Node group "${nodeGroup}" is not part of this cluster.`, {
+        hint: `Node groups: ${known || 'none'}.`,
+      });
     }
     await this.setCapacity(set, count, ctx);
   }
@@ -72,7 +77,12 @@ export class AzureInstances {
     ctx.progress?.(`scaling ${name} to ${capacity}`);
     try {
       const { compute } = await this.clients(subscription);
-      await compute.virtualMachineScaleSets.update(resourceGroup, name, { sku: { capacity } }, lroOptions(this.options, ctx.signal));
+      await compute.virtualMachineScaleSets.update(
+        resourceGroup,
+        name,
+        { sku: { capacity } },
+        lroOptions(this.options, ctx.signal),
+      );
     } catch (err) {
       throw toUserError(err, `scaling scale set ${name}`);
     }
@@ -93,10 +103,18 @@ export class AzureInstances {
     } catch (err) {
       throw toUserError(err, `reading scale set ${name}`);
     }
-    if (this.options.image && imageOf(model.virtualMachineProfile?.storageProfile?.imageReference) !== this.options.image) {
+    if (
+      this.options.image &&
+      imageOf(model.virtualMachineProfile?.storageProfile?.imageReference) !== this.options.image
+    ) {
       ctx.progress?.(`setting the image of ${name} to ${this.options.image}`);
       try {
-        await compute.virtualMachineScaleSets.update(resourceGroup, name, { virtualMachineProfile: { storageProfile: { imageReference: imageReference(this.options.image) } } }, lroOptions(this.options, ctx.signal));
+        await compute.virtualMachineScaleSets.update(
+          resourceGroup,
+          name,
+          { virtualMachineProfile: { storageProfile: { imageReference: imageReference(this.options.image) } } },
+          lroOptions(this.options, ctx.signal),
+        );
       } catch (err) {
         throw toUserError(err, `setting the image of scale set ${name}`);
       }
@@ -104,7 +122,10 @@ export class AzureInstances {
     const before = new Set((await this.membersOf(set)).map((m) => m.id.toLowerCase()));
     await this.setCapacity(set, (model.sku?.capacity ?? before.size) + 1, ctx);
     const added = (await this.membersOf(set)).find((m) => !before.has(m.id.toLowerCase()));
-    if (!added) throw new UserError(`Scale set ${name} did not add a VM.`, { hint: 'Check the scale set in the Azure portal; `constellation status` shows the nodes.' });
+    if (!added)
+      throw new UserError(`Scale set ${name} did not add a VM.`, {
+        hint: 'Check the scale set in the Azure portal; `constellation status` shows the nodes.',
+      });
     return toInstance(added, set);
   }
 
@@ -115,7 +136,12 @@ export class AzureInstances {
     ctx.progress?.(`deleting VM ${instanceId} of ${name}`);
     try {
       const { compute } = await this.clients(subscription);
-      await compute.virtualMachineScaleSetVMs.delete(resourceGroup, name, instanceId, lroOptions(this.options, ctx.signal));
+      await compute.virtualMachineScaleSetVMs.delete(
+        resourceGroup,
+        name,
+        instanceId,
+        lroOptions(this.options, ctx.signal),
+      );
     } catch (err) {
       if (!isNotFound(err)) throw toUserError(err, `deleting VM ${instanceId} of scale set ${name}`);
     }
@@ -132,17 +158,35 @@ export class AzureInstances {
     let vm: VirtualMachineScaleSetVM;
     let model: VirtualMachineScaleSet;
     try {
-      [vm, model] = await Promise.all([compute.virtualMachineScaleSetVMs.get(resourceGroup, name, instanceId), compute.virtualMachineScaleSets.get(resourceGroup, name)]);
+      [vm, model] = await Promise.all([
+        compute.virtualMachineScaleSetVMs.get(resourceGroup, name, instanceId),
+        compute.virtualMachineScaleSets.get(resourceGroup, name),
+      ]);
     } catch (err) {
       if (isNotFound(err)) return;
       throw toUserError(err, `reading VM ${instanceId} of scale set ${name}`);
     }
-    const current = vm.networkProfileConfiguration?.networkInterfaceConfigurations ?? model.virtualMachineProfile?.networkProfile?.networkInterfaceConfigurations ?? [];
-    if (!current.some((nic) => nic.ipConfigurations?.some((ip) => (ip.loadBalancerBackendAddressPools ?? []).length > 0))) return;
-    const drained = current.map((nic) => ({ ...nic, ipConfigurations: (nic.ipConfigurations ?? []).map((ip) => ({ ...ip, loadBalancerBackendAddressPools: [] })) }));
+    const current =
+      vm.networkProfileConfiguration?.networkInterfaceConfigurations ??
+      model.virtualMachineProfile?.networkProfile?.networkInterfaceConfigurations ??
+      [];
+    if (
+      !current.some((nic) => nic.ipConfigurations?.some((ip) => (ip.loadBalancerBackendAddressPools ?? []).length > 0))
+    )
+      return;
+    const drained = current.map((nic) => ({
+      ...nic,
+      ipConfigurations: (nic.ipConfigurations ?? []).map((ip) => ({ ...ip, loadBalancerBackendAddressPools: [] })),
+    }));
     ctx.progress?.(`taking VM ${instanceId} of ${name} out of the load balancer`);
     try {
-      await compute.virtualMachineScaleSetVMs.update(resourceGroup, name, instanceId, { location: vm.location, networkProfileConfiguration: { networkInterfaceConfigurations: drained } }, lroOptions(this.options, ctx.signal));
+      await compute.virtualMachineScaleSetVMs.update(
+        resourceGroup,
+        name,
+        instanceId,
+        { location: vm.location, networkProfileConfiguration: { networkInterfaceConfigurations: drained } },
+        lroOptions(this.options, ctx.signal),
+      );
     } catch (err) {
       throw toUserError(err, `taking VM ${instanceId} of scale set ${name} out of the load balancer`);
     }
@@ -157,7 +201,12 @@ export class AzureInstances {
         const { tags = {} } = await compute.virtualMachineScaleSets.get(resourceGroup, name);
         if (!(TAG_INIT_SECRET_HASH in tags)) continue;
         const { [TAG_INIT_SECRET_HASH]: _, ...rest } = tags;
-        await compute.virtualMachineScaleSets.update(resourceGroup, name, { tags: rest }, lroOptions(this.options, ctx.signal));
+        await compute.virtualMachineScaleSets.update(
+          resourceGroup,
+          name,
+          { tags: rest },
+          lroOptions(this.options, ctx.signal),
+        );
       } catch (err) {
         throw toUserError(err, `removing the init-secret hash from scale set ${name}`);
       }
@@ -168,7 +217,10 @@ export class AzureInstances {
   private async vmId(idOrName: string, ctx: ProviderContext): Promise<string> {
     if (idOrName.includes('/virtualMachines/')) return idOrName;
     const found = (await this.listInstances(ctx)).find((i) => i.name === idOrName);
-    if (!found) throw new UserError(`This cluster has no instance named ${idOrName}.`, { hint: '`constellation status` lists the cluster\'s instances.' });
+    if (!found)
+      throw new UserError(`This cluster has no instance named ${idOrName}.`, {
+        hint: "`constellation status` lists the cluster's instances.",
+      });
     return found.id;
   }
 
@@ -177,7 +229,9 @@ export class AzureInstances {
     const set = sets.find((s) => (s.data as RecordData | undefined)?.nodeGroup === nodeGroup);
     if (!set) {
       const known = sets.map((s) => (s.data as RecordData | undefined)?.nodeGroup).join(', ');
-      throw new UserError(`Node group "${nodeGroup}" is not part of this cluster.`, { hint: `Node groups: ${known || 'none'}.` });
+      throw new UserError(`Node group "${nodeGroup}" is not part of this cluster.`, {
+        hint: `Node groups: ${known || 'none'}.`,
+      });
     }
     return set;
   }

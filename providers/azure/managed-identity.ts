@@ -31,20 +31,36 @@ export class ImdsManagedIdentityCredential implements TokenCredential {
     const url = `${this.imdsEndpoint}/metadata/identity/oauth2/token?api-version=${IMDS_TOKEN_API_VERSION}&resource=${encodeURIComponent(resource)}`;
     let response: Response;
     try {
-      response = await fetch(url, { headers: { Metadata: 'true' }, signal: (options?.abortSignal as AbortSignal | undefined) ?? AbortSignal.timeout(10_000) });
+      response = await fetch(url, {
+        headers: { Metadata: 'true' },
+        signal: (options?.abortSignal as AbortSignal | undefined) ?? AbortSignal.timeout(10_000),
+      });
     } catch (err) {
-      throw new UserError(`The Azure instance metadata service (${this.imdsEndpoint}) gave no managed-identity token: ${(err as Error).message}`, {
-        hint: 'Nodes authenticate as their VM\'s managed identity, which only works on an Azure VM.',
-        cause: err,
-      });
+      throw new UserError(
+        `The Azure instance metadata service (${this.imdsEndpoint}) gave no managed-identity token: ${(err as Error).message}`,
+        {
+          hint: "Nodes authenticate as their VM's managed identity, which only works on an Azure VM.",
+          cause: err,
+        },
+      );
     }
-    const body = (await response.json().catch(() => ({}))) as { access_token?: string; expires_on?: string | number; error_description?: string };
+    const body = (await response.json().catch(() => ({}))) as {
+      access_token?: string;
+      expires_on?: string | number;
+      error_description?: string;
+    };
     if (!response.ok || !body.access_token) {
-      throw new UserError(`The Azure instance metadata service refused a managed-identity token for ${resource}: ${response.status} ${body.error_description ?? response.statusText}.`, {
-        hint: 'The scale set must carry the user-assigned identity of provider.azure.userAssignedIdentity (`constellation iam create azure`); `constellation create` assigns it.',
-      });
+      throw new UserError(
+        `The Azure instance metadata service refused a managed-identity token for ${resource}: ${response.status} ${body.error_description ?? response.statusText}.`,
+        {
+          hint: 'The scale set must carry the user-assigned identity of provider.azure.userAssignedIdentity (`constellation iam create azure`); `constellation create` assigns it.',
+        },
+      );
     }
-    const token = { token: body.access_token, expiresOnTimestamp: Number(body.expires_on ?? 0) * 1000 || this.now() + 3600_000 };
+    const token = {
+      token: body.access_token,
+      expiresOnTimestamp: Number(body.expires_on ?? 0) * 1000 || this.now() + 3600_000,
+    };
     this.cache.set(resource, token);
     return token;
   }
@@ -52,5 +68,7 @@ export class ImdsManagedIdentityCredential implements TokenCredential {
 
 /** The node side's options: the given credential (tests), else the VM's managed identity from IMDS. */
 export function nodeCredentialOptions(options: AzureProviderOptions): AzureProviderOptions {
-  return options.credential ? options : { ...options, credential: new ImdsManagedIdentityCredential(options.imdsEndpoint ?? IMDS_ENDPOINT) };
+  return options.credential
+    ? options
+    : { ...options, credential: new ImdsManagedIdentityCredential(options.imdsEndpoint ?? IMDS_ENDPOINT) };
 }

@@ -54,12 +54,16 @@ export class AzureNodeMetadata implements NodeMetadata {
       try {
         response = await fetch(url, { headers: { Metadata: 'true' }, signal: AbortSignal.timeout(10_000) });
       } catch (err) {
-        throw new UserError(`The Azure instance metadata service (${url}) is not reachable: ${(err as Error).message}`, {
-          hint: 'The node-side Azure provider only works on an Azure VM.',
-          cause: err,
-        });
+        throw new UserError(
+          `The Azure instance metadata service (${url}) is not reachable: ${(err as Error).message}`,
+          {
+            hint: 'The node-side Azure provider only works on an Azure VM.',
+            cause: err,
+          },
+        );
       }
-      if (!response.ok) throw new UserError(`The Azure instance metadata service answered ${response.status} ${response.statusText}.`);
+      if (!response.ok)
+        throw new UserError(`The Azure instance metadata service answered ${response.status} ${response.statusText}.`);
       return (await response.json()) as ImdsInstance;
     })();
     this.instance.catch(() => (this.instance = undefined));
@@ -107,7 +111,9 @@ export class AzureNodeMetadata implements NodeMetadata {
     const { resourceGroupName } = (await this.imds()).compute;
     const clients = await this.clients();
     try {
-      const sets = (await collect(clients.compute.virtualMachineScaleSets.list(resourceGroupName))).filter((s) => s.tags?.[TAG_UID] === uid);
+      const sets = (await collect(clients.compute.virtualMachineScaleSets.list(resourceGroupName))).filter(
+        (s) => s.tags?.[TAG_UID] === uid,
+      );
       const perSet = await Promise.all(
         sets.map(async (set) =>
           (await listScaleSetMembers(clients, resourceGroupName, set.name!)).map((m) => ({
@@ -120,7 +126,7 @@ export class AzureNodeMetadata implements NodeMetadata {
       );
       return perSet.flat();
     } catch (err) {
-      throw toUserError(err, 'listing the cluster\'s VMs');
+      throw toUserError(err, "listing the cluster's VMs");
     }
   }
 
@@ -147,11 +153,14 @@ export class AzureNodeMetadata implements NodeMetadata {
     const clients = await this.clients();
     let nsg: string | undefined;
     try {
-      nsg = (await collect(clients.network.networkSecurityGroups.list(resourceGroupName))).find((g) => g.tags?.[TAG_UID] === uid)?.name;
+      nsg = (await collect(clients.network.networkSecurityGroups.list(resourceGroupName))).find(
+        (g) => g.tags?.[TAG_UID] === uid,
+      )?.name;
     } catch (err) {
       throw toUserError(err, 'looking up the network security group');
     }
-    if (!nsg) throw new UserError(`No network security group with ${TAG_UID}=${uid} in resource group ${resourceGroupName}.`);
+    if (!nsg)
+      throw new UserError(`No network security group with ${TAG_UID}=${uid} in resource group ${resourceGroupName}.`);
     return { cloud: 'azure', subscriptionId, resourceGroup: resourceGroupName, location, securityGroupName: nsg };
   }
 
@@ -160,7 +169,9 @@ export class AzureNodeMetadata implements NodeMetadata {
     const { resourceGroupName } = (await this.imds()).compute;
     const clients = await this.clients();
     try {
-      const lbs = (await collect(clients.network.loadBalancers.list(resourceGroupName))).filter((lb) => lb.tags?.[TAG_UID] === uid);
+      const lbs = (await collect(clients.network.loadBalancers.list(resourceGroupName))).filter(
+        (lb) => lb.tags?.[TAG_UID] === uid,
+      );
       const ipId = lbs[0]?.frontendIPConfigurations?.[0]?.publicIPAddress?.id;
       if (!ipId) throw new UserError(`No load balancer with ${TAG_UID}=${uid} in resource group ${resourceGroupName}.`);
       const { resourceGroup, name } = parseResourceId(ipId);

@@ -11,7 +11,12 @@
  * service on this node resolves in ARM (./instance-identity.ts) to tell a control plane from a worker.
  * At start the node reports Ready to Azure's wire server (./wire-server.ts): no guest agent runs.
  */
-import { AZURE_AK_CERT_INDEX, AZURE_AK_HANDLE, AZURE_HCL_REPORT_INDEX, parseHclReport } from '../../lib/attestation/cloud-evidence.js';
+import {
+  AZURE_AK_CERT_INDEX,
+  AZURE_AK_HANDLE,
+  AZURE_HCL_REPORT_INDEX,
+  parseHclReport,
+} from '../../lib/attestation/cloud-evidence.js';
 import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
 import { UserError } from '../../lib/errors.js';
 import type { TpmClient } from '../../lib/tpm/client.js';
@@ -33,16 +38,22 @@ export async function azureTdQuote(imdsEndpoint: string, tdReport: Uint8Array): 
     body: JSON.stringify({ report: Buffer.from(tdReport).toString('base64url') }),
     signal: AbortSignal.timeout(30_000),
   });
-  if (!response.ok) throw new UserError(`Azure IMDS refused to quote the TD report: ${response.status} ${response.statusText}.`);
+  if (!response.ok)
+    throw new UserError(`Azure IMDS refused to quote the TD report: ${response.status} ${response.statusText}.`);
   const { quote } = (await response.json()) as { quote?: string };
   if (!quote) throw new UserError('Azure IMDS answered no quote for the TD report.');
   return new Uint8Array(Buffer.from(quote, 'base64url'));
 }
 
 /** The VCEK and its chain from IMDS's THIM service; undefined when it does not answer (verifiers then ask AMD's KDS). */
-export async function azureThimCertificates(imdsEndpoint: string): Promise<{ vcek: string; certChain: string } | undefined> {
+export async function azureThimCertificates(
+  imdsEndpoint: string,
+): Promise<{ vcek: string; certChain: string } | undefined> {
   try {
-    const response = await fetch(`${imdsEndpoint}/metadata/THIM/amd/certification`, { headers: { Metadata: 'true' }, signal: AbortSignal.timeout(10_000) });
+    const response = await fetch(`${imdsEndpoint}/metadata/THIM/amd/certification`, {
+      headers: { Metadata: 'true' },
+      signal: AbortSignal.timeout(10_000),
+    });
     if (!response.ok) return undefined;
     const { vcekCert, certificateChain } = (await response.json()) as { vcekCert?: string; certificateChain?: string };
     return vcekCert && certificateChain ? { vcek: vcekCert, certChain: certificateChain } : undefined;
@@ -54,7 +65,7 @@ export async function azureThimCertificates(imdsEndpoint: string): Promise<{ vce
 /** A DER certificate read from an NV index that may be padded after it. */
 function derPrefix(bytes: Uint8Array): Uint8Array {
   const b = Buffer.from(bytes);
-  if (b[0] !== 0x30) throw new UserError('The vTPM\'s AK certificate NV index holds no DER certificate.');
+  if (b[0] !== 0x30) throw new UserError("The vTPM's AK certificate NV index holds no DER certificate.");
   const first = b[1];
   const len = first < 0x80 ? first : b.subarray(2, 2 + (first & 0x7f)).reduce((acc, x) => acc * 256 + x, 0);
   const header = first < 0x80 ? 2 : 2 + (first & 0x7f);
@@ -69,13 +80,25 @@ export async function azureNodePlatform(options: NodePlatformOptions): Promise<N
   const instanceInfo = (tpm: TpmClient) => async () => {
     // The VM as IMDS names it, covered by the quote: a join service names the instance from it (./instance-identity.ts).
     const identity = await metadata.vmIdentity();
-    if (variant === 'azure-trustedlaunch') return jsonBytes({ akCert: b64(derPrefix(await tpm.nvRead(AZURE_AK_CERT_INDEX))), identity });
+    if (variant === 'azure-trustedlaunch')
+      return jsonBytes({ akCert: b64(derPrefix(await tpm.nvRead(AZURE_AK_CERT_INDEX))), identity });
     const hcl = parseHclReport(await tpm.nvRead(AZURE_HCL_REPORT_INDEX));
     const expected = variant === 'azure-sev-snp' ? 'snp' : 'tdx';
-    if (hcl.kind !== expected) throw new UserError(`The vTPM's HCL report holds a ${hcl.kind} report, but the node attests as ${variant}.`);
+    if (hcl.kind !== expected)
+      throw new UserError(`The vTPM's HCL report holds a ${hcl.kind} report, but the node attests as ${variant}.`);
     const imds = providerOptions.imdsEndpoint ?? IMDS_ENDPOINT;
-    if (hcl.kind === 'tdx') return jsonBytes({ attestationReport: b64(await azureTdQuote(imds, hcl.teeReport)), runtimeData: b64(hcl.runtimeData), identity });
-    return jsonBytes({ attestationReport: b64(hcl.teeReport), runtimeData: b64(hcl.runtimeData), ...(await azureThimCertificates(imds)), identity });
+    if (hcl.kind === 'tdx')
+      return jsonBytes({
+        attestationReport: b64(await azureTdQuote(imds, hcl.teeReport)),
+        runtimeData: b64(hcl.runtimeData),
+        identity,
+      });
+    return jsonBytes({
+      attestationReport: b64(hcl.teeReport),
+      runtimeData: b64(hcl.runtimeData),
+      ...(await azureThimCertificates(imds)),
+      identity,
+    });
   };
   let ready: Promise<void> | undefined;
   return {
@@ -92,7 +115,10 @@ export async function azureNodePlatform(options: NodePlatformOptions): Promise<N
     },
     async validatorDeps() {
       const { azureInstanceIdentity } = await import('./instance-identity.js');
-      return { ...kdsDeps(base.nodeDir), azureInstanceIdentity: azureInstanceIdentity(nodeCredentialOptions(providerOptions), () => metadata.cluster()) };
+      return {
+        ...kdsDeps(base.nodeDir),
+        azureInstanceIdentity: azureInstanceIdentity(nodeCredentialOptions(providerOptions), () => metadata.cluster()),
+      };
     },
     cloudController: () => metadata.cloudControllerValues(),
   };

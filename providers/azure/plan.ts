@@ -12,7 +12,13 @@
  * re-run PUTs the same resources again (ARM PUT is idempotent) instead of making new ones.
  */
 import type { VirtualMachineScaleSet } from '@azure/arm-compute';
-import type { LoadBalancer, NatGateway, NetworkSecurityGroup, PublicIPAddress, VirtualNetwork } from '@azure/arm-network';
+import type {
+  LoadBalancer,
+  NatGateway,
+  NetworkSecurityGroup,
+  PublicIPAddress,
+  VirtualNetwork,
+} from '@azure/arm-network';
 import type { CreateRequest, NodeGroupSpec, NodeRole } from '../contract.js';
 import { UserError } from '../../lib/errors.js';
 import { assertInstanceType, securitySettings } from './confidential.js';
@@ -98,7 +104,12 @@ export function resourceGroupId(subscription: string, resourceGroup: string): st
   return `/subscriptions/${subscription}/resourceGroups/${resourceGroup}`;
 }
 
-export function resourceId(subscription: string, resourceGroup: string, kind: keyof typeof PROVIDER_PATHS, name: string): string {
+export function resourceId(
+  subscription: string,
+  resourceGroup: string,
+  kind: keyof typeof PROVIDER_PATHS,
+  name: string,
+): string {
   return `${resourceGroupId(subscription, resourceGroup)}/providers/${PROVIDER_PATHS[kind]}/${name}`;
 }
 
@@ -109,7 +120,12 @@ export function kindOfType(type: string): AzureResourceKind | undefined {
 }
 
 /** Parts of an ARM id: /subscriptions/{s}/resourceGroups/{rg}/providers/{ns}/{type}/{name}[/{child}/{childName}]. */
-export function parseResourceId(id: string): { subscription: string; resourceGroup: string; name: string; segments: string[] } {
+export function parseResourceId(id: string): {
+  subscription: string;
+  resourceGroup: string;
+  name: string;
+  segments: string[];
+} {
   const segments = id.split('/').filter(Boolean);
   const at = (key: string) => {
     const i = segments.findIndex((s) => s.toLowerCase() === key.toLowerCase());
@@ -125,9 +141,10 @@ function requireString(section: Record<string, unknown>, key: string): string {
   const value = section[key];
   if (typeof value !== 'string' || value.trim() === '') {
     throw new UserError(`provider.azure.${key} is not set in the config.`, {
-      hint: key === 'userAssignedIdentity' || key === 'resourceGroup'
-        ? 'Run `constellation iam create azure --update-config` to make the identity and resource group and fill them in.'
-        : `Set provider.azure.${key} in constellation-conf.yaml.`,
+      hint:
+        key === 'userAssignedIdentity' || key === 'resourceGroup'
+          ? 'Run `constellation iam create azure --update-config` to make the identity and resource group and fill them in.'
+          : `Set provider.azure.${key} in constellation-conf.yaml.`,
     });
   }
   return value.trim();
@@ -142,7 +159,9 @@ export function parseAzureConfig(section: Record<string, unknown>): AzureConfig 
     tenant: typeof section.tenant === 'string' ? section.tenant : undefined,
     location: requireString(section, 'location'),
     resourceGroup,
-    userAssignedIdentity: identity.startsWith('/') ? identity : resourceId(subscription, resourceGroup, 'azure:user-assigned-identity', identity),
+    userAssignedIdentity: identity.startsWith('/')
+      ? identity
+      : resourceId(subscription, resourceGroup, 'azure:user-assigned-identity', identity),
     deployCSIDriver: section.deployCSIDriver === true,
     secureBoot: section.secureBoot === true,
   };
@@ -150,7 +169,12 @@ export function parseAzureConfig(section: Record<string, unknown>): AzureConfig 
 
 /** Lowercase letters, digits and dashes, as every Azure resource and host name accepts. */
 function dnsSafe(value: string, max: number): string {
-  return value.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '').slice(0, max).replace(/-+$/, '');
+  return value
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '')
+    .slice(0, max)
+    .replace(/-+$/, '');
 }
 
 /** The prefix of every resource name: cluster name and uid. */
@@ -158,7 +182,11 @@ export function baseName(request: Pick<CreateRequest, 'name' | 'uid'>): string {
   return `${dnsSafe(request.name, 24) || 'constell'}-${dnsSafe(request.uid, 16)}`;
 }
 
-export function imageReference(image: string): { id?: string; communityGalleryImageId?: string; sharedGalleryImageId?: string } {
+export function imageReference(image: string): {
+  id?: string;
+  communityGalleryImageId?: string;
+  sharedGalleryImageId?: string;
+} {
   if (/^\/CommunityGalleries\//i.test(image)) return { communityGalleryImageId: image };
   if (/^\/SharedGalleries\//i.test(image)) return { sharedGalleryImageId: image };
   if (image.startsWith('/subscriptions/')) return { id: image };
@@ -207,15 +235,35 @@ export function planResources(request: CreateRequest, config: AzureConfig): Plan
       dependsOn: [],
       body: { location, tags },
     },
-    { key: 'public-ip:lb', kind: 'azure:public-ip', name: names.lbIp, id: id('azure:public-ip', names.lbIp), dependsOn: ['resource-group'], body: standardIp() },
-    { key: 'public-ip:nat', kind: 'azure:public-ip', name: names.natIp, id: id('azure:public-ip', names.natIp), dependsOn: ['resource-group'], body: standardIp() },
+    {
+      key: 'public-ip:lb',
+      kind: 'azure:public-ip',
+      name: names.lbIp,
+      id: id('azure:public-ip', names.lbIp),
+      dependsOn: ['resource-group'],
+      body: standardIp(),
+    },
+    {
+      key: 'public-ip:nat',
+      kind: 'azure:public-ip',
+      name: names.natIp,
+      id: id('azure:public-ip', names.natIp),
+      dependsOn: ['resource-group'],
+      body: standardIp(),
+    },
     {
       key: 'nat-gateway',
       kind: 'azure:nat-gateway',
       name: names.nat,
       id: id('azure:nat-gateway', names.nat),
       dependsOn: ['public-ip:nat'],
-      body: { location, tags, sku: { name: 'Standard' }, idleTimeoutInMinutes: 10, publicIpAddresses: [{ id: id('azure:public-ip', names.natIp) }] },
+      body: {
+        location,
+        tags,
+        sku: { name: 'Standard' },
+        idleTimeoutInMinutes: 10,
+        publicIpAddresses: [{ id: id('azure:public-ip', names.natIp) }],
+      },
     },
     {
       key: 'network-security-group',
@@ -271,7 +319,13 @@ export function planResources(request: CreateRequest, config: AzureConfig): Plan
         sku: { name: 'Standard', tier: 'Regional' },
         frontendIPConfigurations: [{ name: FRONTEND_NAME, publicIPAddress: { id: id('azure:public-ip', names.lbIp) } }],
         backendAddressPools: [{ name: BACKEND_POOL_NAME }],
-        probes: CLUSTER_PORTS.map(({ name, port, probe }) => ({ name: `probe-${name}`, ...probe, port, intervalInSeconds: 5, numberOfProbes: 2 })),
+        probes: CLUSTER_PORTS.map(({ name, port, probe }) => ({
+          name: `probe-${name}`,
+          ...probe,
+          port,
+          intervalInSeconds: 5,
+          numberOfProbes: 2,
+        })),
         loadBalancingRules: CLUSTER_PORTS.map(({ name, port }) => ({
           name: `rule-${name}`,
           protocol: 'Tcp',
@@ -297,7 +351,8 @@ export function planResources(request: CreateRequest, config: AzureConfig): Plan
       nodeGroup: group.name,
       role: group.role,
       dependsOn: ['vnet', 'load-balancer'],
-      body: (sshPublicKey) => scaleSetBody({ request, config, group, name, tags, security, image, subnetId, backendPoolId, sshPublicKey }),
+      body: (sshPublicKey) =>
+        scaleSetBody({ request, config, group, name, tags, security, image, subnetId, backendPoolId, sshPublicKey }),
     });
   }
   return plan;
@@ -353,7 +408,9 @@ function scaleSetBody(p: {
           caching: 'ReadWrite',
           managedDisk: {
             storageAccountType: 'Premium_LRS',
-            ...(security.securityEncryptionType ? { securityProfile: { securityEncryptionType: security.securityEncryptionType } } : {}),
+            ...(security.securityEncryptionType
+              ? { securityProfile: { securityEncryptionType: security.securityEncryptionType } }
+              : {}),
           },
         },
         dataDisks: [

@@ -70,6 +70,8 @@ export async function collect<T>(iterable: AsyncIterable<T>): Promise<T[]> {
 }
 
 /** The config's form of an image reference (the inverse of plan.ts imageReference). */
-export function imageOf(ref: { id?: string; communityGalleryImageId?: string; sharedGalleryImageId?: string } | undefined): string | undefined {
+export function imageOf(
+  ref: { id?: string; communityGalleryImageId?: string; sharedGalleryImageId?: string } | undefined,
+): string | undefined {
   return ref?.communityGalleryImageId ?? ref?.sharedGalleryImageId ?? ref?.id ?? undefined;
 }

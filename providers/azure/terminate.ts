@@ -35,13 +35,19 @@ export class AzureTerminate {
   }
 
   /** Resources in the cluster's resource group that carry its uid tag but are not in the journal. */
-  private async taggedExtras(clients: AzureClients, resourceGroup: string, recorded: RecordedResource[]): Promise<RecordedResource[]> {
+  private async taggedExtras(
+    clients: AzureClients,
+    resourceGroup: string,
+    recorded: RecordedResource[],
+  ): Promise<RecordedResource[]> {
     const uid = recorded.map((r) => (r.data as RecordData | undefined)?.uid).find(Boolean);
     if (!uid) return [];
     const known = new Set(recorded.map((r) => r.id.toLowerCase()));
     try {
       const tagged = await collect(
-        clients.resources.resources.listByResourceGroup(resourceGroup, { filter: `tagName eq '${TAG_UID}' and tagValue eq '${uid}'` }),
+        clients.resources.resources.listByResourceGroup(resourceGroup, {
+          filter: `tagName eq '${TAG_UID}' and tagValue eq '${uid}'`,
+        }),
       );
       return tagged.flatMap((r) => {
         const kind = r.type ? kindOfType(r.type) : undefined;

@@ -20,32 +20,47 @@ function element(xml: string, name: string): string | undefined {
 }
 
 /** Reports Ready for this VM's current goal state; retried a few times (the wire server may answer late at boot). */
-export async function reportReady(endpoint = WIRE_SERVER_ENDPOINT, options: { attempts?: number; delayMs?: number } = {}): Promise<void> {
+export async function reportReady(
+  endpoint = WIRE_SERVER_ENDPOINT,
+  options: { attempts?: number; delayMs?: number } = {},
+): Promise<void> {
   const base = endpoint.replace(/\/$/, '');
   const attempts = options.attempts ?? 10;
   for (let attempt = 1; ; attempt++) {
     try {
-      const goal = await fetch(`${base}/machine/?comp=goalstate`, { headers: HEADERS, signal: AbortSignal.timeout(10_000) });
+      const goal = await fetch(`${base}/machine/?comp=goalstate`, {
+        headers: HEADERS,
+        signal: AbortSignal.timeout(10_000),
+      });
       const xml = await goal.text();
       if (!goal.ok) throw new Error(`goal state: ${goal.status} ${xml.slice(0, 200)}`);
       const incarnation = element(xml, 'Incarnation');
       const containerId = element(xml, 'ContainerId');
       const instanceId = element(xml, 'InstanceId');
-      if (!incarnation || !containerId || !instanceId) throw new Error('the goal state names no incarnation, container or instance');
+      if (!incarnation || !containerId || !instanceId)
+        throw new Error('the goal state names no incarnation, container or instance');
       const body =
         '<?xml version="1.0" encoding="utf-8"?>' +
         '<Health xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance" xmlns:xsd="http://www.w3.org/2001/XMLSchema">' +
         `<GoalStateIncarnation>${incarnation}</GoalStateIncarnation><Container><ContainerId>${containerId}</ContainerId>` +
         `<RoleInstanceList><Role><InstanceId>${instanceId}</InstanceId><Health><State>Ready</State></Health></Role></RoleInstanceList></Container></Health>`;
-      const health = await fetch(`${base}/machine/?comp=health`, { method: 'POST', headers: { ...HEADERS, 'content-type': 'text/xml;charset=utf-8' }, body, signal: AbortSignal.timeout(10_000) });
+      const health = await fetch(`${base}/machine/?comp=health`, {
+        method: 'POST',
+        headers: { ...HEADERS, 'content-type': 'text/xml;charset=utf-8' },
+        body,
+        signal: AbortSignal.timeout(10_000),
+      });
       if (!health.ok) throw new Error(`health report: ${health.status} ${(await health.text()).slice(0, 200)}`);
       return;
     } catch (err) {
       if (attempt >= attempts) {
-        throw new UserError(`Telling Azure that this VM is ready failed (wire server ${base}): ${(err as Error).message}`, {
-          hint: 'Azure keeps the VM Creating until it hears Ready; check that the VM reaches 168.63.129.16.',
-          cause: err,
-        });
+        throw new UserError(
+          `Telling Azure that this VM is ready failed (wire server ${base}): ${(err as Error).message}`,
+          {
+            hint: 'Azure keeps the VM Creating until it hears Ready; check that the VM reaches 168.63.129.16.',
+            cause: err,
+          },
+        );
       }
       await new Promise((r) => setTimeout(r, options.delayMs ?? 1000));
     }

@@ -43,12 +43,13 @@ export interface ReverseDeleteOptions {
  * delete failed, `failures` all of them) after the deletes still running have finished; what is not deleted stays
  * in the journal.
  */
-export async function deleteInReverseDependencyOrder(resources: readonly RecordedResource[], o: ReverseDeleteOptions): Promise<void> {
+export async function deleteInReverseDependencyOrder(
+  resources: readonly RecordedResource[],
+  o: ReverseDeleteOptions,
+): Promise<void> {
   const tasks: Task[] = resources.map((r) => ({
     id: r.id,
-    deps: resources
-      .filter((x) => x !== r && (x.dependsOn?.includes(r.id) || o.deleteBefore?.(x, r)))
-      .map((x) => x.id),
+    deps: resources.filter((x) => x !== r && (x.dependsOn?.includes(r.id) || o.deleteBefore?.(x, r))).map((x) => x.id),
     run: async () => {
       o.progress?.(`deleting ${o.describe?.(r) ?? r.name ?? r.id}`);
       await withInUseRetries(r, o, () => o.deleteOne(r));

@@ -18,16 +18,22 @@ export const CLOUD_NODE_DIR = '/var/lib/constellation';
 export const CLOUD_STATE_DIR = '/var/run/state';
 
 /** The node's identity from its cloud's metadata; a failure says the boot config names a cloud that does not answer. */
-export function cloudIdentity(cloud: string, metadata: NodeMetadata): () => Promise<{ name: string; ip: string; role: NodeRole }> {
+export function cloudIdentity(
+  cloud: string,
+  metadata: NodeMetadata,
+): () => Promise<{ name: string; ip: string; role: NodeRole }> {
   return async () => {
     let self;
     try {
       self = await metadata.self();
     } catch (err) {
-      throw new UserError(`The boot config says this node runs on ${cloud}, but ${cloud}'s metadata service does not confirm it: ${(err as Error).message}`, {
-        hint: 'Check constellation.csp on the kernel command line (or the image\'s boot config), and the VM\'s access to its metadata service.',
-        cause: err,
-      });
+      throw new UserError(
+        `The boot config says this node runs on ${cloud}, but ${cloud}'s metadata service does not confirm it: ${(err as Error).message}`,
+        {
+          hint: "Check constellation.csp on the kernel command line (or the image's boot config), and the VM's access to its metadata service.",
+          cause: err,
+        },
+      );
     }
     if (!self.vpcIp) throw new UserError(`${cloud}'s metadata service names no private IP address for this node.`);
     return { name: self.name, ip: self.vpcIp, role: self.role };
@@ -74,7 +80,11 @@ export function cloudPlatformBase(
     metadata: settings.metadata,
     identity: cloudIdentity(cloud, settings.metadata),
     tpmPath: options.paths?.tpm ?? CLOUD_TPM_DEVICE,
-    stateDisk: { kind: 'luks', device: options.paths?.stateDisk ?? settings.stateDisk, mountPoint: options.paths?.stateDir ?? CLOUD_STATE_DIR },
+    stateDisk: {
+      kind: 'luks',
+      device: options.paths?.stateDisk ?? settings.stateDisk,
+      mountPoint: options.paths?.stateDir ?? CLOUD_STATE_DIR,
+    },
     nodeDir: options.paths?.nodeDir ?? CLOUD_NODE_DIR,
     kubernetesBackend: 'kubeadm',
     imageVersion: options.imageVersion ?? 'unknown',

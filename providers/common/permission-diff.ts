@@ -5,7 +5,11 @@
 import type { IamPermissionChange } from '../contract.js';
 
 /** The change for `identity`, or undefined when it has exactly the wanted permissions (order does not matter). */
-export function permissionChange(identity: string, has: readonly string[], wants: readonly string[]): IamPermissionChange | undefined {
+export function permissionChange(
+  identity: string,
+  has: readonly string[],
+  wants: readonly string[],
+): IamPermissionChange | undefined {
   const present = new Set(has);
   const wanted = new Set(wants);
   const add = [...wanted].filter((p) => !present.has(p)).sort();

@@ -91,7 +91,8 @@ export function topologicalOrder<T extends TaskShape>(tasks: readonly T[]): T[] 
   const state = new Map<string, 'visiting' | 'done'>();
   const visit = (t: T, trail: string[]): void => {
     if (state.get(t.id) === 'done') return;
-    if (state.get(t.id) === 'visiting') throw new Error(`task graph: dependency cycle: ${[...trail, t.id].join(' -> ')}`);
+    if (state.get(t.id) === 'visiting')
+      throw new Error(`task graph: dependency cycle: ${[...trail, t.id].join(' -> ')}`);
     state.set(t.id, 'visiting');
     for (const dep of dependenciesOf(t)) {
       const d = byId.get(dep);
@@ -106,7 +107,10 @@ export function topologicalOrder<T extends TaskShape>(tasks: readonly T[]): T[] 
 }
 
 /** The longest chain of dependent tasks, by the given cost of each task (what no scheduling can beat). */
-export function criticalPath(tasks: readonly TaskShape[], cost: (id: string) => number): { length: number; path: string[] } {
+export function criticalPath(
+  tasks: readonly TaskShape[],
+  cost: (id: string) => number,
+): { length: number; path: string[] } {
   const longestTo = new Map<string, { length: number; path: string[] }>();
   let overall = { length: 0, path: [] as string[] };
   for (const t of topologicalOrder(tasks)) {
@@ -188,7 +192,10 @@ export async function runTaskGraph(tasks: readonly Task[], options: RunOptions =
  * runTaskGraph for callers that translate every task's error themselves: a failure rejects with the first failed
  * task's own error (an abort with the signal's reason) instead of a TaskGraphError.
  */
-export async function runTaskGraphRethrowingFirst(tasks: readonly Task[], options: RunOptions = {}): Promise<Map<string, unknown>> {
+export async function runTaskGraphRethrowingFirst(
+  tasks: readonly Task[],
+  options: RunOptions = {},
+): Promise<Map<string, unknown>> {
   try {
     return await runTaskGraph(tasks, options);
   } catch (err) {

@@ -51,21 +51,126 @@ interface KindSpec {
 }
 
 export const KINDS: Record<GcpKind, KindSpec> = {
-  network: { scope: 'global', collection: 'networks', client: 'NetworksClient', param: 'network', bodyParam: 'networkResource', label: 'network' },
-  subnetwork: { scope: 'region', collection: 'subnetworks', client: 'SubnetworksClient', param: 'subnetwork', bodyParam: 'subnetworkResource', label: 'subnetwork' },
-  router: { scope: 'region', collection: 'routers', client: 'RoutersClient', param: 'router', bodyParam: 'routerResource', label: 'router with Cloud NAT' },
-  firewall: { scope: 'global', collection: 'firewalls', client: 'FirewallsClient', param: 'firewall', bodyParam: 'firewallResource', label: 'firewall rule' },
-  globalAddress: { scope: 'global', collection: 'addresses', client: 'GlobalAddressesClient', param: 'address', bodyParam: 'addressResource', label: 'global IP address' },
-  healthCheck: { scope: 'global', collection: 'healthChecks', client: 'HealthChecksClient', param: 'healthCheck', bodyParam: 'healthCheckResource', label: 'health check' },
-  backendService: { scope: 'global', collection: 'backendServices', client: 'BackendServicesClient', param: 'backendService', bodyParam: 'backendServiceResource', label: 'backend service' },
-  targetTcpProxy: { scope: 'global', collection: 'targetTcpProxies', client: 'TargetTcpProxiesClient', param: 'targetTcpProxy', bodyParam: 'targetTcpProxyResource', label: 'target TCP proxy' },
-  globalForwardingRule: { scope: 'global', collection: 'forwardingRules', client: 'GlobalForwardingRulesClient', param: 'forwardingRule', bodyParam: 'forwardingRuleResource', label: 'global forwarding rule' },
-  instanceTemplate: { scope: 'global', collection: 'instanceTemplates', client: 'InstanceTemplatesClient', param: 'instanceTemplate', bodyParam: 'instanceTemplateResource', label: 'instance template' },
-  instanceGroupManager: { scope: 'zone', collection: 'instanceGroupManagers', client: 'InstanceGroupManagersClient', param: 'instanceGroupManager', bodyParam: 'instanceGroupManagerResource', label: 'managed instance group' },
-  address: { scope: 'region', collection: 'addresses', client: 'AddressesClient', param: 'address', bodyParam: 'addressResource', label: 'IP address' },
-  regionHealthCheck: { scope: 'region', collection: 'healthChecks', client: 'RegionHealthChecksClient', param: 'healthCheck', bodyParam: 'healthCheckResource', label: 'regional health check' },
-  regionBackendService: { scope: 'region', collection: 'backendServices', client: 'RegionBackendServicesClient', param: 'backendService', bodyParam: 'backendServiceResource', label: 'regional backend service' },
-  forwardingRule: { scope: 'region', collection: 'forwardingRules', client: 'ForwardingRulesClient', param: 'forwardingRule', bodyParam: 'forwardingRuleResource', label: 'forwarding rule' },
+  network: {
+    scope: 'global',
+    collection: 'networks',
+    client: 'NetworksClient',
+    param: 'network',
+    bodyParam: 'networkResource',
+    label: 'network',
+  },
+  subnetwork: {
+    scope: 'region',
+    collection: 'subnetworks',
+    client: 'SubnetworksClient',
+    param: 'subnetwork',
+    bodyParam: 'subnetworkResource',
+    label: 'subnetwork',
+  },
+  router: {
+    scope: 'region',
+    collection: 'routers',
+    client: 'RoutersClient',
+    param: 'router',
+    bodyParam: 'routerResource',
+    label: 'router with Cloud NAT',
+  },
+  firewall: {
+    scope: 'global',
+    collection: 'firewalls',
+    client: 'FirewallsClient',
+    param: 'firewall',
+    bodyParam: 'firewallResource',
+    label: 'firewall rule',
+  },
+  globalAddress: {
+    scope: 'global',
+    collection: 'addresses',
+    client: 'GlobalAddressesClient',
+    param: 'address',
+    bodyParam: 'addressResource',
+    label: 'global IP address',
+  },
+  healthCheck: {
+    scope: 'global',
+    collection: 'healthChecks',
+    client: 'HealthChecksClient',
+    param: 'healthCheck',
+    bodyParam: 'healthCheckResource',
+    label: 'health check',
+  },
+  backendService: {
+    scope: 'global',
+    collection: 'backendServices',
+    client: 'BackendServicesClient',
+    param: 'backendService',
+    bodyParam: 'backendServiceResource',
+    label: 'backend service',
+  },
+  targetTcpProxy: {
+    scope: 'global',
+    collection: 'targetTcpProxies',
+    client: 'TargetTcpProxiesClient',
+    param: 'targetTcpProxy',
+    bodyParam: 'targetTcpProxyResource',
+    label: 'target TCP proxy',
+  },
+  globalForwardingRule: {
+    scope: 'global',
+    collection: 'forwardingRules',
+    client: 'GlobalForwardingRulesClient',
+    param: 'forwardingRule',
+    bodyParam: 'forwardingRuleResource',
+    label: 'global forwarding rule',
+  },
+  instanceTemplate: {
+    scope: 'global',
+    collection: 'instanceTemplates',
+    client: 'InstanceTemplatesClient',
+    param: 'instanceTemplate',
+    bodyParam: 'instanceTemplateResource',
+    label: 'instance template',
+  },
+  instanceGroupManager: {
+    scope: 'zone',
+    collection: 'instanceGroupManagers',
+    client: 'InstanceGroupManagersClient',
+    param: 'instanceGroupManager',
+    bodyParam: 'instanceGroupManagerResource',
+    label: 'managed instance group',
+  },
+  address: {
+    scope: 'region',
+    collection: 'addresses',
+    client: 'AddressesClient',
+    param: 'address',
+    bodyParam: 'addressResource',
+    label: 'IP address',
+  },
+  regionHealthCheck: {
+    scope: 'region',
+    collection: 'healthChecks',
+    client: 'RegionHealthChecksClient',
+    param: 'healthCheck',
+    bodyParam: 'healthCheckResource',
+    label: 'regional health check',
+  },
+  regionBackendService: {
+    scope: 'region',
+    collection: 'backendServices',
+    client: 'RegionBackendServicesClient',
+    param: 'backendService',
+    bodyParam: 'backendServiceResource',
+    label: 'regional backend service',
+  },
+  forwardingRule: {
+    scope: 'region',
+    collection: 'forwardingRules',
+    client: 'ForwardingRulesClient',
+    param: 'forwardingRule',
+    bodyParam: 'forwardingRuleResource',
+    label: 'forwarding rule',
+  },
 };
 
 /** Journal kind of a resource kind ("gcp:network"). */
@@ -93,7 +198,9 @@ export function parseRefId(id: string): ResourceRef | undefined {
   if (!m) return undefined;
   const [, project, scopeWord, location, collection, name] = m;
   const scope: Scope = scopeWord === 'regions' ? 'region' : scopeWord === 'zones' ? 'zone' : 'global';
-  const kind = (Object.keys(KINDS) as GcpKind[]).find((k) => KINDS[k].collection === collection && KINDS[k].scope === scope);
+  const kind = (Object.keys(KINDS) as GcpKind[]).find(
+    (k) => KINDS[k].collection === collection && KINDS[k].scope === scope,
+  );
   return kind ? { kind, project: project!, location, name: name! } : undefined;
 }
 
@@ -181,7 +288,12 @@ export class GcpCompute {
 
   /** Makes and initializes (stub, credentials) the clients the kinds and their operations need, concurrently. */
   async prepare(kinds: GcpKind[]): Promise<void> {
-    const names = new Set([...kinds.map((k) => KINDS[k].client), 'ZoneOperationsClient', 'RegionOperationsClient', 'GlobalOperationsClient']);
+    const names = new Set([
+      ...kinds.map((k) => KINDS[k].client),
+      'ZoneOperationsClient',
+      'RegionOperationsClient',
+      'GlobalOperationsClient',
+    ]);
     await Promise.all([...names].map((n) => this.client<{ initialize(): Promise<unknown> }>(n).initialize()));
   }
 
@@ -194,7 +306,10 @@ export class GcpCompute {
     } catch (err) {
       const keyFile = this.clientOptions.keyFilename;
       if (typeof keyFile === 'string') {
-        throw new GcpCredentialsError(`The service-account key file ${keyFile} cannot be used: ${(err as Error).message}`, err);
+        throw new GcpCredentialsError(
+          `The service-account key file ${keyFile} cannot be used: ${(err as Error).message}`,
+          err,
+        );
       }
       throw toUserError('Loading the Google credentials', err);
     }
@@ -268,7 +383,12 @@ export class GcpCompute {
   }
 
   /** Every resource of a kind in a project (and region/zone). */
-  async list(kind: GcpKind, project: string, location: string | undefined, ctx: CallContext = {}): Promise<GcpResource[]> {
+  async list(
+    kind: GcpKind,
+    project: string,
+    location: string | undefined,
+    ctx: CallContext = {},
+  ): Promise<GcpResource[]> {
     const spec = KINDS[kind];
     const request: Record<string, unknown> = { project };
     if (spec.scope !== 'global') request[spec.scope] = location;

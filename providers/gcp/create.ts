@@ -12,7 +12,15 @@ import { UserError } from '../../lib/errors.js';
 import type { CreateRequest, CreateResult, ProviderContext, RecordedResource } from '../contract.js';
 import { runTaskGraph, TaskGraphError } from '../common/task-graph.js';
 import { GcpCompute, journalKind, KINDS, refId, type GcpResource, type Operation } from './clients.js';
-import { CreateFailedError, gcpErrorInfo, GcpOperationError, isAlreadyExists, isNotFound, isRetryable, toUserError } from './errors.js';
+import {
+  CreateFailedError,
+  gcpErrorInfo,
+  GcpOperationError,
+  isAlreadyExists,
+  isNotFound,
+  isRetryable,
+  toUserError,
+} from './errors.js';
 import { DEFAULT_PROPAGATION, type GcpProviderOptions } from './options.js';
 import { buildPlan, NODE_CIDR, POD_CIDR, type PlanStep } from './plan.js';
 import { sleep } from './retry.js';
@@ -34,7 +42,9 @@ export class GcpCreate {
   async run(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult> {
     const plan = buildPlan(request);
     this.options.onPlan?.(plan.steps.map((s) => ({ id: s.key, deps: [...s.deps] })));
-    const keyFile = plan.config.serviceAccountKeyPath ? path.resolve(ctx.workspaceDir, plan.config.serviceAccountKeyPath) : undefined;
+    const keyFile = plan.config.serviceAccountKeyPath
+      ? path.resolve(ctx.workspaceDir, plan.config.serviceAccountKeyPath)
+      : undefined;
     const api = await this.api(keyFile);
     await this.waitForAccess(api, plan.config.project, ctx);
     // Client set-up costs CPU time (large protos); do it before the clock of the first insert starts.
@@ -46,7 +56,8 @@ export class GcpCreate {
     const tasks = plan.steps.map((step) => ({
       id: step.key,
       deps: step.deps,
-      run: () => this.ensure(api, step, { ctx, recorded, outputs, dependsOn: step.deps.map((d) => idByKey.get(d)!), extraData }),
+      run: () =>
+        this.ensure(api, step, { ctx, recorded, outputs, dependsOn: step.deps.map((d) => idByKey.get(d)!), extraData }),
     }));
     try {
       await runTaskGraph(tasks, { signal: ctx.signal });
@@ -86,13 +97,16 @@ export class GcpCreate {
     for (let attempt = 1; ; attempt++) {
       try {
         await api.checkCredentials();
-        await api.rawCall(() => networks.list({ project, maxResults: 1 }, { autoPaginate: false }), { signal: ctx.signal });
+        await api.rawCall(() => networks.list({ project, maxResults: 1 }, { autoPaginate: false }), {
+          signal: ctx.signal,
+        });
         return;
       } catch (err) {
         const info = gcpErrorInfo(err);
         const propagating = /invalid_grant/.test(info.message) || (info.status === 403 && !isRetryable(err));
-        if (!propagating || attempt >= policy.attempts) throw err instanceof UserError ? err : toUserError('Checking access to the project', err);
-        if (attempt === 1) ctx.progress?.('waiting for the service account\'s key and roles to take effect');
+        if (!propagating || attempt >= policy.attempts)
+          throw err instanceof UserError ? err : toUserError('Checking access to the project', err);
+        if (attempt === 1) ctx.progress?.("waiting for the service account's key and roles to take effect");
         ctx.log.debug('gcp: access not effective yet', { attempt, reason: info.reason });
         await sleep(Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (attempt - 1)), ctx.signal);
       }
@@ -117,7 +131,13 @@ export class GcpCreate {
     const what = `${spec.label} ${step.ref.name}`;
     const id = refId(step.ref);
     const record = (data: Record<string, unknown>) =>
-      ctx.journal.record({ kind: journalKind(step.ref.kind), id, name: step.ref.name, dependsOn: run.dependsOn, data: { ...step.data, ...run.extraData, ...data } });
+      ctx.journal.record({
+        kind: journalKind(step.ref.kind),
+        id,
+        name: step.ref.name,
+        dependsOn: run.dependsOn,
+        data: { ...step.data, ...run.extraData, ...data },
+      });
     const finish = async () => {
       if (step.readBack) run.outputs.set(step.key, (await api.get(step.ref, call)) ?? {});
     };
@@ -152,7 +172,11 @@ export class GcpCreate {
       await record({ state: 'created' });
       return finish();
     }
-    const operation: RecordedOperation = { name: op.name ?? '', ...(op.zone ? { zone: op.zone } : {}), ...(op.region ? { region: op.region } : {}) };
+    const operation: RecordedOperation = {
+      name: op.name ?? '',
+      ...(op.zone ? { zone: op.zone } : {}),
+      ...(op.region ? { region: op.region } : {}),
+    };
     await record({ state: 'creating', operation });
     try {
       await api.waitForOperation(op, step.ref.project, call);
@@ -170,8 +194,15 @@ export class GcpCreate {
     }
     if (err instanceof TaskGraphError) {
       const step = steps.find((s) => s.key === err.task);
-      const cause = err.cause instanceof UserError ? err.cause : toUserError(`Creating ${step ? KINDS[step.ref.kind].label : err.task}`, err.cause);
-      return new CreateFailedError(`Creating the GCP infrastructure stopped: ${cause.message}`, { step: err.task, cause, hint: cause.hint });
+      const cause =
+        err.cause instanceof UserError
+          ? err.cause
+          : toUserError(`Creating ${step ? KINDS[step.ref.kind].label : err.task}`, err.cause);
+      return new CreateFailedError(`Creating the GCP infrastructure stopped: ${cause.message}`, {
+        step: err.task,
+        cause,
+        hint: cause.hint,
+      });
     }
     return err instanceof UserError ? err : toUserError('Creating the GCP infrastructure', err);
   }

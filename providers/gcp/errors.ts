@@ -28,7 +28,17 @@ export class GcpOperationError extends Error {
   }
 }
 
-const GRPC_TO_HTTP: Record<number, number> = { 3: 400, 5: 404, 6: 409, 7: 403, 8: 429, 10: 409, 13: 500, 14: 503, 16: 401 };
+const GRPC_TO_HTTP: Record<number, number> = {
+  3: 400,
+  5: 404,
+  6: 409,
+  7: 403,
+  8: 429,
+  10: 409,
+  13: 500,
+  14: 503,
+  16: 401,
+};
 
 interface ErrorBody {
   error?: { code?: number; message?: string; status?: string; errors?: { reason?: string; message?: string }[] };
@@ -46,7 +56,13 @@ function parseBody(value: unknown): ErrorBody | undefined {
 
 export function gcpErrorInfo(err: unknown): GcpErrorInfo {
   if (err instanceof GcpOperationError) return { status: err.status, reason: err.reason, message: err.message };
-  const e = (err ?? {}) as { name?: string; message?: string; status?: unknown; code?: unknown; response?: { status?: number; data?: unknown } };
+  const e = (err ?? {}) as {
+    name?: string;
+    message?: string;
+    status?: unknown;
+    code?: unknown;
+    response?: { status?: number; data?: unknown };
+  };
   const message = typeof e.message === 'string' ? e.message : String(err);
   const body = parseBody(e.response?.data) ?? parseBody(message);
   let status = typeof e.status === 'number' ? e.status : e.response?.status;
@@ -78,7 +94,11 @@ export function isAlreadyExists(err: unknown): boolean {
 /** GCP refuses to delete a resource another one still uses (or one not ready yet): try again later. */
 export function isInUse(err: unknown): boolean {
   const { reason } = gcpErrorInfo(err);
-  return reason === 'resourceInUseByAnotherResource' || reason === 'RESOURCE_IN_USE_BY_ANOTHER_RESOURCE' || reason === 'resourceNotReady';
+  return (
+    reason === 'resourceInUseByAnotherResource' ||
+    reason === 'RESOURCE_IN_USE_BY_ANOTHER_RESOURCE' ||
+    reason === 'resourceNotReady'
+  );
 }
 
 /**
@@ -122,7 +142,10 @@ function credentialsProblem(err: unknown, info: GcpErrorInfo): GcpCredentialsErr
   }
   const envFile = process.env.GOOGLE_APPLICATION_CREDENTIALS;
   if (/GOOGLE_APPLICATION_CREDENTIALS/.test(message) || (envFile && message.includes(envFile))) {
-    return new GcpCredentialsError(`The credentials file named by GOOGLE_APPLICATION_CREDENTIALS cannot be used: ${firstLine(message)}`, err);
+    return new GcpCredentialsError(
+      `The credentials file named by GOOGLE_APPLICATION_CREDENTIALS cannot be used: ${firstLine(message)}`,
+      err,
+    );
   }
   if (/invalid_grant|invalid_client|unauthorized_client/.test(message) || info.status === 401) {
     return new GcpCredentialsError(`GCP rejected the credentials: ${firstLine(message)}`, err);
@@ -153,10 +176,18 @@ export function toUserError(action: string, err: unknown): UserError {
   const credentials = credentialsProblem(err, info);
   if (credentials) return credentials;
   if (info.status === 403 && !isRetryable(err)) {
-    return new GcpApiError(action, err, 'The credentials lack a permission for this call; `constellation iam create gcp` makes a service account with the roles needed.');
+    return new GcpApiError(
+      action,
+      err,
+      'The credentials lack a permission for this call; `constellation iam create gcp` makes a service account with the roles needed.',
+    );
   }
   if (info.reason === 'QUOTA_EXCEEDED') {
-    return new GcpApiError(action, err, 'Request a higher quota in the Google Cloud console (IAM & Admin > Quotas), or use fewer or smaller nodes.');
+    return new GcpApiError(
+      action,
+      err,
+      'Request a higher quota in the Google Cloud console (IAM & Admin > Quotas), or use fewer or smaller nodes.',
+    );
   }
   return new GcpApiError(action, err);
 }
@@ -170,7 +201,8 @@ export class CreateFailedError extends UserError {
   /** The step that failed (e.g. "igm-worker_default"). */
   readonly step?: string;
   constructor(message: string, options: { step?: string; cause?: unknown; hint?: string } = {}) {
-    const next = 'Run `constellation create` again to continue where it stopped, or `constellation terminate` to delete what was made.';
+    const next =
+      'Run `constellation create` again to continue where it stopped, or `constellation terminate` to delete what was made.';
     super(message, { hint: options.hint ? `${options.hint} Then: ${next}` : next, cause: options.cause });
     this.step = options.step;
   }

@@ -25,7 +25,9 @@ export function instanceId(ref: InstanceRef): string {
 export function parseInstanceId(id: string): InstanceRef {
   const m = /projects\/([^/]+)\/zones\/([^/]+)\/instances\/([^/?]+)/.exec(id);
   if (!m) {
-    throw new UserError(`"${id}" is not a GCP instance id.`, { hint: 'Use the id `constellation status` lists: projects/PROJECT/zones/ZONE/instances/NAME.' });
+    throw new UserError(`"${id}" is not a GCP instance id.`, {
+      hint: 'Use the id `constellation status` lists: projects/PROJECT/zones/ZONE/instances/NAME.',
+    });
   }
   return { project: m[1]!, zone: m[2]!, name: m[3]! };
 }

@@ -17,7 +17,14 @@
  */
 import { realSleep } from '../../lib/clock.js';
 import { UserError } from '../../lib/errors.js';
-import type { IamCreateRequest, IamCreateResult, IamPermissionChange, IamProvisioner, ProviderContext, RecordedResource } from '../contract.js';
+import type {
+  IamCreateRequest,
+  IamCreateResult,
+  IamPermissionChange,
+  IamProvisioner,
+  ProviderContext,
+  RecordedResource,
+} from '../contract.js';
 import { permissionChange } from '../common/permission-diff.js';
 import { deleteInReverseDependencyOrder } from '../common/delete-order.js';
 import { runTaskGraph, TaskGraphError } from '../common/task-graph.js';
@@ -86,11 +93,15 @@ export class GcpIam implements IamProvisioner {
   async create(request: IamCreateRequest, ctx: ProviderContext): Promise<IamCreateResult> {
     const project = request.providerConfig.project;
     if (typeof project !== 'string' || project === '') {
-      throw new UserError('iam create gcp needs the GCP project.', { hint: 'Pass --projectID (or set provider.gcp.project in the config).' });
+      throw new UserError('iam create gcp needs the GCP project.', {
+        hint: 'Pass --projectID (or set provider.gcp.project in the config).',
+      });
     }
     const prefix = gcpName(request.prefix).slice(0, 24).replace(/-+$/, '');
     if (!/^[a-z][-a-z0-9]{2,}$/.test(prefix)) {
-      throw new UserError(`The prefix "${request.prefix}" cannot name GCP service accounts.`, { hint: 'Use 3 to 24 lowercase letters, digits and dashes, starting with a letter.' });
+      throw new UserError(`The prefix "${request.prefix}" cannot name GCP service accounts.`, {
+        hint: 'Use 3 to 24 lowercase letters, digits and dashes, starting with a letter.',
+      });
     }
     const rest = await this.rest(ctx);
     const clusterId = `${prefix}-sa`;
@@ -101,17 +112,38 @@ export class GcpIam implements IamProvisioner {
     const roleName = `projects/${project}/roles/${roleId}`;
     const accountId = (email: string) => `projects/${project}/serviceAccounts/${email}`;
     const bindings = [
-      ...CLUSTER_ROLES.map((role) => ({ role, member: `serviceAccount:${clusterEmail}`, deps: [accountId(clusterEmail)] })),
+      ...CLUSTER_ROLES.map((role) => ({
+        role,
+        member: `serviceAccount:${clusterEmail}`,
+        deps: [accountId(clusterEmail)],
+      })),
       { role: roleName, member: `serviceAccount:${nodeEmail}`, deps: [accountId(nodeEmail), roleName] },
-      ...NODE_EXTRA_ROLES.map((role) => ({ role, member: `serviceAccount:${nodeEmail}`, deps: [accountId(nodeEmail)] })),
+      ...NODE_EXTRA_ROLES.map((role) => ({
+        role,
+        member: `serviceAccount:${nodeEmail}`,
+        deps: [accountId(nodeEmail)],
+      })),
     ];
     let keyContent = '';
 
     const tasks = [
-      { id: 'cluster-account', deps: [], run: () => this.ensureAccount(rest, ctx, project, clusterId, 'Constellation: creates and manages the cluster (the CLI)') },
-      { id: 'node-account', deps: [], run: () => this.ensureAccount(rest, ctx, project, nodeId, 'Constellation: the nodes') },
+      {
+        id: 'cluster-account',
+        deps: [],
+        run: () =>
+          this.ensureAccount(rest, ctx, project, clusterId, 'Constellation: creates and manages the cluster (the CLI)'),
+      },
+      {
+        id: 'node-account',
+        deps: [],
+        run: () => this.ensureAccount(rest, ctx, project, nodeId, 'Constellation: the nodes'),
+      },
       { id: 'node-role', deps: [], run: () => this.ensureRole(rest, ctx, project, roleId) },
-      { id: 'bindings', deps: ['cluster-account', 'node-account', 'node-role'], run: () => this.addBindings(rest, ctx, project, bindings) },
+      {
+        id: 'bindings',
+        deps: ['cluster-account', 'node-account', 'node-role'],
+        run: () => this.addBindings(rest, ctx, project, bindings),
+      },
       {
         id: 'key',
         deps: ['cluster-account'],
@@ -125,7 +157,10 @@ export class GcpIam implements IamProvisioner {
     } catch (err) {
       const cause = err instanceof TaskGraphError ? err.cause : err;
       const userError = toUserError('Creating the GCP identities', cause);
-      throw new UserError(userError.message, { hint: `${userError.hint ? `${userError.hint} ` : ''}Run \`constellation iam create gcp\` again to continue, or \`constellation iam destroy\` to delete what was made.`, cause });
+      throw new UserError(userError.message, {
+        hint: `${userError.hint ? `${userError.hint} ` : ''}Run \`constellation iam create gcp\` again to continue, or \`constellation iam destroy\` to delete what was made.`,
+        cause,
+      });
     }
     const { region, zone } = request.providerConfig;
     return {
@@ -158,7 +193,9 @@ export class GcpIam implements IamProvisioner {
         throw toUserError(`Reading the custom role ${record.name ?? record.id}`, err);
       }
       if (role.deleted) {
-        throw new UserError(`The custom role ${record.id} is deleted.`, { hint: 'Run `constellation iam destroy` and `constellation iam create gcp` again.' });
+        throw new UserError(`The custom role ${record.id} is deleted.`, {
+          hint: 'Run `constellation iam destroy` and `constellation iam create gcp` again.',
+        });
       }
       const change = permissionChange(record.id, role.includedPermissions ?? [], NODE_PERMISSIONS);
       if (!change) continue;
@@ -166,7 +203,9 @@ export class GcpIam implements IamProvisioner {
       if (options.apply) {
         ctx.progress?.(`updating custom role ${record.name ?? record.id}`);
         try {
-          await rest.call('PATCH', `${url}?updateMask=includedPermissions`, { includedPermissions: [...NODE_PERMISSIONS] });
+          await rest.call('PATCH', `${url}?updateMask=includedPermissions`, {
+            includedPermissions: [...NODE_PERMISSIONS],
+          });
         } catch (err) {
           throw toUserError(`Updating the custom role ${record.name ?? record.id}`, err);
         }
@@ -202,12 +241,21 @@ export class GcpIam implements IamProvisioner {
     const api = await GcpCompute.open(this.options, this.options.keyFilename);
     const endpoints = {
       iam: (this.options.iamEndpoint ?? 'https://iam.googleapis.com').replace(/\/$/, ''),
-      resourceManager: (this.options.resourceManagerEndpoint ?? 'https://cloudresourcemanager.googleapis.com').replace(/\/$/, ''),
+      resourceManager: (this.options.resourceManagerEndpoint ?? 'https://cloudresourcemanager.googleapis.com').replace(
+        /\/$/,
+        '',
+      ),
     };
     return new RestApi(await api.authClient(), endpoints, { ...DEFAULT_RETRY, ...this.options.retry }, ctx.signal);
   }
 
-  private async ensureAccount(rest: RestApi, ctx: ProviderContext, project: string, accountId: string, description: string): Promise<void> {
+  private async ensureAccount(
+    rest: RestApi,
+    ctx: ProviderContext,
+    project: string,
+    accountId: string,
+    description: string,
+  ): Promise<void> {
     const email = `${accountId}@${project}.iam.gserviceaccount.com`;
     ctx.progress?.(`creating service account ${email}`);
     try {
@@ -218,7 +266,12 @@ export class GcpIam implements IamProvisioner {
     } catch (err) {
       if (!isAlreadyExists(err)) throw toUserError(`Creating service account ${email}`, err);
     }
-    await ctx.journal.record({ kind: KIND.serviceAccount, id: `projects/${project}/serviceAccounts/${email}`, name: email, data: { project, email } });
+    await ctx.journal.record({
+      kind: KIND.serviceAccount,
+      id: `projects/${project}/serviceAccounts/${email}`,
+      name: email,
+      data: { project, email },
+    });
   }
 
   /**
@@ -228,7 +281,12 @@ export class GcpIam implements IamProvisioner {
    */
   private async ensureRole(rest: RestApi, ctx: ProviderContext, project: string, roleId: string): Promise<void> {
     ctx.progress?.(`creating custom role ${roleId}`);
-    const role = { title: `Constellation node (${roleId})`, description: 'What Constellation nodes read from the Compute API.', includedPermissions: [...NODE_PERMISSIONS], stage: 'GA' };
+    const role = {
+      title: `Constellation node (${roleId})`,
+      description: 'What Constellation nodes read from the Compute API.',
+      includedPermissions: [...NODE_PERMISSIONS],
+      stage: 'GA',
+    };
     const url = `${rest.endpoints.iam}/v1/projects/${project}/roles/${roleId}`;
     try {
       await rest.call('POST', `${rest.endpoints.iam}/v1/projects/${project}/roles`, { roleId, role });
@@ -245,29 +303,67 @@ export class GcpIam implements IamProvisioner {
         throw toUserError(`Updating the existing custom role ${roleId}`, inner);
       }
     }
-    await ctx.journal.record({ kind: KIND.role, id: `projects/${project}/roles/${roleId}`, name: roleId, data: { project } });
+    await ctx.journal.record({
+      kind: KIND.role,
+      id: `projects/${project}/roles/${roleId}`,
+      name: roleId,
+      data: { project },
+    });
   }
 
-  private async addBindings(rest: RestApi, ctx: ProviderContext, project: string, bindings: { role: string; member: string; deps: string[] }[]): Promise<void> {
+  private async addBindings(
+    rest: RestApi,
+    ctx: ProviderContext,
+    project: string,
+    bindings: { role: string; member: string; deps: string[] }[],
+  ): Promise<void> {
     const emails = [...new Set(bindings.map((b) => b.member.replace(/^serviceAccount:/, '')))];
-    await Promise.all(emails.map((email) => this.untilVisible(ctx, email, () => rest.call('GET', `${rest.endpoints.iam}/v1/projects/${project}/serviceAccounts/${encodeURIComponent(email)}`), isNotFound)));
+    await Promise.all(
+      emails.map((email) =>
+        this.untilVisible(
+          ctx,
+          email,
+          () =>
+            rest.call(
+              'GET',
+              `${rest.endpoints.iam}/v1/projects/${project}/serviceAccounts/${encodeURIComponent(email)}`,
+            ),
+          isNotFound,
+        ),
+      ),
+    );
     ctx.progress?.('granting the service accounts their roles');
     for (const b of bindings) {
-      await ctx.journal.record({ kind: KIND.binding, id: `projects/${project}/iamPolicy/${b.role}/${b.member}`, dependsOn: b.deps, data: { project, role: b.role, member: b.member } });
+      await ctx.journal.record({
+        kind: KIND.binding,
+        id: `projects/${project}/iamPolicy/${b.role}/${b.member}`,
+        dependsOn: b.deps,
+        data: { project, role: b.role, member: b.member },
+      });
     }
     // Readable is not always bindable yet: a policy write refused because an account "does not exist" is repeated.
-    await this.untilVisible(ctx, emails.join(' and '), () =>
-      this.updatePolicy(rest, project, (policy) => {
-        for (const b of bindings) {
-          const binding = (policy.bindings ??= []).find((x) => x.role === b.role);
-          if (!binding) policy.bindings.push({ role: b.role, members: [b.member] });
-          else if (!binding.members.includes(b.member)) binding.members.push(b.member);
-        }
-      }), isAccountNotVisible);
+    await this.untilVisible(
+      ctx,
+      emails.join(' and '),
+      () =>
+        this.updatePolicy(rest, project, (policy) => {
+          for (const b of bindings) {
+            const binding = (policy.bindings ??= []).find((x) => x.role === b.role);
+            if (!binding) policy.bindings.push({ role: b.role, members: [b.member] });
+            else if (!binding.members.includes(b.member)) binding.members.push(b.member);
+          }
+        }),
+      isAccountNotVisible,
+    );
   }
 
   /** Runs `call` until it no longer fails with `notVisible`, backing off on the options' sleep. */
-  private async untilVisible(ctx: ProviderContext, what: string, call: () => Promise<unknown>, notVisible: (err: unknown) => boolean): Promise<void> {
+  private async untilVisible(
+    ctx: ProviderContext,
+    what: string,
+    call: () => Promise<unknown>,
+    notVisible: (err: unknown) => boolean,
+  ): Promise<void> {
     const sleep = this.options.sleep ?? realSleep;
     const policy = { ...VISIBILITY, ...this.options.iamVisibility };
     for (let attempt = 1; ; attempt++) {
@@ -293,10 +389,14 @@ export class GcpIam implements IamProvisioner {
     const accountId = `projects/${project}/serviceAccounts/${email}`;
     let key: { name: string; privateKeyData: string };
     try {
-      key = await rest.call('POST', `${rest.endpoints.iam}/v1/projects/${project}/serviceAccounts/${encodeURIComponent(email)}/keys`, {
-        privateKeyType: 'TYPE_GOOGLE_CREDENTIALS_FILE',
-        keyAlgorithm: 'KEY_ALG_RSA_2048',
-      });
+      key = await rest.call(
+        'POST',
+        `${rest.endpoints.iam}/v1/projects/${project}/serviceAccounts/${encodeURIComponent(email)}/keys`,
+        {
+          privateKeyType: 'TYPE_GOOGLE_CREDENTIALS_FILE',
+          keyAlgorithm: 'KEY_ALG_RSA_2048',
+        },
+      );
     } catch (err) {
       throw toUserError(`Creating a key for ${email}`, err);
     }
@@ -311,7 +411,9 @@ export class GcpIam implements IamProvisioner {
       try {
         // Version 3 both ways: a policy with conditional bindings read at a lower version comes back with those
         // bindings renamed and unconditional, and writing that back is refused (or, worse, drops the conditions).
-        const policy = await rest.call<Policy>('POST', `${base}:getIamPolicy`, { options: { requestedPolicyVersion: POLICY_VERSION } });
+        const policy = await rest.call<Policy>('POST', `${base}:getIamPolicy`, {
+          options: { requestedPolicyVersion: POLICY_VERSION },
+        });
         change(policy);
         policy.version = POLICY_VERSION;
         await rest.call('POST', `${base}:setIamPolicy`, { policy });
@@ -337,7 +439,10 @@ export class GcpIam implements IamProvisioner {
       return;
     }
     // Service accounts, roles and keys are deleted by their resource name.
-    const path = record.id.replace(/serviceAccounts\/([^/]+)/, (_, email: string) => `serviceAccounts/${encodeURIComponent(email)}`);
+    const path = record.id.replace(
+      /serviceAccounts\/([^/]+)/,
+      (_, email: string) => `serviceAccounts/${encodeURIComponent(email)}`,
+    );
     try {
       await rest.call('DELETE', `${rest.endpoints.iam}/v1/${path}`);
     } catch (err) {
@@ -369,7 +474,11 @@ class RestApi {
   ) {}
 
   async call<T = unknown>(method: string, url: string, data?: unknown): Promise<T> {
-    const response = await withRetry(() => this.auth.request<T>({ url, method, ...(data === undefined ? {} : { data }) }), this.retry, { signal: this.signal });
+    const response = await withRetry(
+      () => this.auth.request<T>({ url, method, ...(data === undefined ? {} : { data }) }),
+      this.retry,
+      { signal: this.signal },
+    );
     return response.data;
   }
 }

@@ -27,7 +27,11 @@ const provider: ProviderModule = {
   /** The shielded-VM identity lookup; with options.verifier (`attestation verify`) as the user, see verifierOptions. */
   async attestationDeps(options) {
     const { shieldedIdentityClient, verifierOptions } = await import('./shielded-identity.js');
-    return { gcpShieldedIdentity: shieldedIdentityClient(options?.verifier ? verifierOptions() : (options as GcpProviderOptions | undefined)) };
+    return {
+      gcpShieldedIdentity: shieldedIdentityClient(
+        options?.verifier ? verifierOptions() : (options as GcpProviderOptions | undefined),
+      ),
+    };
   },
 };
 

@@ -3,7 +3,14 @@
  * wires them to the create (./create.ts), instance (list, scale, add, remove, drain, markInitialized:
  * ./instances.ts) and terminate (./terminate.ts) logic. Loaded lazily by providers/gcp/index.ts.
  */
-import type { CreateRequest, CreateResult, Instance, InfrastructureProvider, ProviderContext, TerminateOptions } from '../contract.js';
+import type {
+  CreateRequest,
+  CreateResult,
+  Instance,
+  InfrastructureProvider,
+  ProviderContext,
+  TerminateOptions,
+} from '../contract.js';
 import { GcpCompute } from './clients.js';
 import { GcpCreate } from './create.js';
 import { GcpInstances } from './instances.js';
@@ -50,7 +57,10 @@ export class GcpInfrastructure implements InfrastructureProvider {
   async terminate(ctx: ProviderContext, options: TerminateOptions = {}): Promise<void> {
     await this.withApi(ctx, async (api) => {
       await api.checkCredentials();
-      await terminateRecorded(api, await ctx.journal.list(), ctx, { byTag: options.byTag === true, providerOptions: this.options });
+      await terminateRecorded(api, await ctx.journal.list(), ctx, {
+        byTag: options.byTag === true,
+        providerOptions: this.options,
+      });
     });
   }
 

@@ -14,7 +14,10 @@ import { toInstanceMetadata } from './gce-instance.js';
 import type { GcpProviderOptions } from './options.js';
 import { labelValue, LABEL_UID } from './plan.js';
 
-export function gcpInstanceIdentity(options: GcpProviderOptions, clusterUid: () => Promise<string>): GcpInstanceIdentity {
+export function gcpInstanceIdentity(
+  options: GcpProviderOptions,
+  clusterUid: () => Promise<string>,
+): GcpInstanceIdentity {
   let api: Promise<GcpCompute> | undefined;
   return async ({ projectId, zone, instanceName }) => {
     const compute = await (api ??= GcpCompute.open(options));
@@ -28,7 +31,11 @@ export function gcpInstanceIdentity(options: GcpProviderOptions, clusterUid: () 
     }
     if (instance.labels?.[LABEL_UID] !== labelValue(await clusterUid())) return undefined;
     const self = toInstanceMetadata(instance, projectId);
-    const identity: AttestedInstance = { name: self.name, role: self.role, ...(self.vpcIp ? { addresses: [self.vpcIp] } : {}) };
+    const identity: AttestedInstance = {
+      name: self.name,
+      role: self.role,
+      ...(self.vpcIp ? { addresses: [self.vpcIp] } : {}),
+    };
     return identity;
   };
 }

@@ -37,7 +37,8 @@ export class GcpInstances {
         const key = `${group.project}/${group.zone}`;
         if (seen.has(key)) continue;
         seen.add(key);
-        for (const instance of await this.instancesInZone(api, group.project, group.zone, group.uid, ctx)) result.push(toInstance(instance, group.project));
+        for (const instance of await this.instancesInZone(api, group.project, group.zone, group.uid, ctx))
+          result.push(toInstance(instance, group.project));
       }
       return result.sort((a, b) => a.name.localeCompare(b.name));
     });
@@ -49,9 +50,15 @@ export class GcpInstances {
       const instances = api.client<InstancesClient>('InstancesClient');
       let instance: GceInstance;
       try {
-        [instance] = await api.rawCall(() => instances.get({ project: ref.project, zone: ref.zone, instance: ref.name }), { signal: ctx.signal });
+        [instance] = await api.rawCall(
+          () => instances.get({ project: ref.project, zone: ref.zone, instance: ref.name }),
+          { signal: ctx.signal },
+        );
       } catch (err) {
-        if (isNotFound(err)) throw new UserError(`The instance ${id} does not exist.`, { hint: 'List the cluster\'s instances with `constellation status`.' });
+        if (isNotFound(err))
+          throw new UserError(`The instance ${id} does not exist.`, {
+            hint: "List the cluster's instances with `constellation status`.",
+          });
         throw toUserError(`Reading instance ${ref.name}`, err);
       }
       return toInstance(instance, ref.project);
@@ -59,16 +66,26 @@ export class GcpInstances {
   }
 
   async scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
-    if (!Number.isInteger(count) || count < 0) throw new UserError(`Cannot scale node group ${nodeGroup} to ${count} nodes.`, { hint: 'Give a whole number of 0 or more.' });
+    if (!Number.isInteger(count) || count < 0)
+      throw new UserError(`Cannot scale node group ${nodeGroup} to ${count} nodes.`, {
+        hint: 'Give a whole number of 0 or more.',
+      });
     const group = await this.groupRecord(nodeGroup, ctx);
     await this.withApi(ctx, async (api) => {
       const igms = api.client<InstanceGroupManagersClient>('InstanceGroupManagersClient');
       ctx.progress?.(`scaling node group ${nodeGroup} to ${count}`);
-      const [lro] = await api.call(`Scaling node group ${nodeGroup}`, () =>
-        igms.resize({ project: group.project, zone: group.zone, instanceGroupManager: group.name, size: count }), { signal: ctx.signal });
+      const [lro] = await api.call(
+        `Scaling node group ${nodeGroup}`,
+        () => igms.resize({ project: group.project, zone: group.zone, instanceGroupManager: group.name, size: count }),
+        { signal: ctx.signal },
+      );
       await this.wait(api, lro.latestResponse as Operation, group.project, `Scaling node group ${nodeGroup}`, ctx);
       // The resize is DONE once GCP scheduled it; the group's instances run only later.
-      await new GcpScaling(api, this.options, ctx).waitForGroup(group, (managed) => managed.length === count && managed.every((m) => m.ready), `node group ${nodeGroup} to have ${count} running instances`);
+      await new GcpScaling(api, this.options, ctx).waitForGroup(
+        group,
+        (managed) => managed.length === count && managed.every((m) => m.ready),
+        `node group ${nodeGroup} to have ${count} running instances`,
+      );
     });
   }
 
@@ -104,13 +121,17 @@ export class GcpInstances {
     if (groups.length === 0) return;
     await this.withApi(ctx, async (api) => {
       const instances: GceInstance[] = [];
-      for (const zone of new Set(groups.map((g) => g.zone))) instances.push(...(await this.instancesInZone(api, groups[0]!.project, zone, groups[0]!.uid, ctx)));
+      for (const zone of new Set(groups.map((g) => g.zone)))
+        instances.push(...(await this.instancesInZone(api, groups[0]!.project, zone, groups[0]!.uid, ctx)));
       await new GcpScaling(api, this.options, ctx).markInitialized(groups, instances);
     });
   }
 
   /** The instance an id (or, as a fallback, a name) means, with its recorded group; undefined when it is gone. */
-  private async findInstance(idOrName: string, ctx: ProviderContext): Promise<{ ref: InstanceRef; group?: GroupRecord } | undefined> {
+  private async findInstance(
+    idOrName: string,
+    ctx: ProviderContext,
+  ): Promise<{ ref: InstanceRef; group?: GroupRecord } | undefined> {
     let ref: InstanceRef;
     if (idOrName.includes('/instances/')) ref = parseInstanceId(idOrName);
     else {
@@ -125,14 +146,30 @@ export class GcpInstances {
     return { ref, group };
   }
 
-  private async instancesInZone(api: GcpCompute, project: string, zone: string, uid: string, ctx: ProviderContext): Promise<GceInstance[]> {
+  private async instancesInZone(
+    api: GcpCompute,
+    project: string,
+    zone: string,
+    uid: string,
+    ctx: ProviderContext,
+  ): Promise<GceInstance[]> {
     const instances = api.client<InstancesClient>('InstancesClient');
     const value = labelValue(uid);
-    const [items] = await api.call('Listing instances', () => instances.list({ project, zone, filter: `labels.${LABEL_UID} = "${value}"` }), { signal: ctx.signal });
+    const [items] = await api.call(
+      'Listing instances',
+      () => instances.list({ project, zone, filter: `labels.${LABEL_UID} = "${value}"` }),
+      { signal: ctx.signal },
+    );
     return items.filter((i) => i.labels?.[LABEL_UID] === value);
   }
 
-  private async wait(api: GcpCompute, op: Operation, project: string, action: string, ctx: ProviderContext): Promise<void> {
+  private async wait(
+    api: GcpCompute,
+    op: Operation,
+    project: string,
+    action: string,
+    ctx: ProviderContext,
+  ): Promise<void> {
     try {
       await api.waitForOperation(op, project, { signal: ctx.signal });
     } catch (err) {
@@ -146,7 +183,14 @@ export class GcpInstances {
       .filter((r) => r.kind === journalKind('instanceGroupManager'))
       .map((r) => {
         const ref = parseRefId(r.id)!;
-        return { nodeGroup: String(r.data?.nodeGroup ?? ''), project: ref.project, zone: ref.location ?? '', name: ref.name, uid: String(r.data?.uid ?? ''), record: r };
+        return {
+          nodeGroup: String(r.data?.nodeGroup ?? ''),
+          project: ref.project,
+          zone: ref.location ?? '',
+          name: ref.name,
+          uid: String(r.data?.uid ?? ''),
+          record: r,
+        };
       });
   }
 
@@ -155,7 +199,9 @@ export class GcpInstances {
     const group = groups.find((g) => g.nodeGroup === nodeGroup);
     if (!group) {
       throw new UserError(`This workspace has no node group named "${nodeGroup}".`, {
-        hint: groups.length ? `Node groups: ${groups.map((g) => g.nodeGroup).join(', ')}.` : 'Run `constellation create` first.',
+        hint: groups.length
+          ? `Node groups: ${groups.map((g) => g.nodeGroup).join(', ')}.`
+          : 'Run `constellation create` first.',
       });
     }
     return group;

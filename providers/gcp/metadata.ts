@@ -10,7 +10,16 @@ import type { CloudControllerValues, InstanceMetadata, NodeMetadata } from '../c
 import { GcpCompute, lastSegment } from './clients.js';
 import { toInstanceMetadata } from './gce-instance.js';
 import { DEFAULT_RETRY, type GcpProviderOptions } from './options.js';
-import { labelValue, LABEL_UID, namePrefix, META_INIT_SECRET_HASH, META_JOIN_SERVICE_KEY, META_LOAD_BALANCER, META_ROLE, META_UID } from './plan.js';
+import {
+  labelValue,
+  LABEL_UID,
+  namePrefix,
+  META_INIT_SECRET_HASH,
+  META_JOIN_SERVICE_KEY,
+  META_LOAD_BALANCER,
+  META_ROLE,
+  META_UID,
+} from './plan.js';
 import { withRetry } from './retry.js';
 
 class MetadataError extends Error {
@@ -28,7 +37,10 @@ export class GcpNodeMetadata implements NodeMetadata {
 
   constructor(private readonly options: GcpProviderOptions = {}) {
     const host = process.env.GCE_METADATA_HOST;
-    this.base = (options.metadataEndpoint ?? (host ? `http://${host}` : 'http://metadata.google.internal')).replace(/\/$/, '');
+    this.base = (options.metadataEndpoint ?? (host ? `http://${host}` : 'http://metadata.google.internal')).replace(
+      /\/$/,
+      '',
+    );
   }
 
   async self(): Promise<InstanceMetadata> {
@@ -39,7 +51,12 @@ export class GcpNodeMetadata implements NodeMetadata {
       this.get('instance/network-interfaces/0/ip'),
       this.attribute(META_ROLE),
     ]);
-    return { name, providerId: `gce://${project}/${lastSegment(zone)}/${name}`, role: role === 'control-plane' ? 'control-plane' : 'worker', vpcIp: ip };
+    return {
+      name,
+      providerId: `gce://${project}/${lastSegment(zone)}/${name}`,
+      role: role === 'control-plane' ? 'control-plane' : 'worker',
+      vpcIp: ip,
+    };
   }
 
   async peers(): Promise<InstanceMetadata[]> {
@@ -48,9 +65,12 @@ export class GcpNodeMetadata implements NodeMetadata {
     const instances = api.client<InstancesClient>('InstancesClient');
     const value = labelValue(uid);
     const peers: InstanceMetadata[] = [];
-    await api.call('Listing the cluster\'s instances', async () => {
+    await api.call("Listing the cluster's instances", async () => {
       peers.length = 0;
-      for await (const [, scoped] of instances.aggregatedListAsync({ project, filter: `labels.${LABEL_UID} = "${value}"` }, { autoPaginate: false })) {
+      for await (const [, scoped] of instances.aggregatedListAsync(
+        { project, filter: `labels.${LABEL_UID} = "${value}"` },
+        { autoPaginate: false },
+      )) {
         for (const instance of scoped.instances ?? []) {
           if (instance.labels?.[LABEL_UID] === value) peers.push(toInstanceMetadata(instance, project));
         }
@@ -101,8 +121,16 @@ export class GcpNodeMetadata implements NodeMetadata {
       async () => {
         const response = await fetch(url, { headers: { 'Metadata-Flavor': 'Google' } });
         const text = await response.text();
-        if (response.status === 404) throw new MetadataError(`The GCE metadata server has no ${path} (is the instance a Constellation node?).`, 404);
-        if (!response.ok) throw new MetadataError(`The GCE metadata server answered ${response.status} for ${path}: ${text}`, response.status);
+        if (response.status === 404)
+          throw new MetadataError(
+            `The GCE metadata server has no ${path} (is the instance a Constellation node?).`,
+            404,
+          );
+        if (!response.ok)
+          throw new MetadataError(
+            `The GCE metadata server answered ${response.status} for ${path}: ${text}`,
+            response.status,
+          );
         return text;
       },
       retry,

@@ -39,7 +39,10 @@ export async function gcpNodePlatform(options: NodePlatformOptions): Promise<Nod
         template = await tpm.nvRead(GCE_AK_TEMPLATE_INDEX_RSA);
       } catch (err) {
         if (!(err instanceof TpmError)) throw err;
-        throw new UserError(`The vTPM has no GCE attestation-key template (NV index 0x${GCE_AK_TEMPLATE_INDEX_RSA.toString(16)}): ${err.message}`, { hint: 'Is this a GCE shielded VM?' });
+        throw new UserError(
+          `The vTPM has no GCE attestation-key template (NV index 0x${GCE_AK_TEMPLATE_INDEX_RSA.toString(16)}): ${err.message}`,
+          { hint: 'Is this a GCE shielded VM?' },
+        );
       }
       tpm.useAttestationKey({ kind: 'template', template });
       return new VtpmIssuer({
@@ -54,7 +57,10 @@ export async function gcpNodePlatform(options: NodePlatformOptions): Promise<Nod
     },
     cloudController: () => metadata.cloudControllerValues(),
     async validatorDeps() {
-      const [{ shieldedIdentityClient }, { gcpInstanceIdentity }] = await Promise.all([import('./shielded-identity.js'), import('./instance-identity.js')]);
+      const [{ shieldedIdentityClient }, { gcpInstanceIdentity }] = await Promise.all([
+        import('./shielded-identity.js'),
+        import('./instance-identity.js'),
+      ]);
       return {
         ...kdsDeps(base.nodeDir),
         gcpShieldedIdentity: shieldedIdentityClient(providerOptions),

@@ -95,7 +95,10 @@ export function gcpName(...parts: string[]): string {
 
 /** Label values: lowercase letters, digits, '_' and '-', at most 63 characters. */
 export function labelValue(value: string): string {
-  return value.toLowerCase().replace(/[^a-z0-9_-]+/g, '-').slice(0, 63);
+  return value
+    .toLowerCase()
+    .replace(/[^a-z0-9_-]+/g, '-')
+    .slice(0, 63);
 }
 
 /** Every resource name of a cluster starts with this; terminate --by-tag finds unlabeled kinds by it. */
@@ -124,19 +127,27 @@ export interface Plan {
 
 export function buildPlan(request: CreateRequest): Plan {
   const config = parseGcpConfig(request.providerConfig);
-  if (request.nodeGroups.length === 0) throw new UserError('The config has no node groups.', { hint: 'Add nodeGroups to constellation-conf.yaml.' });
+  if (request.nodeGroups.length === 0)
+    throw new UserError('The config has no node groups.', { hint: 'Add nodeGroups to constellation-conf.yaml.' });
   for (const group of request.nodeGroups) checkMachineType(request.attestationVariant, group.instanceType, group.name);
   const variant = request.attestationVariant;
   if (!request.nodeGroups.some((g) => g.role === 'control-plane')) {
-    throw new UserError('The config has no control-plane node group.', { hint: 'Add a node group with role control-plane.' });
+    throw new UserError('The config has no control-plane node group.', {
+      hint: 'Add a node group with role control-plane.',
+    });
   }
 
   const { project, region } = config;
   // A zone belongs to its region by name (europe-west3-b is in europe-west3); GCP would refuse the groups only later.
   for (const zone of [config.zone, ...request.nodeGroups.map((g) => g.zone).filter(Boolean)]) {
     if (!zone.startsWith(`${region}-`)) {
-      const where = zone === config.zone ? 'provider.gcp.zone' : `the zone of node group ${request.nodeGroups.find((g) => g.zone === zone)!.name}`;
-      throw new UserError(`${where} (${zone}) is not in the region ${region}.`, { hint: `Use a zone of ${region}, such as ${region}-a, or change provider.gcp.region.` });
+      const where =
+        zone === config.zone
+          ? 'provider.gcp.zone'
+          : `the zone of node group ${request.nodeGroups.find((g) => g.zone === zone)!.name}`;
+      throw new UserError(`${where} (${zone}) is not in the region ${region}.`, {
+        hint: `Use a zone of ${region}, such as ${region}-a, or change provider.gcp.region.`,
+      });
     }
   }
   const prefix = namePrefix(request.uid);
@@ -154,9 +165,20 @@ export function buildPlan(request: CreateRequest): Plan {
   const subnet = ref('subnetwork', gcpName(prefix, 'nodes'), region);
   const address = ref('globalAddress', gcpName(prefix, 'lb'));
   const steps: PlanStep[] = [];
-  const add = (step: Omit<PlanStep, 'data'> & { data?: Record<string, unknown> }) => steps.push({ ...step, data: { ...common, ...step.data } });
+  const add = (step: Omit<PlanStep, 'data'> & { data?: Record<string, unknown> }) =>
+    steps.push({ ...step, data: { ...common, ...step.data } });
 
-  add({ key: 'network', ref: network, deps: [], body: (): protos.google.cloud.compute.v1.INetwork => ({ description, autoCreateSubnetworks: false, mtu: NETWORK_MTU, routingConfig: { routingMode: 'REGIONAL' } }) });
+  add({
+    key: 'network',
+    ref: network,
+    deps: [],
+    body: (): protos.google.cloud.compute.v1.INetwork => ({
+      description,
+      autoCreateSubnetworks: false,
+      mtu: NETWORK_MTU,
+      routingConfig: { routingMode: 'REGIONAL' },
+    }),
+  });
   add({
     key: 'subnetwork',
     ref: subnet,
@@ -180,7 +202,13 @@ export function buildPlan(request: CreateRequest): Plan {
       description,
       network: url(network),
       region,
-      nats: [{ name: gcpName(prefix, 'nat'), natIpAllocateOption: 'AUTO_ONLY', sourceSubnetworkIpRangesToNat: 'ALL_SUBNETWORKS_ALL_IP_RANGES' }],
+      nats: [
+        {
+          name: gcpName(prefix, 'nat'),
+          natIpAllocateOption: 'AUTO_ONLY',
+          sourceSubnetworkIpRangesToNat: 'ALL_SUBNETWORKS_ALL_IP_RANGES',
+        },
+      ],
     }),
   });
   add({
@@ -214,7 +242,12 @@ export function buildPlan(request: CreateRequest): Plan {
     ref: address,
     deps: [],
     readBack: true,
-    body: (): protos.google.cloud.compute.v1.IAddress => ({ description, addressType: 'EXTERNAL', ipVersion: 'IPV4', labels: { ...baseLabels } }),
+    body: (): protos.google.cloud.compute.v1.IAddress => ({
+      description,
+      addressType: 'EXTERNAL',
+      ipVersion: 'IPV4',
+      labels: { ...baseLabels },
+    }),
   });
   for (const { port, healthCheck } of LOAD_BALANCER_NAMED_PORTS) {
     add({
@@ -223,7 +256,13 @@ export function buildPlan(request: CreateRequest): Plan {
       deps: [],
       body: (): protos.google.cloud.compute.v1.IHealthCheck =>
         healthCheck === 'HTTPS'
-          ? { description, type: 'HTTPS', checkIntervalSec: 5, timeoutSec: 5, httpsHealthCheck: { port, requestPath: '/readyz' } }
+          ? {
+              description,
+              type: 'HTTPS',
+              checkIntervalSec: 5,
+              timeoutSec: 5,
+              httpsHealthCheck: { port, requestPath: '/readyz' },
+            }
           : { description, type: 'TCP', checkIntervalSec: 5, timeoutSec: 5, tcpHealthCheck: { port } },
     });
   }
@@ -260,7 +299,9 @@ export function buildPlan(request: CreateRequest): Plan {
       body: (): protos.google.cloud.compute.v1.IInstanceGroupManager => ({
         description,
         zone,
-        baseInstanceName: gcpName(prefix, group.role === 'control-plane' ? 'cp' : 'wk', group.name).slice(0, 58).replace(/-+$/, ''),
+        baseInstanceName: gcpName(prefix, group.role === 'control-plane' ? 'cp' : 'wk', group.name)
+          .slice(0, 58)
+          .replace(/-+$/, ''),
         instanceTemplate: url(template),
         targetSize: group.initialCount,
         ...(group.role === 'control-plane'
@@ -299,14 +340,21 @@ export function buildPlan(request: CreateRequest): Plan {
         timeoutSec: 240,
         healthChecks: [url(ref('healthCheck', gcpName(prefix, 'hc', String(port))))],
         // A managed instance group's instance group has the manager's name.
-        backends: igmRefs.map((igm) => ({ group: `projects/${project}/zones/${igm.location}/instanceGroups/${igm.name}`, balancingMode: 'UTILIZATION' })),
+        backends: igmRefs.map((igm) => ({
+          group: `projects/${project}/zones/${igm.location}/instanceGroups/${igm.name}`,
+          balancingMode: 'UTILIZATION',
+        })),
       }),
     });
     add({
       key: `proxy-${port}`,
       ref: proxy,
       deps: [`bs-${port}`],
-      body: (): protos.google.cloud.compute.v1.ITargetTcpProxy => ({ description, service: url(backend), proxyHeader: 'NONE' }),
+      body: (): protos.google.cloud.compute.v1.ITargetTcpProxy => ({
+        description,
+        service: url(backend),
+        proxyHeader: 'NONE',
+      }),
     });
     add({
       key: `fr-${port}`,
@@ -350,15 +398,42 @@ function instanceProperties(
     machineType: group.instanceType,
     ...confidentialSettings(variant),
     disks: [
-      { boot: true, autoDelete: true, deviceName: 'boot', initializeParams: { sourceImage: request.image, diskSizeGb: BOOT_DISK_GB, diskType: 'pd-balanced', labels: { ...ctx.labels } } },
+      {
+        boot: true,
+        autoDelete: true,
+        deviceName: 'boot',
+        initializeParams: {
+          sourceImage: request.image,
+          diskSizeGb: BOOT_DISK_GB,
+          diskType: 'pd-balanced',
+          labels: { ...ctx.labels },
+        },
+      },
       // The state disk: the bootstrapper encrypts it with the key the join service derives for this node.
-      { boot: false, autoDelete: true, deviceName: STATE_DISK_DEVICE, initializeParams: { diskSizeGb: group.stateDiskSizeGB, diskType: group.stateDiskType, labels: { ...ctx.labels } } },
+      {
+        boot: false,
+        autoDelete: true,
+        deviceName: STATE_DISK_DEVICE,
+        initializeParams: {
+          diskSizeGb: group.stateDiskSizeGB,
+          diskType: group.stateDiskType,
+          labels: { ...ctx.labels },
+        },
+      },
     ],
-    networkInterfaces: [{ network: ctx.network, subnetwork: ctx.subnetwork, aliasIpRanges: [{ ipCidrRange: '/24', subnetworkRangeName: 'pods' }] }],
+    networkInterfaces: [
+      {
+        network: ctx.network,
+        subnetwork: ctx.subnetwork,
+        aliasIpRanges: [{ ipCidrRange: '/24', subnetworkRangeName: 'pods' }],
+      },
+    ],
     labels: ctx.labels,
     tags: { items: [ctx.nodeTag] },
     metadata: { items: Object.entries(metadata).map(([key, value]) => ({ key, value })) },
     // Access is granted through the service account's roles, not through scopes (as upstream).
-    serviceAccounts: [{ email: config.IAMServiceAccountVM, scopes: ['https://www.googleapis.com/auth/cloud-platform'] }],
+    serviceAccounts: [
+      { email: config.IAMServiceAccountVM, scopes: ['https://www.googleapis.com/auth/cloud-platform'] },
+    ],
   };
 }

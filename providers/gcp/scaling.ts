@@ -81,11 +81,16 @@ export class GcpScaling {
    * without the init-secret hash when `initialized`. Unchanged properties keep the template.
    */
   async ensureTemplate(group: GroupRecord, change: { image?: string; initialized?: boolean }): Promise<void> {
-    const [igm] = await this.api.call(`Reading node group ${group.nodeGroup}`, () => this.igms().get(this.request(group)), this.call);
+    const [igm] = await this.api.call(
+      `Reading node group ${group.nodeGroup}`,
+      () => this.igms().get(this.request(group)),
+      this.call,
+    );
     const currentRef = parseRefId(igm.instanceTemplate ?? '');
     if (!currentRef) throw new UserError(`Node group ${group.nodeGroup} has no instance template.`);
     const current = await this.api.get(currentRef, this.call);
-    if (!current) throw new UserError(`The instance template ${currentRef.name} of node group ${group.nodeGroup} does not exist.`);
+    if (!current)
+      throw new UserError(`The instance template ${currentRef.name} of node group ${group.nodeGroup} does not exist.`);
     const properties = structuredClone((current.properties ?? {}) as TemplateProperties);
     const before = JSON.stringify(properties);
     if (change.image) {
@@ -103,27 +108,64 @@ export class GcpScaling {
     this.ctx.progress?.(`making instance template ${ref.name} for node group ${group.nodeGroup}`);
     try {
       const op = await this.api.insert(ref, { description: current.description, properties }, this.call);
-      await this.ctx.journal.record({ kind: journalKind('instanceTemplate'), id, name: ref.name, dependsOn: old?.dependsOn ?? [], data: { ...old?.data, state: 'creating' } });
+      await this.ctx.journal.record({
+        kind: journalKind('instanceTemplate'),
+        id,
+        name: ref.name,
+        dependsOn: old?.dependsOn ?? [],
+        data: { ...old?.data, state: 'creating' },
+      });
       await this.wait(op, ref.project, `Creating instance template ${ref.name}`);
     } catch (err) {
       if (!isAlreadyExists(err)) throw toUserError(`Creating instance template ${ref.name}`, err);
     }
-    await this.ctx.journal.record({ kind: journalKind('instanceTemplate'), id, name: ref.name, dependsOn: old?.dependsOn ?? [], data: { ...old?.data, state: 'created' } });
+    await this.ctx.journal.record({
+      kind: journalKind('instanceTemplate'),
+      id,
+      name: ref.name,
+      dependsOn: old?.dependsOn ?? [],
+      data: { ...old?.data, state: 'created' },
+    });
     // The group now refers to the new template too: terminate deletes the group first.
-    await this.ctx.journal.record({ ...group.record, dependsOn: [...new Set([...(group.record.dependsOn ?? []), id])] });
-    const [lro] = await this.api.call(`Setting the instance template of node group ${group.nodeGroup}`, () =>
-      this.igms().setInstanceTemplate({ ...this.request(group), instanceGroupManagersSetInstanceTemplateRequestResource: { instanceTemplate: id } }), this.call);
-    await this.wait(lro.latestResponse, group.project, `Setting the instance template of node group ${group.nodeGroup}`);
+    await this.ctx.journal.record({
+      ...group.record,
+      dependsOn: [...new Set([...(group.record.dependsOn ?? []), id])],
+    });
+    const [lro] = await this.api.call(
+      `Setting the instance template of node group ${group.nodeGroup}`,
+      () =>
+        this.igms().setInstanceTemplate({
+          ...this.request(group),
+          instanceGroupManagersSetInstanceTemplateRequestResource: { instanceTemplate: id },
+        }),
+      this.call,
+    );
+    await this.wait(
+      lro.latestResponse,
+      group.project,
+      `Setting the instance template of node group ${group.nodeGroup}`,
+    );
   }
 
   /** One more instance in the group (see the module header); resolves once GCP reports it RUNNING. */
   async addInstance(group: GroupRecord): Promise<InstanceRef> {
-    const [igm] = await this.api.call(`Reading node group ${group.nodeGroup}`, () => this.igms().get(this.request(group)), this.call);
+    const [igm] = await this.api.call(
+      `Reading node group ${group.nodeGroup}`,
+      () => this.igms().get(this.request(group)),
+      this.call,
+    );
     // As upstream's node operator: the group's base name and four random characters.
     const name = `${(igm.baseInstanceName ?? group.name).slice(0, 58)}-${randomSuffix()}`;
     this.ctx.progress?.(`adding ${name} to node group ${group.nodeGroup}`);
-    const [lro] = await this.api.call(`Adding an instance to node group ${group.nodeGroup}`, () =>
-      this.igms().createInstances({ ...this.request(group), instanceGroupManagersCreateInstancesRequestResource: { instances: [{ name }] } }), this.call);
+    const [lro] = await this.api.call(
+      `Adding an instance to node group ${group.nodeGroup}`,
+      () =>
+        this.igms().createInstances({
+          ...this.request(group),
+          instanceGroupManagersCreateInstancesRequestResource: { instances: [{ name }] },
+        }),
+      this.call,
+    );
     await this.wait(lro.latestResponse, group.project, `Adding ${name} to node group ${group.nodeGroup}`);
     await this.waitForGroup(group, (managed) => managed.some((m) => m.name === name && m.ready), `${name} to run`);
     return { project: group.project, zone: group.zone, name };
@@ -138,8 +180,15 @@ export class GcpScaling {
   async drainInstance(group: GroupRecord, ref: InstanceRef): Promise<void> {
     if (!(await this.isMember(group, ref))) return;
     this.ctx.progress?.(`taking ${ref.name} out of the load balancer`);
-    const [lro] = await this.api.call(`Taking ${ref.name} out of node group ${group.nodeGroup}`, () =>
-      this.igms().abandonInstances({ ...this.request(group), instanceGroupManagersAbandonInstancesRequestResource: { instances: [instanceId(ref)] } }), this.call);
+    const [lro] = await this.api.call(
+      `Taking ${ref.name} out of node group ${group.nodeGroup}`,
+      () =>
+        this.igms().abandonInstances({
+          ...this.request(group),
+          instanceGroupManagersAbandonInstancesRequestResource: { instances: [instanceId(ref)] },
+        }),
+      this.call,
+    );
     await this.wait(lro.latestResponse, group.project, `Taking ${ref.name} out of node group ${group.nodeGroup}`);
   }
 
@@ -147,17 +196,27 @@ export class GcpScaling {
   async removeInstance(group: GroupRecord | undefined, ref: InstanceRef): Promise<void> {
     this.ctx.progress?.(`deleting ${ref.name}`);
     if (group && (await this.isMember(group, ref))) {
-      const [lro] = await this.api.call(`Deleting ${ref.name} from node group ${group.nodeGroup}`, () =>
-        this.igms().deleteInstances({
-          ...this.request(group),
-          instanceGroupManagersDeleteInstancesRequestResource: { instances: [instanceId(ref)], skipInstancesOnValidationError: true },
-        }), this.call);
+      const [lro] = await this.api.call(
+        `Deleting ${ref.name} from node group ${group.nodeGroup}`,
+        () =>
+          this.igms().deleteInstances({
+            ...this.request(group),
+            instanceGroupManagersDeleteInstancesRequestResource: {
+              instances: [instanceId(ref)],
+              skipInstancesOnValidationError: true,
+            },
+          }),
+        this.call,
+      );
       await this.wait(lro.latestResponse, group.project, `Deleting ${ref.name}`);
     } else {
       const instances = this.api.client<InstancesClient>('InstancesClient');
       let lro: { latestResponse?: unknown };
       try {
-        [lro] = await this.api.rawCall(() => instances.delete({ project: ref.project, zone: ref.zone, instance: ref.name }), this.call);
+        [lro] = await this.api.rawCall(
+          () => instances.delete({ project: ref.project, zone: ref.zone, instance: ref.name }),
+          this.call,
+        );
       } catch (err) {
         if (isNotFound(err)) return;
         throw toUserError(`Deleting ${ref.name}`, err);
@@ -172,7 +231,11 @@ export class GcpScaling {
     for (const group of groups) await this.ensureTemplate(group, { initialized: true });
     for (const instance of instances) {
       if (metadataItems(instance)[META_INIT_SECRET_HASH] === undefined) continue;
-      const ref = { project: groups[0]!.project, zone: (instance.zone ?? '').split('/').pop() ?? '', name: instance.name ?? '' };
+      const ref = {
+        project: groups[0]!.project,
+        zone: (instance.zone ?? '').split('/').pop() ?? '',
+        name: instance.name ?? '',
+      };
       await this.removeMetadataItem(ref, META_INIT_SECRET_HASH);
     }
   }
@@ -186,12 +249,21 @@ export class GcpScaling {
       const items = (current.metadata?.items ?? []).filter((i) => i.key !== key);
       if (items.length === (current.metadata?.items ?? []).length) return;
       try {
-        const [lro] = await this.api.rawCall(() =>
-          instances.setMetadata({ project: ref.project, zone: ref.zone, instance: ref.name, metadataResource: { items, fingerprint: current.metadata?.fingerprint } }), this.call);
+        const [lro] = await this.api.rawCall(
+          () =>
+            instances.setMetadata({
+              project: ref.project,
+              zone: ref.zone,
+              instance: ref.name,
+              metadataResource: { items, fingerprint: current.metadata?.fingerprint },
+            }),
+          this.call,
+        );
         await this.wait(lro.latestResponse, ref.project, `Updating the metadata of ${ref.name}`);
         return;
       } catch (err) {
-        if (gcpErrorInfo(err).status !== 412 || attempt >= 5) throw toUserError(`Updating the metadata of ${ref.name}`, err);
+        if (gcpErrorInfo(err).status !== 412 || attempt >= 5)
+          throw toUserError(`Updating the metadata of ${ref.name}`, err);
       }
     }
   }
@@ -199,7 +271,10 @@ export class GcpScaling {
   async instance(ref: InstanceRef): Promise<GceInstance | undefined> {
     const instances = this.api.client<InstancesClient>('InstancesClient');
     try {
-      const [instance] = await this.api.rawCall(() => instances.get({ project: ref.project, zone: ref.zone, instance: ref.name }), this.call);
+      const [instance] = await this.api.rawCall(
+        () => instances.get({ project: ref.project, zone: ref.zone, instance: ref.name }),
+        this.call,
+      );
       return instance;
     } catch (err) {
       if (isNotFound(err)) return undefined;
@@ -209,12 +284,23 @@ export class GcpScaling {
 
   /** The group's instances as listManagedInstances reports them: ready = RUNNING with no action pending. */
   async managed(group: GroupRecord): Promise<{ name: string; ready: boolean }[]> {
-    const [managed] = await this.api.call(`Listing the instances of node group ${group.nodeGroup}`, () => this.igms().listManagedInstances(this.request(group)), this.call);
-    return managed.map((m) => ({ name: (m.instance ?? '').split('/').pop() ?? '', ready: m.instanceStatus === 'RUNNING' && (m.currentAction ?? 'NONE') === 'NONE' }));
+    const [managed] = await this.api.call(
+      `Listing the instances of node group ${group.nodeGroup}`,
+      () => this.igms().listManagedInstances(this.request(group)),
+      this.call,
+    );
+    return managed.map((m) => ({
+      name: (m.instance ?? '').split('/').pop() ?? '',
+      ready: m.instanceStatus === 'RUNNING' && (m.currentAction ?? 'NONE') === 'NONE',
+    }));
   }
 
   /** Waits until the group's instances satisfy `done` ("resize is DONE when the actions are scheduled"). */
-  async waitForGroup(group: GroupRecord, done: (managed: { name: string; ready: boolean }[]) => boolean, what: string): Promise<void> {
+  async waitForGroup(
+    group: GroupRecord,
+    done: (managed: { name: string; ready: boolean }[]) => boolean,
+    what: string,
+  ): Promise<void> {
     await this.until(async () => done(await this.managed(group)), what);
   }
 
@@ -226,7 +312,9 @@ export class GcpScaling {
       sleep,
       signal: this.ctx.signal,
       onTimeout: () => {
-        throw new UserError(`Timed out waiting for ${what}.`, { hint: 'Check the managed instance groups in the Google Cloud console; `constellation status` shows the nodes.' });
+        throw new UserError(`Timed out waiting for ${what}.`, {
+          hint: 'Check the managed instance groups in the Google Cloud console; `constellation status` shows the nodes.',
+        });
       },
     });
   }

@@ -11,7 +11,16 @@ import { UserError } from '../../lib/errors.js';
 import type { ProviderContext, RecordedResource } from '../contract.js';
 import { deleteInReverseDependencyOrder } from '../common/delete-order.js';
 import { TaskGraphError } from '../common/task-graph.js';
-import { GcpCompute, journalKind, KINDS, parseRefId, refId, type GcpKind, type GcpResource, type ResourceRef } from './clients.js';
+import {
+  GcpCompute,
+  journalKind,
+  KINDS,
+  parseRefId,
+  refId,
+  type GcpKind,
+  type GcpResource,
+  type ResourceRef,
+} from './clients.js';
 import { gcpErrorInfo, isInUse, isNotFound, toUserError } from './errors.js';
 import { DEFAULT_IN_USE_RETRIES, DEFAULT_POLL_INTERVAL_MS, type GcpProviderOptions } from './options.js';
 import { labelValue, LABEL_UID, namePrefix } from './plan.js';
@@ -86,15 +95,23 @@ export async function terminateRecorded(
     if (err.task === '(aborted)') throw err.cause;
     const byId = new Map(doomed.map((r) => [r.id, r]));
     const messages = err.failures.map((f) => toUserError(`Deleting ${label(byId.get(f.task)!)}`, f.error).message);
-    throw new UserError(`Terminating the GCP infrastructure failed for ${messages.length} resource(s): ${messages.join('; ')}`, {
-      hint: 'Run `constellation terminate` again: the workspace still lists what is left.',
-      cause: err,
-    });
+    throw new UserError(
+      `Terminating the GCP infrastructure failed for ${messages.length} resource(s): ${messages.join('; ')}`,
+      {
+        hint: 'Run `constellation terminate` again: the workspace still lists what is left.',
+        cause: err,
+      },
+    );
   }
 }
 
 /** Resources of the cluster the journal does not know: by name prefix or uid label. */
-async function discover(api: GcpCompute, records: RecordedResource[], options: GcpProviderOptions, ctx: ProviderContext): Promise<ResourceRef[]> {
+async function discover(
+  api: GcpCompute,
+  records: RecordedResource[],
+  options: GcpProviderOptions,
+  ctx: ProviderContext,
+): Promise<ResourceRef[]> {
   const refs = records.map((r) => parseRefId(r.id)!);
   const uid = options.uid ?? records.map((r) => r.data?.uid).find((u): u is string => typeof u === 'string');
   const project = options.project ?? refs[0]?.project;
@@ -107,14 +124,18 @@ async function discover(api: GcpCompute, records: RecordedResource[], options: G
     for (const z of Array.isArray(r.data?.zones) ? r.data.zones : []) if (typeof z === 'string') zones.add(z);
   }
   if (!uid || !project) {
-    throw new UserError('Cannot search for the cluster\'s resources by tag: the workspace records neither its uid nor its project.', {
-      hint: 'Delete the resources labelled constellation-uid in the Google Cloud console.',
-    });
+    throw new UserError(
+      "Cannot search for the cluster's resources by tag: the workspace records neither its uid nor its project.",
+      {
+        hint: 'Delete the resources labelled constellation-uid in the Google Cloud console.',
+      },
+    );
   }
   const prefix = `${namePrefix(uid)}-`;
   const label = labelValue(uid);
   const matches = (r: GcpResource) => {
-    const labels = (r.labels ?? (r.properties as { labels?: unknown } | undefined)?.labels) as Record<string, string> | undefined;
+    const labels = (r.labels ?? (r.properties as { labels?: unknown } | undefined)?.labels) as
+      Record<string, string> | undefined;
     return (r.name ?? '').startsWith(prefix) || labels?.[LABEL_UID] === label;
   };
   const found: ResourceRef[] = [];

@@ -45,14 +45,22 @@ export async function startCloud(config: CloudConfig, controlToken: string): Pro
   let lb: LoadBalancer;
   let dhcp: DhcpServer | undefined;
   try {
-    lb = await startLoadBalancer({ host: gateway, ports: config.loadBalancerPorts, backends: () => registry.controlPlaneAddresses() });
+    lb = await startLoadBalancer({
+      host: gateway,
+      ports: config.loadBalancerPorts,
+      backends: () => registry.controlPlaneAddresses(),
+    });
   } catch (err) {
     server.close();
     throw err;
   }
   if (config.dhcp) {
     try {
-      dhcp = await startDhcpServer({ gateway, isNode: (address) => registry.byAddress(address) !== undefined, log: (line) => console.log(`${new Date().toISOString()} ${line}`) });
+      dhcp = await startDhcpServer({
+        gateway,
+        isNode: (address) => registry.byAddress(address) !== undefined,
+        log: (line) => console.log(`${new Date().toISOString()} ${line}`),
+      });
     } catch (err) {
       server.close();
       await lb.close();
@@ -70,10 +78,22 @@ export async function startCloud(config: CloudConfig, controlToken: string): Pro
 async function main(configFile: string): Promise<void> {
   let cloud: RunningCloud;
   try {
-    const config = cloudConfigSchema.parse(JSON.parse((await readRegularFile(configFile, { what: 'the cloud config', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8')));
-    const token = (await readRegularFile(config.controlTokenFile, { what: 'the control token', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8').trim();
+    const config = cloudConfigSchema.parse(
+      JSON.parse(
+        (await readRegularFile(configFile, { what: 'the cloud config', maxBytes: SIZE_LIMITS.nodeFile })).toString(
+          'utf8',
+        ),
+      ),
+    );
+    const token = (
+      await readRegularFile(config.controlTokenFile, { what: 'the control token', maxBytes: SIZE_LIMITS.nodeFile })
+    )
+      .toString('utf8')
+      .trim();
     cloud = await startCloud(config, token);
-    console.log(`${new Date().toISOString()} cloud daemon up on ${config.prefix}.1 (metadata :${config.metadataPort}, load balancer :${config.loadBalancerPorts.join(',')})`);
+    console.log(
+      `${new Date().toISOString()} cloud daemon up on ${config.prefix}.1 (metadata :${config.metadataPort}, load balancer :${config.loadBalancerPorts.join(',')})`,
+    );
   } catch (err) {
     const e = err as NodeJS.ErrnoException;
     console.error(`${new Date().toISOString()} cloud daemon failed: ${e.message}`);

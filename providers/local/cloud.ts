@@ -55,13 +55,18 @@ export class CloudControl {
   }
 
   unregisterNode(name: string): Promise<void> {
-    return requestJson(`${this.metadataUrl}/v1/control/nodes/${encodeURIComponent(name)}`, { method: 'DELETE', token: this.token });
+    return requestJson(`${this.metadataUrl}/v1/control/nodes/${encodeURIComponent(name)}`, {
+      method: 'DELETE',
+      token: this.token,
+    });
   }
 }
 
 async function controlToken(file: string): Promise<string> {
   try {
-    return (await readRegularFile(file, { what: 'the control token', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8').trim();
+    return (await readRegularFile(file, { what: 'the control token', maxBytes: SIZE_LIMITS.nodeFile }))
+      .toString('utf8')
+      .trim();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
   }
@@ -75,13 +80,20 @@ async function controlToken(file: string): Promise<string> {
  * journal before it exists), a claimed address range (recorded in cluster.json), addresses and bridge. Ends with
  * `file.record.prefix` set.
  */
-export async function ensureNetwork(file: ClusterFile, ctx: ProviderContext, options: NetworkOptions): Promise<ClusterNetwork> {
+export async function ensureNetwork(
+  file: ClusterFile,
+  ctx: ProviderContext,
+  options: NetworkOptions,
+): Promise<ClusterNetwork> {
   const { record } = file;
   if (!record.netId) {
     if (record.prefix) {
-      throw new UserError(`This local cluster was created by an earlier version, with loopback addresses (${record.prefix}.x).`, {
-        hint: 'Terminate it (constellation terminate) and create it again: local nodes now run in their own network namespaces.',
-      });
+      throw new UserError(
+        `This local cluster was created by an earlier version, with loopback addresses (${record.prefix}.x).`,
+        {
+          hint: 'Terminate it (constellation terminate) and create it again: local nodes now run in their own network namespaces.',
+        },
+      );
     }
     await file.update((r) => {
       r.netId = newNetworkId();
@@ -119,9 +131,12 @@ async function claimFreeRange(network: ClusterNetwork, options: NetworkOptions):
   for (const prefix of candidateRanges(pool, await network.routes(), options.random)) {
     if (await network.claimRange(prefix)) return prefix;
   }
-  throw new UserError(`No free address range (/24) is left in the local clusters' address pool ${options.addressPool}.`, {
-    hint: `Its ranges are used by this machine's networks or by other local clusters. Terminate local clusters you no longer need, or set ${ADDRESS_POOL_ENV} to another private network that this machine does not use.`,
-  });
+  throw new UserError(
+    `No free address range (/24) is left in the local clusters' address pool ${options.addressPool}.`,
+    {
+      hint: `Its ranges are used by this machine's networks or by other local clusters. Terminate local clusters you no longer need, or set ${ADDRESS_POOL_ENV} to another private network that this machine does not use.`,
+    },
+  );
 }
 
 /**
@@ -164,14 +179,23 @@ export async function ensureCloud(
     netns,
   });
   if (message.type === 'error') {
-    throw new UserError(`The local cluster's metadata server and load balancer did not start on ${gateway}: ${message.message}`, {
-      hint: `See ${paths.cloudLog}.`,
-    });
+    throw new UserError(
+      `The local cluster's metadata server and load balancer did not start on ${gateway}: ${message.message}`,
+      {
+        hint: `See ${paths.cloudLog}.`,
+      },
+    );
   }
   await file.update((r) => {
     r.cloudPid = pid;
   });
-  await ctx.journal.record({ kind: 'local:cloud', id: CLOUD_RESOURCE_ID, name: gateway, dependsOn: [NETWORK_RESOURCE_ID], data: { pid } });
+  await ctx.journal.record({
+    kind: 'local:cloud',
+    id: CLOUD_RESOURCE_ID,
+    name: gateway,
+    dependsOn: [NETWORK_RESOURCE_ID],
+    data: { pid },
+  });
   ctx.log.debug('local cloud daemon started', { pid, gateway, netns });
   return { control: new CloudControl(metadataUrl(prefix, record.metadataPort), token), started: true };
 }

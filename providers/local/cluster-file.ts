@@ -55,7 +55,11 @@ const clusterRecordSchema = z.object({
   kubernetesBackend: z.enum(['none', 'kubeadm']).default('none'),
   nodeGroups: z.record(
     z.string(),
-    z.object({ role: z.enum(['control-plane', 'worker']), stateDiskSizeGB: z.number().positive(), count: z.number().int().min(0) }),
+    z.object({
+      role: z.enum(['control-plane', 'worker']),
+      stateDiskSizeGB: z.number().positive(),
+      count: z.number().int().min(0),
+    }),
   ),
   /** Next index per role for node names (control-plane-<i>, worker-<i>); names are never reused. */
   nextNodeIndex: z.record(z.string(), z.number().int().min(0)),
@@ -75,7 +79,9 @@ export class ClusterFile {
   static async load(paths: ClusterPaths): Promise<ClusterFile | undefined> {
     let text: string;
     try {
-      text = (await readRegularFile(paths.clusterFile, { what: 'the local cluster record', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8');
+      text = (
+        await readRegularFile(paths.clusterFile, { what: 'the local cluster record', maxBytes: SIZE_LIMITS.nodeFile })
+      ).toString('utf8');
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
       throw err;
@@ -87,7 +93,9 @@ export class ClusterFile {
       parsed = undefined;
     }
     if (!parsed?.success) {
-      const where = parsed ? ` at ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}` : ' (not JSON)';
+      const where = parsed
+        ? ` at ${parsed.error.issues[0].path.join('.')}: ${parsed.error.issues[0].message}`
+        : ' (not JSON)';
       throw new UserError(`The local cluster record ${paths.clusterFile} is invalid${where}.`, {
         hint: 'Restore it from a backup, or run `constellation terminate` to remove the local cluster it described.',
       });
@@ -104,7 +112,8 @@ export class ClusterFile {
   /** Changes the record and writes it; resolves when this change (and every earlier one) is on disk. */
   update(change: (record: LocalClusterRecord) => void): Promise<void> {
     change(this.record);
-    const write = () => writeFileAtomic(this.paths.clusterFile, `${JSON.stringify(this.record, null, 2)}\n`, { mode: 0o600 });
+    const write = () =>
+      writeFileAtomic(this.paths.clusterFile, `${JSON.stringify(this.record, null, 2)}\n`, { mode: 0o600 });
     const run = this.queue.then(write, write);
     this.queue = run.catch(() => undefined);
     return run;

@@ -14,7 +14,15 @@ import { promises as fs } from 'node:fs';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import { UserError } from '../../lib/errors.js';
 import type { CreateRequest, CreateResult, InfrastructureProvider, Instance, ProviderContext } from '../contract.js';
-import { CloudControl, CLUSTER_RESOURCE_ID, CLOUD_RESOURCE_ID, ensureCloud, ensureNetwork, NETWORK_RESOURCE_ID, type NetworkOptions } from './cloud.js';
+import {
+  CloudControl,
+  CLUSTER_RESOURCE_ID,
+  CLOUD_RESOURCE_ID,
+  ensureCloud,
+  ensureNetwork,
+  NETWORK_RESOURCE_ID,
+  type NetworkOptions,
+} from './cloud.js';
 import { clusterSettings, ClusterFile, type LocalClusterRecord, type LocalNodeRecord } from './cluster-file.js';
 import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR } from './layout.js';
 import { ClusterNetwork, isNetworkId, newNetworkId, requireRoot } from './network.js';
@@ -52,12 +60,20 @@ export abstract class LocalCluster implements InfrastructureProvider {
     requireRoot(); // before anything exists
     const paths = clusterPaths(ctx.workspaceDir);
     if (request.image !== this.imageVersion) {
-      throw new UserError(`The config names image ${request.image}, but the ${this.name} provider was set up to boot ${this.imageVersion}.`, {
-        hint: 'This is a bug in constellation: the provider must be made from the same config.',
-      });
+      throw new UserError(
+        `The config names image ${request.image}, but the ${this.name} provider was set up to boot ${this.imageVersion}.`,
+        {
+          hint: 'This is a bug in constellation: the provider must be made from the same config.',
+        },
+      );
     }
     await this.machine.requireImage(this.imageVersion, ctx);
-    await ctx.journal.record({ kind: 'local:cluster', id: CLUSTER_RESOURCE_ID, name: LOCAL_DIR, data: { dir: paths.dir } });
+    await ctx.journal.record({
+      kind: 'local:cluster',
+      id: CLUSTER_RESOURCE_ID,
+      name: LOCAL_DIR,
+      data: { dir: paths.dir },
+    });
     await fs.mkdir(paths.nodesDir, { recursive: true, mode: 0o700 });
 
     let file = await ClusterFile.load(paths);
@@ -115,11 +131,16 @@ export abstract class LocalCluster implements InfrastructureProvider {
   async listInstances(ctx: ProviderContext): Promise<Instance[]> {
     const file = await ClusterFile.load(clusterPaths(ctx.workspaceDir));
     if (!file) return [];
-    return Promise.all(Object.keys(file.record.nodes).sort().map((name) => this.instance(file, name, ctx)));
+    return Promise.all(
+      Object.keys(file.record.nodes)
+        .sort()
+        .map((name) => this.instance(file, name, ctx)),
+    );
   }
 
   async scaleNodeGroup(nodeGroup: string, count: number, ctx: ProviderContext): Promise<void> {
-    if (!Number.isInteger(count) || count < 0) throw new UserError(`A node group's size must be a whole number >= 0, not ${count}.`);
+    if (!Number.isInteger(count) || count < 0)
+      throw new UserError(`A node group's size must be a whole number >= 0, not ${count}.`);
     const file = await this.requireClusterFile(ctx);
     const group = file.record.nodeGroups[nodeGroup];
     if (!group) {
@@ -217,14 +238,17 @@ export abstract class LocalCluster implements InfrastructureProvider {
       record = (await ClusterFile.load(paths))?.record;
     } catch (err) {
       // A broken cluster.json must not keep anything alive: the journal and the owner marks still find it all.
-      ctx.log.warn('local cluster record unreadable; terminating from the journal and the process table', { error: String(err) });
+      ctx.log.warn('local cluster record unreadable; terminating from the journal and the process table', {
+        error: String(err),
+      });
     }
     const journal = (await ctx.journal.list()).filter((r) => r.kind.startsWith('local:'));
     const nodes = new Map<string, number[]>();
     const addPids = (name: string, ...pids: unknown[]) =>
       nodes.set(name, [...(nodes.get(name) ?? []), ...pids.filter((p): p is number => typeof p === 'number')]);
     for (const [name, n] of Object.entries(record?.nodes ?? {})) addPids(name, n.launcherPid, n.swtpmPid);
-    for (const r of journal) if (r.kind === 'local:node' && r.name) addPids(r.name, r.data?.launcherPid, r.data?.swtpmPid);
+    for (const r of journal)
+      if (r.kind === 'local:node' && r.name) addPids(r.name, r.data?.launcherPid, r.data?.swtpmPid);
     for (const name of await fs.readdir(paths.nodesDir).catch(() => [] as string[])) addPids(name);
     ctx.progress?.(`stopping ${nodes.size} local nodes`);
     await settleAll([...nodes].map(([name, pids]) => this.nodes.destroyLeftovers(name, pids, ctx)));
@@ -234,7 +258,10 @@ export abstract class LocalCluster implements InfrastructureProvider {
       cloudPids.filter((p): p is number => typeof p === 'number'),
     );
     // With every process gone: the namespaces (the cluster's network id is in the record and in the journal).
-    const netIds = new Set([record?.netId, ...journal.filter((r) => r.id === NETWORK_RESOURCE_ID).map((r) => r.data?.netId)]);
+    const netIds = new Set([
+      record?.netId,
+      ...journal.filter((r) => r.id === NETWORK_RESOURCE_ID).map((r) => r.data?.netId),
+    ]);
     for (const id of netIds) if (isNetworkId(id)) await new ClusterNetwork(id).remove();
     await fs.rm(paths.dir, { recursive: true, force: true, maxRetries: 5 });
     await fs.rm(paths.runtimeDir, { recursive: true, force: true });
@@ -244,7 +271,9 @@ export abstract class LocalCluster implements InfrastructureProvider {
   private async requireClusterFile(ctx: ProviderContext): Promise<ClusterFile> {
     const file = await ClusterFile.load(clusterPaths(ctx.workspaceDir));
     if (!file) {
-      throw new UserError(`The workspace ${ctx.workspaceDir} has no local cluster.`, { hint: 'Create one first (constellation create).' });
+      throw new UserError(`The workspace ${ctx.workspaceDir} has no local cluster.`, {
+        hint: 'Create one first (constellation create).',
+      });
     }
     return file;
   }
@@ -266,7 +295,12 @@ export abstract class LocalCluster implements InfrastructureProvider {
       await control.setCluster(clusterSettings(file.record));
       for (const [name, node] of Object.entries(file.record.nodes)) {
         if (node.akPublic && !node.drained) {
-          await control.registerNode(name, { role: node.role, group: node.group, address: addressOf(file.record, name), akPublic: node.akPublic });
+          await control.registerNode(name, {
+            role: node.role,
+            group: node.group,
+            address: addressOf(file.record, name),
+            akPublic: node.akPublic,
+          });
         }
       }
     }

@@ -31,9 +31,16 @@ export interface DhcpRequest {
 
 /** Parses a BOOTREQUEST with a DHCP message type; undefined for anything else. */
 export function parseDhcpRequest(packet: Buffer): DhcpRequest | undefined {
-  if (packet.length < 240 || packet[0] !== BOOTREQUEST || packet[1] !== 1 || packet[2] !== 6 || packet.readUInt32BE(236) !== MAGIC) return undefined;
+  if (
+    packet.length < 240 ||
+    packet[0] !== BOOTREQUEST ||
+    packet[1] !== 1 ||
+    packet[2] !== 6 ||
+    packet.readUInt32BE(236) !== MAGIC
+  )
+    return undefined;
   let type: number | undefined;
-  for (let at = 240; at < packet.length; ) {
+  for (let at = 240; at < packet.length;) {
     const code = packet[at]!;
     if (code === 255) break;
     if (code === 0) {
@@ -46,7 +53,12 @@ export function parseDhcpRequest(packet: Buffer): DhcpRequest | undefined {
     at += 2 + length;
   }
   if (type === undefined) return undefined;
-  return { xid: packet.readUInt32BE(4), flags: packet.readUInt16BE(10), chaddr: Buffer.from(packet.subarray(28, 34)), type };
+  return {
+    xid: packet.readUInt32BE(4),
+    flags: packet.readUInt16BE(10),
+    chaddr: Buffer.from(packet.subarray(28, 34)),
+    type,
+  };
 }
 
 /** The address a MAC of ours encodes (02:00:a:b:c:d), or undefined for another MAC. */
@@ -58,7 +70,12 @@ export function addressOfMac(mac: Buffer): string | undefined {
 const ipBytes = (address: string) => Buffer.from(address.split('.').map(Number));
 
 /** The OFFER or ACK for a request, giving `address`. */
-export function dhcpReply(request: DhcpRequest, type: typeof OFFER | typeof ACK, address: string, gateway: string): Buffer {
+export function dhcpReply(
+  request: DhcpRequest,
+  type: typeof OFFER | typeof ACK,
+  address: string,
+  gateway: string,
+): Buffer {
   const head = Buffer.alloc(240);
   head[0] = BOOTREPLY;
   head[1] = 1;
@@ -91,7 +108,11 @@ export interface DhcpServer {
  * Starts the server for the cluster whose gateway address is `gateway`; `isNode(address)` says whether a registered
  * node has the address. `log` gets one line per answer.
  */
-export async function startDhcpServer(options: { gateway: string; isNode: (address: string) => boolean; log?: (line: string) => void }): Promise<DhcpServer> {
+export async function startDhcpServer(options: {
+  gateway: string;
+  isNode: (address: string) => boolean;
+  log?: (line: string) => void;
+}): Promise<DhcpServer> {
   const prefix = options.gateway.split('.').slice(0, 3).join('.');
   const bind = (socket: dgram.Socket, address: string) =>
     new Promise<void>((resolve, reject) => {
@@ -121,13 +142,20 @@ export async function startDhcpServer(options: { gateway: string; isNode: (addre
     }
     const type = request.type === DISCOVER ? OFFER : ACK;
     sender.send(dhcpReply(request, type, address, options.gateway), 68, '255.255.255.255', (err) => {
-      options.log?.(err ? `dhcp: cannot answer ${address}: ${err.message}` : `dhcp: ${type === OFFER ? 'offered' : 'acknowledged'} ${address}`);
+      options.log?.(
+        err
+          ? `dhcp: cannot answer ${address}: ${err.message}`
+          : `dhcp: ${type === OFFER ? 'offered' : 'acknowledged'} ${address}`,
+      );
     });
   };
   any.on('message', answer);
   sender.on('message', answer);
   for (const socket of [any, sender]) socket.on('error', (err) => options.log?.(`dhcp: ${err.message}`));
   return {
-    close: () => Promise.all([any, sender].map((s) => new Promise<void>((resolve) => s.close(() => resolve())))).then(() => undefined),
+    close: () =>
+      Promise.all([any, sender].map((s) => new Promise<void>((resolve) => s.close(() => resolve())))).then(
+        () => undefined,
+      ),
   };
 }

@@ -33,7 +33,10 @@ export const RACY_MS = 2000;
 /** The cache keeps at most this many files (each build of the node program has about 60). */
 const MAX_ENTRIES = 2000;
 /** statfs(2) f_type of file systems whose attributes come from a user space daemon or a server. */
-const UNTRUSTED_FS_TYPES = new Set([0x65735546 /* FUSE */, 0x6969 /* NFS */, 0x517b /* SMB */, 0xfe534d42 /* SMB2 */, 0xff534d42 /* CIFS */, 0x01021997 /* 9p */, 0x00c36400 /* Ceph */]);
+const UNTRUSTED_FS_TYPES = new Set([
+  0x65735546 /* FUSE */, 0x6969 /* NFS */, 0x517b /* SMB */, 0xfe534d42 /* SMB2 */, 0xff534d42 /* CIFS */,
+  0x01021997 /* 9p */, 0x00c36400 /* Ceph */,
+]);
 
 interface Entry {
   identity: string;
@@ -87,10 +90,15 @@ export class FileDigestCache {
     const before = await fs.stat(file, { bigint: true });
     const identity = identityOf(before);
     const hit = entries.get(file);
-    if (hit?.identity === identity) return { sha256: Buffer.from(hit.sha256, 'hex'), sha384: Buffer.from(hit.sha384, 'hex') };
+    if (hit?.identity === identity)
+      return { sha256: Buffer.from(hit.sha256, 'hex'), sha384: Buffer.from(hit.sha384, 'hex') };
     const computed = await hashFile(file);
     const rested = Number(before.ctimeMs) < started - RACY_MS;
-    if (rested && identityOf(await fs.stat(file, { bigint: true })) === identity && !(await onUntrustedFileSystem(file))) {
+    if (
+      rested &&
+      identityOf(await fs.stat(file, { bigint: true })) === identity &&
+      !(await onUntrustedFileSystem(file))
+    ) {
       entries.set(file, { identity, sha256: computed.sha256.toString('hex'), sha384: computed.sha384.toString('hex') });
       this.changed = true;
     }
@@ -134,7 +142,11 @@ export class FileDigestCache {
         // No cache yet, or a broken one: start empty.
       }
     }
-    this.entries = new Map(Object.entries(parsed).filter(([, e]) => typeof e?.identity === 'string' && typeof e.sha256 === 'string' && typeof e.sha384 === 'string'));
+    this.entries = new Map(
+      Object.entries(parsed).filter(
+        ([, e]) => typeof e?.identity === 'string' && typeof e.sha256 === 'string' && typeof e.sha384 === 'string',
+      ),
+    );
     return this.entries;
   }
 
@@ -143,7 +155,13 @@ export class FileDigestCache {
     const handle = await fs.open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
     try {
       const stat = await handle.stat();
-      if (!stat.isFile() || stat.size > SIZE_LIMITS.nodeFile || !this.ownedSafely(stat) || !(await this.trusted(path.dirname(file)))) return undefined;
+      if (
+        !stat.isFile() ||
+        stat.size > SIZE_LIMITS.nodeFile ||
+        !this.ownedSafely(stat) ||
+        !(await this.trusted(path.dirname(file)))
+      )
+        return undefined;
       return await handle.readFile('utf8');
     } finally {
       await handle.close();

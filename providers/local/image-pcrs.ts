@@ -75,7 +75,10 @@ async function listImage(dir: string, prefix = ''): Promise<string[]> {
 }
 
 /** The PCR 9 event digest of an image directory, per bank (see the module header). */
-export async function imageDirectoryDigests(dir: string, cache: FileDigestCache = new FileDigestCache()): Promise<Record<BankAlgorithm, Buffer>> {
+export async function imageDirectoryDigests(
+  dir: string,
+  cache: FileDigestCache = new FileDigestCache(),
+): Promise<Record<BankAlgorithm, Buffer>> {
   const root = await fs.lstat(dir);
   if (root.isSymbolicLink()) throw notAnImageFile(dir, '.', 'a symbolic link');
   const files = (await listImage(dir)).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
@@ -83,7 +86,10 @@ export async function imageDirectoryDigests(dir: string, cache: FileDigestCache 
   const h = hashes();
   files.forEach((rel, i) => {
     for (const alg of BANK_ALGORITHMS) {
-      h[alg].update(Buffer.from(rel, 'utf8')).update(Buffer.from([0, 'f'.charCodeAt(0)])).update(perFile[i][alg]);
+      h[alg]
+        .update(Buffer.from(rel, 'utf8'))
+        .update(Buffer.from([0, 'f'.charCodeAt(0)]))
+        .update(perFile[i][alg]);
     }
   });
   return digestAll(h);
@@ -104,7 +110,10 @@ export function entryInImage(image: NodeImage): string {
  * Everything the launcher extends, computed from the files as they are now (`cache` skips the hashing of files that
  * did not change since it hashed them; see ./digest-cache.ts).
  */
-export async function imageEventDigests(image: NodeImage, cache: FileDigestCache = new FileDigestCache()): Promise<ImageEventDigests> {
+export async function imageEventDigests(
+  image: NodeImage,
+  cache: FileDigestCache = new FileDigestCache(),
+): Promise<ImageEventDigests> {
   const entry = entryInImage(image);
   await fs.access(image.entry).catch((err: unknown) => {
     throw new UserError(`The node program ${image.entry} does not exist.`, {
@@ -112,7 +121,10 @@ export async function imageEventDigests(image: NodeImage, cache: FileDigestCache
       cause: err,
     });
   });
-  const [runtime, dir] = await Promise.all([cache.digests(image.nodeBinary), imageDirectoryDigests(image.imageDir, cache)]);
+  const [runtime, dir] = await Promise.all([
+    cache.digests(image.nodeBinary),
+    imageDirectoryDigests(image.imageDir, cache),
+  ]);
   await cache.save();
   const result = {} as ImageEventDigests;
   for (const alg of BANK_ALGORITHMS) {

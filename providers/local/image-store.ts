@@ -28,8 +28,17 @@ import { defaultMeasurements } from '../../lib/config/measurements.js';
 import { UserError } from '../../lib/errors.js';
 import type { TrustedKey } from '../../lib/signing-keys.js';
 import { isImageVersion, LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
-import { signMeasurementsFile, verifyMeasurementsFile, type SignedMeasurements } from '../../lib/images/signed-measurements.js';
-import { loadOrCreateSigningKey, readPublicKeyFile, signingKeyFiles, type SigningKeyFiles } from '../../lib/images/signing-key-file.js';
+import {
+  signMeasurementsFile,
+  verifyMeasurementsFile,
+  type SignedMeasurements,
+} from '../../lib/images/signed-measurements.js';
+import {
+  loadOrCreateSigningKey,
+  readPublicKeyFile,
+  signingKeyFiles,
+  type SigningKeyFiles,
+} from '../../lib/images/signing-key-file.js';
 import { userConfigDir } from '../../lib/user-config-dir.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { expectedImageMeasurements, type NodeImage } from './image-pcrs.js';
@@ -75,7 +84,6 @@ export interface CreatedImage extends LocalImage {
   keyCreated: boolean;
   keyFile: string;
 }
-
 
 export class LocalImageStore {
   readonly root: string;
@@ -129,14 +137,22 @@ export class LocalImageStore {
       await fs.mkdir(temp, { mode: 0o700 });
       const program = path.join(temp, PROGRAM_DIR);
       await copyTree(sourceProgram, program);
-      const measured = await expectedImageMeasurements({ nodeBinary: this.nodeBinary, imageDir: program, entry: path.join(program, NODE_PROGRAM_ENTRY) });
+      const measured = await expectedImageMeasurements({
+        nodeBinary: this.nodeBinary,
+        imageDir: program,
+        entry: path.join(program, NODE_PROGRAM_ENTRY),
+      });
       // The variant's warn-only entries (PCR 15) stay, so the config after an upgrade has the shape `create` gives it.
       const measurements = { ...defaultMeasurements(LOCAL_IMAGE_VARIANT), ...measured };
       const signed = signMeasurementsFile({ version, variant: LOCAL_IMAGE_VARIANT, measurements }, privateKey);
       await writeFileAtomic(path.join(temp, MEASUREMENTS_FILE), signed.file, { mode: 0o644 });
       await writeFileAtomic(path.join(temp, SIGNATURE_FILE), signed.signature, { mode: 0o644 });
       const info: LocalImage = { version, created: this.now().toISOString(), source, dir };
-      await writeFileAtomic(path.join(temp, INFO_FILE), `${JSON.stringify({ version, created: info.created, source }, null, 2)}\n`, { mode: 0o644 });
+      await writeFileAtomic(
+        path.join(temp, INFO_FILE),
+        `${JSON.stringify({ version, created: info.created, source }, null, 2)}\n`,
+        { mode: 0o644 },
+      );
       await makeReadOnly(temp);
       await fs.rename(temp, dir).catch(async (err: NodeJS.ErrnoException) => {
         if (err.code === 'ENOTEMPTY' || err.code === 'EEXIST') await this.refuseExisting(version);
@@ -207,7 +223,13 @@ export class LocalImageStore {
       fs.readFile(file).catch((err: unknown) => this.missing(version, err)),
       fs.readFile(path.join(dir, SIGNATURE_FILE)).catch((err: unknown) => this.missing(version, err)),
     ]);
-    return verifyMeasurementsFile({ file: bytes, signature, key, source: `of local image ${version} (${file})`, expect: { version, variant: LOCAL_IMAGE_VARIANT } });
+    return verifyMeasurementsFile({
+      file: bytes,
+      signature,
+      key,
+      source: `of local image ${version} (${file})`,
+      expect: { version, variant: LOCAL_IMAGE_VARIANT },
+    });
   }
 
   private async info(version: string): Promise<LocalImage> {
@@ -218,7 +240,12 @@ export class LocalImageStore {
 
   private async refuseExisting(version: string): Promise<void> {
     const dir = this.imageDir(version);
-    if (await fs.stat(dir).then(() => true, () => false)) {
+    if (
+      await fs.stat(dir).then(
+        () => true,
+        () => false,
+      )
+    ) {
       throw new UserError(`The local image ${version} exists already (${dir}).`, {
         hint: 'An image never changes: give the new build another version, or delete the folder first if you really mean to replace it.',
       });
@@ -258,10 +285,18 @@ function requireVersion(version: string): void {
 
 async function checkSource(source: string, program: string): Promise<void> {
   const entry = path.join(program, NODE_PROGRAM_ENTRY);
-  if (!(await fs.stat(entry).then((st) => st.isFile(), () => false))) {
-    throw new UserError(`${source} is not a build to make an image of: ${path.join(NODE_PROGRAM_DIR, NODE_PROGRAM_ENTRY)} is missing.`, {
-      hint: 'Give a folder laid out as the repository after `npm ci && npm run build` (its dist/node-program/ is the image).',
-    });
+  if (
+    !(await fs.stat(entry).then(
+      (st) => st.isFile(),
+      () => false,
+    ))
+  ) {
+    throw new UserError(
+      `${source} is not a build to make an image of: ${path.join(NODE_PROGRAM_DIR, NODE_PROGRAM_ENTRY)} is missing.`,
+      {
+        hint: 'Give a folder laid out as the repository after `npm ci && npm run build` (its dist/node-program/ is the image).',
+      },
+    );
   }
 }
 
@@ -286,9 +321,12 @@ async function copyTree(from: string, to: string): Promise<void> {
     if (entry.isDirectory()) await copyTree(src, dst);
     else if (entry.isFile()) await fs.copyFile(src, dst, fsConstants.COPYFILE_EXCL);
     else {
-      throw new UserError(`${src} is ${entry.isSymbolicLink() ? 'a symbolic link' : 'a special file'}: a node image holds only regular files and folders.`, {
-        hint: 'Rebuild (npm run build): the bundled node program has no links.',
-      });
+      throw new UserError(
+        `${src} is ${entry.isSymbolicLink() ? 'a symbolic link' : 'a special file'}: a node image holds only regular files and folders.`,
+        {
+          hint: 'Rebuild (npm run build): the bundled node program has no links.',
+        },
+      );
     }
   }
 }

@@ -25,14 +25,23 @@ const provider: ProviderModule = {
    * holds only the config) it is the metadata server of the node's address range (options.nodeAddress).
    */
   async attestationDeps(options?: Record<string, unknown>) {
-    const [{ localAkRegistry }, { metadataUrlOfNode }] = await Promise.all([import('./node-metadata.js'), import('./layout.js')]);
+    const [{ localAkRegistry }, { metadataUrlOfNode }] = await Promise.all([
+      import('./node-metadata.js'),
+      import('./layout.js'),
+    ]);
     const nodeAddress = options?.nodeAddress as string | undefined;
-    const metadataUrl = (options?.metadataUrl as string | undefined) ?? process.env.METADATA_URL ?? (nodeAddress ? metadataUrlOfNode(nodeAddress) : undefined);
+    const metadataUrl =
+      (options?.metadataUrl as string | undefined) ??
+      process.env.METADATA_URL ??
+      (nodeAddress ? metadataUrlOfNode(nodeAddress) : undefined);
     if (!metadataUrl) {
       const { UserError } = await import('../../lib/errors.js');
-      throw new UserError('This workspace has no local cluster, so there is no metadata server to ask for the nodes\' attestation keys.', {
-        hint: 'Name the node with -e <address> (its cluster\'s metadata server is then asked), or run the command in the workspace of the cluster (-C <dir>).',
-      });
+      throw new UserError(
+        "This workspace has no local cluster, so there is no metadata server to ask for the nodes' attestation keys.",
+        {
+          hint: "Name the node with -e <address> (its cluster's metadata server is then asked), or run the command in the workspace of the cluster (-C <dir>).",
+        },
+      );
     }
     return { akRegistry: localAkRegistry(metadataUrl, { localAddress: options?.localAddress as string | undefined }) };
   },

@@ -47,7 +47,10 @@ export class LocalInfrastructure extends LocalCluster {
       {
         image: options.image ?? LOCAL_BUILD_IMAGE,
         metadataPort: options.metadataPort ?? METADATA_PORT,
-        network: { addressPool: options.addressPool ?? (process.env[ADDRESS_POOL_ENV] || DEFAULT_ADDRESS_POOL), random: options.random },
+        network: {
+          addressPool: options.addressPool ?? (process.env[ADDRESS_POOL_ENV] || DEFAULT_ADDRESS_POOL),
+          random: options.random,
+        },
       },
       processes,
     );

@@ -41,7 +41,8 @@ export interface LaunchConfig {
 /** Checks a parsed launch.json (written by the provider, ./process-machine.ts); throws naming the first bad field. */
 export function parseLaunchConfig(value: unknown): LaunchConfig {
   const object = (v: unknown, where: string): Record<string, unknown> => {
-    if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new Error(`launch config: ${where} must be an object`);
+    if (typeof v !== 'object' || v === null || Array.isArray(v))
+      throw new Error(`launch config: ${where} must be an object`);
     return v as Record<string, unknown>;
   };
   const text = (o: Record<string, unknown>, key: string, where = key): string => {
@@ -52,9 +53,11 @@ export function parseLaunchConfig(value: unknown): LaunchConfig {
   const tpm = object(config.tpm, 'tpm');
   const image = object(config.image, 'image');
   const role = text(config, 'role');
-  if (role !== 'control-plane' && role !== 'worker') throw new Error('launch config: role must be control-plane or worker');
+  if (role !== 'control-plane' && role !== 'worker')
+    throw new Error('launch config: role must be control-plane or worker');
   const kubernetesBackend = config.kubernetesBackend ?? 'none';
-  if (kubernetesBackend !== 'none' && kubernetesBackend !== 'kubeadm') throw new Error('launch config: kubernetesBackend must be none or kubeadm');
+  if (kubernetesBackend !== 'none' && kubernetesBackend !== 'kubeadm')
+    throw new Error('launch config: kubernetesBackend must be none or kubeadm');
   if (config.digestCache !== undefined) text(config, 'digestCache');
   const imageVersion = config.imageVersion === undefined ? 'local' : text(config, 'imageVersion');
   if (imageVersion === '') throw new Error('launch config: imageVersion must not be empty');
@@ -66,8 +69,15 @@ export function parseLaunchConfig(value: unknown): LaunchConfig {
     nodeDir: text(config, 'nodeDir'),
     stateDisk: text(config, 'stateDisk'),
     stateDir: text(config, 'stateDir'),
-    tpm: { serverSocket: text(tpm, 'serverSocket', 'tpm.serverSocket'), ctrlSocket: text(tpm, 'ctrlSocket', 'tpm.ctrlSocket') },
-    image: { nodeBinary: text(image, 'nodeBinary', 'image.nodeBinary'), imageDir: text(image, 'imageDir', 'image.imageDir'), entry: text(image, 'entry', 'image.entry') },
+    tpm: {
+      serverSocket: text(tpm, 'serverSocket', 'tpm.serverSocket'),
+      ctrlSocket: text(tpm, 'ctrlSocket', 'tpm.ctrlSocket'),
+    },
+    image: {
+      nodeBinary: text(image, 'nodeBinary', 'image.nodeBinary'),
+      imageDir: text(image, 'imageDir', 'image.imageDir'),
+      entry: text(image, 'entry', 'image.entry'),
+    },
     kubernetesBackend,
     digestCache: config.digestCache as string | undefined,
     imageVersion,
@@ -114,7 +124,10 @@ export function nodeProgramEnv(config: LaunchConfig): Record<string, string> {
 
 /** The launcher's TPM operations on a swtpm (lib/tpm). */
 export async function swtpmLauncherTpm(tpm: LaunchConfig['tpm']): Promise<LauncherTpm> {
-  const [{ powerCycleSwtpm }, { TpmClient }] = await Promise.all([import('../../lib/tpm/swtpm.js'), import('../../lib/tpm/client.js')]);
+  const [{ powerCycleSwtpm }, { TpmClient }] = await Promise.all([
+    import('../../lib/tpm/swtpm.js'),
+    import('../../lib/tpm/client.js'),
+  ]);
   return {
     powerCycle: () => powerCycleSwtpm(tpm.ctrlSocket, { serverSocket: tpm.serverSocket }),
     async extend(pcrDigests) {
@@ -138,7 +151,13 @@ const stamp = () => new Date().toISOString();
 async function main(configFile: string): Promise<void> {
   let config: LaunchConfig;
   try {
-    config = parseLaunchConfig(JSON.parse((await readRegularFile(configFile, { what: 'the launch config', maxBytes: SIZE_LIMITS.nodeFile })).toString('utf8')));
+    config = parseLaunchConfig(
+      JSON.parse(
+        (await readRegularFile(configFile, { what: 'the launch config', maxBytes: SIZE_LIMITS.nodeFile })).toString(
+          'utf8',
+        ),
+      ),
+    );
     console.log(`${stamp()} launcher: booting ${config.name} (${config.role}) at ${config.address}`);
     await measureBoot(config.image, await swtpmLauncherTpm(config.tpm), new FileDigestCache(config.digestCache));
     console.log(`${stamp()} launcher: measured ${config.image.imageDir} into PCR 4, 9, 11`);

@@ -58,7 +58,10 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
     const start = next();
     const rotated = all.map((_, i) => all[(start + i) % all.length]);
     // Healthy ones first; the others stay as a last resort (a node that just came up is not checked yet).
-    const backends = [...rotated.filter((b) => healthy.get(`${b}:${port}`) !== false), ...rotated.filter((b) => healthy.get(`${b}:${port}`) === false)];
+    const backends = [
+      ...rotated.filter((b) => healthy.get(`${b}:${port}`) !== false),
+      ...rotated.filter((b) => healthy.get(`${b}:${port}`) === false),
+    ];
     for (let i = 0; i < backends.length && !client.destroyed; i++) {
       const backend = backends[i];
       let upstream: net.Socket;

@@ -92,7 +92,11 @@ function readBody(req: http.IncomingMessage): Promise<unknown> {
 
 function parse<T>(schema: z.ZodType<T>, value: unknown): T {
   const result = schema.safeParse(value);
-  if (!result.success) throw new RequestError(400, result.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '));
+  if (!result.success)
+    throw new RequestError(
+      400,
+      result.error.issues.map((i) => `${i.path.join('.') || 'body'}: ${i.message}`).join('; '),
+    );
   return result.data;
 }
 
@@ -101,7 +105,10 @@ function decodePathSegment(segment: string): string {
   try {
     return decodeURIComponent(segment);
   } catch {
-    throw new RequestError(400, `the path segment "${segment.slice(0, 64)}" is not validly URL-encoded (a "%" must start an escape of UTF-8 bytes)`);
+    throw new RequestError(
+      400,
+      `the path segment "${segment.slice(0, 64)}" is not validly URL-encoded (a "%" must start an escape of UTF-8 bytes)`,
+    );
   }
 }
 
@@ -171,7 +178,8 @@ export function createMetadataServer(options: MetadataServerOptions): http.Serve
         if (req.method === 'PUT') {
           const registration = parse(registeredNodeSchema, await readBody(req));
           const holder = registry.byAddress(registration.address);
-          if (holder && holder.name !== nodeName) throw new RequestError(409, `${registration.address} belongs to ${holder.name}`);
+          if (holder && holder.name !== nodeName)
+            throw new RequestError(409, `${registration.address} belongs to ${holder.name}`);
           registry.nodes.set(nodeName, { ...registration, name: nodeName });
           return {};
         }
@@ -192,7 +200,10 @@ export function createMetadataServer(options: MetadataServerOptions): http.Serve
     };
     handle(req).then(
       (body) => reply(200, body ?? {}),
-      (err: unknown) => reply(err instanceof RequestError ? err.status : 500, { error: err instanceof Error ? err.message : String(err) }),
+      (err: unknown) =>
+        reply(err instanceof RequestError ? err.status : 500, {
+          error: err instanceof Error ? err.message : String(err),
+        }),
     );
   });
 }

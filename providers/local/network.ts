@@ -103,7 +103,8 @@ export function parseAddressPool(text: string): Cidr {
     });
   if (!pool || !text.includes('/')) throw wrong('is not an IPv4 network (a.b.c.d/n)');
   if (pool.bits < 8 || pool.bits > 24) throw wrong('must be between /8 and /24 (each cluster takes a /24)');
-  if (parseIpv4(text.trim().split('/')[0]) !== pool.base) throw wrong(`is not a network address (did you mean ${prefixOf(pool.base)}.${pool.base & 255}/${pool.bits}?)`);
+  if (parseIpv4(text.trim().split('/')[0]) !== pool.base)
+    throw wrong(`is not a network address (did you mean ${prefixOf(pool.base)}.${pool.base & 255}/${pool.bits}?)`);
   return pool;
 }
 
@@ -152,7 +153,9 @@ const NEEDS_ROOT_HINT =
 /** Throws the UserError that says the local provider needs root, unless this process runs as root. */
 export function requireRoot(): void {
   if (process.getuid?.() !== 0) {
-    throw new UserError('The local provider needs root: its nodes run in their own network namespaces.', { hint: NEEDS_ROOT_HINT });
+    throw new UserError('The local provider needs root: its nodes run in their own network namespaces.', {
+      hint: NEEDS_ROOT_HINT,
+    });
   }
 }
 
@@ -171,11 +174,15 @@ export const runIp: IpRunner = (args, batch) => {
     child.once('error', (e: NodeJS.ErrnoException) =>
       reject(
         e.code === 'ENOENT'
-          ? new UserError('The local provider needs the `ip` command (iproute2), which is not installed.', { hint: 'Run `npm run setup`, which installs it.' })
+          ? new UserError('The local provider needs the `ip` command (iproute2), which is not installed.', {
+              hint: 'Run `npm run setup`, which installs it.',
+            })
           : e,
       ),
     );
-    child.once('close', (code) => (code === 0 ? resolve(Buffer.concat(out).toString()) : reject(new IpError(args, Buffer.concat(err).toString()))));
+    child.once('close', (code) =>
+      code === 0 ? resolve(Buffer.concat(out).toString()) : reject(new IpError(args, Buffer.concat(err).toString())),
+    );
     child.stdin.end(batch ? `${batch.join('\n')}\n` : undefined);
   });
 };
@@ -188,7 +195,9 @@ const failedWith = (err: unknown, text: string) => err instanceof IpError && err
 export function macAddress(address: string): string {
   const value = parseIpv4(address);
   if (value === undefined) throw new Error(`not an IPv4 address: ${address}`);
-  return ['02', '00', ...[24, 16, 8, 0].map((shift) => ((value >>> shift) & 255).toString(16).padStart(2, '0'))].join(':');
+  return ['02', '00', ...[24, 16, 8, 0].map((shift) => ((value >>> shift) & 255).toString(16).padStart(2, '0'))].join(
+    ':',
+  );
 }
 
 /** The root-namespace link that reserves a range: cnet-<the range's 24 bits in hex>, at most 15 characters. */
@@ -229,7 +238,11 @@ export class ClusterNetwork {
       await this.ip(['netns', 'add', this.gateway]);
       return { bridge: false, uplink: false };
     }
-    const links = new Set((JSON.parse(await this.ip(['-n', this.gateway, '-j', 'link', 'show'])) as { ifname: string }[]).map((l) => l.ifname));
+    const links = new Set(
+      (JSON.parse(await this.ip(['-n', this.gateway, '-j', 'link', 'show'])) as { ifname: string }[]).map(
+        (l) => l.ifname,
+      ),
+    );
     return { bridge: links.has(BRIDGE), uplink: links.has(UPLINK) };
   }
 
@@ -260,7 +273,11 @@ export class ClusterNetwork {
     await Promise.all([
       this.ip(
         ['-batch', '-'],
-        [`link set ${link} address ${macAddress(hostAddress(prefix))}`, `addr replace ${hostAddress(prefix)}/24 dev ${link}`, `link set ${link} up`],
+        [
+          `link set ${link} address ${macAddress(hostAddress(prefix))}`,
+          `addr replace ${hostAddress(prefix)}/24 dev ${link}`,
+          `link set ${link} up`,
+        ],
       ),
       this.ip(
         ['-n', this.gateway, '-batch', '-'],
@@ -284,10 +301,18 @@ export class ClusterNetwork {
     const netns = this.nodeNetns(node);
     if (await exists(netnsPath(netns))) await this.deleteLink(this.gateway, `v${host}`);
     else await this.ip(['netns', 'add', netns]);
-    await this.ip(['-n', this.gateway, '-batch', '-'], [`link add v${host} type veth peer name ${NODE_LINK} netns ${netns}`, `link set v${host} master ${BRIDGE} up`]);
+    await this.ip(
+      ['-n', this.gateway, '-batch', '-'],
+      [`link add v${host} type veth peer name ${NODE_LINK} netns ${netns}`, `link set v${host} master ${BRIDGE} up`],
+    );
     await this.ip(
       ['-n', netns, '-batch', '-'],
-      [`link set ${NODE_LINK} address ${macAddress(address)}`, `addr add ${address}/24 dev ${NODE_LINK}`, `link set ${NODE_LINK} up`, 'link set lo up'],
+      [
+        `link set ${NODE_LINK} address ${macAddress(address)}`,
+        `addr add ${address}/24 dev ${NODE_LINK}`,
+        `link set ${NODE_LINK} up`,
+        'link set lo up',
+      ],
     );
   }
 
@@ -304,7 +329,10 @@ export class ClusterNetwork {
       await this.deleteLink(netns, tap);
       await this.deleteLink(netns, BRIDGE);
     } else await this.ip(['netns', 'add', netns]);
-    await this.ip(['-n', this.gateway, '-batch', '-'], [`link add v${host} type veth peer name ${NODE_LINK} netns ${netns}`, `link set v${host} master ${BRIDGE} up`]);
+    await this.ip(
+      ['-n', this.gateway, '-batch', '-'],
+      [`link add v${host} type veth peer name ${NODE_LINK} netns ${netns}`, `link set v${host} master ${BRIDGE} up`],
+    );
     await this.ip(
       ['-n', netns, '-batch', '-'],
       [
@@ -336,7 +364,11 @@ export class ClusterNetwork {
   async remove(): Promise<void> {
     const names = await this.namespaces();
     if (names.includes(this.gateway)) await this.releaseRange();
-    if (names.length > 0) await this.ip(['-batch', '-'], names.map((n) => `netns del ${n}`));
+    if (names.length > 0)
+      await this.ip(
+        ['-batch', '-'],
+        names.map((n) => `netns del ${n}`),
+      );
   }
 
   private async deleteLink(netns: string, link: string): Promise<void> {

@@ -27,17 +27,21 @@ export interface NodeEnv {
   imageVersion: string;
 }
 
-const nonEmpty = (what: string) => z.string({ error: `is not set; it must be ${what}` }).min(1, `is empty; it must be ${what}`);
+const nonEmpty = (what: string) =>
+  z.string({ error: `is not set; it must be ${what}` }).min(1, `is empty; it must be ${what}`);
 
 const envSchema = z.object({
-  NODE_NAME: nonEmpty('the node name').regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, 'must be a node name (lowercase letters, digits, "-" and ".")'),
-  NODE_IP: nonEmpty('the node\'s IP address').refine((v) => isIP(v) !== 0, 'must be an IP address'),
+  NODE_NAME: nonEmpty('the node name').regex(
+    /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/,
+    'must be a node name (lowercase letters, digits, "-" and ".")',
+  ),
+  NODE_IP: nonEmpty("the node's IP address").refine((v) => isIP(v) !== 0, 'must be an IP address'),
   NODE_ROLE: z.enum(['control-plane', 'worker'], { error: 'must be "control-plane" or "worker"' }),
   METADATA_URL: nonEmpty('the metadata server URL').refine((v) => /^https?:\/\/\S+$/.test(v), 'must be an http(s) URL'),
   TPM_SOCKET: nonEmpty('the path of the TPM socket'),
   STATE_DISK: nonEmpty('the path of the state disk'),
   STATE_DIR: nonEmpty('the directory where the state disk is mounted'),
-  NODE_DIR: nonEmpty('the node\'s folder'),
+  NODE_DIR: nonEmpty("the node's folder"),
   CONSTELLATION_PROVIDER: z.string().min(1).default('local'),
   KUBERNETES_BACKEND: z.enum(['none', 'kubeadm'], { error: 'must be "none" or "kubeadm"' }).default('none'),
   IMAGE_VERSION: z.string().min(1).default('local'),

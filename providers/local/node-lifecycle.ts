@@ -71,7 +71,13 @@ export class LocalNodeLifecycle {
   constructor(private readonly machine: NodeMachine) {}
 
   /** Brings one node to "running": prepare, then boot. */
-  async ensure(file: ClusterFile, name: string, cloud: NodeRegistry, ctx: ProviderContext, options: { reboot?: boolean } = {}): Promise<void> {
+  async ensure(
+    file: ClusterFile,
+    name: string,
+    cloud: NodeRegistry,
+    ctx: ProviderContext,
+    options: { reboot?: boolean } = {},
+  ): Promise<void> {
     await this.prepare(file, name, ctx);
     await this.boot(file, name, cloud, ctx, options);
   }
@@ -81,7 +87,12 @@ export class LocalNodeLifecycle {
    * AK. Needs no address yet, so it runs while the cloud daemon starts. Given the network that is being made, it
    * also plugs a node that is not running into it meanwhile, and tells whether it did.
    */
-  async prepare(file: ClusterFile, name: string, ctx: ProviderContext, network?: Promise<ClusterNetwork>): Promise<boolean> {
+  async prepare(
+    file: ClusterFile,
+    name: string,
+    ctx: ProviderContext,
+    network?: Promise<ClusterNetwork>,
+  ): Promise<boolean> {
     ctx.signal?.throwIfAborted();
     const node = file.record.nodes[name];
     const running = await this.machineRuns(node, nodePaths(ctx.workspaceDir, name));
@@ -119,7 +130,14 @@ export class LocalNodeLifecycle {
     }
 
     const network = clusterNetwork(file);
-    const target: MachineNode = { name, node, paths: np, address, cluster: file.record, netns: network.nodeNetns(name) };
+    const target: MachineNode = {
+      name,
+      node,
+      paths: np,
+      address,
+      cluster: file.record,
+      netns: network.nodeNetns(name),
+    };
     if (await this.machineRuns(node, np)) {
       if (!options.reboot) return;
       if (this.machine.reset) {
@@ -161,7 +179,9 @@ export class LocalNodeLifecycle {
   async remove(file: ClusterFile, name: string, cloud: NodeRegistry, ctx: ProviderContext): Promise<void> {
     const node = file.record.nodes[name];
     if (!node.drained) await this.drain(file, name, cloud);
-    await this.destroy(name, [node.launcherPid ?? 0, node.swtpmPid ?? 0], ctx, () => clusterNetwork(file).unplugNode(name, node.host));
+    await this.destroy(name, [node.launcherPid ?? 0, node.swtpmPid ?? 0], ctx, () =>
+      clusterNetwork(file).unplugNode(name, node.host),
+    );
     await file.update((r) => {
       delete r.nodes[name];
     });
@@ -213,7 +233,8 @@ export class LocalNodeLifecycle {
     const sockets = swtpmPaths(np.tpmDir, np.socketDir);
     // A swtpm of an older CLI has its sockets in the TPM folder; the node is started anew with them in the runtime
     // one. A node without its AK never booted: its TPM starts again, and the AK is read then.
-    const tpmRuns = node.swtpmPid !== undefined && (await isOwnedBy(node.swtpmPid, np.dir)) && (await pathExists(sockets.ctrlSocket));
+    const tpmRuns =
+      node.swtpmPid !== undefined && (await isOwnedBy(node.swtpmPid, np.dir)) && (await pathExists(sockets.ctrlSocket));
     if (tpmRuns && node.akPublic !== undefined) return;
     // A machine without its TPM is useless, and an orphaned swtpm would hold the TPM state.
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
@@ -230,7 +251,12 @@ export class LocalNodeLifecycle {
     return node.launcherPid !== undefined && (await isOwnedBy(node.launcherPid, np.dir));
   }
 
-  private async destroy(name: string, pids: number[], ctx: ProviderContext, unplug?: () => Promise<void>): Promise<void> {
+  private async destroy(
+    name: string,
+    pids: number[],
+    ctx: ProviderContext,
+    unplug?: () => Promise<void>,
+  ): Promise<void> {
     const np = nodePaths(ctx.workspaceDir, name);
     await stopOwnedProcesses(np.dir, pids);
     await unplug?.();
@@ -253,9 +279,13 @@ export function clusterNetwork(file: ClusterFile): ClusterNetwork {
  * Like Promise.all, but waits for every operation to end before rejecting with the first error, so nothing keeps
  * running in the background after a failed create (the workspace lock is released only then).
  */
-export async function settleAll<T extends readonly unknown[]>(promises: T): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
+export async function settleAll<T extends readonly unknown[]>(
+  promises: T,
+): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
   const results = await Promise.allSettled(promises);
   const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
   if (failed) throw failed.reason;
-  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as { -readonly [K in keyof T]: Awaited<T[K]> };
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as {
+    -readonly [K in keyof T]: Awaited<T[K]>;
+  };
 }

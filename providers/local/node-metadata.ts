@@ -63,7 +63,10 @@ export function localAkRegistry(metadataUrl: string, options: { localAddress?: s
   const base = metadataUrl.replace(/\/$/, '');
   const registered = async (instance: string) => {
     try {
-      return await requestJson<{ akPublic: string; role: 'control-plane' | 'worker'; address?: string }>(`${base}/v1/ak/${encodeURIComponent(instance)}`, options);
+      return await requestJson<{ akPublic: string; role: 'control-plane' | 'worker'; address?: string }>(
+        `${base}/v1/ak/${encodeURIComponent(instance)}`,
+        options,
+      );
     } catch (err) {
       if (err instanceof HttpStatusError && err.status === 404) return undefined;
       throw err;

@@ -49,9 +49,9 @@ export async function localProblems(options: LocalPreconditionOptions = {}): Pro
     });
   }
   const dirs = (options.searchPath ?? process.env.PATH ?? '').split(path.delimiter).filter(Boolean);
-  const missing = (await Promise.all(Object.keys(LOCAL_PROGRAMS).map(async (p) => ((await findProgram(p, dirs)) ? undefined : p)))).filter(
-    (p): p is string => p !== undefined,
-  );
+  const missing = (
+    await Promise.all(Object.keys(LOCAL_PROGRAMS).map(async (p) => ((await findProgram(p, dirs)) ? undefined : p)))
+  ).filter((p): p is string => p !== undefined);
   if (missing.length > 0) {
     problems.push({
       problem: `${missing.join(', ')} ${missing.length === 1 ? 'is' : 'are'} not installed`,
@@ -60,16 +60,29 @@ export async function localProblems(options: LocalPreconditionOptions = {}): Pro
   }
   const fuse = options.fuseDevice ?? '/dev/fuse';
   if (!(await exists(fuse))) {
-    problems.push({ problem: `${fuse} does not exist (the nodes' encrypted state directories are FUSE mounts)`, fix: 'load the fuse module (modprobe fuse), or run where /dev/fuse is available' });
+    problems.push({
+      problem: `${fuse} does not exist (the nodes' encrypted state directories are FUSE mounts)`,
+      fix: 'load the fuse module (modprobe fuse), or run where /dev/fuse is available',
+    });
   }
   const runtimeRoot = options.runtimeRoot ?? RUNTIME_ROOT;
   // Only root can write there: without root, the first problem says it all.
-  if (root && !(await writable(runtimeRoot)) && ((await exists(runtimeRoot)) || !(await writable(path.dirname(runtimeRoot))))) {
-    problems.push({ problem: `${runtimeRoot} cannot be written: the nodes' TPM sockets go there`, fix: `run as root on a machine with a writable ${path.dirname(runtimeRoot)}` });
+  if (
+    root &&
+    !(await writable(runtimeRoot)) &&
+    ((await exists(runtimeRoot)) || !(await writable(path.dirname(runtimeRoot))))
+  ) {
+    problems.push({
+      problem: `${runtimeRoot} cannot be written: the nodes' TPM sockets go there`,
+      fix: `run as root on a machine with a writable ${path.dirname(runtimeRoot)}`,
+    });
   }
   const program = options.nodeProgram ?? defaultNodeProgram().entry;
   if (!(await exists(program))) {
-    problems.push({ problem: `the node program ${program} is not built`, fix: 'run `npm run build` (or `npm run setup`)' });
+    problems.push({
+      problem: `the node program ${program} is not built`,
+      fix: 'run `npm run build` (or `npm run setup`)',
+    });
   }
   return problems;
 }

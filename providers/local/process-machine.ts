@@ -42,7 +42,11 @@ export class ProcessMachine implements NodeMachine {
 
   constructor(options: ProcessMachineOptions) {
     const nodeBinary = path.resolve(options.nodeBinary);
-    this.localBuild = { nodeBinary, imageDir: path.resolve(options.nodeProgram.imageDir), entry: path.resolve(options.nodeProgram.entry) };
+    this.localBuild = {
+      nodeBinary,
+      imageDir: path.resolve(options.nodeProgram.imageDir),
+      entry: path.resolve(options.nodeProgram.entry),
+    };
     this.images = new LocalImageStore({ userConfigDir: options.userConfigDir, nodeBinary });
     this.digestCacheFile = this.images.digestCacheFile;
   }
@@ -57,7 +61,10 @@ export class ProcessMachine implements NodeMachine {
    * this moment (files unchanged since an earlier run are not hashed again: the user's digest cache).
    */
   expectedMeasurements(version: string): Promise<Measurements> {
-    return expectedImageMeasurements(this.nodeImage(version), new FileDigestCache(this.digestCacheFile, { waitToRest: true }));
+    return expectedImageMeasurements(
+      this.nodeImage(version),
+      new FileDigestCache(this.digestCacheFile, { waitToRest: true }),
+    );
   }
 
   /** Refuses to boot an image that is not there (no build, or no such versioned image). */
@@ -70,7 +77,10 @@ export class ProcessMachine implements NodeMachine {
     }
     await fs.access(image.entry).catch(() => {
       throw new UserError(`The node program ${image.entry} does not exist.`, {
-        hint: version === LOCAL_BUILD_IMAGE ? 'Build the project first (npm run build).' : `The image ${version} is incomplete: make it again under a new version.`,
+        hint:
+          version === LOCAL_BUILD_IMAGE
+            ? 'Build the project first (npm run build).'
+            : `The image ${version} is incomplete: make it again under a new version.`,
       });
     });
   }
@@ -127,7 +137,12 @@ export class ProcessMachine implements NodeMachine {
       netns: target.netns,
     });
     if (message.type === 'error') {
-      return { pid, failure: new UserError(`Local node ${name} did not boot: ${message.message}`, { hint: `See its log: ${np.log}` }) };
+      return {
+        pid,
+        failure: new UserError(`Local node ${name} did not boot: ${message.message}`, {
+          hint: `See its log: ${np.log}`,
+        }),
+      };
     }
     ctx.log.debug('local node booted', { name, address, launcherPid: pid, programPid: message.programPid });
     return { pid };

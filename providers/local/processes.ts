@@ -25,7 +25,9 @@ const SWTPM_PROGRAMS = new Set(['swtpm', 'swtpm_setup']);
 
 /** Node.js arguments that run a module file: TypeScript sources (tests, development) go through the tsx loader. */
 export function nodeArgsFor(file: string): string[] {
-  return file.endsWith('.ts') ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href, file] : [file];
+  return file.endsWith('.ts')
+    ? ['--import', pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href, file]
+    : [file];
 }
 
 /** A sibling module of this one, as a file: `.ts` when running from source, `.js` when running from dist/. */
@@ -35,7 +37,8 @@ export function siblingModule(name: string): string {
 }
 
 /** First message a detached child sends over IPC: it is up, or it failed (with an errno-like code when it has one). */
-export type StartupMessage = { type: 'ready'; [key: string]: unknown } | { type: 'error'; message: string; code?: string };
+export type StartupMessage =
+  { type: 'ready'; [key: string]: unknown } | { type: 'error'; message: string; code?: string };
 
 /**
  * Child side: sends the startup message and lets go of the IPC channel (after the message is written), so the
@@ -70,7 +73,9 @@ export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: numb
   const log = await openRegularFileForAppend(options.logFile, { what: 'the node log', mode: 0o600 });
   try {
     const command = [options.execPath ?? process.execPath, ...nodeArgsFor(options.file), ...options.args];
-    const [file, ...args] = options.netns ? ['nsenter', `--net=${netnsPath(options.netns)}`, '--', ...command] : command;
+    const [file, ...args] = options.netns
+      ? ['nsenter', `--net=${netnsPath(options.netns)}`, '--', ...command]
+      : command;
     const child = spawn(file, args, {
       cwd: options.cwd,
       detached: true,
@@ -79,7 +84,10 @@ export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: numb
     });
     const message = await new Promise<StartupMessage>((resolve) => {
       const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
-        resolve({ type: 'error', message: `exited (${signal ?? `code ${code}`}) before it was ready; see ${options.logFile}` });
+        resolve({
+          type: 'error',
+          message: `exited (${signal ?? `code ${code}`}) before it was ready; see ${options.logFile}`,
+        });
       child.once('message', (m) => {
         child.off('exit', onExit);
         resolve(m as StartupMessage);
@@ -89,7 +97,8 @@ export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: numb
     });
     if (child.connected) child.disconnect();
     child.unref();
-    if (child.pid === undefined) throw new Error(`could not start ${options.file}: ${message.type === 'error' ? message.message : ''}`);
+    if (child.pid === undefined)
+      throw new Error(`could not start ${options.file}: ${message.type === 'error' ? message.message : ''}`);
     return { pid: child.pid, message };
   } finally {
     await log.close();
@@ -147,7 +156,8 @@ async function isMarkedOrSwtpmOf(pid: number, folder: string): Promise<boolean> 
   // swtpm (and swtpm_setup, which a killed CLI may leave running) name the node's TPM folder on their command line
   // (--tpmstate dir=<node>/tpm, --log file=<node>/tpm/swtpm.log; its sockets are in the runtime folder, ./layout.ts).
   return (
-    SWTPM_PROGRAMS.has(path.basename(argv[0] ?? '')) && argv.some((arg) => arg.split(/[=,]/).some((part) => underFolder(part, folder)))
+    SWTPM_PROGRAMS.has(path.basename(argv[0] ?? '')) &&
+    argv.some((arg) => arg.split(/[=,]/).some((part) => underFolder(part, folder)))
   );
 }
 
@@ -169,7 +179,8 @@ export async function describeClusterProcesses(clusterDir: string): Promise<stri
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([owner, list]) => {
       const [first, name] = path.relative(clusterDir, owner).split(path.sep);
-      const what = first === 'nodes' && name ? `node ${name}` : first === 'cloud' ? 'metadata server and load balancer' : owner;
+      const what =
+        first === 'nodes' && name ? `node ${name}` : first === 'cloud' ? 'metadata server and load balancer' : owner;
       return `${what}: PID${list.length === 1 ? '' : 's'} ${list.sort((a, b) => a - b).join(', ')}`;
     });
 }
@@ -210,7 +221,6 @@ function signal(pid: number, sig: NodeJS.Signals, group: boolean): void {
     if ((err as NodeJS.ErrnoException).code !== 'ESRCH') throw err;
   }
 }
-
 
 /** Resolves with the PIDs still alive once all are gone or `timeoutMs` passed. */
 async function waitGone(pids: number[], timeoutMs: number): Promise<number[]> {
@@ -264,7 +274,8 @@ export async function stopOwnedProcesses(
   for (const pid of stubborn) signal(pid, 'SIGKILL', false);
   for (const pid of leaders) signal(pid, 'SIGKILL', true);
   const survivors = await waitGone(stubborn, 2000);
-  if (survivors.length > 0) throw new Error(`processes ${survivors.join(', ')} of ${folder} did not exit after SIGKILL`);
+  if (survivors.length > 0)
+    throw new Error(`processes ${survivors.join(', ')} of ${folder} did not exit after SIGKILL`);
   await detachMountsUnder(folder);
 }
 

@@ -38,19 +38,41 @@ async function kvmUsable(device: string): Promise<boolean> {
 }
 
 /** Boots the image under KVM without TPM, network or state disk; true when its boot report ends within probeMs. */
-export async function probeKvm(options: Pick<ProbeOptions, 'rawDisk' | 'firmware' | 'firmwareVars' | 'probeMs'>): Promise<boolean> {
+export async function probeKvm(
+  options: Pick<ProbeOptions, 'rawDisk' | 'firmware' | 'firmwareVars' | 'probeMs'>,
+): Promise<boolean> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'qemu-accel-probe-'));
   const serial = path.join(dir, 'serial.log');
   const vars = path.join(dir, 'OVMF_VARS.fd');
   await fs.copyFile(options.firmwareVars, vars);
-  const child = spawn('qemu-system-x86_64', [
-    '-machine', 'q35', '-accel', 'kvm', '-m', '1024', '-smp', '1', '-nodefaults', '-no-user-config', '-display', 'none',
-    '-serial', `file:${serial}`,
-    '-drive', `if=pflash,format=raw,unit=0,readonly=on,file=${options.firmware}`,
-    '-drive', `if=pflash,format=raw,unit=1,file=${vars}`,
-    '-drive', `if=none,id=boot,format=raw,readonly=on,file=${options.rawDisk}`,
-    '-device', 'virtio-blk-pci,drive=boot,bootindex=1',
-  ], { stdio: 'ignore' });
+  const child = spawn(
+    'qemu-system-x86_64',
+    [
+      '-machine',
+      'q35',
+      '-accel',
+      'kvm',
+      '-m',
+      '1024',
+      '-smp',
+      '1',
+      '-nodefaults',
+      '-no-user-config',
+      '-display',
+      'none',
+      '-serial',
+      `file:${serial}`,
+      '-drive',
+      `if=pflash,format=raw,unit=0,readonly=on,file=${options.firmware}`,
+      '-drive',
+      `if=pflash,format=raw,unit=1,file=${vars}`,
+      '-drive',
+      `if=none,id=boot,format=raw,readonly=on,file=${options.rawDisk}`,
+      '-device',
+      'virtio-blk-pci,drive=boot,bootindex=1',
+    ],
+    { stdio: 'ignore' },
+  );
   let exited = false;
   child.once('exit', () => (exited = true));
   child.once('error', () => (exited = true));
@@ -77,17 +99,30 @@ export async function probeKvm(options: Pick<ProbeOptions, 'rawDisk' | 'firmware
 }
 
 /** The accelerator for `wanted` (the config's accel): see the module header. */
-export async function chooseAccel(wanted: 'auto' | Accel, options: ProbeOptions, probe = probeKvm): Promise<AccelChoice> {
+export async function chooseAccel(
+  wanted: 'auto' | Accel,
+  options: ProbeOptions,
+  probe = probeKvm,
+): Promise<AccelChoice> {
   if (wanted !== 'auto') return { accel: wanted, reason: 'set in the config' };
   if (!(await kvmUsable(options.kvmDevice ?? '/dev/kvm'))) return { accel: 'tcg', reason: 'no usable /dev/kvm' };
-  const remembered = JSON.parse(await fs.readFile(options.rememberIn, 'utf8').catch(() => '{}')) as Record<string, Accel>;
+  const remembered = JSON.parse(await fs.readFile(options.rememberIn, 'utf8').catch(() => '{}')) as Record<
+    string,
+    Accel
+  >;
   const known = remembered[options.kernelKey];
   if (known === 'kvm' || known === 'tcg') {
-    return { accel: known, reason: known === 'kvm' ? 'a probe boot under KVM worked' : 'a probe boot of this kernel under KVM hung' };
+    return {
+      accel: known,
+      reason: known === 'kvm' ? 'a probe boot under KVM worked' : 'a probe boot of this kernel under KVM hung',
+    };
   }
   const works = await probe(options);
   remembered[options.kernelKey] = works ? 'kvm' : 'tcg';
   await fs.mkdir(path.dirname(options.rememberIn), { recursive: true, mode: 0o700 });
   await fs.writeFile(options.rememberIn, `${JSON.stringify(remembered, null, 2)}\n`, { mode: 0o600 });
-  return { accel: works ? 'kvm' : 'tcg', reason: works ? 'a probe boot under KVM worked' : 'a probe boot of this kernel under KVM hung' };
+  return {
+    accel: works ? 'kvm' : 'tcg',
+    reason: works ? 'a probe boot under KVM worked' : 'a probe boot of this kernel under KVM hung',
+  };
 }

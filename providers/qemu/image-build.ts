@@ -14,15 +14,28 @@ import { qemuImagesDir } from './image.js';
 
 async function filesBelow(dir: string): Promise<string[]> {
   const out: string[] = [];
-  for (const entry of await fs.readdir(dir, { withFileTypes: true, recursive: true })) if (entry.isFile()) out.push(path.join(entry.parentPath, entry.name));
+  for (const entry of await fs.readdir(dir, { withFileTypes: true, recursive: true }))
+    if (entry.isFile()) out.push(path.join(entry.parentPath, entry.name));
   return out.sort();
 }
 
 /** The store version of the image these inputs build. */
-export async function storeImageVersion(inputs: { packages: readonly unknown[]; nodeBinary: string; nodeProgramDir: string; buildCodeDir: string }): Promise<string> {
+export async function storeImageVersion(inputs: {
+  packages: readonly unknown[];
+  nodeBinary: string;
+  nodeProgramDir: string;
+  buildCodeDir: string;
+}): Promise<string> {
   const hash = createHash('sha256').update(JSON.stringify(inputs.packages)).update('\0');
-  for (const file of [inputs.nodeBinary, ...(await filesBelow(inputs.nodeProgramDir)), ...(await filesBelow(inputs.buildCodeDir))]) {
-    hash.update(path.basename(file)).update('\0').update(await fs.readFile(file));
+  for (const file of [
+    inputs.nodeBinary,
+    ...(await filesBelow(inputs.nodeProgramDir)),
+    ...(await filesBelow(inputs.buildCodeDir)),
+  ]) {
+    hash
+      .update(path.basename(file))
+      .update('\0')
+      .update(await fs.readFile(file));
   }
   return `vm-${hash.digest('hex').slice(0, 12)}`;
 }
@@ -35,7 +48,12 @@ export interface EnsureImageOptions {
 
 /** The version of the stored image of this installation's inputs, built first when the store lacks it. */
 export async function ensureStoreImage(options: EnsureImageOptions = {}): Promise<{ version: string; built: boolean }> {
-  const [{ buildNodeImage, BUILD_STEPS }, { defaultBuildDeps, defaultNodeProgramDir, pinnedNodeBinary }, { ALL_PACKAGES, defaultPackageCache }, { userConfigDir }] = await Promise.all([
+  const [
+    { buildNodeImage, BUILD_STEPS },
+    { defaultBuildDeps, defaultNodeProgramDir, pinnedNodeBinary },
+    { ALL_PACKAGES, defaultPackageCache },
+    { userConfigDir },
+  ] = await Promise.all([
     import('../../lib/node-image/build/index.js'),
     import('../../lib/node-image/build/defaults.js'),
     import('../../lib/node-image/build/packages.js'),
@@ -59,7 +77,11 @@ export async function ensureStoreImage(options: EnsureImageOptions = {}): Promis
   try {
     await buildNodeImage(
       { provider: 'qemu', outDir: temp, version, packageCache: defaultPackageCache(), nodeProgramDir, node },
-      defaultBuildDeps((step, message) => options.progress?.(`building the qemu image ${version}: ${message ?? titles.get(step) ?? step}`), configDir),
+      defaultBuildDeps(
+        (step, message) =>
+          options.progress?.(`building the qemu image ${version}: ${message ?? titles.get(step) ?? step}`),
+        configDir,
+      ),
     );
     await fs.rm(dir, { recursive: true, force: true });
     await fs.rename(temp, dir);

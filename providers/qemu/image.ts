@@ -38,7 +38,10 @@ export function isImagePath(image: string): boolean {
 }
 
 /** The image's folder and files; a UserError when the folder, its one raw disk or its signed measurements are missing. */
-export async function resolveQemuImage(image: string, options: { userConfigDir?: string; baseDir?: string } = {}): Promise<QemuImage> {
+export async function resolveQemuImage(
+  image: string,
+  options: { userConfigDir?: string; baseDir?: string } = {},
+): Promise<QemuImage> {
   let dir: string;
   if (isImagePath(image)) dir = path.resolve(options.baseDir ?? process.cwd(), image);
   else if (isImageVersion(image)) dir = path.join(qemuImagesDir(options.userConfigDir), image);
@@ -57,15 +60,21 @@ export async function resolveQemuImage(image: string, options: { userConfigDir?:
   }
   const raws = entries.filter((e) => /^constellation-qemu-.*\.raw$/.test(e));
   if (raws.length !== 1) {
-    throw new UserError(`The folder ${dir} holds ${raws.length === 0 ? 'no' : 'more than one'} qemu node image (constellation-qemu-<version>.raw).`, {
-      hint: 'Point `image` at the folder of one `image build --provider qemu` output.',
-    });
+    throw new UserError(
+      `The folder ${dir} holds ${raws.length === 0 ? 'no' : 'more than one'} qemu node image (constellation-qemu-<version>.raw).`,
+      {
+        hint: 'Point `image` at the folder of one `image build --provider qemu` output.',
+      },
+    );
   }
   for (const file of [MEASUREMENTS_FILE, SIGNATURE_FILE]) {
     if (!entries.includes(file)) {
-      throw new UserError(`The qemu node image in ${dir} has no ${file}: an image without signed measurements is refused.`, {
-        hint: 'Build it with `constellation image build --provider qemu`, which signs its measurements with your image key; they are never measured on the fly.',
-      });
+      throw new UserError(
+        `The qemu node image in ${dir} has no ${file}: an image without signed measurements is refused.`,
+        {
+          hint: 'Build it with `constellation image build --provider qemu`, which signs its measurements with your image key; they are never measured on the fly.',
+        },
+      );
     }
   }
   return {
@@ -79,7 +88,9 @@ export async function resolveQemuImage(image: string, options: { userConfigDir?:
 
 /** The version of the image in `dir` (the X of its constellation-qemu-X.raw), or undefined when the folder holds none or several. */
 export async function qemuImageVersionIn(dir: string): Promise<string | undefined> {
-  const raws = (await fs.readdir(dir).catch(() => [] as string[])).map((e) => /^constellation-qemu-(.+)\.raw$/.exec(e)?.[1]).filter((v) => v !== undefined);
+  const raws = (await fs.readdir(dir).catch(() => [] as string[]))
+    .map((e) => /^constellation-qemu-(.+)\.raw$/.exec(e)?.[1])
+    .filter((v) => v !== undefined);
   return raws.length === 1 ? raws[0] : undefined;
 }
 
@@ -95,5 +106,11 @@ export async function qemuImageVersion(image: string, baseDir = process.cwd()): 
 /** The image's signed measurements, verified with `key` for variant qemu-vtpm (a UserError otherwise). */
 export async function loadQemuImageMeasurements(image: QemuImage, key: TrustedKey): Promise<SignedMeasurements> {
   const [file, signature] = await Promise.all([fs.readFile(image.measurementsFile), fs.readFile(image.signatureFile)]);
-  return verifyMeasurementsFile({ file, signature, key, source: image.measurementsFile, expect: { variant: 'qemu-vtpm' } });
+  return verifyMeasurementsFile({
+    file,
+    signature,
+    key,
+    source: image.measurementsFile,
+    expect: { variant: 'qemu-vtpm' },
+  });
 }

@@ -58,7 +58,11 @@ export class QemuInfrastructure extends LocalCluster {
       {
         image: options.image ?? '',
         metadataPort: options.metadataPort ?? METADATA_PORT,
-        network: { addressPool: options.addressPool ?? (process.env[ADDRESS_POOL_ENV] || DEFAULT_ADDRESS_POOL), random: options.random, dhcp: true },
+        network: {
+          addressPool: options.addressPool ?? (process.env[ADDRESS_POOL_ENV] || DEFAULT_ADDRESS_POOL),
+          random: options.random,
+          dhcp: true,
+        },
       },
       vms,
     );
@@ -72,14 +76,17 @@ export class QemuInfrastructure extends LocalCluster {
     const missing: string[] = [];
     for (const program of Object.keys(QEMU_PROGRAMS)) if (!(await findProgram(program, dirs))) missing.push(program);
     const firmware = [];
-    for (const file of [this.vms.settings.firmware, this.vms.settings.firmwareVars]) if (!(await fs.stat(file).catch(() => undefined))) firmware.push(file);
+    for (const file of [this.vms.settings.firmware, this.vms.settings.firmwareVars])
+      if (!(await fs.stat(file).catch(() => undefined))) firmware.push(file);
     if (missing.length === 0 && firmware.length === 0) return;
     throw new UserError(
       `The qemu provider cannot start here; nothing was started or written: ${[
         ...(missing.length ? [`${missing.join(', ')} not installed`] : []),
         ...(firmware.length ? [`no firmware at ${firmware.join(', ')}`] : []),
       ].join('; ')}.`,
-      { hint: `Run \`npm run setup\` (it installs ${[...new Set([...missing.map((p) => QEMU_PROGRAMS[p]), ...(firmware.length ? ['ovmf'] : [])])].join(', ')}), or set provider.qemu.firmware and firmwareVars.` },
+      {
+        hint: `Run \`npm run setup\` (it installs ${[...new Set([...missing.map((p) => QEMU_PROGRAMS[p]), ...(firmware.length ? ['ovmf'] : [])])].join(', ')}), or set provider.qemu.firmware and firmwareVars.`,
+      },
     );
   }
 }

@@ -37,7 +37,13 @@ export interface GuestFiles {
   devices: string;
 }
 
-const GUEST_FILES: GuestFiles = { cmdline: '/proc/cmdline', osRelease: '/etc/os-release', routes: '/proc/net/route', blockDevices: '/sys/block', devices: '/dev' };
+const GUEST_FILES: GuestFiles = {
+  cmdline: '/proc/cmdline',
+  osRelease: '/etc/os-release',
+  routes: '/proc/net/route',
+  blockDevices: '/sys/block',
+  devices: '/dev',
+};
 
 /** The default route's gateway of /proc/net/route (hex little-endian), or undefined. */
 export function defaultGateway(routes: string): string | undefined {
@@ -53,7 +59,8 @@ export function defaultGateway(routes: string): string | undefined {
 
 /** The guest's own IPv4 address (the DHCP lease's): the first non-loopback one. */
 export function guestAddress(interfaces = os.networkInterfaces()): string | undefined {
-  for (const list of Object.values(interfaces)) for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  for (const list of Object.values(interfaces))
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
   return undefined;
 }
 
@@ -83,15 +90,22 @@ async function tpmDevice(files: GuestFiles): Promise<string> {
   return `${files.devices}/tpmrm0`;
 }
 
-export async function qemuNodePlatform(options: NodePlatformOptions, files: GuestFiles = GUEST_FILES): Promise<NodePlatform> {
+export async function qemuNodePlatform(
+  options: NodePlatformOptions,
+  files: GuestFiles = GUEST_FILES,
+): Promise<NodePlatform> {
   const provider = options.providerOptions ?? {};
   const ip = (provider.nodeIp as string | undefined) ?? guestAddress();
   const gateway = defaultGateway(await fs.readFile(files.routes, 'utf8').catch(() => ''));
-  const metadataUrl = (provider.metadataUrl as string | undefined) ?? (gateway ? `http://${gateway}:${METADATA_PORT}` : undefined);
+  const metadataUrl =
+    (provider.metadataUrl as string | undefined) ?? (gateway ? `http://${gateway}:${METADATA_PORT}` : undefined);
   if (!ip || !metadataUrl) {
-    throw new UserError(`This VM has ${ip ? 'no default route' : 'no IPv4 address'}: the DHCP lease of its /init did not arrive, so the cluster's metadata server is unknown.`, {
-      hint: "Look at the top of the node's log (the boot log): `init: no DHCP lease` names the interface. The cloud daemon answers DHCP only for VMs the provider registered.",
-    });
+    throw new UserError(
+      `This VM has ${ip ? 'no default route' : 'no IPv4 address'}: the DHCP lease of its /init did not arrive, so the cluster's metadata server is unknown.`,
+      {
+        hint: "Look at the top of the node's log (the boot log): `init: no DHCP lease` names the interface. The cloud daemon answers DHCP only for VMs the provider registered.",
+      },
+    );
   }
   const metadata = new LocalNodeMetadata({ metadataUrl, nodeIp: ip });
   const base = cloudPlatformBase('qemu', options, { metadata, stateDisk: await findStateDisk(files) });

@@ -9,19 +9,31 @@ import { UserError } from '../../lib/errors.js';
 export class QmpError extends UserError {}
 
 /** Runs one QMP command on the socket and resolves with its `return` value. */
-export function qmpCommand(socketPath: string, command: string, args?: Record<string, unknown>, timeoutMs = 10_000): Promise<unknown> {
+export function qmpCommand(
+  socketPath: string,
+  command: string,
+  args?: Record<string, unknown>,
+  timeoutMs = 10_000,
+): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(socketPath);
     let buffered = '';
     let stage: 'greeting' | 'capabilities' | 'command' = 'greeting';
-    const timer = setTimeout(() => fail(new QmpError(`QEMU did not answer ${command} on ${socketPath} within ${timeoutMs} ms`)), timeoutMs);
+    const timer = setTimeout(
+      () => fail(new QmpError(`QEMU did not answer ${command} on ${socketPath} within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
     const done = () => {
       clearTimeout(timer);
       socket.destroy();
     };
     const fail = (err: Error) => {
       done();
-      reject(err instanceof QmpError ? err : new QmpError(`QMP ${socketPath}: ${err.message}`, { cause: err, hint: 'Is the VM running?' }));
+      reject(
+        err instanceof QmpError
+          ? err
+          : new QmpError(`QMP ${socketPath}: ${err.message}`, { cause: err, hint: 'Is the VM running?' }),
+      );
     };
     socket.on('error', fail);
     socket.on('data', (chunk: Buffer) => {
@@ -38,7 +50,12 @@ export function qmpCommand(socketPath: string, command: string, args?: Record<st
           return fail(new QmpError(`QEMU sent no JSON on ${socketPath}`));
         }
         if (message.event) continue;
-        if (message.error) return fail(new QmpError(`QEMU refused ${stage === 'command' ? command : 'qmp_capabilities'}: ${message.error.desc ?? 'error'}`));
+        if (message.error)
+          return fail(
+            new QmpError(
+              `QEMU refused ${stage === 'command' ? command : 'qmp_capabilities'}: ${message.error.desc ?? 'error'}`,
+            ),
+          );
         if (stage === 'greeting' && message.QMP) {
           stage = 'capabilities';
           socket.write(`${JSON.stringify({ execute: 'qmp_capabilities' })}\n`);

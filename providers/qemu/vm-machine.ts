@@ -53,7 +53,9 @@ export class VmMachine implements NodeMachine {
     if (!choice) {
       choice = (async () => {
         // The kernel decides whether KVM runs the image: the manifest names its package (and its SHA-256).
-        const manifest = JSON.parse(await fs.readFile(path.join(image.dir, 'manifest.json'), 'utf8').catch(() => '{}')) as {
+        const manifest = JSON.parse(
+          await fs.readFile(path.join(image.dir, 'manifest.json'), 'utf8').catch(() => '{}'),
+        ) as {
           inputs?: { debianPackages?: { name: string; sha256: string }[] };
         };
         const kernel = manifest.inputs?.debianPackages?.find((p) => p.name.startsWith('linux-image-'));
@@ -115,7 +117,10 @@ export class VmMachine implements NodeMachine {
     const pid = await startVm({
       owner: np.dir,
       netns: target.netns,
-      args: qemuArgs(name, address, paths, swtpmPaths(np.tpmDir, np.socketDir).ctrlSocket, { ...this.settings, accel: choice.accel }),
+      args: qemuArgs(name, address, paths, swtpmPaths(np.tpmDir, np.socketDir).ctrlSocket, {
+        ...this.settings,
+        accel: choice.accel,
+      }),
       paths,
     });
     ctx.log.debug('qemu node started', { name, address, qemuPid: pid, accel: choice.accel, image: image.dir });

@@ -66,14 +66,33 @@ const exists = (file: string) =>
   );
 
 /** Makes the node's disks and firmware variables where they are missing (a node keeps them across reboots). */
-export async function prepareVmFiles(paths: VmPaths, options: { imageRawDisk: string; stateDiskGB: number; firmwareVars: string }): Promise<void> {
+export async function prepareVmFiles(
+  paths: VmPaths,
+  options: { imageRawDisk: string; stateDiskGB: number; firmwareVars: string },
+): Promise<void> {
   if (!(await exists(paths.bootDisk))) {
     const temp = `${paths.bootDisk}.tmp`;
-    const res = await runProgram('qemu-img', ['create', '-q', '-f', 'qcow2', '-F', 'raw', '-b', path.resolve(options.imageRawDisk), temp]);
+    const res = await runProgram('qemu-img', [
+      'create',
+      '-q',
+      '-f',
+      'qcow2',
+      '-F',
+      'raw',
+      '-b',
+      path.resolve(options.imageRawDisk),
+      temp,
+    ]);
     if (res.code !== 0) {
-      throw new UserError(`qemu-img could not make the node's disk over ${options.imageRawDisk}: ${res.output.trim()}`, {
-        hint: res.code === -1 ? 'Install qemu-utils (npm run setup installs it).' : 'Check that the image file exists and is readable.',
-      });
+      throw new UserError(
+        `qemu-img could not make the node's disk over ${options.imageRawDisk}: ${res.output.trim()}`,
+        {
+          hint:
+            res.code === -1
+              ? 'Install qemu-utils (npm run setup installs it).'
+              : 'Check that the image file exists and is readable.',
+        },
+      );
     }
     await fs.rename(temp, paths.bootDisk);
   }
@@ -98,23 +117,56 @@ export async function prepareVmFiles(paths: VmPaths, options: { imageRawDisk: st
 }
 
 /** The QEMU command line of a node (see the module header). */
-export function qemuArgs(name: string, address: string, paths: VmPaths, tpmCtrlSocket: string, settings: VmSettings): string[] {
+export function qemuArgs(
+  name: string,
+  address: string,
+  paths: VmPaths,
+  tpmCtrlSocket: string,
+  settings: VmSettings,
+): string[] {
   return [
-    '-name', name,
-    '-machine', 'q35', '-accel', settings.accel,
-    '-m', String(settings.memoryMiB), '-smp', String(settings.vcpus),
-    '-nodefaults', '-no-user-config', '-display', 'none',
-    '-chardev', `file,id=serial0,path=${paths.serialLog},append=on`, '-serial', 'chardev:serial0',
-    '-drive', `if=pflash,format=raw,unit=0,readonly=on,file=${settings.firmware}`,
-    '-drive', `if=pflash,format=raw,unit=1,file=${paths.firmwareVars}`,
-    '-drive', `if=none,id=boot,format=qcow2,file=${paths.bootDisk}`,
-    '-device', 'virtio-blk-pci,drive=boot,bootindex=1',
-    '-drive', `if=none,id=state,format=raw,file=${paths.stateDisk}`,
-    '-device', `virtio-blk-pci,drive=state,serial=${STATE_DISK_SERIAL}`,
-    '-chardev', `socket,id=tpmchr,path=${tpmCtrlSocket}`, '-tpmdev', 'emulator,id=tpm0,chardev=tpmchr', '-device', 'tpm-crb,tpmdev=tpm0',
-    '-netdev', `tap,id=net0,ifname=${TAP_DEVICE},script=no,downscript=no`,
-    '-device', `virtio-net-pci,netdev=net0,mac=${macAddress(address)},romfile=`,
-    '-qmp', `unix:${paths.qmpSocket},server=on,wait=off`,
+    '-name',
+    name,
+    '-machine',
+    'q35',
+    '-accel',
+    settings.accel,
+    '-m',
+    String(settings.memoryMiB),
+    '-smp',
+    String(settings.vcpus),
+    '-nodefaults',
+    '-no-user-config',
+    '-display',
+    'none',
+    '-chardev',
+    `file,id=serial0,path=${paths.serialLog},append=on`,
+    '-serial',
+    'chardev:serial0',
+    '-drive',
+    `if=pflash,format=raw,unit=0,readonly=on,file=${settings.firmware}`,
+    '-drive',
+    `if=pflash,format=raw,unit=1,file=${paths.firmwareVars}`,
+    '-drive',
+    `if=none,id=boot,format=qcow2,file=${paths.bootDisk}`,
+    '-device',
+    'virtio-blk-pci,drive=boot,bootindex=1',
+    '-drive',
+    `if=none,id=state,format=raw,file=${paths.stateDisk}`,
+    '-device',
+    `virtio-blk-pci,drive=state,serial=${STATE_DISK_SERIAL}`,
+    '-chardev',
+    `socket,id=tpmchr,path=${tpmCtrlSocket}`,
+    '-tpmdev',
+    'emulator,id=tpm0,chardev=tpmchr',
+    '-device',
+    'tpm-crb,tpmdev=tpm0',
+    '-netdev',
+    `tap,id=net0,ifname=${TAP_DEVICE},script=no,downscript=no`,
+    '-device',
+    `virtio-net-pci,netdev=net0,mac=${macAddress(address)},romfile=`,
+    '-qmp',
+    `unix:${paths.qmpSocket},server=on,wait=off`,
   ];
 }
 
@@ -122,7 +174,13 @@ export function qemuArgs(name: string, address: string, paths: VmPaths, tpmCtrlS
  * Starts QEMU detached (its own session, so it outlives the CLI) in the node's namespace, owned by the node folder,
  * and resolves with its PID once its QMP socket accepts; a QEMU that exits first is a UserError with its messages.
  */
-export async function startVm(options: { owner: string; netns: string; args: string[]; paths: VmPaths; timeoutMs?: number }): Promise<number> {
+export async function startVm(options: {
+  owner: string;
+  netns: string;
+  args: string[];
+  paths: VmPaths;
+  timeoutMs?: number;
+}): Promise<number> {
   const { paths } = options;
   await fs.rm(paths.qmpSocket, { force: true });
   await fs.mkdir(path.dirname(paths.qmpSocket), { recursive: true, mode: 0o700 });
@@ -146,13 +204,20 @@ export async function startVm(options: { owner: string; netns: string; args: str
   const deadline = Date.now() + (options.timeoutMs ?? 15_000);
   for (;;) {
     if (exit !== undefined || pid === undefined) {
-      const messages = (await fs.readFile(paths.qemuLog, 'utf8').catch(() => '')).trim().split('\n').slice(-5).join(' | ');
+      const messages = (await fs.readFile(paths.qemuLog, 'utf8').catch(() => ''))
+        .trim()
+        .split('\n')
+        .slice(-5)
+        .join(' | ');
       throw new UserError(`QEMU exited (${exit ?? 'not started'}) before the VM ran: ${messages}`, {
-        hint: 'Install qemu-system-x86 and ovmf (npm run setup installs them); the node\'s qemu.log has QEMU\'s messages.',
+        hint: "Install qemu-system-x86 and ovmf (npm run setup installs them); the node's qemu.log has QEMU's messages.",
       });
     }
     if (await canConnect(paths.qmpSocket)) return pid;
-    if (Date.now() > deadline) throw new UserError(`QEMU did not open its QMP socket ${paths.qmpSocket} in time.`, { hint: `See ${paths.qemuLog}.` });
+    if (Date.now() > deadline)
+      throw new UserError(`QEMU did not open its QMP socket ${paths.qmpSocket} in time.`, {
+        hint: `See ${paths.qemuLog}.`,
+      });
     await new Promise((resolve) => setTimeout(resolve, 50));
   }
 }

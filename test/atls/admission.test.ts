@@ -73,17 +73,28 @@ interface Harness {
 async function startInitServer(limits: ExchangeLimits, attester: FakeAttester): Promise<Harness> {
   const tpm = new SerialTpm(attester, 5);
   const ahead: number[] = [];
-  const issuer: Issuer = { variant: tpm.variant, issue: (userData, nonce) => tpm.issueCounting(userData, nonce, (n) => ahead.push(n)) };
+  const issuer: Issuer = {
+    variant: tpm.variant,
+    issue: (userData, nonce) => tpm.issueCounting(userData, nonce, (n) => ahead.push(n)),
+  };
   const log: Array<Record<string, unknown>> = [];
-  const logger = rateLimitedLogger(createLogger((line) => log.push(JSON.parse(line) as Record<string, unknown>)), { burst: 3 });
+  const logger = rateLimitedLogger(
+    createLogger((line) => log.push(JSON.parse(line) as Record<string, unknown>)),
+    { burst: 3 },
+  );
   const server = await startAttestedServer({
     what: 'init server',
     service: InitService,
     implementation: {
       init: (call: ServerDuplexStream<InitRequest, InitResponse>) =>
-        void serveCliCall(call, initServerAdapter, { purpose: 'init', issuer, logger, failureMessage: 'init failed', stepTimeoutMs: 30_000 }, async (session) => {
-          session.channel.end();
-        }),
+        void serveCliCall(
+          call,
+          initServerAdapter,
+          { purpose: 'init', issuer, logger, failureMessage: 'init failed', stepTimeoutMs: 30_000 },
+          async (session) => {
+            session.channel.end();
+          },
+        ),
     },
     host: '127.0.0.1',
     port: 0,
@@ -96,7 +107,10 @@ async function startInitServer(limits: ExchangeLimits, attester: FakeAttester): 
 
 /** An honest CLI's init exchange from 127.0.0.1, up to the sealed secrets. */
 async function honestInit(port: number, attester: FakeAttester): Promise<void> {
-  const client = new InitClient(`127.0.0.1:${port}`, await createAttestedClientCredentials(), { ...attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
+  const client = new InitClient(`127.0.0.1:${port}`, await createAttestedClientCredentials(), {
+    ...attestedChannelOptions,
+    'grpc.use_local_subchannel_pool': 1,
+  });
   try {
     const session = await verifierClient(client.init(), initClientAdapter, {
       purpose: 'init',
@@ -113,7 +127,9 @@ async function honestInit(port: number, attester: FakeAttester): Promise<void> {
 
 /** A Challenge, as the first message of an Init stream: the node answers it with a quote. */
 function challenge(): Uint8Array {
-  return InitRequest.encode({ kind: { $case: 'challenge', value: { nonce: randomBytes(32), verifierPublicKey: Buffer.alloc(0) } } }).finish();
+  return InitRequest.encode({
+    kind: { $case: 'challenge', value: { nonce: randomBytes(32), verifierPublicKey: Buffer.alloc(0) } },
+  }).finish();
 }
 
 /** 1,000 Init streams from 127.0.0.2 over 10 HTTP/2 sessions, each sending a challenge and nothing more. */
@@ -124,7 +140,9 @@ interface HalfOpenAttack {
 }
 
 async function halfOpenAttack(port: number): Promise<HalfOpenAttack> {
-  const sessions: RawSession[] = await Promise.all(Array.from({ length: 10 }, () => openRawSession('127.0.0.1', port, '127.0.0.2')));
+  const sessions: RawSession[] = await Promise.all(
+    Array.from({ length: 10 }, () => openRawSession('127.0.0.1', port, '127.0.0.2')),
+  );
   const calls: RawCall[] = Array.from({ length: 1000 }, (_, i) => {
     const call = sessions[i % sessions.length].call(INIT_PATH);
     call.send(challenge());
@@ -156,10 +174,13 @@ describe('atls/admission: bounded attestation work', () => {
       const a1 = admission.admit('10.0.0.1');
       const a2 = admission.admit('10.0.0.1');
       assert.deepEqual(admission.admit('10.0.0.1'), {
-        refused: 'the init server is busy: 2 calls from 10.0.0.1 are in progress, at most 2 are served at once per address; try again later',
+        refused:
+          'the init server is busy: 2 calls from 10.0.0.1 are in progress, at most 2 are served at once per address; try again later',
       });
       const b1 = admission.admit('10.0.0.2');
-      assert.deepEqual(admission.admit('10.0.0.3'), { refused: 'the init server is busy: 3 calls are in progress, at most 3 are served at once; try again later' });
+      assert.deepEqual(admission.admit('10.0.0.3'), {
+        refused: 'the init server is busy: 3 calls are in progress, at most 3 are served at once; try again later',
+      });
       assert.ok('release' in a1 && 'release' in a2 && 'release' in b1);
       a1.release();
       a1.release();
@@ -197,17 +218,26 @@ describe('atls/admission: bounded attestation work', () => {
       for (const status of attack.refusals) {
         assert.deepEqual(status, {
           code: 8,
-          message: 'the init server is busy: 4 calls from 127.0.0.2 are in progress, at most 4 are served at once per address; try again later',
+          message:
+            'the init server is busy: 4 calls from 127.0.0.2 are in progress, at most 4 are served at once per address; try again later',
         });
       }
       // Every refused stream has its answer, so the server has decided about all 1,000 and no refused one can still
       // ask for a quote: once the admitted 4 have, the count is final.
-      await pollUntil(() => (h.ahead.length >= 4 ? true : undefined), { timeoutMs: 10_000, intervalMs: 10, what: 'the 4 admitted quotes' });
+      await pollUntil(() => (h.ahead.length >= 4 ? true : undefined), {
+        timeoutMs: 10_000,
+        intervalMs: 10,
+        what: 'the 4 admitted quotes',
+      });
       assert.equal(h.ahead.length, 4, 'a quote for each admitted stream only');
     });
 
     it('serves an honest CLI from another address, its quote queued behind at most the 4 admitted ones', async () => {
-      await pollUntil(() => h.ahead.length === 4 || undefined, { timeoutMs: 10_000, intervalMs: 10, what: 'the 4 admitted quotes' });
+      await pollUntil(() => h.ahead.length === 4 || undefined, {
+        timeoutMs: 10_000,
+        intervalMs: 10,
+        what: 'the 4 admitted quotes',
+      });
       await honestInit(h.server.port, attester);
       assert.equal(h.ahead.length, 5);
       assert.ok(h.ahead[4] <= limits.maxPerPeer, `the honest quote waited behind ${h.ahead[4]} quotes`);
@@ -227,7 +257,10 @@ describe('atls/admission: bounded attestation work', () => {
       const session = await openRawSession('127.0.0.1', h.server.port, '127.0.0.2');
       try {
         const silent = session.call(INIT_PATH);
-        assert.deepEqual(await silent.status, { code: 4, message: 'the init server closed the stream: no message arrived within 0.3 s' });
+        assert.deepEqual(await silent.status, {
+          code: 4,
+          message: 'the init server closed the stream: no message arrived within 0.3 s',
+        });
         assert.equal(h.tpm.quotes, 0);
         const next = session.call(INIT_PATH);
         const refusedOrIdle = await next.status;

@@ -37,7 +37,11 @@ describe('atls/channel and roles', () => {
     server = undefined;
   });
 
-  async function initAgainst(handler: (call: ServerDuplexStream<InitRequest, InitResponse>) => void, validatorAk: string, overrides: { timeoutMs?: number; randomBytes?: (n: number) => Uint8Array } = {}) {
+  async function initAgainst(
+    handler: (call: ServerDuplexStream<InitRequest, InitResponse>) => void,
+    validatorAk: string,
+    overrides: { timeoutMs?: number; randomBytes?: (n: number) => Uint8Array } = {},
+  ) {
     server = await startTestServer(InitService, { init: handler });
     const wire = recordWire();
     const { credentials, options } = await clientOptions(wire);
@@ -58,14 +62,31 @@ describe('atls/channel and roles', () => {
 
   it('times out a step and sends nothing sealed', async () => {
     const { attempt, wire } = await initAgainst(() => undefined, 'none', { timeoutMs: 200 });
-    await assert.rejects(attempt, (err: Error) => err instanceof UserError && /Timed out .* waiting for the attestation evidence from the node/.test(err.message));
+    await assert.rejects(
+      attempt,
+      (err: Error) =>
+        err instanceof UserError && /Timed out .* waiting for the attestation evidence from the node/.test(err.message),
+    );
     assert.deepEqual(wire.cases(), ['client:challenge']);
   });
 
   it("surfaces the node's Failure as a UserError with its message", async () => {
-    const broken: Issuer = { variant: 'x', issue: async () => Promise.reject(new UserError('the TPM is not reachable')) };
-    const { attempt, wire } = await initAgainst((call) => void attestedServer(call, initServerAdapter, { purpose: 'init', issuer: broken, peer: 'the CLI' }).catch(() => undefined), 'none');
-    await assert.rejects(attempt, (err: Error) => err instanceof PeerFailureError && err.message === 'The node ended the exchange: the TPM is not reachable');
+    const broken: Issuer = {
+      variant: 'x',
+      issue: async () => Promise.reject(new UserError('the TPM is not reachable')),
+    };
+    const { attempt, wire } = await initAgainst(
+      (call) =>
+        void attestedServer(call, initServerAdapter, { purpose: 'init', issuer: broken, peer: 'the CLI' }).catch(
+          () => undefined,
+        ),
+      'none',
+    );
+    await assert.rejects(
+      attempt,
+      (err: Error) =>
+        err instanceof PeerFailureError && err.message === 'The node ended the exchange: the TPM is not reachable',
+    );
     assert.deepEqual(wire.cases(), ['client:challenge', 'server:failure']);
   });
 
@@ -73,7 +94,10 @@ describe('atls/channel and roles', () => {
     const attester = new FakeAttester(PCRS);
     let nodeError: unknown;
     const { attempt } = await initAgainst(
-      (call) => void attestedServer(call, initServerAdapter, { purpose: 'init', issuer: attester, peer: 'the CLI' }).catch((e) => (nodeError = e)),
+      (call) =>
+        void attestedServer(call, initServerAdapter, { purpose: 'init', issuer: attester, peer: 'the CLI' }).catch(
+          (e) => (nodeError = e),
+        ),
       attester.akPublic,
       { randomBytes: () => new Uint8Array(8) },
     );
@@ -90,7 +114,12 @@ describe('atls/channel and roles', () => {
     const client = new InitClient(address, credentials, options);
     clients.push(client);
     await assert.rejects(
-      verifierClient(client.init(), initClientAdapter, { purpose: 'init', peer: `the node at ${address}`, validator: new FakeValidator({}, []), secrets: () => new Uint8Array(0) }),
+      verifierClient(client.init(), initClientAdapter, {
+        purpose: 'init',
+        peer: `the node at ${address}`,
+        validator: new FakeValidator({}, []),
+        secrets: () => new Uint8Array(0),
+      }),
       (err: Error) => err instanceof UserError && err.message.startsWith(`Could not reach the node at ${address}`),
     );
   });
@@ -100,11 +129,13 @@ describe('atls/channel and roles', () => {
     let received: RecoverSecrets | undefined;
     server = await startTestServer(RecoveryService, {
       recover: (call: ServerDuplexStream<RecoverRequest, RecoverResponse>) =>
-        void attestedServer(call, recoverServerAdapter, { purpose: 'recover', issuer: attester, peer: 'the CLI' }).then((session) => {
-          received = RecoverSecrets.decode(session.secrets);
-          session.channel.sendOther({ kind: { $case: 'done', value: { nodeName: '', diskUuid: 'disk-1' } } });
-          session.channel.end();
-        }),
+        void attestedServer(call, recoverServerAdapter, { purpose: 'recover', issuer: attester, peer: 'the CLI' }).then(
+          (session) => {
+            received = RecoverSecrets.decode(session.secrets);
+            session.channel.sendOther({ kind: { $case: 'done', value: { nodeName: '', diskUuid: 'disk-1' } } });
+            session.channel.end();
+          },
+        ),
     });
     const { credentials, options } = await clientOptions();
     const client = new RecoveryClient(server.address, credentials, options);
@@ -113,7 +144,8 @@ describe('atls/channel and roles', () => {
       purpose: 'recover',
       peer: 'the node',
       validator: new FakeValidator(MEASUREMENTS, [attester.akPublic]),
-      secrets: () => RecoverSecrets.encode({ masterKey: Buffer.alloc(32, 7), masterSalt: Buffer.alloc(32, 8) }).finish(),
+      secrets: () =>
+        RecoverSecrets.encode({ masterKey: Buffer.alloc(32, 7), masterSalt: Buffer.alloc(32, 8) }).finish(),
     });
     const done = await session.channel.receive(['other'], 'the recovery result');
     assert.equal(done.value.kind?.$case === 'done' && done.value.kind.value.diskUuid, 'disk-1');

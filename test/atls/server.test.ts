@@ -47,7 +47,10 @@ describe('atls/server', () => {
     assert.ok(server.port > 0);
     const validator = new FakeValidator({ '15': { expected: '11'.repeat(32), warnOnly: false } }, [attester.akPublic]);
     const peer = await requestVerifiedAttestation(`127.0.0.1:${server.port}`, { validator, nonce: randomBytes(32) });
-    assert.deepEqual(peer.result.comparisons.map((c) => c.match), [true]);
+    assert.deepEqual(
+      peer.result.comparisons.map((c) => c.match),
+      [true],
+    );
     const first = server.close();
     assert.equal(server.close(), first);
     await first;
@@ -66,12 +69,19 @@ describe('atls/server', () => {
       shutdownGraceMs: 50,
       limits: NODE_SERVICE_LIMITS,
     });
-    const client = new VerifyClient(`127.0.0.1:${server.port}`, await createAttestedClientCredentials(), attestedChannelOptions);
+    const client = new VerifyClient(
+      `127.0.0.1:${server.port}`,
+      await createAttestedClientCredentials(),
+      attestedChannelOptions,
+    );
     try {
       const ended = new Promise<grpc.ServiceError>((resolve) => client.getStatus({}, (err) => resolve(err!)));
       await running;
       await server.close();
-      const error = await Promise.race([ended, new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 2_000).unref())]);
+      const error = await Promise.race([
+        ended,
+        new Promise<undefined>((resolve) => setTimeout(() => resolve(undefined), 2_000).unref()),
+      ]);
       assert.ok(error, 'the running call was not cut off');
       assert.equal(error.code, grpc.status.UNAVAILABLE);
     } finally {
@@ -86,7 +96,9 @@ describe('atls/server', () => {
       await assert.rejects(
         start(taken.port),
         (err: Error) =>
-          err instanceof UserError && err.message.startsWith(`The verify service cannot listen on 127.0.0.1:${taken.port}`) && /another process/.test(err.hint ?? ''),
+          err instanceof UserError &&
+          err.message.startsWith(`The verify service cannot listen on 127.0.0.1:${taken.port}`) &&
+          /another process/.test(err.hint ?? ''),
       );
     } finally {
       grpc.setLogVerbosity(grpc.logVerbosity.ERROR);

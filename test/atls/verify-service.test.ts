@@ -26,9 +26,15 @@ describe('atls/verify-service', () => {
     const attester = new FakeAttester(pcrs);
     const address = await serve(attester);
     const nonce = randomBytes(32);
-    const peer = await requestVerifiedAttestation(address, { validator: new FakeValidator(measurements, [attester.akPublic]), nonce });
+    const peer = await requestVerifiedAttestation(address, {
+      validator: new FakeValidator(measurements, [attester.akPublic]),
+      nonce,
+    });
     assert.deepEqual(Buffer.from(peer.result.userData), Buffer.from(verifyUserData(nonce)));
-    assert.deepEqual(peer.result.comparisons.map((c) => [c.index, c.match]), [[15, true]]);
+    assert.deepEqual(
+      peer.result.comparisons.map((c) => [c.index, c.match]),
+      [[15, true]],
+    );
   });
 
   it('rejects a document the node made for an older nonce', async () => {
@@ -46,7 +52,10 @@ describe('atls/verify-service', () => {
     const attester = new FakeAttester(pcrs);
     const address = await serve(attester);
     await assert.rejects(
-      requestVerifiedAttestation(address, { validator: new FakeValidator(measurements, [attester.akPublic]), nonce: new Uint8Array(4) }),
+      requestVerifiedAttestation(address, {
+        validator: new FakeValidator(measurements, [attester.akPublic]),
+        nonce: new Uint8Array(4),
+      }),
       (err: Error) => err instanceof UserError && /must be 32 bytes, got 4/.test(err.message),
     );
   });

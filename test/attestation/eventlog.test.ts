@@ -20,7 +20,11 @@ describe('TCG crypto-agile event log', () => {
       const quoted = gce.quote(bank).pcrs;
       const values = replayed.get(bank)!;
       for (let i = 0; i <= 9; i++) {
-        assert.equal(Buffer.from(values.get(i)!).toString('hex'), Buffer.from(quoted.get(i)!).toString('hex'), `bank ${bank} PCR ${i}`);
+        assert.equal(
+          Buffer.from(values.get(i)!).toString('hex'),
+          Buffer.from(quoted.get(i)!).toString('hex'),
+          `bank ${bank} PCR ${i}`,
+        );
       }
     }
   });
@@ -32,7 +36,10 @@ describe('TCG crypto-agile event log', () => {
     const at = Buffer.from(digestTampered).lastIndexOf(Buffer.from(last.digests.get(11)!));
     digestTampered[at] ^= 1;
     const pcr = last.pcrIndex;
-    assert.notDeepEqual(replayEventLog(digestTampered).get(11)!.get(pcr), replayEventLog(gce.eventLog).get(11)!.get(pcr));
+    assert.notDeepEqual(
+      replayEventLog(digestTampered).get(11)!.get(pcr),
+      replayEventLog(gce.eventLog).get(11)!.get(pcr),
+    );
   });
 
   it('refuses logs that are not crypto-agile or are truncated', () => {

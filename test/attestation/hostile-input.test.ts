@@ -39,7 +39,10 @@ function within<T>(what: string, fn: () => T): T {
     return fn();
   } finally {
     const ms = performance.now() - start;
-    assert.ok(ms < LINEAR_BOUND_MS, `${what} took ${ms.toFixed(0)} ms for 1 MiB of hostile input: its parsing is not linear`);
+    assert.ok(
+      ms < LINEAR_BOUND_MS,
+      `${what} took ${ms.toFixed(0)} ms for 1 MiB of hostile input: its parsing is not linear`,
+    );
   }
 }
 
@@ -61,9 +64,15 @@ describe('parsers of attacker-controlled bytes: hostile inputs', () => {
 
     it('PEM: 1 MiB of BEGIN lines without an END (the lazy regex rescanned the rest from every BEGIN)', () => {
       const pem = '-----BEGIN CERTIFICATE-----\n'.repeat(MiB / 28);
-      assert.deepEqual(within('certificatesDer', () => certificatesDer(pem)), []);
+      assert.deepEqual(
+        within('certificatesDer', () => certificatesDer(pem)),
+        [],
+      );
       assert.throws(
-        () => within('SnpVerifier.verify', () => new SnpVerifier().verify(azureReport, { signingCert: pem, certChain: pem })),
+        () =>
+          within('SnpVerifier.verify', () =>
+            new SnpVerifier().verify(azureReport, { signingCert: pem, certChain: pem }),
+          ),
         (err: Error) => err instanceof SnpReportError && err.has('format'),
       );
     });
@@ -71,7 +80,10 @@ describe('parsers of attacker-controlled bytes: hostile inputs', () => {
     it('PEM: still splits a chain, ignoring text between blocks', () => {
       const ca = makeSnpTestCa();
       const ders = certificatesDer(`garbage\n${ca.ask.pem}between\n${ca.ark.pem}after`);
-      assert.deepEqual(ders.map((d) => Buffer.from(d).toString('hex')), [ca.ask.der, ca.ark.der].map((d) => Buffer.from(d).toString('hex')));
+      assert.deepEqual(
+        ders.map((d) => Buffer.from(d).toString('hex')),
+        [ca.ask.der, ca.ark.der].map((d) => Buffer.from(d).toString('hex')),
+      );
     });
 
     it('event log: 1 MiB of zero-filled events that is not padding (the padding check rescanned the rest per event)', () => {
@@ -93,30 +105,61 @@ describe('parsers of attacker-controlled bytes: hostile inputs', () => {
     const ca = makeSnpTestCa();
     const vcekKeys = generateKeyPairSync('ec', { namedCurve: 'P-384' });
     const vcek = (spec: { spki?: Uint8Array; notBeforeRaw?: Uint8Array }) =>
-      makeCert({ subject: 'SEV-VCEK', issuer: `SEV-${ca.product}`, publicKey: vcekKeys.publicKey, signingKey: ca.askKey, signature: 'rsa-pss-sha384', ...spec }).der;
+      makeCert({
+        subject: 'SEV-VCEK',
+        issuer: `SEV-${ca.product}`,
+        publicKey: vcekKeys.publicKey,
+        signingKey: ca.askKey,
+        signature: 'rsa-pss-sha384',
+        ...spec,
+      }).der;
     const verifier = new SnpVerifier({ roots: ca.roots });
 
     it('a certificate whose public key does not decode is an SnpReportError, not a plain Error', () => {
-      const undecodable = sequence(sequence(oid('1.2.840.10045.2.1'), oid('1.3.132.0.34')), bitString(Buffer.concat([Buffer.of(4), Buffer.alloc(96, 1)])));
+      const undecodable = sequence(
+        sequence(oid('1.2.840.10045.2.1'), oid('1.3.132.0.34')),
+        bitString(Buffer.concat([Buffer.of(4), Buffer.alloc(96, 1)])),
+      );
       assert.throws(
         () => verifier.verify(azureReport, { signingCert: vcek({ spki: undecodable }), certChain: ca.vcekChain }),
-        (err: Error) => err instanceof SnpReportError && err.has('format') && /the VCEK\/VLEK certificate holds a public key that cannot be decoded/.test(err.message),
+        (err: Error) =>
+          err instanceof SnpReportError &&
+          err.has('format') &&
+          /the VCEK\/VLEK certificate holds a public key that cannot be decoded/.test(err.message),
       );
     });
 
     it('an unreadable validity date is an SnpReportError, not a RangeError from the message', () => {
       assert.throws(
-        () => verifier.verify(azureReport, { signingCert: vcek({ notBeforeRaw: tlvTime('241301000000Z') }), certChain: ca.vcekChain }),
+        () =>
+          verifier.verify(azureReport, {
+            signingCert: vcek({ notBeforeRaw: tlvTime('241301000000Z') }),
+            certChain: ca.vcekChain,
+          }),
         (err: Error) => err instanceof SnpReportError && /has a validity date that cannot be read/.test(err.message),
       );
     });
 
     it('an ECC TPM key whose point is off its curve is a TpmFormatError (and an AttestationError in a quote), not a TypeError', () => {
       const template = AK_TEMPLATE as Extract<TpmPublic, { unique: { x: Uint8Array } }>;
-      const offCurve: TpmPublic = { ...template, unique: { x: new Uint8Array(32).fill(1), y: new Uint8Array(32).fill(1) } };
-      assert.throws(() => publicKeyFromTpmPublic(offCurve), (err: Error) => err instanceof TpmFormatError && /not on the curve/.test(err.message));
+      const offCurve: TpmPublic = {
+        ...template,
+        unique: { x: new Uint8Array(32).fill(1), y: new Uint8Array(32).fill(1) },
+      };
       assert.throws(
-        () => verifyTpmQuote({ akPublic: encodeTpmPublic(offCurve), quote: new Uint8Array(0), signature: new Uint8Array(0), pcrs: new Map(), hashAlg: 11, qualifyingData: new Uint8Array(32) }),
+        () => publicKeyFromTpmPublic(offCurve),
+        (err: Error) => err instanceof TpmFormatError && /not on the curve/.test(err.message),
+      );
+      assert.throws(
+        () =>
+          verifyTpmQuote({
+            akPublic: encodeTpmPublic(offCurve),
+            quote: new Uint8Array(0),
+            signature: new Uint8Array(0),
+            pcrs: new Map(),
+            hashAlg: 11,
+            qualifyingData: new Uint8Array(32),
+          }),
         (err: Error) => err instanceof AttestationError,
       );
     });
@@ -127,13 +170,24 @@ describe('parsers of attacker-controlled bytes: hostile inputs', () => {
         '{"variant":"local-vtpm","attestation":{"quotes":[{"pcrs":{"constructor":null}}]},"instanceInfo":"","userData":""}',
         '{"constructor":null}',
       ]) {
-        assert.throws(() => parseAttestationDocument(text), (err: Error) => err instanceof AttestationError && /has the key ".*constructor", which is not allowed/.test(err.message), text);
+        assert.throws(
+          () => parseAttestationDocument(text),
+          (err: Error) =>
+            err instanceof AttestationError && /has the key ".*constructor", which is not allowed/.test(err.message),
+          text,
+        );
       }
     });
 
     it('"constructor": null in a config or state file is our error, not a TypeError', () => {
-      assert.throws(() => parseConfig('version: v4\nconstructor: null\n'), (err: Error) => err instanceof ConfigError && /constructor/.test(err.message));
-      assert.throws(() => parseState('version: v1\ninfrastructure:\n  constructor: null\n'), (err: Error) => err instanceof UserError && /constructor/.test(err.message));
+      assert.throws(
+        () => parseConfig('version: v4\nconstructor: null\n'),
+        (err: Error) => err instanceof ConfigError && /constructor/.test(err.message),
+      );
+      assert.throws(
+        () => parseState('version: v1\ninfrastructure:\n  constructor: null\n'),
+        (err: Error) => err instanceof UserError && /constructor/.test(err.message),
+      );
     });
 
     it('an event log that is only a header parses; a truncated one is an EventLogError', () => {
@@ -145,7 +199,15 @@ describe('parsers of attacker-controlled bytes: hostile inputs', () => {
 
 /** The crypto-agile log's first event (SHA-1 format) with a Spec ID Event03 listing the SHA-256 bank. */
 function specIdHeader(): Buffer {
-  const spec = Buffer.concat([Buffer.from('Spec ID Event03\0', 'latin1'), u32(0), Buffer.of(0, 2, 0, 2), u32(1), u16(0x0b), u16(32), Buffer.of(0)]);
+  const spec = Buffer.concat([
+    Buffer.from('Spec ID Event03\0', 'latin1'),
+    u32(0),
+    Buffer.of(0, 2, 0, 2),
+    u32(1),
+    u16(0x0b),
+    u16(32),
+    Buffer.of(0),
+  ]);
   return Buffer.concat([u32(0), u32(3), Buffer.alloc(20), u32(spec.length), spec]);
 }
 

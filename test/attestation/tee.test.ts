@@ -5,9 +5,21 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { encodeCertTable, parseCertTable, snpReport, tdxQuote, type SevGuestDevice } from '../../lib/attestation/tee/index.js';
+import {
+  encodeCertTable,
+  parseCertTable,
+  snpReport,
+  tdxQuote,
+  type SevGuestDevice,
+} from '../../lib/attestation/tee/index.js';
 import { parseSnpReport } from '../../lib/attestation/snp/report.js';
-import { makeEndorsementKey, makeSnpReport, makeSnpTestCa, type EndorsementKey, type SnpTestCa } from './snp/fixtures.js';
+import {
+  makeEndorsementKey,
+  makeSnpReport,
+  makeSnpTestCa,
+  type EndorsementKey,
+  type SnpTestCa,
+} from './snp/fixtures.js';
 import { emulatedTsm, snpGuest } from './support/emulated-tee.js';
 
 const hex = (b: Uint8Array | undefined) => Buffer.from(b ?? []).toString('hex');
@@ -56,7 +68,10 @@ describe('TEE reports (configfs-tsm, /dev/sev-guest)', () => {
 
     it('refuses a report of the other TEE, and report data that is not 64 bytes', async () => {
       const tdx = emulatedTsm(() => ({ provider: 'tdx_guest', outblob: new Uint8Array([1, 2, 3]) }));
-      await assert.rejects(snpReport(randomBytes(64), { tsm: tdx }), /tdx_guest report, but this variant needs SEV-SNP/);
+      await assert.rejects(
+        snpReport(randomBytes(64), { tsm: tdx }),
+        /tdx_guest report, but this variant needs SEV-SNP/,
+      );
       assert.equal(hex(await tdxQuote(randomBytes(64), { tsm: tdx })), '010203');
       await assert.rejects(snpReport(randomBytes(32), { tsm: tdx }), /64 bytes/);
     });
@@ -99,7 +114,10 @@ describe('TEE reports (configfs-tsm, /dev/sev-guest)', () => {
     });
 
     it('says when the device is missing', async () => {
-      await assert.rejects(snpReport(randomBytes(64), { tsm: noTsm, sevGuest: { path: '/nonexistent/sev-guest' } }), /Cannot open \/nonexistent\/sev-guest/);
+      await assert.rejects(
+        snpReport(randomBytes(64), { tsm: noTsm, sevGuest: { path: '/nonexistent/sev-guest' } }),
+        /Cannot open \/nonexistent\/sev-guest/,
+      );
       await assert.rejects(tdxQuote(randomBytes(64), { tsm: noTsm }), /need configfs-tsm/);
     });
   });

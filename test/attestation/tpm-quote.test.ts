@@ -22,14 +22,25 @@ describe('verifyTpmQuote on real GCE vTPM evidence', () => {
     assert.ok(verifyTpmQuote({ akPublic: gce.akPublic, ...q, pcrs, qualifyingData: empty }));
   });
 
-  const fails = (what: string, change: (e: ReturnType<typeof gce.quote> & { akPublic: Uint8Array; qualifyingData: Uint8Array }) => void, message: RegExp) =>
+  const fails = (
+    what: string,
+    change: (e: ReturnType<typeof gce.quote> & { akPublic: Uint8Array; qualifyingData: Uint8Array }) => void,
+    message: RegExp,
+  ) =>
     it(`fails when ${what}`, () => {
       const evidence = { akPublic: gce.akPublic.slice(), ...gce.quote(TPM_ALG.SHA256), qualifyingData: empty };
       change(evidence);
-      assert.throws(() => verifyTpmQuote(evidence), (err: unknown) => err instanceof AttestationError && message.test(err.message));
+      assert.throws(
+        () => verifyTpmQuote(evidence),
+        (err: unknown) => err instanceof AttestationError && message.test(err.message),
+      );
     });
 
-  fails('a PCR value changed', (e) => e.pcrs.set(4, new Uint8Array(32)), /PCR values do not match the quote's PCR digest/);
+  fails(
+    'a PCR value changed',
+    (e) => e.pcrs.set(4, new Uint8Array(32)),
+    /PCR values do not match the quote's PCR digest/,
+  );
   fails('a PCR is missing', (e) => e.pcrs.delete(23), /values were given for PCRs/);
   fails('a byte of the quote changed', (e) => (e.quote[e.quote.length - 5] ^= 1), /signature does not verify/);
   fails('a byte of the signature changed', (e) => (e.signature[20] ^= 1), /signature does not verify/);
@@ -38,5 +49,9 @@ describe('verifyTpmQuote on real GCE vTPM evidence', () => {
   fails('another key is given', (e) => (e.akPublic[e.akPublic.length - 3] ^= 1), /signature does not verify/);
   fails('the AK is not a restricted key', (e) => (e.akPublic[5] &= ~0x01), /not a restricted signing key/);
   fails('the AK is garbage', (e) => (e.akPublic = new Uint8Array([0, 1, 0])), /Malformed attestation key/);
-  fails('the quote is truncated', (e) => (e.quote = e.quote.subarray(0, 40)), /signature does not verify|Malformed quote/);
+  fails(
+    'the quote is truncated',
+    (e) => (e.quote = e.quote.subarray(0, 40)),
+    /signature does not verify|Malformed quote/,
+  );
 });

@@ -53,7 +53,13 @@ describe('attestation variant table', function () {
     }`;
     const { stdout } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx/esm', '--import', path.join(SUPPORT, 'extra-variant-register.mjs'), path.join(SUPPORT, 'extra-variant-probe.ts')],
+      [
+        '--import',
+        'tsx/esm',
+        '--import',
+        path.join(SUPPORT, 'extra-variant-register.mjs'),
+        path.join(SUPPORT, 'extra-variant-probe.ts'),
+      ],
       { cwd: REPO_ROOT, env: { ...process.env, EXTRA_VARIANT_NAME: 'aws-test-snp', EXTRA_VARIANT_ROW: row } },
     );
     const seen = JSON.parse(stdout) as Record<string, unknown>;
@@ -69,10 +75,22 @@ describe('attestation variant table', function () {
     });
     // config generate -a wrote it, the schema accepted it back, with the row's PCR policy and SNP TCB fields.
     assert.equal(seen.parsedVariant, 'aws-test-snp');
-    assert.deepEqual(seen.generatedMeasurements, { 4: { expected: zero, warnOnly: false }, 9: { expected: zero, warnOnly: false }, 15: { expected: zero, warnOnly: true } });
+    assert.deepEqual(seen.generatedMeasurements, {
+      4: { expected: zero, warnOnly: false },
+      9: { expected: zero, warnOnly: false },
+      15: { expected: zero, warnOnly: true },
+    });
     const filled = { expected: '5a'.repeat(32), warnOnly: false };
     assert.deepEqual(seen.parsedSection, {
-      measurements: { 4: filled, 8: { expected: zero, warnOnly: false }, 9: filled, 11: filled, 12: { expected: zero, warnOnly: false }, 13: { expected: zero, warnOnly: false }, 15: { expected: zero, warnOnly: true } },
+      measurements: {
+        4: filled,
+        8: { expected: zero, warnOnly: false },
+        9: filled,
+        11: filled,
+        12: { expected: zero, warnOnly: false },
+        13: { expected: zero, warnOnly: false },
+        15: { expected: zero, warnOnly: true },
+      },
       bootloaderVersion: 2,
       teeVersion: 0,
       snpVersion: 6,

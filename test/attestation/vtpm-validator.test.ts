@@ -28,13 +28,22 @@ describe('vTPM issuer and validator (docs/design.md#attestation) with a real swt
   before(async () => {
     tpm = await startTestTpm('vtpm-validator-');
     client = await TpmClient.connect(tpm.swtpm.serverSocket);
-    for (const [i, fill] of [[4, 1], [9, 2], [11, 3]] as const) {
+    for (const [i, fill] of [
+      [4, 1],
+      [9, 2],
+      [11, 3],
+    ] as const) {
       await client.pcrExtend(i, [
         { hashAlg: TPM_ALG.SHA256, digest: new Uint8Array(32).fill(fill) },
         { hashAlg: TPM_ALG.SHA384, digest: new Uint8Array(48).fill(fill) },
       ]);
     }
-    issuer = new VtpmIssuer({ variant: 'test-vtpm', tpm: client, instanceInfo, banks: [TPM_ALG.SHA256, TPM_ALG.SHA384] });
+    issuer = new VtpmIssuer({
+      variant: 'test-vtpm',
+      tpm: client,
+      instanceInfo,
+      banks: [TPM_ALG.SHA256, TPM_ALG.SHA384],
+    });
     const key = await client.createAttestationKey();
     ak = key.publicArea;
     await client.flushContext(key.handle);
@@ -48,8 +57,15 @@ describe('vTPM issuer and validator (docs/design.md#attestation) with a real swt
 
   // Every image PCR enforced (a validator refuses less), plus the PCRs a case names, with its warnOnly.
   const measure = (pcrs: Map<number, Uint8Array>, indices: number[], warnOnly = false): Measurements => ({
-    ...Object.fromEntries(IMAGE_PCRS.map((i) => [String(i), { expected: Buffer.from(pcrs.get(i) ?? pcrs256.get(i)!).toString('hex'), warnOnly: false }])),
-    ...Object.fromEntries(indices.map((i) => [String(i), { expected: Buffer.from(pcrs.get(i)!).toString('hex'), warnOnly }])),
+    ...Object.fromEntries(
+      IMAGE_PCRS.map((i) => [
+        String(i),
+        { expected: Buffer.from(pcrs.get(i) ?? pcrs256.get(i)!).toString('hex'), warnOnly: false },
+      ]),
+    ),
+    ...Object.fromEntries(
+      indices.map((i) => [String(i), { expected: Buffer.from(pcrs.get(i)!).toString('hex'), warnOnly }]),
+    ),
   });
 
   const trustOurAk = async (akPublic: Uint8Array) => {
@@ -57,7 +73,12 @@ describe('vTPM issuer and validator (docs/design.md#attestation) with a real swt
   };
 
   const validator = (measurements: Measurements, warnings: string[] = []) =>
-    createVtpmValidator({ variant: 'test-vtpm', measurements, trustAk: trustOurAk, deps: { warn: (m) => warnings.push(m) } });
+    createVtpmValidator({
+      variant: 'test-vtpm',
+      measurements,
+      trustAk: trustOurAk,
+      deps: { warn: (m) => warnings.push(m) },
+    });
 
   async function fresh(): Promise<{ doc: AttestationDocument; nonce: Uint8Array; userData: Uint8Array }> {
     const nonce = randomBytes(32);
@@ -128,8 +149,13 @@ describe('vTPM issuer and validator (docs/design.md#attestation) with a real swt
   it('refuses SHA-1 measurements and documents with only SHA-1 quotes', async () => {
     assert.throws(() => validator({ '4': { expected: '00'.repeat(20), warnOnly: false } }), /SHA-1/);
     const { doc, nonce } = await fresh();
-    vtpm(doc).quotes = vtpm(doc).quotes.slice(0, 1).map((q) => ({ ...q, hashAlg: TPM_ALG.SHA1 }));
-    await rejects(validator(measure(pcrs256, [4])).validate(doc, nonce), /no quote of the sha256 PCR bank.*SHA-1 banks are refused/);
+    vtpm(doc).quotes = vtpm(doc)
+      .quotes.slice(0, 1)
+      .map((q) => ({ ...q, hashAlg: TPM_ALG.SHA1 }));
+    await rejects(
+      validator(measure(pcrs256, [4])).validate(doc, nonce),
+      /no quote of the sha256 PCR bank.*SHA-1 banks are refused/,
+    );
   });
 
   it('rejects a document whose AK is not trusted, before anything else', async () => {
@@ -147,11 +173,23 @@ describe('vTPM issuer and validator (docs/design.md#attestation) with a real swt
   it('rejects a tampered quote, signature, PCR value, user data, instance info or nonce', async () => {
     const v = validator(measure(pcrs256, [4, 9]));
     const cases: [string, (doc: AttestationDocument) => void, RegExp][] = [
-      ['quote', (d) => (vtpm(d).quotes[0].quote = flipBase64(vtpm(d).quotes[0].quote, 40)), /signature does not verify/],
-      ['signature', (d) => (vtpm(d).quotes[0].signature = flipBase64(vtpm(d).quotes[0].signature, 10)), /signature does not verify/],
+      [
+        'quote',
+        (d) => (vtpm(d).quotes[0].quote = flipBase64(vtpm(d).quotes[0].quote, 40)),
+        /signature does not verify/,
+      ],
+      [
+        'signature',
+        (d) => (vtpm(d).quotes[0].signature = flipBase64(vtpm(d).quotes[0].signature, 10)),
+        /signature does not verify/,
+      ],
       ['PCR value', (d) => (vtpm(d).quotes[0].pcrs['9'] = '00'.repeat(32)), /PCR values do not match/],
       ['user data', (d) => (d.userData = Buffer.from('purpose:init').toString('base64')), /other qualifying data/],
-      ['instance info', (d) => (d.instanceInfo = Buffer.from('{"instance":"node-2"}').toString('base64')), /other qualifying data/],
+      [
+        'instance info',
+        (d) => (d.instanceInfo = Buffer.from('{"instance":"node-2"}').toString('base64')),
+        /other qualifying data/,
+      ],
     ];
     for (const [what, tamper, message] of cases) {
       const { doc, nonce } = await fresh();
@@ -169,16 +207,28 @@ describe('vTPM issuer and validator (docs/design.md#attestation) with a real swt
     // Claim more PCRs than quoted: the unquoted values would be unverified.
     const claimed = structuredClone(doc);
     vtpm(claimed).quotes[0].pcrs['9'] = Buffer.from(pcrs256.get(9)!).toString('hex');
-    await rejects(validator(measure(pcrs256, [4])).validate(claimed, nonce), /covers PCRs 0,1,2,3,4, but values were given for PCRs 0,1,2,3,4,9/);
+    await rejects(
+      validator(measure(pcrs256, [4])).validate(claimed, nonce),
+      /covers PCRs 0,1,2,3,4, but values were given for PCRs 0,1,2,3,4,9/,
+    );
     // A measured PCR the quote does not cover never matches.
-    await rejects(validator(measure(pcrs256, [4, 9])).validate(doc, nonce), /PCR 9: expected [0-9a-f]+, got \(not in the quote\) \(enforced\)/);
+    await rejects(
+      validator(measure(pcrs256, [4, 9])).validate(doc, nonce),
+      /PCR 9: expected [0-9a-f]+, got \(not in the quote\) \(enforced\)/,
+    );
   });
 
   it('rejects documents of another variant and malformed evidence', async () => {
     const { doc, nonce } = await fresh();
     const v = validator(measure(pcrs256, []));
-    await rejects(v.validate({ ...doc, variant: 'azure-sev-snp' }, nonce), /variant "azure-sev-snp".*expects "test-vtpm"/);
-    await rejects(v.validate({ ...doc, attestation: { akPublic: 'AAAA', quotes: [] } }, nonce), /attestation.quotes holds no quote/);
+    await rejects(
+      v.validate({ ...doc, variant: 'azure-sev-snp' }, nonce),
+      /variant "azure-sev-snp".*expects "test-vtpm"/,
+    );
+    await rejects(
+      v.validate({ ...doc, attestation: { akPublic: 'AAAA', quotes: [] } }, nonce),
+      /attestation.quotes holds no quote/,
+    );
     await rejects(v.validate({ ...doc, userData: 'not base64!' }, nonce), /userData is not standard base64/);
   });
 

@@ -27,7 +27,13 @@ describe('bootstrapper/boot-config', () => {
 
   it('takes provider and variant from the kernel command line, paths from the boot config', async () => {
     await write(cmdlineFile, 'ro constellation.csp=aws constellation.attestation-variant=aws-sev-snp');
-    await write(configFile, JSON.stringify({ paths: { tpm: '/tmp/tpm.sock', tsmRoot: '/tmp/tsm' }, providerOptions: { imdsEndpoint: 'http://127.0.0.1:1' } }));
+    await write(
+      configFile,
+      JSON.stringify({
+        paths: { tpm: '/tmp/tpm.sock', tsmRoot: '/tmp/tsm' },
+        providerOptions: { imdsEndpoint: 'http://127.0.0.1:1' },
+      }),
+    );
     const boot = await readBootConfig({ cmdlineFile, configFile, env: {} });
     assert.equal(boot.provider, 'aws');
     assert.equal(boot.options.variant, 'aws-sev-snp');
@@ -43,7 +49,11 @@ describe('bootstrapper/boot-config', () => {
   });
 
   it('is a local process node when neither names a cloud', async () => {
-    const boot = await readBootConfig({ cmdlineFile: path.join(dir, 'none'), configFile: path.join(dir, 'none.json'), env: { NODE_NAME: 'x' } });
+    const boot = await readBootConfig({
+      cmdlineFile: path.join(dir, 'none'),
+      configFile: path.join(dir, 'none.json'),
+      env: { NODE_NAME: 'x' },
+    });
     assert.equal(boot.provider, 'local');
     assert.equal(boot.options.variant, 'local-vtpm');
     assert.deepEqual(boot.options.env, { NODE_NAME: 'x' });
@@ -52,11 +62,17 @@ describe('bootstrapper/boot-config', () => {
   it('refuses a command line and a file that disagree, a missing variant and an unknown key', async () => {
     await write(cmdlineFile, 'constellation.csp=gcp constellation.attestation-variant=gcp-sev-snp');
     await write(configFile, JSON.stringify({ csp: 'aws' }));
-    await assert.rejects(readBootConfig({ cmdlineFile, configFile, env: {} }), /constellation.csp=gcp, but .* says csp aws/);
+    await assert.rejects(
+      readBootConfig({ cmdlineFile, configFile, env: {} }),
+      /constellation.csp=gcp, but .* says csp aws/,
+    );
     await write(cmdlineFile, 'constellation.csp=gcp');
     await write(configFile, '{}');
     await assert.rejects(readBootConfig({ cmdlineFile, configFile, env: {} }), /names its attestation variant/);
     await write(configFile, JSON.stringify({ csp: 'gcp', attestationVariant: 'gcp-sev-snp', tpmPath: '/dev/tpm0' }));
-    await assert.rejects(readBootConfig({ cmdlineFile: path.join(dir, 'none'), configFile, env: {} }), (err: Error) => err instanceof UserError && /is invalid/.test(err.message));
+    await assert.rejects(
+      readBootConfig({ cmdlineFile: path.join(dir, 'none'), configFile, env: {} }),
+      (err: Error) => err instanceof UserError && /is invalid/.test(err.message),
+    );
   });
 });

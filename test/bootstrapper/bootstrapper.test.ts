@@ -25,7 +25,10 @@ function assertNoSecretsLogged(cluster: TestCluster): void {
   for (const node of cluster.nodes) {
     const text = node.log.join('\n');
     for (const secret of secrets) {
-      assert.ok(!text.includes(secret.toString('hex')) && !text.includes(secret.toString('base64')), `a secret is in ${node.name}'s log`);
+      assert.ok(
+        !text.includes(secret.toString('hex')) && !text.includes(secret.toString('base64')),
+        `a secret is in ${node.name}'s log`,
+      );
     }
     assert.ok(!text.includes('PRIVATE KEY'), `a private key is in ${node.name}'s log`);
   }
@@ -37,7 +40,11 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
   let cluster: TestCluster;
   let cp: TestNode;
   let ip: (host: number) => string;
-  const clusterId = () => deriveClusterId(deriveMeasurementSecret({ key: cluster.masterKey, salt: cluster.masterSalt }), cluster.measurementSalt);
+  const clusterId = () =>
+    deriveClusterId(
+      deriveMeasurementSecret({ key: cluster.masterKey, salt: cluster.masterSalt }),
+      cluster.measurementSalt,
+    );
 
   /** `constellation init` through cp-0 with the cluster's secrets. */
   async function initialize(): Promise<void> {
@@ -68,7 +75,11 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
   });
 
   it('refuses init with a wrong init secret, sends that caller none of its log, and the node stays unlocked', async () => {
-    const outcome = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets({ initSecret: Buffer.alloc(32, 7) }));
+    const outcome = await cliInit(
+      cp.address(cp.bootstrapper.ports.init!),
+      cluster.validator(),
+      cluster.initSecrets({ initSecret: Buffer.alloc(32, 7) }),
+    );
     assert.equal(outcome.result, undefined);
     assert.match(outcome.error!.message, /init secret is wrong/);
     // The node has a log (it logged the refusal), but a caller that did not prove the init secret gets none of it.
@@ -82,7 +93,11 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
   it('sends no secret to a node whose PCRs do not match the config, and says which PCR differs', async () => {
     const wrong = { ...cluster.measurements, '9': { expected: 'ab'.repeat(32), warnOnly: false } };
     const logStart = cp.log.length;
-    const outcome = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(wrong), cluster.initSecrets());
+    const outcome = await cliInit(
+      cp.address(cp.bootstrapper.ports.init!),
+      cluster.validator(wrong),
+      cluster.initSecrets(),
+    );
     assert.match(outcome.error!.message, /PCR 9/);
     assert.deepEqual(outcome.sent, ['challenge'], 'the CLI sent the challenge and nothing sealed');
     // The node saw the exchange end before any secret arrived.
@@ -96,19 +111,42 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
   it('initializes: progress per step, the InitResult, PCR 15 = expectedPcr15(clusterID), the disk formatted with the derived key', async () => {
     const outcome = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets());
     assert.equal(outcome.error, undefined, outcome.error?.message);
-    assert.deepEqual(outcome.progress, ['keys', 'pcr15', 'state-disk', 'pki', 'kubernetes', 'cluster-store', 'join-service', 'done']);
+    assert.deepEqual(outcome.progress, [
+      'keys',
+      'pcr15',
+      'state-disk',
+      'pki',
+      'kubernetes',
+      'cluster-store',
+      'join-service',
+      'done',
+    ]);
     const result = outcome.result!;
     assert.deepEqual(new Uint8Array(result.clusterId), clusterId());
     assert.equal(result.kubernetesBackend, 'none');
     assert.match(Buffer.from(result.kubeconfig).toString(), /kubernetes-admin/);
-    assert.ok(Buffer.from(result.kubeconfig).toString().includes(`server: https://${ip(2)}:6443`));
+    assert.ok(
+      Buffer.from(result.kubeconfig)
+        .toString()
+        .includes(`server: https://${ip(2)}:6443`),
+    );
 
     assert.deepEqual(new Uint8Array(await cp.pcr(15)), expectedPcr15(clusterId()));
     assert.equal(cp.bootstrapper.lock.owner, 'init');
     const status = await getStatus(cp.address(cp.bootstrapper.ports.verify));
     const { name, role, state, reason, attestationVariant, kubernetesVersion, lastAttestation } = status;
     assert.deepEqual(
-      { name, role, state, reason, clusterId: status.clusterId, attestationVariant, kubernetesVersion, verifier: lastAttestation?.verifier, result: lastAttestation?.result },
+      {
+        name,
+        role,
+        state,
+        reason,
+        clusterId: status.clusterId,
+        attestationVariant,
+        kubernetesVersion,
+        verifier: lastAttestation?.verifier,
+        result: lastAttestation?.result,
+      },
       {
         name: 'cp-0',
         role: 'control-plane',
@@ -125,14 +163,20 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     assert.match(status.microserviceVersion, /^v\d+\.\d+\.\d+/);
 
     // The disk is formatted with HKDF(master, "key-" + uuid): a second handle unlocks with that key, not with another.
-    const disk = await openGocryptfsStateDisk({ diskDir: path.join(cp.dir, 'state-disk'), mountPoint: path.join(cp.dir, 'second-view') });
+    const disk = await openGocryptfsStateDisk({
+      diskDir: path.join(cp.dir, 'state-disk'),
+      mountPoint: path.join(cp.dir, 'second-view'),
+    });
     try {
       await assert.rejects(disk.unlock(Buffer.alloc(32, 1)));
       await disk.unlock(deriveStateDiskKey({ key: cluster.masterKey, salt: cluster.masterSalt }, disk.uuid));
     } finally {
       await disk.close();
     }
-    assert.ok(existsSync(path.join(cp.disk.mountPoint, 'etcd', 'data', 'member')), 'the cluster store\'s etcd member keeps its data on the state disk');
+    assert.ok(
+      existsSync(path.join(cp.disk.mountPoint, 'etcd', 'data', 'member')),
+      "the cluster store's etcd member keeps its data on the state disk",
+    );
   });
 
   it('answers a re-run init with the same secrets with the same result, and refuses another master secret', async () => {
@@ -141,7 +185,11 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     assert.equal(again.error, undefined, again.error?.message);
     assert.deepEqual(new Uint8Array(again.result!.clusterId), clusterId());
 
-    const other = await cliInit(cp.address(cp.bootstrapper.ports.init!), cluster.validator(), cluster.initSecrets({ masterKey: Buffer.alloc(32, 9) }));
+    const other = await cliInit(
+      cp.address(cp.bootstrapper.ports.init!),
+      cluster.validator(),
+      cluster.initSecrets({ masterKey: Buffer.alloc(32, 9) }),
+    );
     assert.equal(other.result, undefined);
     assert.match(other.error!.message, /already initialized/);
     assert.ok(other.sent.includes('sealedSecrets'));
@@ -167,8 +215,13 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     assert.equal(Buffer.from((await cp.disk.readFile(NODE_SSH_CA_FILE))!).toString(), caLine);
 
     // The verify service proves the worker belongs to this cluster: PCR 15 as expected.
-    const withPcr15 = { ...cluster.measurements, '15': { expected: Buffer.from(expectedPcr15(clusterId())).toString('hex'), warnOnly: false } };
-    const verified = await requestVerifiedAttestation(worker.address(worker.bootstrapper.ports.verify), { validator: cluster.validator(withPcr15) });
+    const withPcr15 = {
+      ...cluster.measurements,
+      '15': { expected: Buffer.from(expectedPcr15(clusterId())).toString('hex'), warnOnly: false },
+    };
+    const verified = await requestVerifiedAttestation(worker.address(worker.bootstrapper.ports.verify), {
+      validator: cluster.validator(withPcr15),
+    });
     assert.ok(verified.result.comparisons.every((c) => c.match));
   });
 
@@ -214,11 +267,17 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     await cp.reboot();
     assert.equal(cp.bootstrapper.status.get().state, 'waiting');
     const address = cp.address(cp.bootstrapper.ports.recovery!);
-    const wrong = await cliRecover(address, cluster.validator(), { masterKey: Buffer.alloc(32, 3), masterSalt: cluster.masterSalt });
+    const wrong = await cliRecover(address, cluster.validator(), {
+      masterKey: Buffer.alloc(32, 3),
+      masterSalt: cluster.masterSalt,
+    });
     assert.match(wrong.error!.message, /does not unlock the state disk/);
     assert.equal(cp.bootstrapper.lock.locked, false, 'a wrong master secret changes nothing');
 
-    const outcome = await cliRecover(address, cluster.validator(), { masterKey: cluster.masterKey, masterSalt: cluster.masterSalt });
+    const outcome = await cliRecover(address, cluster.validator(), {
+      masterKey: cluster.masterKey,
+      masterSalt: cluster.masterSalt,
+    });
     assert.equal(outcome.error, undefined, outcome.error?.message);
     assert.equal(outcome.result, cp.disk.uuid);
     assert.equal(cp.bootstrapper.status.get().state, 'joined');

@@ -10,11 +10,24 @@ import os from 'node:os';
 import path from 'node:path';
 import { EtcdMember } from '../../bootstrapper/etcd-member.js';
 import { ETCD_JOIN_SERVICE_USER } from '../../lib/cluster-store/etcd-access.js';
-import { EtcdClusterStore, StoreAccessDeniedError, etcdClient, STORE_PREFIX, type EtcdConnection } from '../../lib/cluster-store/etcd.js';
+import {
+  EtcdClusterStore,
+  StoreAccessDeniedError,
+  etcdClient,
+  STORE_PREFIX,
+  type EtcdConnection,
+} from '../../lib/cluster-store/etcd.js';
 import type { ClusterStore, JoinConfig } from '../../lib/cluster-store/types.js';
 import { generateMasterSecret, generateMeasurementSalt } from '../../lib/kms/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
-import { createClusterPki, issueEtcdClientCertificate, issueEtcdMemberCertificates, loadClusterPki, type ClusterPki, type PkiFiles } from '../../lib/pki/cluster-pki.js';
+import {
+  createClusterPki,
+  issueEtcdClientCertificate,
+  issueEtcdMemberCertificates,
+  loadClusterPki,
+  type ClusterPki,
+  type PkiFiles,
+} from '../../lib/pki/cluster-pki.js';
 import { imageMeasurements } from '../support/measurements.js';
 
 const clock = () => new Date();
@@ -34,7 +47,15 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
   })();
 
   function member(name: string, host: number): EtcdMember {
-    return new EtcdMember({ name, ip: address(host), dir: path.join(dir, name), logFile: path.join(dir, `${name}.log`), clock, logger: nullLogger, startTimeoutMs: 30_000 });
+    return new EtcdMember({
+      name,
+      ip: address(host),
+      dir: path.join(dir, name),
+      logFile: path.join(dir, `${name}.log`),
+      clock,
+      logger: nullLogger,
+      startTimeoutMs: 30_000,
+    });
   }
 
   /** A store client with a certificate of the etcd CA whose common name is `commonName`. */
@@ -44,7 +65,12 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
   }
 
   function connection(cert: { cert: string; key: string }): EtcdConnection {
-    return { endpoints: [first.clientUrl], caCert: pkiFiles['etcd/ca.crt'], clientCert: cert.cert, clientKey: cert.key };
+    return {
+      endpoints: [first.clientUrl],
+      caCert: pkiFiles['etcd/ca.crt'],
+      clientCert: cert.cert,
+      clientKey: cert.key,
+    };
   }
 
   function track(store: ClusterStore): ClusterStore {
@@ -86,7 +112,14 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
     const { config } = await joinService.readJoinConfig();
     assert.equal(config.cluster.kubernetesVersion, 'v1.31.1');
     assert.equal(await joinService.claimDisk(randomUUID(), 'worker-0'), 'worker-0');
-    await joinService.putNode({ name: 'worker-0', role: 'worker', diskUuid: randomUUID(), joinedAt: clock().toISOString(), lastEntry: 'join', lastEntryAt: clock().toISOString() });
+    await joinService.putNode({
+      name: 'worker-0',
+      role: 'worker',
+      diskUuid: randomUUID(),
+      joinedAt: clock().toISOString(),
+      lastEntry: 'join',
+      lastEntryAt: clock().toISOString(),
+    });
     assert.equal((await joinService.getNode('worker-0'))?.name, 'worker-0');
     const upgrade = { version: 'v1.32.1', from: 'v1.31.1', requestedAt: clock().toISOString(), nodes: {} };
     assert.equal(await joinService.swapKubernetesUpgrade(upgrade, undefined), true);
@@ -94,10 +127,14 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
 
     const empty = { variant: 'local-vtpm', config: { measurements: imageMeasurements('00') } };
     await assert.rejects(joinService.writeJoinConfig({ attestation: empty }), StoreAccessDeniedError);
-    assert.deepEqual((await joinService.readJoinConfig()).config.attestation, joinConfig().attestation, 'the measurements are unchanged');
+    assert.deepEqual(
+      (await joinService.readJoinConfig()).config.attestation,
+      joinConfig().attestation,
+      'the measurements are unchanged',
+    );
   });
 
-  it('the CLI\'s certificate (constellation-store.json) may write the join configuration', async () => {
+  it("the CLI's certificate (constellation-store.json) may write the join configuration", async () => {
     const credentials = await first.adminCredentials(pki);
     assert.equal(credentials.backend, 'etcd');
     const cli = track(await EtcdClusterStore.connect(credentials as EtcdConnection));
@@ -107,26 +144,47 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
     await cli.writeJoinConfig({ attestation: joinConfig().attestation });
   });
 
-  it('a member\'s own peer or server certificate, and a certificate of any other name, read and write nothing', async () => {
+  it("a member's own peer or server certificate, and a certificate of any other name, read and write nothing", async () => {
     const { server, peer } = issueEtcdMemberCertificates(pki, { name: 'root', ips: [address(10)], clock });
-    for (const [what, cert] of [['peer', peer], ['server', server], ['worker-0', issueEtcdClientCertificate(pki, { commonName: 'worker-0', clock })]] as const) {
+    for (const [what, cert] of [
+      ['peer', peer],
+      ['server', server],
+      ['worker-0', issueEtcdClientCertificate(pki, { commonName: 'worker-0', clock })],
+    ] as const) {
       const client = await etcdClient(connection(cert));
       try {
-        await assert.rejects(client.get(MASTER_SECRET_KEY).string(), /permission denied|user name not found/i, `${what} reads no master secret`);
-        await assert.rejects(client.put(`${STORE_PREFIX}join/attestation-config`).value('{}').exec(), /permission denied|user name not found/i, `${what} writes no measurements`);
+        await assert.rejects(
+          client.get(MASTER_SECRET_KEY).string(),
+          /permission denied|user name not found/i,
+          `${what} reads no master secret`,
+        );
+        await assert.rejects(
+          client.put(`${STORE_PREFIX}join/attestation-config`).value('{}').exec(),
+          /permission denied|user name not found/i,
+          `${what} writes no measurements`,
+        );
       } finally {
         client.close();
       }
     }
     const stranger = await clientAs('worker-0');
-    await assert.rejects(stranger.readJoinConfig(), (err: Error) => err instanceof StoreAccessDeniedError && /refused the request/.test(err.message));
+    await assert.rejects(
+      stranger.readJoinConfig(),
+      (err: Error) => err instanceof StoreAccessDeniedError && /refused the request/.test(err.message),
+    );
   });
 
-  it('the join service\'s user reads no key outside its prefixes', async () => {
-    const client = await etcdClient(connection(issueEtcdClientCertificate(pki, { commonName: ETCD_JOIN_SERVICE_USER, clock })));
+  it("the join service's user reads no key outside its prefixes", async () => {
+    const client = await etcdClient(
+      connection(issueEtcdClientCertificate(pki, { commonName: ETCD_JOIN_SERVICE_USER, clock })),
+    );
     try {
       await assert.rejects(client.get('/other/secret').string(), /permission denied/i);
-      await assert.rejects(client.getAll().prefix(STORE_PREFIX).keys(), /permission denied/i, 'no read of the whole store');
+      await assert.rejects(
+        client.getAll().prefix(STORE_PREFIX).keys(),
+        /permission denied/i,
+        'no read of the whole store',
+      );
     } finally {
       client.close();
     }
@@ -139,6 +197,10 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
     assert.equal((await joinService.readJoinConfig()).config.cluster.apiServerEndpoint, '10.0.0.1:6443');
     assert.equal((await joinService.memberEndpoints()).length, 2);
     const files = await fs.readdir(path.join(dir, 'control-plane-1', 'pki'));
-    assert.deepEqual(files.sort(), ['ca.crt', 'client.crt', 'client.key', 'peer.crt', 'peer.key', 'server.crt', 'server.key'], 'no admin certificate on the disk');
+    assert.deepEqual(
+      files.sort(),
+      ['ca.crt', 'client.crt', 'client.key', 'peer.crt', 'peer.key', 'server.crt', 'server.key'],
+      'no admin certificate on the disk',
+    );
   });
 });

@@ -21,7 +21,12 @@ const hasSwtpm = spawnSync('swtpm', ['--version'], { stdio: 'ignore' }).status =
 /** The impostor checks nothing: any document passes (its userData is taken as bound). */
 const acceptAnything: Validator = {
   variant: 'local-vtpm',
-  validate: async (document) => ({ userData: new Uint8Array(Buffer.from(document.userData, 'base64')), pcrs: new Map(), comparisons: [], warnings: [] }),
+  validate: async (document) => ({
+    userData: new Uint8Array(Buffer.from(document.userData, 'base64')),
+    pcrs: new Map(),
+    comparisons: [],
+    warnings: [],
+  }),
 };
 
 describe('bootstrapper: a join service impostor on the join service address', function () {
@@ -39,7 +44,7 @@ describe('bootstrapper: a join service impostor on the join service address', fu
     await cluster?.close();
   });
 
-  it('a node does not use the impostor\'s tickets (no lock, no disk, PCR 15 zero) and joins the real cluster once it is up', async () => {
+  it("a node does not use the impostor's tickets (no lock, no disk, PCR 15 zero) and joins the real cluster once it is up", async () => {
     const fake = await makeTestStore(imageMeasurements());
     impostor = await startJoinService({
       host: '127.0.0.70',
@@ -54,14 +59,20 @@ describe('bootstrapper: a join service impostor on the join service address', fu
     cluster.provider.loadBalancer = '127.0.0.70';
     const worker = await cluster.startNode({ name: 'w-0', ip: '127.0.0.71', role: 'worker' });
     // The impostor hands out tickets; the node turns each down.
-    await pollUntil(() => worker.log.some((l) => l.includes("is not signed with this cluster's join-service key")) || undefined, {
-      timeoutMs: 20_000,
-      intervalMs: 50,
-      onTimeout: () => assert.fail(`the node never got an impostor's ticket:\n${worker.log.join('\n')}`),
-    });
-    assert.ok(impostorLog.some((l) => l.includes('join ticket issued')), 'the impostor did seal a ticket');
+    await pollUntil(
+      () => worker.log.some((l) => l.includes("is not signed with this cluster's join-service key")) || undefined,
+      {
+        timeoutMs: 20_000,
+        intervalMs: 50,
+        onTimeout: () => assert.fail(`the node never got an impostor's ticket:\n${worker.log.join('\n')}`),
+      },
+    );
+    assert.ok(
+      impostorLog.some((l) => l.includes('join ticket issued')),
+      'the impostor did seal a ticket',
+    );
     assert.equal(worker.bootstrapper.lock.locked, false);
-    assert.equal(await worker.disk.isFormatted(), false, 'no disk was formatted with the impostor\'s key');
+    assert.equal(await worker.disk.isFormatted(), false, "no disk was formatted with the impostor's key");
     assert.ok((await worker.pcr(15)).equals(Buffer.alloc(32)), 'PCR 15 is still zero');
     assert.equal((await getStatus(worker.address(worker.bootstrapper.ports.verify))).state, 'waiting');
 

@@ -24,7 +24,9 @@ import { unused } from '../support/unused.js';
 
 const INIT_SECRET = 'a'.repeat(64);
 /** Every image PCR (a validator refuses less), zero: these tests attest no node. */
-const ZERO_IMAGE_MEASUREMENTS = Object.fromEntries(IMAGE_PCRS.map((i) => [String(i), { expected: '00'.repeat(32), warnOnly: false }]));
+const ZERO_IMAGE_MEASUREMENTS = Object.fromEntries(
+  IMAGE_PCRS.map((i) => [String(i), { expected: '00'.repeat(32), warnOnly: false }]),
+);
 
 /** A backend that fails its first `failures` inits, counting calls. */
 class CountingBackend implements KubernetesBackend {
@@ -87,7 +89,9 @@ describe('bootstrapper/init-server', () => {
       initSecret: Buffer.from(INIT_SECRET),
       measurementSalt: Buffer.alloc(32, 3),
       kubernetesVersion: 'v1.31.1',
-      attestationConfig: Buffer.from(JSON.stringify({ variant: 'local-vtpm', config: { measurements: ZERO_IMAGE_MEASUREMENTS } })),
+      attestationConfig: Buffer.from(
+        JSON.stringify({ variant: 'local-vtpm', config: { measurements: ZERO_IMAGE_MEASUREMENTS } }),
+      ),
       ...overrides,
     });
   }
@@ -128,18 +132,27 @@ describe('bootstrapper/init-server', () => {
     // The cluster store got the join configuration, the node's record and its disk claim; the CLI its credentials.
     const { config } = await storeHost.store.readJoinConfig();
     assert.equal(config.cluster.kubernetesVersion, 'v1.31.1');
-    assert.deepEqual(config.masterSecret, { key: new Uint8Array(Buffer.alloc(32, 1)), salt: new Uint8Array(Buffer.alloc(32, 2)) });
-    assert.deepEqual((await storeHost.store.listNodes()).map((n) => [n.name, n.role, n.lastEntry, n.diskUuid]), [['cp-0', 'control-plane', 'init', disk.uuid]]);
+    assert.deepEqual(config.masterSecret, {
+      key: new Uint8Array(Buffer.alloc(32, 1)),
+      salt: new Uint8Array(Buffer.alloc(32, 2)),
+    });
+    assert.deepEqual(
+      (await storeHost.store.listNodes()).map((n) => [n.name, n.role, n.lastEntry, n.diskUuid]),
+      [['cp-0', 'control-plane', 'init', disk.uuid]],
+    );
     assert.equal(await storeHost.store.claimDisk(disk.uuid, 'someone-else'), 'cp-0', 'the disk is bound to the node');
     assert.equal(storeHost.created, 1);
     assert.equal(JSON.parse(Buffer.from(a.storeCredentials).toString()).backend, 'etcd');
   });
 
-  it('writes the emergency SSH CA of the master secret to the state disk, for the node\'s SSH server', async () => {
+  it("writes the emergency SSH CA of the master secret to the state disk, for the node's SSH server", async () => {
     const { init } = await server(new CountingBackend());
     await init.initialize(secrets());
     const line = Buffer.from((await disk.readFile(NODE_SSH_CA_FILE))!).toString();
-    assert.equal(line, sshCaPublicKeyLine(deriveSshCa({ key: Buffer.alloc(32, 1), salt: Buffer.alloc(32, 2) }).publicKey));
+    assert.equal(
+      line,
+      sshCaPublicKeyLine(deriveSshCa({ key: Buffer.alloc(32, 1), salt: Buffer.alloc(32, 2) }).publicKey),
+    );
   });
 
   it('runs the steps again when a retried init follows a failed one, without formatting the disk twice', async () => {
@@ -148,7 +161,10 @@ describe('bootstrapper/init-server', () => {
     await assert.rejects(init.initialize(secrets()), /kubeadm exploded/);
     assert.equal(status.get().state, 'failed');
     assert.match(status.get().reason, /internal error: kubeadm exploded/);
-    await assert.rejects(init.initialize(secrets({ masterKey: Buffer.alloc(32, 9) })), /already initialized .* with another master secret/);
+    await assert.rejects(
+      init.initialize(secrets({ masterKey: Buffer.alloc(32, 9) })),
+      /already initialized .* with another master secret/,
+    );
     const result = await init.initialize(secrets());
     assert.equal(backend.inits, 2);
     assert.equal(result.clusterId.length, 32);
@@ -159,7 +175,10 @@ describe('bootstrapper/init-server', () => {
 
   it('refuses a node that is joining, and one whose disk is already formatted', async () => {
     const join = lock.tryLock('join')!;
-    await assert.rejects((await server(new CountingBackend())).init.initialize(secrets()), /has joined \(or is joining\) a cluster/);
+    await assert.rejects(
+      (await server(new CountingBackend())).init.initialize(secrets()),
+      /has joined \(or is joining\) a cluster/,
+    );
     lock.release(join);
 
     await disk.format(randomBytes(32));
@@ -171,8 +190,14 @@ describe('bootstrapper/init-server', () => {
   describe('checkInitSecrets', () => {
     it('accepts the join service file format and a flat {variant, measurements}', () => {
       const measurements = { '4': { expected: '00'.repeat(32), warnOnly: false } };
-      const nested = checkInitSecrets(secrets({ attestationConfig: Buffer.from(JSON.stringify({ variant: 'local-vtpm', config: { measurements } })) }));
-      const flat = checkInitSecrets(secrets({ attestationConfig: Buffer.from(JSON.stringify({ variant: 'local-vtpm', measurements })) }));
+      const nested = checkInitSecrets(
+        secrets({
+          attestationConfig: Buffer.from(JSON.stringify({ variant: 'local-vtpm', config: { measurements } })),
+        }),
+      );
+      const flat = checkInitSecrets(
+        secrets({ attestationConfig: Buffer.from(JSON.stringify({ variant: 'local-vtpm', measurements })) }),
+      );
       assert.deepEqual(nested.attestation, { variant: 'local-vtpm', config: { measurements } });
       assert.deepEqual(flat.attestation, nested.attestation);
       assert.equal(flat.clusterName, 'constellation');
@@ -191,7 +216,10 @@ describe('bootstrapper/init-server', () => {
         [{ attestationConfig: Buffer.from('{"variant":"local-vtpm"}') }, /no measurements/],
       ];
       for (const [overrides, message] of cases) {
-        assert.throws(() => checkInitSecrets(secrets(overrides)), (err: Error) => message.test(err.message) && !err.message.includes('AAAAAAAA'));
+        assert.throws(
+          () => checkInitSecrets(secrets(overrides)),
+          (err: Error) => message.test(err.message) && !err.message.includes('AAAAAAAA'),
+        );
       }
     });
   });

@@ -16,7 +16,6 @@ import { nullLogger } from '../../lib/logging/index.js';
 import type { NodeMetadata } from '../../providers/contract.js';
 import { unused } from '../support/unused.js';
 
-
 /** A port on 127.0.0.1 that refuses connections (bound, then closed). */
 async function closedPort(): Promise<number> {
   const server = net.createServer();
@@ -62,7 +61,9 @@ describe('join client backoff (fake clock)', () => {
   it('doubles the wait after each round in which no join service answered, up to unreachableMaxMs', async () => {
     const stop = new AbortController();
     const { waits, sleep } = recordingSleep(6, () => stop.abort());
-    const client = new JoinClient(options({}, { sleep, retry: { initialMs: 100, maxMs: 5000, unreachableMaxMs: 1000 } }));
+    const client = new JoinClient(
+      options({}, { sleep, retry: { initialMs: 100, maxMs: 5000, unreachableMaxMs: 1000 } }),
+    );
     await client.run('rejoin', stop.signal);
     assert.deepEqual(waits, [100, 200, 400, 800, 1000, 1000]);
   });
@@ -73,7 +74,10 @@ describe('join client backoff (fake clock)', () => {
     let asked = 0;
     const { waits, sleep } = recordingSleep(3, () => stop.abort());
     const client = new JoinClient(
-      options({ loadBalancerEndpoint: async () => (asked++, '127.0.0.1') }, { joinServicePort: port, sleep, retry: { initialMs: 250, maxMs: 5000, unreachableMaxMs: 500 } }),
+      options(
+        { loadBalancerEndpoint: async () => (asked++, '127.0.0.1') },
+        { joinServicePort: port, sleep, retry: { initialMs: 250, maxMs: 5000, unreachableMaxMs: 500 } },
+      ),
     );
     await client.run('rejoin', stop.signal);
     assert.deepEqual(waits, [250, 500, 500]);

@@ -7,7 +7,11 @@ import { readCertificateRequest } from '../../lib/pki/certificates.js';
 import * as x509 from '../../lib/x509.js';
 import { requireTool, toolRuns } from '../support/require-tool.js';
 
-const pemOf = (der: Uint8Array) => `-----BEGIN CERTIFICATE REQUEST-----\n${Buffer.from(der).toString('base64').match(/.{1,64}/g)!.join('\n')}\n-----END CERTIFICATE REQUEST-----\n`;
+const pemOf = (der: Uint8Array) =>
+  `-----BEGIN CERTIFICATE REQUEST-----\n${Buffer.from(der)
+    .toString('base64')
+    .match(/.{1,64}/g)!
+    .join('\n')}\n-----END CERTIFICATE REQUEST-----\n`;
 
 describe('bootstrapper/kubelet-csr', () => {
   it('requests CN=system:node:<name>, O=system:nodes and the node IP as SAN, signed by the key whose PKCS#8 PEM it returns', async () => {
@@ -33,7 +37,9 @@ describe('bootstrapper/kubelet-csr', () => {
   it('gets a kubelet certificate from the cluster CA', async () => {
     const pki = loadClusterPki(createClusterPki({ clock: () => new Date(), clusterName: 'demo' }));
     const { csr } = await createKubeletCsr('worker-5', '10.0.0.9');
-    const cert = new X509Certificate(signKubeletCertificate(pki, csr, { nodeName: 'worker-5', ips: ['10.0.0.9'], clock: () => new Date() }));
+    const cert = new X509Certificate(
+      signKubeletCertificate(pki, csr, { nodeName: 'worker-5', ips: ['10.0.0.9'], clock: () => new Date() }),
+    );
     assert.match(cert.subject, /CN=system:node:worker-5/);
     assert.match(cert.subjectAltName ?? '', /IP Address:10\.0\.0\.9/);
   });
@@ -41,7 +47,11 @@ describe('bootstrapper/kubelet-csr', () => {
   it('passes openssl req -verify (OpenSSL reads the request and checks its signature)', async function () {
     requireTool(this, toolRuns('openssl', ['version']), 'openssl');
     const { csr } = await createKubeletCsr('worker-6', '10.0.0.11');
-    const out = execFileSync('openssl', ['req', '-verify', '-noout', '-subject'], { input: pemOf(csr), encoding: 'utf8', stdio: ['pipe', 'pipe', 'pipe'] });
+    const out = execFileSync('openssl', ['req', '-verify', '-noout', '-subject'], {
+      input: pemOf(csr),
+      encoding: 'utf8',
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
     assert.match(out, /subject=CN ?= ?system:node:worker-6, ?O ?= ?system:nodes/);
   });
 });

@@ -20,11 +20,18 @@ function request(over: Partial<KubernetesUpgrade> = {}): KubernetesUpgrade {
 }
 
 /** A control plane: its agent, what its backend ran, the versions it kept, its status and its log. */
-function controlPlane(store: MemoryClusterStore, name: string, options: { runs?: string; fail?: string; agent?: Partial<KubernetesUpgradeAgentOptions> } = {}) {
+function controlPlane(
+  store: MemoryClusterStore,
+  name: string,
+  options: { runs?: string; fail?: string; agent?: Partial<KubernetesUpgradeAgentOptions> } = {},
+) {
   const ran: Array<Pick<ControlPlaneUpgradeParams, 'version' | 'from' | 'first'>> = [];
   const kept: string[] = [];
   const log: string[] = [];
-  const status = new NodeStatusTracker(name, 'control-plane', { lock: new NodeLock(), software: { kubernetesVersion: options.runs ?? 'v1.32.10' } });
+  const status = new NodeStatusTracker(name, 'control-plane', {
+    lock: new NodeLock(),
+    software: { kubernetesVersion: options.runs ?? 'v1.32.10' },
+  });
   let closed = 0;
   const agent = new KubernetesUpgradeAgent({
     nodeName: name,
@@ -66,7 +73,10 @@ describe('bootstrapper/kubernetes-upgrade', () => {
     const cps = ['control-plane-0', 'control-plane-1', 'control-plane-2'].map((name) => controlPlane(store, name));
     const firstPass = await Promise.all(cps.map((cp) => cp.agent.step()));
     assert.equal(firstPass.filter((step) => step === 'applied').length, 1, firstPass.join(', '));
-    assert.ok(firstPass.every((step) => ['applied', 'claim-lost', 'waiting'].includes(step)), firstPass.join(', '));
+    assert.ok(
+      firstPass.every((step) => ['applied', 'claim-lost', 'waiting'].includes(step)),
+      firstPass.join(', '),
+    );
     const first = cps[firstPass.indexOf('applied')]!;
     const others = cps.filter((cp) => cp !== first);
     assert.deepEqual(first.ran, [{ version: 'v1.33.6', from: 'v1.32.10', first: true }]);
@@ -79,8 +89,15 @@ describe('bootstrapper/kubernetes-upgrade', () => {
       assert.equal(cp.status.get().kubernetesVersion, 'v1.33.6', 'the node reports the new version');
       assert.deepEqual(cp.kept, ['v1.33.6'], 'and keeps it on its state disk');
     }
-    assert.deepEqual((await record())?.nodes, Object.fromEntries(cps.map((cp) => [cp.status.get().name, { result: 'upgraded', at: NOW.toISOString() }])));
-    assert.deepEqual(await Promise.all(cps.map((cp) => cp.agent.step())), ['up-to-date', 'up-to-date', 'up-to-date'], 'nothing runs twice');
+    assert.deepEqual(
+      (await record())?.nodes,
+      Object.fromEntries(cps.map((cp) => [cp.status.get().name, { result: 'upgraded', at: NOW.toISOString() }])),
+    );
+    assert.deepEqual(
+      await Promise.all(cps.map((cp) => cp.agent.step())),
+      ['up-to-date', 'up-to-date', 'up-to-date'],
+      'nothing runs twice',
+    );
     assert.equal(cps.flatMap((cp) => cp.ran).length, 3);
   });
 
@@ -105,18 +122,32 @@ describe('bootstrapper/kubernetes-upgrade', () => {
     const cp = controlPlane(store, 'control-plane-0', { runs: 'v1.33.6' });
     assert.equal(await cp.agent.step(), 'up-to-date');
     assert.deepEqual(cp.ran, []);
-    assert.deepEqual(await record(), request({ first: 'control-plane-0', applied: true, nodes: { 'control-plane-0': { result: 'upgraded', at: NOW.toISOString() } } }));
+    assert.deepEqual(
+      await record(),
+      request({
+        first: 'control-plane-0',
+        applied: true,
+        nodes: { 'control-plane-0': { result: 'upgraded', at: NOW.toISOString() } },
+      }),
+    );
   });
 
   it('a failure is logged and recorded with its reason for the CLI, and not tried again until the CLI asks again', async () => {
     await store.swapKubernetesUpgrade(request(), undefined);
-    const reason = 'kubeadm upgrade apply failed with exit code 1:\n[upgrade/apply] FATAL: couldn\'t upgrade control plane.';
+    const reason =
+      "kubeadm upgrade apply failed with exit code 1:\n[upgrade/apply] FATAL: couldn't upgrade control plane.";
     const cp = controlPlane(store, 'control-plane-0', { fail: reason });
     assert.equal(await cp.agent.step(), 'failed');
-    assert.deepEqual((await record())?.nodes, { 'control-plane-0': { result: 'failed', reason, at: NOW.toISOString() } });
+    assert.deepEqual((await record())?.nodes, {
+      'control-plane-0': { result: 'failed', reason, at: NOW.toISOString() },
+    });
     assert.equal((await record())?.applied, undefined);
     assert.deepEqual([cp.kept, cp.status.get().kubernetesVersion], [[], 'v1.32.10'], 'the old version stays');
-    assert.ok(cp.log.some((line) => line.includes('the Kubernetes upgrade to v1.33.6 failed') && line.includes('FATAL: couldn')));
+    assert.ok(
+      cp.log.some(
+        (line) => line.includes('the Kubernetes upgrade to v1.33.6 failed') && line.includes('FATAL: couldn'),
+      ),
+    );
     assert.equal(await cp.agent.step(), 'failed-before');
     assert.equal(cp.ran.length, 1);
   });
@@ -147,7 +178,11 @@ describe('bootstrapper/kubernetes-upgrade', () => {
     await agent.close();
     assert.deepEqual(cp.ran, [{ version: 'v1.33.6', from: 'v1.32.10', first: true }]);
     assert.ok(sleeps.length >= 4 && sleeps.every((ms) => ms === 1234));
-    assert.equal(cp.log.filter((line) => line.includes('cannot follow the Kubernetes upgrade record')).length, 1, 'one warning for repeated failures');
+    assert.equal(
+      cp.log.filter((line) => line.includes('cannot follow the Kubernetes upgrade record')).length,
+      1,
+      'one warning for repeated failures',
+    );
     assert.equal(cp.closed(), 1, 'its store client is closed');
     const after = passes;
     await new Promise((resolve) => setImmediate(resolve));

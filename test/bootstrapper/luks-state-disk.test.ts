@@ -10,7 +10,14 @@ import { randomBytes } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { deviceMapperActivator, openLuksStateDisk, StateDiskError, testPassphraseActivator, type LuksStateDisk, type RunCommand } from '../../bootstrapper/state-disk.js';
+import {
+  deviceMapperActivator,
+  openLuksStateDisk,
+  StateDiskError,
+  testPassphraseActivator,
+  type LuksStateDisk,
+  type RunCommand,
+} from '../../bootstrapper/state-disk.js';
 import { deriveStateDiskKey, generateMasterSecret } from '../../lib/kms/index.js';
 import { requireTool } from '../support/require-tool.js';
 
@@ -23,15 +30,20 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
   let device: string;
   const opened: LuksStateDisk[] = [];
   const open = async (mount = 'mnt') => {
-    const disk = await openLuksStateDisk(device, { mountPoint: path.join(dir, mount), activator: testPassphraseActivator() });
+    const disk = await openLuksStateDisk(device, {
+      mountPoint: path.join(dir, mount),
+      activator: testPassphraseActivator(),
+    });
     opened.push(disk);
     return disk;
   };
-  const luksDump = () => JSON.parse(execFileSync('cryptsetup', ['luksDump', '--dump-json-metadata', device], { encoding: 'utf8' })) as {
-    keyslots: Record<string, { kdf: { type: string } }>;
-    segments: Record<string, { encryption: string }>;
-  };
-  const luksLabel = () => /^Label:\s*(\S*)/m.exec(execFileSync('cryptsetup', ['luksDump', device], { encoding: 'utf8' }))?.[1];
+  const luksDump = () =>
+    JSON.parse(execFileSync('cryptsetup', ['luksDump', '--dump-json-metadata', device], { encoding: 'utf8' })) as {
+      keyslots: Record<string, { kdf: { type: string } }>;
+      segments: Record<string, { encryption: string }>;
+    };
+  const luksLabel = () =>
+    /^Label:\s*(\S*)/m.exec(execFileSync('cryptsetup', ['luksDump', device], { encoding: 'utf8' }))?.[1];
 
   before(function () {
     requireTool(this, hasCryptsetup, 'cryptsetup');
@@ -72,7 +84,10 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
     const again = await open();
     assert.equal(again.uuid, first.uuid);
     assert.equal(await again.isFormatted(), true);
-    await assert.rejects(again.unlock(deriveStateDiskKey(generateMasterSecret(), again.uuid)), (err: Error) => err instanceof StateDiskError && /does not open the state disk/.test(err.message));
+    await assert.rejects(
+      again.unlock(deriveStateDiskKey(generateMasterSecret(), again.uuid)),
+      (err: Error) => err instanceof StateDiskError && /does not open the state disk/.test(err.message),
+    );
     await assert.rejects(again.readFile('constellation/cluster.json'), /locked/);
     await again.unlock(deriveStateDiskKey(master, again.uuid));
     assert.equal(Buffer.from((await again.readFile('constellation/cluster.json'))!).toString(), '{"clusterId":"00"}');
@@ -86,7 +101,7 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
     await disk.format(randomBytes(32));
     await disk.writeFile('joinservice/ca.key', Buffer.from('secret'));
     assert.equal(await fs.readFile(path.join(disk.mountPoint, 'joinservice/ca.key'), 'utf8'), 'secret');
-    assert.equal(((await fs.stat(path.join(disk.mountPoint, 'joinservice/ca.key'))).mode & 0o777), 0o600);
+    assert.equal((await fs.stat(path.join(disk.mountPoint, 'joinservice/ca.key'))).mode & 0o777, 0o600);
   });
 
   it('refuses keys of the wrong size, file names that leave the volume, and a missing device', async () => {
@@ -101,7 +116,8 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
     const calls: string[][] = [];
     const run: RunCommand = async (program, args) => {
       calls.push([program, ...args]);
-      if (program === 'cryptsetup' && args[0] === 'open' && calls.filter((c) => c[1] === 'open').length > 1) return { code: 2, stdout: '', stderr: 'No key available with this passphrase.' };
+      if (program === 'cryptsetup' && args[0] === 'open' && calls.filter((c) => c[1] === 'open').length > 1)
+        return { code: 2, stdout: '', stderr: 'No key available with this passphrase.' };
       if (program === 'blockdev') return { code: 0, stdout: '1073741824\n', stderr: '' }; // 1 GiB: 262144 blocks of 4096
       return { code: 0, stdout: '', stderr: '' };
     };
@@ -114,10 +130,22 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
       ['blockdev', '--getsize64', '/dev/mapper/state'],
       ['dd', 'if=/dev/zero', 'of=/dev/mapper/state', 'bs=4096', 'count=512', 'seek=0', 'conv=fsync'],
       ['dd', 'if=/dev/zero', 'of=/dev/mapper/state', 'bs=4096', 'count=512', 'seek=261632', 'conv=fsync'],
-      ['mkfs.ext4', '-q', '-F', '-O', 'sparse_super2,^resize_inode', '-E', 'num_backup_sb=0,lazy_itable_init=0,lazy_journal_init=0,nodiscard', '/dev/mapper/state'],
+      [
+        'mkfs.ext4',
+        '-q',
+        '-F',
+        '-O',
+        'sparse_super2,^resize_inode',
+        '-E',
+        'num_backup_sb=0,lazy_itable_init=0,lazy_journal_init=0,nodiscard',
+        '/dev/mapper/state',
+      ],
       ['mount', '/dev/mapper/state', mountPoint],
     ]);
-    await assert.rejects(activator.activate('/dev/sdb', randomBytes(32), { fresh: false, mountPoint }), /does not open the state disk/);
+    await assert.rejects(
+      activator.activate('/dev/sdb', randomBytes(32), { fresh: false, mountPoint }),
+      /does not open the state disk/,
+    );
     assert.equal(calls.length, 7, 'nothing after a refused key');
   });
 
@@ -135,7 +163,13 @@ describe('bootstrapper/state-disk (LUKS2 with cryptsetup)', function () {
       return calls.find((c) => c[1] === 'luksFormat')!;
     };
     const cloud = await format(deviceMapperActivator({ run }));
-    assert.deepEqual(cloud.slice(cloud.indexOf('--integrity'), cloud.indexOf('--integrity') + 5), ['--integrity', 'hmac-sha256', '--integrity-no-wipe', '--sector-size', '4096']);
+    assert.deepEqual(cloud.slice(cloud.indexOf('--integrity'), cloud.indexOf('--integrity') + 5), [
+      '--integrity',
+      'hmac-sha256',
+      '--integrity-no-wipe',
+      '--sector-size',
+      '4096',
+    ]);
     assert.ok(!(await format(testPassphraseActivator({ run }))).includes('--integrity'));
   });
 });

@@ -12,12 +12,19 @@ describe('bootstrapper/node-lock', () => {
     assert.equal(lock.owner, 'recover');
   });
 
-  it('accepts only the holder\'s own token, and only for the owners a step names', () => {
+  it("accepts only the holder's own token, and only for the owners a step names", () => {
     const lock = new NodeLock();
     const token = lock.tryLock('join')!;
     lock.check(token, 'open the state disk');
-    assert.throws(() => lock.check({ owner: 'join' }, 'open the state disk'), NodeLockError, 'a look-alike is no token');
-    assert.throws(() => lock.check(undefined, 'open the state disk'), /does not hold the node lock \(it is held by join\)/);
+    assert.throws(
+      () => lock.check({ owner: 'join' }, 'open the state disk'),
+      NodeLockError,
+      'a look-alike is no token',
+    );
+    assert.throws(
+      () => lock.check(undefined, 'open the state disk'),
+      /does not hold the node lock \(it is held by join\)/,
+    );
     assert.throws(() => lock.check(token, 'create the cluster store', ['init']), /not a step of join \(only of init\)/);
   });
 

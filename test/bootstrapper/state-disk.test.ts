@@ -39,7 +39,10 @@ describe('bootstrapper/state-disk (gocryptfs)', function () {
   let mountPoint: string;
   const open: GocryptfsStateDisk[] = [];
   const openDisk = async (options: { mountPoint?: string; diskDir?: string } = {}) => {
-    const disk = await openGocryptfsStateDisk({ diskDir: options.diskDir ?? diskDir, mountPoint: options.mountPoint ?? mountPoint });
+    const disk = await openGocryptfsStateDisk({
+      diskDir: options.diskDir ?? diskDir,
+      mountPoint: options.mountPoint ?? mountPoint,
+    });
     open.push(disk);
     return disk;
   };
@@ -88,7 +91,8 @@ describe('bootstrapper/state-disk (gocryptfs)', function () {
     const disk = await openDisk();
     await assert.rejects(disk.readFile('x'), (e: Error) => e instanceof StateDiskError && /locked/.test(e.message));
     await disk.format(key());
-    for (const name of ['../outside', '/etc/passwd', '']) await assert.rejects(disk.writeFile(name, Buffer.from('x')), StateDiskError);
+    for (const name of ['../outside', '/etc/passwd', ''])
+      await assert.rejects(disk.writeFile(name, Buffer.from('x')), StateDiskError);
     assert.equal(await disk.readFile('missing'), undefined);
   });
 
@@ -101,7 +105,10 @@ describe('bootstrapper/state-disk (gocryptfs)', function () {
     const before = await tree(path.join(diskDir, 'cipher'));
 
     const again = await openDisk();
-    await assert.rejects(again.unlock(key()), (e: Error) => e instanceof StateDiskError && /does not unlock the state disk/.test(e.message));
+    await assert.rejects(
+      again.unlock(key()),
+      (e: Error) => e instanceof StateDiskError && /does not unlock the state disk/.test(e.message),
+    );
     assert.equal(await mounted(mountPoint), false);
     assert.deepEqual(await tree(path.join(diskDir, 'cipher')), before, 'a wrong key changed nothing on the disk');
     await assert.rejects(again.format(right), /formatted already/);
@@ -161,7 +168,11 @@ async function waitUntil(check: () => Promise<boolean>, timeoutMs = 5000): Promi
 }
 
 /** A node process that formats the disk with the key derived from its UUID, writes a file, reports the UUID and is killed. */
-function startWriter(diskDir: string, mountPoint: string, master: { key: Uint8Array; salt: Uint8Array }): { done: Promise<string> } {
+function startWriter(
+  diskDir: string,
+  mountPoint: string,
+  master: { key: Uint8Array; salt: Uint8Array },
+): { done: Promise<string> } {
   const moduleUrl = (p: string) => pathToFileURL(path.join(REPO_ROOT, p)).href;
   const script = `
     import { openGocryptfsStateDisk } from ${JSON.stringify(moduleUrl('bootstrapper/state-disk.ts'))};
@@ -173,17 +184,21 @@ function startWriter(diskDir: string, mountPoint: string, master: { key: Uint8Ar
     process.stdout.write(disk.uuid + '\\n');
     setInterval(() => {}, 1000);
   `;
-  const child: ChildProcess = spawn(process.execPath, ['--import', 'tsx/esm', '--input-type=module', '--eval', script], {
-    cwd: REPO_ROOT,
-    env: {
-      ...process.env,
-      DISK_DIR: diskDir,
-      MOUNT_POINT: mountPoint,
-      MASTER_KEY: Buffer.from(master.key).toString('hex'),
-      MASTER_SALT: Buffer.from(master.salt).toString('hex'),
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ['--import', 'tsx/esm', '--input-type=module', '--eval', script],
+    {
+      cwd: REPO_ROOT,
+      env: {
+        ...process.env,
+        DISK_DIR: diskDir,
+        MOUNT_POINT: mountPoint,
+        MASTER_KEY: Buffer.from(master.key).toString('hex'),
+        MASTER_SALT: Buffer.from(master.salt).toString('hex'),
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
     },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  );
   const done = new Promise<string>((resolve, reject) => {
     let out = '';
     let err = '';

@@ -39,11 +39,20 @@ describe('apply --merge-kubeconfig (as upstream)', function () {
     await fs.writeFile(path.join(dir, 'constellation-admin.conf'), ADMIN_CONF, { mode: 0o600 });
     const kubeconfig = path.join(dir, 'kube', 'config');
     // Every phase skipped: apply changes nothing and only merges (the cluster was initialized before).
-    const res = await runCli(['apply', '--merge-kubeconfig', '--skip-phases', 'infrastructure,init,attestationconfig,image,k8s', '-C', dir], { env: { KUBECONFIG: kubeconfig } });
+    const res = await runCli(
+      ['apply', '--merge-kubeconfig', '--skip-phases', 'infrastructure,init,attestationconfig,image,k8s', '-C', dir],
+      { env: { KUBECONFIG: kubeconfig } },
+    );
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /Merged the cluster's kubeconfig into .*kube\/config; current context: admin@constell\./);
-    const merged = parse(await fs.readFile(kubeconfig, 'utf8')) as { 'current-context': string; clusters: { name: string }[] };
+    const merged = parse(await fs.readFile(kubeconfig, 'utf8')) as {
+      'current-context': string;
+      clusters: { name: string }[];
+    };
     assert.equal(merged['current-context'], 'admin@constell');
-    assert.deepEqual(merged.clusters.map((c) => c.name), ['constell']);
+    assert.deepEqual(
+      merged.clusters.map((c) => c.name),
+      ['constell'],
+    );
   });
 });

@@ -36,9 +36,14 @@ const AZURE = path.join(TESTDATA, 'attestation/azure-sev-snp');
 const GCE = path.join(TESTDATA, 'attestation/gce-vtpm/gce-cos-85-no-nonce.json');
 const GCE_INSTANCE = { projectId: 'google.com:wuale-gcp-testing', zone: 'us-central1-a', instanceName: 'cos-test' };
 const b64 = (b: Uint8Array | string) => Buffer.from(b).toString('base64');
-const der2pem = (der: Buffer) => `-----BEGIN CERTIFICATE-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----\n`;
+const der2pem = (der: Buffer) =>
+  `-----BEGIN CERTIFICATE-----\n${der.toString('base64').replace(/(.{64})/g, '$1\n')}\n-----END CERTIFICATE-----\n`;
 
-async function workspace(provider: string, variant: string, edit: (doc: ReturnType<typeof parseDocument>) => void): Promise<string> {
+async function workspace(
+  provider: string,
+  variant: string,
+  edit: (doc: ReturnType<typeof parseDocument>) => void,
+): Promise<string> {
   const dir = await fs.mkdtemp(path.join(os.tmpdir(), `verify-${provider}-`));
   const gen = await runCli(['config', 'generate', provider, '--attestation', variant, '-C', dir], { cwd: dir });
   assert.equal(gen.code, 0, gen.stderr);
@@ -46,8 +51,15 @@ async function workspace(provider: string, variant: string, edit: (doc: ReturnTy
   const doc = parseDocument(await fs.readFile(file, 'utf8'));
   // The fields only an account knows: attestation verify loads the whole config, but looks at its attestation only.
   doc.setIn(['image'], 'test-image');
-  const section = doc.getIn(['provider', provider]) as { items: { key: { value: string }; value: { value: unknown } }[] };
-  for (const item of section.items) if (item.value?.value === '') doc.setIn(['provider', provider, item.key.value], item.key.value === 'serviceAccountKeyPath' ? 'sa-key.json' : `test-${item.key.value}`);
+  const section = doc.getIn(['provider', provider]) as {
+    items: { key: { value: string }; value: { value: unknown } }[];
+  };
+  for (const item of section.items)
+    if (item.value?.value === '')
+      doc.setIn(
+        ['provider', provider, item.key.value],
+        item.key.value === 'serviceAccountKeyPath' ? 'sa-key.json' : `test-${item.key.value}`,
+      );
   await fs.writeFile(file, doc.toString());
   // The generated placeholders are refused (all-zero enforced PCRs): filled as a user fills them; a case that checks
   // a quote then sets the PCRs of its evidence.
@@ -74,12 +86,20 @@ describe('constellation attestation verify (cloud variants)', function () {
       vcek: readFileSync(path.join(AZURE, 'vcek.pem'), 'utf8'),
       certChain: readFileSync(path.join(AZURE, 'certchain.pem'), 'utf8'),
     };
-    const document = (akPublic: Uint8Array) => ({ variant: 'azure-sev-snp', attestation: { akPublic: b64(akPublic), quotes: [] }, instanceInfo: b64(JSON.stringify(instanceInfo)), userData: '' });
+    const document = (akPublic: Uint8Array) => ({
+      variant: 'azure-sev-snp',
+      attestation: { akPublic: b64(akPublic), quotes: [] },
+      instanceInfo: b64(JSON.stringify(instanceInfo)),
+      userData: '',
+    });
     let dir: string;
     before(async () => {
       dir = await workspace('azure', 'azure-sev-snp', () => undefined);
       dirs.push(dir);
-      await fs.writeFile(path.join(dir, 'azure.json'), JSON.stringify(document(akFromModulus(Buffer.from(hclKey.n, 'base64url')))));
+      await fs.writeFile(
+        path.join(dir, 'azure.json'),
+        JSON.stringify(document(akFromModulus(Buffer.from(hclKey.n, 'base64url')))),
+      );
       const other = Buffer.from(hclKey.n, 'base64url');
       other[10] ^= 1;
       await fs.writeFile(path.join(dir, 'azure-other-ak.json'), JSON.stringify(document(akFromModulus(other))));
@@ -93,15 +113,27 @@ describe('constellation attestation verify (cloud variants)', function () {
     });
 
     it('rejects the same report for another AK (exit 3)', async () => {
-      const res = await runCli(['attestation', 'verify', 'azure-other-ak.json', '--evidence-only', '--json', '-C', dir], { cwd: dir });
+      const res = await runCli(
+        ['attestation', 'verify', 'azure-other-ak.json', '--evidence-only', '--json', '-C', dir],
+        { cwd: dir },
+      );
       assert.equal(res.code, 3, res.stderr + res.stdout);
       assert.match((JSON.parse(res.stdout) as { error: string }).error, /not the one in the paravisor runtime data/);
     });
 
     it('rejects it under a config whose TCB minimum the report misses', async () => {
-      const strict = await workspace('azure', 'azure-sev-snp', (doc) => doc.setIn(['attestation', 'azureSEVSNP', 'snpVersion'], 7));
+      const strict = await workspace('azure', 'azure-sev-snp', (doc) =>
+        doc.setIn(['attestation', 'azureSEVSNP', 'snpVersion'], 7),
+      );
       dirs.push(strict);
-      const res = await runCli(['attestation', 'verify', path.join(dir, 'azure.json'), '--evidence-only', '-C', strict]);
+      const res = await runCli([
+        'attestation',
+        'verify',
+        path.join(dir, 'azure.json'),
+        '--evidence-only',
+        '-C',
+        strict,
+      ]);
       assert.equal(res.code, 3, res.stderr + res.stdout);
       assert.match(res.stdout, /snp 6 < 7/);
     });
@@ -112,7 +144,15 @@ describe('constellation attestation verify (cloud variants)', function () {
     let swtpm: SwtpmHandle | undefined;
     let dir: string;
     const nonce = randomBytes(32);
-    const env = () => ({ AWS_ENDPOINT_URL: fake.url, AWS_ACCESS_KEY_ID: FAKE_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: FAKE_CREDENTIALS.secretAccessKey, AWS_REGION: 'us-east-2', AWS_EC2_METADATA_DISABLED: 'true', AWS_SHARED_CREDENTIALS_FILE: '/nonexistent', AWS_CONFIG_FILE: '/nonexistent' });
+    const env = () => ({
+      AWS_ENDPOINT_URL: fake.url,
+      AWS_ACCESS_KEY_ID: FAKE_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: FAKE_CREDENTIALS.secretAccessKey,
+      AWS_REGION: 'us-east-2',
+      AWS_EC2_METADATA_DISABLED: 'true',
+      AWS_SHARED_CREDENTIALS_FILE: '/nonexistent',
+      AWS_CONFIG_FILE: '/nonexistent',
+    });
     before(async function () {
       requireTool(this, hasSwtpm(), 'swtpm');
       fake = await startFakeAws();
@@ -123,8 +163,13 @@ describe('constellation attestation verify (cloud variants)', function () {
       try {
         await extendBootPcrs(tpm); // the boot of the image whose measurements the config holds
         for (const imageId of [FAKE_IMAGE, 'ami-0000000000unknown']) {
-          const instanceInfo = new TextEncoder().encode(JSON.stringify({ region: 'us-east-2', imageId, instanceId: 'i-0123456789abcdef0' }));
-          const document = await new VtpmIssuer({ variant: 'aws-nitro-tpm', tpm, instanceInfo }).issue(new Uint8Array(32), nonce);
+          const instanceInfo = new TextEncoder().encode(
+            JSON.stringify({ region: 'us-east-2', imageId, instanceId: 'i-0123456789abcdef0' }),
+          );
+          const document = await new VtpmIssuer({ variant: 'aws-nitro-tpm', tpm, instanceInfo }).issue(
+            new Uint8Array(32),
+            nonce,
+          );
           await fs.writeFile(path.join(dir, `${imageId}.json`), JSON.stringify(document));
         }
       } finally {
@@ -137,14 +182,20 @@ describe('constellation attestation verify (cloud variants)', function () {
     });
 
     it('accepts the document of an instance whose image EC2 registered with NitroTPM', async () => {
-      const res = await runCli(['attestation', 'verify', `${FAKE_IMAGE}.json`, '--nonce', nonce.toString('hex'), '-C', dir], { cwd: dir, env: env() });
+      const res = await runCli(
+        ['attestation', 'verify', `${FAKE_IMAGE}.json`, '--nonce', nonce.toString('hex'), '-C', dir],
+        { cwd: dir, env: env() },
+      );
       assert.equal(res.code, 0, res.stderr + res.stdout);
       assert.match(res.stdout, /^Verdict: ACCEPTED \(variant aws-nitro-tpm\)/);
       assert.ok(fake.calls('DescribeImages').length >= 1);
     });
 
     it('rejects the document of an instance whose image EC2 does not know', async () => {
-      const res = await runCli(['attestation', 'verify', 'ami-0000000000unknown.json', '--nonce', nonce.toString('hex'), '-C', dir], { cwd: dir, env: env() });
+      const res = await runCli(
+        ['attestation', 'verify', 'ami-0000000000unknown.json', '--nonce', nonce.toString('hex'), '-C', dir],
+        { cwd: dir, env: env() },
+      );
       assert.equal(res.code, 3, res.stderr + res.stdout);
       assert.match(res.stdout, /image ami-0000000000unknown does not exist in us-east-2/);
     });
@@ -164,21 +215,39 @@ describe('constellation attestation verify (cloud variants)', function () {
       fake = await FakeGcp.start();
       // The instance the evidence came from, with the shielded identity Google reported for it.
       const key = `projects/${GCE_INSTANCE.projectId}/zones/${GCE_INSTANCE.zone}/instances/${GCE_INSTANCE.instanceName}`;
-      fake.compute.resources.set(key, { key, collection: 'instances', resource: { kind: 'compute#instance', name: GCE_INSTANCE.instanceName }, refs: new Set() } as never);
+      fake.compute.resources.set(key, {
+        key,
+        collection: 'instances',
+        resource: { kind: 'compute#instance', name: GCE_INSTANCE.instanceName },
+        refs: new Set(),
+      } as never);
       fake.setShieldedIdentity(GCE_INSTANCE.instanceName, { ekCert: der2pem(Buffer.from(gce.akCertDerHex, 'hex')) });
       dir = await workspace('gcp', 'gcp-sev-es', (doc) => {
         for (const i of ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9']) {
-          doc.setIn(['attestation', 'gcpSEVES', 'measurements', Number(i)], doc.createNode({ expected: sha256.pcrs[i], warnOnly: false }));
+          doc.setIn(
+            ['attestation', 'gcpSEVES', 'measurements', Number(i)],
+            doc.createNode({ expected: sha256.pcrs[i], warnOnly: false }),
+          );
         }
         // The evidence's image is no UKI: its PCR 11 is zero, which only a warn-only entry may expect.
-        doc.setIn(['attestation', 'gcpSEVES', 'measurements', 11], doc.createNode({ expected: sha256.pcrs['11'], warnOnly: true }));
+        doc.setIn(
+          ['attestation', 'gcpSEVES', 'measurements', 11],
+          doc.createNode({ expected: sha256.pcrs['11'], warnOnly: true }),
+        );
       });
       dirs.push(dir);
       const document = {
         variant: 'gcp-sev-es',
         attestation: {
           akPublic: b64(Buffer.from(gce.akPubHex, 'hex')),
-          quotes: [{ hashAlg: 11, quote: b64(Buffer.from(sha256.quoteHex, 'hex')), signature: b64(Buffer.from(sha256.rawSigHex, 'hex')), pcrs: sha256.pcrs }],
+          quotes: [
+            {
+              hashAlg: 11,
+              quote: b64(Buffer.from(sha256.quoteHex, 'hex')),
+              signature: b64(Buffer.from(sha256.rawSigHex, 'hex')),
+              pcrs: sha256.pcrs,
+            },
+          ],
           eventLog: b64(Buffer.from(gce.eventLogHex, 'hex')),
         },
         instanceInfo: b64(JSON.stringify(GCE_INSTANCE)),
@@ -188,14 +257,24 @@ describe('constellation attestation verify (cloud variants)', function () {
     });
     after(async () => fake?.close());
 
-    it('accepts the quote: the AK is the instance\'s shielded identity, the signature and PCRs match', async () => {
-      const res = await runCli(['attestation', 'verify', 'gce.json', '--qualifying-data', '', '--json', '-C', dir], { cwd: dir, env: fake.cliEnv() });
+    it("accepts the quote: the AK is the instance's shielded identity, the signature and PCRs match", async () => {
+      const res = await runCli(['attestation', 'verify', 'gce.json', '--qualifying-data', '', '--json', '-C', dir], {
+        cwd: dir,
+        env: fake.cliEnv(),
+      });
       assert.equal(res.code, 0, res.stderr + res.stdout);
-      const report = JSON.parse(res.stdout) as { verdict: string; pcrsVerified: boolean; pcrs: { index: number; match: boolean }[] };
+      const report = JSON.parse(res.stdout) as {
+        verdict: string;
+        pcrsVerified: boolean;
+        pcrs: { index: number; match: boolean }[];
+      };
       assert.equal(report.verdict, 'accepted');
       assert.equal(report.pcrsVerified, true);
       assert.ok(report.pcrs.some((p) => p.index === 4 && p.match));
-      assert.ok(fake.requests.some((r) => r.path.endsWith('/instances/cos-test/getShieldedInstanceIdentity')), 'asked Compute');
+      assert.ok(
+        fake.requests.some((r) => r.path.endsWith('/instances/cos-test/getShieldedInstanceIdentity')),
+        'asked Compute',
+      );
     });
 
     it('rejects it when the verifier expects a nonce binding (the quote carries none)', async () => {
@@ -205,9 +284,15 @@ describe('constellation attestation verify (cloud variants)', function () {
     });
 
     it('rejects it when GCP vouches for another key for the instance', async () => {
-      const other = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }) as string;
+      const other = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({
+        type: 'spki',
+        format: 'pem',
+      }) as string;
       fake.setShieldedIdentity(GCE_INSTANCE.instanceName, { ekPub: other });
-      const res = await runCli(['attestation', 'verify', 'gce.json', '--qualifying-data', '', '-C', dir], { cwd: dir, env: fake.cliEnv() });
+      const res = await runCli(['attestation', 'verify', 'gce.json', '--qualifying-data', '', '-C', dir], {
+        cwd: dir,
+        env: fake.cliEnv(),
+      });
       assert.equal(res.code, 3, res.stderr + res.stdout);
       assert.match(res.stdout, /not the one GCP registered for instance cos-test/);
     });

@@ -24,13 +24,22 @@ describe('attestation report (lib/attestation/report)', () => {
 
   it('reports a rejected document with the PCR table from the validator', async () => {
     const document = await attester.issue(new Uint8Array(32), nonce);
-    const report = await reportAttestation(document, nonce, new FakeValidator(measurements, [attester.akPublic]), measurements);
+    const report = await reportAttestation(
+      document,
+      nonce,
+      new FakeValidator(measurements, [attester.akPublic]),
+      measurements,
+    );
     assert.equal(report.verdict, 'rejected');
     assert.match(report.error!, /PCR 9/);
     assert.equal(report.pcrsVerified, true);
     assert.deepEqual(
       report.pcrs.map((r) => [r.index, r.mode, r.match]),
-      [[4, 'enforced', true], [9, 'enforced', false], [15, 'warn', true]],
+      [
+        [4, 'enforced', true],
+        [9, 'enforced', false],
+        [15, 'warn', true],
+      ],
     );
     const text = renderAttestationReport(report);
     assert.match(text, /^Verdict: REJECTED \(variant test-fake-vtpm\)/);
@@ -48,16 +57,29 @@ describe('attestation report (lib/attestation/report)', () => {
 
   it('shows the claimed, unverified PCRs when the document fails before the comparison', async () => {
     const document = await attester.issue(new Uint8Array(32), nonce);
-    const report = await reportAttestation(document, randomBytes(32), new FakeValidator(measurements, [attester.akPublic]), measurements);
+    const report = await reportAttestation(
+      document,
+      randomBytes(32),
+      new FakeValidator(measurements, [attester.akPublic]),
+      measurements,
+    );
     assert.equal(report.verdict, 'rejected');
     assert.equal(report.pcrsVerified, false);
-    assert.deepEqual(report.pcrs.map((r) => r.actual), [pcrs['4'], pcrs['9'], pcrs['15']]);
+    assert.deepEqual(
+      report.pcrs.map((r) => r.actual),
+      [pcrs['4'], pcrs['9'], pcrs['15']],
+    );
     assert.match(renderAttestationReport(report), /not verified/);
   });
 
   it('rejects a document of another variant without running the validator', async () => {
     const document = { ...(await attester.issue(new Uint8Array(32), nonce)), variant: 'gcp-sev-es' };
-    const report = await reportAttestation(document, nonce, new FakeValidator(measurements, [attester.akPublic]), measurements);
+    const report = await reportAttestation(
+      document,
+      nonce,
+      new FakeValidator(measurements, [attester.akPublic]),
+      measurements,
+    );
     assert.equal(report.verdict, 'rejected');
     assert.match(report.error!, /variant gcp-sev-es, but the config expects test-fake-vtpm/);
   });
@@ -100,19 +122,43 @@ describe('constellation attestation verify', function () {
   });
 
   it('accepts a matching document and prints the verdict and PCR table as JSON', async () => {
-    const res = await runCli(['attestation', 'verify', 'node.json', '--nonce', nonce.toString('hex'), '--ak', 'ak.b64', '--json'], { cwd: dir });
+    const res = await runCli(
+      ['attestation', 'verify', 'node.json', '--nonce', nonce.toString('hex'), '--ak', 'ak.b64', '--json'],
+      { cwd: dir },
+    );
     assert.equal(res.code, 0, res.stderr + res.stdout);
     const report = JSON.parse(res.stdout) as AttestationReport;
     assert.equal(report.verdict, 'accepted');
     assert.equal(report.variant, 'local-vtpm');
-    assert.deepEqual(report.pcrs.map((r) => [r.index, r.mode, r.match]), [[4, 'enforced', true], [8, 'enforced', true], [9, 'enforced', true], [11, 'enforced', true], [12, 'enforced', true], [13, 'enforced', true], [15, 'warn', true]]);
+    assert.deepEqual(
+      report.pcrs.map((r) => [r.index, r.mode, r.match]),
+      [
+        [4, 'enforced', true],
+        [8, 'enforced', true],
+        [9, 'enforced', true],
+        [11, 'enforced', true],
+        [12, 'enforced', true],
+        [13, 'enforced', true],
+        [15, 'warn', true],
+      ],
+    );
     assert.equal(report.pcrs[0].actual, kit!.pcrs['4']);
   });
 
   it('rejects a mismatching enforced PCR with exit code 3 and a table naming it (binary AK, --config)', async () => {
     const other = path.join(dir, 'other.yaml');
     await writeConfig(other, measurementsFor(kit!, { '9': { expected: 'ab'.repeat(32), warnOnly: false } }));
-    const res = await runCli(['attestation', 'verify', path.join(dir, 'node.json'), '--nonce', nonce.toString('hex'), '--ak', path.join(dir, 'ak.bin'), '--config', other]);
+    const res = await runCli([
+      'attestation',
+      'verify',
+      path.join(dir, 'node.json'),
+      '--nonce',
+      nonce.toString('hex'),
+      '--ak',
+      path.join(dir, 'ak.bin'),
+      '--config',
+      other,
+    ]);
     assert.equal(res.code, 3, res.stderr + res.stdout);
     assert.match(res.stdout, /^Verdict: REJECTED \(variant local-vtpm\)/);
     assert.match(res.stdout, /PCR 9/);

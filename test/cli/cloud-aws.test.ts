@@ -28,7 +28,11 @@ const ISOLATED_ENV = {
   AWS_REGION: 'us-east-2',
 };
 
-const QUOTA = { action: 'CreateNatGateway', code: 'NatGatewayLimitExceeded', message: 'The maximum number of NAT gateways has been reached.' };
+const QUOTA = {
+  action: 'CreateNatGateway',
+  code: 'NatGatewayLimitExceeded',
+  message: 'The maximum number of NAT gateways has been reached.',
+};
 
 describe('constellation create / terminate (AWS, fake cloud)', function () {
   let template: string;
@@ -36,8 +40,14 @@ describe('constellation create / terminate (AWS, fake cloud)', function () {
   let dir: string;
   let env: NodeJS.ProcessEnv;
   const cli = (...args: string[]) => runCli([...args, '-C', dir], { env });
-  const state = async () => parse(await fs.readFile(path.join(dir, STATE_FILE), 'utf8')) as { infrastructure: Record<string, unknown> };
-  const journal = async () => (JSON.parse(await fs.readFile(path.join(dir, RESOURCES_FILE), 'utf8')) as { resources: { kind: string; id: string; name?: string }[] }).resources;
+  const state = async () =>
+    parse(await fs.readFile(path.join(dir, STATE_FILE), 'utf8')) as { infrastructure: Record<string, unknown> };
+  const journal = async () =>
+    (
+      JSON.parse(await fs.readFile(path.join(dir, RESOURCES_FILE), 'utf8')) as {
+        resources: { kind: string; id: string; name?: string }[];
+      }
+    ).resources;
 
   before(async () => {
     // One generated AWS config with image and instance profiles set, copied into each test's workspace.
@@ -58,7 +68,12 @@ describe('constellation create / terminate (AWS, fake cloud)', function () {
   beforeEach(async () => {
     // Long-running operations finish at once: the SDK's waiters (5 s between polls) never have to wait.
     fake = await startFakeAws({ lroMs: 0 });
-    env = { ...ISOLATED_ENV, AWS_ENDPOINT_URL: fake.url, AWS_ACCESS_KEY_ID: FAKE_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: FAKE_CREDENTIALS.secretAccessKey };
+    env = {
+      ...ISOLATED_ENV,
+      AWS_ENDPOINT_URL: fake.url,
+      AWS_ACCESS_KEY_ID: FAKE_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: FAKE_CREDENTIALS.secretAccessKey,
+    };
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'cli-cloud-aws-'));
     await fs.cp(template, dir, { recursive: true });
   });
@@ -75,11 +90,15 @@ describe('constellation create / terminate (AWS, fake cloud)', function () {
     assert.match(uid, /^[0-9a-f]{8}$/);
     const lbAddress = [...fake.state.addresses.values()].find((a) => a.holder?.includes(':loadbalancer/'));
     assert.equal(infrastructure.clusterEndpoint, lbAddress?.publicIp);
-    assert.match(create.stdout, new RegExp(`Created cluster ${uid}; endpoint ${String(infrastructure.clusterEndpoint).replace(/\./g, '\\.')}`));
+    assert.match(
+      create.stdout,
+      new RegExp(`Created cluster ${uid}; endpoint ${String(infrastructure.clusterEndpoint).replace(/\./g, '\\.')}`),
+    );
 
     const templates = fake.calls('CreateLaunchTemplate');
     assert.equal(templates.length, 2);
-    for (const t of templates) assert.deepEqual((t.params.LaunchTemplateData as Params).CpuOptions, { AmdSevSnp: 'enabled' }, 'SEV-SNP');
+    for (const t of templates)
+      assert.deepEqual((t.params.LaunchTemplateData as Params).CpuOptions, { AmdSevSnp: 'enabled' }, 'SEV-SNP');
     assert.equal(fake.state.instances.size, 4, '3 control-plane nodes and 1 worker, as the generated config says');
     const tagged = [
       ...fake.state.vpcs.values(),
@@ -96,9 +115,23 @@ describe('constellation create / terminate (AWS, fake cloud)', function () {
 
     const [ingress] = fake.calls('AuthorizeSecurityGroupIngress');
     const tcp = list(ingress.params, 'IpPermissions').filter((p) => p.IpProtocol === 'tcp');
-    assert.deepEqual(tcp.filter((p) => str(p, 'FromPort') === str(p, 'ToPort')).map((p) => Number(str(p, 'FromPort'))).sort(), [...PORTS].sort(), 'the security group opens the 5 ports');
-    assert.ok(tcp.some((p) => str(p, 'FromPort') === '30000' && str(p, 'ToPort') === '32767'), 'and the NodePort range');
-    assert.deepEqual([...fake.state.listeners.values()].map((l) => l.port).sort(), [...PORTS].sort(), 'the load balancer listens on the 5 ports');
+    assert.deepEqual(
+      tcp
+        .filter((p) => str(p, 'FromPort') === str(p, 'ToPort'))
+        .map((p) => Number(str(p, 'FromPort')))
+        .sort(),
+      [...PORTS].sort(),
+      'the security group opens the 5 ports',
+    );
+    assert.ok(
+      tcp.some((p) => str(p, 'FromPort') === '30000' && str(p, 'ToPort') === '32767'),
+      'and the NodePort range',
+    );
+    assert.deepEqual(
+      [...fake.state.listeners.values()].map((l) => l.port).sort(),
+      [...PORTS].sort(),
+      'the load balancer listens on the 5 ports',
+    );
     assert.deepEqual([...fake.state.targetGroups.values()].map((g) => g.port).sort(), [...PORTS].sort());
 
     const terminate = await cli('terminate', '-y');
@@ -113,7 +146,10 @@ describe('constellation create / terminate (AWS, fake cloud)', function () {
     fake.fail(QUOTA);
     const create = await cli('create', '-y');
     assert.equal(create.code, 1);
-    assert.match(create.stderr, /Error: .*NatGatewayLimitExceeded: The maximum number of NAT gateways has been reached\./);
+    assert.match(
+      create.stderr,
+      /Error: .*NatGatewayLimitExceeded: The maximum number of NAT gateways has been reached\./,
+    );
     assert.doesNotMatch(create.stderr, /This is a bug/);
     assert.match(create.stdout, /Rolled back/);
     assert.ok(fake.calls('DeleteVpc').length > 0, 'the roll back deleted what create had made');
@@ -132,7 +168,10 @@ describe('constellation create / terminate (AWS, fake cloud)', function () {
     assert.match(create.stdout, /constellation terminate -C \S+ +deletes/);
     assert.equal(fake.calls('DeleteVpc').length, 0);
     const made = fake.live();
-    assert.ok(made.some((r) => r.startsWith('vpc ')), made.join(', '));
+    assert.ok(
+      made.some((r) => r.startsWith('vpc ')),
+      made.join(', '),
+    );
     const uid = (await state()).infrastructure.uid;
 
     // The first command continues with the same cluster: the quota error is gone now.

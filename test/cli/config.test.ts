@@ -34,11 +34,27 @@ describe('constellation config', () => {
   });
 
   it('generate honours -k, -a and -t, and --json says what it wrote', async () => {
-    const res = await runCli(['config', 'generate', 'azure', '-C', dir, '-k', 'v1.31', '-a', 'azure-tdx', '-t', 'team=infra,env=dev', '--json']);
+    const res = await runCli([
+      'config',
+      'generate',
+      'azure',
+      '-C',
+      dir,
+      '-k',
+      'v1.31',
+      '-a',
+      'azure-tdx',
+      '-t',
+      'team=infra,env=dev',
+      '--json',
+    ]);
     assert.equal(res.code, 0, res.stderr);
     const out = JSON.parse(res.stdout) as Record<string, string>;
     assert.equal(out.attestationVariant, 'azure-tdx');
-    assert.equal(out.kubernetesVersion, SUPPORTED_KUBERNETES_VERSIONS.find((v) => v.startsWith('v1.31.')));
+    assert.equal(
+      out.kubernetesVersion,
+      SUPPORTED_KUBERNETES_VERSIONS.find((v) => v.startsWith('v1.31.')),
+    );
     const text = await fs.readFile(conf(), 'utf8');
     assert.match(text, /\n {2}azureTDX:\n/);
     assert.match(text, /\n {2}team: infra\n {2}env: dev\n/);
@@ -49,7 +65,10 @@ describe('constellation config', () => {
       await fs.writeFile(path.join(dir, existing), 'mine: keep\n');
       const res = await runCli(['config', 'generate', 'gcp', '-C', dir]);
       assert.notEqual(res.code, 0);
-      assert.match(res.stderr, new RegExp(`Error: ${existing.replace('.', '\\.')} already exists .*nothing was written`));
+      assert.match(
+        res.stderr,
+        new RegExp(`Error: ${existing.replace('.', '\\.')} already exists .*nothing was written`),
+      );
       assert.doesNotMatch(res.stderr, STACK_LINE);
       assert.deepEqual(await fs.readdir(dir), [existing]);
       assert.equal(await fs.readFile(path.join(dir, existing), 'utf8'), 'mine: keep\n');
@@ -59,7 +78,10 @@ describe('constellation config', () => {
   it('generate refuses a variant of another provider and an unsupported Kubernetes version, writing nothing', async () => {
     const variant = await runCli(['config', 'generate', 'aws', '-C', dir, '-a', 'gcp-sev-es']);
     assert.notEqual(variant.code, 0);
-    assert.match(variant.stderr, /Attestation variant gcp-sev-es does not run on provider aws\.\nHint: aws allows aws-sev-snp, aws-nitro-tpm/);
+    assert.match(
+      variant.stderr,
+      /Attestation variant gcp-sev-es does not run on provider aws\.\nHint: aws allows aws-sev-snp, aws-nitro-tpm/,
+    );
     const k8s = await runCli(['config', 'generate', 'aws', '-C', dir, '-k', '1.12']);
     assert.notEqual(k8s.code, 0);
     assert.match(k8s.stderr, /Kubernetes version "1.12" is not supported/);
@@ -69,7 +91,9 @@ describe('constellation config', () => {
   it('validate prints file:line: path: message for each problem, exits 1, stack only with --debug', async () => {
     await runCli(['config', 'generate', 'local', '-C', dir]);
     const text = await fs.readFile(conf(), 'utf8');
-    const broken = text.replace('initialCount: 1', 'initialCount: -2').replace('name: constell', 'name: constell\nnmae: typo');
+    const broken = text
+      .replace('initialCount: 1', 'initialCount: -2')
+      .replace('name: constell', 'name: constell\nnmae: typo');
     await fs.writeFile(conf(), broken);
     const lines = broken.split('\n');
     const lineOf = (needle: string) => lines.findIndex((l) => l.includes(needle)) + 1;
@@ -77,8 +101,16 @@ describe('constellation config', () => {
     const res = await runCli(['config', 'validate', '-C', dir]);
     assert.equal(res.code, 1);
     assert.match(res.stderr, /^Error: .*constellation-conf\.yaml is not valid \(2 problems\):\n/);
-    assert.match(res.stderr, new RegExp(`constellation-conf\\.yaml:${lineOf('nmae')}: nmae: unknown key "nmae" \\(did you mean "name"\\?\\)`));
-    assert.match(res.stderr, new RegExp(`constellation-conf\\.yaml:${lineOf('initialCount: -2')}: nodeGroups\\.control_plane_default\\.initialCount: `));
+    assert.match(
+      res.stderr,
+      new RegExp(`constellation-conf\\.yaml:${lineOf('nmae')}: nmae: unknown key "nmae" \\(did you mean "name"\\?\\)`),
+    );
+    assert.match(
+      res.stderr,
+      new RegExp(
+        `constellation-conf\\.yaml:${lineOf('initialCount: -2')}: nodeGroups\\.control_plane_default\\.initialCount: `,
+      ),
+    );
     assert.match(res.stderr, /\nHint: /);
     assert.doesNotMatch(res.stderr, STACK_LINE);
 
@@ -92,7 +124,9 @@ describe('constellation config', () => {
     await fs.writeFile(file, 'version: v4\nname: [x\n');
     const res = await runCli(['config', 'validate', file, '--json'], { cwd: dir });
     assert.equal(res.code, 1);
-    const out = JSON.parse(res.stdout) as { error: { file: string; issues: { path: string; line: number; message: string }[] } };
+    const out = JSON.parse(res.stdout) as {
+      error: { file: string; issues: { path: string; line: number; message: string }[] };
+    };
     assert.equal(out.error.file, 'other.yaml');
     assert.equal(out.error.issues.length, 1);
     assert.match(out.error.issues[0]!.message, /not valid YAML/);
@@ -101,7 +135,10 @@ describe('constellation config', () => {
   it('validate without a config says how to make one', async () => {
     const res = await runCli(['config', 'validate', '-C', dir]);
     assert.equal(res.code, 1);
-    assert.match(res.stderr, /There is no constellation-conf\.yaml in .*\nHint: Write one with `constellation config generate/);
+    assert.match(
+      res.stderr,
+      /There is no constellation-conf\.yaml in .*\nHint: Write one with `constellation config generate/,
+    );
   });
 
   it('instance-types lists the allowed types per provider and variant', async () => {
@@ -117,7 +154,10 @@ describe('constellation config', () => {
   it('kubernetes-versions lists the supported versions and the default', async () => {
     const res = await runCli(['config', 'kubernetes-versions', '--json']);
     assert.equal(res.code, 0, res.stderr);
-    assert.deepEqual(JSON.parse(res.stdout), { versions: [...SUPPORTED_KUBERNETES_VERSIONS], default: DEFAULT_KUBERNETES_VERSION });
+    assert.deepEqual(JSON.parse(res.stdout), {
+      versions: [...SUPPORTED_KUBERNETES_VERSIONS],
+      default: DEFAULT_KUBERNETES_VERSION,
+    });
     const text = await runCli(['config', 'kubernetes-versions']);
     assert.match(text.stdout, new RegExp(`${DEFAULT_KUBERNETES_VERSION.replaceAll('.', '\\.')} \\(default\\)`));
   });

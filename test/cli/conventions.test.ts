@@ -6,8 +6,12 @@ import { closestCommand } from '../../cli/hooks/command-not-found.js';
 import { runCli } from '../support/cli.js';
 
 describe('CLI conventions users expect', () => {
-  it('-h and `help <command>` print the command\'s help, as --help does', async () => {
-    const [short, long, help] = await Promise.all([runCli(['status', '-h']), runCli(['status', '--help']), runCli(['help', 'status'])]);
+  it("-h and `help <command>` print the command's help, as --help does", async () => {
+    const [short, long, help] = await Promise.all([
+      runCli(['status', '-h']),
+      runCli(['status', '--help']),
+      runCli(['help', 'status']),
+    ]);
     for (const res of [short, long, help]) {
       assert.equal(res.code, 0, res.stderr);
       assert.match(res.stdout, /Show every node of the cluster/);
@@ -18,7 +22,10 @@ describe('CLI conventions users expect', () => {
   it('a mistyped command is refused with the closest command named and exit 2; nothing is run', async () => {
     const typo = await runCli(['mini', 'dwn']);
     assert.equal(typo.code, 2);
-    assert.equal(typo.stderr, 'Error: "mini dwn" is not a constellation command.\nHint: Did you mean `constellation mini down`?\n');
+    assert.equal(
+      typo.stderr,
+      'Error: "mini dwn" is not a constellation command.\nHint: Did you mean `constellation mini down`?\n',
+    );
     const far = await runCli(['frobnicate']);
     assert.equal(far.code, 2);
     assert.match(far.stderr, /Hint: `constellation --help` lists the commands\./);
@@ -31,7 +38,7 @@ describe('CLI conventions users expect', () => {
     assert.equal(closestCommand('xyz', ids), undefined);
   });
 
-  it('prints shell completion setup (oclif\'s autocomplete plugin), caching its scripts where XDG_CACHE_HOME says', async () => {
+  it("prints shell completion setup (oclif's autocomplete plugin), caching its scripts where XDG_CACHE_HOME says", async () => {
     const cache = await fs.mkdtemp(path.join(os.tmpdir(), 'cli-completion-'));
     try {
       const res = await runCli(['autocomplete', 'bash'], { env: { XDG_CACHE_HOME: cache } });

@@ -21,9 +21,14 @@ const BUG = /This is a bug/;
 /** Runs the built CLI as `uid` (and its group) without a terminal. */
 function runCliAs(uid: number, args: string[], cwd = os.tmpdir()): Promise<CliResult> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [CLI, ...args], { cwd, uid, gid: uid, env: { ...process.env, HOME: '/nonexistent' } }, (err, stdout, stderr) => {
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
-    });
+    const child = execFile(
+      process.execPath,
+      [CLI, ...args],
+      { cwd, uid, gid: uid, env: { ...process.env, HOME: '/nonexistent' } },
+      (err, stdout, stderr) => {
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr });
+      },
+    );
     child.stdin?.end();
   });
 }
@@ -31,7 +36,12 @@ function runCliAs(uid: number, args: string[], cwd = os.tmpdir()): Promise<CliRe
 /** Runs the built CLI on a terminal (script(1) gives it one) and types `input`. */
 function runCliOnTerminal(args: string[], input: string): CliResult {
   const command = [process.execPath, CLI, ...args].map((a) => `'${a.replace(/'/g, "'\\''")}'`).join(' ');
-  const res = spawnSync('script', ['-qec', command, '/dev/null'], { input, encoding: 'utf8', cwd: REPO_ROOT, timeout: 30_000 });
+  const res = spawnSync('script', ['-qec', command, '/dev/null'], {
+    input,
+    encoding: 'utf8',
+    cwd: REPO_ROOT,
+    timeout: 30_000,
+  });
   return { code: res.status ?? 1, stdout: res.stdout, stderr: res.stderr };
 }
 
@@ -40,7 +50,11 @@ describe('the first hour (CLI)', function () {
   let dir: string;
 
   before(function () {
-    assert.equal(process.getuid?.(), 0, 'these tests run as root (as npm test does here): they run the CLI as another user and own files for others');
+    assert.equal(
+      process.getuid?.(),
+      0,
+      'these tests run as root (as npm test does here): they run the CLI as another user and own files for others',
+    );
   });
   beforeEach(async () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'first-hour-'));
@@ -108,7 +122,10 @@ describe('the first hour (CLI)', function () {
       assert.doesNotMatch(generate.stderr, BUG);
       const init = await runCliAs(NOBODY, ['init', '-C', ws]);
       assert.equal(init.code, 1);
-      assert.match(init.stderr, new RegExp(`The workspace ${ws} is not writable by you \\(nobody, uid 65534\\); it belongs to root`));
+      assert.match(
+        init.stderr,
+        new RegExp(`The workspace ${ws} is not writable by you \\(nobody, uid 65534\\); it belongs to root`),
+      );
       assert.doesNotMatch(init.stderr, BUG);
     });
 
@@ -142,7 +159,11 @@ describe('the first hour (CLI)', function () {
       for (const args of [['terminate', '-y'], ['mini', 'down', '-y'], ['terminate'], ['mini', 'down']]) {
         const res = await runCli([...args, '-C', dir]);
         assert.equal(res.code, 1, args.join(' '));
-        assert.match(res.stderr, new RegExp(`The workspace ${dir} has no cluster: there is nothing to (terminate|remove)\\.`), args.join(' '));
+        assert.match(
+          res.stderr,
+          new RegExp(`The workspace ${dir} has no cluster: there is nothing to (terminate|remove)\\.`),
+          args.join(' '),
+        );
         assert.match(res.stderr, /Hint: Run the command in the cluster's workspace/, args.join(' '));
       }
       assert.deepEqual(await fs.readdir(dir), []);
@@ -180,7 +201,10 @@ describe('the first hour (CLI)', function () {
         assert.match(res.stdout, new RegExp(`\\n(\\x1b\\[\\?25h)?${message.replace('.', '\\.')}`), args.join(' '));
         assert.doesNotMatch(res.stdout, /Error:/, args.join(' '));
       }
-      assert.deepEqual((await fs.readdir(dir)).filter((f) => f !== 'constellation-debug.log').sort(), before.filter((f) => f !== 'constellation-debug.log'));
+      assert.deepEqual(
+        (await fs.readdir(dir)).filter((f) => f !== 'constellation-debug.log').sort(),
+        before.filter((f) => f !== 'constellation-debug.log'),
+      );
     });
   });
 });

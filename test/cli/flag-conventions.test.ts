@@ -30,7 +30,10 @@ describe('CLI conventions: --json and -o json alike, did-you-mean for a mistyped
     this.timeout(30_000);
     const res = await runCli(['mini', 'up', '--workers', '2', '-C', '/nonexistent-workspace']);
     assert.equal(res.code, 2);
-    assert.equal(res.stderr, 'Error: --workers is not a flag of `constellation mini up`.\nHint: Did you mean --worker-nodes? `constellation mini up --help` lists its flags.\n');
+    assert.equal(
+      res.stderr,
+      'Error: --workers is not a flag of `constellation mini up`.\nHint: Did you mean --worker-nodes? `constellation mini up --help` lists its flags.\n',
+    );
   });
 
   it('the CLI takes -o json where it takes --json', async function () {

@@ -36,8 +36,10 @@ describe('constellation --help', () => {
     for (const command of Object.values(manifest().commands)) {
       assert.ok(command.summary || command.description, `${command.id}: no description`);
       assert.ok((command.examples ?? []).length > 0, `${command.id}: no example`);
-      for (const flag of Object.values(command.flags)) assert.ok(flag.description, `${command.id}: flag --${flag.name} has no description`);
-      for (const arg of Object.values(command.args)) assert.ok(arg.description, `${command.id}: argument ${arg.name} has no description`);
+      for (const flag of Object.values(command.flags))
+        assert.ok(flag.description, `${command.id}: flag --${flag.name} has no description`);
+      for (const arg of Object.values(command.args))
+        assert.ok(arg.description, `${command.id}: argument ${arg.name} has no description`);
     }
   });
 
@@ -71,10 +73,15 @@ export async function resolve(specifier, context, next) {
     for (const args of [['--help'], ['version'], ['config', 'generate', '--help']]) {
       it(`\`${args.join(' ')}\` loads no cloud SDK, no gRPC, no zod and no yaml`, async () => {
         const log = path.join(dir, `${args.join('-')}.log`);
-        const res = await runCli(args, { env: { NODE_OPTIONS: `--import ${path.join(dir, 'register.mjs')}`, RESOLVE_LOG: log } });
+        const res = await runCli(args, {
+          env: { NODE_OPTIONS: `--import ${path.join(dir, 'register.mjs')}`, RESOLVE_LOG: log },
+        });
         assert.equal(res.code, 0, res.stderr);
         const urls = (await fs.readFile(log, 'utf8')).split('\n').filter(Boolean);
-        assert.ok(urls.some((u) => u.includes('/@oclif/core/')), 'the log records the modules loaded');
+        assert.ok(
+          urls.some((u) => u.includes('/@oclif/core/')),
+          'the log records the modules loaded',
+        );
         const heavy = urls.filter((u) => /\/node_modules\/(@aws-sdk|@azure|@google-cloud|@grpc|zod|yaml)\//.test(u));
         assert.deepEqual(heavy, []);
       });

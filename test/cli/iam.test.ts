@@ -26,12 +26,20 @@ describe('constellation iam (AWS, fake cloud)', function () {
   let dir: string;
   let env: NodeJS.ProcessEnv;
   const conf = () => path.join(dir, 'constellation-conf.yaml');
-  const journal = async () => JSON.parse(await fs.readFile(path.join(dir, 'constellation-resources.json'), 'utf8')) as { resources: { kind: string }[] };
+  const journal = async () =>
+    JSON.parse(await fs.readFile(path.join(dir, 'constellation-resources.json'), 'utf8')) as {
+      resources: { kind: string }[];
+    };
   const iamNames = () => fake.live().filter((id) => /^(iam-role|instance-profile)/.test(id));
 
   before(async () => {
     fake = await startFakeAws();
-    env = { ...ISOLATED_ENV, AWS_ENDPOINT_URL: fake.url, AWS_ACCESS_KEY_ID: FAKE_CREDENTIALS.accessKeyId, AWS_SECRET_ACCESS_KEY: FAKE_CREDENTIALS.secretAccessKey };
+    env = {
+      ...ISOLATED_ENV,
+      AWS_ENDPOINT_URL: fake.url,
+      AWS_ACCESS_KEY_ID: FAKE_CREDENTIALS.accessKeyId,
+      AWS_SECRET_ACCESS_KEY: FAKE_CREDENTIALS.secretAccessKey,
+    };
     // One generated AWS config, copied into each test's workspace.
     template = await fs.mkdtemp(path.join(os.tmpdir(), 'cli-iam-template-'));
     const gen = await runCli(['config', 'generate', 'aws', '-C', template]);
@@ -53,16 +61,26 @@ describe('constellation iam (AWS, fake cloud)', function () {
 
   it('iam create aws --update-config -y makes the profiles, fills the config keeping its comments; a re-run changes nothing; iam destroy -y empties IAM', async () => {
     const before = await fs.readFile(conf(), 'utf8');
-    const res = await runCli(['iam', 'create', 'aws', '--zone', 'us-west-1b', '--update-config', '-y', '-C', dir], { env });
+    const res = await runCli(['iam', 'create', 'aws', '--zone', 'us-west-1b', '--update-config', '-y', '-C', dir], {
+      env,
+    });
     assert.equal(res.code, 0, res.stderr);
     assert.match(res.stdout, /Created the AWS identities/);
-    assert.deepEqual(fake.state.instanceProfiles.get('constellation-control-plane-profile')?.roles, ['constellation-control-plane-role']);
-    assert.deepEqual(fake.state.instanceProfiles.get('constellation-worker-profile')?.roles, ['constellation-worker-role']);
+    assert.deepEqual(fake.state.instanceProfiles.get('constellation-control-plane-profile')?.roles, [
+      'constellation-control-plane-role',
+    ]);
+    assert.deepEqual(fake.state.instanceProfiles.get('constellation-worker-profile')?.roles, [
+      'constellation-worker-role',
+    ]);
 
     const text = await fs.readFile(conf(), 'utf8');
     assert.match(text, /\n {4}iamProfileControlPlane: constellation-control-plane-profile\n/);
     assert.match(text, /\n {4}iamProfileWorkerNodes: constellation-worker-profile\n/);
-    assert.match(text, /\n {4}region: us-west-1\n {4}# AWS availability zone of the nodes, e.g. us-east-2a.\n {4}zone: us-west-1b\n/, 'the flags given are written too');
+    assert.match(
+      text,
+      /\n {4}region: us-west-1\n {4}# AWS availability zone of the nodes, e.g. us-east-2a.\n {4}zone: us-west-1b\n/,
+      'the flags given are written too',
+    );
     const comments = (t: string) => t.split('\n').filter((l) => l.trim().startsWith('#'));
     assert.deepEqual(comments(text), comments(before), 'every comment is kept');
     assert.equal((await fs.stat(conf())).mode & 0o777, 0o600);
@@ -91,7 +109,11 @@ describe('constellation iam (AWS, fake cloud)', function () {
     const made = await runCli(['iam', 'create', 'aws', '-y', '--prefix', 'keep', '-C', dir], { env });
     assert.equal(made.code, 0, made.stderr);
     assert.match(made.stdout, /Set these under provider\.aws[\s\S]*iamProfileWorkerNodes: keep-worker-profile/);
-    assert.match(await fs.readFile(conf(), 'utf8'), /iamProfileWorkerNodes: ""/, 'without --update-config the config stays');
+    assert.match(
+      await fs.readFile(conf(), 'utf8'),
+      /iamProfileWorkerNodes: ""/,
+      'without --update-config the config stays',
+    );
     const destroy = await runCli(['iam', 'destroy', '-C', dir], { env });
     assert.equal(destroy.code, 1);
     assert.match(destroy.stdout, /Identities to delete:[\s\S]*aws:iam-role keep-worker-role/);
@@ -101,7 +123,9 @@ describe('constellation iam (AWS, fake cloud)', function () {
 
   it('missing credentials: the clear message, and nothing sent', async () => {
     const requests = fake.requests.length;
-    const res = await runCli(['iam', 'create', 'aws', '-y', '-C', dir], { env: { ...env, AWS_ACCESS_KEY_ID: '', AWS_SECRET_ACCESS_KEY: '' } });
+    const res = await runCli(['iam', 'create', 'aws', '-y', '-C', dir], {
+      env: { ...env, AWS_ACCESS_KEY_ID: '', AWS_SECRET_ACCESS_KEY: '' },
+    });
     assert.equal(res.code, 1);
     assert.match(res.stderr, /Error: No AWS credentials found/);
     assert.match(res.stderr, /Hint: .*AWS_ACCESS_KEY_ID/);
@@ -120,7 +144,9 @@ describe('constellation iam (AWS, fake cloud)', function () {
   });
 
   it('refuses --update-config for a config of another cloud, and flags of another cloud', async () => {
-    const gcpOnAws = await runCli(['iam', 'create', 'gcp', '--project', 'p', '--update-config', '-y', '-C', dir], { env });
+    const gcpOnAws = await runCli(['iam', 'create', 'gcp', '--project', 'p', '--update-config', '-y', '-C', dir], {
+      env,
+    });
     assert.equal(gcpOnAws.code, 1);
     assert.match(gcpOnAws.stderr, /constellation-conf\.yaml is for aws, not gcp/);
     const flag = await runCli(['iam', 'create', 'aws', '--subscription', 'x', '-y', '-C', dir], { env });

@@ -3,7 +3,12 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { kubeconfigClusterName, mergeKubeconfig, removeMergedKubeconfig, userKubeconfigPath } from '../../cli/cluster/kubeconfig-merge.js';
+import {
+  kubeconfigClusterName,
+  mergeKubeconfig,
+  removeMergedKubeconfig,
+  userKubeconfigPath,
+} from '../../cli/cluster/kubeconfig-merge.js';
 
 const ADMIN = `apiVersion: v1
 kind: Config
@@ -62,45 +67,76 @@ describe('cli/cluster/kubeconfig-merge', () => {
     assert.equal(userKubeconfigPath({}, '/home/u'), '/home/u/.kube/config');
   });
 
-  it('keeps every other entry, replaces the cluster\'s own by name, sets the current context, writes 0600', async () => {
+  it("keeps every other entry, replaces the cluster's own by name, sets the current context, writes 0600", async () => {
     const target = path.join(dir, 'config');
     await fs.writeFile(target, OTHER);
     const result = await mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target } });
     assert.deepEqual(result, { file: target, context: 'kubernetes-admin@constell' });
     const merged = parse(await fs.readFile(target, 'utf8'));
-    assert.deepEqual(merged.clusters.map((c: { name: string }) => c.name), ['prod', 'constell']);
+    assert.deepEqual(
+      merged.clusters.map((c: { name: string }) => c.name),
+      ['prod', 'constell'],
+    );
     assert.equal(merged.clusters[1].cluster.server, 'https://127.0.4.1:6443');
-    assert.deepEqual(merged.users.map((u: { name: string }) => u.name), ['alice', 'kubernetes-admin']);
-    assert.deepEqual(merged.contexts[0], { name: 'prod', context: { cluster: 'prod', user: 'alice', namespace: 'web' } });
+    assert.deepEqual(
+      merged.users.map((u: { name: string }) => u.name),
+      ['alice', 'kubernetes-admin'],
+    );
+    assert.deepEqual(merged.contexts[0], {
+      name: 'prod',
+      context: { cluster: 'prod', user: 'alice', namespace: 'web' },
+    });
     assert.equal(merged['current-context'], 'kubernetes-admin@constell');
     assert.equal((await fs.stat(target)).mode & 0o777, 0o600);
   });
 
-  it('names the entries after the cluster, so a second cluster\'s merge keeps the first one\'s', async () => {
+  it("names the entries after the cluster, so a second cluster's merge keeps the first one's", async () => {
     const target = path.join(dir, 'config');
     const first = kubeconfigClusterName({ name: 'constell', uid: '0a1b2c3d' });
     const second = kubeconfigClusterName({ name: 'constell', uid: '4e5f6071' });
-    assert.deepEqual(await mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target }, clusterName: first }), { file: target, context: 'admin@constell-0a1b2c3d' });
+    assert.deepEqual(
+      await mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target }, clusterName: first }),
+      { file: target, context: 'admin@constell-0a1b2c3d' },
+    );
     await mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target }, clusterName: second });
     const merged = parse(await fs.readFile(target, 'utf8'));
-    assert.deepEqual(merged.contexts.map((c: { name: string }) => c.name), ['admin@constell-0a1b2c3d', 'admin@constell-4e5f6071']);
+    assert.deepEqual(
+      merged.contexts.map((c: { name: string }) => c.name),
+      ['admin@constell-0a1b2c3d', 'admin@constell-4e5f6071'],
+    );
     assert.deepEqual(merged.contexts[0].context, { cluster: 'constell-0a1b2c3d', user: 'constell-0a1b2c3d-admin' });
-    assert.deepEqual(merged.clusters.map((c: { name: string }) => c.name), ['constell-0a1b2c3d', 'constell-4e5f6071']);
+    assert.deepEqual(
+      merged.clusters.map((c: { name: string }) => c.name),
+      ['constell-0a1b2c3d', 'constell-4e5f6071'],
+    );
     assert.equal(merged['current-context'], 'admin@constell-4e5f6071');
   });
 
-  it('removes exactly a cluster\'s merged entries (terminate, mini down), unsets the current context if it was that cluster\'s', async () => {
+  it("removes exactly a cluster's merged entries (terminate, mini down), unsets the current context if it was that cluster's", async () => {
     const target = path.join(dir, 'config');
     await fs.writeFile(target, OTHER);
     const clusterName = kubeconfigClusterName({ name: 'constell', uid: '0a1b2c3d' });
     await mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target }, clusterName });
     assert.equal(await removeMergedKubeconfig({ clusterName, env: { KUBECONFIG: target } }), target);
     const left = parse(await fs.readFile(target, 'utf8'));
-    assert.deepEqual(left.contexts.map((c: { name: string }) => c.name), ['prod']);
-    assert.deepEqual(left.clusters.map((c: { name: string }) => c.name), ['constell', 'prod']);
-    assert.deepEqual(left.users.map((u: { name: string }) => u.name), ['alice']);
+    assert.deepEqual(
+      left.contexts.map((c: { name: string }) => c.name),
+      ['prod'],
+    );
+    assert.deepEqual(
+      left.clusters.map((c: { name: string }) => c.name),
+      ['constell', 'prod'],
+    );
+    assert.deepEqual(
+      left.users.map((u: { name: string }) => u.name),
+      ['alice'],
+    );
     assert.equal(left['current-context'], '');
-    assert.equal(await removeMergedKubeconfig({ clusterName, env: { KUBECONFIG: target } }), undefined, 'a second removal changes nothing');
+    assert.equal(
+      await removeMergedKubeconfig({ clusterName, env: { KUBECONFIG: target } }),
+      undefined,
+      'a second removal changes nothing',
+    );
   });
 
   it('creates ~/.kube/config when there is none', async () => {
@@ -118,11 +154,17 @@ describe('cli/cluster/kubeconfig-merge', () => {
     it(`leaves a kubeconfig with ${what} untouched, with a clear error`, async () => {
       const target = path.join(dir, 'config');
       await fs.writeFile(target, text);
-      await assert.rejects(mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target } }), (err: Error & { hint?: string }) => {
-        assert.match(err.message, new RegExp(`Your kubeconfig ${target} cannot be parsed \\(.+\\); it was left untouched\\.`));
-        assert.match(err.hint ?? '', /kubectl config view --flatten/);
-        return true;
-      });
+      await assert.rejects(
+        mergeKubeconfig({ adminKubeconfig: admin, env: { KUBECONFIG: target } }),
+        (err: Error & { hint?: string }) => {
+          assert.match(
+            err.message,
+            new RegExp(`Your kubeconfig ${target} cannot be parsed \\(.+\\); it was left untouched\\.`),
+          );
+          assert.match(err.hint ?? '', /kubectl config view --flatten/);
+          return true;
+        },
+      );
       assert.equal(await fs.readFile(target, 'utf8'), text);
     });
   }

@@ -29,7 +29,7 @@ describe('the commit of a source build (constellation version)', () => {
     assert.equal(await sourceCommit(dir), A, 'a loose ref wins over the packed one');
   });
 
-  it('follows a worktree\'s .git file to its own HEAD and the common folder\'s refs', async () => {
+  it("follows a worktree's .git file to its own HEAD and the common folder's refs", async () => {
     await write('main/.git/refs/heads/wip', `${B}\n`);
     await write('main/.git/worktrees/wt/HEAD', 'ref: refs/heads/wip\n');
     await write('main/.git/worktrees/wt/commondir', '../..\n');

@@ -40,7 +40,12 @@ describe('constellation with planted workspace files', () => {
       res.stderr.split('\n')[0],
       `Error: The debug log ${log} is a symbolic link, not a regular file: constellation does not follow links or open special files for it.`,
     );
-    assert.match(res.stderr, new RegExp(`Hint: constellation neither follows nor replaces it: put the file itself at ${log}, or remove what is there`));
+    assert.match(
+      res.stderr,
+      new RegExp(
+        `Hint: constellation neither follows nor replaces it: put the file itself at ${log}, or remove what is there`,
+      ),
+    );
     assert.doesNotMatch(res.stderr, STACK_LINE);
     assert.equal(await fs.readFile(target, 'utf8'), TARGET_TEXT);
     assert.equal((await fs.stat(target)).mode & 0o777, 0o644);

@@ -8,10 +8,23 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { EtcdClusterStore, STORE_PREFIX } from '../../lib/cluster-store/etcd.js';
 import { KubernetesClusterStore } from '../../lib/cluster-store/kubernetes.js';
 import { MemoryClusterStore } from '../../lib/cluster-store/memory.js';
-import { StoreNotInitializedError, StoreUnavailableError, type ClusterStore, type JoinConfig, type KubernetesUpgrade, type NodeRecord } from '../../lib/cluster-store/types.js';
+import {
+  StoreNotInitializedError,
+  StoreUnavailableError,
+  type ClusterStore,
+  type JoinConfig,
+  type KubernetesUpgrade,
+  type NodeRecord,
+} from '../../lib/cluster-store/types.js';
 import { etcdClient } from '../../lib/cluster-store/etcd.js';
 import { generateMasterSecret, generateMeasurementSalt } from '../../lib/kms/index.js';
-import { createAdminKubeconfig, createClusterPki, loadClusterPki, type ClusterPki, type PkiFiles } from '../../lib/pki/cluster-pki.js';
+import {
+  createAdminKubeconfig,
+  createClusterPki,
+  loadClusterPki,
+  type ClusterPki,
+  type PkiFiles,
+} from '../../lib/pki/cluster-pki.js';
 import { FakeKubernetesApi } from '../fakes/kubernetes/api-server.js';
 import { EtcdProcess } from './support/etcd-process.js';
 import { imageMeasurements } from '../support/measurements.js';
@@ -33,7 +46,15 @@ function joinConfig(): JoinConfig {
 }
 
 function node(name: string, over: Partial<NodeRecord> = {}): NodeRecord {
-  return { name, role: 'worker', diskUuid: randomUUID(), joinedAt: '2030-01-02T03:04:05.000Z', lastEntry: 'join', lastEntryAt: '2030-01-02T03:04:05.000Z', ...over };
+  return {
+    name,
+    role: 'worker',
+    diskUuid: randomUUID(),
+    joinedAt: '2030-01-02T03:04:05.000Z',
+    lastEntry: 'join',
+    lastEntryAt: '2030-01-02T03:04:05.000Z',
+    ...over,
+  };
 }
 
 function kubernetesUpgrade(over: Partial<KubernetesUpgrade> = {}): KubernetesUpgrade {
@@ -132,7 +153,11 @@ for (const { name, setup } of backends) {
     });
 
     it('refuses to read the join configuration of an empty store (StoreNotInitializedError)', async () => {
-      await assert.rejects(store.readJoinConfig(), (err: unknown) => err instanceof StoreNotInitializedError && /holds no join configuration/.test((err as Error).message));
+      await assert.rejects(
+        store.readJoinConfig(),
+        (err: unknown) =>
+          err instanceof StoreNotInitializedError && /holds no join configuration/.test((err as Error).message),
+      );
     });
 
     it('reads back exactly what was written, through another client too', async () => {
@@ -145,7 +170,11 @@ for (const { name, setup } of backends) {
     it('keeps the parts a partial write does not name', async () => {
       const written = joinConfig();
       await store.writeJoinConfig(written);
-      const attestation = { variant: 'local-vtpm', config: { measurements: imageMeasurements('bb', { '9': { expected: 'bb'.repeat(32), warnOnly: true } }) }, previous: [written.attestation.config] };
+      const attestation = {
+        variant: 'local-vtpm',
+        config: { measurements: imageMeasurements('bb', { '9': { expected: 'bb'.repeat(32), warnOnly: true } }) },
+        previous: [written.attestation.config],
+      };
       await store.writeJoinConfig({ attestation });
       assert.deepEqual((await store.readJoinConfig()).config, { ...written, attestation });
     });
@@ -160,7 +189,10 @@ for (const { name, setup } of backends) {
         { variant: 'local-vtpm', config: { measurements: partial } },
         { variant: 'local-vtpm', config: written.attestation.config, previous: [{ measurements: {} }] },
       ]) {
-        await assert.rejects(store.writeJoinConfig({ attestation }), /incomplete measurements: PCR (4, 8, 9, 11, 12, 13 are|9 is) missing/);
+        await assert.rejects(
+          store.writeJoinConfig({ attestation }),
+          /incomplete measurements: PCR (4, 8, 9, 11, 12, 13 are|9 is) missing/,
+        );
       }
       assert.deepEqual((await store.readJoinConfig()).config, written);
     });
@@ -180,7 +212,11 @@ for (const { name, setup } of backends) {
         await store.writeJoinConfig(parts);
         const { revision } = await store.readJoinConfig();
         assert.ok(!seen.includes(revision), `a new revision after writing ${Object.keys(parts).join(', ')}`);
-        assert.equal((await (await backend.another()).readJoinConfig()).revision, revision, 'every client reads the same revision');
+        assert.equal(
+          (await (await backend.another()).readJoinConfig()).revision,
+          revision,
+          'every client reads the same revision',
+        );
         seen.push(revision);
       }
     });
@@ -198,7 +234,9 @@ for (const { name, setup } of backends) {
       const disk = randomUUID();
       const clients = [store, await backend.another(), await backend.another()];
       const instances = Array.from({ length: 12 }, (_, i) => `worker-${i}`);
-      const owners = await Promise.all(instances.map((instance, i) => clients[i % clients.length].claimDisk(disk, instance)));
+      const owners = await Promise.all(
+        instances.map((instance, i) => clients[i % clients.length].claimDisk(disk, instance)),
+      );
       assert.equal(new Set(owners).size, 1, `every claim got the same owner: ${owners.join(', ')}`);
       assert.ok(instances.includes(owners[0]));
       assert.equal(await store.claimDisk(disk, 'late'), owners[0]);
@@ -228,7 +266,11 @@ for (const { name, setup } of backends) {
       assert.equal(await store.swapKubernetesUpgrade(requested, undefined), true);
       const read = await (await backend.another()).readKubernetesUpgrade();
       assert.deepEqual(read?.upgrade, requested);
-      assert.equal(await store.swapKubernetesUpgrade(kubernetesUpgrade({ version: 'v1.33.6' }), undefined), false, 'a record exists: a create-only swap fails');
+      assert.equal(
+        await store.swapKubernetesUpgrade(kubernetesUpgrade({ version: 'v1.33.6' }), undefined),
+        false,
+        'a record exists: a create-only swap fails',
+      );
       assert.deepEqual((await store.readKubernetesUpgrade())?.upgrade, requested, 'and changes nothing');
     });
 
@@ -240,11 +282,21 @@ for (const { name, setup } of backends) {
       const second = (await store.readKubernetesUpgrade())!;
       assert.notEqual(second.revision, first.revision);
       assert.deepEqual(second.upgrade, claimed);
-      assert.equal(await (await backend.another()).swapKubernetesUpgrade(kubernetesUpgrade({ first: 'control-plane-2' }), first.revision), false, 'a stale revision loses');
+      assert.equal(
+        await (
+          await backend.another()
+        ).swapKubernetesUpgrade(kubernetesUpgrade({ first: 'control-plane-2' }), first.revision),
+        false,
+        'a stale revision loses',
+      );
       assert.deepEqual((await store.readKubernetesUpgrade())?.upgrade, claimed);
       // Join configuration writes do not disturb the record's revision check.
       await store.writeJoinConfig(joinConfig());
-      const applied = { ...claimed, applied: true, nodes: { 'control-plane-1': { result: 'upgraded' as const, at: '2030-01-02T03:05:00.000Z' } } };
+      const applied = {
+        ...claimed,
+        applied: true,
+        nodes: { 'control-plane-1': { result: 'upgraded' as const, at: '2030-01-02T03:05:00.000Z' } },
+      };
       assert.equal(await store.swapKubernetesUpgrade(applied, second.revision), true);
       assert.deepEqual((await store.readKubernetesUpgrade())?.upgrade, applied);
     });
@@ -254,7 +306,11 @@ for (const { name, setup } of backends) {
       const clients = [store, await backend.another(), await backend.another()];
       const names = Array.from({ length: 9 }, (_, i) => `control-plane-${i}`);
       const read = await Promise.all(names.map((_, i) => clients[i % clients.length].readKubernetesUpgrade()));
-      const won = await Promise.all(names.map((name, i) => clients[i % clients.length].swapKubernetesUpgrade({ ...read[i]!.upgrade, first: name }, read[i]!.revision)));
+      const won = await Promise.all(
+        names.map((name, i) =>
+          clients[i % clients.length].swapKubernetesUpgrade({ ...read[i]!.upgrade, first: name }, read[i]!.revision),
+        ),
+      );
       const winners = names.filter((_, i) => won[i]);
       assert.equal(winners.length, 1, `one claim won: ${winners.join(', ')}`);
       assert.equal((await store.readKubernetesUpgrade())?.upgrade.first, winners[0]);
@@ -265,7 +321,9 @@ for (const { name, setup } of backends) {
       await store.writeJoinConfig(written);
       await store.putNode(node('worker-0'));
       await backend.setAvailable(false);
-      const unavailable = (err: unknown) => err instanceof StoreUnavailableError && /^The control plane has no quorum: the cluster store cannot answer \(/.test((err as Error).message);
+      const unavailable = (err: unknown) =>
+        err instanceof StoreUnavailableError &&
+        /^The control plane has no quorum: the cluster store cannot answer \(/.test((err as Error).message);
       await assert.rejects(store.readJoinConfig(), unavailable);
       await assert.rejects(store.writeJoinConfig({ cluster: written.cluster }), unavailable);
       await assert.rejects(store.claimDisk(randomUUID(), 'worker-1'), unavailable);
@@ -276,15 +334,26 @@ for (const { name, setup } of backends) {
       await backend.setAvailable(true);
       // The same client (a join service keeps its own) answers again once it has reconnected.
       let stillUnavailable: unknown;
-      const read = await pollUntil(() => store.readJoinConfig().catch((err: unknown) => (err instanceof StoreUnavailableError ? void (stillUnavailable = err) : Promise.reject(err))), {
-        timeoutMs: 10_000,
-        intervalMs: 100,
-        onTimeout: () => {
-          throw stillUnavailable;
+      const read = await pollUntil(
+        () =>
+          store
+            .readJoinConfig()
+            .catch((err: unknown) =>
+              err instanceof StoreUnavailableError ? void (stillUnavailable = err) : Promise.reject(err),
+            ),
+        {
+          timeoutMs: 10_000,
+          intervalMs: 100,
+          onTimeout: () => {
+            throw stillUnavailable;
+          },
         },
-      });
+      );
       assert.deepEqual(read.config, written, 'nothing was lost');
-      assert.deepEqual((await store.listNodes()).map((n) => n.name), ['worker-0']);
+      assert.deepEqual(
+        (await store.listNodes()).map((n) => n.name),
+        ['worker-0'],
+      );
     });
   });
 }

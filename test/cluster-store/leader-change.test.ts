@@ -34,7 +34,17 @@ describe('etcd cluster store: reads during a leader change (real etcd members)',
     pki = loadClusterPki(pkiFiles);
     for (const host of [10, 11, 12]) {
       const name = `control-plane-${host - 10}`;
-      members.push(new EtcdMember({ name, ip: `127.${x}.${y}.${host}`, dir: path.join(dir, name), logFile: path.join(dir, `${name}.log`), clock, logger: nullLogger, startTimeoutMs: 30_000 }));
+      members.push(
+        new EtcdMember({
+          name,
+          ip: `127.${x}.${y}.${host}`,
+          dir: path.join(dir, name),
+          logFile: path.join(dir, `${name}.log`),
+          clock,
+          logger: nullLogger,
+          startTimeoutMs: 30_000,
+        }),
+      );
     }
     await members[0].create(pki);
     const admin = await members[0].openAsAdmin(pki);

@@ -56,27 +56,59 @@ describe('apply: scaling on AWS', function () {
     await fs.rm(ws, { recursive: true, force: true });
   });
 
-  const workers = async () => (await infra.listInstances({ journal, log: nullLogger, workspaceDir: ws })).filter((i) => i.nodeGroup === 'worker_default' && i.state !== 'terminated');
-  const apply = () => applyConfig({ workspaceDir: ws, log: nullLogger, journal, provider: infra, skip: new Set(['init', 'attestationconfig', 'image', 'k8s']) });
+  const workers = async () =>
+    (await infra.listInstances({ journal, log: nullLogger, workspaceDir: ws })).filter(
+      (i) => i.nodeGroup === 'worker_default' && i.state !== 'terminated',
+    );
+  const apply = () =>
+    applyConfig({
+      workspaceDir: ws,
+      log: nullLogger,
+      journal,
+      provider: infra,
+      skip: new Set(['init', 'attestationconfig', 'image', 'k8s']),
+    });
 
-  it('scales workers out, then in: exactly the newest go (TerminateInstanceInAutoScalingGroup), not the group\'s own choice', async () => {
+  it("scales workers out, then in: exactly the newest go (TerminateInstanceInAutoScalingGroup), not the group's own choice", async () => {
     await editConfig(ws, (doc) => doc.setIn(['nodeGroups', 'worker_default', 'initialCount'], 5));
     assert.deepEqual((await apply()).scaled, { worker_default: [3, 5] });
     const five = await workers();
     assert.equal(five.length, 5);
-    const newest = [...five].sort((a, b) => b.createdAt!.localeCompare(a.createdAt!)).slice(0, 2).map((i) => i.id).sort();
+    const newest = [...five]
+      .sort((a, b) => b.createdAt!.localeCompare(a.createdAt!))
+      .slice(0, 2)
+      .map((i) => i.id)
+      .sort();
     // What the group would remove if apply lowered its desired capacity instead.
     const group = [...fake.state.autoScalingGroups.values()].find((g) => g.name.includes('worker'))!;
-    const live = [...fake.state.instances.values()].filter((i) => i.groupName === group.name && i.terminatedAt === undefined);
+    const live = [...fake.state.instances.values()].filter(
+      (i) => i.groupName === group.name && i.terminatedAt === undefined,
+    );
     const policyChoice = terminationPolicyVictim(fake.state, group, live);
     assert.ok(!newest.includes(policyChoice.id), 'the termination policy picks an older instance than apply does');
 
     await editConfig(ws, (doc) => doc.setIn(['nodeGroups', 'worker_default', 'initialCount'], 3));
     assert.deepEqual((await apply()).scaled, { worker_default: [5, 3] });
-    const terminated = fake.calls('TerminateInstanceInAutoScalingGroup').map((c) => c.params.InstanceId as string).sort();
+    const terminated = fake
+      .calls('TerminateInstanceInAutoScalingGroup')
+      .map((c) => c.params.InstanceId as string)
+      .sort();
     assert.deepEqual(terminated, newest);
-    assert.ok(fake.calls('TerminateInstanceInAutoScalingGroup').every((c) => c.params.ShouldDecrementDesiredCapacity === 'true'));
-    assert.deepEqual((await workers()).map((i) => i.id).sort(), five.map((i) => i.id).filter((id) => !newest.includes(id)).sort());
-    assert.ok(!fake.calls('UpdateAutoScalingGroup').some((c) => Number(c.params.DesiredCapacity) === 3), 'the desired capacity is never lowered to let the group choose');
+    assert.ok(
+      fake
+        .calls('TerminateInstanceInAutoScalingGroup')
+        .every((c) => c.params.ShouldDecrementDesiredCapacity === 'true'),
+    );
+    assert.deepEqual(
+      (await workers()).map((i) => i.id).sort(),
+      five
+        .map((i) => i.id)
+        .filter((id) => !newest.includes(id))
+        .sort(),
+    );
+    assert.ok(
+      !fake.calls('UpdateAutoScalingGroup').some((c) => Number(c.params.DesiredCapacity) === 3),
+      'the desired capacity is never lowered to let the group choose',
+    );
   });
 });

@@ -62,17 +62,25 @@ async function gcp(): Promise<Cloud> {
     infra: new GcpInfrastructure(fake.providerOptions()),
     // Drained first (abandonInstances: out of the group), then deleted (instances.delete), or deleteInstances.
     removed: () => [
-      ...fake.calls(/\/deleteInstances$/).flatMap((c) => (c.body as { instances: string[] }).instances).map((u) => u.slice(u.indexOf('projects/'))),
+      ...fake
+        .calls(/\/deleteInstances$/)
+        .flatMap((c) => (c.body as { instances: string[] }).instances)
+        .map((u) => u.slice(u.indexOf('projects/'))),
       ...fake.calls(/^DELETE .*\/instances\/[^/]+$/).map((c) => c.path.slice(c.path.indexOf('projects/'))),
     ],
-    loweredSize: () => fake.calls(/\/resize$/).length > 0 && fake.calls(/\/resize$/).some((c) => Number(c.query.size) < 5 && Number(c.query.size) !== 3),
+    loweredSize: () =>
+      fake.calls(/\/resize$/).length > 0 &&
+      fake.calls(/\/resize$/).some((c) => Number(c.query.size) < 5 && Number(c.query.size) !== 3),
     close: () => fake.close(),
   };
 }
 
 async function azure(): Promise<Cloud> {
   const fake = await FakeArm.start({ lroDurationMs: 1 });
-  fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, { location: 'westus', properties: { provisioningState: 'Succeeded' } });
+  fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, {
+    location: 'westus',
+    properties: { provisioningState: 'Succeeded' },
+  });
   fake.seedGalleryImage(AZ_SUBSCRIPTION, 'westus', AZ_IMAGE);
   return {
     name: 'azure',
@@ -81,11 +89,21 @@ async function azure(): Promise<Cloud> {
       doc.setIn(['provider', 'azure', 'subscription'], AZ_SUBSCRIPTION);
       doc.setIn(['provider', 'azure', 'tenant'], FAKE_TENANT);
       doc.setIn(['provider', 'azure', 'resourceGroup'], AZ_GROUP);
-      doc.setIn(['provider', 'azure', 'userAssignedIdentity'], `/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/nodes`);
+      doc.setIn(
+        ['provider', 'azure', 'userAssignedIdentity'],
+        `/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/nodes`,
+      );
     },
     infra: new AzureInfrastructure(parseAzureOptions(fake.providerOptions())),
-    removed: () => fake.requests.filter((r) => r.method === 'DELETE' && /\/virtualMachines\/[^/]+$/.test(r.path)).map((r) => r.path),
-    loweredSize: () => fake.requests.some((r) => r.method === 'PATCH' && ((r.body as { sku?: { capacity?: number } } | undefined)?.sku?.capacity ?? 99) < 5 && (r.body as { sku: { capacity: number } }).sku.capacity !== 3),
+    removed: () =>
+      fake.requests.filter((r) => r.method === 'DELETE' && /\/virtualMachines\/[^/]+$/.test(r.path)).map((r) => r.path),
+    loweredSize: () =>
+      fake.requests.some(
+        (r) =>
+          r.method === 'PATCH' &&
+          ((r.body as { sku?: { capacity?: number } } | undefined)?.sku?.capacity ?? 99) < 5 &&
+          (r.body as { sku: { capacity: number } }).sku.capacity !== 3,
+      ),
     close: () => fake.stop(),
   };
 }
@@ -115,8 +133,18 @@ for (const make of [gcp, azure]) {
       await fs.rm(ws, { recursive: true, force: true });
     });
 
-    const members = async (group: string) => (await cloud.infra.listInstances({ journal, log: nullLogger, workspaceDir: ws })).filter((i) => i.nodeGroup === group);
-    const apply = () => applyConfig({ workspaceDir: ws, log: nullLogger, journal, provider: cloud.infra, skip: new Set(['init', 'attestationconfig', 'image', 'k8s']) });
+    const members = async (group: string) =>
+      (await cloud.infra.listInstances({ journal, log: nullLogger, workspaceDir: ws })).filter(
+        (i) => i.nodeGroup === group,
+      );
+    const apply = () =>
+      applyConfig({
+        workspaceDir: ws,
+        log: nullLogger,
+        journal,
+        provider: cloud.infra,
+        skip: new Set(['init', 'attestationconfig', 'image', 'k8s']),
+      });
 
     for (const group of ['worker_default', 'control_plane_default']) {
       it(`scales ${group} 3 → 5 → 3: exactly the two newest go, the group's size is never lowered for the cloud to choose`, async () => {
@@ -125,12 +153,26 @@ for (const make of [gcp, azure]) {
         const five = await members(group);
         assert.equal(five.length, 5);
         assert.ok(five.every((i) => i.createdAt && i.state === 'running'));
-        const newest = newestFirst(five).slice(0, 2).map((i) => i.id);
+        const newest = newestFirst(five)
+          .slice(0, 2)
+          .map((i) => i.id);
 
         await editConfig(ws, (doc) => doc.setIn(['nodeGroups', group, 'initialCount'], 3));
         assert.deepEqual((await apply()).scaled, { [group]: [5, 3] });
-        assert.deepEqual(cloud.removed().map((id) => id.toLowerCase()).sort(), newest.map((id) => id.toLowerCase()).sort());
-        assert.deepEqual((await members(group)).map((i) => i.id).sort(), five.map((i) => i.id).filter((id) => !newest.includes(id)).sort());
+        assert.deepEqual(
+          cloud
+            .removed()
+            .map((id) => id.toLowerCase())
+            .sort(),
+          newest.map((id) => id.toLowerCase()).sort(),
+        );
+        assert.deepEqual(
+          (await members(group)).map((i) => i.id).sort(),
+          five
+            .map((i) => i.id)
+            .filter((id) => !newest.includes(id))
+            .sort(),
+        );
         assert.equal(cloud.loweredSize(), false);
       });
     }

@@ -15,6 +15,9 @@ describe('create: what it will make, shown before it starts', () => {
   });
 
   it('says where local nodes run', () => {
-    assert.equal(describeCreatePlan(defaultConfig('local'))[0], 'The local provider will create cluster constell on this machine:');
+    assert.equal(
+      describeCreatePlan(defaultConfig('local'))[0],
+      'The local provider will create cluster constell on this machine:',
+    );
   });
 });

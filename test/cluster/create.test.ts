@@ -4,7 +4,13 @@ import path from 'node:path';
 import bcrypt from 'bcryptjs';
 import { parseDocument } from 'yaml';
 import { terminateCluster } from '../../cli/cluster/terminate.js';
-import { createCluster, createClusterWithRollBack, initSecretPassword, ROLL_BACK_QUESTION, type RollBackOptions } from '../../cli/cluster/create.js';
+import {
+  createCluster,
+  createClusterWithRollBack,
+  initSecretPassword,
+  ROLL_BACK_QUESTION,
+  type RollBackOptions,
+} from '../../cli/cluster/create.js';
 import { UserError } from '../../lib/errors.js';
 import { generateConfigFiles, loadConfig, measurementsOf } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
@@ -35,7 +41,8 @@ describe('createCluster', () => {
     await removeImageTree(ws);
   });
 
-  const create = (provider: MemoryProvider) => createCluster({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger });
+  const create = (provider: MemoryProvider) =>
+    createCluster({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger });
 
   it('persists uid and init secret before calling the provider, which gets only the bcrypt hash', async () => {
     const provider = new MemoryProvider();
@@ -51,8 +58,16 @@ describe('createCluster', () => {
     assert.deepEqual(stateDuringCreate!.infrastructure.initSecret, state.infrastructure.initSecret);
     const request = provider.requests[0];
     assert.equal(request.uid, state.infrastructure.uid);
-    assert.ok(!JSON.stringify(request).includes(state.infrastructure.initSecret), 'the plain init secret never goes to the provider');
-    assert.ok(await bcrypt.compare(initSecretPassword(Buffer.from(state.infrastructure.initSecret, 'hex')), request.initSecretHash));
+    assert.ok(
+      !JSON.stringify(request).includes(state.infrastructure.initSecret),
+      'the plain init secret never goes to the provider',
+    );
+    assert.ok(
+      await bcrypt.compare(
+        initSecretPassword(Buffer.from(state.infrastructure.initSecret, 'hex')),
+        request.initSecretHash,
+      ),
+    );
     assert.deepEqual(
       request.nodeGroups.map((g) => [g.name, g.role, g.initialCount]),
       [
@@ -105,7 +120,13 @@ describe('createCluster', () => {
       await setConfigKeys(ws, { image: 'v1' });
     });
     const createOn = (provider: MemoryProvider) =>
-      createCluster({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger, imageSource: { userConfigDir } });
+      createCluster({
+        workspaceDir: ws,
+        provider,
+        journal: new MemoryResourceJournal(),
+        log: nullLogger,
+        imageSource: { userConfigDir },
+      });
 
     it("writes the image's signed measurements into the config, not what the provider measures", async () => {
       const provider = new MeasuringMemoryProvider(IMAGE_MEASUREMENTS);
@@ -120,7 +141,10 @@ describe('createCluster', () => {
       await fs.writeFile(file, (await fs.readFile(file, 'utf8')).replace('"warnOnly": true', '"warnOnly": false'));
       const config = await fs.readFile(path.join(ws, CONFIG_FILE), 'utf8');
       const provider = new MemoryProvider();
-      await assert.rejects(createOn(provider), (err: Error) => err instanceof SignatureError && err.message.includes('of local image v1'));
+      await assert.rejects(
+        createOn(provider),
+        (err: Error) => err instanceof SignatureError && err.message.includes('of local image v1'),
+      );
       assert.equal(provider.requests.length, 0);
       assert.equal((await readState(ws)).infrastructure.uid, '');
       assert.equal(await fs.readFile(path.join(ws, CONFIG_FILE), 'utf8'), config);
@@ -146,10 +170,13 @@ class HalfWayError extends UserError {
 
 /** Records one resource, then fails like a cloud refusing a step; its terminate deletes what the journal holds. */
 class FailingProvider extends MemoryProvider {
-  failure: Error = new HalfWayError('Creating the NAT gateway failed: NatGatewayLimitExceeded: the maximum number of NAT gateways has been reached.', {
-    hint: 'the create hint',
-    cause: new UserError('NatGatewayLimitExceeded', { hint: 'Ask AWS for a higher quota.' }),
-  });
+  failure: Error = new HalfWayError(
+    'Creating the NAT gateway failed: NatGatewayLimitExceeded: the maximum number of NAT gateways has been reached.',
+    {
+      hint: 'the create hint',
+      cause: new UserError('NatGatewayLimitExceeded', { hint: 'Ask AWS for a higher quota.' }),
+    },
+  );
   terminateFailure?: Error;
   readonly terminateCalls: (TerminateOptions | undefined)[] = [];
 
@@ -188,10 +215,20 @@ describe('createClusterWithRollBack', () => {
       provider,
       journal,
       log: nullLogger,
-      rollBack: { yes: false, interactive: false, ask: async () => assert.fail('must not ask'), say: (line) => said.push(line), ...rollBack },
+      rollBack: {
+        yes: false,
+        interactive: false,
+        ask: async () => assert.fail('must not ask'),
+        say: (line) => said.push(line),
+        ...rollBack,
+      },
       runStep: (title, fn) => (steps.push(title), fn(() => undefined)),
     });
-  const failure = (run: Promise<unknown>) => run.then(() => assert.fail('create must fail'), (err: unknown) => err as UserError);
+  const failure = (run: Promise<unknown>) =>
+    run.then(
+      () => assert.fail('create must fail'),
+      (err: unknown) => err as UserError,
+    );
 
   it('creates like createCluster when nothing fails', async () => {
     const steps: string[] = [];
@@ -207,12 +244,19 @@ describe('createClusterWithRollBack', () => {
     const err = await failure(create(provider, { yes: true, interactive: true }, steps));
     assert.ok(err instanceof UserError);
     assert.match(err.message, /NatGatewayLimitExceeded: the maximum number of NAT gateways/, "the cloud's message");
-    assert.match(err.hint ?? '', /^Ask AWS for a higher quota\. .*constellation create/, "the cause's hint, then what to do");
+    assert.match(
+      err.hint ?? '',
+      /^Ask AWS for a higher quota\. .*constellation create/,
+      "the cause's hint, then what to do",
+    );
     assert.deepEqual(provider.terminateCalls, [undefined], 'terminated once, not by tag');
     assert.deepEqual(await journal.list(), []);
     assert.deepEqual(await readState(ws), emptyState());
     assert.deepEqual(steps, ['Creating the cluster (local provider)', 'Rolling back: deleting what was created']);
-    assert.ok(said.some((l) => /^Rolled back/.test(l)), said.join('\n'));
+    assert.ok(
+      said.some((l) => /^Rolled back/.test(l)),
+      said.join('\n'),
+    );
   });
 
   it('on a terminal says what failed, then asks; yes rolls back', async () => {
@@ -229,10 +273,19 @@ describe('createClusterWithRollBack', () => {
     const err = await failure(create(provider, { interactive: true, ask: answer(false) }));
     assert.equal(err, provider.failure, "the provider's error, with its hint");
     assert.equal(provider.terminateCalls.length, 0);
-    assert.deepEqual((await journal.list()).map((r) => r.id), ['vpc-1']);
+    assert.deepEqual(
+      (await journal.list()).map((r) => r.id),
+      ['vpc-1'],
+    );
     assert.notEqual((await readState(ws)).infrastructure.uid, '', 'the uid stays for the next run');
-    assert.ok(said.some((l) => l.includes(`constellation create -C ${ws} `) && /continues/.test(l)), said.join('\n'));
-    assert.ok(said.some((l) => l.includes(`constellation terminate -C ${ws} `) && /deletes/.test(l)), said.join('\n'));
+    assert.ok(
+      said.some((l) => l.includes(`constellation create -C ${ws} `) && /continues/.test(l)),
+      said.join('\n'),
+    );
+    assert.ok(
+      said.some((l) => l.includes(`constellation terminate -C ${ws} `) && /deletes/.test(l)),
+      said.join('\n'),
+    );
   });
 
   it('without a terminal and without -y does not roll back, does not ask, and prints the two commands', async () => {
@@ -259,9 +312,16 @@ describe('createClusterWithRollBack', () => {
     const provider = new FailingProvider();
     provider.terminateFailure = new UserError('Deleting the VPC failed: DependencyViolation');
     const err = await failure(create(provider, { yes: true }));
-    assert.match(err.message, /NatGatewayLimitExceeded[\s\S]*Rolling back failed too: Deleting the VPC failed: DependencyViolation/);
+    assert.match(
+      err.message,
+      /NatGatewayLimitExceeded[\s\S]*Rolling back failed too: Deleting the VPC failed: DependencyViolation/,
+    );
     assert.match(err.hint ?? '', /constellation terminate/);
-    assert.deepEqual((await journal.list()).map((r) => r.id), ['vpc-1'], 'what is left stays recorded');
+    assert.deepEqual(
+      (await journal.list()).map((r) => r.id),
+      ['vpc-1'],
+      'what is left stays recorded',
+    );
     assert.notEqual((await readState(ws)).infrastructure.uid, '');
   });
 });
@@ -336,7 +396,12 @@ describe('create and terminate through cli/cluster against the Azure and GCP fak
     });
 
     it('a refused step with -y is rolled back: nothing is left in the fake', async () => {
-      fake.inject({ match: /^POST .*\/firewalls/, status: 403, reason: 'forbidden', message: "Required 'compute.firewalls.create' permission" });
+      fake.inject({
+        match: /^POST .*\/firewalls/,
+        status: 403,
+        reason: 'forbidden',
+        message: "Required 'compute.firewalls.create' permission",
+      });
       const provider = new GcpInfrastructure(fake.providerOptions());
       await assert.rejects(createClusterWithRollBack(session(provider, true)), /compute\.firewalls\.create/);
       assert.ok(said.some((l) => /^Rolled back/.test(l)));
@@ -353,7 +418,11 @@ describe('create and terminate through cli/cluster against the Azure and GCP fak
       fake = await FakeArm.start();
       fake.seed(rgId, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
       // The config's default location (config generate azure).
-      fake.seedGalleryImage(SUBSCRIPTION, 'westus', '/CommunityGalleries/ConstellationCVM-b3782fa0/Images/constellation/Versions/2.19.0');
+      fake.seedGalleryImage(
+        SUBSCRIPTION,
+        'westus',
+        '/CommunityGalleries/ConstellationCVM-b3782fa0/Images/constellation/Versions/2.19.0',
+      );
       said = [];
       ws = await cloudWorkspace('azure', {
         image: '/CommunityGalleries/ConstellationCVM-b3782fa0/Images/constellation/Versions/2.19.0',
@@ -373,7 +442,13 @@ describe('create and terminate through cli/cluster against the Azure and GCP fak
       const state = await readState(ws);
       assert.equal(state.infrastructure.uid, result.uid);
       assert.equal(state.infrastructure.clusterEndpoint, result.clusterEndpoint);
-      const scaleSets = fake.find('PUT', 'virtualMachineScaleSets/').map((r) => r.body as { tags: Record<string, string>; properties: { virtualMachineProfile: { securityProfile: { securityType: string } } } });
+      const scaleSets = fake.find('PUT', 'virtualMachineScaleSets/').map(
+        (r) =>
+          r.body as {
+            tags: Record<string, string>;
+            properties: { virtualMachineProfile: { securityProfile: { securityType: string } } };
+          },
+      );
       assert.equal(scaleSets.length, 2);
       for (const set of scaleSets) {
         assert.equal(set.properties.virtualMachineProfile.securityProfile.securityType, 'ConfidentialVM');
@@ -381,12 +456,16 @@ describe('create and terminate through cli/cluster against the Azure and GCP fak
       }
 
       await terminateCluster({ workspaceDir: ws, journal: new FileResourceJournal(ws), log: nullLogger, provider });
-      assert.deepEqual(fake.resourceIds(), [rgId], 'the resource group is iam create\'s');
+      assert.deepEqual(fake.resourceIds(), [rgId], "the resource group is iam create's");
       assert.deepEqual(await new FileResourceJournal(ws).list(), []);
     });
 
     it('a failed step with -y is rolled back: nothing of the cluster is left', async () => {
-      fake.inject({ method: 'PUT', path: 'virtualMachineScaleSets/', asyncError: { code: 'AllocationFailed', message: 'Allocation failed. We do not have sufficient capacity.' } });
+      fake.inject({
+        method: 'PUT',
+        path: 'virtualMachineScaleSets/',
+        asyncError: { code: 'AllocationFailed', message: 'Allocation failed. We do not have sufficient capacity.' },
+      });
       const provider = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
       await assert.rejects(createClusterWithRollBack(session(provider, true)), /AllocationFailed|sufficient capacity/);
       assert.ok(said.some((l) => /^Rolled back/.test(l)));

@@ -9,7 +9,14 @@ import { ADMIN_CONF_FILE, CLUSTER_LOG_FILE, MASTER_SECRET_FILE } from '../../lib
 import { masterSecretPath, readMasterSecret } from '../../lib/workspace/master-secret.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 import { readState, writeState } from '../../lib/workspace/state.js';
-import { KUBECONFIG, MeasuringMemoryProvider, StandInIssuer, standInValidatorFactory, startStandInNode, type StandInNode } from './support/stand-in.js';
+import {
+  KUBECONFIG,
+  MeasuringMemoryProvider,
+  StandInIssuer,
+  standInValidatorFactory,
+  startStandInNode,
+  type StandInNode,
+} from './support/stand-in.js';
 import { IMAGE_MEASUREMENTS, localWorkspace, NODE_PCRS } from './support/workspace.js';
 import { pollUntil } from '../../lib/poll.js';
 
@@ -19,7 +26,12 @@ describe('initCluster', () => {
 
   beforeEach(async () => {
     ws = await localWorkspace();
-    await createCluster({ workspaceDir: ws, provider: new MeasuringMemoryProvider(IMAGE_MEASUREMENTS), journal: new MemoryResourceJournal(), log: nullLogger });
+    await createCluster({
+      workspaceDir: ws,
+      provider: new MeasuringMemoryProvider(IMAGE_MEASUREMENTS),
+      journal: new MemoryResourceJournal(),
+      log: nullLogger,
+    });
   });
   afterEach(async () => {
     await node?.close();
@@ -28,7 +40,14 @@ describe('initCluster', () => {
   });
 
   const init = (extra: Partial<InitOptions> = {}) =>
-    initCluster({ workspaceDir: ws, log: nullLogger, createValidator: standInValidatorFactory, validatorDeps: {}, port: node!.port, ...extra });
+    initCluster({
+      workspaceDir: ws,
+      log: nullLogger,
+      createValidator: standInValidatorFactory,
+      validatorDeps: {},
+      port: node!.port,
+      ...extra,
+    });
 
   it('writes the master secret before anything is sent, sends it only to the attested node, and records the result', async () => {
     let secretOnChallenge: boolean | undefined;
@@ -48,7 +67,9 @@ describe('initCluster', () => {
     assert.equal(Buffer.from(sent.initSecret).toString('hex'), state.infrastructure.initSecret);
     assert.equal(Buffer.from(sent.measurementSalt).toString('hex'), state.clusterValues.measurementSalt);
     assert.deepEqual(JSON.parse(Buffer.from(sent.attestationConfig).toString()).variant, 'local-vtpm');
-    const clusterId = Buffer.from(deriveClusterId(deriveMeasurementSecret(master), sent.measurementSalt)).toString('hex');
+    const clusterId = Buffer.from(deriveClusterId(deriveMeasurementSecret(master), sent.measurementSalt)).toString(
+      'hex',
+    );
     assert.equal(result.clusterId, clusterId);
     assert.equal(state.clusterValues.clusterID, clusterId);
     assert.equal(result.kubernetesBackend, 'none');
@@ -113,7 +134,14 @@ describe('initCluster', () => {
     await writeState(ws, state);
     node = await startStandInNode({ issuer: new StandInIssuer(NODE_PCRS) });
     await assert.rejects(init(), /creation did not finish/);
-    assert.equal(await fs.access(masterSecretPath(ws)).then(() => true, () => false), false, 'no master secret is made for nothing');
+    assert.equal(
+      await fs.access(masterSecretPath(ws)).then(
+        () => true,
+        () => false,
+      ),
+      false,
+      'no master secret is made for nothing',
+    );
   });
 
   it('moves a different existing kubeconfig aside instead of overwriting it', async () => {

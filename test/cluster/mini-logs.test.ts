@@ -37,10 +37,22 @@ describe('mini logs', () => {
     const node = (host: number) => ({ group: 'worker_default', role: 'worker' as const, host });
     await fs.mkdir(clusterPaths(ws).dir, { recursive: true });
     await ClusterFile.create(clusterPaths(ws), {
-      version: 1, uid: 'u', name: 'mini', metadataPort: 8080, initSecretHash: '', joinServiceKey: '', initialized: true, kubernetesBackend: 'none',
-      nodeGroups: {}, nextNodeIndex: {}, nodes: { 'control-plane-0': node(10), 'worker-0': node(100) },
+      version: 1,
+      uid: 'u',
+      name: 'mini',
+      metadataPort: 8080,
+      initSecretHash: '',
+      joinServiceKey: '',
+      initialized: true,
+      kubernetesBackend: 'none',
+      nodeGroups: {},
+      nextNodeIndex: {},
+      nodes: { 'control-plane-0': node(10), 'worker-0': node(100) },
     });
-    for (const [name, text] of [['control-plane-0', `${VM_CONSOLE}\n`], ['worker-0', `2026-11-26T18:00:00Z launcher: booting worker-0\n${PROGRAM_LINE}\n`]]) {
+    for (const [name, text] of [
+      ['control-plane-0', `${VM_CONSOLE}\n`],
+      ['worker-0', `2026-11-26T18:00:00Z launcher: booting worker-0\n${PROGRAM_LINE}\n`],
+    ]) {
       await fs.mkdir(nodePaths(ws, name!).dir, { recursive: true });
       await fs.writeFile(nodePaths(ws, name!).log, text!);
     }
@@ -50,7 +62,10 @@ describe('mini logs', () => {
   });
 
   it("prints the node program's log lines of a VM's serial console and of a process node", async () => {
-    assert.deepEqual(await lines({ node: 'control-plane-0' }), [PROGRAM_LINE, PROGRAM_LINE.replace('bootstrapper started', 'state disk formatted')]);
+    assert.deepEqual(await lines({ node: 'control-plane-0' }), [
+      PROGRAM_LINE,
+      PROGRAM_LINE.replace('bootstrapper started', 'state disk formatted'),
+    ]);
     assert.deepEqual(await lines({ node: 'worker-0' }), [PROGRAM_LINE]);
   });
 
@@ -61,13 +76,23 @@ describe('mini logs', () => {
     assert.equal(out[3], "CONSTELLATION-BOOT eventlog (2 lines of base64: the firmware's TPM event log)");
     assert.equal(out[4], 'CONSTELLATION-BOOT end');
     assert.equal(out[5], PROGRAM_LINE, 'no carriage return');
-    assert.deepEqual(await lines({ node: 'worker-0', boot: true }), ['2026-11-26T18:00:00Z launcher: booting worker-0', PROGRAM_LINE]);
+    assert.deepEqual(await lines({ node: 'worker-0', boot: true }), [
+      '2026-11-26T18:00:00Z launcher: booting worker-0',
+      PROGRAM_LINE,
+    ]);
   });
 
   it('-f prints lines appended later (a partial line once it ends) until stopped', async () => {
     const out: string[] = [];
     const stop = new AbortController();
-    const following = miniLogs({ workspaceDir: ws, node: 'worker-0', follow: true, signal: stop.signal, pollMs: 20, write: (l) => out.push(l) });
+    const following = miniLogs({
+      workspaceDir: ws,
+      node: 'worker-0',
+      follow: true,
+      signal: stop.signal,
+      pollMs: 20,
+      write: (l) => out.push(l),
+    });
     const log = nodePaths(ws, 'worker-0').log;
     await new Promise((r) => setTimeout(r, 60));
     await fs.appendFile(log, '{"time":"2026-11-26T18:01:00.000Z","msg":"joi');
@@ -81,7 +106,13 @@ describe('mini logs', () => {
   });
 
   it('an unknown node is refused naming the known ones; a workspace without a cluster says so', async () => {
-    await assert.rejects(lines({ node: 'worker-7' }), (err: Error) => err instanceof UserError && /no node "worker-7"/.test(err.message) && /control-plane-0, worker-0/.test(err.hint ?? ''));
+    await assert.rejects(
+      lines({ node: 'worker-7' }),
+      (err: Error) =>
+        err instanceof UserError &&
+        /no node "worker-7"/.test(err.message) &&
+        /control-plane-0, worker-0/.test(err.hint ?? ''),
+    );
     await fs.rm(clusterPaths(ws).dir, { recursive: true });
     await assert.rejects(lines({ node: 'worker-0' }), /no local or VM cluster/);
   });

@@ -7,7 +7,13 @@ import { nullLogger } from '../../lib/logging/index.js';
 import { CONFIG_FILE, DEBUG_LOG_FILE, MASTER_SECRET_FILE, STATE_FILE } from '../../lib/workspace/files.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 import type { NodeStatus } from '../../proto/gen/constellation/verify.js';
-import { MeasuringMemoryProvider, StandInIssuer, standInValidatorFactory, startStandInNode, type StandInNode } from './support/stand-in.js';
+import {
+  MeasuringMemoryProvider,
+  StandInIssuer,
+  standInValidatorFactory,
+  startStandInNode,
+  type StandInNode,
+} from './support/stand-in.js';
 import { IMAGE_MEASUREMENTS, NODE_PCRS, tempDir } from './support/workspace.js';
 
 describe('miniUp and miniDown', () => {
@@ -42,7 +48,11 @@ describe('miniUp and miniDown', () => {
 
   it('writes a local config with the node counts, creates, initializes and waits until every node joined', async () => {
     const steps: MiniStep[] = [];
-    const result = await up({ controlPlanes: 1, workers: 2, progress: (step, message) => message === undefined && steps.push(step) });
+    const result = await up({
+      controlPlanes: 1,
+      workers: 2,
+      progress: (step, message) => message === undefined && steps.push(step),
+    });
     assert.deepEqual(steps, ['config', 'create', 'init', 'join']);
     const config = await loadConfig(ws);
     assert.equal(config.nodeGroups.control_plane_default.initialCount, 1);
@@ -83,7 +93,10 @@ describe('miniUp and miniDown', () => {
     const cloud = await tempDir();
     try {
       await generateConfigFiles(cloud, 'gcp');
-      await assert.rejects(up({ workspaceDir: cloud }), /config for the gcp provider; mini up runs local clusters only/);
+      await assert.rejects(
+        up({ workspaceDir: cloud }),
+        /config for the gcp provider; mini up runs local clusters only/,
+      );
     } finally {
       await fs.rm(cloud, { recursive: true, force: true });
     }
@@ -98,9 +111,15 @@ describe('miniUp and miniDown', () => {
   it('mini down terminates and removes the files mini up made, the master secret included', async () => {
     await up();
     await fs.writeFile(path.join(ws, DEBUG_LOG_FILE), '{}\n');
-    const { removedFiles } = await miniDown({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger, provider });
+    const { removedFiles } = await miniDown({
+      workspaceDir: ws,
+      journal: new MemoryResourceJournal(),
+      log: nullLogger,
+      provider,
+    });
     assert.equal(provider.terminated, 1);
-    for (const name of [CONFIG_FILE, STATE_FILE, MASTER_SECRET_FILE]) assert.ok(removedFiles.includes(path.join(ws, name)), name);
+    for (const name of [CONFIG_FILE, STATE_FILE, MASTER_SECRET_FILE])
+      assert.ok(removedFiles.includes(path.join(ws, name)), name);
     assert.deepEqual(await fs.readdir(ws), [DEBUG_LOG_FILE]);
   });
 });

@@ -22,7 +22,10 @@ describe('withWorkspaceSession', () => {
       log.info('working', { initSecret: 'abcdef' });
     });
     await assert.rejects(fs.access(path.join(ws, LOCK_FILE)));
-    const lines = (await fs.readFile(path.join(ws, DEBUG_LOG_FILE), 'utf8')).trim().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = (await fs.readFile(path.join(ws, DEBUG_LOG_FILE), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.deepEqual(
       lines.map((l) => l.msg),
       ['command started', 'working', 'command finished'],
@@ -44,7 +47,10 @@ describe('withWorkspaceSession', () => {
       await fs.writeFile(path.join(ws, CONFIG_FILE), 'version: v1\n');
       log.info('after the config');
     });
-    const lines = (await fs.readFile(path.join(ws, DEBUG_LOG_FILE), 'utf8')).trim().split('\n').map((l) => (JSON.parse(l) as { msg: string }).msg);
+    const lines = (await fs.readFile(path.join(ws, DEBUG_LOG_FILE), 'utf8'))
+      .trim()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as { msg: string }).msg);
     assert.deepEqual(lines, ['command started', 'before the config', 'after the config', 'command finished']);
   });
 
@@ -61,6 +67,9 @@ describe('withWorkspaceSession', () => {
   });
 
   it('refuses a workspace directory that does not exist', async () => {
-    await assert.rejects(withWorkspaceSession(path.join(ws, 'missing'), 'create', async () => undefined), /does not exist/);
+    await assert.rejects(
+      withWorkspaceSession(path.join(ws, 'missing'), 'create', async () => undefined),
+      /does not exist/,
+    );
   });
 });

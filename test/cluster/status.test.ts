@@ -31,7 +31,14 @@ describe('clusterStatus', () => {
   });
 
   const status = (clusterId?: string) =>
-    clusterStatus({ workspaceDir: '/nowhere', provider, journal: new MemoryResourceJournal(), log: nullLogger, port: node.port, clusterId });
+    clusterStatus({
+      workspaceDir: '/nowhere',
+      provider,
+      journal: new MemoryResourceJournal(),
+      log: nullLogger,
+      port: node.port,
+      clusterId,
+    });
   const one = async (state: string, reason = '', clusterId = '') => {
     provider.instances = [instance('worker-0', 'worker')];
     answer = { name: 'worker-0', role: 'worker', state, reason, clusterId };
@@ -40,7 +47,10 @@ describe('clusterStatus', () => {
 
   it('maps what the bootstrapper reports: initialized and joined are joined, refused keeps the reason', async () => {
     const { name, role, address, state } = await one('initialized', '', 'aa'.repeat(32));
-    assert.deepEqual({ name, role, address, state }, { name: 'worker-0', role: 'worker', address: '127.0.0.1', state: 'joined' });
+    assert.deepEqual(
+      { name, role, address, state },
+      { name: 'worker-0', role: 'worker', address: '127.0.0.1', state: 'joined' },
+    );
     assert.equal((await one('joined', '', 'aa'.repeat(32))).state, 'joined');
     assert.equal((await one('joining')).state, 'joining');
     assert.equal((await one('waiting')).state, 'waiting');
@@ -57,9 +67,19 @@ describe('clusterStatus', () => {
   });
 
   it('unreachable bootstrappers and stopped instances', async () => {
-    provider.instances = [instance('worker-0', 'worker', 'stopped'), { ...instance('worker-1', 'worker'), privateIp: '127.0.0.1' }];
+    provider.instances = [
+      instance('worker-0', 'worker', 'stopped'),
+      { ...instance('worker-1', 'worker'), privateIp: '127.0.0.1' },
+    ];
     answer = { name: 'w', role: 'worker', state: 'joined', reason: '', clusterId: '' };
-    const closed = await clusterStatus({ workspaceDir: '/nowhere', provider, journal: new MemoryResourceJournal(), log: nullLogger, port: 1, timeoutMs: 500 });
+    const closed = await clusterStatus({
+      workspaceDir: '/nowhere',
+      provider,
+      journal: new MemoryResourceJournal(),
+      log: nullLogger,
+      port: 1,
+      timeoutMs: 500,
+    });
     assert.deepEqual(
       closed.nodes.map((n) => n.state),
       ['stopped', 'unreachable'],
@@ -70,20 +90,64 @@ describe('clusterStatus', () => {
 
   it('compares what each node runs with what the config asks for, and carries the last attestation', async () => {
     provider.instances = [instance('worker-0', 'worker')];
-    const expected = { image: 'v2', measurementsDigest: 'aaaaaaaaaaaa', kubernetesVersion: 'v1.32.10', microserviceVersion: 'v0.1.0', attestationVariant: 'local-vtpm' };
-    const runs = { imageVersion: 'v2', imageMeasurementsDigest: 'aaaaaaaaaaaa', kubernetesVersion: 'v1.32.10', microserviceVersion: 'v0.1.0', attestationVariant: 'local-vtpm' };
-    const lastAttestation = { result: 'accepted', time: '2026-11-24T00:00:00.000Z', verifier: 'the join service at 127.0.4.1:30090', reason: '' };
+    const expected = {
+      image: 'v2',
+      measurementsDigest: 'aaaaaaaaaaaa',
+      kubernetesVersion: 'v1.32.10',
+      microserviceVersion: 'v0.1.0',
+      attestationVariant: 'local-vtpm',
+    };
+    const runs = {
+      imageVersion: 'v2',
+      imageMeasurementsDigest: 'aaaaaaaaaaaa',
+      kubernetesVersion: 'v1.32.10',
+      microserviceVersion: 'v0.1.0',
+      attestationVariant: 'local-vtpm',
+    };
+    const lastAttestation = {
+      result: 'accepted',
+      time: '2026-11-24T00:00:00.000Z',
+      verifier: 'the join service at 127.0.4.1:30090',
+      reason: '',
+    };
     answer = { name: 'worker-0', role: 'worker', state: 'joined', ...runs, lastAttestation };
-    const current = await clusterStatus({ workspaceDir: '/nowhere', provider, journal: new MemoryResourceJournal(), log: nullLogger, port: node.port, expected });
-    assert.deepEqual(current.nodes[0].software, { image: 'v2', measurementsDigest: 'aaaaaaaaaaaa', kubernetesVersion: 'v1.32.10', microserviceVersion: 'v0.1.0', attestationVariant: 'local-vtpm' });
+    const current = await clusterStatus({
+      workspaceDir: '/nowhere',
+      provider,
+      journal: new MemoryResourceJournal(),
+      log: nullLogger,
+      port: node.port,
+      expected,
+    });
+    assert.deepEqual(current.nodes[0].software, {
+      image: 'v2',
+      measurementsDigest: 'aaaaaaaaaaaa',
+      kubernetesVersion: 'v1.32.10',
+      microserviceVersion: 'v0.1.0',
+      attestationVariant: 'local-vtpm',
+    });
     assert.equal(current.nodes[0].upToDate, true);
-    assert.deepEqual(current.nodes[0].lastAttestation, { result: 'accepted', time: lastAttestation.time, verifier: lastAttestation.verifier });
+    assert.deepEqual(current.nodes[0].lastAttestation, {
+      result: 'accepted',
+      time: lastAttestation.time,
+      verifier: lastAttestation.verifier,
+    });
     assert.equal(summarizeStatus(current), '1 of 1 node joined; 1 of 1 up to date with the config');
 
     answer = { ...answer, imageVersion: 'v1', imageMeasurementsDigest: 'bbbbbbbbbbbb' };
-    const old = await clusterStatus({ workspaceDir: '/nowhere', provider, journal: new MemoryResourceJournal(), log: nullLogger, port: node.port, expected });
+    const old = await clusterStatus({
+      workspaceDir: '/nowhere',
+      provider,
+      journal: new MemoryResourceJournal(),
+      log: nullLogger,
+      port: node.port,
+      expected,
+    });
     assert.equal(old.nodes[0].upToDate, false);
-    assert.deepEqual(old.nodes[0].outdated, ['image v1, config v2', 'measurementsDigest bbbbbbbbbbbb, config aaaaaaaaaaaa']);
+    assert.deepEqual(old.nodes[0].outdated, [
+      'image v1, config v2',
+      'measurementsDigest bbbbbbbbbbbb, config aaaaaaaaaaaa',
+    ]);
   });
 
   it('a qemu config whose image is a folder: a node is up to date when it reports the version of the image in that folder', async () => {
@@ -94,16 +158,40 @@ describe('clusterStatus', () => {
       const config = { ...defaultConfig('qemu'), image: './images/v2' };
       const expected = await expectedForStatus(config, ws);
       assert.deepEqual([expected.image, expected.imageVersion], ['./images/v2', 'v0.0.2-test']);
-      assert.equal((await configuredSoftware({ ...config, image: 'vm-0123456789ab' }, ws)).imageVersion, undefined, 'a store version is what the node reports');
+      assert.equal(
+        (await configuredSoftware({ ...config, image: 'vm-0123456789ab' }, ws)).imageVersion,
+        undefined,
+        'a store version is what the node reports',
+      );
 
       provider.instances = [instance('worker-0', 'worker')];
-      const runs = { imageVersion: 'v0.0.2-test', imageMeasurementsDigest: expected.measurementsDigest, kubernetesVersion: '', microserviceVersion: expected.microserviceVersion, attestationVariant: 'qemu-vtpm' };
+      const runs = {
+        imageVersion: 'v0.0.2-test',
+        imageMeasurementsDigest: expected.measurementsDigest,
+        kubernetesVersion: '',
+        microserviceVersion: expected.microserviceVersion,
+        attestationVariant: 'qemu-vtpm',
+      };
       answer = { name: 'worker-0', role: 'worker', state: 'joined', ...runs };
-      const current = await clusterStatus({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger, port: node.port, expected });
+      const current = await clusterStatus({
+        workspaceDir: ws,
+        provider,
+        journal: new MemoryResourceJournal(),
+        log: nullLogger,
+        port: node.port,
+        expected,
+      });
       assert.equal(current.nodes[0].upToDate, true, JSON.stringify(current.nodes[0].outdated));
 
       answer = { ...answer, imageVersion: 'v0.0.1-test' };
-      const old = await clusterStatus({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger, port: node.port, expected });
+      const old = await clusterStatus({
+        workspaceDir: ws,
+        provider,
+        journal: new MemoryResourceJournal(),
+        log: nullLogger,
+        port: node.port,
+        expected,
+      });
       assert.deepEqual(old.nodes[0].outdated, ['image v0.0.1-test, config v0.0.2-test']);
     } finally {
       await fs.rm(ws, { recursive: true, force: true });

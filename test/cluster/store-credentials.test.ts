@@ -25,20 +25,36 @@ describe('cluster store credentials (constellation-store.json)', () => {
     ['a list', '[]', /holds a list, not an object/],
     ['a number', '42', /holds a number, not an object/],
     ['a string', '"etcd"', /holds a string, not an object/],
-    ['etcd endpoints that are not strings', JSON.stringify({ backend: 'etcd', endpoints: [1], caCert: 'c', clientCert: 'c', clientKey: 'k' }), /does not hold cluster store credentials\.$/],
+    [
+      'etcd endpoints that are not strings',
+      JSON.stringify({ backend: 'etcd', endpoints: [1], caCert: 'c', clientCert: 'c', clientKey: 'k' }),
+      /does not hold cluster store credentials\.$/,
+    ],
     ['not JSON', '{', /is not valid JSON/],
   ];
   for (const [name, text, expected] of broken) {
     it(`refuses ${name} with a UserError naming the file`, async () => {
       await write(text);
-      await assert.rejects(readStoreCredentials(ws), (err: Error) => err instanceof UserError && err.message.startsWith(path.join(ws, 'constellation-store.json')) && expected.test(err.message));
+      await assert.rejects(
+        readStoreCredentials(ws),
+        (err: Error) =>
+          err instanceof UserError &&
+          err.message.startsWith(path.join(ws, 'constellation-store.json')) &&
+          expected.test(err.message),
+      );
     });
   }
 
   it('reads the Kubernetes backend and etcd credentials', async () => {
     await write(JSON.stringify({ backend: 'kubernetes' }));
     assert.deepEqual(await readStoreCredentials(ws), { backend: 'kubernetes' });
-    const etcd = { backend: 'etcd', endpoints: ['https://10.0.0.1:2379'], caCert: 'ca', clientCert: 'cert', clientKey: 'key' };
+    const etcd = {
+      backend: 'etcd',
+      endpoints: ['https://10.0.0.1:2379'],
+      caCert: 'ca',
+      clientCert: 'cert',
+      clientKey: 'key',
+    };
     await write(JSON.stringify(etcd));
     assert.deepEqual(await readStoreCredentials(ws), etcd);
   });

@@ -45,7 +45,13 @@ describe('terminateCluster', () => {
     assert.equal(provider.terminated, 1);
     assert.equal(result.provider, 'local');
     assert.deepEqual(await readState(ws), emptyState());
-    assert.equal(await fs.access(path.join(ws, ADMIN_CONF_FILE)).then(() => true, () => false), false);
+    assert.equal(
+      await fs.access(path.join(ws, ADMIN_CONF_FILE)).then(
+        () => true,
+        () => false,
+      ),
+      false,
+    );
     assert.deepEqual(await fs.readFile(path.join(ws, MASTER_SECRET_FILE)), secret);
     assert.ok(await fs.access(path.join(ws, CONFIG_FILE)).then(() => true));
   });
@@ -66,15 +72,31 @@ describe('terminateCluster', () => {
 
   it('byTag has a cloud provider also delete what carries the cluster tag; without it the provider is not asked to', async () => {
     const provider = new RecordingProvider('aws');
-    await terminateCluster({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger, provider, byTag: true });
+    await terminateCluster({
+      workspaceDir: ws,
+      journal: new MemoryResourceJournal(),
+      log: nullLogger,
+      provider,
+      byTag: true,
+    });
     await terminateCluster({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger, provider });
     assert.deepEqual(provider.terminateOptions, [{ byTag: true }, undefined]);
   });
 
   it('refuses byTag for the local provider before anything is deleted', async () => {
     const provider = new RecordingProvider('local');
-    const refused = (err: Error & { hint?: string }) => /--by-tag/.test(err.message) && /local provider/.test(err.message) && /without --by-tag/.test(err.hint ?? '');
-    await assert.rejects(terminateCluster({ workspaceDir: ws, journal: new MemoryResourceJournal(), log: nullLogger, provider, byTag: true }), refused);
+    const refused = (err: Error & { hint?: string }) =>
+      /--by-tag/.test(err.message) && /local provider/.test(err.message) && /without --by-tag/.test(err.hint ?? '');
+    await assert.rejects(
+      terminateCluster({
+        workspaceDir: ws,
+        journal: new MemoryResourceJournal(),
+        log: nullLogger,
+        provider,
+        byTag: true,
+      }),
+      refused,
+    );
     assert.equal(provider.terminated, 0);
     await assert.rejects(checkTerminateByTag(ws), refused, 'the command checks before it asks');
   });
@@ -85,8 +107,15 @@ describe('terminateCluster', () => {
       await generateConfigFiles(aws, 'aws');
       await checkTerminateByTag(aws);
       await fs.rm(path.join(ws, CONFIG_FILE));
-      await fs.writeFile(path.join(ws, 'constellation-resources.json'), JSON.stringify({ version: 1, resources: [{ kind: 'local:cluster', id: 'local-cluster' }] }));
-      await assert.rejects(checkTerminateByTag(ws), /local provider/, 'without a config, the journal names the provider');
+      await fs.writeFile(
+        path.join(ws, 'constellation-resources.json'),
+        JSON.stringify({ version: 1, resources: [{ kind: 'local:cluster', id: 'local-cluster' }] }),
+      );
+      await assert.rejects(
+        checkTerminateByTag(ws),
+        /local provider/,
+        'without a config, the journal names the provider',
+      );
     } finally {
       await fs.rm(aws, { recursive: true, force: true });
     }

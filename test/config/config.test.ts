@@ -66,7 +66,12 @@ describe('config: defaults, rendering, lookups', () => {
     assert.deepEqual(Object.keys(m), ['8', '12', '13', '15']);
     assert.deepEqual(
       Object.entries(m).map(([i, v]) => [i, v.warnOnly]),
-      [['8', false], ['12', false], ['13', false], ['15', true]],
+      [
+        ['8', false],
+        ['12', false],
+        ['13', false],
+        ['15', true],
+      ],
     );
     const cloud = measurementsOf(defaultConfig('gcp'));
     for (const i of ['0', '1', '2', '3', '6', '7', '15']) assert.equal(cloud[i]?.warnOnly, true, `PCR ${i}`);
@@ -75,7 +80,8 @@ describe('config: defaults, rendering, lookups', () => {
 
   it('hands SNP variants their launch-TCB minimums and TDX its SVNs', () => {
     const snp = attestationConfigOf(defaultConfig('azure'));
-    for (const key of ['bootloaderVersion', 'teeVersion', 'snpVersion', 'microcodeVersion']) assert.equal(typeof snp[key], 'number', key);
+    for (const key of ['bootloaderVersion', 'teeVersion', 'snpVersion', 'microcodeVersion'])
+      assert.equal(typeof snp[key], 'number', key);
     const tdx = attestationConfigOf(defaultConfig('azure', { attestationVariant: 'azure-tdx' }));
     assert.match(String(tdx.mrSeam), /^[0-9a-f]{96}$/);
     assert.match(String(tdx.teeTCBSVN), /^[0-9a-f]{32}$/);
@@ -90,8 +96,14 @@ describe('config: defaults, rendering, lookups', () => {
 
   it('accepts a minor Kubernetes version and refuses an unsupported one or a variant of another provider', () => {
     const newest = SUPPORTED_KUBERNETES_VERSIONS.at(-1)!;
-    assert.equal(defaultConfig('local', { kubernetesVersion: newest.split('.').slice(0, 2).join('.') }).kubernetesVersion, newest);
-    assert.throws(() => defaultConfig('local', { kubernetesVersion: 'v1.2' }), (e: unknown) => e instanceof UserError && /not supported/.test(e.message));
+    assert.equal(
+      defaultConfig('local', { kubernetesVersion: newest.split('.').slice(0, 2).join('.') }).kubernetesVersion,
+      newest,
+    );
+    assert.throws(
+      () => defaultConfig('local', { kubernetesVersion: 'v1.2' }),
+      (e: unknown) => e instanceof UserError && /not supported/.test(e.message),
+    );
     assert.throws(() => defaultConfig('aws', { attestationVariant: 'gcp-sev-snp' }), /does not run on provider aws/);
     assert.throws(() => defaultConfig('aws', { attestationVariant: 'sgx' }), /Unknown attestation variant/);
     assert.throws(() => defaultConfig('openstack'), /Unknown provider/);
@@ -122,25 +134,41 @@ describe('config: defaults, rendering, lookups', () => {
     });
 
     it('says how to make a config when there is none', async () => {
-      await assert.rejects(loadConfig(dir), (e: unknown) => e instanceof UserError && /There is no constellation-conf.yaml/.test(e.message) && /config generate/.test(e.hint ?? ''));
+      await assert.rejects(
+        loadConfig(dir),
+        (e: unknown) =>
+          e instanceof UserError &&
+          /There is no constellation-conf.yaml/.test(e.message) &&
+          /config generate/.test(e.hint ?? ''),
+      );
     });
 
     it('names the file as the caller shows it', async () => {
       await fs.writeFile(path.join(dir, 'constellation-conf.yaml'), 'version: v4\n');
-      await assert.rejects(loadConfig(dir, { displayPath: 'ws/constellation-conf.yaml' }), (e: Error) => e.message.startsWith('ws/constellation-conf.yaml is not valid'));
+      await assert.rejects(loadConfig(dir, { displayPath: 'ws/constellation-conf.yaml' }), (e: Error) =>
+        e.message.startsWith('ws/constellation-conf.yaml is not valid'),
+      );
     });
   });
 });
 
 /** A generated cloud config with its image's measurements filled in (what `image build` gives a user). */
-function withImageMeasurements(config: Config, values: Record<string, string> = { '4': '4a'.repeat(32), '9': '9b'.repeat(32), '11': '1c'.repeat(32) }): Config {
+function withImageMeasurements(
+  config: Config,
+  values: Record<string, string> = { '4': '4a'.repeat(32), '9': '9b'.repeat(32), '11': '1c'.repeat(32) },
+): Config {
   const measurements = measurementsOf(config);
-  for (const [index, value] of Object.entries(values)) measurements[index] = { ...measurements[index], expected: value };
+  for (const [index, value] of Object.entries(values))
+    measurements[index] = { ...measurements[index], expected: value };
   return config;
 }
 
 describe('config: placeholder measurements of cloud configs', () => {
-  const complete = (yaml: string) => yaml.replace('image: ""', 'image: ami-1').replace(/iamProfileControlPlane: ""/, 'iamProfileControlPlane: cp').replace(/iamProfileWorkerNodes: ""/, 'iamProfileWorkerNodes: w');
+  const complete = (yaml: string) =>
+    yaml
+      .replace('image: ""', 'image: ami-1')
+      .replace(/iamProfileControlPlane: ""/, 'iamProfileControlPlane: cp')
+      .replace(/iamProfileWorkerNodes: ""/, 'iamProfileWorkerNodes: w');
 
   it('a generated cloud config says its measurements are placeholders and how to fill them', () => {
     const yaml = renderConfig(defaultConfig('aws'));
@@ -155,12 +183,20 @@ describe('config: placeholder measurements of cloud configs', () => {
       () => parseConfig(yaml),
       (e: unknown) => {
         const message = (e as Error).message;
-        return ['4', '9', '11'].every((i) => message.includes(`attestation.awsSEVSNP.measurements.${i}.expected: PCR ${i} is enforced but expected all zeros`)) && /constellation image build/.test(message) && !/measurements\.(8|12|13|0|15)\./.test(message);
+        return (
+          ['4', '9', '11'].every((i) =>
+            message.includes(
+              `attestation.awsSEVSNP.measurements.${i}.expected: PCR ${i} is enforced but expected all zeros`,
+            ),
+          ) &&
+          /constellation image build/.test(message) &&
+          !/measurements\.(8|12|13|0|15)\./.test(message)
+        );
       },
     );
   });
 
-  it('validate accepts the image\'s values for 4, 9, 11 with 8, 12, 13 zero and warn-only firmware PCRs zero', () => {
+  it("validate accepts the image's values for 4, 9, 11 with 8, 12, 13 zero and warn-only firmware PCRs zero", () => {
     const yaml = complete(renderConfig(withImageMeasurements(defaultConfig('aws'))));
     const m = measurementsOf(parseConfig(yaml));
     assert.equal(m['4'].expected, '4a'.repeat(32));
@@ -171,25 +207,40 @@ describe('config: placeholder measurements of cloud configs', () => {
   it('validate refuses a zero firmware PCR once it is enforced', () => {
     const config = withImageMeasurements(defaultConfig('gcp'));
     measurementsOf(config)['0'] = { expected: '0'.repeat(64), warnOnly: false };
-    const yaml = renderConfig(config).replace('image: ""', 'image: projects/p/global/images/i').replace(/(\n\s+(project|serviceAccountKeyPath|region|zone)): ""/g, '$1: x');
+    const yaml = renderConfig(config)
+      .replace('image: ""', 'image: projects/p/global/images/i')
+      .replace(/(\n\s+(project|serviceAccountKeyPath|region|zone)): ""/g, '$1: x');
     assert.throws(() => parseConfig(yaml), /measurements\.0\.expected: PCR 0 is enforced but expected all zeros/);
   });
 
   it('config generate may still write the placeholders (an incomplete config parses leniently)', () => {
-    assert.doesNotThrow(() => parseConfig(renderConfig(defaultConfig('azure')), 'constellation-conf.yaml', { allowIncomplete: true }));
+    assert.doesNotThrow(() =>
+      parseConfig(renderConfig(defaultConfig('azure')), 'constellation-conf.yaml', { allowIncomplete: true }),
+    );
   });
 });
 
 describe('config: updating provider fields (iam create --update-config)', () => {
   it('fills empty fields, keeps the comments, and the result validates', () => {
-    const generated = renderConfig(withImageMeasurements(defaultConfig('aws')), { schemaUrl: 'https://example.test/s.json' }).replace('image: ""', 'image: ami-1');
-    const updated = setProviderFields(generated, { iamProfileControlPlane: 'cp-profile', iamProfileWorkerNodes: 'worker-profile' });
+    const generated = renderConfig(withImageMeasurements(defaultConfig('aws')), {
+      schemaUrl: 'https://example.test/s.json',
+    }).replace('image: ""', 'image: ami-1');
+    const updated = setProviderFields(generated, {
+      iamProfileControlPlane: 'cp-profile',
+      iamProfileWorkerNodes: 'worker-profile',
+    });
     assert.equal(updated.split('\n')[0], '# yaml-language-server: $schema=https://example.test/s.json');
-    assert.match(updated, /# IAM instance profile of the control-plane nodes\.[^\n]*\n\s+iamProfileControlPlane: cp-profile\n/);
+    assert.match(
+      updated,
+      /# IAM instance profile of the control-plane nodes\.[^\n]*\n\s+iamProfileControlPlane: cp-profile\n/,
+    );
     assert.equal(parseConfig(updated).provider.aws?.iamProfileWorkerNodes, 'worker-profile');
   });
 
   it('refuses an update that would make the config invalid', () => {
-    assert.throws(() => setProviderFields(renderConfig(defaultConfig('gcp')), { projectt: 'x' }), /unknown key "projectt" \(did you mean "project"\?\)/);
+    assert.throws(
+      () => setProviderFields(renderConfig(defaultConfig('gcp')), { projectt: 'x' }),
+      /unknown key "projectt" \(did you mean "project"\?\)/,
+    );
   });
 });

@@ -18,7 +18,8 @@ describe('config: JSON Schema', () => {
       properties: Record<string, { minProperties?: number; maxProperties?: number; additionalProperties?: unknown }>;
     };
     assert.equal(schema.additionalProperties, false);
-    for (const key of ['version', 'name', 'kubernetesVersion', 'provider', 'nodeGroups', 'attestation']) assert.ok(schema.required.includes(key), key);
+    for (const key of ['version', 'name', 'kubernetesVersion', 'provider', 'nodeGroups', 'attestation'])
+      assert.ok(schema.required.includes(key), key);
     for (const key of ['provider', 'attestation']) {
       assert.equal(schema.properties[key]?.minProperties, 1);
       assert.equal(schema.properties[key]?.maxProperties, 1);

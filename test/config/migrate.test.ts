@@ -10,25 +10,71 @@ const UPSTREAM = path.join(REPO_ROOT, 'test/testdata/upstream-config');
 /** What `constellation image build` would give: real-looking (non-placeholder) values for PCR 4, 8, 9, 11, 12, 13. */
 function imageMeasurements(variant: string) {
   const m = (hex: string, warnOnly = false) => ({ expected: hex.repeat(64 / hex.length), warnOnly });
-  return { version: 'v1.0.0', variant, measurements: { 4: m('4a'), 8: m('00'), 9: m('9b'), 11: m('1c'), 12: m('00'), 13: m('00'), 15: m('00', true) } };
+  return {
+    version: 'v1.0.0',
+    variant,
+    measurements: { 4: m('4a'), 8: m('00'), 9: m('9b'), 11: m('1c'), 12: m('00'), 13: m('00'), 15: m('00', true) },
+  };
 }
 
 /** Every upstream file, what a user adds that upstream's file cannot hold, and the keys that must be named as dropped. */
 const CASES = [
-  { file: 'configAWSV2.yaml', variant: 'aws-nitro-tpm', set: [], dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.aws.measurements'] },
-  { file: 'configAzureV2SingleIDKeyDigest.yaml', variant: 'azure-sev-snp', set: [], dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.azure.measurements', 'provider.azure.deployCSIDriver'] },
-  { file: 'configAzureV2MultipleIDKeyDigest.yaml', variant: 'azure-sev-snp', set: [], dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.azure.measurements', 'provider.azure.deployCSIDriver'] },
+  {
+    file: 'configAWSV2.yaml',
+    variant: 'aws-nitro-tpm',
+    set: [],
+    dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.aws.measurements'],
+  },
+  {
+    file: 'configAzureV2SingleIDKeyDigest.yaml',
+    variant: 'azure-sev-snp',
+    set: [],
+    dropped: [
+      'image',
+      'kubernetesVersion',
+      'debugCluster',
+      'provider.azure.measurements',
+      'provider.azure.deployCSIDriver',
+    ],
+  },
+  {
+    file: 'configAzureV2MultipleIDKeyDigest.yaml',
+    variant: 'azure-sev-snp',
+    set: [],
+    dropped: [
+      'image',
+      'kubernetesVersion',
+      'debugCluster',
+      'provider.azure.measurements',
+      'provider.azure.deployCSIDriver',
+    ],
+  },
   {
     file: 'configGCPV2.yaml',
     variant: 'gcp-sev-es',
     set: ['provider.gcp.IAMServiceAccountVM=constell-vm@project-12345.iam.gserviceaccount.com'],
-    dropped: ['image', 'kubernetesVersion', 'debugCluster', 'provider.gcp.measurements', 'provider.gcp.deployCSIDriver'],
+    dropped: [
+      'image',
+      'kubernetesVersion',
+      'debugCluster',
+      'provider.gcp.measurements',
+      'provider.gcp.deployCSIDriver',
+    ],
   },
   {
     file: 'configAzureV3.yaml',
     variant: 'azure-sev-snp',
     set: [],
-    dropped: ['image', 'kubernetesVersion', 'microserviceVersion', 'debugCluster', 'attestation.azureSEVSNP.measurements', 'attestation.azureSEVSNP.bootloaderVersion', 'attestation.azureSEVSNP.amdRootKey', 'provider.azure.deployCSIDriver'],
+    dropped: [
+      'image',
+      'kubernetesVersion',
+      'microserviceVersion',
+      'debugCluster',
+      'attestation.azureSEVSNP.measurements',
+      'attestation.azureSEVSNP.bootloaderVersion',
+      'attestation.azureSEVSNP.amdRootKey',
+      'provider.azure.deployCSIDriver',
+    ],
   },
   {
     file: 'configGCPV4.yaml',
@@ -124,11 +170,16 @@ describe('config migrate: upstream Constellation configs (test/testdata/upstream
       IAMServiceAccountVM: 'constell-vm@project-12345.iam.gserviceaccount.com',
       deployCSIDriver: false,
     });
-    assert.ok(gcp.dropped.some((d) => d.path === 'provider.gcp.deployCSIDriver' && /no CSI driver/.test(d.reason)), 'deployCSIDriver: true is named as not carried');
+    assert.ok(
+      gcp.dropped.some((d) => d.path === 'provider.gcp.deployCSIDriver' && /no CSI driver/.test(d.reason)),
+      'deployCSIDriver: true is named as not carried',
+    );
     assert.equal(gcp.config.nodeGroups.worker_default.initialCount, 2);
     assert.equal(gcp.config.nodeGroups.control_plane_default.zone, 'europe-west3-b');
 
-    const azure = migrateUpstreamConfig(await fs.readFile(path.join(UPSTREAM, 'configAzureV2MultipleIDKeyDigest.yaml'), 'utf8'));
+    const azure = migrateUpstreamConfig(
+      await fs.readFile(path.join(UPSTREAM, 'configAzureV2MultipleIDKeyDigest.yaml'), 'utf8'),
+    );
     assert.deepEqual((azure.config.attestation.azureSEVSNP as Record<string, unknown>).firmwareSignerConfig, {
       acceptedKeyDigests: [
         '57486a447ec0f1958002a22a06b7673b9fd27d11e1c6527498056054c5fa92d23c50f9de44072760fe2b6fb89740b696',
@@ -141,25 +192,49 @@ describe('config migrate: upstream Constellation configs (test/testdata/upstream
 
     const v3 = migrateUpstreamConfig(await fs.readFile(path.join(UPSTREAM, 'configAzureV3.yaml'), 'utf8'));
     const snp = v3.config.attestation.azureSEVSNP as Record<string, unknown>;
-    assert.deepEqual(snp.firmwareSignerConfig, { acceptedKeyDigests: ['0356215882a825279a85b300b0b742931d113bf7e32dde2e50ffde7ec743ca491ecdd7f336dc28a6e0b2bb57af7a44a3'], enforcementPolicy: 'MAAFallback', maaURL: 'https://sharedeus.eus.attest.azure.net' });
+    assert.deepEqual(snp.firmwareSignerConfig, {
+      acceptedKeyDigests: [
+        '0356215882a825279a85b300b0b742931d113bf7e32dde2e50ffde7ec743ca491ecdd7f336dc28a6e0b2bb57af7a44a3',
+      ],
+      enforcementPolicy: 'MAAFallback',
+      maaURL: 'https://sharedeus.eus.attest.azure.net',
+    });
     assert.equal(snp.microcodeVersion, 115);
   });
 
-  it('maps upstream\'s qemu section to provider.qemu: vcpus, memory, firmware and an nvram path; names the rest', async () => {
+  it("maps upstream's qemu section to provider.qemu: vcpus, memory, firmware and an nvram path; names the rest", async () => {
     const v4 = migrateUpstreamConfig(await fs.readFile(path.join(UPSTREAM, 'configQEMUV4.yaml'), 'utf8'));
     assert.equal(v4.provider, 'qemu');
-    assert.deepEqual(v4.config.provider.qemu, { vcpus: 4, memoryMiB: 4096, firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd', firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd', accel: 'auto' });
+    assert.deepEqual(v4.config.provider.qemu, {
+      vcpus: 4,
+      memoryMiB: 4096,
+      firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd',
+      firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd',
+      accel: 'auto',
+    });
     assert.equal(v4.config.name, 'mini');
     assert.equal(v4.config.nodeGroups.control_plane_default.stateDiskSizeGB, 8);
     assert.equal(v4.config.nodeGroups.control_plane_default.initialCount, 1);
     assert.equal(v4.config.nodeGroups.worker_default.instanceType, 'qemu'); // upstream's empty instance type: ours
-    assert.match(v4.dropped.find((d) => d.path === 'provider.qemu.libvirtSocket')?.reason ?? '', /QEMU directly, not through libvirt/);
+    assert.match(
+      v4.dropped.find((d) => d.path === 'provider.qemu.libvirtSocket')?.reason ?? '',
+      /QEMU directly, not through libvirt/,
+    );
     assert.ok(v4.notes.some((n) => /provider\.qemu\.accel: .*set to auto/.test(n)));
 
     const v2 = migrateUpstreamConfig(await fs.readFile(path.join(UPSTREAM, 'configQEMUV2.yaml'), 'utf8'));
     assert.equal(v2.variant, 'qemu-vtpm');
-    assert.deepEqual(v2.config.provider.qemu, { vcpus: 2, memoryMiB: 2048, firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd', firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd', accel: 'auto' });
-    assert.match(v2.dropped.find((d) => d.path === 'provider.qemu.nvram')?.reason ?? '', /"production" names one of upstream's own UEFI variable stores/);
+    assert.deepEqual(v2.config.provider.qemu, {
+      vcpus: 2,
+      memoryMiB: 2048,
+      firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd',
+      firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd',
+      accel: 'auto',
+    });
+    assert.match(
+      v2.dropped.find((d) => d.path === 'provider.qemu.nvram')?.reason ?? '',
+      /"production" names one of upstream's own UEFI variable stores/,
+    );
     assert.ok(v2.notes.some((n) => /provider\.qemu\.firmware: empty \(upstream's auto selection\)/.test(n)));
     assert.equal(v2.config.nodeGroups.worker_default.stateDiskSizeGB, 10);
 
@@ -175,17 +250,41 @@ describe('config migrate: upstream Constellation configs (test/testdata/upstream
       'provider.qemu.nvram',
       'provider.qemu.vcpus',
     ]);
-    assert.deepEqual(bad.config.provider.qemu, { vcpus: 2, memoryMiB: 2048, firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd', firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd', accel: 'auto' });
+    assert.deepEqual(bad.config.provider.qemu, {
+      vcpus: 2,
+      memoryMiB: 2048,
+      firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd',
+      firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd',
+      accel: 'auto',
+    });
   });
 
   it('without --image and --measurements, says what config validate will still refuse', async () => {
-    const result = await migrateConfigFile({ input: path.join(UPSTREAM, 'configAWSV2.yaml'), output: path.join(dir, 'out.yaml'), replace: async () => false });
-    assert.deepEqual(result.problems.map((p) => p.path), ['image', 'attestation.awsNitroTPM.measurements.4.expected', 'attestation.awsNitroTPM.measurements.9.expected', 'attestation.awsNitroTPM.measurements.11.expected']);
+    const result = await migrateConfigFile({
+      input: path.join(UPSTREAM, 'configAWSV2.yaml'),
+      output: path.join(dir, 'out.yaml'),
+      replace: async () => false,
+    });
+    assert.deepEqual(
+      result.problems.map((p) => p.path),
+      [
+        'image',
+        'attestation.awsNitroTPM.measurements.4.expected',
+        'attestation.awsNitroTPM.measurements.9.expected',
+        'attestation.awsNitroTPM.measurements.11.expected',
+      ],
+    );
   });
 
   it('refuses what is not an upstream config, naming the version it found', () => {
-    assert.throws(() => migrateUpstreamConfig('version: v1\n'), /version is "v1"; config migrate reads upstream Constellation's v2, v3 and v4/);
-    assert.throws(() => migrateUpstreamConfig('version: v4\nprovider:\n  openstack: {}\n'), /provider openstack has no counterpart here/);
+    assert.throws(
+      () => migrateUpstreamConfig('version: v1\n'),
+      /version is "v1"; config migrate reads upstream Constellation's v2, v3 and v4/,
+    );
+    assert.throws(
+      () => migrateUpstreamConfig('version: v4\nprovider:\n  openstack: {}\n'),
+      /provider openstack has no counterpart here/,
+    );
   });
 
   it('never overwrites without asking: refuses an existing output; with -y keeps the upstream file beside it', async function () {

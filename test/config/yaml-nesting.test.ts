@@ -15,12 +15,18 @@ describe('YAML nesting guard', () => {
     assert.equal(yamlNestingProblem(`${'['.repeat(MAX_FLOW_NESTING)}${']'.repeat(MAX_FLOW_NESTING)}`), undefined);
     assert.match(yamlNestingProblem('['.repeat(MAX_FLOW_NESTING + 1)) ?? '', /more than 64 levels deep/);
     // What the fuzz target found: braces after a flow map's first pair, tabs in between.
-    assert.match(yamlNestingProblem(`{"key":"AA==",${'{'.repeat(800)}${'\t'.repeat(100)}${'{'.repeat(800)}`) ?? '', /more than 64/);
+    assert.match(
+      yamlNestingProblem(`{"key":"AA==",${'{'.repeat(800)}${'\t'.repeat(100)}${'{'.repeat(800)}`) ?? '',
+      /more than 64/,
+    );
   });
 
   it('counts as the parser does: brackets in quoted scalars and comments are text', () => {
     const brackets = '['.repeat(100);
-    assert.equal(yamlNestingProblem(`a: "${brackets}"\nb: '${brackets}'\n# ${brackets}\nc: [1, ["]]]", {d: e}]]\n`), undefined);
+    assert.equal(
+      yamlNestingProblem(`a: "${brackets}"\nb: '${brackets}'\n# ${brackets}\nc: [1, ["]]]", {d: e}]]\n`),
+      undefined,
+    );
     // Closing brackets hidden in quoted scalars do not hide real nesting.
     assert.match(yamlNestingProblem('["]",'.repeat(100)) ?? '', /more than 64/);
   });
@@ -33,7 +39,14 @@ describe('YAML nesting guard', () => {
 
   it('keeps the config and the state file from the parser, with their own errors', () => {
     const deep = `${'['.repeat(5000)}`;
-    assert.throws(() => parseConfig(deep), (err: unknown) => err instanceof ConfigError && /not valid YAML: it nests flow collections/.test(err.message));
-    assert.throws(() => parseState(deep), (err: unknown) => err instanceof UserError && /The state file .* is not valid YAML: it nests flow collections/.test(err.message));
+    assert.throws(
+      () => parseConfig(deep),
+      (err: unknown) => err instanceof ConfigError && /not valid YAML: it nests flow collections/.test(err.message),
+    );
+    assert.throws(
+      () => parseState(deep),
+      (err: unknown) =>
+        err instanceof UserError && /The state file .* is not valid YAML: it nests flow collections/.test(err.message),
+    );
   });
 });

@@ -34,11 +34,14 @@ describe('e2e: apply creates, initializes and scales a local cluster', function 
     const res = await run(copy, ws, ['apply', '-y']);
     assert.equal(res.code, 0, res.stdout + res.stderr);
     assert.match(res.stdout, /Created the cluster; initialized it\./);
-    assert.deepEqual((await status(copy, ws)).map((n) => [n.name, n.state]), [
-      ['control-plane-0', 'joined'],
-      ['worker-0', 'joined'],
-      ['worker-1', 'joined'],
-    ]);
+    assert.deepEqual(
+      (await status(copy, ws)).map((n) => [n.name, n.state]),
+      [
+        ['control-plane-0', 'joined'],
+        ['worker-0', 'joined'],
+        ['worker-1', 'joined'],
+      ],
+    );
     assert.equal((await run(copy, ws, ['verify', '--all'])).code, 0);
   });
 
@@ -47,18 +50,24 @@ describe('e2e: apply creates, initializes and scales a local cluster', function 
     const up = await run(copy, ws, ['apply', '-y']);
     assert.equal(up.code, 0, up.stdout + up.stderr);
     assert.match(up.stdout, /Scaled worker_default 2 → 4\./);
-    assert.deepEqual((await status(copy, ws)).filter((n) => n.role === 'worker').map((n) => [n.name, n.state]), [
-      ['worker-0', 'joined'],
-      ['worker-1', 'joined'],
-      ['worker-2', 'joined'],
-      ['worker-3', 'joined'],
-    ]);
+    assert.deepEqual(
+      (await status(copy, ws)).filter((n) => n.role === 'worker').map((n) => [n.name, n.state]),
+      [
+        ['worker-0', 'joined'],
+        ['worker-1', 'joined'],
+        ['worker-2', 'joined'],
+        ['worker-3', 'joined'],
+      ],
+    );
 
     await editConfig(ws, { initialCounts: counts(1) });
     const down = await run(copy, ws, ['apply', '-y']);
     assert.equal(down.code, 0, down.stdout + down.stderr);
     assert.match(down.stdout, /Scaled worker_default 4 → 1\./);
-    assert.deepEqual((await status(copy, ws)).map((n) => n.name), ['control-plane-0', 'worker-0']);
+    assert.deepEqual(
+      (await status(copy, ws)).map((n) => n.name),
+      ['control-plane-0', 'worker-0'],
+    );
 
     const again = await run(copy, ws, ['apply', '-y']);
     assert.equal(again.code, 0, again.stdout + again.stderr);
@@ -68,6 +77,9 @@ describe('e2e: apply creates, initializes and scales a local cluster', function 
   it('refuses a phase it does not know, naming the phases', async () => {
     const res = await run(copy, ws, ['apply', '--skip-phases', 'images']);
     assert.equal(res.code, 1);
-    assert.match(res.stderr, /"images" is not a phase of apply\.[\s\S]*infrastructure, init, attestationconfig, image, k8s/);
+    assert.match(
+      res.stderr,
+      /"images" is not a phase of apply\.[\s\S]*infrastructure, init, attestationconfig, image, k8s/,
+    );
   });
 });

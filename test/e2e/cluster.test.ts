@@ -96,14 +96,19 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
         ['worker-1', 'worker', 'joined'],
       ],
     );
-    for (const n of nodes) assert.match(n.address, /^10\.213\.\d+\.\d+$/, 'an address of the default pool 10.213.0.0/16');
+    for (const n of nodes)
+      assert.match(n.address, /^10\.213\.\d+\.\d+$/, 'an address of the default pool 10.213.0.0/16');
     const text = await run(copy, ws, ['status']);
     assert.match(text.stdout, /worker-1\s+worker\s+10\.213\.\d+\.101\s+joined/);
     assert.match(text.stdout, /3 of 3 nodes joined/);
     const state = await readState(ws);
     assert.match(state.clusterValues.clusterID, /^[0-9a-f]{64}$/);
     assert.equal((await fs.stat(path.join(ws, MASTER_SECRET_FILE))).mode & 0o777, 0o600);
-    assert.equal(await exists(path.join(ws, ADMIN_CONF_FILE)), false, 'no kubeconfig: local nodes run no API server (backend none)');
+    assert.equal(
+      await exists(path.join(ws, ADMIN_CONF_FILE)),
+      false,
+      'no kubeconfig: local nodes run no API server (backend none)',
+    );
   });
 
   it('a worker whose image changed after create is refused naming the PCR, and gets no ticket and no key', async () => {
@@ -117,9 +122,14 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
     } finally {
       await fs.writeFile(file, original);
     }
-    const refused = await waitFor('worker-2 to be refused', async () => (await status(copy, ws)).find((n) => n.name === 'worker-2' && n.state === 'refused'));
+    const refused = await waitFor('worker-2 to be refused', async () =>
+      (await status(copy, ws)).find((n) => n.name === 'worker-2' && n.state === 'refused'),
+    );
     assert.match(refused.reason ?? '', /PCR 9\b/);
-    const disk = await openGocryptfsStateDisk({ diskDir: nodePaths(ws, 'worker-2').stateDisk, mountPoint: path.join(tmp, 'view-worker-2') });
+    const disk = await openGocryptfsStateDisk({
+      diskDir: nodePaths(ws, 'worker-2').stateDisk,
+      mountPoint: path.join(tmp, 'view-worker-2'),
+    });
     try {
       assert.equal(await disk.isFormatted(), false, 'a refused node got no disk key');
     } finally {
@@ -138,14 +148,21 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
     const swtpm = await startSwtpm({ stateDir: path.join(tmp, 'rogue-tpm') });
     try {
       const image = { nodeBinary: process.execPath, imageDir: copy.imageDir, entry: copy.entry };
-      await measureBoot(image, await swtpmLauncherTpm({ serverSocket: swtpm.serverSocket, ctrlSocket: swtpm.ctrlSocket }));
+      await measureBoot(
+        image,
+        await swtpmLauncherTpm({ serverSocket: swtpm.serverSocket, ctrlSocket: swtpm.ctrlSocket }),
+      );
       const tpm = await TpmClient.connect(swtpm.serverSocket);
       try {
         const { publicArea } = await tpm.attestationKey();
         for (const name of ['rogue-0', 'worker-0']) {
           const issuer = new VtpmIssuer({ variant: 'local-vtpm', tpm, instanceInfo: localInstanceInfo(name) });
           // Its PCRs are right: a validator that trusted its AK would accept it.
-          const trusting = await createValidator('local-vtpm', { measurements }, { akRegistry: { lookup: async () => publicArea } });
+          const trusting = await createValidator(
+            'local-vtpm',
+            { measurements },
+            { akRegistry: { lookup: async () => publicArea } },
+          );
           const nonce = randomBytes(32);
           await trusting.validate(await issuer.issue(new Uint8Array(32), nonce), nonce);
 
@@ -157,7 +174,10 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
             nodeName: name,
           });
           assert.ok(attempt.error, `${name} was not refused`);
-          assert.match(attempt.error.message, name === 'rogue-0' ? /no attestation key is registered/ : /attestation key differs/);
+          assert.match(
+            attempt.error.message,
+            name === 'rogue-0' ? /no attestation key is registered/ : /attestation key differs/,
+          );
           assert.ok(!attempt.responses.includes('sealedTicket'), `${name} got a sealed ticket`);
         }
       } finally {
@@ -188,7 +208,10 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
     const rejoinsBefore = (await fs.readFile(np.log, 'utf8')).split('rejoined the cluster').length;
 
     await copiedInfrastructure().rebootNodes(['worker-0'], providerContext(ws));
-    await waitFor('worker-0 to rejoin', async () => (await fs.readFile(np.log, 'utf8')).split('rejoined the cluster').length > rejoinsBefore);
+    await waitFor(
+      'worker-0 to rejoin',
+      async () => (await fs.readFile(np.log, 'utf8')).split('rejoined the cluster').length > rejoinsBefore,
+    );
     const worker0 = (await status(copy, ws)).find((n) => n.name === 'worker-0');
     assert.equal(worker0?.state, 'joined');
 
@@ -206,7 +229,11 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
   it('terminate leaves no process, network namespace or node folder behind, and keeps the master secret', async () => {
     const pids = await clusterProcesses(ws);
     const network = (await clusterNetwork(ws)) as ClusterNetwork;
-    assert.equal((await network.namespaces()).length, (await status(copy, ws)).length + 1, 'one per node and the gateway\'s');
+    assert.equal(
+      (await network.namespaces()).length,
+      (await status(copy, ws)).length + 1,
+      "one per node and the gateway's",
+    );
     assert.ok(pids.length >= 8, `expected the cluster's processes, found ${pids.length}`);
     const secret = await fs.readFile(path.join(ws, MASTER_SECRET_FILE));
     const res = await run(copy, ws, ['terminate', '-y']);
@@ -257,7 +284,11 @@ describe('e2e: init against a node whose PCRs differ from the config', function 
     assert.equal(retried.code, 0, retried.stderr);
     const result = JSON.parse(retried.stdout) as { clusterId: string };
     assert.equal((await readState(ws)).clusterValues.clusterID, result.clusterId);
-    assert.deepEqual(await fs.readFile(path.join(ws, MASTER_SECRET_FILE)), secret, 'the master secret written before the first attempt is reused');
+    assert.deepEqual(
+      await fs.readFile(path.join(ws, MASTER_SECRET_FILE)),
+      secret,
+      'the master secret written before the first attempt is reused',
+    );
   });
 });
 
@@ -271,13 +302,21 @@ describe('e2e: the CLI killed during mini up', function () {
 
   /** Where mini up is killed, and whether the master secret is in the workspace by then. */
   const points: { name: string; reached: (ws: string) => Promise<boolean>; secretWritten: boolean }[] = [
-    { name: 'after config generate', reached: (ws) => exists(path.join(ws, 'constellation-state.yaml')), secretWritten: false },
+    {
+      name: 'after config generate',
+      reached: (ws) => exists(path.join(ws, 'constellation-state.yaml')),
+      secretWritten: false,
+    },
     {
       name: 'during create (a node folder exists)',
       reached: async (ws) => (await fs.readdir(clusterPaths(ws).nodesDir).catch(() => [])).length > 0,
       secretWritten: false,
     },
-    { name: 'after the master secret was written (during init)', reached: (ws) => exists(path.join(ws, MASTER_SECRET_FILE)), secretWritten: true },
+    {
+      name: 'after the master secret was written (during init)',
+      reached: (ws) => exists(path.join(ws, MASTER_SECRET_FILE)),
+      secretWritten: true,
+    },
   ];
 
   async function killMiniUpAt(ws: string, point: (typeof points)[number]): Promise<Buffer | undefined> {
@@ -285,7 +324,11 @@ describe('e2e: the CLI killed during mini up', function () {
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
     let done = false;
     void exited.then(() => (done = true));
-    await waitFor(point.name, async () => (await point.reached(ws)) || (done && Promise.reject(new Error(`mini up ended before ${point.name}`))));
+    await waitFor(
+      point.name,
+      async () =>
+        (await point.reached(ws)) || (done && Promise.reject(new Error(`mini up ended before ${point.name}`))),
+    );
     child.kill('SIGKILL');
     await exited;
     return fs.readFile(path.join(ws, MASTER_SECRET_FILE)).catch(() => undefined);

@@ -36,13 +36,21 @@ type Event = { type: string; [key: string]: unknown };
 class Attacker {
   readonly events: Event[] = [];
   constructor(readonly child: ChildProcess) {
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => this.events.push(JSON.parse(line) as Event));
+    readline
+      .createInterface({ input: child.stdout! })
+      .on('line', (line) => this.events.push(JSON.parse(line) as Event));
   }
 
   async command(line: string, answer: string, timeoutMs = 60_000): Promise<Event> {
     const before = this.events.length;
     this.child.stdin!.write(`${line}\n`);
-    return waitFor(`the attacker's answer to "${line.split(' ')[0]}"`, async () => this.events.slice(before).find((e) => e.type === answer) ?? (this.child.exitCode !== null && Promise.reject(new Error('the attacker exited'))), timeoutMs);
+    return waitFor(
+      `the attacker's answer to "${line.split(' ')[0]}"`,
+      async () =>
+        this.events.slice(before).find((e) => e.type === answer) ??
+        (this.child.exitCode !== null && Promise.reject(new Error('the attacker exited'))),
+      timeoutMs,
+    );
   }
 
   stop(): void {
@@ -79,7 +87,7 @@ describe('e2e: a compromised worker while apply adds a control plane', function 
     if (tmp) await fs.rm(tmp, { recursive: true, force: true });
   });
 
-  it('gains no node, no ticket it can use and no key: the new control plane serves no Init, and every node is this cluster\'s', async () => {
+  it("gains no node, no ticket it can use and no key: the new control plane serves no Init, and every node is this cluster's", async () => {
     assert.equal((await run(copy, ws, ['config', 'generate', 'local'])).code, 0);
     const up = await run(copy, ws, ['apply', '-y']);
     assert.equal(up.code, 0, up.stdout + up.stderr);
@@ -87,11 +95,17 @@ describe('e2e: a compromised worker while apply adds a control plane', function 
 
     // Root on worker-0: its launch config (TPM socket, address, metadata), its disk's UUID (in its log), its namespace.
     const worker = nodePaths(ws, 'worker-0');
-    const started = (await fs.readFile(worker.log, 'utf8')).split('\n').find((l) => l.includes('"bootstrapper started"'));
+    const started = (await fs.readFile(worker.log, 'utf8'))
+      .split('\n')
+      .find((l) => l.includes('"bootstrapper started"'));
     const diskUuid = (JSON.parse(started!) as { diskUuid: string }).diskUuid;
     const netns = (await clusterNetwork(ws))!.nodeNetns('worker-0');
     attacker = new Attacker(
-      spawn('nsenter', [`--net=${netnsPath(netns)}`, '--', process.execPath, ...nodeArgsFor(FIXTURE), worker.launchConfig], { cwd: REPO_ROOT, stdio: ['pipe', 'pipe', 'inherit'] }),
+      spawn(
+        'nsenter',
+        [`--net=${netnsPath(netns)}`, '--', process.execPath, ...nodeArgsFor(FIXTURE), worker.launchConfig],
+        { cwd: REPO_ROOT, stdio: ['pipe', 'pipe', 'inherit'] },
+      ),
     );
 
     // It stops the worker's program and takes the TPM: the join service gives it what it gives worker-0.
@@ -99,17 +113,27 @@ describe('e2e: a compromised worker while apply adds a control plane', function 
     process.kill(launcherPid, 'SIGKILL');
     await waitFor('the worker program to stop', async () => !(await alive(launcherPid)));
     const tickets = await attacker.command(`tickets ${diskUuid}`, 'tickets');
-    assert.deepEqual(tickets.got, { rejoin: true, join: true }, 'the join service serves the worker (it attests as one)');
+    assert.deepEqual(
+      tickets.got,
+      { rejoin: true, join: true },
+      'the join service serves the worker (it attests as one)',
+    );
     const candidates = tickets.candidates as string[];
     assert.ok(candidates.length > 0);
-    const carriesInitSecret = candidates.some((c) => c === initSecret || Buffer.from(c, 'hex').toString() === initSecret);
+    const carriesInitSecret = candidates.some(
+      (c) => c === initSecret || Buffer.from(c, 'hex').toString() === initSecret,
+    );
     assert.equal(carriesInitSecret, false, 'no ticket carries the init secret');
     assert.equal(tickets.matchingHash, 0, 'nothing the worker holds matches the init-secret hash');
 
     // The worker reboots and rejoins; the attacker stays in its namespace.
     const reboot = await run(copy, ws, ['mini', 'reboot', 'worker-0']);
     assert.equal(reboot.code, 0, reboot.stdout + reboot.stderr);
-    await waitFor('worker-0 to rejoin', async () => (await status(copy, ws)).find((n) => n.name === 'worker-0')?.state === 'joined', 120_000);
+    await waitFor(
+      'worker-0 to rejoin',
+      async () => (await status(copy, ws)).find((n) => n.name === 'worker-0')?.state === 'joined',
+      120_000,
+    );
 
     const attacking = await attacker.command('attack', 'attacking');
     assert.deepEqual(attacking.known, ['control-plane-0']);
@@ -120,21 +144,38 @@ describe('e2e: a compromised worker while apply adds a control plane', function 
 
     // It tried Init on the new control plane with everything it held; none got through.
     const inits = report.inits as { node: string; outcome: string }[];
-    assert.ok(inits.some((i) => i.node === 'control-plane-1'), 'the attacker tried Init on the new control plane');
-    assert.deepEqual(inits.filter((i) => i.outcome === 'initialized'), [], 'no Init succeeded');
+    assert.ok(
+      inits.some((i) => i.node === 'control-plane-1'),
+      'the attacker tried Init on the new control plane',
+    );
+    assert.deepEqual(
+      inits.filter((i) => i.outcome === 'initialized'),
+      [],
+      'no Init succeeded',
+    );
     assert.match(await fs.readFile(nodePaths(ws, 'control-plane-1').log, 'utf8'), /this node serves no Init/);
 
     // No node asked the attacker's join service; every node joined this cluster and proves it (PCR 15).
-    assert.deepEqual((report.joinServiceLog as string[]).filter((l) => l.includes('ticket issued')), []);
+    assert.deepEqual(
+      (report.joinServiceLog as string[]).filter((l) => l.includes('ticket issued')),
+      [],
+    );
     const nodes = await status(copy, ws);
-    assert.deepEqual(nodes.map((n) => [n.name, n.state]), [
-      ['control-plane-0', 'joined'],
-      ['control-plane-1', 'joined'],
-      ['worker-0', 'joined'],
-      ['worker-1', 'joined'],
-    ]);
+    assert.deepEqual(
+      nodes.map((n) => [n.name, n.state]),
+      [
+        ['control-plane-0', 'joined'],
+        ['control-plane-1', 'joined'],
+        ['worker-0', 'joined'],
+        ['worker-1', 'joined'],
+      ],
+    );
     const verified = await run(copy, ws, ['verify', '--all']);
-    assert.equal(verified.code, 0, `every node proves it belongs to this cluster: ${verified.stdout}${verified.stderr}`);
+    assert.equal(
+      verified.code,
+      0,
+      `every node proves it belongs to this cluster: ${verified.stdout}${verified.stderr}`,
+    );
     attacker.child.stdin!.write('stop\n');
   });
 });

@@ -37,7 +37,13 @@ interface StatusNode {
   address: string;
   state: string;
   reason?: string;
-  software?: { image: string; measurementsDigest: string; kubernetesVersion: string; microserviceVersion: string; attestationVariant: string };
+  software?: {
+    image: string;
+    measurementsDigest: string;
+    kubernetesVersion: string;
+    microserviceVersion: string;
+    attestationVariant: string;
+  };
   upToDate?: boolean;
   lastAttestation?: { result: string; verifier: string };
 }
@@ -49,7 +55,10 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
   let ws: string;
   let kubeconfig: string;
 
-  const fullStatus = async (): Promise<{ expected: { measurementsDigest: string; kubernetesVersion: string }; nodes: StatusNode[] }> => {
+  const fullStatus = async (): Promise<{
+    expected: { measurementsDigest: string; kubernetesVersion: string };
+    nodes: StatusNode[];
+  }> => {
     const res = await run(copy, ws, ['status', '--json']);
     assert.equal(res.code, 0, res.stderr);
     return JSON.parse(res.stdout);
@@ -67,7 +76,10 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
     const dir = path.join(nodePaths(ws, name).stateDisk, 'cipher');
     const out: Record<string, string> = {};
     for (const entry of await fs.readdir(dir, { recursive: true, withFileTypes: true })) {
-      if (entry.isFile()) out[path.relative(dir, path.join(entry.parentPath, entry.name))] = (await fs.readFile(path.join(entry.parentPath, entry.name))).toString('hex');
+      if (entry.isFile())
+        out[path.relative(dir, path.join(entry.parentPath, entry.name))] = (
+          await fs.readFile(path.join(entry.parentPath, entry.name))
+        ).toString('hex');
     }
     return out;
   };
@@ -82,12 +94,14 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
     kubeconfig = path.join(tmp, 'kube', 'config');
     await fs.mkdir(path.dirname(kubeconfig));
     await fs.writeFile(kubeconfig, OTHER_KUBECONFIG);
-    const res = await run(copy, ws, ['mini', 'up', '-c', '2', '-w', '2', '--merge-kubeconfig'], { KUBECONFIG: kubeconfig });
+    const res = await run(copy, ws, ['mini', 'up', '-c', '2', '-w', '2', '--merge-kubeconfig'], {
+      KUBECONFIG: kubeconfig,
+    });
     assert.equal(res.code, 0, `${res.stdout}\n${res.stderr}`);
     assert.match(res.stdout, /Nothing was merged into your kubeconfig: the cluster runs no Kubernetes/);
   });
 
-  it('--merge-kubeconfig left the user\'s kubeconfig untouched: no context may point to an API server that does not run', async () => {
+  it("--merge-kubeconfig left the user's kubeconfig untouched: no context may point to an API server that does not run", async () => {
     assert.equal(await fs.readFile(kubeconfig, 'utf8'), OTHER_KUBECONFIG);
   });
 
@@ -130,7 +144,10 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
     );
     const other = await run(copy, ws, ['verify', '--all', '--cluster-id', randomBytes(32).toString('hex')]);
     assert.equal(other.code, 3);
-    assert.equal((other.stdout.match(/belongs to another cluster: PCR 15: expected [0-9a-f]{64}, got [0-9a-f]{64}/g) ?? []).length, 4);
+    assert.equal(
+      (other.stdout.match(/belongs to another cluster: PCR 15: expected [0-9a-f]{64}, got [0-9a-f]{64}/g) ?? []).length,
+      4,
+    );
   });
 
   it('a worker rebooted after its node program wrote to its state disk rejoins with the data intact, and verifies', async () => {
@@ -139,7 +156,11 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
     const reboot = await run(copy, ws, ['mini', 'reboot', 'worker-0']);
     assert.equal(reboot.code, 0, reboot.stderr);
     await waitFor('worker-0 to rejoin', async () => (await bootHistory('worker-0').catch(() => [])).length === 2);
-    assert.deepEqual(await bootHistory('worker-0'), ['join', 'rejoin'], 'the history written before the reboot is intact');
+    assert.deepEqual(
+      await bootHistory('worker-0'),
+      ['join', 'rejoin'],
+      'the history written before the reboot is intact',
+    );
     await waitFor('worker-0 joined', async () => (await node('worker-0'))?.state === 'joined');
     const verify = await run(copy, ws, ['verify', '-e', (await node('worker-0'))!.address]);
     assert.equal(verify.code, 0, verify.stdout + verify.stderr);
@@ -163,8 +184,14 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
 
     const secretFile = path.join(ws, MASTER_SECRET_FILE);
     const right = await fs.readFile(secretFile);
-    const disks = { 'control-plane-0': await cipherTree('control-plane-0'), 'control-plane-1': await cipherTree('control-plane-1') };
-    await fs.writeFile(secretFile, JSON.stringify({ key: randomBytes(32).toString('base64'), salt: randomBytes(32).toString('base64') }));
+    const disks = {
+      'control-plane-0': await cipherTree('control-plane-0'),
+      'control-plane-1': await cipherTree('control-plane-1'),
+    };
+    await fs.writeFile(
+      secretFile,
+      JSON.stringify({ key: randomBytes(32).toString('base64'), salt: randomBytes(32).toString('base64') }),
+    );
     try {
       const wrong = await run(copy, ws, ['recover']);
       assert.equal(wrong.code, 1);
@@ -174,8 +201,12 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
     } finally {
       await fs.writeFile(secretFile, right);
     }
-    for (const [name, tree] of Object.entries(disks)) assert.deepEqual(await cipherTree(name), tree, `${name}'s disk changed`);
-    assert.ok((await status(copy, ws)).filter((n) => n.role === 'control-plane').every((n) => n.state === 'awaiting-recovery'), 'the nodes keep waiting');
+    for (const [name, tree] of Object.entries(disks))
+      assert.deepEqual(await cipherTree(name), tree, `${name}'s disk changed`);
+    assert.ok(
+      (await status(copy, ws)).filter((n) => n.role === 'control-plane').every((n) => n.state === 'awaiting-recovery'),
+      'the nodes keep waiting',
+    );
 
     const recover = await run(copy, ws, ['recover']);
     assert.equal(recover.code, 0, recover.stdout + recover.stderr);
@@ -184,7 +215,11 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
     await waitFor('every node to be back', allJoined);
     const histories = await Promise.all(['control-plane-0', 'control-plane-1'].map(bootHistory));
     assert.deepEqual(histories.map((h) => h[1]).sort(), ['recover', 'recover']);
-    assert.deepEqual(histories.map((h) => h[0]).sort(), ['init', 'join'], 'the history written before the reboot is intact');
+    assert.deepEqual(
+      histories.map((h) => h[0]).sort(),
+      ['init', 'join'],
+      'the history written before the reboot is intact',
+    );
     assert.deepEqual(await bootHistory('worker-1'), ['join', 'rejoin']);
     assert.equal((await run(copy, ws, ['verify', '--all'])).code, 0);
     const again = await run(copy, ws, ['recover']);
@@ -215,7 +250,11 @@ describe('e2e: day two on a local cluster of 2 control planes + 2 workers', func
       assert.equal(verify.code, 3);
       assert.match(verify.stdout, /PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64} \(enforced\)/);
       const s = await fullStatus();
-      assert.equal(s.nodes.find((n) => n.name === 'worker-0')?.upToDate, false, 'its measurements digest differs from the config');
+      assert.equal(
+        s.nodes.find((n) => n.name === 'worker-0')?.upToDate,
+        false,
+        'its measurements digest differs from the config',
+      );
     } finally {
       await fs.writeFile(file, original);
     }

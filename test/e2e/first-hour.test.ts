@@ -57,13 +57,15 @@ describe('the first hour (a real local cluster)', function () {
       assert.equal(res.code, 0, `${res.stdout}\n${res.stderr}`);
     });
 
-    it('comes up, with each node\'s TPM sockets in the cluster\'s runtime folder', async () => {
+    it("comes up, with each node's TPM sockets in the cluster's runtime folder", async () => {
       const status = await run(copy, ws, ['status']);
       assert.match(status.stdout, /2 of 2 nodes joined/);
       const runtime = clusterPaths(ws).runtimeDir;
       assert.ok(runtime.startsWith(`${RUNTIME_ROOT}/`));
       for (const node of ['control-plane-0', 'worker-0']) {
-        const launch = JSON.parse(await fs.readFile(nodePaths(ws, node).launchConfig, 'utf8')) as { tpm: { ctrlSocket: string } };
+        const launch = JSON.parse(await fs.readFile(nodePaths(ws, node).launchConfig, 'utf8')) as {
+          tpm: { ctrlSocket: string };
+        };
         assert.equal(launch.tpm.ctrlSocket, path.join(runtime, node, 'swtpm.sock.ctrl'));
         assert.ok(Buffer.byteLength(launch.tpm.ctrlSocket) <= 107, 'fits a unix socket address');
         assert.ok(await exists(launch.tpm.ctrlSocket), node);
@@ -115,7 +117,11 @@ describe('the first hour (a real local cluster)', function () {
     workspaces.push(ws);
     await fs.mkdir(ws);
     // As a terminal's Ctrl-C: SIGINT to the whole foreground process group.
-    const child = spawn(process.execPath, [copy.cli, 'mini', 'up', '-C', ws], { cwd: tmp, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [copy.cli, 'mini', 'up', '-C', ws], {
+      cwd: tmp,
+      detached: true,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     let output = '';
     child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
     child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));

@@ -37,9 +37,13 @@ describe('e2e: a highly available control plane (3 control planes + 2 workers)',
   /** Power cut: every process of the node dies at once (bootstrapper, etcd, gocryptfs, swtpm). */
   const kill = async (name: string) => {
     for (const pid of await findOwnedProcesses(nodePaths(ws, name).dir)) process.kill(pid, 'SIGKILL');
-    await waitFor(`${name}'s processes to be gone`, async () => (await findOwnedProcesses(nodePaths(ws, name).dir)).length === 0);
+    await waitFor(
+      `${name}'s processes to be gone`,
+      async () => (await findOwnedProcesses(nodePaths(ws, name).dir)).length === 0,
+    );
   };
-  const bootHistory = async (name: string) => (await fs.readFile(path.join(nodePaths(ws, name).stateDir, BOOT_HISTORY_FILE), 'utf8')).trim().split('\n').length;
+  const bootHistory = async (name: string) =>
+    (await fs.readFile(path.join(nodePaths(ws, name).stateDir, BOOT_HISTORY_FILE), 'utf8')).trim().split('\n').length;
 
   before(async () => {
     tmp = await tempDir('cl-ha-');
@@ -59,23 +63,34 @@ describe('e2e: a highly available control plane (3 control planes + 2 workers)',
     assert.ok((await status(copy, ws)).every((n) => n.state === 'joined'));
     const store = await storeStatus();
     assert.deepEqual([store.healthyVoters, store.voters, store.quorum], [3, 3, true]);
-    assert.deepEqual(store.members.map((m) => m.name).sort(), ['control-plane-0', 'control-plane-1', 'control-plane-2']);
+    assert.deepEqual(store.members.map((m) => m.name).sort(), [
+      'control-plane-0',
+      'control-plane-1',
+      'control-plane-2',
+    ]);
     const text = await run(copy, ws, ['status']);
     assert.match(text.stdout, /Cluster store \(etcd\): 3 of 3 members healthy, quorum/);
   });
 
   it('a measurement written once to the store takes effect on every join service at once: the old image is refused by all three', async () => {
-    const probe = await startProbeNode(ws, { imageDir: copy.imageDir, entry: copy.entry }, 'probe-0', path.join(tmp, 'probe-tpm'));
+    const probe = await startProbeNode(
+      ws,
+      { imageDir: copy.imageDir, entry: copy.entry },
+      'probe-0',
+      path.join(tmp, 'probe-tpm'),
+    );
     try {
       const controlPlanes = (await status(copy, ws)).filter((n) => n.role === 'control-plane');
       const ask = (address: string) => probe.join(`${address}:30090`);
-      for (const cp of controlPlanes) assert.equal((await ask(cp.address)).error, undefined, `${cp.name} accepts the current image`);
+      for (const cp of controlPlanes)
+        assert.equal((await ask(cp.address)).error, undefined, `${cp.name} accepts the current image`);
 
       const measurements = measurementsOf(await loadConfig(ws));
       const store = await openWorkspaceStore(ws);
       try {
         // Written straight to the store (the CLI writes only verified sets): what matters is every join service's reaction.
-        const write = (m: typeof measurements) => store.writeJoinConfig({ attestation: { variant: 'local-vtpm', config: { measurements: m } } });
+        const write = (m: typeof measurements) =>
+          store.writeJoinConfig({ attestation: { variant: 'local-vtpm', config: { measurements: m } } });
         await write({ ...measurements, 9: { expected: 'ab'.repeat(32), warnOnly: false } });
         // No wait: the very next request of every join service reads the new measurements.
         for (const cp of controlPlanes) {
@@ -87,7 +102,8 @@ describe('e2e: a highly available control plane (3 control planes + 2 workers)',
       } finally {
         await store.close();
       }
-      for (const cp of controlPlanes) assert.equal((await ask(cp.address)).error, undefined, `${cp.name} accepts it again`);
+      for (const cp of controlPlanes)
+        assert.equal((await ask(cp.address)).error, undefined, `${cp.name} accepts it again`);
     } finally {
       await probe.close();
     }
@@ -97,7 +113,11 @@ describe('e2e: a highly available control plane (3 control planes + 2 workers)',
     await kill('control-plane-0');
     const joinsBefore = await bootHistory('worker-0');
     assert.equal((await run(copy, ws, ['mini', 'reboot', 'worker-0'])).code, 0);
-    await waitFor('worker-0 to rejoin', async () => (await node('worker-0'))?.state === 'joined' && (await bootHistory('worker-0')) === joinsBefore + 1, 30_000);
+    await waitFor(
+      'worker-0 to rejoin',
+      async () => (await node('worker-0'))?.state === 'joined' && (await bootHistory('worker-0')) === joinsBefore + 1,
+      30_000,
+    );
     assert.equal((await node('control-plane-0'))?.state, 'stopped');
     const degraded = await storeStatus();
     assert.deepEqual([degraded.healthyVoters, degraded.voters, degraded.quorum], [2, 3, true]);
@@ -113,17 +133,25 @@ describe('e2e: a highly available control plane (3 control planes + 2 workers)',
     await kill('control-plane-2');
     const before = await bootHistory('worker-1');
     assert.equal((await run(copy, ws, ['mini', 'reboot', 'worker-1'])).code, 0);
-    const waiting = await waitFor('worker-1 to be told', async () => {
-      const n = await node('worker-1');
-      return n?.reason?.includes('the control plane has no quorum') ? n : undefined;
-    }, 30_000);
+    const waiting = await waitFor(
+      'worker-1 to be told',
+      async () => {
+        const n = await node('worker-1');
+        return n?.reason?.includes('the control plane has no quorum') ? n : undefined;
+      },
+      30_000,
+    );
     assert.equal(waiting.state, 'waiting');
     const log = await fs.readFile(nodePaths(ws, 'worker-1').log, 'utf8');
     assert.match(log, /The control plane has no quorum: the cluster store cannot answer/);
     assert.equal(await bootHistory('worker-1').catch(() => before), before, 'no rejoin: no disk key reached the node');
 
     assert.equal((await run(copy, ws, ['mini', 'start', 'control-plane-1'])).code, 0);
-    await waitFor('control-plane-1 to await recovery', async () => (await node('control-plane-1'))?.state === 'awaiting-recovery', 30_000);
+    await waitFor(
+      'control-plane-1 to await recovery',
+      async () => (await node('control-plane-1'))?.state === 'awaiting-recovery',
+      30_000,
+    );
     const recover = await run(copy, ws, ['recover']);
     assert.match(recover.stdout, /^recovered control-plane-1$/m, recover.stdout + recover.stderr);
     await waitFor('worker-1 to rejoin', async () => (await node('worker-1'))?.state === 'joined', 30_000);

@@ -10,7 +10,16 @@ import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { STATE_FILE } from '../../lib/workspace/files.js';
-import { changedBuild, cleanUp, clusterProcesses, copyBuiltCli, run, tamper, tempDir, type CliCopy } from './support.js';
+import {
+  changedBuild,
+  cleanUp,
+  clusterProcesses,
+  copyBuiltCli,
+  run,
+  tamper,
+  tempDir,
+  type CliCopy,
+} from './support.js';
 import { removeImageTree } from '../../providers/local/image-store.js';
 import { pollUntil } from '../../lib/poll.js';
 
@@ -37,7 +46,8 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     assert.equal(res.code, 0, `${args.join(' ')}:\n${res.stdout}\n${res.stderr}`);
     return res.stdout;
   };
-  const images = async () => (JSON.parse(await ok(['mini', 'image', 'list', '--json'])) as { images: ListedImage[] }).images;
+  const images = async () =>
+    (JSON.parse(await ok(['mini', 'image', 'list', '--json'])) as { images: ListedImage[] }).images;
 
   before(async () => {
     tmp = await tempDir('cl-images-e2e-');
@@ -63,9 +73,14 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
   it('refuses an image whose measurements were edited after signing, before anything starts', async () => {
     await ok(['mini', 'image', 'create', 'v1-edited', '--from', copy.root]);
     const file = path.join(tmp, 'config', 'constellation', 'images', 'v1-edited', 'measurements.json');
-    const signed = JSON.parse(await fs.readFile(file, 'utf8')) as { measurements: Record<string, { expected: string }> };
+    const signed = JSON.parse(await fs.readFile(file, 'utf8')) as {
+      measurements: Record<string, { expected: string }>;
+    };
     await fs.chmod(file, 0o644); // images are read-only: their owner can make a file writable
-    await fs.writeFile(file, (await fs.readFile(file, 'utf8')).replace(signed.measurements['9'].expected, 'ab'.repeat(32)));
+    await fs.writeFile(
+      file,
+      (await fs.readFile(file, 'utf8')).replace(signed.measurements['9'].expected, 'ab'.repeat(32)),
+    );
     assert.equal((await images()).find((i) => i.version === 'v1-edited')?.signature, 'bad');
 
     const other = path.join(tmp, 'ws-edited');
@@ -75,7 +90,12 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     assert.match(res.stderr, /The measurements of local image v1-edited .* do not verify with your local image key/);
     assert.match(res.stderr, /Hint: Nothing was changed\./);
     assert.deepEqual(await clusterProcesses(other), [], 'no node was started');
-    assert.equal((parse(await fs.readFile(path.join(other, STATE_FILE), 'utf8')) as { infrastructure: { uid: string } }).infrastructure.uid, '', 'not even a cluster identity was made');
+    assert.equal(
+      (parse(await fs.readFile(path.join(other, STATE_FILE), 'utf8')) as { infrastructure: { uid: string } })
+        .infrastructure.uid,
+      '',
+      'not even a cluster identity was made',
+    );
   });
 
   it('an image with one byte appended to one of its files after signing: the first node is refused naming PCR 9, no cluster comes up', async () => {
@@ -96,22 +116,40 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
 
   it('mini up --image v1: every node boots v1 and shows its signed measurements; verify --all accepts them', async () => {
     await ok(['mini', 'up', '--image', 'v1', '-c', '1', '-w', '1']);
-    const config = parse(await fs.readFile(path.join(ws, 'constellation-conf.yaml'), 'utf8')) as { image: string; attestation: { localVTPM: { measurements: unknown } } };
+    const config = parse(await fs.readFile(path.join(ws, 'constellation-conf.yaml'), 'utf8')) as {
+      image: string;
+      attestation: { localVTPM: { measurements: unknown } };
+    };
     assert.equal(config.image, 'v1');
-    const signed = JSON.parse(await fs.readFile(path.join(tmp, 'config', 'constellation', 'images', 'v1', 'measurements.json'), 'utf8')) as { measurements: unknown };
+    const signed = JSON.parse(
+      await fs.readFile(path.join(tmp, 'config', 'constellation', 'images', 'v1', 'measurements.json'), 'utf8'),
+    ) as { measurements: unknown };
     assert.deepEqual(
-      Object.fromEntries(Object.entries(config.attestation.localVTPM.measurements as Record<string, unknown>).map(([k, v]) => [String(k), v])),
+      Object.fromEntries(
+        Object.entries(config.attestation.localVTPM.measurements as Record<string, unknown>).map(([k, v]) => [
+          String(k),
+          v,
+        ]),
+      ),
       signed.measurements,
     );
-    const status = JSON.parse(await ok(['status', '--json'])) as { nodes: { name: string; state: string; software?: { image: string; measurementsDigest: string } }[] };
+    const status = JSON.parse(await ok(['status', '--json'])) as {
+      nodes: { name: string; state: string; software?: { image: string; measurementsDigest: string } }[];
+    };
     assert.equal(status.nodes.length, 2);
     for (const n of status.nodes) {
       assert.equal(n.state, 'joined', n.name);
       assert.equal(n.software?.image, 'v1', `${n.name} reports IMAGE_VERSION v1`);
-      assert.equal(n.software?.measurementsDigest, v1.measurementsDigest, `${n.name} booted what v1's signed measurements say`);
+      assert.equal(
+        n.software?.measurementsDigest,
+        v1.measurementsDigest,
+        `${n.name} booted what v1's signed measurements say`,
+      );
     }
     // The nodes run the image's copy of the build, not the CLI's dist/.
-    const launch = JSON.parse(await fs.readFile(path.join(ws, 'constellation-local', 'nodes', status.nodes[0].name, 'launch.json'), 'utf8')) as { image: { imageDir: string }; imageVersion: string };
+    const launch = JSON.parse(
+      await fs.readFile(path.join(ws, 'constellation-local', 'nodes', status.nodes[0].name, 'launch.json'), 'utf8'),
+    ) as { image: { imageDir: string }; imageVersion: string };
     assert.equal(launch.image.imageDir, path.join(tmp, 'config', 'constellation', 'images', 'v1', 'node-program'));
     assert.equal(launch.imageVersion, 'v1');
     await ok(['verify', '--all']);
@@ -129,13 +167,19 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     assert.equal(check.current.image, 'v1');
     const v2 = check.images.find((i) => i.version === 'v2');
     assert.equal(v2?.relation, 'newer');
-    assert.deepEqual(v2?.changes?.map((c) => c.index), [9, 11]);
+    assert.deepEqual(
+      v2?.changes?.map((c) => c.index),
+      [9, 11],
+    );
     assert.match(check.images.find((i) => i.version === 'v1-edited')?.refused ?? '', /do not verify/);
     assert.equal(check.upgrade?.version, 'v2');
 
     const text = await ok(['upgrade', 'check', '--update-config']);
     assert.match(text, /Wrote image v2 and its measurements into the config/);
-    assert.equal((parse(await fs.readFile(path.join(ws, 'constellation-conf.yaml'), 'utf8')) as { image: string }).image, 'v2');
+    assert.equal(
+      (parse(await fs.readFile(path.join(ws, 'constellation-conf.yaml'), 'utf8')) as { image: string }).image,
+      'v2',
+    );
   });
 
   it('a rebooted node keeps the image it was created with after the config names another', async () => {
@@ -143,7 +187,9 @@ describe('e2e: versioned local images (mini image create, mini up --image, upgra
     let worker: { state: string; software?: { image: string } } | undefined;
     await pollUntil(
       async () => {
-        const status = JSON.parse(await ok(['status', '--json'])) as { nodes: { name: string; state: string; software?: { image: string } }[] };
+        const status = JSON.parse(await ok(['status', '--json'])) as {
+          nodes: { name: string; state: string; software?: { image: string } }[];
+        };
         worker = status.nodes.find((n) => n.name === 'worker-0');
         return worker?.state === 'joined' || undefined;
       },

@@ -36,7 +36,9 @@ type Event = { type: 'ready' | 'bound' | 'connection' | 'log'; [key: string]: un
 class Impostor {
   readonly events: Event[] = [];
   private constructor(private readonly child: ChildProcess) {
-    readline.createInterface({ input: child.stdout! }).on('line', (line) => this.events.push(JSON.parse(line) as Event));
+    readline
+      .createInterface({ input: child.stdout! })
+      .on('line', (line) => this.events.push(JSON.parse(line) as Event));
   }
 
   static async start(pool: string): Promise<Impostor> {
@@ -47,7 +49,12 @@ class Impostor {
       stdio: ['pipe', 'pipe', 'inherit'],
     });
     const impostor = new Impostor(child);
-    await waitFor('the impostor to try the whole pool', async () => impostor.events.some((e) => e.type === 'ready') || (child.exitCode !== null && Promise.reject(new Error('the impostor exited'))));
+    await waitFor(
+      'the impostor to try the whole pool',
+      async () =>
+        impostor.events.some((e) => e.type === 'ready') ||
+        (child.exitCode !== null && Promise.reject(new Error('the impostor exited'))),
+    );
     return impostor;
   }
 
@@ -55,12 +62,16 @@ class Impostor {
   async report(): Promise<Report> {
     const before = this.events.length;
     this.child.stdin!.write('report\n');
-    return waitFor('the impostor\'s report', async () => this.events.slice(before).find((e): e is Report => e.type === 'report'));
+    return waitFor("the impostor's report", async () =>
+      this.events.slice(before).find((e): e is Report => e.type === 'report'),
+    );
   }
 
   /** What reached its listeners: connections, and every line of its fake join service but "listening". */
   reached(): Event[] {
-    return this.events.filter((e) => e.type === 'connection' || (e.type === 'log' && !String(e.line).includes('"join service listening"')));
+    return this.events.filter(
+      (e) => e.type === 'connection' || (e.type === 'log' && !String(e.line).includes('"join service listening"')),
+    );
   }
 
   stop(): void {
@@ -81,7 +92,11 @@ describe('e2e: a local user (nobody) impersonating the join service of a local c
     copy = await copyBuiltCli(tmp);
     impostor = await Impostor.start(pool);
     const first = await impostor.report();
-    assert.equal(first.attempts >= 254 * 2 ** (24 - parseAddressPool(pool).bits), true, 'it tried every address of the pool');
+    assert.equal(
+      first.attempts >= 254 * 2 ** (24 - parseAddressPool(pool).bits),
+      true,
+      'it tried every address of the pool',
+    );
   });
 
   after(async () => {
@@ -106,22 +121,34 @@ describe('e2e: a local user (nobody) impersonating the join service of a local c
       `every node joined: ${JSON.stringify(nodes)}`,
     );
     const verified = await run(copy, ws, ['verify', '--all']);
-    assert.equal(verified.code, 0, `every node proves it belongs to this cluster (PCR 15): ${verified.stdout}${verified.stderr}`);
+    assert.equal(
+      verified.code,
+      0,
+      `every node proves it belongs to this cluster (PCR 15): ${verified.stdout}${verified.stderr}`,
+    );
 
     const gateway = (await readState(ws)).infrastructure.clusterEndpoint;
     const prefix = gateway.slice(0, gateway.lastIndexOf('.'));
     const report = await impostor.report();
-    assert.ok((report.passes[prefix] ?? 0) >= 1, `the impostor went over the cluster's range ${prefix}.0/24 while the cluster ran`);
+    assert.ok(
+      (report.passes[prefix] ?? 0) >= 1,
+      `the impostor went over the cluster's range ${prefix}.0/24 while the cluster ran`,
+    );
     // It tried each of the cluster's addresses, on every port, and got none.
     for (const address of [gateway, ...nodes.map((n) => n.address)]) {
-      for (const port of PORTS) assert.equal(report.outcomes[`${address}:${port}`], 'EADDRNOTAVAIL', `${address}:${port}`);
+      for (const port of PORTS)
+        assert.equal(report.outcomes[`${address}:${port}`], 'EADDRNOTAVAIL', `${address}:${port}`);
     }
     // All it ever got is this machine's own address in a range (<prefix>.2), which nothing connects to.
     for (const where of report.bound) assert.match(where, /^\d+\.\d+\.\d+\.2:\d+$/);
     // Nothing reached it: no node asked it for a ticket, it sealed nothing, no CLI connected.
     assert.deepEqual(impostor.reached(), []);
     for (const n of nodes) {
-      assert.doesNotMatch(await fs.readFile(nodePaths(ws, n.name).log, 'utf8'), /ticket not used/, `${n.name} never got a ticket from anyone but its cluster`);
+      assert.doesNotMatch(
+        await fs.readFile(nodePaths(ws, n.name).log, 'utf8'),
+        /ticket not used/,
+        `${n.name} never got a ticket from anyone but its cluster`,
+      );
     }
   }
 
@@ -140,7 +167,11 @@ describe('e2e: a local user (nobody) impersonating the join service of a local c
     assert.equal(created.code, 0, created.stderr);
     const init = await run(copy, ws, ['init']);
     assert.equal(init.code, 0, `${init.stdout}\n${init.stderr}`);
-    await waitFor('every node to join', async () => (await status(copy, ws)).every((n) => n.state === 'joined'), 120_000);
+    await waitFor(
+      'every node to join',
+      async () => (await status(copy, ws)).every((n) => n.state === 'joined'),
+      120_000,
+    );
     await assertImpostorGotNothing(ws, 2); // the default config: 1 control plane, 1 worker
   });
 });

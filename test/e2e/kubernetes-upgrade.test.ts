@@ -65,35 +65,53 @@ describe('e2e: in-place Kubernetes upgrade of the control planes, then replaceme
   });
 
   it('v1.32 → v1.33: every control plane upgrades in place before the worker is replaced; a rebooted control plane keeps the version', async () => {
-    assert.deepEqual((await nodes()).map((n) => [n.name, n.software?.kubernetesVersion]), [
-      ['control-plane-0', 'v1.32.10'],
-      ['control-plane-1', 'v1.32.10'],
-      ['control-plane-2', 'v1.32.10'],
-      ['worker-0', 'v1.32.10'],
-    ]);
+    assert.deepEqual(
+      (await nodes()).map((n) => [n.name, n.software?.kubernetesVersion]),
+      [
+        ['control-plane-0', 'v1.32.10'],
+        ['control-plane-1', 'v1.32.10'],
+        ['control-plane-2', 'v1.32.10'],
+        ['worker-0', 'v1.32.10'],
+      ],
+    );
     await setKubernetesVersion('v1.33.6');
     const res = await run(copy, ws, ['upgrade', 'apply', '-y']);
     assert.equal(res.code, 0, res.stdout + res.stderr);
     const out = res.stdout;
     assert.match(out, /Kubernetes v1\.32\.10 → v1\.33\.6: in place on the control planes first/);
     assert.match(out, /Nodes to replace, one at a time \(1\):\n {2}worker-0 \(worker\)/, 'only the worker is replaced');
-    const upgraded = ['control-plane-0', 'control-plane-1', 'control-plane-2'].map((name) => out.search(new RegExp(`${name} runs Kubernetes v1\\.33\\.6`)));
+    const upgraded = ['control-plane-0', 'control-plane-1', 'control-plane-2'].map((name) =>
+      out.search(new RegExp(`${name} runs Kubernetes v1\\.33\\.6`)),
+    );
     const firstReplacement = out.indexOf('adding a node to worker_default to replace worker-0');
-    assert.ok(upgraded.every((at) => at >= 0), out);
-    assert.ok(upgraded.every((at) => at < firstReplacement), `every control plane runs v1.33.6 before the first replacement starts:\n${out}`);
+    assert.ok(
+      upgraded.every((at) => at >= 0),
+      out,
+    );
+    assert.ok(
+      upgraded.every((at) => at < firstReplacement),
+      `every control plane runs v1.33.6 before the first replacement starts:\n${out}`,
+    );
     assert.match(out, /\(it ran the cluster-wide upgrade\)/);
 
     const after = await nodes();
-    assert.deepEqual(after.map((n) => [n.name, n.state, n.software?.kubernetesVersion, n.upToDate]), [
-      ['control-plane-0', 'joined', 'v1.33.6', true],
-      ['control-plane-1', 'joined', 'v1.33.6', true],
-      ['control-plane-2', 'joined', 'v1.33.6', true],
-      ['worker-1', 'joined', 'v1.33.6', true],
-    ]);
+    assert.deepEqual(
+      after.map((n) => [n.name, n.state, n.software?.kubernetesVersion, n.upToDate]),
+      [
+        ['control-plane-0', 'joined', 'v1.33.6', true],
+        ['control-plane-1', 'joined', 'v1.33.6', true],
+        ['control-plane-2', 'joined', 'v1.33.6', true],
+        ['worker-1', 'joined', 'v1.33.6', true],
+      ],
+    );
     await assert.rejects(fs.stat(path.join(ws, UPGRADE_JOURNAL_FILE)), { code: 'ENOENT' });
 
     assert.equal((await run(copy, ws, ['mini', 'reboot', 'control-plane-1'])).code, 0);
-    const rebooted = await waitFor('control-plane-1 to rejoin', async () => (await nodes()).find((n) => n.name === 'control-plane-1' && n.state === 'joined'), 90_000);
+    const rebooted = await waitFor(
+      'control-plane-1 to rejoin',
+      async () => (await nodes()).find((n) => n.name === 'control-plane-1' && n.state === 'joined'),
+      90_000,
+    );
     assert.equal(rebooted.software?.kubernetesVersion, 'v1.33.6', 'the version is kept on its state disk');
   });
 
@@ -101,13 +119,19 @@ describe('e2e: in-place Kubernetes upgrade of the control planes, then replaceme
     await setKubernetesVersion('v1.32.10');
     const res = await run(copy, ws, ['upgrade', 'apply', '-y']);
     assert.equal(res.code, 1, res.stdout + res.stderr);
-    assert.match(res.stderr, /Kubernetes cannot go from v1\.33\.6 down to v1\.32\.10: kubeadm does not downgrade a cluster\./);
+    assert.match(
+      res.stderr,
+      /Kubernetes cannot go from v1\.33\.6 down to v1\.32\.10: kubeadm does not downgrade a cluster\./,
+    );
     await assert.rejects(fs.stat(path.join(ws, UPGRADE_JOURNAL_FILE)), { code: 'ENOENT' });
-    assert.deepEqual((await status(copy, ws)).map((n) => [n.name, n.state]), [
-      ['control-plane-0', 'joined'],
-      ['control-plane-1', 'joined'],
-      ['control-plane-2', 'joined'],
-      ['worker-1', 'joined'],
-    ]);
+    assert.deepEqual(
+      (await status(copy, ws)).map((n) => [n.name, n.state]),
+      [
+        ['control-plane-0', 'joined'],
+        ['control-plane-1', 'joined'],
+        ['control-plane-2', 'joined'],
+        ['worker-1', 'joined'],
+      ],
+    );
   });
 });

@@ -72,12 +72,26 @@ export function run(copy: CliCopy, ws: string, args: string[], env?: NodeJS.Proc
 }
 
 /** Starts the copy's CLI without waiting for it (to kill it part-way); `withOutput` pipes its stdout. */
-export function start(copy: CliCopy, ws: string, args: string[], withOutput = false, env?: NodeJS.ProcessEnv): ChildProcess {
-  return spawn(process.execPath, [copy.cli, ...args, '-C', ws], { cwd: ws, env: { ...process.env, ...env }, stdio: ['ignore', withOutput ? 'pipe' : 'ignore', 'ignore'] });
+export function start(
+  copy: CliCopy,
+  ws: string,
+  args: string[],
+  withOutput = false,
+  env?: NodeJS.ProcessEnv,
+): ChildProcess {
+  return spawn(process.execPath, [copy.cli, ...args, '-C', ws], {
+    cwd: ws,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', withOutput ? 'pipe' : 'ignore', 'ignore'],
+  });
 }
 
 /** Polls `check` every 10 ms until it returns a value other than undefined/false. */
-export async function waitFor<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
+export async function waitFor<T>(
+  what: string,
+  check: () => Promise<T | undefined | false>,
+  timeoutMs = 60_000,
+): Promise<T> {
   return pollUntil<T>(
     async () => {
       const value = await check();
@@ -126,12 +140,21 @@ async function checkJoinServiceHealth(address: string, timeoutMs = 2000): Promis
     import('../../lib/atls/index.js'),
     import('@grpc/grpc-js'),
   ]);
-  const client = new HealthClient(address, await atls.createAttestedClientCredentials(), { ...atls.attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
+  const client = new HealthClient(address, await atls.createAttestedClientCredentials(), {
+    ...atls.attestedChannelOptions,
+    'grpc.use_local_subchannel_pool': 1,
+  });
   try {
     const res = await new Promise<{ status: number }>((resolve, reject) =>
-      client.check({ service: 'constellation.join.v1.JoinService' }, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, r) => (err ? reject(err) : resolve(r))),
+      client.check(
+        { service: 'constellation.join.v1.JoinService' },
+        new Metadata(),
+        { deadline: Date.now() + timeoutMs },
+        (err, r) => (err ? reject(err) : resolve(r)),
+      ),
     );
-    if (res.status !== ServingStatus.SERVING) throw new Error(`the join service at ${address} is ${ServingStatus[res.status]}`);
+    if (res.status !== ServingStatus.SERVING)
+      throw new Error(`the join service at ${address} is ${ServingStatus[res.status]}`);
   } finally {
     client.close();
   }
@@ -158,10 +181,15 @@ export function startLoadBalancerProbe(lb: string): { stop(): Promise<{ calls: n
       try {
         await checkJoinServiceHealth(`${lb}:30090`);
         await getNodeStatus(`${lb}:30081`, 2000);
-        const client = new VerifyClient(`${lb}:30081`, await atls.createAttestedClientCredentials(), { ...atls.attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
+        const client = new VerifyClient(`${lb}:30081`, await atls.createAttestedClientCredentials(), {
+          ...atls.attestedChannelOptions,
+          'grpc.use_local_subchannel_pool': 1,
+        });
         try {
           await new Promise<void>((resolve, reject) =>
-            client.getAttestation({ nonce: randomBytes(32) }, (err, res) => (err ? reject(err) : res.document.length > 0 ? resolve() : reject(new Error('empty document')))),
+            client.getAttestation({ nonce: randomBytes(32) }, (err, res) =>
+              err ? reject(err) : res.document.length > 0 ? resolve() : reject(new Error('empty document')),
+            ),
           );
         } finally {
           client.close();
@@ -204,7 +232,11 @@ export async function attemptJoin(
 ): Promise<{ error?: Error; responses: string[] }> {
   const atls = await import('../../lib/atls/index.js');
   const { JoinServiceClient } = await import('../../proto/gen/constellation/join.js');
-  const client = new JoinServiceClient(address, await atls.createAttestedClientCredentials(), atls.attestedChannelOptions);
+  const client = new JoinServiceClient(
+    address,
+    await atls.createAttestedClientCredentials(),
+    atls.attestedChannelOptions,
+  );
   const call = client.issueJoinTicket();
   const responses: string[] = [];
   call.on('data', (message: { kind?: { $case: string } }) => responses.push(message.kind?.$case ?? 'empty'));
@@ -237,33 +269,63 @@ export interface ProbeNode {
  * provider's metadata server as a worker (as `create` registers every node), that joins on demand: to ask a chosen
  * join service directly, or to join at a chosen moment.
  */
-export async function startProbeNode(ws: string, image: { imageDir: string; entry: string }, name: string, stateDir: string): Promise<ProbeNode> {
-  const [{ startSwtpm }, { TpmClient }, { measureBoot, swtpmLauncherTpm }, { ClusterFile }, { CloudControl }, { VtpmIssuer }, { localInstanceInfo }, { createKubeletCsr }] =
-    await Promise.all([
-      import('../../lib/tpm/swtpm.js'),
-      import('../../lib/tpm/client.js'),
-      import('../../providers/local/launcher.js'),
-      import('../../providers/local/cluster-file.js'),
-      import('../../providers/local/cloud.js'),
-      import('../../lib/attestation/vtpm-issuer.js'),
-      import('../../lib/attestation/variants/local-vtpm.js'),
-      import('../../bootstrapper/kubelet-csr.js'),
-    ]);
+export async function startProbeNode(
+  ws: string,
+  image: { imageDir: string; entry: string },
+  name: string,
+  stateDir: string,
+): Promise<ProbeNode> {
+  const [
+    { startSwtpm },
+    { TpmClient },
+    { measureBoot, swtpmLauncherTpm },
+    { ClusterFile },
+    { CloudControl },
+    { VtpmIssuer },
+    { localInstanceInfo },
+    { createKubeletCsr },
+  ] = await Promise.all([
+    import('../../lib/tpm/swtpm.js'),
+    import('../../lib/tpm/client.js'),
+    import('../../providers/local/launcher.js'),
+    import('../../providers/local/cluster-file.js'),
+    import('../../providers/local/cloud.js'),
+    import('../../lib/attestation/vtpm-issuer.js'),
+    import('../../lib/attestation/variants/local-vtpm.js'),
+    import('../../bootstrapper/kubelet-csr.js'),
+  ]);
   const swtpm = await startSwtpm({ stateDir });
   let tpm: import('../../lib/tpm/client.js').TpmClient | undefined;
   try {
-    await measureBoot({ nodeBinary: process.execPath, ...image }, await swtpmLauncherTpm({ serverSocket: swtpm.serverSocket, ctrlSocket: swtpm.ctrlSocket }));
+    await measureBoot(
+      { nodeBinary: process.execPath, ...image },
+      await swtpmLauncherTpm({ serverSocket: swtpm.serverSocket, ctrlSocket: swtpm.ctrlSocket }),
+    );
     tpm = await TpmClient.connect(swtpm.serverSocket);
     const record = (await ClusterFile.load(clusterPaths(ws)))!.record;
-    const control = new CloudControl(`http://${record.prefix}.1:${record.metadataPort}`, (await fs.readFile(clusterPaths(ws).controlToken, 'utf8')).trim());
+    const control = new CloudControl(
+      `http://${record.prefix}.1:${record.metadataPort}`,
+      (await fs.readFile(clusterPaths(ws).controlToken, 'utf8')).trim(),
+    );
     const address = `${record.prefix}.250`;
-    await control.registerNode(name, { role: 'worker', group: 'worker_default', address, akPublic: Buffer.from((await tpm.attestationKey()).publicArea).toString('base64') });
+    await control.registerNode(name, {
+      role: 'worker',
+      group: 'worker_default',
+      address,
+      akPublic: Buffer.from((await tpm.attestationKey()).publicArea).toString('base64'),
+    });
     const issuer = new VtpmIssuer({ variant: 'local-vtpm', tpm, instanceInfo: localInstanceInfo(name) });
     // The kubelet certificate may name only the address the provider registered for the node.
     const { csr } = await createKubeletCsr(name, address);
     const connected = tpm;
     return {
-      join: (address) => attemptJoin(address, issuer, { diskUuid: '5e1f0c2a-7b3d-4e8f-9a6b-1c2d3e4f5a6b', certificateRequest: Buffer.from(csr), isControlPlane: false, nodeName: name }),
+      join: (address) =>
+        attemptJoin(address, issuer, {
+          diskUuid: '5e1f0c2a-7b3d-4e8f-9a6b-1c2d3e4f5a6b',
+          certificateRequest: Buffer.from(csr),
+          isControlPlane: false,
+          nodeName: name,
+        }),
       async close() {
         await control.unregisterNode(name).catch(() => undefined);
         connected.close();
@@ -308,5 +370,14 @@ export async function imageWorkspace(prefix: string): Promise<ImageWorkspace> {
     await editConfig(ws, { image: version });
     await ok(['config', 'fetch-measurements']);
   };
-  return { tmp, copy, ws, env, images: new LocalImageStore({ userConfigDir: path.join(tmp, 'config', 'constellation') }), cli, ok, useImage };
+  return {
+    tmp,
+    copy,
+    ws,
+    env,
+    images: new LocalImageStore({ userConfigDir: path.join(tmp, 'config', 'constellation') }),
+    cli,
+    ok,
+    useImage,
+  };
 }

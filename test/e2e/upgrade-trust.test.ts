@@ -37,18 +37,30 @@ describe('e2e: upgrade state is verified, not trusted (1 control plane + 1 worke
   const names = async () => (await status(copy, ws)).map((n) => n.name).sort();
   const journalFile = () => path.join(ws, UPGRADE_JOURNAL_FILE);
   /** What the cluster store trusts: its current set's digest and its previous ones. */
-  const trusted = async () => (JSON.parse(await ok(['status', '--json'])) as { trusted: { current: string; previous: string[] } }).trusted;
+  const trusted = async () =>
+    (JSON.parse(await ok(['status', '--json'])) as { trusted: { current: string; previous: string[] } }).trusted;
   /** Writes the store's attestation config directly, as a killed CLI run may have left it. */
   const writeStore = async (current: Measurements, previous: Measurements[] = []) => {
     const store = await openWorkspaceStore(ws);
     try {
-      await store.writeJoinConfig({ attestation: { variant: 'local-vtpm', config: { measurements: current }, ...(previous.length ? { previous: previous.map((m) => ({ measurements: m })) } : {}) } });
+      await store.writeJoinConfig({
+        attestation: {
+          variant: 'local-vtpm',
+          config: { measurements: current },
+          ...(previous.length ? { previous: previous.map((m) => ({ measurements: m })) } : {}),
+        },
+      });
     } finally {
       await store.close();
     }
   };
-  const writeJournal = (journal: object) => fs.writeFile(journalFile(), JSON.stringify({ version: 1, ...journal }, null, 2), { mode: 0o600 });
-  const target = async (image: string) => ({ image, measurementsDigest: imageMeasurementsDigest(measurementsOfImage[image]), kubernetesVersion: (await loadConfig(ws)).kubernetesVersion });
+  const writeJournal = (journal: object) =>
+    fs.writeFile(journalFile(), JSON.stringify({ version: 1, ...journal }, null, 2), { mode: 0o600 });
+  const target = async (image: string) => ({
+    image,
+    measurementsDigest: imageMeasurementsDigest(measurementsOfImage[image]),
+    kubernetesVersion: (await loadConfig(ws)).kubernetesVersion,
+  });
 
   before(async () => {
     w = await imageWorkspace('cl-upgrade-trust-');
@@ -56,7 +68,8 @@ describe('e2e: upgrade state is verified, not trusted (1 control plane + 1 worke
     await ok(['mini', 'image', 'create', 'v1', '--from', copy.root]);
     await ok(['mini', 'image', 'create', 'v2', '--from', await changedBuild(copy, path.join(tmp, 'build-v2'), 'v2')]);
     const key = (await images.publicKey())!;
-    for (const version of ['v1', 'v2']) measurementsOfImage[version] = (await images.measurements(version, key)).measurements;
+    for (const version of ['v1', 'v2'])
+      measurementsOfImage[version] = (await images.measurements(version, key)).measurements;
     await ok(['mini', 'up', '--image', 'v1', '-c', '1', '-w', '1']);
   });
 
@@ -81,14 +94,21 @@ describe('e2e: upgrade state is verified, not trusted (1 control plane + 1 worke
     });
     const res = await cli(['upgrade', 'apply', '--rollback']);
     assert.equal(res.code, 1, res.stdout + res.stderr);
-    assert.match(res.stderr, /The rollback does not remove control-plane-0: it is in node group control_plane_default, not worker_default/);
+    assert.match(
+      res.stderr,
+      /The rollback does not remove control-plane-0: it is in node group control_plane_default, not worker_default/,
+    );
     assert.deepEqual(await names(), before, 'no node was removed');
     assert.deepEqual(await trusted(), { current: v1, previous: [] }, 'the store still trusts v1 alone');
     await ok(['verify', '--all']);
   });
 
-  it('a rollback removes no node of the right group that the provider made from another image than the upgrade\'s', async () => {
-    await writeJournal({ target: await target('v2'), measurementsWritten: false, steps: [{ old: 'worker-9', role: 'worker', group: 'worker_default', new: 'worker-0' }] });
+  it("a rollback removes no node of the right group that the provider made from another image than the upgrade's", async () => {
+    await writeJournal({
+      target: await target('v2'),
+      measurementsWritten: false,
+      steps: [{ old: 'worker-9', role: 'worker', group: 'worker_default', new: 'worker-0' }],
+    });
     const res = await cli(['upgrade', 'apply', '--rollback']);
     assert.equal(res.code, 1, res.stdout + res.stderr);
     assert.match(res.stderr, /does not remove worker-0: the provider made it from image v1, not the upgrade's v2/);
@@ -108,7 +128,12 @@ describe('e2e: upgrade state is verified, not trusted (1 control plane + 1 worke
     const [v1, v2] = [imageMeasurementsDigest(measurementsOfImage.v1), imageMeasurementsDigest(measurementsOfImage.v2)];
     // The store holds v2 as current (v1 previous); the journal records only the intent.
     await writeStore(measurementsOfImage.v2, [measurementsOfImage.v1]);
-    await writeJournal({ target: await target('v2'), measurementsWriting: true, measurementsWritten: false, steps: [{ old: 'control-plane-0', role: 'control-plane', group: 'control_plane_default' }] });
+    await writeJournal({
+      target: await target('v2'),
+      measurementsWriting: true,
+      measurementsWritten: false,
+      steps: [{ old: 'control-plane-0', role: 'control-plane', group: 'control_plane_default' }],
+    });
     const rollback = await ok(['upgrade', 'apply', '--rollback']);
     assert.match(rollback, /restored the measurements of before the upgrade/);
     assert.deepEqual(await trusted(), { current: v1, previous: [] });
@@ -118,7 +143,10 @@ describe('e2e: upgrade state is verified, not trusted (1 control plane + 1 worke
     await writeStore(measurementsOfImage.v2, [measurementsOfImage.v1]);
     assert.match(await ok(['status']), new RegExp(`trusts measurements ${v2}, not the config's ${v1}`));
     const apply = await ok(['upgrade', 'apply', '-y']);
-    assert.match(apply, new RegExp(`the cluster store trusted measurements ${v2}, not the config's ${v1}: it now trusts the config's`));
+    assert.match(
+      apply,
+      new RegExp(`the cluster store trusted measurements ${v2}, not the config's ${v1}: it now trusts the config's`),
+    );
     assert.deepEqual(await trusted(), { current: v1, previous: [] });
   });
 

@@ -20,7 +20,19 @@ import { UPGRADE_JOURNAL_FILE } from '../../cli/cluster/upgrade.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { loadConfig, measurementsOf } from '../../lib/config/index.js';
 import { LocalImageStore, removeImageTree } from '../../providers/local/image-store.js';
-import { changedBuild, cleanUp, imageWorkspace, start, startLoadBalancerProbe, startProbeNode, status, tamper, waitFor, type CliCopy, type ImageWorkspace } from './support.js';
+import {
+  changedBuild,
+  cleanUp,
+  imageWorkspace,
+  start,
+  startLoadBalancerProbe,
+  startProbeNode,
+  status,
+  tamper,
+  waitFor,
+  type CliCopy,
+  type ImageWorkspace,
+} from './support.js';
 
 describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to v2', function () {
   this.timeout(600_000);
@@ -35,7 +47,15 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to 
   const useImage = (version: string) => w.useImage(version);
   const names = async () => (await status(copy, ws)).map((n) => n.name);
   /** A changed build (PCRs 9 and 11 differ) made into image `version`. */
-  const makeImage = async (version: string) => ok(['mini', 'image', 'create', version, '--from', await changedBuild(copy, path.join(tmp, `build-${version}`), version)]);
+  const makeImage = async (version: string) =>
+    ok([
+      'mini',
+      'image',
+      'create',
+      version,
+      '--from',
+      await changedBuild(copy, path.join(tmp, `build-${version}`), version),
+    ]);
 
   before(async () => {
     w = await imageWorkspace('cl-upgrade-');
@@ -45,7 +65,10 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to 
     await tamper(path.join(images.imageDir('v3'), 'node-program', 'main.mjs'), '// tampered after signing');
     const v4 = path.join(images.imageDir('v4'), 'measurements.json');
     await fs.chmod(v4, 0o644); // images are read-only: their owner can make a file writable
-    await fs.writeFile(v4, (await fs.readFile(v4, 'utf8')).replace(/"expected": "[0-9a-f]{64}"/, `"expected": "${'ab'.repeat(32)}"`));
+    await fs.writeFile(
+      v4,
+      (await fs.readFile(v4, 'utf8')).replace(/"expected": "[0-9a-f]{64}"/, `"expected": "${'ab'.repeat(32)}"`),
+    );
     await ok(['mini', 'up', '--image', 'v1', '-c', '3', '-w', '2']);
   });
 
@@ -55,13 +78,18 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to 
   });
 
   it('upgrade check lists v2; measurements edited after signing are refused before any node is touched', async () => {
-    const check = JSON.parse(await ok(['upgrade', 'check', '--json'])) as { images: { version: string; relation: string; refused?: string }[]; upgrade?: { version: string } };
+    const check = JSON.parse(await ok(['upgrade', 'check', '--json'])) as {
+      images: { version: string; relation: string; refused?: string }[];
+      upgrade?: { version: string };
+    };
     assert.equal(check.images.find((i) => i.version === 'v2')?.relation, 'newer');
     assert.match(check.images.find((i) => i.version === 'v4')?.refused ?? '', /do not verify/);
     assert.equal(check.upgrade?.version, 'v2');
 
     // The user names v4 with the values of its (edited) file, by hand: fetch-measurements would refuse them.
-    const edited = JSON.parse(await fs.readFile(path.join(images.imageDir('v4'), 'measurements.json'), 'utf8')) as { measurements: Record<string, { expected: string; warnOnly: boolean }> };
+    const edited = JSON.parse(await fs.readFile(path.join(images.imageDir('v4'), 'measurements.json'), 'utf8')) as {
+      measurements: Record<string, { expected: string; warnOnly: boolean }>;
+    };
     const config = await fs.readFile(path.join(ws, 'constellation-conf.yaml'));
     await editConfig(ws, { image: 'v4', measurements: edited.measurements, replaceMeasurements: true });
     const before = await names();
@@ -79,12 +107,20 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to 
     const res = await cli(['upgrade', 'apply', '-y']);
     assert.equal(res.code, 3, res.stdout + res.stderr);
     assert.match(res.stdout, /verified the signed measurements of image v3/);
-    assert.match(res.stderr, /The replacement control-plane-3 of control-plane-0 was refused: [\s\S]*PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64}/);
+    assert.match(
+      res.stderr,
+      /The replacement control-plane-3 of control-plane-0 was refused: [\s\S]*PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64}/,
+    );
     const during = await status(copy, ws);
-    for (const name of before) assert.equal(during.find((n) => n.name === name)?.state, 'joined', `${name} stays and serves`);
+    for (const name of before)
+      assert.equal(during.find((n) => n.name === name)?.state, 'joined', `${name} stays and serves`);
     // The cluster keeps serving joins of v1 nodes: a v1 worker reboots and rejoins (both measurement sets are accepted).
     await ok(['mini', 'reboot', 'worker-0']);
-    await waitFor('worker-0 (v1) to rejoin', async () => (await status(copy, ws)).find((n) => n.name === 'worker-0')?.state === 'joined', 60_000);
+    await waitFor(
+      'worker-0 (v1) to rejoin',
+      async () => (await status(copy, ws)).find((n) => n.name === 'worker-0')?.state === 'joined',
+      60_000,
+    );
 
     const rollback = await ok(['upgrade', 'apply', '--rollback']);
     assert.match(rollback, /removed control-plane-3, which the upgrade added to replace control-plane-0/);
@@ -94,21 +130,31 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to 
 
   it('rolls every node to v2 with no failed probe, continues after a SIGKILL, lets a node join mid-rollout, and ends with etcd 3 of 3', async () => {
     await useImage('v2');
-    const lb = (await import('../../lib/workspace/state.js')).readState(ws).then((s) => s.infrastructure.clusterEndpoint);
+    const lb = (await import('../../lib/workspace/state.js'))
+      .readState(ws)
+      .then((s) => s.infrastructure.clusterEndpoint);
     const probe = startLoadBalancerProbe(await lb);
     try {
       // First run: killed once the first replacement is done.
       const first = start(copy, ws, ['upgrade', 'apply', '-y'], false, env);
-      await waitFor('the first replacement', async () => {
-        const journal = await fs.readFile(path.join(ws, UPGRADE_JOURNAL_FILE), 'utf8').catch(() => '');
-        return journal.includes('"done": true');
-      }, 180_000);
+      await waitFor(
+        'the first replacement',
+        async () => {
+          const journal = await fs.readFile(path.join(ws, UPGRADE_JOURNAL_FILE), 'utf8').catch(() => '');
+          return journal.includes('"done": true');
+        },
+        180_000,
+      );
       first.kill('SIGKILL');
       await new Promise((resolve) => first.once('exit', resolve));
       // No node was lost: five joined (old ones not yet replaced, and the first replacement); at most one more is
       // on its way (the second replacement, which the kill interrupted).
       const mid = await status(copy, ws);
-      assert.equal(mid.filter((n) => n.state === 'joined').length, 5, JSON.stringify(mid.map((n) => [n.name, n.state])));
+      assert.equal(
+        mid.filter((n) => n.state === 'joined').length,
+        5,
+        JSON.stringify(mid.map((n) => [n.name, n.state])),
+      );
 
       // Mid-rollout (old and new nodes, both measurement sets accepted): a node of the new image joins.
       const node = await startProbeNode(ws, images.nodeImage('v2'), 'joiner-0', path.join(tmp, 'joiner-tpm'));
@@ -140,7 +186,14 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to 
     assert.deepEqual([full.store.healthyVoters, full.store.voters], [3, 3]);
     await ok(['verify', '--all']);
     const signed = await images.measurements('v2', (await images.publicKey())!);
-    assert.equal(measurementsOf(await loadConfig(ws))['9'].expected, signed.measurements['9'].expected, 'the config still describes v2');
-    assert.equal((parse(await fs.readFile(path.join(ws, 'constellation-conf.yaml'), 'utf8')) as { image: string }).image, 'v2');
+    assert.equal(
+      measurementsOf(await loadConfig(ws))['9'].expected,
+      signed.measurements['9'].expected,
+      'the config still describes v2',
+    );
+    assert.equal(
+      (parse(await fs.readFile(path.join(ws, 'constellation-conf.yaml'), 'utf8')) as { image: string }).image,
+      'v2',
+    );
   });
 });

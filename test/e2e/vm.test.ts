@@ -20,7 +20,14 @@ import { ClusterNetwork, NETNS_DIR } from '../../providers/local/network.js';
 import { ClusterFile } from '../../providers/local/cluster-file.js';
 import { buildNodeImage } from '../../lib/node-image/build/index.js';
 import { defaultBuildDeps, pinnedNodeBinary } from '../../lib/node-image/build/defaults.js';
-import { builtQemuImage, builtQemuUpgradeImage, missingPackages, NODE_PROGRAM_DIR, UPGRADE_VERSION, type BuiltTestImage } from '../support/built-image.js';
+import {
+  builtQemuImage,
+  builtQemuUpgradeImage,
+  missingPackages,
+  NODE_PROGRAM_DIR,
+  UPGRADE_VERSION,
+  type BuiltTestImage,
+} from '../support/built-image.js';
 import { runCli, type CliResult } from '../support/cli.js';
 
 interface VerifyJson {
@@ -43,7 +50,9 @@ function logRecords(log: string, msg: string): Record<string, unknown>[] {
 }
 
 /** The JSON metadata of a LUKS2 header (after the 4 KiB binary header, up to hdr_size). */
-async function luks2Metadata(file: string): Promise<{ segments: Record<string, { encryption: string; integrity?: { type: string } }> }> {
+async function luks2Metadata(
+  file: string,
+): Promise<{ segments: Record<string, { encryption: string; integrity?: { type: string } }> }> {
   const disk = await fs.open(file, 'r');
   try {
     const header = Buffer.alloc(4096);
@@ -62,13 +71,15 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
   let image: BuiltTestImage;
   let ws: string;
   let netId: string | undefined;
-  const cli = (args: string[]): Promise<CliResult> => runCli([...args, '-C', ws], { cwd: ws, env: { XDG_CONFIG_HOME: image.configHome } });
+  const cli = (args: string[]): Promise<CliResult> =>
+    runCli([...args, '-C', ws], { cwd: ws, env: { XDG_CONFIG_HOME: image.configHome } });
   const nodeLog = (name: string) => fs.readFile(path.join(clusterPaths(ws).nodesDir, name, 'node.log'), 'latin1');
 
   before(async function () {
     const missing = await missingPackages();
     if (missing.length > 0) {
-      if (process.env.CI === 'true') throw new Error(`the package cache lacks ${missing.join(', ')}: run \`npm run image-inputs\``);
+      if (process.env.CI === 'true')
+        throw new Error(`the package cache lacks ${missing.join(', ')}: run \`npm run image-inputs\``);
       this.skip();
     }
     image = await builtQemuImage();
@@ -117,7 +128,9 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     for (const name of ['control-plane-0', 'worker-0']) {
       const formatted = logRecords(await nodeLog(name), 'state disk formatted');
       assert.equal(formatted.length, 1, `${name}'s log says "state disk formatted" once`);
-      console.log(`      ${name}: LUKS2 + dm-integrity format, mkfs and mount took ${formatted[0]!.ms} ms in the guest`);
+      console.log(
+        `      ${name}: LUKS2 + dm-integrity format, mkfs and mount took ${formatted[0]!.ms} ms in the guest`,
+      );
       const metadata = await luks2Metadata(path.join(clusterPaths(ws).nodesDir, name, 'state.raw'));
       assert.equal(metadata.segments['0']?.encryption, 'aes-xts-plain64', `${name}: cipher`);
       assert.equal(metadata.segments['0']?.integrity?.type, 'hmac(sha256)', `${name}: dm-integrity`);
@@ -137,13 +150,18 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     const before = (await nodeLog('worker-0')).split('CONSTELLATION-BOOT end').length;
     // The boot history on the state disk: the join wrote its first entry; the rejoin reads it back and appends.
     const written = logRecords(await nodeLog('worker-0'), 'boot history recorded');
-    assert.deepEqual(written.map((r) => r.entries), [1], 'the join wrote one entry to the state disk');
+    assert.deepEqual(
+      written.map((r) => r.entries),
+      [1],
+      'the join wrote one entry to the state disk',
+    );
     const res = await cli(['mini', 'reboot', 'worker-0']);
     assert.equal(res.code, 0, res.stderr);
     const deadline = Date.now() + 20 * 60_000;
     for (;;) {
       const log = await nodeLog('worker-0');
-      if (log.split('CONSTELLATION-BOOT end').length > before && logRecords(log, 'boot history recorded').length > 1) break;
+      if (log.split('CONSTELLATION-BOOT end').length > before && logRecords(log, 'boot history recorded').length > 1)
+        break;
       assert.ok(Date.now() < deadline, 'worker-0 did not boot again and rejoin');
       await new Promise((resolve) => setTimeout(resolve, 2000));
     }
@@ -151,10 +169,15 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     assert.match(log, /"state disk unlocked"/);
     const reread = logRecords(log, 'boot history recorded').at(-1)!;
     assert.equal(reread.entries, 2, 'the rejoin appended to the history it read');
-    assert.equal(reread.first, written[0]!.first, 'the entry written before the reset reads back intact through dm-crypt and dm-integrity');
+    assert.equal(
+      reread.first,
+      written[0]!.first,
+      'the entry written before the reset reads back intact through dm-crypt and dm-integrity',
+    );
     const verified = await cli(['verify', '--all', '-o', 'json']);
     assert.equal(verified.code, 0, verified.stderr);
-    for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes) assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
+    for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes)
+      assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
   });
 
   it('mini reboot of every control plane: it waits for recovery, `recover` brings it back, verify --all OK', async () => {
@@ -164,16 +187,24 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     const deadline = Date.now() + 20 * 60_000;
     for (;;) {
       const log = await nodeLog('control-plane-0');
-      if (log.split('CONSTELLATION-BOOT end').length > boots && /"bootstrapper started"/.test(log.slice(log.lastIndexOf('CONSTELLATION-BOOT end')))) break;
+      if (
+        log.split('CONSTELLATION-BOOT end').length > boots &&
+        /"bootstrapper started"/.test(log.slice(log.lastIndexOf('CONSTELLATION-BOOT end')))
+      )
+        break;
       assert.ok(Date.now() < deadline, 'control-plane-0 did not boot again');
       await new Promise((resolve) => setTimeout(resolve, 2000));
     }
     const recovered = await cli(['recover']);
     assert.equal(recovered.code, 0, `recover failed:\n${recovered.stderr}\n${recovered.stdout}`);
-    assert.match(await nodeLog('control-plane-0'), /"recovered: state disk unlocked with the master secret from the CLI"/);
+    assert.match(
+      await nodeLog('control-plane-0'),
+      /"recovered: state disk unlocked with the master secret from the CLI"/,
+    );
     const verified = await cli(['verify', '--all', '-o', 'json']);
     assert.equal(verified.code, 0, verified.stderr);
-    for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes) assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
+    for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes)
+      assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
   });
 
   it('upgrade check offers the second image of the qemu image store; upgrade apply replaces both nodes with VMs of it, each verified', async () => {
@@ -200,11 +231,14 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     assert.ok(!nodes.some((n) => n.node === 'control-plane-0' || n.node === 'worker-0'), 'both old nodes are gone');
     for (const node of nodes) {
       assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
-      for (const pcr of ['4', '9', '11']) assert.equal(node.pcrs?.[pcr], predicted[pcr], `${node.node} PCR ${pcr} is the new image's`);
+      for (const pcr of ['4', '9', '11'])
+        assert.equal(node.pcrs?.[pcr], predicted[pcr], `${node.node} PCR ${pcr} is the new image's`);
     }
     const status = await cli(['status', '--json']);
     assert.equal(status.code, 0, status.stderr);
-    const entries = (JSON.parse(status.stdout) as { nodes: { name: string; upToDate?: boolean; outdated?: string[] }[] }).nodes;
+    const entries = (
+      JSON.parse(status.stdout) as { nodes: { name: string; upToDate?: boolean; outdated?: string[] }[] }
+    ).nodes;
     for (const n of entries) assert.equal(n.upToDate, true, `${n.name}: ${n.outdated?.join('; ')}`);
   });
 
@@ -213,10 +247,16 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     const res = await cli(['terminate', '-y']);
     assert.equal(res.code, 0, res.stderr);
     assert.deepEqual(await findOwnedProcesses(paths.dir), []);
-    const namespaces = (await fs.readdir(NETNS_DIR).catch(() => [] as string[])).filter((n) => netId && n.includes(netId));
+    const namespaces = (await fs.readdir(NETNS_DIR).catch(() => [] as string[])).filter(
+      (n) => netId && n.includes(netId),
+    );
     assert.deepEqual(namespaces, [], 'namespaces of the cluster (and the tap devices inside them)');
     assert.equal(await fs.stat(paths.dir).catch(() => undefined), undefined, 'the cluster folder with the disks');
-    assert.equal(await fs.stat(paths.runtimeDir).catch(() => undefined), undefined, 'the runtime folder with the QMP sockets');
+    assert.equal(
+      await fs.stat(paths.runtimeDir).catch(() => undefined),
+      undefined,
+      'the runtime folder with the QMP sockets',
+    );
   });
 });
 
@@ -246,7 +286,8 @@ describe('mini up --vm on a disk whose initrd changed after its measurements wer
   it('the node is refused at init and gets nothing; verify -e names PCR 9 and 11', async function () {
     const missing = await missingPackages();
     if (missing.length > 0) {
-      if (process.env.CI === 'true') throw new Error(`the package cache lacks ${missing.join(', ')}: run \`npm run image-inputs\``);
+      if (process.env.CI === 'true')
+        throw new Error(`the package cache lacks ${missing.join(', ')}: run \`npm run image-inputs\``);
       this.skip();
     }
     const image = await builtQemuImage();
@@ -257,18 +298,30 @@ describe('mini up --vm on a disk whose initrd changed after its measurements wer
     await fs.appendFile(path.join(program, 'main.mjs'), '// changed after measuring\n');
     const other = path.join(work, 'other');
     const built = await buildNodeImage(
-      { provider: 'qemu', outDir: other, version: 'v0.0.1-test', packageCache: image.packageCache, nodeProgramDir: program, node: await pinnedNodeBinary(), download: false },
+      {
+        provider: 'qemu',
+        outDir: other,
+        version: 'v0.0.1-test',
+        packageCache: image.packageCache,
+        nodeProgramDir: program,
+        node: await pinnedNodeBinary(),
+        download: false,
+      },
       defaultBuildDeps(undefined, path.join(work, 'other-key')),
     );
     // The attacker's folder: that disk under the image's genuine signed measurements.
     const swapped = path.join(work, 'swapped');
     await fs.mkdir(swapped);
     await fs.copyFile(built.rawDisk, path.join(swapped, path.basename(image.rawDisk)));
-    for (const file of ['measurements.json', 'measurements.json.sig', 'manifest.json']) await fs.copyFile(path.join(image.dir, file), path.join(swapped, file));
+    for (const file of ['measurements.json', 'measurements.json.sig', 'manifest.json'])
+      await fs.copyFile(path.join(image.dir, file), path.join(swapped, file));
 
     ws = await fs.mkdtemp(path.join(os.tmpdir(), 'vm-refused-'));
     const env = { XDG_CONFIG_HOME: image.configHome };
-    const up = await runCli(['mini', 'up', '--vm', '--image', swapped, '-c', '1', '-w', '0', '-y', '-C', ws], { cwd: ws, env });
+    const up = await runCli(['mini', 'up', '--vm', '--image', swapped, '-c', '1', '-w', '0', '-y', '-C', ws], {
+      cwd: ws,
+      env,
+    });
     assert.notEqual(up.code, 0, up.stdout);
     assert.match(up.stderr, /PCR 9\b/);
     assert.match(up.stderr, /PCR 11\b/);

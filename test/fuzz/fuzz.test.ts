@@ -55,10 +55,28 @@ describe('fuzzing the parsers of attacker-controlled bytes (short run; npm run f
   });
 
   it('covers every parser the issue names', () => {
-    assert.deepEqual(targets.map((t) => t.name), [
-      'der', 'csr', 'certificate', 'pem', 'snp-report', 'tdx-quote', 'tpm-structures', 'tpm-quote', 'event-log', 'node-image', 'sealed',
-      'attestation-document', 'local-vtpm-document', 'config-yaml', 'state-yaml', 'metadata-requests', 'grpc-messages',
-    ]);
+    assert.deepEqual(
+      targets.map((t) => t.name),
+      [
+        'der',
+        'csr',
+        'certificate',
+        'pem',
+        'snp-report',
+        'tdx-quote',
+        'tpm-structures',
+        'tpm-quote',
+        'event-log',
+        'node-image',
+        'sealed',
+        'attestation-document',
+        'local-vtpm-document',
+        'config-yaml',
+        'state-yaml',
+        'metadata-requests',
+        'grpc-messages',
+      ],
+    );
   });
 
   it('finds no input that escapes the documented errors or is slow, in any target', async () => {
@@ -66,7 +84,10 @@ describe('fuzzing the parsers of attacker-controlled bytes (short run; npm run f
     for (const target of targets) {
       const run = await runTarget(target, { timeMs: FUZZ_TEST_MS, seed: SEED });
       assert.ok(run.iterations > 0, `${target.name} ran no input`);
-      if (run.finding) findings.push(`${target.name} (seed ${run.finding.seed}, path ${run.finding.path}): ${run.finding.error}\n    input: ${run.finding.input}`);
+      if (run.finding)
+        findings.push(
+          `${target.name} (seed ${run.finding.seed}, path ${run.finding.path}): ${run.finding.error}\n    input: ${run.finding.input}`,
+        );
     }
     assert.deepEqual(findings, [], `findings:\n${findings.join('\n')}`);
   });

@@ -17,7 +17,10 @@ export interface TargetRun {
 /** Why an input failed: an unexpected error, or too slow. */
 class Finding extends Error {}
 
-export async function runTarget(target: FuzzTarget, options: { timeMs: number; seed?: number; maxRuns?: number }): Promise<TargetRun> {
+export async function runTarget(
+  target: FuzzTarget,
+  options: { timeMs: number; seed?: number; maxRuns?: number },
+): Promise<TargetRun> {
   const started = performance.now();
   let iterations = 0;
   const property = fc.asyncProperty(target.inputs, async (input) => {
@@ -27,7 +30,9 @@ export async function runTarget(target: FuzzTarget, options: { timeMs: number; s
       await target.run(input);
     } catch (err) {
       if (!target.expected(err)) {
-        throw new Finding(`threw ${(err as Error)?.constructor?.name ?? typeof err}: ${(err as Error)?.message ?? String(err)}`);
+        throw new Finding(
+          `threw ${(err as Error)?.constructor?.name ?? typeof err}: ${(err as Error)?.message ?? String(err)}`,
+        );
       }
     }
     const ms = performance.now() - t;
@@ -42,8 +47,14 @@ export async function runTarget(target: FuzzTarget, options: { timeMs: number; s
   });
   const run: TargetRun = { name: target.name, iterations, ms: performance.now() - started };
   if (details.failed) {
-    const error = details.errorInstance instanceof Finding ? details.errorInstance.message : String(details.errorInstance);
-    run.finding = { error, input: describeInput(details.counterexample?.[0]), seed: details.seed, path: details.counterexamplePath ?? undefined };
+    const error =
+      details.errorInstance instanceof Finding ? details.errorInstance.message : String(details.errorInstance);
+    run.finding = {
+      error,
+      input: describeInput(details.counterexample?.[0]),
+      seed: details.seed,
+      path: details.counterexamplePath ?? undefined,
+    };
   }
   return run;
 }
@@ -52,11 +63,14 @@ function sizeOf(input: unknown): number {
   if (input instanceof Uint8Array) return input.length;
   if (typeof input === 'string') return Buffer.byteLength(input);
   if (Array.isArray(input)) return input.reduce((n: number, x) => n + sizeOf(x), 0);
-  if (typeof input === 'object' && input !== null) return Object.values(input).reduce((n: number, x) => n + sizeOf(x), 0);
+  if (typeof input === 'object' && input !== null)
+    return Object.values(input).reduce((n: number, x) => n + sizeOf(x), 0);
   return 0;
 }
 
 function describeInput(input: unknown): string {
-  const text = JSON.stringify(input, (_k, v) => (v instanceof Uint8Array ? `hex:${Buffer.from(v).toString('hex')}` : v)) ?? String(input);
+  const text =
+    JSON.stringify(input, (_k, v) => (v instanceof Uint8Array ? `hex:${Buffer.from(v).toString('hex')}` : v)) ??
+    String(input);
   return text.length > 600 ? `${text.slice(0, 600)}… (${text.length} characters)` : text;
 }

@@ -33,7 +33,14 @@ import { certificateFields, children, DerError, readElement, type Element } from
 import { UserError } from '../../lib/errors.js';
 import { readCertificateRequest } from '../../lib/pki/certificates.js';
 import { TpmReader } from '../../lib/tpm/marshal.js';
-import { parseTpmAttest, parseTpmPublic, parseTpmSignature, publicKeyFromTpmPublic, readPcrSelections, tpmName } from '../../lib/tpm/structures.js';
+import {
+  parseTpmAttest,
+  parseTpmPublic,
+  parseTpmSignature,
+  publicKeyFromTpmPublic,
+  readPcrSelections,
+  tpmName,
+} from '../../lib/tpm/structures.js';
 import { predictBootMeasurements, ukiSectionDigests } from '../../lib/node-image/measure.js';
 import { parseMasterSecret } from '../../lib/workspace/master-secret.js';
 import { emptyState, parseState, stateToYaml } from '../../lib/workspace/state.js';
@@ -76,7 +83,12 @@ const userOrDerError = (err: unknown) => err instanceof UserError || err instanc
 
 // ---------------------------------------------------------------- inputs
 
-type Mutation = { op: 'flip' | 'set' | 'insert' | 'delete' | 'truncate' | 'repeat' | 'zero'; at: number; value: number; length: number };
+type Mutation = {
+  op: 'flip' | 'set' | 'insert' | 'delete' | 'truncate' | 'repeat' | 'zero';
+  at: number;
+  value: number;
+  length: number;
+};
 
 const mutation: fc.Arbitrary<Mutation> = fc.record({
   op: fc.constantFrom('flip', 'set', 'insert', 'delete', 'truncate', 'repeat', 'zero'),
@@ -107,10 +119,18 @@ export function mutate(seed: Uint8Array, mutations: Mutation[]): Uint8Array {
         bytes = bytes.subarray(0, at);
         break;
       case 'repeat':
-        bytes = Buffer.concat([bytes.subarray(0, at), Buffer.concat(Array(Math.min(m.length, 64)).fill(bytes.subarray(at, at + 16))), bytes.subarray(at)]);
+        bytes = Buffer.concat([
+          bytes.subarray(0, at),
+          Buffer.concat(Array(Math.min(m.length, 64)).fill(bytes.subarray(at, at + 16))),
+          bytes.subarray(at),
+        ]);
         break;
       case 'zero':
-        bytes = Buffer.concat([bytes.subarray(0, at), Buffer.alloc(Math.min(m.length, bytes.length - at)), bytes.subarray(at + m.length)]);
+        bytes = Buffer.concat([
+          bytes.subarray(0, at),
+          Buffer.alloc(Math.min(m.length, bytes.length - at)),
+          bytes.subarray(at + m.length),
+        ]);
         break;
     }
   }
@@ -119,14 +139,26 @@ export function mutate(seed: Uint8Array, mutations: Mutation[]): Uint8Array {
 
 /** Mutations of the seeds (mostly) and random bytes. */
 export function bytesLike(seeds: Uint8Array[], maxRandom = 4096): fc.Arbitrary<Uint8Array> {
-  const mutated = fc.tuple(fc.constantFrom(...seeds), fc.array(mutation, { minLength: 1, maxLength: 6 })).map(([seed, ms]) => mutate(seed, ms));
-  return fc.oneof({ arbitrary: mutated, weight: 4 }, { arbitrary: fc.uint8Array({ maxLength: maxRandom }), weight: 1 }, { arbitrary: fc.constantFrom(...seeds), weight: 1 });
+  const mutated = fc
+    .tuple(fc.constantFrom(...seeds), fc.array(mutation, { minLength: 1, maxLength: 6 }))
+    .map(([seed, ms]) => mutate(seed, ms));
+  return fc.oneof(
+    { arbitrary: mutated, weight: 4 },
+    { arbitrary: fc.uint8Array({ maxLength: maxRandom }), weight: 1 },
+    { arbitrary: fc.constantFrom(...seeds), weight: 1 },
+  );
 }
 
 /** Mutations of seed texts at the byte level, read back as UTF-8, and random strings. */
 function textLike(seeds: string[]): fc.Arbitrary<string> {
   return fc.oneof(
-    { arbitrary: bytesLike(seeds.map((s) => new Uint8Array(Buffer.from(s))), 2048).map((b) => Buffer.from(b).toString('utf8')), weight: 4 },
+    {
+      arbitrary: bytesLike(
+        seeds.map((s) => new Uint8Array(Buffer.from(s))),
+        2048,
+      ).map((b) => Buffer.from(b).toString('utf8')),
+      weight: 4,
+    },
     { arbitrary: fc.string({ maxLength: 512, unit: 'binary' }), weight: 1 },
   );
 }
@@ -140,7 +172,9 @@ const jsonValue: fc.Arbitrary<unknown> = fc.oneof(
 /** Every path into a JSON value (objects and arrays), so a mutation can replace any part. */
 function paths(value: unknown, prefix: Array<string | number> = []): Array<Array<string | number>> {
   if (typeof value !== 'object' || value === null) return [prefix];
-  const entries: Array<[string | number, unknown]> = Array.isArray(value) ? value.map((v, i) => [i, v]) : Object.entries(value);
+  const entries: Array<[string | number, unknown]> = Array.isArray(value)
+    ? value.map((v, i) => [i, v])
+    : Object.entries(value);
   return [prefix, ...entries.flatMap(([k, v]) => paths(v, [...prefix, k]))];
 }
 
@@ -153,13 +187,20 @@ function replaceAt(value: unknown, at: Array<string | number>, replacement: unkn
 
 /** A JSON document with one of its parts replaced, as text (the attestation document's wire form), or bytes mutated. */
 function jsonLike(seeds: unknown[]): fc.Arbitrary<Uint8Array> {
-  const structural = fc
-    .tuple(fc.constantFrom(...seeds), fc.nat(), jsonValue)
-    .map(([seed, pick, replacement]) => {
-      const all = paths(seed);
-      return new Uint8Array(Buffer.from(JSON.stringify(replaceAt(seed, all[pick % all.length], replacement))));
-    });
-  return fc.oneof({ arbitrary: structural, weight: 3 }, { arbitrary: bytesLike(seeds.map((s) => new Uint8Array(Buffer.from(JSON.stringify(s)))), 2048), weight: 2 });
+  const structural = fc.tuple(fc.constantFrom(...seeds), fc.nat(), jsonValue).map(([seed, pick, replacement]) => {
+    const all = paths(seed);
+    return new Uint8Array(Buffer.from(JSON.stringify(replaceAt(seed, all[pick % all.length], replacement))));
+  });
+  return fc.oneof(
+    { arbitrary: structural, weight: 3 },
+    {
+      arbitrary: bytesLike(
+        seeds.map((s) => new Uint8Array(Buffer.from(JSON.stringify(s)))),
+        2048,
+      ),
+      weight: 2,
+    },
+  );
 }
 
 // ---------------------------------------------------------------- seeds
@@ -192,7 +233,11 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
   registry.register('worker-0', vtpm.akPublic);
   const nonce = new Uint8Array(32).fill(7);
   const document = await vtpm.issue(new Uint8Array(32).fill(1), nonce);
-  const localValidator = await createValidator('local-vtpm', { measurements: measurementsFor(pcrs) }, { akRegistry: registry });
+  const localValidator = await createValidator(
+    'local-vtpm',
+    { measurements: measurementsFor(pcrs) },
+    { akRegistry: registry },
+  );
   const cloudDeps = {
     now: () => snpNow,
     fetch: async () => {
@@ -201,7 +246,8 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
     akRegistry: registry,
   };
   const validators: Array<[string, Validator]> = [];
-  for (const variant of KNOWN_VARIANTS) validators.push([variant, await createValidator(variant, { measurements: measurementsFor(pcrs) }, cloudDeps)]);
+  for (const variant of KNOWN_VARIANTS)
+    validators.push([variant, await createValidator(variant, { measurements: measurementsFor(pcrs) }, cloudDeps)]);
   const documents: AttestationDocument[] = KNOWN_VARIANTS.map((variant) => ({ ...document, variant }));
 
   const ephemeral = generateEphemeralKeyPair();
@@ -210,16 +256,53 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
 
   const gceQuote = gce.quote(11);
   const configTexts = ['local', 'aws', 'azure', 'gcp'].map((provider) => renderConfig(defaultConfig(provider)));
-  const stateText = stateToYaml({ ...emptyState(), infrastructure: { ...emptyState().infrastructure, uid: 'abc', initSecret: 'aa' } });
+  const stateText = stateToYaml({
+    ...emptyState(),
+    infrastructure: { ...emptyState().infrastructure, uid: 'abc', initSecret: 'aa' },
+  });
 
   const service = lazyMetadataServer();
-  const tickets = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink: new MemoryTokenSink() }), clock: () => new Date() });
+  const tickets = new JoinTicketIssuer({
+    tokens: new BootstrapTokenIssuer({ sink: new MemoryTokenSink() }),
+    clock: () => new Date(),
+  });
 
   const protoSeeds = {
-    init: [InitRequest.encode({ kind: { $case: 'challenge', value: { nonce: Buffer.from(nonce), verifierPublicKey: Buffer.from(ephemeral.publicKey) } } }).finish()],
-    join: [JoinRequest.encode({ kind: { $case: 'hello', value: { diskUuid: '00000000-0000-4000-8000-000000000001', certificateRequest: Buffer.from(csr), isControlPlane: false, nodeName: 'worker-0' } } }).finish()],
+    init: [
+      InitRequest.encode({
+        kind: {
+          $case: 'challenge',
+          value: { nonce: Buffer.from(nonce), verifierPublicKey: Buffer.from(ephemeral.publicKey) },
+        },
+      }).finish(),
+    ],
+    join: [
+      JoinRequest.encode({
+        kind: {
+          $case: 'hello',
+          value: {
+            diskUuid: '00000000-0000-4000-8000-000000000001',
+            certificateRequest: Buffer.from(csr),
+            isControlPlane: false,
+            nodeName: 'worker-0',
+          },
+        },
+      }).finish(),
+    ],
     recover: [RecoverRequest.encode({ kind: { $case: 'sealedSecrets', value: { jwe } } }).finish()],
-    secrets: [InitSecrets.encode({ masterKey: Buffer.alloc(32, 1), masterSalt: Buffer.alloc(32, 2), measurementSalt: Buffer.alloc(32, 3), initSecret: Buffer.alloc(8, 4), kubernetesVersion: 'v1.31.1', clusterName: 'c', apiServerCertSans: [], serviceCidr: '', attestationConfig: Buffer.from('{}') } as never).finish()],
+    secrets: [
+      InitSecrets.encode({
+        masterKey: Buffer.alloc(32, 1),
+        masterSalt: Buffer.alloc(32, 2),
+        measurementSalt: Buffer.alloc(32, 3),
+        initSecret: Buffer.alloc(8, 4),
+        kubernetesVersion: 'v1.31.1',
+        clusterName: 'c',
+        apiServerCertSans: [],
+        serviceCidr: '',
+        attestationConfig: Buffer.from('{}'),
+      } as never).finish(),
+    ],
   };
 
   const targets: FuzzTarget[] = [
@@ -281,7 +364,10 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
     target({
       name: 'tpm-structures',
       parses: 'TPMT_PUBLIC, TPMS_ATTEST, TPMT_SIGNATURE, TPML_PCR_SELECTION (lib/tpm/structures.ts)',
-      inputs: fc.tuple(fc.nat({ max: 3 }), bytesLike([gce.akPublic, vtpm.akPublic, gceQuote.quote, gceQuote.signature])),
+      inputs: fc.tuple(
+        fc.nat({ max: 3 }),
+        bytesLike([gce.akPublic, vtpm.akPublic, gceQuote.quote, gceQuote.signature]),
+      ),
       run: ([which, bytes]) => {
         switch (which) {
           case 0: {
@@ -303,7 +389,15 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
       name: 'tpm-quote',
       parses: 'a quote with its AK, signature and PCR values (attestation/tpm-quote.ts)',
       inputs: fc.tuple(bytesLike([gce.akPublic]), bytesLike([gceQuote.quote]), bytesLike([gceQuote.signature])),
-      run: ([akPublic, quote, signature]) => verifyTpmQuote({ akPublic, quote, signature, pcrs: gceQuote.pcrs, hashAlg: 11, qualifyingData: new Uint8Array(0) }),
+      run: ([akPublic, quote, signature]) =>
+        verifyTpmQuote({
+          akPublic,
+          quote,
+          signature,
+          pcrs: gceQuote.pcrs,
+          hashAlg: 11,
+          qualifyingData: new Uint8Array(0),
+        }),
       expected: userError,
     }),
     target({
@@ -337,7 +431,7 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
     }),
     target({
       name: 'attestation-document',
-      parses: 'attestation documents (atls/document.ts) through every variant\'s validator',
+      parses: "attestation documents (atls/document.ts) through every variant's validator",
       inputs: fc.tuple(fc.nat({ max: documents.length - 1 }), jsonLike(documents)),
       run: async ([which, bytes]) => {
         const [, validator] = validators[which];
@@ -347,7 +441,7 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
     }),
     target({
       name: 'local-vtpm-document',
-      parses: 'local-vtpm documents (the join service\'s validator, AK registry included)',
+      parses: "local-vtpm documents (the join service's validator, AK registry included)",
       inputs: jsonLike([document]),
       run: async (bytes) => localValidator.validate(parseAttestationDocument(bytes), nonce),
       expected: userError,
@@ -362,7 +456,13 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
     target({
       name: 'state-yaml',
       parses: 'constellation-state.yaml and the master secret (lib/workspace)',
-      inputs: fc.tuple(fc.boolean(), textLike([stateText, '{"key":"AAAAAAAAAAAAAAAAAAAAAA==","salt":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}'])),
+      inputs: fc.tuple(
+        fc.boolean(),
+        textLike([
+          stateText,
+          '{"key":"AAAAAAAAAAAAAAAAAAAAAA==","salt":"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="}',
+        ]),
+      ),
       run: ([state, text]) => (state ? parseState(text) : parseMasterSecret(text)),
       expected: userError,
     }),
@@ -372,11 +472,31 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
       inputs: fc.record({
         method: fc.constantFrom('GET', 'PUT', 'DELETE', 'POST'),
         path: fc.oneof(
-          fc.constantFrom('/v1/self', '/v1/peers', '/v1/ak/worker-0', '/v1/control/nodes/x', '/v1/control/cluster', '/v1/ak/%', '/v1/ak/%E0%A4%A', '/v1/%ZZ/x'),
-          fc.array(fc.oneof(fc.constantFrom('v1', 'ak', 'control', 'nodes', '%', '%ff', '%C0%AF', '..', '%00'), fc.string({ maxLength: 8 }).map(encodeURI)), { maxLength: 5 }).map((p) => `/${p.join('/')}`),
+          fc.constantFrom(
+            '/v1/self',
+            '/v1/peers',
+            '/v1/ak/worker-0',
+            '/v1/control/nodes/x',
+            '/v1/control/cluster',
+            '/v1/ak/%',
+            '/v1/ak/%E0%A4%A',
+            '/v1/%ZZ/x',
+          ),
+          fc
+            .array(
+              fc.oneof(
+                fc.constantFrom('v1', 'ak', 'control', 'nodes', '%', '%ff', '%C0%AF', '..', '%00'),
+                fc.string({ maxLength: 8 }).map(encodeURI),
+              ),
+              { maxLength: 5 },
+            )
+            .map((p) => `/${p.join('/')}`),
         ),
         token: fc.boolean(),
-        body: textLike(['{"role":"worker","group":"w","address":"127.0.0.1","akPublic":"AA=="}', '{"initSecretHash":"x","joinServiceKey":"AA=="}']),
+        body: textLike([
+          '{"role":"worker","group":"w","address":"127.0.0.1","akPublic":"AA=="}',
+          '{"initSecretHash":"x","joinServiceKey":"AA=="}',
+        ]),
       }),
       run: async (request) => (await service.get()).request(request),
       expected: () => false,
@@ -384,8 +504,12 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
     }),
     target({
       name: 'grpc-messages',
-      parses: 'gRPC request messages and sealed payloads as the handlers decode them (proto/gen via atls/services.ts decodeMessage), and the join request check',
-      inputs: fc.tuple(fc.nat({ max: 7 }), bytesLike([...protoSeeds.init, ...protoSeeds.join, ...protoSeeds.recover, ...protoSeeds.secrets], 2048)),
+      parses:
+        'gRPC request messages and sealed payloads as the handlers decode them (proto/gen via atls/services.ts decodeMessage), and the join request check',
+      inputs: fc.tuple(
+        fc.nat({ max: 7 }),
+        bytesLike([...protoSeeds.init, ...protoSeeds.join, ...protoSeeds.recover, ...protoSeeds.secrets], 2048),
+      ),
       run: ([which, bytes]) => {
         switch (which) {
           case 0:
@@ -416,7 +540,10 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
   return targets;
 }
 
-type MetadataClient = { request(r: { method: string; path: string; token: boolean; body: string }): Promise<number>; close(): Promise<void> };
+type MetadataClient = {
+  request(r: { method: string; path: string; token: boolean; body: string }): Promise<number>;
+  close(): Promise<void>;
+};
 
 /** The metadata server, started on the first request (listing the targets opens no socket), and closed with close(). */
 function lazyMetadataServer(): { get(): Promise<MetadataClient>; close(): Promise<void> } {
@@ -430,7 +557,13 @@ function lazyMetadataServer(): { get(): Promise<MetadataClient>; close(): Promis
 /** The metadata server on an ephemeral port; `request` fails (a finding) on a 5xx answer. */
 async function startMetadataServer(): Promise<MetadataClient> {
   const registry = new CloudRegistry();
-  registry.nodes.set('worker-0', { name: 'worker-0', role: 'worker', group: 'w', address: '127.0.0.1', akPublic: 'AA==' });
+  registry.nodes.set('worker-0', {
+    name: 'worker-0',
+    role: 'worker',
+    group: 'w',
+    address: '127.0.0.1',
+    akPublic: 'AA==',
+  });
   const server = createMetadataServer({ registry, gateway: '127.0.0.1', controlToken: 't'.repeat(64) });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   server.unref();
@@ -439,10 +572,24 @@ async function startMetadataServer(): Promise<MetadataClient> {
   return {
     request: ({ method, path: target, token, body }) =>
       new Promise((resolve, reject) => {
-        const req = http.request({ host: '127.0.0.1', port, method, path: target, agent, headers: token ? { authorization: `Bearer ${'t'.repeat(64)}` } : {} }, (res) => {
-          res.resume();
-          res.on('end', () => (res.statusCode! >= 500 ? reject(new Error(`the metadata server answered ${method} ${target} with ${res.statusCode}`)) : resolve(res.statusCode!)));
-        });
+        const req = http.request(
+          {
+            host: '127.0.0.1',
+            port,
+            method,
+            path: target,
+            agent,
+            headers: token ? { authorization: `Bearer ${'t'.repeat(64)}` } : {},
+          },
+          (res) => {
+            res.resume();
+            res.on('end', () =>
+              res.statusCode! >= 500
+                ? reject(new Error(`the metadata server answered ${method} ${target} with ${res.statusCode}`))
+                : resolve(res.statusCode!),
+            );
+          },
+        );
         req.on('error', (err) => reject(new Error(`${method} ${target}: ${err.message}`)));
         req.end(method === 'GET' ? undefined : body);
       }),

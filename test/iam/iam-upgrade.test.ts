@@ -46,17 +46,37 @@ describe('iam upgrade apply', function () {
       const iam = await awsProvider.iam!(awsOptions(fake));
       await iam.create({ prefix: 'demo', providerConfig: { region: 'us-east-2' } }, ctx);
       const role = fake.state.roles.get('demo-control-plane-role')!;
-      const current = JSON.parse(role.policies.get('demo-control-plane-policy')!) as { Statement: { Action: string[] }[] };
+      const current = JSON.parse(role.policies.get('demo-control-plane-policy')!) as {
+        Statement: { Action: string[] }[];
+      };
       const wanted = current.Statement[0]!.Action;
       // What an older CLI granted: CSI and autoscaler rights, and no ec2:CreateTags.
-      const older = [...wanted.filter((a) => a !== 'ec2:CreateTags'), 'ec2:CreateVolume', 'autoscaling:SetDesiredCapacity'];
-      role.policies.set('demo-control-plane-policy', JSON.stringify({ Version: '2012-10-17', Statement: [{ Effect: 'Allow', Action: older, Resource: '*' }] }));
+      const older = [
+        ...wanted.filter((a) => a !== 'ec2:CreateTags'),
+        'ec2:CreateVolume',
+        'autoscaling:SetDesiredCapacity',
+      ];
+      role.policies.set(
+        'demo-control-plane-policy',
+        JSON.stringify({ Version: '2012-10-17', Statement: [{ Effect: 'Allow', Action: older, Resource: '*' }] }),
+      );
 
       const module = { ...awsProvider, iam: () => awsProvider.iam!(awsOptions(fake)) } as ProviderModule;
       const run = { workspaceDir: os.tmpdir(), journal, log, loadProvider: async () => module };
       const plan = await upgradeIam({ ...run, apply: false });
-      assert.deepEqual(plan.changes, [{ provider: 'aws', identity: 'demo-control-plane-role/demo-control-plane-policy', add: ['ec2:CreateTags'], remove: ['autoscaling:SetDesiredCapacity', 'ec2:CreateVolume'] }]);
-      assert.deepEqual(policyActions(role.policies.get('demo-control-plane-policy')!).sort(), [...older].sort(), 'planning changed nothing');
+      assert.deepEqual(plan.changes, [
+        {
+          provider: 'aws',
+          identity: 'demo-control-plane-role/demo-control-plane-policy',
+          add: ['ec2:CreateTags'],
+          remove: ['autoscaling:SetDesiredCapacity', 'ec2:CreateVolume'],
+        },
+      ]);
+      assert.deepEqual(
+        policyActions(role.policies.get('demo-control-plane-policy')!).sort(),
+        [...older].sort(),
+        'planning changed nothing',
+      );
 
       const applied = await upgradeIam({ ...run, apply: true });
       assert.equal(applied.applied, true);
@@ -77,15 +97,31 @@ describe('iam upgrade apply', function () {
     it("patches the nodes' custom role to this CLI's permissions", async () => {
       const ctx = gcpContext();
       const iam = await gcpProvider.iam!(fake.providerOptions());
-      await iam.create({ prefix: 'myconst', providerConfig: { project: PROJECT, region: 'europe-west3', zone: 'europe-west3-b' } }, ctx);
+      await iam.create(
+        { prefix: 'myconst', providerConfig: { project: PROJECT, region: 'europe-west3', zone: 'europe-west3-b' } },
+        ctx,
+      );
       const name = `projects/${PROJECT}/roles/myconst_node`;
       const role = fake.iam.roles.get(name) as { includedPermissions: string[] };
-      role.includedPermissions = [...NODE_PERMISSIONS.filter((p) => p !== 'compute.zones.list'), 'compute.disks.create'];
+      role.includedPermissions = [
+        ...NODE_PERMISSIONS.filter((p) => p !== 'compute.zones.list'),
+        'compute.disks.create',
+      ];
 
-      assert.deepEqual(await iam.upgrade(ctx, { apply: false }), [{ identity: name, add: ['compute.zones.list'], remove: ['compute.disks.create'] }]);
-      assert.ok((fake.iam.roles.get(name) as { includedPermissions: string[] }).includedPermissions.includes('compute.disks.create'), 'planning changed nothing');
+      assert.deepEqual(await iam.upgrade(ctx, { apply: false }), [
+        { identity: name, add: ['compute.zones.list'], remove: ['compute.disks.create'] },
+      ]);
+      assert.ok(
+        (fake.iam.roles.get(name) as { includedPermissions: string[] }).includedPermissions.includes(
+          'compute.disks.create',
+        ),
+        'planning changed nothing',
+      );
       await iam.upgrade(ctx, { apply: true });
-      assert.deepEqual([...(fake.iam.roles.get(name) as { includedPermissions: string[] }).includedPermissions].sort(), [...NODE_PERMISSIONS].sort());
+      assert.deepEqual(
+        [...(fake.iam.roles.get(name) as { includedPermissions: string[] }).includedPermissions].sort(),
+        [...NODE_PERMISSIONS].sort(),
+      );
       assert.deepEqual(await iam.upgrade(ctx, { apply: false }), []);
     });
   });
@@ -105,14 +141,24 @@ describe('iam upgrade apply', function () {
       await iam.create({ prefix: 'demo', providerConfig: { subscription: SUBSCRIPTION, location: 'westeurope' } }, ctx);
       assert.deepEqual(await iam.upgrade(ctx, { apply: false }), []);
       // What an older CLI made: the identity without the Network Contributor assignment.
-      const network = (await ctx.journal.list()).find((r) => r.kind === 'azure:role-assignment' && r.name === NODE_ROLES[1].name)!;
+      const network = (await ctx.journal.list()).find(
+        (r) => r.kind === 'azure:role-assignment' && r.name === NODE_ROLES[1].name,
+      )!;
       await ctx.journal.remove(network.id);
       const removed = fake.resourceIds().length;
 
-      assert.deepEqual(await iam.upgrade(ctx, { apply: false }), [{ identity: 'demo-nodes', add: ['Network Contributor'], remove: [] }]);
+      assert.deepEqual(await iam.upgrade(ctx, { apply: false }), [
+        { identity: 'demo-nodes', add: ['Network Contributor'], remove: [] },
+      ]);
       await iam.upgrade(ctx, { apply: true });
-      assert.ok((await ctx.journal.list()).some((r) => r.id === network.id), 'the assignment is recorded again');
-      assert.ok(fake.resourceIds().some((id) => id.toLowerCase() === network.id.toLowerCase()), 'ARM holds the assignment');
+      assert.ok(
+        (await ctx.journal.list()).some((r) => r.id === network.id),
+        'the assignment is recorded again',
+      );
+      assert.ok(
+        fake.resourceIds().some((id) => id.toLowerCase() === network.id.toLowerCase()),
+        'ARM holds the assignment',
+      );
       assert.ok(fake.resourceIds().length >= removed);
       assert.deepEqual(await iam.upgrade(ctx, { apply: false }), []);
     });

@@ -9,7 +9,15 @@ import path from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'mocha';
 import { generateConfigFiles, loadConfig } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
-import { createIam, destroyIam, IAM_MARK, iamJournalView, listIamIdentities, regionOfZone, resolveIamInputs } from '../../cli/iam/index.js';
+import {
+  createIam,
+  destroyIam,
+  IAM_MARK,
+  iamJournalView,
+  listIamIdentities,
+  regionOfZone,
+  resolveIamInputs,
+} from '../../cli/iam/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { FileResourceJournal, MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 import type { IamCreateRequest, IamProvisioner, ProviderModule, RecordedResource } from '../../providers/contract.js';
@@ -34,7 +42,13 @@ function stubProvider(name: string, files: { name: string; content: string }[] =
       return [];
     },
   };
-  const module = { name, attestationVariants: [], infrastructure: () => assert.fail(), nodeMetadata: () => assert.fail(), iam: () => iam } as unknown as ProviderModule;
+  const module = {
+    name,
+    attestationVariants: [],
+    infrastructure: () => assert.fail(),
+    nodeMetadata: () => assert.fail(),
+    iam: () => iam,
+  } as unknown as ProviderModule;
   return { calls, loadProvider: async () => (calls.load++, module) };
 }
 
@@ -57,8 +71,14 @@ describe('cli/iam', function () {
     const view = iamJournalView(journal);
     await view.record({ kind: 'azure:resource-group', id: 'rg', data: { region: 'x' } });
     assert.deepEqual((await journal.list()).find((r) => r.id === 'rg')?.data, { region: 'x', [IAM_MARK]: true });
-    assert.deepEqual((await view.list()).map((r) => r.id), ['old-role', 'rg']);
-    assert.deepEqual((await listIamIdentities(journal)).map((i) => i.id), ['old-role', 'rg']);
+    assert.deepEqual(
+      (await view.list()).map((r) => r.id),
+      ['old-role', 'rg'],
+    );
+    assert.deepEqual(
+      (await listIamIdentities(journal)).map((i) => i.id),
+      ['old-role', 'rg'],
+    );
   });
 
   it('writes the returned files 0600; a re-run with the same content is fine; other content is never overwritten', async () => {
@@ -74,15 +94,21 @@ describe('cli/iam', function () {
 
     await createIam({ ...base(), provider: 'cloud', journal, loadProvider: first.loadProvider });
     const other = stubProvider('cloud', [{ name: 'key.json', content: 'secret-2' }]);
-    await assert.rejects(createIam({ ...base(), provider: 'cloud', journal, loadProvider: other.loadProvider }), (e: UserError) => {
-      assert.match(e.message, /key\.json already exists: iam create does not overwrite it/);
-      assert.doesNotMatch(`${e.message} ${e.hint}`, /secret-2/);
-      return true;
-    });
+    await assert.rejects(
+      createIam({ ...base(), provider: 'cloud', journal, loadProvider: other.loadProvider }),
+      (e: UserError) => {
+        assert.match(e.message, /key\.json already exists: iam create does not overwrite it/);
+        assert.doesNotMatch(`${e.message} ${e.hint}`, /secret-2/);
+        return true;
+      },
+    );
     assert.equal(await fs.readFile(file, 'utf8'), 'secret-1');
 
     const unsafe = stubProvider('cloud', [{ name: '../escape', content: 'x' }]);
-    await assert.rejects(createIam({ ...base(), provider: 'cloud', journal, loadProvider: unsafe.loadProvider }), /unsafe name/);
+    await assert.rejects(
+      createIam({ ...base(), provider: 'cloud', journal, loadProvider: unsafe.loadProvider }),
+      /unsafe name/,
+    );
     await assert.rejects(fs.access(path.join(dir, '..', 'escape')));
   });
 
@@ -90,33 +116,59 @@ describe('cli/iam', function () {
     const journal = new MemoryResourceJournal();
     const gcp = stubProvider('gcp');
     await fs.writeFile(path.join(dir, 'gcpServiceAccountKey.json'), 'old key');
-    await assert.rejects(createIam({ ...base(), provider: 'gcp', journal, loadProvider: gcp.loadProvider }), { name: 'FileExistsError' });
+    await assert.rejects(createIam({ ...base(), provider: 'gcp', journal, loadProvider: gcp.loadProvider }), {
+      name: 'FileExistsError',
+    });
     assert.equal(gcp.calls.load, 0);
 
     const aws = stubProvider('aws');
-    await assert.rejects(createIam({ ...base(), provider: 'aws', updateConfig: true, journal, loadProvider: aws.loadProvider }), /There is no constellation-conf\.yaml/);
+    await assert.rejects(
+      createIam({ ...base(), provider: 'aws', updateConfig: true, journal, loadProvider: aws.loadProvider }),
+      /There is no constellation-conf\.yaml/,
+    );
     await generateConfigFiles(dir, 'azure');
-    await assert.rejects(createIam({ ...base(), provider: 'aws', updateConfig: true, journal, loadProvider: aws.loadProvider }), /is for azure, not aws/);
+    await assert.rejects(
+      createIam({ ...base(), provider: 'aws', updateConfig: true, journal, loadProvider: aws.loadProvider }),
+      /is for azure, not aws/,
+    );
     assert.equal(aws.calls.load, 0);
     assert.deepEqual(await journal.list(), []);
   });
 
   it('refuses a provider without IAM, and destroy deletes identities only, provider by provider', async () => {
-    await assert.rejects(createIam({ ...base(), provider: 'local', journal: new MemoryResourceJournal() }), /The local provider makes no cloud identities/);
+    await assert.rejects(
+      createIam({ ...base(), provider: 'local', journal: new MemoryResourceJournal() }),
+      /The local provider makes no cloud identities/,
+    );
 
     const journal = new MemoryResourceJournal([{ kind: 'cloud:vpc', id: 'cluster-vpc' }]);
     const stub = stubProvider('cloud');
     await createIam({ ...base(), provider: 'cloud', journal, loadProvider: stub.loadProvider });
     const result = await destroyIam({ workspaceDir: dir, journal, log: nullLogger, loadProvider: stub.loadProvider });
-    assert.deepEqual(result, { providers: ['cloud'], destroyed: [{ kind: 'cloud:identity', id: 'demo-identity', name: 'identity' }] });
-    assert.deepEqual((await journal.list()).map((r) => r.id), ['cluster-vpc']);
-    assert.deepEqual(await destroyIam({ workspaceDir: dir, journal, log: nullLogger, loadProvider: stub.loadProvider }), { providers: [], destroyed: [] });
+    assert.deepEqual(result, {
+      providers: ['cloud'],
+      destroyed: [{ kind: 'cloud:identity', id: 'demo-identity', name: 'identity' }],
+    });
+    assert.deepEqual(
+      (await journal.list()).map((r) => r.id),
+      ['cluster-vpc'],
+    );
+    assert.deepEqual(
+      await destroyIam({ workspaceDir: dir, journal, log: nullLogger, loadProvider: stub.loadProvider }),
+      { providers: [], destroyed: [] },
+    );
   });
 
   it('destroy says so when a provider leaves identities recorded', async () => {
     const journal = new MemoryResourceJournal([{ kind: 'cloud:iam-thing', id: 'x' }]);
-    const lazy = { name: 'cloud', iam: () => ({ create: () => assert.fail(), destroy: async () => {} }) } as unknown as ProviderModule;
-    await assert.rejects(destroyIam({ workspaceDir: dir, journal, log: nullLogger, loadProvider: async () => lazy }), /left 1 recorded identities/);
+    const lazy = {
+      name: 'cloud',
+      iam: () => ({ create: () => assert.fail(), destroy: async () => {} }),
+    } as unknown as ProviderModule;
+    await assert.rejects(
+      destroyIam({ workspaceDir: dir, journal, log: nullLogger, loadProvider: async () => lazy }),
+      /left 1 recorded identities/,
+    );
   });
 
   it('resolves inputs: given flags over the config, empty config fields ignored, a zone implies its region', async () => {
@@ -136,7 +188,11 @@ describe('cli/iam', function () {
     assert.equal(gcp.providerConfig.region, (await loadConfig(dir, { allowIncomplete: true })).provider.gcp!.region);
     assert.ok(!('serviceAccountKeyPath' in gcp.providerConfig), 'empty fields are not inputs');
     assert.deepEqual(gcp.given, { project: 'p' });
-    assert.deepEqual((await resolveIamInputs(dir, 'aws', {})).providerConfig, {}, 'a config of another cloud gives no defaults');
+    assert.deepEqual(
+      (await resolveIamInputs(dir, 'aws', {})).providerConfig,
+      {},
+      'a config of another cloud gives no defaults',
+    );
 
     await fs.appendFile(path.join(dir, 'constellation-conf.yaml'), 'unknownKey: 1\n');
     const broken = await resolveIamInputs(dir, 'gcp', {});
@@ -161,7 +217,12 @@ describe('cli/iam', function () {
       // The cluster's resource group exists and `create` recorded it: iam create uses it but does not take it over.
       const rgId = `/subscriptions/${SUBSCRIPTION}/resourceGroups/demo-rg`;
       fake.seed(rgId, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
-      const clusterRecord: RecordedResource = { kind: 'azure:resource-group', id: rgId, name: 'demo-rg', data: { uid: 'a1b2c3d4', status: 'ready' } };
+      const clusterRecord: RecordedResource = {
+        kind: 'azure:resource-group',
+        id: rgId,
+        name: 'demo-rg',
+        data: { uid: 'a1b2c3d4', status: 'ready' },
+      };
       const journal = new FileResourceJournal(dir);
       await journal.record(clusterRecord);
       const progress: string[] = [];
@@ -187,9 +248,19 @@ describe('cli/iam', function () {
       assert.equal(azureConfig.userAssignedIdentity, identityId);
       assert.deepEqual(comments(await fs.readFile(configFile, 'utf8')), comments(before));
       assert.ok(progress.some((m) => /managed identity demo-nodes/.test(m)));
-      assert.deepEqual(result.identities.map((i) => i.kind).sort(), ['azure:role-assignment', 'azure:role-assignment', 'azure:user-assigned-identity']);
+      assert.deepEqual(result.identities.map((i) => i.kind).sort(), [
+        'azure:role-assignment',
+        'azure:role-assignment',
+        'azure:user-assigned-identity',
+      ]);
 
-      const destroyed = await destroyIam({ workspaceDir: dir, journal, log: nullLogger, loadProvider: async () => azure, providerOptions: fake.providerOptions() });
+      const destroyed = await destroyIam({
+        workspaceDir: dir,
+        journal,
+        log: nullLogger,
+        loadProvider: async () => azure,
+        providerOptions: fake.providerOptions(),
+      });
       assert.equal(destroyed.destroyed.length, 3);
       assert.deepEqual(fake.resourceIds(), [rgId], 'only the identity and its role assignments are gone');
       assert.deepEqual(await journal.list(), [clusterRecord]);

@@ -19,7 +19,10 @@ describe("upgrade apply's check of the config's measurements", () => {
   const check = async () => verifyConfiguredMeasurements(await loadConfig(ws), { userConfigDir });
   const useImage = async (version: string) => {
     await setConfigKeys(ws, { image: version });
-    await editConfig(ws, { measurements: (await store.measurements(version, (await store.publicKey())!)).measurements, replaceMeasurements: true });
+    await editConfig(ws, {
+      measurements: (await store.measurements(version, (await store.publicKey())!)).measurements,
+      replaceMeasurements: true,
+    });
   };
 
   beforeEach(async () => {
@@ -53,7 +56,10 @@ describe("upgrade apply's check of the config's measurements", () => {
     await useImage('v1');
     await setConfigKeys(ws, { image: 'v2' });
     await assert.rejects(check(), (err: Error & { hint?: string }) => {
-      assert.match(err.message, /The config's measurements are not the signed measurements of image v2 .*PCR 9 is [0-9a-f]{64}, signed [0-9a-f]{64}; PCR 11 is/);
+      assert.match(
+        err.message,
+        /The config's measurements are not the signed measurements of image v2 .*PCR 9 is [0-9a-f]{64}, signed [0-9a-f]{64}; PCR 11 is/,
+      );
       assert.match(err.hint ?? '', /config fetch-measurements/);
       return true;
     });
@@ -73,7 +79,10 @@ describe("upgrade apply's check of the config's measurements", () => {
     await useImage('v2');
     const file = path.join(store.imageDir('v2'), 'measurements.json');
     await fs.chmod(file, 0o644); // images are read-only: their owner can make a file writable
-    await fs.writeFile(file, (await fs.readFile(file, 'utf8')).replace(/"expected": "[0-9a-f]{64}"/, `"expected": "${'ab'.repeat(32)}"`));
+    await fs.writeFile(
+      file,
+      (await fs.readFile(file, 'utf8')).replace(/"expected": "[0-9a-f]{64}"/, `"expected": "${'ab'.repeat(32)}"`),
+    );
     await assert.rejects(check(), /do not verify with your local image key/);
   });
 });

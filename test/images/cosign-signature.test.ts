@@ -7,7 +7,12 @@ import { createPrivateKey, createPublicKey, generateKeyPairSync, webcrypto } fro
 import { children, readOnly, TAG } from '../../lib/der.js';
 import { UserError } from '../../lib/errors.js';
 import { decodeSignature, signBlob, verifyBlob } from '../../lib/images/cosign-signature.js';
-import { generateSigningKeyPair, keyFingerprint, privateKeyFromPem, trustedKeyFromPem } from '../../lib/signing-keys.js';
+import {
+  generateSigningKeyPair,
+  keyFingerprint,
+  privateKeyFromPem,
+  trustedKeyFromPem,
+} from '../../lib/signing-keys.js';
 import { RELEASE_MEASUREMENTS_PUBLIC_KEY, releaseKey } from '../../lib/images/release-key.js';
 import { COSIGN_RELEASE_PUBLIC_KEY, DSSE, SIGN_BLOB } from './cosign-vectors.js';
 
@@ -42,7 +47,10 @@ describe('cosign blob signatures (ECDSA P-256, SHA-256, DER, base64)', () => {
     it('refuses it for other content, for another key, and when a signature byte changes', () => {
       const key = trustedKeyFromPem(SIGN_BLOB.publicKey, 'test key');
       const other = trustedKeyFromPem(SIGN_BLOB.otherPublicKey, 'other key');
-      assert.equal(verifyBlob(key.key, Buffer.from('This is some completely different content!\n'), SIGN_BLOB.signature), false);
+      assert.equal(
+        verifyBlob(key.key, Buffer.from('This is some completely different content!\n'), SIGN_BLOB.signature),
+        false,
+      );
       assert.equal(verifyBlob(other.key, Buffer.from(SIGN_BLOB.content), SIGN_BLOB.signature), false);
       const der = decodeSignature(SIGN_BLOB.signature)!;
       der[der.length - 1] ^= 1;
@@ -66,11 +74,32 @@ describe('cosign blob signatures (ECDSA P-256, SHA-256, DER, base64)', () => {
       const pair = generateSigningKeyPair();
       const data = Buffer.from('{"version":"v1"}\n');
       const signature = signBlob(privateKeyFromPem(pair.privateKeyPem, 'key'), data);
-      assert.match(signature, /^[A-Za-z0-9+/]+={0,2}$/, 'one line of standard base64, no newline (cosign sign-blob output)');
+      assert.match(
+        signature,
+        /^[A-Za-z0-9+/]+={0,2}$/,
+        'one line of standard base64, no newline (cosign sign-blob output)',
+      );
       const der = Buffer.from(signature, 'base64');
-      const subtleKey = await webcrypto.subtle.importKey('spki', createPublicKey(pair.publicKeyPem).export({ type: 'spki', format: 'der' }), { name: 'ECDSA', namedCurve: 'P-256' }, false, ['verify']);
-      assert.equal(await webcrypto.subtle.verify({ name: 'ECDSA', hash: 'SHA-256' }, subtleKey, derToP1363(der), data), true);
-      assert.equal(await webcrypto.subtle.verify({ name: 'ECDSA', hash: 'SHA-256' }, subtleKey, derToP1363(der), Buffer.from('other')), false);
+      const subtleKey = await webcrypto.subtle.importKey(
+        'spki',
+        createPublicKey(pair.publicKeyPem).export({ type: 'spki', format: 'der' }),
+        { name: 'ECDSA', namedCurve: 'P-256' },
+        false,
+        ['verify'],
+      );
+      assert.equal(
+        await webcrypto.subtle.verify({ name: 'ECDSA', hash: 'SHA-256' }, subtleKey, derToP1363(der), data),
+        true,
+      );
+      assert.equal(
+        await webcrypto.subtle.verify(
+          { name: 'ECDSA', hash: 'SHA-256' },
+          subtleKey,
+          derToP1363(der),
+          Buffer.from('other'),
+        ),
+        false,
+      );
     });
 
     it('verify with openssl, an independent tool, given the public key file and the decoded signature', async () => {
@@ -80,8 +109,15 @@ describe('cosign blob signatures (ECDSA P-256, SHA-256, DER, base64)', () => {
         const data = Buffer.from('{"version":"v1"}\n');
         await fs.writeFile(path.join(dir, 'key.pub'), pair.publicKeyPem);
         await fs.writeFile(path.join(dir, 'measurements.json'), data);
-        await fs.writeFile(path.join(dir, 'sig.der'), Buffer.from(signBlob(privateKeyFromPem(pair.privateKeyPem, 'key'), data), 'base64'));
-        const out = execFileSync('openssl', ['dgst', '-sha256', '-verify', 'key.pub', '-signature', 'sig.der', 'measurements.json'], { cwd: dir, encoding: 'utf8' });
+        await fs.writeFile(
+          path.join(dir, 'sig.der'),
+          Buffer.from(signBlob(privateKeyFromPem(pair.privateKeyPem, 'key'), data), 'base64'),
+        );
+        const out = execFileSync(
+          'openssl',
+          ['dgst', '-sha256', '-verify', 'key.pub', '-signature', 'sig.der', 'measurements.json'],
+          { cwd: dir, encoding: 'utf8' },
+        );
         assert.equal(out.trim(), 'Verified OK');
       } finally {
         await fs.rm(dir, { recursive: true, force: true });
@@ -104,7 +140,11 @@ describe('cosign blob signatures (ECDSA P-256, SHA-256, DER, base64)', () => {
       const signature = signBlob(privateKeyFromPem(pair.privateKeyPem, 'key'), data);
       const key = trustedKeyFromPem(pair.publicKeyPem, 'key');
       assert.equal(verifyBlob(key.key, data, signature), true);
-      assert.equal(verifyBlob(key.key, data, `${signature}\n`), true, 'a trailing newline (a signature file saved by an editor) is ignored');
+      assert.equal(
+        verifyBlob(key.key, data, `${signature}\n`),
+        true,
+        'a trailing newline (a signature file saved by an editor) is ignored',
+      );
       assert.equal(verifyBlob(key.key, data, Buffer.from(signature)), true);
     });
   });
@@ -117,11 +157,25 @@ describe('cosign blob signatures (ECDSA P-256, SHA-256, DER, base64)', () => {
   });
 
   it('accepts only P-256 public keys, and names the key in the refusal', () => {
-    const p384 = generateKeyPairSync('ec', { namedCurve: 'secp384r1' }).publicKey.export({ type: 'spki', format: 'pem' }) as string;
-    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({ type: 'spki', format: 'pem' }) as string;
-    assert.throws(() => trustedKeyFromPem(p384, 'the key in the test'), (err: UserError) => err instanceof UserError && /the key in the test is not an ECDSA P-256 key \(it is EC on secp384r1\)/.test(err.message));
+    const p384 = generateKeyPairSync('ec', { namedCurve: 'secp384r1' }).publicKey.export({
+      type: 'spki',
+      format: 'pem',
+    }) as string;
+    const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 }).publicKey.export({
+      type: 'spki',
+      format: 'pem',
+    }) as string;
+    assert.throws(
+      () => trustedKeyFromPem(p384, 'the key in the test'),
+      (err: UserError) =>
+        err instanceof UserError &&
+        /the key in the test is not an ECDSA P-256 key \(it is EC on secp384r1\)/.test(err.message),
+    );
     assert.throws(() => trustedKeyFromPem(rsa, 'the key'), /is not an ECDSA P-256 key \(it is RSA\)/);
-    assert.throws(() => trustedKeyFromPem('-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n', 'the key'), /the key is not a PEM public key/);
+    assert.throws(
+      () => trustedKeyFromPem('-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n', 'the key'),
+      /the key is not a PEM public key/,
+    );
   });
 
   it('fingerprints a key as SHA-256 of its SPKI DER, the same from its private or public half', () => {
@@ -136,6 +190,10 @@ describe('cosign blob signatures (ECDSA P-256, SHA-256, DER, base64)', () => {
     assert.equal(key.name, 'the release key of this CLI');
     assert.ok(RELEASE_MEASUREMENTS_PUBLIC_KEY.startsWith('-----BEGIN PUBLIC KEY-----\n'));
     assert.equal(key.fingerprint, '8d03cd76740d9e06d3fe0a86d2c7599bdc972ce7b8ac41277ccb7b9182fb6b53');
-    assert.equal(verifyBlob(key.key, Buffer.from(SIGN_BLOB.content), SIGN_BLOB.signature), false, 'a signature by another key never verifies with it');
+    assert.equal(
+      verifyBlob(key.key, Buffer.from(SIGN_BLOB.content), SIGN_BLOB.signature),
+      false,
+      'a signature by another key never verifies with it',
+    );
   });
 });

@@ -6,7 +6,12 @@ import type { AddressInfo } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import type { Measurements } from '../../lib/attestation/types.js';
-import { generateSigningKeyPair, privateKeyFromPem, trustedKeyFromPem, type TrustedKey } from '../../lib/signing-keys.js';
+import {
+  generateSigningKeyPair,
+  privateKeyFromPem,
+  trustedKeyFromPem,
+  type TrustedKey,
+} from '../../lib/signing-keys.js';
 import { signMeasurementsFile, type SignedMeasurements } from '../../lib/images/signed-measurements.js';
 import { parseDocument } from 'yaml';
 import { CONFIG_FILE } from '../../lib/workspace/files.js';
@@ -24,7 +29,11 @@ export interface TestSigner {
 
 export function testSigner(name = 'the test key'): TestSigner {
   const pair = generateSigningKeyPair();
-  return { privateKey: privateKeyFromPem(pair.privateKeyPem, 'test key'), publicKeyPem: pair.publicKeyPem, trusted: trustedKeyFromPem(pair.publicKeyPem, name) };
+  return {
+    privateKey: privateKeyFromPem(pair.privateKeyPem, 'test key'),
+    publicKeyPem: pair.publicKeyPem,
+    trusted: trustedKeyFromPem(pair.publicKeyPem, name),
+  };
 }
 
 const hex = (byte: string) => byte.repeat(32);
@@ -43,7 +52,12 @@ export function measurementsOf(tag: string): Measurements {
 }
 
 /** Writes <dir>/<name> and <name>.sig: a measurements file signed by `signer`. */
-export async function writeSignedFile(dir: string, name: string, signed: SignedMeasurements, signer: TestSigner): Promise<{ file: string; signature: string }> {
+export async function writeSignedFile(
+  dir: string,
+  name: string,
+  signed: SignedMeasurements,
+  signer: TestSigner,
+): Promise<{ file: string; signature: string }> {
   const { file, signature } = signMeasurementsFile(signed, signer.privateKey);
   await fs.mkdir(dir, { recursive: true });
   const filePath = path.join(dir, name);
@@ -103,7 +117,12 @@ export async function httpsFileServer(root: string): Promise<HttpsFileServer> {
       res.writeHead(302, { location: `http://127.0.0.1:1${url.pathname.slice('/to-http'.length)}` }).end();
       return;
     }
-    const file = path.join(root, ...decodeURIComponent(url.pathname).split('/').filter((p) => p && p !== '..'));
+    const file = path.join(
+      root,
+      ...decodeURIComponent(url.pathname)
+        .split('/')
+        .filter((p) => p && p !== '..'),
+    );
     fs.readFile(file).then(
       (body) => res.writeHead(200, { 'content-type': 'application/octet-stream' }).end(body),
       () => res.writeHead(404).end('not found'),

@@ -1,9 +1,16 @@
 import assert from 'node:assert/strict';
-import { BootstrapTokenIssuer, MemoryTokenSink, TOKEN_PATTERN, TOKEN_TTL_MS, type BootstrapToken, type TokenSink } from '../../joinservice/bootstrap-token.js';
+import {
+  BootstrapTokenIssuer,
+  MemoryTokenSink,
+  TOKEN_PATTERN,
+  TOKEN_TTL_MS,
+  type BootstrapToken,
+  type TokenSink,
+} from '../../joinservice/bootstrap-token.js';
 import { UserError } from '../../lib/errors.js';
 
 describe('joinservice/bootstrap-token', () => {
-  it('issues kubeadm-format tokens that expire 15 minutes after the clock\'s now', async () => {
+  it("issues kubeadm-format tokens that expire 15 minutes after the clock's now", async () => {
     let now = new Date('2030-05-06T07:08:09.000Z');
     const clock = () => now;
     const sink = new MemoryTokenSink(clock);
@@ -46,18 +53,25 @@ describe('joinservice/bootstrap-token', () => {
   });
 
   it('fails the issue when the sink cannot register the token', async () => {
-    const issuer = new BootstrapTokenIssuer({ sink: { register: async () => { throw new Error('API server unreachable'); } } });
+    const issuer = new BootstrapTokenIssuer({
+      sink: {
+        register: async () => {
+          throw new Error('API server unreachable');
+        },
+      },
+    });
     await assert.rejects(issuer.issue(), /API server unreachable/);
   });
 
-  it('returns the token only once the sink\'s register resolved', async () => {
+  it("returns the token only once the sink's register resolved", async () => {
     let finish!: () => void;
     let registered: BootstrapToken | undefined;
     const sink: TokenSink = {
-      register: (token) => new Promise<void>((resolve) => {
-        registered = token;
-        finish = resolve;
-      }),
+      register: (token) =>
+        new Promise<void>((resolve) => {
+          registered = token;
+          finish = resolve;
+        }),
     };
     let issued: BootstrapToken | undefined;
     const issuing = new BootstrapTokenIssuer({ sink }).issue().then((t) => (issued = t));
@@ -70,8 +84,16 @@ describe('joinservice/bootstrap-token', () => {
   });
 
   it('says that no ticket is issued when the sink refuses the token with a UserError, keeping its reason and hint', async () => {
-    const refusal = new UserError('kubeadm token create failed with exit code 1: Unauthorized', { hint: 'The full output is in the node log.' });
-    const issuer = new BootstrapTokenIssuer({ sink: { register: async () => { throw refusal; } } });
+    const refusal = new UserError('kubeadm token create failed with exit code 1: Unauthorized', {
+      hint: 'The full output is in the node log.',
+    });
+    const issuer = new BootstrapTokenIssuer({
+      sink: {
+        register: async () => {
+          throw refusal;
+        },
+      },
+    });
     await assert.rejects(issuer.issue(), (err: unknown) => {
       assert.ok(err instanceof UserError);
       assert.equal(

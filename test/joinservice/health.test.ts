@@ -9,7 +9,10 @@ import { startJoinService, type JoinServiceHandle } from '../../joinservice/serv
 import { attestedChannelOptions, createAttestedClientCredentials } from '../../lib/atls/index.js';
 import { StoreUnavailableError, type ClusterStore } from '../../lib/cluster-store/types.js';
 import { createLogger } from '../../lib/logging/index.js';
-import { HealthCheckResponse_ServingStatus as ServingStatus, HealthClient } from '../../proto/gen/grpc/health/v1/health.js';
+import {
+  HealthCheckResponse_ServingStatus as ServingStatus,
+  HealthClient,
+} from '../../proto/gen/grpc/health/v1/health.js';
 import { makeTestStore, type TestStore } from './support/test-store.js';
 import { imagePcrs, measurementsFor, TestAkRegistry } from './support/software-vtpm.js';
 
@@ -18,7 +21,8 @@ function switchableStore(store: ClusterStore): { store: ClusterStore; setDown(do
   let down = false;
   const proxy = new Proxy(store, {
     get(target, property) {
-      if (property === 'readJoinConfig' && down) return () => Promise.reject(new StoreUnavailableError('2 of 3 members are down'));
+      if (property === 'readJoinConfig' && down)
+        return () => Promise.reject(new StoreUnavailableError('2 of 3 members are down'));
       const value = Reflect.get(target, property, target) as unknown;
       return typeof value === 'function' ? (value as (...args: unknown[]) => unknown).bind(target) : value;
     },
@@ -35,7 +39,9 @@ describe('joinservice/health (the standard gRPC health check)', () => {
 
   const check = (service: string) =>
     new Promise<{ status?: ServingStatus; code?: number; details?: string }>((resolve) =>
-      client.check({ service }, (err, res) => resolve(err ? { code: err.code, details: err.details } : { status: res.status })),
+      client.check({ service }, (err, res) =>
+        resolve(err ? { code: err.code, details: err.details } : { status: res.status }),
+      ),
     );
 
   before(async () => {
@@ -49,7 +55,11 @@ describe('joinservice/health (the standard gRPC health check)', () => {
       logger: createLogger((line) => log.push(line)),
       tokenSink: new MemoryTokenSink(),
     });
-    client = new HealthClient(`127.0.0.1:${join.port}`, await createAttestedClientCredentials(), attestedChannelOptions);
+    client = new HealthClient(
+      `127.0.0.1:${join.port}`,
+      await createAttestedClientCredentials(),
+      attestedChannelOptions,
+    );
   });
   after(async () => {
     client?.close();

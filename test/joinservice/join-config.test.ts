@@ -33,12 +33,21 @@ describe('joinservice/join-config: the join configuration from the cluster store
   it('names the missing or broken entry and never quotes the master secret', async () => {
     const read = () => new JoinConfigReader(t.store, { logger: recordingLogger().logger }).current();
     t.store.entries.delete(ENTRY.pki('sa.pub'));
-    await assert.rejects(read(), (err: Error) => err instanceof UserError && /missing join\/pki\/sa\.pub/.test(err.message));
+    await assert.rejects(
+      read(),
+      (err: Error) => err instanceof UserError && /missing join\/pki\/sa\.pub/.test(err.message),
+    );
     t.store.entries.set(ENTRY.pki('sa.pub'), t.pki['sa.pub']);
     t.store.entries.set(ENTRY.masterSecret, '{"key": "c2VjcmV0c2VjcmV0c2VjcmV0", "salt": 5}');
-    await assert.rejects(read(), (err: Error) => /join\/master-secret/.test(err.message) && !err.message.includes('c2VjcmV0'));
+    await assert.rejects(
+      read(),
+      (err: Error) => /join\/master-secret/.test(err.message) && !err.message.includes('c2VjcmV0'),
+    );
     await t.store.writeJoinConfig({ masterSecret: t.masterSecret });
-    t.store.entries.set(ENTRY.attestationConfig, JSON.stringify({ variant: 'local-vtpm', config: { measurements: { 4: { expected: 'zz', warnOnly: false } } } }));
+    t.store.entries.set(
+      ENTRY.attestationConfig,
+      JSON.stringify({ variant: 'local-vtpm', config: { measurements: { 4: { expected: 'zz', warnOnly: false } } } }),
+    );
     await assert.rejects(read(), /join\/attestation-config: config\.measurements\.4\.expected: expected must be hex/);
     await t.store.writeJoinConfig({ attestation: t.contents.attestation });
     t.store.entries.set(ENTRY.measurementSalt, 'abcd');
@@ -46,7 +55,10 @@ describe('joinservice/join-config: the join configuration from the cluster store
   });
 
   it('an empty store says the cluster was not initialized through it', async () => {
-    await assert.rejects(new JoinConfigReader(new MemoryClusterStore(), { logger: recordingLogger().logger }).current(), StoreNotInitializedError);
+    await assert.rejects(
+      new JoinConfigReader(new MemoryClusterStore(), { logger: recordingLogger().logger }).current(),
+      StoreNotInitializedError,
+    );
   });
 
   it('a change written once is what the next request reads, without restart; an unchanged store gives the same configuration', async () => {
@@ -66,13 +78,22 @@ describe('joinservice/join-config: the join configuration from the cluster store
     const reader = new JoinConfigReader(t.store, { logger });
     const good = await reader.current();
     t.store.entries.set(ENTRY.attestationConfig, '{"variant": "local-vtpm", "config": {"measu');
-    await t.store.putNode({ name: 'n', role: 'worker', diskUuid: 'u', joinedAt: 't', lastEntry: 'join', lastEntryAt: 't' }); // a new revision
+    await t.store.putNode({
+      name: 'n',
+      role: 'worker',
+      diskUuid: 'u',
+      joinedAt: 't',
+      lastEntry: 'join',
+      lastEntryAt: 't',
+    }); // a new revision
     assert.equal(await reader.current(), good);
     assert.equal(await reader.current(), good);
     assert.equal(lines.filter((l) => l.level === 'warn').length, 1);
     assert.match(String(lines.find((l) => l.level === 'warn')!.reason), /join\/attestation-config is not valid JSON/);
 
-    await t.store.writeJoinConfig({ attestation: { ...t.contents.attestation, previous: [{ measurements: imageMeasurements('dd') }] } });
+    await t.store.writeJoinConfig({
+      attestation: { ...t.contents.attestation, previous: [{ measurements: imageMeasurements('dd') }] },
+    });
     const fixed = await reader.current();
     assert.equal(fixed.generation, 2);
     assert.equal(fixed.attestation.previous?.length, 1);
@@ -83,7 +104,8 @@ describe('joinservice/join-config: the join configuration from the cluster store
     const reader = new JoinConfigReader(t.store, {
       logger,
       accept: async (config) => {
-        if (config.attestation.variant !== 'local-vtpm') throw new UserError(`Unknown attestation variant "${config.attestation.variant}"`);
+        if (config.attestation.variant !== 'local-vtpm')
+          throw new UserError(`Unknown attestation variant "${config.attestation.variant}"`);
       },
     });
     const good = await reader.current();
@@ -96,6 +118,9 @@ describe('joinservice/join-config: the join configuration from the cluster store
     const reader = new JoinConfigReader(t.store, { logger: recordingLogger().logger });
     await reader.current();
     t.store.available = false;
-    await assert.rejects(reader.current(), (err: Error) => err instanceof StoreUnavailableError && /The control plane has no quorum/.test(err.message));
+    await assert.rejects(
+      reader.current(),
+      (err: Error) => err instanceof StoreUnavailableError && /The control plane has no quorum/.test(err.message),
+    );
   });
 });

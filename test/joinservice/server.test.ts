@@ -6,7 +6,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { MemoryTokenSink, TOKEN_PATTERN } from '../../joinservice/bootstrap-token.js';
 import { startJoinService, type JoinServiceHandle } from '../../joinservice/server.js';
-import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../../lib/atls/index.js';
+import {
+  attestedChannelOptions,
+  attestedClient,
+  createAttestedClientCredentials,
+  joinClientAdapter,
+  joinHelloBoundFields,
+} from '../../lib/atls/index.js';
 import type { Issuer, Measurements } from '../../lib/attestation/types.js';
 import { localInstanceInfo, VARIANT } from '../../lib/attestation/variants/local-vtpm.js';
 import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
@@ -65,7 +71,9 @@ function decisions(h: Harness): Array<Record<string, unknown>> {
 function assertNoSecretsLogged(h: Harness, secrets: Array<Uint8Array | string>): void {
   const text = h.log.join('\n');
   for (const secret of secrets) {
-    for (const form of typeof secret === 'string' ? [secret] : [Buffer.from(secret).toString('hex'), Buffer.from(secret).toString('base64')]) {
+    for (const form of typeof secret === 'string'
+      ? [secret]
+      : [Buffer.from(secret).toString('hex'), Buffer.from(secret).toString('base64')]) {
       assert.ok(!text.includes(form), 'a secret was logged');
     }
   }
@@ -80,7 +88,13 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
   });
   after(() => stopHarness(h));
 
-  function node(name: string, pcrs = goodPcrs, registered = true, role: 'control-plane' | 'worker' = 'worker', addresses?: string[]): SoftwareVtpm {
+  function node(
+    name: string,
+    pcrs = goodPcrs,
+    registered = true,
+    role: 'control-plane' | 'worker' = 'worker',
+    addresses?: string[],
+  ): SoftwareVtpm {
     const vtpm = new SoftwareVtpm(name, pcrs);
     if (registered) h.registry.register(name, vtpm.akPublic, role, addresses);
     return vtpm;
@@ -88,7 +102,12 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
 
   it('gives an attested worker its ticket, and logs the decision without secrets', async () => {
     const request = hello({ nodeName: 'worker-1', certificateRequest: await kubeletCsr(['10.0.0.11']) });
-    const attempt = await requestTicket(h.address, node('worker-1', goodPcrs, true, 'worker', ['10.0.0.11']), request, 'join');
+    const attempt = await requestTicket(
+      h.address,
+      node('worker-1', goodPcrs, true, 'worker', ['10.0.0.11']),
+      request,
+      'join',
+    );
     assert.equal(attempt.error, undefined);
     const ticket = attempt.ticket!;
     assert.deepEqual(attempt.responses, ['challenge', 'sealedTicket']);
@@ -107,34 +126,66 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
   });
 
   it('gives an attested control-plane node the CA files; a rejoining node gets its disk key back', async () => {
-    const cp = await requestTicket(h.address, node('cp-1', goodPcrs, true, 'control-plane'), hello({ nodeName: 'cp-1', isControlPlane: true, certificateRequest: await kubeletCsr() }), 'join');
+    const cp = await requestTicket(
+      h.address,
+      node('cp-1', goodPcrs, true, 'control-plane'),
+      hello({ nodeName: 'cp-1', isControlPlane: true, certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(cp.error, undefined);
-    assert.equal(cp.ticket!.controlPlaneFiles.find((f) => f.name === 'ca.key')?.data.toString(), h.service.pki['ca.key']);
+    assert.equal(
+      cp.ticket!.controlPlaneFiles.find((f) => f.name === 'ca.key')?.data.toString(),
+      h.service.pki['ca.key'],
+    );
 
     const rejoin = await requestTicket(h.address, node('worker-2'), hello({ nodeName: 'worker-2' }), 'rejoin');
     assert.equal(rejoin.error, undefined);
-    assert.deepEqual(new Uint8Array(rejoin.ticket!.stateDiskKey), deriveStateDiskKey(h.service.masterSecret, diskUuidOf('worker-2')));
+    assert.deepEqual(
+      new Uint8Array(rejoin.ticket!.stateDiskKey),
+      deriveStateDiskKey(h.service.masterSecret, diskUuidOf('worker-2')),
+    );
   });
 
   it('refuses control-plane files to a node the provider created as a worker: no ticket, no CA key', async () => {
-    const attempt = await requestTicket(h.address, node('worker-5'), hello({ nodeName: 'worker-5', isControlPlane: true, certificateRequest: await kubeletCsr() }), 'join');
+    const attempt = await requestTicket(
+      h.address,
+      node('worker-5'),
+      hello({ nodeName: 'worker-5', isControlPlane: true, certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(attempt.ticket, undefined);
     assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
-    assert.match(attempt.error!.message, /control-plane ticket was asked for, but the provider created instance "worker-5" as a worker node/);
+    assert.match(
+      attempt.error!.message,
+      /control-plane ticket was asked for, but the provider created instance "worker-5" as a worker node/,
+    );
   });
 
   it('refuses a join request that names another node than the attested instance', async () => {
-    const attempt = await requestTicket(h.address, node('worker-6'), hello({ nodeName: 'worker-1', certificateRequest: await kubeletCsr() }), 'join');
+    const attempt = await requestTicket(
+      h.address,
+      node('worker-6'),
+      hello({ nodeName: 'worker-1', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(attempt.ticket, undefined);
     assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
     assert.match(attempt.error!.message, /names node "worker-1", but the attestation comes from instance "worker-6"/);
   });
 
-  it('refuses a worker asking for a kubelet certificate for the API endpoint\'s IP: no ticket, no token, a clear message', async () => {
+  it("refuses a worker asking for a kubelet certificate for the API endpoint's IP: no ticket, no token, a clear message", async () => {
     const apiEndpointIp = h.service.contents.cluster.apiServerEndpoint.split(':')[0];
     const tokensBefore = h.sink.size;
-    const request = hello({ nodeName: 'worker-evil', certificateRequest: await kubeletCsr(['10.0.0.12', apiEndpointIp]) });
-    const attempt = await requestTicket(h.address, node('worker-evil', goodPcrs, true, 'worker', ['10.0.0.12']), request, 'join');
+    const request = hello({
+      nodeName: 'worker-evil',
+      certificateRequest: await kubeletCsr(['10.0.0.12', apiEndpointIp]),
+    });
+    const attempt = await requestTicket(
+      h.address,
+      node('worker-evil', goodPcrs, true, 'worker', ['10.0.0.12']),
+      request,
+      'join',
+    );
     assert.equal(attempt.ticket, undefined);
     assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
     assert.equal(
@@ -156,9 +207,17 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
         return { ...document, attestation: { ...document.attestation, constructor: null } };
       },
     };
-    const attempt = await requestTicket(h.address, hostile, hello({ nodeName: 'worker-proto', certificateRequest: await kubeletCsr() }), 'join');
+    const attempt = await requestTicket(
+      h.address,
+      hostile,
+      hello({ nodeName: 'worker-proto', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(attempt.ticket, undefined);
-    assert.match(attempt.error!.message, /attestation document has the key "attestation\.constructor", which is not allowed/);
+    assert.match(
+      attempt.error!.message,
+      /attestation document has the key "attestation\.constructor", which is not allowed/,
+    );
     const decision = decisions(h).find((d) => d.nodeName === 'worker-proto')!;
     assert.equal(decision.level, 'warn');
     assert.doesNotMatch(String(decision.reason), /internal error/);
@@ -168,7 +227,12 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
     const changed = new Map(goodPcrs);
     changed.set(9, new Uint8Array(createHash('sha256').update('tampered initramfs').digest()));
     const tokensBefore = h.sink.size;
-    const attempt = await requestTicket(h.address, node('worker-bad', changed), hello({ nodeName: 'worker-bad', certificateRequest: await kubeletCsr() }), 'join');
+    const attempt = await requestTicket(
+      h.address,
+      node('worker-bad', changed),
+      hello({ nodeName: 'worker-bad', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(attempt.ticket, undefined);
     assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
     const message = attempt.error!.message;
@@ -182,7 +246,12 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
   });
 
   it('refuses a node the provider did not register, even with the right PCRs', async () => {
-    const attempt = await requestTicket(h.address, node('stranger', goodPcrs, false), hello({ nodeName: 'stranger', certificateRequest: await kubeletCsr() }), 'join');
+    const attempt = await requestTicket(
+      h.address,
+      node('stranger', goodPcrs, false),
+      hello({ nodeName: 'stranger', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(attempt.ticket, undefined);
     assert.deepEqual(attempt.responses, ['challenge', 'failure']);
     assert.match(attempt.error!.message, /no attestation key is registered for instance "stranger"/);
@@ -213,7 +282,12 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
   });
 
   it('refuses a malformed join request before attesting', async () => {
-    const attempt = await requestTicket(h.address, node('worker-4'), hello({ nodeName: 'worker-4', diskUuid: 'measurementSecret' }), 'join');
+    const attempt = await requestTicket(
+      h.address,
+      node('worker-4'),
+      hello({ nodeName: 'worker-4', diskUuid: 'measurementSecret' }),
+      'join',
+    );
     assert.deepEqual(attempt.responses, ['failure']);
     assert.match(attempt.error!.message, /"measurementSecret" is not a UUID/);
   });
@@ -224,24 +298,57 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
     const before = await requestTicket(h.address, node('worker-v2', newPcrs), hello(v2), 'join');
     assert.match(before.error!.message, /PCR 4/);
 
-    await h.service.store.writeJoinConfig({ attestation: { variant: 'local-vtpm', config: { measurements: measurementsFor(newPcrs) } } });
-    const after = await requestTicket(h.address, node('worker-v2b', newPcrs), hello({ ...v2, nodeName: 'worker-v2b' }), 'join');
+    await h.service.store.writeJoinConfig({
+      attestation: { variant: 'local-vtpm', config: { measurements: measurementsFor(newPcrs) } },
+    });
+    const after = await requestTicket(
+      h.address,
+      node('worker-v2b', newPcrs),
+      hello({ ...v2, nodeName: 'worker-v2b' }),
+      'join',
+    );
     assert.equal(after.error, undefined);
-    const old = await requestTicket(h.address, node('worker-v1', goodPcrs), hello({ nodeName: 'worker-v1', certificateRequest: await kubeletCsr() }), 'join');
+    const old = await requestTicket(
+      h.address,
+      node('worker-v1', goodPcrs),
+      hello({ nodeName: 'worker-v1', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.match(old.error!.message, /PCR 4/);
 
     // During an upgrade the old measurements stay accepted next to the new ones.
     await h.service.store.writeJoinConfig({
-      attestation: { variant: 'local-vtpm', config: { measurements: measurementsFor(newPcrs) }, previous: [{ measurements: measurementsFor(goodPcrs) }] },
+      attestation: {
+        variant: 'local-vtpm',
+        config: { measurements: measurementsFor(newPcrs) },
+        previous: [{ measurements: measurementsFor(goodPcrs) }],
+      },
     });
-    const during = await requestTicket(h.address, node('worker-v1b', goodPcrs), hello({ nodeName: 'worker-v1b', certificateRequest: await kubeletCsr() }), 'join');
+    const during = await requestTicket(
+      h.address,
+      node('worker-v1b', goodPcrs),
+      hello({ nodeName: 'worker-v1b', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(during.error, undefined);
   });
 
   it('keeps serving with the last good config when the new one is broken', async () => {
     h.service.store.entries.set('join/attestation-config', '{"variant": "local-vtpm", "conf');
-    await h.service.store.putNode({ name: 'x', role: 'worker', diskUuid: 'x', joinedAt: 'x', lastEntry: 'join', lastEntryAt: 'x' }); // a new revision
-    const attempt = await requestTicket(h.address, node('worker-5', goodPcrs), hello({ nodeName: 'worker-5', certificateRequest: await kubeletCsr() }), 'join');
+    await h.service.store.putNode({
+      name: 'x',
+      role: 'worker',
+      diskUuid: 'x',
+      joinedAt: 'x',
+      lastEntry: 'join',
+      lastEntryAt: 'x',
+    }); // a new revision
+    const attempt = await requestTicket(
+      h.address,
+      node('worker-5', goodPcrs),
+      hello({ nodeName: 'worker-5', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(attempt.error, undefined);
     assert.ok(h.log.some((l) => l.includes('keeping the last good one')));
   });
@@ -272,7 +379,8 @@ describe('joinservice/server (swtpm nodes, VtpmIssuer, local-vtpm validator from
       issuer: new VtpmIssuer({ variant: VARIANT, tpm, instanceInfo: localInstanceInfo(instance) }),
       ak: (await tpm.createAttestationKey()).publicArea,
       pcrs: new Map(),
-      extend: async (index, what) => tpm.pcrExtend(index, [{ hashAlg: TPM_ALG.SHA256, digest: createHash('sha256').update(what).digest() }]),
+      extend: async (index, what) =>
+        tpm.pcrExtend(index, [{ hashAlg: TPM_ALG.SHA256, digest: createHash('sha256').update(what).digest() }]),
       close: async () => {
         tpm.close();
         await swtpm.stop();
@@ -300,17 +408,35 @@ describe('joinservice/server (swtpm nodes, VtpmIssuer, local-vtpm validator from
     h = await startHarness(measurementsFor(good.pcrs));
     h.registry.register('node-a', good.ak);
 
-    const accepted = await requestTicket(h.address, good.issuer, hello({ nodeName: 'node-a', certificateRequest: await kubeletCsr() }), 'join');
+    const accepted = await requestTicket(
+      h.address,
+      good.issuer,
+      hello({ nodeName: 'node-a', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(accepted.error, undefined);
-    assert.deepEqual(new Uint8Array(accepted.ticket!.stateDiskKey), deriveStateDiskKey(h.service.masterSecret, diskUuidOf('node-a')));
+    assert.deepEqual(
+      new Uint8Array(accepted.ticket!.stateDiskKey),
+      deriveStateDiskKey(h.service.masterSecret, diskUuidOf('node-a')),
+    );
 
-    const unregistered = await requestTicket(h.address, stranger.issuer, hello({ nodeName: 'node-b', certificateRequest: await kubeletCsr() }), 'join');
+    const unregistered = await requestTicket(
+      h.address,
+      stranger.issuer,
+      hello({ nodeName: 'node-b', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(unregistered.ticket, undefined);
     assert.deepEqual(unregistered.responses, ['challenge', 'failure']);
     assert.match(unregistered.error!.message, /no attestation key is registered for instance "node-b"/);
 
     await good.extend(9, 'a changed initramfs');
-    const changed = await requestTicket(h.address, good.issuer, hello({ nodeName: 'node-a', certificateRequest: await kubeletCsr() }), 'join');
+    const changed = await requestTicket(
+      h.address,
+      good.issuer,
+      hello({ nodeName: 'node-a', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(changed.ticket, undefined);
     assert.deepEqual(changed.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
     assert.match(changed.error!.message, /PCR 9: expected [0-9a-f]{64}, got [0-9a-f]{64}/);

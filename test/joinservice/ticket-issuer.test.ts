@@ -1,10 +1,20 @@
 import assert from 'node:assert/strict';
 import { randomBytes, X509Certificate } from 'node:crypto';
-import { BootstrapTokenIssuer, MemoryTokenSink, TOKEN_PATTERN, TOKEN_TTL_MS } from '../../joinservice/bootstrap-token.js';
+import {
+  BootstrapTokenIssuer,
+  MemoryTokenSink,
+  TOKEN_PATTERN,
+  TOKEN_TTL_MS,
+} from '../../joinservice/bootstrap-token.js';
 import { JoinConfigReader, type LoadedJoinConfig } from '../../joinservice/join-config.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { JoinTicketIssuer } from '../../joinservice/ticket-issuer.js';
-import { deriveMeasurementSecret, deriveStateDiskKey, joinServicePublicKey, ticketSignatureValid } from '../../lib/kms/index.js';
+import {
+  deriveMeasurementSecret,
+  deriveStateDiskKey,
+  joinServicePublicKey,
+  ticketSignatureValid,
+} from '../../lib/kms/index.js';
 import { RejoinTicket, SignedTicket } from '../../proto/gen/constellation/join.js';
 import { discoveryTokenCaCertHash, PKI_FILE_NAMES } from '../../lib/pki/cluster-pki.js';
 import { deriveSshCa, sshCaPublicKeyLine } from '../../lib/ssh/certificate.js';
@@ -28,22 +38,32 @@ describe('joinservice/ticket-issuer', () => {
     issuer = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink, clock }), clock });
   });
 
-  it('signs a ticket with the join-service key over the node\'s exchange key: valid for that exchange and kind only', () => {
+  it("signs a ticket with the join-service key over the node's exchange key: valid for that exchange and kind only", () => {
     const ticket = RejoinTicket.encode(issuer.rejoinTicket(hello(), config)).finish();
     const nodeKey = randomBytes(65);
     const signed = SignedTicket.decode(issuer.sign(ticket, 'rejoin', nodeKey, config));
     const publicKey = joinServicePublicKey(service.contents.joinServiceKey);
     assert.deepEqual(new Uint8Array(signed.ticket), new Uint8Array(ticket));
     assert.ok(ticketSignatureValid(publicKey, 'rejoin', nodeKey, signed.ticket, signed.signature));
-    assert.ok(!ticketSignatureValid(publicKey, 'rejoin', randomBytes(65), signed.ticket, signed.signature), 'another exchange');
+    assert.ok(
+      !ticketSignatureValid(publicKey, 'rejoin', randomBytes(65), signed.ticket, signed.signature),
+      'another exchange',
+    );
     assert.ok(!ticketSignatureValid(publicKey, 'join', nodeKey, signed.ticket, signed.signature), 'another kind');
-    assert.ok(!ticketSignatureValid(joinServicePublicKey(randomBytes(32)), 'rejoin', nodeKey, signed.ticket, signed.signature), 'another cluster');
+    assert.ok(
+      !ticketSignatureValid(joinServicePublicKey(randomBytes(32)), 'rejoin', nodeKey, signed.ticket, signed.signature),
+      'another cluster',
+    );
   });
 
   it('gives a worker its disk key, the measurement values, a kubelet certificate, a token, the discovery hash and the SSH CA, but no CA files', async () => {
     const request = hello({ certificateRequest: await kubeletCsr(['10.0.0.7']), nodeName: 'worker-7' });
     issuer.checkHello(request, 'join');
-    const ticket = await issuer.joinTicket(request, config, [], { name: 'worker-7', role: 'worker', addresses: ['10.0.0.7'] });
+    const ticket = await issuer.joinTicket(request, config, [], {
+      name: 'worker-7',
+      role: 'worker',
+      addresses: ['10.0.0.7'],
+    });
 
     assert.deepEqual(new Uint8Array(ticket.stateDiskKey), deriveStateDiskKey(service.masterSecret, request.diskUuid));
     assert.deepEqual(new Uint8Array(ticket.measurementSecret), deriveMeasurementSecret(service.masterSecret));
@@ -55,7 +75,11 @@ describe('joinservice/ticket-issuer', () => {
     assert.equal(ticket.tokenExpiresAt, (TEST_NOW.getTime() + TOKEN_TTL_MS) / 1000);
     assert.equal(ticket.discoveryTokenCaCertHash, discoveryTokenCaCertHash(service.pki['ca.crt']));
     assert.deepEqual(ticket.controlPlaneFiles, []);
-    assert.equal(ticket.sshCaPublicKey.toString(), sshCaPublicKeyLine(deriveSshCa(service.masterSecret).publicKey), 'the emergency SSH CA of the master secret');
+    assert.equal(
+      ticket.sshCaPublicKey.toString(),
+      sshCaPublicKeyLine(deriveSshCa(service.masterSecret).publicKey),
+      'the emergency SSH CA of the master secret',
+    );
 
     const cert = new X509Certificate(ticket.kubeletCert);
     assert.ok(cert.verify(new X509Certificate(service.pki['ca.crt']).publicKey));
@@ -64,15 +88,29 @@ describe('joinservice/ticket-issuer', () => {
   });
 
   it('derives the disk key of the disk the node names (upper-case UUIDs derive like lower-case)', async () => {
-    const a = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr([]), diskUuid: 'AAAAAAAA-0000-4000-8000-000000000001' }), config);
-    const b = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr([]), diskUuid: 'aaaaaaaa-0000-4000-8000-000000000002' }), config);
-    assert.deepEqual(new Uint8Array(a.stateDiskKey), deriveStateDiskKey(service.masterSecret, 'aaaaaaaa-0000-4000-8000-000000000001'));
+    const a = await issuer.joinTicket(
+      hello({ certificateRequest: await kubeletCsr([]), diskUuid: 'AAAAAAAA-0000-4000-8000-000000000001' }),
+      config,
+    );
+    const b = await issuer.joinTicket(
+      hello({ certificateRequest: await kubeletCsr([]), diskUuid: 'aaaaaaaa-0000-4000-8000-000000000002' }),
+      config,
+    );
+    assert.deepEqual(
+      new Uint8Array(a.stateDiskKey),
+      deriveStateDiskKey(service.masterSecret, 'aaaaaaaa-0000-4000-8000-000000000001'),
+    );
     assert.notDeepEqual(a.stateDiskKey, b.stateDiskKey);
   });
 
   it('gives a control-plane node the cluster PKI by kubeadm names and where to join the cluster store, nothing of the join service', async () => {
     const endpoints = ['https://127.0.4.10:2379', 'https://127.0.4.11:2379'];
-    const ticket = await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr(), isControlPlane: true, nodeName: 'cp-1' }), config, endpoints, { name: 'cp-1', role: 'control-plane', addresses: ['10.0.0.7'] });
+    const ticket = await issuer.joinTicket(
+      hello({ certificateRequest: await kubeletCsr(), isControlPlane: true, nodeName: 'cp-1' }),
+      config,
+      endpoints,
+      { name: 'cp-1', role: 'control-plane', addresses: ['10.0.0.7'] },
+    );
     assert.deepEqual(ticket.controlPlaneFiles.map((f) => f.name).sort(), [...PKI_FILE_NAMES].sort());
     const byName = new Map(ticket.controlPlaneFiles.map((f) => [f.name, f.data.toString()]));
     assert.equal(byName.get('ca.key'), service.pki['ca.key']);
@@ -92,12 +130,15 @@ describe('joinservice/ticket-issuer', () => {
   });
 
   it('checkHello names a bad disk UUID, a bad node name and a missing CSR', () => {
-    assert.throws(() => issuer.checkHello(hello({ diskUuid: 'measurementSecret' }), 'rejoin'), /"measurementSecret" is not a UUID/);
+    assert.throws(
+      () => issuer.checkHello(hello({ diskUuid: 'measurementSecret' }), 'rejoin'),
+      /"measurementSecret" is not a UUID/,
+    );
     assert.throws(() => issuer.checkHello(hello({ nodeName: 'Worker_1' }), 'rejoin'), /not a valid node name/);
     assert.throws(() => issuer.checkHello(hello(), 'join'), /no certificate request/);
   });
 
-  it('refuses a worker\'s CSR asking for the API endpoint\'s IP, and issues no token', async () => {
+  it("refuses a worker's CSR asking for the API endpoint's IP, and issues no token", async () => {
     const request = hello({ certificateRequest: await kubeletCsr(['10.0.0.7', '127.0.0.1']), nodeName: 'worker-7' });
     await assert.rejects(
       issuer.joinTicket(request, config, [], { name: 'worker-7', role: 'worker', addresses: ['10.0.0.7'] }),
@@ -106,12 +147,25 @@ describe('joinservice/ticket-issuer', () => {
     assert.equal(sink.size, 0);
   });
 
-  it('names the addresses of the provider\'s instance listing when the attestation does not identify the instance', async () => {
+  it("names the addresses of the provider's instance listing when the attestation does not identify the instance", async () => {
     const listing = new Map([['worker-8', ['10.0.0.8']]]);
-    const withListing = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink, clock }), clock, instanceAddresses: async (name) => listing.get(name) });
-    const ticket = await withListing.joinTicket(hello({ certificateRequest: await kubeletCsr([]), nodeName: 'worker-8' }), config);
+    const withListing = new JoinTicketIssuer({
+      tokens: new BootstrapTokenIssuer({ sink, clock }),
+      clock,
+      instanceAddresses: async (name) => listing.get(name),
+    });
+    const ticket = await withListing.joinTicket(
+      hello({ certificateRequest: await kubeletCsr([]), nodeName: 'worker-8' }),
+      config,
+    );
     assert.equal(new X509Certificate(ticket.kubeletCert).subjectAltName, 'DNS:worker-8, IP Address:10.0.0.8');
-    await assert.rejects(withListing.joinTicket(hello({ certificateRequest: await kubeletCsr(['10.0.0.9']), nodeName: 'worker-8' }), config), /asks for the IP address 10\.0\.0\.9/);
+    await assert.rejects(
+      withListing.joinTicket(
+        hello({ certificateRequest: await kubeletCsr(['10.0.0.9']), nodeName: 'worker-8' }),
+        config,
+      ),
+      /asks for the IP address 10\.0\.0\.9/,
+    );
   });
 
   it('refuses every IP address when nothing says which addresses the instance has', async () => {
@@ -124,7 +178,10 @@ describe('joinservice/ticket-issuer', () => {
   it('issues no token when the CSR is bad', async () => {
     const csr = await kubeletCsr();
     csr[csr.length - 3] ^= 0xff;
-    await assert.rejects(issuer.joinTicket(hello({ certificateRequest: csr }), config), /certificate request is not valid/);
+    await assert.rejects(
+      issuer.joinTicket(hello({ certificateRequest: csr }), config),
+      /certificate request is not valid/,
+    );
     assert.equal(sink.size, 0);
   });
 });

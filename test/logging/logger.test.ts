@@ -28,7 +28,12 @@ describe('logging/redact', () => {
   });
 
   it('redacts byte arrays longer than 16 bytes and keeps short ones', () => {
-    const out = redact({ blob: new Uint8Array(17), nested: [Buffer.alloc(32)], digestPrefix: new Uint8Array([1, 2, 3]), ab: new ArrayBuffer(64) }) as Record<string, unknown>;
+    const out = redact({
+      blob: new Uint8Array(17),
+      nested: [Buffer.alloc(32)],
+      digestPrefix: new Uint8Array([1, 2, 3]),
+      ab: new ArrayBuffer(64),
+    }) as Record<string, unknown>;
     assert.equal(out.blob, REDACTED);
     assert.deepEqual(out.nested, [REDACTED]);
     assert.deepEqual(out.digestPrefix, new Uint8Array([1, 2, 3]));
@@ -40,8 +45,22 @@ describe('logging/redact', () => {
     cyclic.self = cyclic;
     const err = Object.assign(new Error('failed'), { token: SECRET });
     const pem = `key follows\n-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEI${SECRET}\n-----END EC PRIVATE KEY-----\nend`;
-    const out = redact({ map: new Map<string, unknown>([['secret', SECRET], ['ok', 1]]), err, pem, cyclic }) as Record<string, unknown>;
-    assert.deepEqual([...(out.map as Map<string, unknown>)], [['secret', REDACTED], ['ok', 1]]);
+    const out = redact({
+      map: new Map<string, unknown>([
+        ['secret', SECRET],
+        ['ok', 1],
+      ]),
+      err,
+      pem,
+      cyclic,
+    }) as Record<string, unknown>;
+    assert.deepEqual(
+      [...(out.map as Map<string, unknown>)],
+      [
+        ['secret', REDACTED],
+        ['ok', 1],
+      ],
+    );
     assert.equal((out.err as Record<string, unknown>).message, 'failed');
     assert.equal((out.err as Record<string, unknown>).token, REDACTED);
     assert.equal(out.pem, `key follows\n${REDACTED}\nend`);
@@ -73,10 +92,27 @@ describe('logging/logger', () => {
     assert.equal((await fs.stat(file)).mode & 0o777, 0o600);
     const text = await fs.readFile(file, 'utf8');
     assert.ok(!text.includes(SECRET));
-    const lines = text.trimEnd().split('\n').map((l) => JSON.parse(l) as Record<string, unknown>);
+    const lines = text
+      .trimEnd()
+      .split('\n')
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
     assert.equal(lines.length, 3);
-    assert.deepEqual(lines[0], { time: '2024-05-01T12:00:00.000Z', level: 'debug', msg: 'starting', command: 'init', masterSecret: REDACTED });
-    assert.deepEqual(lines[1], { time: '2024-05-01T12:00:00.000Z', level: 'warn', msg: 'retrying', component: 'atls', attempt: 2, nonce: 'dead', big: '10' });
+    assert.deepEqual(lines[0], {
+      time: '2024-05-01T12:00:00.000Z',
+      level: 'debug',
+      msg: 'starting',
+      command: 'init',
+      masterSecret: REDACTED,
+    });
+    assert.deepEqual(lines[1], {
+      time: '2024-05-01T12:00:00.000Z',
+      level: 'warn',
+      msg: 'retrying',
+      component: 'atls',
+      attempt: 2,
+      nonce: 'dead',
+      big: '10',
+    });
     assert.equal(lines[2].msg, 'second run');
     assert.equal((lines[2].err as Record<string, unknown>).message, 'boom');
   });

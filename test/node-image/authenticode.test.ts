@@ -13,9 +13,31 @@ const stub = readFileSync('/usr/lib/systemd/boot/efi/linuxx64.efi.stub');
 function osslsigncodeDigest(dir: string, file: string): { signed: string; digest: string } {
   const key = path.join(dir, 'key.pem');
   const cert = path.join(dir, 'cert.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:P-256', '-nodes', '-keyout', key, '-out', cert, '-subj', '/CN=authenticode test', '-days', '1'], { stdio: 'pipe' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:P-256',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-subj',
+      '/CN=authenticode test',
+      '-days',
+      '1',
+    ],
+    { stdio: 'pipe' },
+  );
   const signed = `${file}.signed`;
-  execFileSync('osslsigncode', ['sign', '-certs', cert, '-key', key, '-h', 'sha256', '-in', file, '-out', signed], { stdio: 'pipe' });
+  execFileSync('osslsigncode', ['sign', '-certs', cert, '-key', key, '-h', 'sha256', '-in', file, '-out', signed], {
+    stdio: 'pipe',
+  });
   let out: string;
   try {
     out = execFileSync('osslsigncode', ['verify', '-in', signed], { encoding: 'utf8', stdio: 'pipe' });
@@ -30,12 +52,19 @@ function osslsigncodeDigest(dir: string, file: string): { signed: string; digest
 
 describe('authenticodeDigest (the PE digest firmware measures into PCR 4)', () => {
   let dir: string;
-  beforeEach(() => { dir = mkdtempSync(path.join(tmpdir(), 'authenticode-test-')); });
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'authenticode-test-'));
+  });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('equals osslsigncode\'s digest of a UKI we assembled, before and after signing', () => {
+  it("equals osslsigncode's digest of a UKI we assembled, before and after signing", () => {
     const file = path.join(dir, 'uki.efi');
-    const uki = assembleUki(stub, { linux: stub, osrel: 'ID=t\n', cmdline: 'console=ttyS0', initrd: Buffer.from('x'.repeat(1000)) });
+    const uki = assembleUki(stub, {
+      linux: stub,
+      osrel: 'ID=t\n',
+      cmdline: 'console=ttyS0',
+      initrd: Buffer.from('x'.repeat(1000)),
+    });
     writeFileSync(file, uki);
     const { signed, digest } = osslsigncodeDigest(dir, file);
     assert.equal(authenticodeDigest(uki).toString('hex'), digest);
@@ -44,7 +73,7 @@ describe('authenticodeDigest (the PE digest firmware measures into PCR 4)', () =
     assert.equal(authenticodeDigest(signedBytes).toString('hex'), digest, 'a signature does not change the digest');
   });
 
-  it('equals osslsigncode\'s digest of a signed image with bytes after its last section (the bare stub)', () => {
+  it("equals osslsigncode's digest of a signed image with bytes after its last section (the bare stub)", () => {
     // The stub keeps a COFF symbol table after its sections: hashed as trailing data, as firmware does.
     const file = path.join(dir, 'stub.efi');
     writeFileSync(file, stub);

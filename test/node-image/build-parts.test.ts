@@ -46,16 +46,28 @@ describe('image build parts', () => {
     it('writes folders before their content, each entry owned by root with the given mtime and the next inode number', () => {
       const archive = writeCpio(entries, 1700000000);
       const seen: Array<{ name: string; ino: number; uid: number; gid: number; mtime: number }> = [];
-      for (let pos = 0; pos < archive.length; ) {
+      for (let pos = 0; pos < archive.length;) {
         assert.equal(archive.toString('ascii', pos, pos + 6), '070701');
         const field = (i: number) => parseInt(archive.toString('ascii', pos + 6 + i * 8, pos + 14 + i * 8), 16);
         const nameSize = field(11);
-        seen.push({ name: archive.toString('latin1', pos + 110, pos + 110 + nameSize - 1), ino: field(0), uid: field(2), gid: field(3), mtime: field(5) });
+        seen.push({
+          name: archive.toString('latin1', pos + 110, pos + 110 + nameSize - 1),
+          ino: field(0),
+          uid: field(2),
+          gid: field(3),
+          mtime: field(5),
+        });
         const dataStart = Math.ceil((pos + 110 + nameSize) / 4) * 4;
         pos = Math.ceil((dataStart + field(6)) / 4) * 4;
       }
-      assert.deepEqual(seen.map((e) => e.name), ['bin', 'dev', 'dev/console', 'usr', 'usr/bin', 'usr/bin/x', 'TRAILER!!!']);
-      assert.deepEqual(seen.slice(0, -1).map((e) => e.ino), [1, 2, 3, 4, 5, 6]);
+      assert.deepEqual(
+        seen.map((e) => e.name),
+        ['bin', 'dev', 'dev/console', 'usr', 'usr/bin', 'usr/bin/x', 'TRAILER!!!'],
+      );
+      assert.deepEqual(
+        seen.slice(0, -1).map((e) => e.ino),
+        [1, 2, 3, 4, 5, 6],
+      );
       assert.ok(seen.slice(0, -1).every((e) => e.uid === 0 && e.gid === 0 && e.mtime === 1700000000));
     });
 
@@ -74,7 +86,9 @@ describe('image build parts', () => {
   });
 
   it("reads a kernel module's dependencies from its .modinfo", () => {
-    const ko = Buffer.concat([Buffer.from('\x7fELF....\0license=GPL\0depends=dm-mod,dm-bufio,async_xor\0vermagic=6.1\0')]);
+    const ko = Buffer.concat([
+      Buffer.from('\x7fELF....\0license=GPL\0depends=dm-mod,dm-bufio,async_xor\0vermagic=6.1\0'),
+    ]);
     assert.deepEqual(moduleDepends(ko), ['dm-mod', 'dm-bufio', 'async_xor']);
     assert.deepEqual(moduleDepends(Buffer.from('\0depends=\0name=tun\0')), []);
   });
@@ -92,7 +106,14 @@ describe('image build parts', () => {
       const copy = Buffer.from(footer);
       copy.writeUInt32BE(0, 64);
       assert.equal(footer.readUInt32BE(64), ~copy.reduce((a, b) => a + b, 0) >>> 0);
-      const info = JSON.parse(execFileSync('qemu-img', ['info', '--output=json', '--image-opts', `driver=vpc,force_size_calc=current_size,file.filename=${path.join(dir, 'disk.vhd')}`]).toString()) as { 'virtual-size': number };
+      const info = JSON.parse(
+        execFileSync('qemu-img', [
+          'info',
+          '--output=json',
+          '--image-opts',
+          `driver=vpc,force_size_calc=current_size,file.filename=${path.join(dir, 'disk.vhd')}`,
+        ]).toString(),
+      ) as { 'virtual-size': number };
       assert.equal(info['virtual-size'], 3 * 1024 * 1024);
       await writeFixedVhd(raw, path.join(dir, 'again.vhd'));
       assert.ok(vhd.equals(await fs.readFile(path.join(dir, 'again.vhd'))), 'deterministic');
@@ -113,9 +134,16 @@ describe('image build parts', () => {
       await fs.writeFile(raw, Buffer.alloc(1024 * 1024 + 100, 3));
       await writeGceTarball(raw, path.join(dir, 'a.tar.gz'));
       await writeGceTarball(raw, path.join(dir, 'b.tar.gz'));
-      const listing = execFileSync('tar', ['-tvzf', path.join(dir, 'a.tar.gz')]).toString().trim();
+      const listing = execFileSync('tar', ['-tvzf', path.join(dir, 'a.tar.gz')])
+        .toString()
+        .trim();
       assert.match(listing, /^-rw-r--r-- root\/root\s+1048676 1970-01-01 00:00 disk\.raw$/);
-      assert.equal(execFileSync('sh', ['-c', `tar -xOzf ${path.join(dir, 'a.tar.gz')} disk.raw | sha256sum`]).toString().split(' ')[0], sha256(await fs.readFile(raw)));
+      assert.equal(
+        execFileSync('sh', ['-c', `tar -xOzf ${path.join(dir, 'a.tar.gz')} disk.raw | sha256sum`])
+          .toString()
+          .split(' ')[0],
+        sha256(await fs.readFile(raw)),
+      );
       assert.ok((await fs.readFile(path.join(dir, 'a.tar.gz'))).equals(await fs.readFile(path.join(dir, 'b.tar.gz'))));
     });
   });
@@ -128,7 +156,12 @@ describe('image build parts', () => {
 
   it('the measurements: PCR 4, 9, 11 predicted, 8/12/13 zero and enforced, firmware PCRs warn only', () => {
     const m = imageMeasurements({ '4': 'a'.repeat(64), '9': 'b'.repeat(64), '11': 'c'.repeat(64) });
-    assert.deepEqual(Object.keys(m).map(Number).sort((a, b) => a - b), [0, 1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 15]);
+    assert.deepEqual(
+      Object.keys(m)
+        .map(Number)
+        .sort((a, b) => a - b),
+      [0, 1, 2, 3, 4, 6, 7, 8, 9, 11, 12, 13, 15],
+    );
     assert.deepEqual(m['9'], { expected: 'b'.repeat(64), warnOnly: false });
     assert.deepEqual(m['12'], { expected: '0'.repeat(64), warnOnly: false });
     assert.equal(m['7'].warnOnly, true);
@@ -136,10 +169,17 @@ describe('image build parts', () => {
   });
 
   it('a missing build tool is named with the Debian package to install', async () => {
-    const run: CommandRunner = async (_cmd, args) => ({ code: /sgdisk|mcopy/.test(args.join(' ')) ? 1 : 0, stdout: '', stderr: '' });
+    const run: CommandRunner = async (_cmd, args) => ({
+      code: /sgdisk|mcopy/.test(args.join(' ')) ? 1 : 0,
+      stdout: '',
+      stderr: '',
+    });
     await assert.rejects(
       requireTools({ 'dpkg-deb': 'dpkg', mcopy: 'mtools', sgdisk: 'gdisk' }, run),
-      (e: unknown) => e instanceof UserError && /needs mcopy, sgdisk/.test(e.message) && /apt-get install mtools gdisk/.test(e.hint ?? ''),
+      (e: unknown) =>
+        e instanceof UserError &&
+        /needs mcopy, sgdisk/.test(e.message) &&
+        /apt-get install mtools gdisk/.test(e.hint ?? ''),
     );
   });
 
@@ -151,14 +191,21 @@ describe('image build parts', () => {
     };
     await assert.rejects(
       fetchPackages([{ name: 'etcd-server', version: '3.4.23-4+b4' }], { cacheDir: dir, run, download: false }),
-      (e: unknown) => e instanceof UserError && /lacks 1 Debian package\(s\).*etcd-server=3\.4\.23-4\+b4/.test(e.message) && /fetch-image-inputs/.test(e.hint ?? ''),
+      (e: unknown) =>
+        e instanceof UserError &&
+        /lacks 1 Debian package\(s\).*etcd-server=3\.4\.23-4\+b4/.test(e.message) &&
+        /fetch-image-inputs/.test(e.hint ?? ''),
     );
     assert.deepEqual(calls, []);
   });
 
   it("a cached package is used as it is, with its .deb's SHA-256", async () => {
     await fs.writeFile(path.join(dir, 'libc6_2.36-9+deb12u14_amd64.deb'), 'deb bytes');
-    const [pkg] = await fetchPackages([{ name: 'libc6', version: '2.36-9+deb12u14' }], { cacheDir: dir, run: async () => assert.fail('nothing runs'), download: true });
+    const [pkg] = await fetchPackages([{ name: 'libc6', version: '2.36-9+deb12u14' }], {
+      cacheDir: dir,
+      run: async () => assert.fail('nothing runs'),
+      download: true,
+    });
     assert.equal(pkg.sha256, sha256(Buffer.from('deb bytes')));
   });
 
@@ -167,7 +214,8 @@ describe('image build parts', () => {
       const standin = await installStandinKubeadm(path.join(dir, 'standin'));
       void standin;
       const bin = path.join(dir, 'standin', 'bin');
-      if (withKubelet) await fs.writeFile(path.join(bin, 'kubelet'), '#!/bin/sh\necho kubelet stand-in\n', { mode: 0o755 });
+      if (withKubelet)
+        await fs.writeFile(path.join(bin, 'kubelet'), '#!/bin/sh\necho kubelet stand-in\n', { mode: 0o755 });
       await fs.writeFile(path.join(bin, 'containerd'), '#!/bin/sh\necho containerd stand-in\n', { mode: 0o755 });
       await fs.mkdir(path.join(bin, 'images'));
       await fs.writeFile(path.join(bin, 'images', 'pause.tar'), 'image tarball');
@@ -177,7 +225,10 @@ describe('image build parts', () => {
     it('puts kubeadm, kubelet, kubectl, containerd into /usr/bin and the image tarballs beside, each with its SHA-256', async () => {
       const tree = new RootTree(new Map());
       const inputs = await addKubernetesBinaries(tree, await binaries(true));
-      assert.deepEqual(inputs.map((i) => i.path), ['kubeadm', 'kubelet', 'kubectl', 'containerd', 'images/pause.tar']);
+      assert.deepEqual(
+        inputs.map((i) => i.path),
+        ['kubeadm', 'kubelet', 'kubectl', 'containerd', 'images/pause.tar'],
+      );
       const kubeadm = tree.nodes.get('usr/bin/kubeadm');
       assert.ok(kubeadm?.type === 'file' && kubeadm.mode === 0o755);
       assert.equal(inputs[0].sha256, sha256(await fs.readFile(path.join(dir, 'standin', 'bin', 'kubeadm'))));
@@ -185,11 +236,18 @@ describe('image build parts', () => {
     });
 
     it('refuses a folder without kubelet, naming what it must hold', async () => {
-      await assert.rejects(addKubernetesBinaries(new RootTree(new Map()), await binaries(false)), (e: unknown) => e instanceof UserError && /lacks kubelet/.test(e.message) && /images\/\*\.tar/.test(e.hint ?? ''));
+      await assert.rejects(
+        addKubernetesBinaries(new RootTree(new Map()), await binaries(false)),
+        (e: unknown) =>
+          e instanceof UserError && /lacks kubelet/.test(e.message) && /images\/\*\.tar/.test(e.hint ?? ''),
+      );
     });
 
     it('the kernel command line selects the kubeadm backend with them and none without', () => {
-      assert.match(kernelCommandLine('aws', 'kubeadm'), /constellation\.csp=aws constellation\.attestation-variant=aws-sev-snp constellation\.kubernetes-backend=kubeadm/);
+      assert.match(
+        kernelCommandLine('aws', 'kubeadm'),
+        /constellation\.csp=aws constellation\.attestation-variant=aws-sev-snp constellation\.kubernetes-backend=kubeadm/,
+      );
       assert.match(kernelCommandLine('gcp', 'none'), /constellation\.kubernetes-backend=none/);
     });
   });

@@ -14,7 +14,9 @@ import type { ImageManifest } from '../../lib/node-image/build/index.js';
 import { builtQemuImage, missingPackages, runImageBuild, type BuiltTestImage } from '../support/built-image.js';
 
 /** The entries of a cpio newc archive: path -> mode and data. */
-function readCpio(archive: Buffer): Map<string, { mode: number; data: Buffer; ino: number; mtime: number; uid: number }> {
+function readCpio(
+  archive: Buffer,
+): Map<string, { mode: number; data: Buffer; ino: number; mtime: number; uid: number }> {
   const out = new Map<string, { mode: number; data: Buffer; ino: number; mtime: number; uid: number }>();
   let pos = 0;
   const field = (i: number) => parseInt(archive.toString('ascii', pos + 6 + i * 8, pos + 14 + i * 8), 16);
@@ -61,14 +63,27 @@ describe('constellation image build --provider qemu (a real build from the cache
     assert.deepEqual(boot.data, await fs.readFile(path.join(image.dir, 'constellation-qemu-v0.0.1-test.efi')));
     // Nothing else on the ESP: mdir lists one folder chain and one file.
     const offset = partitions[0].firstLba * 512;
-    const listing = execFileSync('mdir', ['-/', '-b', '-i', `${image.rawDisk}@@${offset}`, '::'], { env: { ...process.env, MTOOLS_SKIP_CHECK: '1' } }).toString().trim().split('\n');
+    const listing = execFileSync('mdir', ['-/', '-b', '-i', `${image.rawDisk}@@${offset}`, '::'], {
+      env: { ...process.env, MTOOLS_SKIP_CHECK: '1' },
+    })
+      .toString()
+      .trim()
+      .split('\n');
     assert.deepEqual(listing, ['::/EFI/', '::/EFI/BOOT/', '::/EFI/BOOT/BOOTX64.EFI']);
   });
 
   it("the UKI is Debian's systemd-stub with Debian's cloud kernel, the initrd, os-release and a command line naming the provider", () => {
-    assert.deepEqual([...sections.keys()].filter((n) => n.startsWith('.') && ['.linux', '.osrel', '.cmdline', '.initrd', '.uname'].includes(n)).sort(), ['.cmdline', '.initrd', '.linux', '.osrel', '.uname']);
+    assert.deepEqual(
+      [...sections.keys()]
+        .filter((n) => n.startsWith('.') && ['.linux', '.osrel', '.cmdline', '.initrd', '.uname'].includes(n))
+        .sort(),
+      ['.cmdline', '.initrd', '.linux', '.osrel', '.uname'],
+    );
     const cmdline = sections.get('.cmdline')!.toString();
-    assert.match(cmdline, /^console=ttyS0 .*constellation\.csp=qemu constellation\.attestation-variant=qemu-vtpm constellation\.kubernetes-backend=none/);
+    assert.match(
+      cmdline,
+      /^console=ttyS0 .*constellation\.csp=qemu constellation\.attestation-variant=qemu-vtpm constellation\.kubernetes-backend=none/,
+    );
     assert.equal(cmdline, manifest.kernelCommandLine);
     assert.equal(sections.get('.uname')!.toString(), manifest.inputs.kernel.release);
     assert.match(sections.get('.osrel')!.toString(), /IMAGE_VERSION="v0\.0\.1-test"/);
@@ -78,14 +93,34 @@ describe('constellation image build --provider qemu (a real build from the cache
     const entries = readCpio(gunzipSync(sections.get('.initrd')!));
     assert.equal(sha256(sections.get('.initrd')!), manifest.components.initrd.sha256);
     assert.ok([...entries.values()].every((e) => e.mtime === 0 && e.uid === 0));
-    assert.deepEqual([...entries.values()].map((e) => e.ino), Array.from({ length: entries.size }, (_, i) => i + 1));
-    for (const file of ['init', 'usr/bin/busybox', 'usr/bin/node', 'usr/sbin/cryptsetup', 'usr/sbin/mke2fs', 'usr/bin/etcd', 'usr/lib/constellation/node-program/main.mjs', 'etc/constellation/modules']) {
+    assert.deepEqual(
+      [...entries.values()].map((e) => e.ino),
+      Array.from({ length: entries.size }, (_, i) => i + 1),
+    );
+    for (const file of [
+      'init',
+      'usr/bin/busybox',
+      'usr/bin/node',
+      'usr/sbin/cryptsetup',
+      'usr/sbin/mke2fs',
+      'usr/bin/etcd',
+      'usr/lib/constellation/node-program/main.mjs',
+      'etc/constellation/modules',
+    ]) {
       assert.ok(entries.has(file), `${file} in the initrd`);
     }
     assert.equal(sha256(entries.get('usr/bin/node')!.data), manifest.inputs.nodejs.sha256);
     const modules = entries.get('etc/constellation/modules')!.data.toString().trim().split('\n');
-    for (const m of ['virtio_blk', 'virtio_net', 'dm-crypt', 'dm-integrity', 'tun', 'fuse', 'dm-mod']) assert.ok(modules.some((p) => p.endsWith(`/${m}.ko`)), `${m} loaded at boot`);
-    assert.ok(modules.indexOf(modules.find((p) => p.endsWith('/dm-mod.ko'))!) < modules.indexOf(modules.find((p) => p.endsWith('/dm-crypt.ko'))!), 'dm-mod before dm-crypt');
+    for (const m of ['virtio_blk', 'virtio_net', 'dm-crypt', 'dm-integrity', 'tun', 'fuse', 'dm-mod'])
+      assert.ok(
+        modules.some((p) => p.endsWith(`/${m}.ko`)),
+        `${m} loaded at boot`,
+      );
+    assert.ok(
+      modules.indexOf(modules.find((p) => p.endsWith('/dm-mod.ko'))!) <
+        modules.indexOf(modules.find((p) => p.endsWith('/dm-crypt.ko'))!),
+      'dm-mod before dm-crypt',
+    );
     assert.match(entries.get('init')!.data.toString(), /CONSTELLATION-BOOT end/);
   });
 
@@ -116,14 +151,22 @@ describe('constellation image build --provider qemu (a real build from the cache
   it('signs measurements.json with the image key: PCR 4, 9, 11 as predicted from the disk, 8/12/13 zero, firmware PCRs warn only', async () => {
     const file = await fs.readFile(path.join(image.dir, 'measurements.json'));
     const signature = await fs.readFile(path.join(image.dir, 'measurements.json.sig'), 'utf8');
-    const publicKey = createPublicKey(await fs.readFile(path.join(image.configHome, 'constellation', 'image-signing-key.pub'), 'utf8'));
+    const publicKey = createPublicKey(
+      await fs.readFile(path.join(image.configHome, 'constellation', 'image-signing-key.pub'), 'utf8'),
+    );
     assert.ok(verifyBlob(publicKey, file, signature));
-    const parsed = JSON.parse(file.toString()) as { version: string; variant: string; measurements: Record<string, { expected: string; warnOnly: boolean }> };
+    const parsed = JSON.parse(file.toString()) as {
+      version: string;
+      variant: string;
+      measurements: Record<string, { expected: string; warnOnly: boolean }>;
+    };
     assert.equal(parsed.version, 'v0.0.1-test');
     assert.equal(parsed.variant, 'qemu-vtpm');
     const predicted = predictBootMeasurements(raw).pcrs;
-    for (const pcr of [4, 9, 11]) assert.deepEqual(parsed.measurements[pcr], { expected: predicted[pcr], warnOnly: false });
-    for (const pcr of [8, 12, 13]) assert.deepEqual(parsed.measurements[pcr], { expected: '0'.repeat(64), warnOnly: false });
+    for (const pcr of [4, 9, 11])
+      assert.deepEqual(parsed.measurements[pcr], { expected: predicted[pcr], warnOnly: false });
+    for (const pcr of [8, 12, 13])
+      assert.deepEqual(parsed.measurements[pcr], { expected: '0'.repeat(64), warnOnly: false });
     for (const pcr of [0, 1, 2, 3, 6, 7]) assert.equal(parsed.measurements[pcr].warnOnly, true);
   });
 
@@ -138,16 +181,28 @@ describe('constellation image build --provider qemu (a real build from the cache
     assert.match(manifest.inputs.nodejs.version, /^\d+\.\d+\.\d+$/);
     assert.ok(manifest.inputs.nodeProgram.files.some((f) => f.path === 'main.mjs'));
     assert.match(manifest.inputs.stub.package, /^systemd-boot-efi=/);
-    for (const out of manifest.outputs) assert.equal(out.sha256, sha256(await fs.readFile(path.join(image.dir, out.name))), out.name);
-    assert.deepEqual(manifest.outputs.map((o) => o.name), ['constellation-qemu-v0.0.1-test.efi', 'constellation-qemu-v0.0.1-test.raw', 'measurements.json']);
+    for (const out of manifest.outputs)
+      assert.equal(out.sha256, sha256(await fs.readFile(path.join(image.dir, out.name))), out.name);
+    assert.deepEqual(
+      manifest.outputs.map((o) => o.name),
+      ['constellation-qemu-v0.0.1-test.efi', 'constellation-qemu-v0.0.1-test.raw', 'measurements.json'],
+    );
   });
 
   it('a second build from the same inputs gives the same bytes', async () => {
     const second = await fs.mkdtemp(path.join(os.tmpdir(), 'image-build-again-'));
     try {
       await runImageBuild(second, image.configHome, image.packageCache);
-      for (const name of ['constellation-qemu-v0.0.1-test.raw', 'constellation-qemu-v0.0.1-test.efi', 'measurements.json', 'manifest.json']) {
-        const [a, b] = await Promise.all([fs.readFile(path.join(image.dir, name)), fs.readFile(path.join(second, name))]);
+      for (const name of [
+        'constellation-qemu-v0.0.1-test.raw',
+        'constellation-qemu-v0.0.1-test.efi',
+        'measurements.json',
+        'manifest.json',
+      ]) {
+        const [a, b] = await Promise.all([
+          fs.readFile(path.join(image.dir, name)),
+          fs.readFile(path.join(second, name)),
+        ]);
         assert.ok(a.equals(b), `${name} differs between two builds`);
       }
     } finally {

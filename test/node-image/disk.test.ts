@@ -8,7 +8,9 @@ import { writeEspDisk } from '../support/esp-disk.js';
 
 describe('reading \\EFI\\BOOT\\BOOTX64.EFI from a raw GPT disk (sfdisk + mkfs.vfat + mtools)', () => {
   let dir: string;
-  beforeEach(() => { dir = mkdtempSync(path.join(tmpdir(), 'disk-test-')); });
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'disk-test-'));
+  });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
   const layouts: [12 | 16 | 32, number, number][] = [
@@ -45,15 +47,34 @@ describe('reading \\EFI\\BOOT\\BOOTX64.EFI from a raw GPT disk (sfdisk + mkfs.vf
 
   const damaged: [string, (disk: Buffer) => Buffer, RegExp][] = [
     ['a disk cut off inside its EFI system partition', (d) => d.subarray(0, 2 * 1024 * 1024), /outside the file/],
-    ['a GPT without an EFI system partition', (d) => { const c = Buffer.from(d); c.fill(0x11, 1024, 1040); return c; }, /no EFI system partition/],
-    ['an EFI system partition without a file system', (d) => { const c = Buffer.from(d); c.fill(0, 1024 * 1024, 1024 * 1024 + 512); return c; }, /no FAT file system/],
+    [
+      'a GPT without an EFI system partition',
+      (d) => {
+        const c = Buffer.from(d);
+        c.fill(0x11, 1024, 1040);
+        return c;
+      },
+      /no EFI system partition/,
+    ],
+    [
+      'an EFI system partition without a file system',
+      (d) => {
+        const c = Buffer.from(d);
+        c.fill(0, 1024 * 1024, 1024 * 1024 + 512);
+        return c;
+      },
+      /no FAT file system/,
+    ],
     ['bytes that are no GPT disk', () => Buffer.alloc(8192), /not a GPT disk/],
   ];
   for (const [what, damage, message] of damaged) {
     it(`refuses ${what} with a DiskImageError`, () => {
       const disk = path.join(dir, 'disk.raw');
       writeEspDisk(disk, randomBytes(100), { espMiB: 4 });
-      assert.throws(() => findEspBootFile(damage(readFileSync(disk))), (e: unknown) => e instanceof DiskImageError && message.test(e.message));
+      assert.throws(
+        () => findEspBootFile(damage(readFileSync(disk))),
+        (e: unknown) => e instanceof DiskImageError && message.test(e.message),
+      );
     });
   }
 });

@@ -5,14 +5,19 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { UserError } from '../../lib/errors.js';
 import { authenticodeDigest } from '../../lib/node-image/authenticode.js';
-import { predictBootMeasurements, predictBootMeasurementsOfFile, stubLoadOptions } from '../../lib/node-image/measure.js';
+import {
+  predictBootMeasurements,
+  predictBootMeasurementsOfFile,
+  stubLoadOptions,
+} from '../../lib/node-image/measure.js';
 import { assembleUki } from '../../lib/node-image/uki.js';
 import { runCli } from '../support/cli.js';
 import { writeEspDisk } from '../support/esp-disk.js';
 import { TESTDATA } from '../support/testdata.js';
 
 const sha256 = (data: Buffer | string) => createHash('sha256').update(data).digest('hex');
-const extend = (pcr: string, digest: string) => sha256(Buffer.concat([Buffer.from(pcr, 'hex'), Buffer.from(digest, 'hex')]));
+const extend = (pcr: string, digest: string) =>
+  sha256(Buffer.concat([Buffer.from(pcr, 'hex'), Buffer.from(digest, 'hex')]));
 const ZERO = '0'.repeat(64);
 
 // Upstream's image/measured-boot/extract/extract_test.go (TestPeFileSectionDigests): name, VirtualSize, SHA-256.
@@ -38,18 +43,31 @@ const UPSTREAM_FIXTURE_SECTIONS: [string, number, string][] = [
 
 const stub = readFileSync('/usr/lib/systemd/boot/efi/linuxx64.efi.stub');
 // A stand-in kernel that is a real PE image (the stub itself), so PCR 4's kernel stage has an Authenticode digest.
-const inputs = { linux: stub, osrel: 'ID=constellation\n', cmdline: 'console=ttyS0 constellation.provider=qemu', initrd: Buffer.from('initrd bytes') };
+const inputs = {
+  linux: stub,
+  osrel: 'ID=constellation\n',
+  cmdline: 'console=ttyS0 constellation.provider=qemu',
+  initrd: Buffer.from('initrd bytes'),
+};
 
 describe('image measure', () => {
   let dir: string;
-  beforeEach(() => { dir = mkdtempSync(path.join(tmpdir(), 'image-measure-test-')); });
+  beforeEach(() => {
+    dir = mkdtempSync(path.join(tmpdir(), 'image-measure-test-'));
+  });
   afterEach(() => rmSync(dir, { recursive: true, force: true }));
 
-  it('lists the section digests upstream\'s extract_test.go expects for upstream\'s UKI fixture', async () => {
+  it("lists the section digests upstream's extract_test.go expects for upstream's UKI fixture", async () => {
     const res = await runCli(['image', 'measure', path.join(TESTDATA, 'measured-boot/uki.efi')]);
-    const listed = new Map([...res.stdout.matchAll(/^\s+(\.\S+)\s+(\d+) bytes\s+([0-9a-f]{64})/gm)].map((m) => [m[1]!, [Number(m[2]), m[3]]]));
+    const listed = new Map(
+      [...res.stdout.matchAll(/^\s+(\.\S+)\s+(\d+) bytes\s+([0-9a-f]{64})/gm)].map((m) => [
+        m[1]!,
+        [Number(m[2]), m[3]],
+      ]),
+    );
     assert.equal(listed.size, UPSTREAM_FIXTURE_SECTIONS.length, res.stdout);
-    for (const [name, size, digest] of UPSTREAM_FIXTURE_SECTIONS) assert.deepEqual(listed.get(name), [size, digest], name);
+    for (const [name, size, digest] of UPSTREAM_FIXTURE_SECTIONS)
+      assert.deepEqual(listed.get(name), [size, digest], name);
     // The fixture's .linux is no kernel: firmware would not start it, and image measure says so instead of guessing PCR 4.
     assert.equal(res.code, 1);
     assert.match(res.stderr, /\.linux section is not an EFI-stub kernel/);
@@ -65,22 +83,29 @@ describe('image measure', () => {
     for (const pcr of [8, 12, 13]) assert.equal(p.pcrs[pcr], ZERO);
   });
 
-  it('lists the events in boot order: firmware stages, the stub\'s sections, the kernel stage, then the Linux stub\'s two', () => {
+  it("lists the events in boot order: firmware stages, the stub's sections, the kernel stage, then the Linux stub's two", () => {
     const uki = assembleUki(stub, inputs);
     const p = predictBootMeasurements(uki);
     const loadOptions = Buffer.from(`${inputs.cmdline}\0`, 'utf16le');
-    assert.deepEqual(p.events.map((e) => [e.pcr, e.type, e.digest]), [
-      [4, 'EV_EFI_ACTION', sha256('Calling EFI Application from Boot Option')],
-      [4, 'EV_SEPARATOR', sha256(Buffer.alloc(4))],
-      [4, 'EV_EFI_BOOT_SERVICES_APPLICATION', authenticodeDigest(uki).toString('hex')],
-      [11, 'EV_IPL', sha256('.linux\0')], [11, 'EV_IPL', sha256(stub)],
-      [11, 'EV_IPL', sha256('.osrel\0')], [11, 'EV_IPL', sha256(inputs.osrel)],
-      [11, 'EV_IPL', sha256('.cmdline\0')], [11, 'EV_IPL', sha256(inputs.cmdline)],
-      [11, 'EV_IPL', sha256('.initrd\0')], [11, 'EV_IPL', sha256(inputs.initrd)],
-      [4, 'EV_EFI_BOOT_SERVICES_APPLICATION', authenticodeDigest(stub).toString('hex')],
-      [9, 'EV_EVENT_TAG', sha256(loadOptions)],
-      [9, 'EV_EVENT_TAG', sha256(inputs.initrd)],
-    ]);
+    assert.deepEqual(
+      p.events.map((e) => [e.pcr, e.type, e.digest]),
+      [
+        [4, 'EV_EFI_ACTION', sha256('Calling EFI Application from Boot Option')],
+        [4, 'EV_SEPARATOR', sha256(Buffer.alloc(4))],
+        [4, 'EV_EFI_BOOT_SERVICES_APPLICATION', authenticodeDigest(uki).toString('hex')],
+        [11, 'EV_IPL', sha256('.linux\0')],
+        [11, 'EV_IPL', sha256(stub)],
+        [11, 'EV_IPL', sha256('.osrel\0')],
+        [11, 'EV_IPL', sha256(inputs.osrel)],
+        [11, 'EV_IPL', sha256('.cmdline\0')],
+        [11, 'EV_IPL', sha256(inputs.cmdline)],
+        [11, 'EV_IPL', sha256('.initrd\0')],
+        [11, 'EV_IPL', sha256(inputs.initrd)],
+        [4, 'EV_EFI_BOOT_SERVICES_APPLICATION', authenticodeDigest(stub).toString('hex')],
+        [9, 'EV_EVENT_TAG', sha256(loadOptions)],
+        [9, 'EV_EVENT_TAG', sha256(inputs.initrd)],
+      ],
+    );
   });
 
   it('gives the same prediction for the raw disk as for the UKI on it', () => {
@@ -102,7 +127,12 @@ describe('image measure', () => {
     it(`changes exactly PCRs ${moved.join(', ')} when ${what} changes`, () => {
       const before = predictBootMeasurements(assembleUki(stub, inputs)).pcrs;
       const after = predictBootMeasurements(assembleUki(stub, { ...inputs, ...change })).pcrs;
-      assert.deepEqual(Object.keys(after).map(Number).filter((pcr) => after[pcr] !== before[pcr]), moved);
+      assert.deepEqual(
+        Object.keys(after)
+          .map(Number)
+          .filter((pcr) => after[pcr] !== before[pcr]),
+        moved,
+      );
     });
   }
 
@@ -116,17 +146,38 @@ describe('image measure', () => {
     writeFileSync(file, assembleUki(stub, inputs));
     const res = await runCli(['image', 'measure', file, '--json']);
     assert.equal(res.code, 0, res.stderr);
-    const out = JSON.parse(res.stdout) as { pcrs: Record<string, string>; events: { pcr: number; type: string; digest: string; description: string }[] };
+    const out = JSON.parse(res.stdout) as {
+      pcrs: Record<string, string>;
+      events: { pcr: number; type: string; digest: string; description: string }[];
+    };
     assert.deepEqual(Object.keys(out.pcrs), ['4', '8', '9', '11', '12', '13']);
     assert.deepEqual(out.pcrs, predictBootMeasurements(readFileSync(file)).pcrs);
     assert.deepEqual(Object.keys(out.events[0]!), ['pcr', 'type', 'digest', 'description']);
   });
 
   const bad: [string, (dir: string) => string, RegExp][] = [
-    ['a text file', (d) => { writeFileSync(path.join(d, 'x.txt'), 'hello\n'.repeat(200)); return path.join(d, 'x.txt'); }, /neither a raw GPT disk nor a PE image/],
-    ['an EFI application that is no UKI', () => '/usr/lib/systemd/boot/efi/linuxx64.efi.stub', /not a unified kernel image/],
+    [
+      'a text file',
+      (d) => {
+        writeFileSync(path.join(d, 'x.txt'), 'hello\n'.repeat(200));
+        return path.join(d, 'x.txt');
+      },
+      /neither a raw GPT disk nor a PE image/,
+    ],
+    [
+      'an EFI application that is no UKI',
+      () => '/usr/lib/systemd/boot/efi/linuxx64.efi.stub',
+      /not a unified kernel image/,
+    ],
     ['a missing file', (d) => path.join(d, 'missing.raw'), /cannot read .*ENOENT/],
-    ['a GPT disk without \\EFI\\BOOT\\BOOTX64.EFI', (d) => { writeEspDisk(path.join(d, 'd.raw'), Buffer.from('x'), { filePath: '::/EFI/other.efi' }); return path.join(d, 'd.raw'); }, /has no \\EFI\\BOOT\\BOOTX64\.EFI/],
+    [
+      'a GPT disk without \\EFI\\BOOT\\BOOTX64.EFI',
+      (d) => {
+        writeEspDisk(path.join(d, 'd.raw'), Buffer.from('x'), { filePath: '::/EFI/other.efi' });
+        return path.join(d, 'd.raw');
+      },
+      /has no \\EFI\\BOOT\\BOOTX64\.EFI/,
+    ],
   ];
   for (const [what, make, message] of bad) {
     it(`refuses ${what} with a message and hint, no stack trace`, async () => {

@@ -11,10 +11,15 @@ const STUB_PATH = '/usr/lib/systemd/boot/efi/linuxx64.efi.stub';
 const stub = readFileSync(STUB_PATH);
 // A stand-in kernel: any bytes work for layout; the boot test uses Debian's kernel.
 const kernel = Buffer.alloc(3 * 4096 + 17, 0xab);
-const inputs = { linux: kernel, osrel: 'ID=constellation\n', cmdline: 'console=ttyS0 constellation.provider=qemu', initrd: Buffer.from('initrd bytes') };
+const inputs = {
+  linux: kernel,
+  osrel: 'ID=constellation\n',
+  cmdline: 'console=ttyS0 constellation.provider=qemu',
+  initrd: Buffer.from('initrd bytes'),
+};
 
 describe('assembleUki (systemd-stub + sections, like ukify)', () => {
-  it('reads back every section with the exact bytes given, after the stub\'s own sections', () => {
+  it("reads back every section with the exact bytes given, after the stub's own sections", () => {
     const uki = assembleUki(stub, { ...inputs, uname: '6.1.0-test' });
     const sections = ukiSections(uki);
     const byName = new Map(sections.map((s) => [s.name, s]));
@@ -23,7 +28,10 @@ describe('assembleUki (systemd-stub + sections, like ukify)', () => {
     assert.equal(byName.get('.cmdline')?.data.toString(), inputs.cmdline);
     assert.deepEqual(byName.get('.initrd')?.data, inputs.initrd);
     assert.equal(byName.get('.uname')?.data.toString(), '6.1.0-test');
-    assert.deepEqual(sections.slice(0, parsePe(stub).numberOfSections).map((s) => s.name), parsePe(stub).sections.map((s) => s.name));
+    assert.deepEqual(
+      sections.slice(0, parsePe(stub).numberOfSections).map((s) => s.name),
+      parsePe(stub).sections.map((s) => s.name),
+    );
   });
 
   it('is deterministic: the same inputs give the same bytes', () => {
@@ -54,8 +62,15 @@ describe('assembleUki (systemd-stub + sections, like ukify)', () => {
       const file = path.join(dir, 'uki.efi');
       writeFileSync(file, assembleUki(stub, inputs));
       const out = execFileSync('objdump', ['-h', file], { encoding: 'utf8' });
-      const names = [...out.matchAll(/^\s+\d+\s+(\.\S+)\s+([0-9a-f]{8})\s+([0-9a-f]{16})/gm)].map((m) => [m[1], parseInt(m[2]!, 16), parseInt(m[3]!, 16)]);
-      assert.deepEqual(names, parsePe(readFileSync(file)).sections.map((s) => [s.name, s.virtualSize, s.virtualAddress]));
+      const names = [...out.matchAll(/^\s+\d+\s+(\.\S+)\s+([0-9a-f]{8})\s+([0-9a-f]{16})/gm)].map((m) => [
+        m[1],
+        parseInt(m[2]!, 16),
+        parseInt(m[3]!, 16),
+      ]);
+      assert.deepEqual(
+        names,
+        parsePe(readFileSync(file)).sections.map((s) => [s.name, s.virtualSize, s.virtualAddress]),
+      );
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
@@ -63,7 +78,10 @@ describe('assembleUki (systemd-stub + sections, like ukify)', () => {
 
   it('refuses a stub that is already a UKI, naming the sections', () => {
     const uki = assembleUki(stub, inputs);
-    assert.throws(() => assembleUki(uki, inputs), (e: unknown) => e instanceof UserError && /\.linux/.test(e.message));
+    assert.throws(
+      () => assembleUki(uki, inputs),
+      (e: unknown) => e instanceof UserError && /\.linux/.test(e.message),
+    );
   });
 
   it('grows the headers when the stub has no room for all new section headers, keeping every section intact', () => {
@@ -72,7 +90,11 @@ describe('assembleUki (systemd-stub + sections, like ukify)', () => {
     const pe = parsePe(uki);
     assert.ok(pe.sizeOfHeaders > parsePe(stub).sizeOfHeaders, 'headers grew');
     const byName = new Map(ukiSections(uki).map((s) => [s.name, s.data]));
-    assert.deepEqual(byName.get('.text'), ukiSections(stub).find((s) => s.name === '.text')?.data, 'the stub\'s code moved with its header');
+    assert.deepEqual(
+      byName.get('.text'),
+      ukiSections(stub).find((s) => s.name === '.text')?.data,
+      "the stub's code moved with its header",
+    );
     assert.equal(byName.get('.x11')?.toString(), 'extra 11');
     assert.deepEqual(byName.get('.linux'), kernel);
     assert.ok(pe.sectionTableOffset + pe.numberOfSections * 40 <= pe.sizeOfHeaders);
@@ -85,10 +107,16 @@ describe('assembleUki (systemd-stub + sections, like ukify)', () => {
   it('refuses a PE section that claims gigabytes of zero-fill (a fuzz finding: it made image measure hash for seconds)', () => {
     const hostile = Buffer.from(stub);
     hostile.writeUInt32LE(0xf0000000, parsePe(stub).sections[0]!.headerOffset + 8); // .text VirtualSize
-    assert.throws(() => parsePe(hostile), (e: unknown) => e instanceof PeFormatError && /bytes in memory/.test(e.message));
+    assert.throws(
+      () => parsePe(hostile),
+      (e: unknown) => e instanceof PeFormatError && /bytes in memory/.test(e.message),
+    );
   });
 
   it('refuses a file that is not a PE image with a UserError', () => {
-    assert.throws(() => assembleUki(Buffer.from('not a PE file at all, just some text bytes to be long enough'), inputs), UserError);
+    assert.throws(
+      () => assembleUki(Buffer.from('not a PE file at all, just some text bytes to be long enough'), inputs),
+      UserError,
+    );
   });
 });

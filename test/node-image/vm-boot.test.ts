@@ -13,7 +13,11 @@ import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { parseEventLog, replayEventLog } from '../../lib/attestation/eventlog.js';
-import { EVENT_TYPE_NAMES, predictBootMeasurementsOfFile, type BootMeasurements } from '../../lib/node-image/measure.js';
+import {
+  EVENT_TYPE_NAMES,
+  predictBootMeasurementsOfFile,
+  type BootMeasurements,
+} from '../../lib/node-image/measure.js';
 import { assembleUki } from '../../lib/node-image/uki.js';
 import { writeEspDisk } from '../support/esp-disk.js';
 import { bootReportInitrd } from '../support/initrd.js';
@@ -36,7 +40,10 @@ describe('measured boot under OVMF + swtpm', function () {
 
   before(async function () {
     if (!existsSync(path.join(CACHE, 'vmlinuz')) || !existsSync(path.join(CACHE, 'busybox'))) {
-      if (process.env.CI === 'true') assert.fail(`VM test inputs missing in ${CACHE}: run scripts/fetch-vm-test-inputs.sh (npm test's pretest does)`);
+      if (process.env.CI === 'true')
+        assert.fail(
+          `VM test inputs missing in ${CACHE}: run scripts/fetch-vm-test-inputs.sh (npm test's pretest does)`,
+        );
       this.skip();
     }
     dir = mkdtempSync(path.join(tmpdir(), 'vm-boot-test-'));
@@ -55,27 +62,43 @@ describe('measured boot under OVMF + swtpm', function () {
     };
     const disks = Object.entries(variants).map(([name, v]) => {
       const disk = path.join(dir, `${name}.raw`);
-      writeEspDisk(disk, assembleUki(stub, { linux: kernel, osrel: 'ID=constellation-boot-test\n', cmdline: v.cmdline, initrd: v.initrd, uname: '6.1.0-test-uname' }));
+      writeEspDisk(
+        disk,
+        assembleUki(stub, {
+          linux: kernel,
+          osrel: 'ID=constellation-boot-test\n',
+          cmdline: v.cmdline,
+          initrd: v.initrd,
+          uname: '6.1.0-test-uname',
+        }),
+      );
       return [name, disk, predictBootMeasurementsOfFile(disk)] as const;
     });
     // KVM only where a probe boot shows it works (remembered per kernel in the cache); TCG otherwise.
     const kernelId = createHash('sha256').update(kernel).digest('hex').slice(0, 16);
     const accel = await chooseAccel(disks[0]![1], path.join(CACHE, `accel-${kernelId}`));
-    const entries = await Promise.all(disks.map(async ([name, disk, prediction]) => {
-      // Under TCG one vCPU each: three VMs share this machine's two cores with everything else running.
-      const boot = await bootDisk(disk, { accel, cpus: accel === 'kvm' ? 2 : 1, timeoutMs: 600_000 });
-      console.log(`      boot ${name}: firmware start to boot report ${(boot.bootMs / 1000).toFixed(1)} s (${accel}, 3 boots in parallel)`);
-      return [name, { prediction, boot }] as const;
-    }));
+    const entries = await Promise.all(
+      disks.map(async ([name, disk, prediction]) => {
+        // Under TCG one vCPU each: three VMs share this machine's two cores with everything else running.
+        const boot = await bootDisk(disk, { accel, cpus: accel === 'kvm' ? 2 : 1, timeoutMs: 600_000 });
+        console.log(
+          `      boot ${name}: firmware start to boot report ${(boot.bootMs / 1000).toFixed(1)} s (${accel}, 3 boots in parallel)`,
+        );
+        return [name, { prediction, boot }] as const;
+      }),
+    );
     booted = Object.fromEntries(entries) as typeof booted;
   });
 
-  after(() => { if (dir) rmSync(dir, { recursive: true, force: true }); });
+  after(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
 
   for (const name of ['base', 'initrdByte', 'cmdline'] as const) {
     it(`reports PCR 4, 9, 11 (and zero 8, 12, 13) equal to the prediction (${name})`, () => {
       const { prediction, boot } = booted[name];
-      for (const pcr of [4, 8, 9, 11, 12, 13]) assert.equal(boot.report.pcrs.get(pcr), prediction.pcrs[pcr], `PCR ${pcr}`);
+      for (const pcr of [4, 8, 9, 11, 12, 13])
+        assert.equal(boot.report.pcrs.get(pcr), prediction.pcrs[pcr], `PCR ${pcr}`);
     });
   }
 
@@ -84,24 +107,44 @@ describe('measured boot under OVMF + swtpm', function () {
     const log = parseEventLog(boot.report.eventLog);
     const replayed = replayEventLog(log).get(SHA256)!;
     for (const pcr of [0, 1, 2, 3, 4, 5, 6, 7, 9, 11]) {
-      assert.equal(Buffer.from(replayed.get(pcr) ?? Buffer.alloc(32)).toString('hex'), boot.report.pcrs.get(pcr), `PCR ${pcr}`);
+      assert.equal(
+        Buffer.from(replayed.get(pcr) ?? Buffer.alloc(32)).toString('hex'),
+        boot.report.pcrs.get(pcr),
+        `PCR ${pcr}`,
+      );
     }
-    const logged = log.events.filter((e) => [4, 9, 11].includes(e.pcrIndex))
-      .map((e) => [e.pcrIndex, EVENT_TYPE_NAMES[e.eventType] ?? `0x${e.eventType.toString(16)}`, Buffer.from(e.digests.get(SHA256)!).toString('hex')]);
-    assert.deepEqual(logged, prediction.events.map((e) => [e.pcr, e.type, e.digest]));
+    const logged = log.events
+      .filter((e) => [4, 9, 11].includes(e.pcrIndex))
+      .map((e) => [
+        e.pcrIndex,
+        EVENT_TYPE_NAMES[e.eventType] ?? `0x${e.eventType.toString(16)}`,
+        Buffer.from(e.digests.get(SHA256)!).toString('hex'),
+      ]);
+    assert.deepEqual(
+      logged,
+      prediction.events.map((e) => [e.pcr, e.type, e.digest]),
+    );
   });
 
   it('moves PCR 9 and 11 in prediction and boot alike when one initrd byte changes', () => {
     for (const pcr of [4, 9, 11]) {
       assert.notEqual(booted.initrdByte.prediction.pcrs[pcr], booted.base.prediction.pcrs[pcr], `predicted PCR ${pcr}`);
-      assert.notEqual(booted.initrdByte.boot.report.pcrs.get(pcr), booted.base.boot.report.pcrs.get(pcr), `booted PCR ${pcr}`);
+      assert.notEqual(
+        booted.initrdByte.boot.report.pcrs.get(pcr),
+        booted.base.boot.report.pcrs.get(pcr),
+        `booted PCR ${pcr}`,
+      );
     }
   });
 
   it('moves PCR 9 and 11 in prediction and boot alike when the command line changes', () => {
     for (const pcr of [4, 9, 11]) {
       assert.notEqual(booted.cmdline.prediction.pcrs[pcr], booted.base.prediction.pcrs[pcr], `predicted PCR ${pcr}`);
-      assert.notEqual(booted.cmdline.boot.report.pcrs.get(pcr), booted.base.boot.report.pcrs.get(pcr), `booted PCR ${pcr}`);
+      assert.notEqual(
+        booted.cmdline.boot.report.pcrs.get(pcr),
+        booted.base.boot.report.pcrs.get(pcr),
+        `booted PCR ${pcr}`,
+      );
     }
   });
 });

@@ -12,7 +12,12 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, describe, it } from 'mocha';
-import { AZURE_AK_HANDLE, AZURE_HCL_REPORT_INDEX, encodeHclReport, GCE_AK_TEMPLATE_INDEX_RSA } from '../../lib/attestation/cloud-evidence.js';
+import {
+  AZURE_AK_HANDLE,
+  AZURE_HCL_REPORT_INDEX,
+  encodeHclReport,
+  GCE_AK_TEMPLATE_INDEX_RSA,
+} from '../../lib/attestation/cloud-evidence.js';
 import { kdsVcekUrl, KDS_BASE_URL } from '../../lib/attestation/snp/kds.js';
 import { kdsFetcher } from '../../lib/attestation/snp/kds-fetcher.js';
 import { createValidator } from '../../lib/attestation/registry.js';
@@ -26,7 +31,13 @@ import { awsNodePlatform } from '../../providers/aws/node-platform.js';
 import { azureNodePlatform } from '../../providers/azure/node-platform.js';
 import { GcpInfrastructure } from '../../providers/gcp/infrastructure.js';
 import { gcpNodePlatform } from '../../providers/gcp/node-platform.js';
-import { makeEndorsementKey, makeSnpReport, makeSnpTestCa, type EndorsementKey, type SnpTestCa } from '../attestation/snp/fixtures.js';
+import {
+  makeEndorsementKey,
+  makeSnpReport,
+  makeSnpTestCa,
+  type EndorsementKey,
+  type SnpTestCa,
+} from '../attestation/snp/fixtures.js';
 import { emulatedTsm, snpGuest } from '../attestation/support/emulated-tee.js';
 import { startFakeKds, type FakeKds } from '../fakes/amd/kds-server.js';
 import { startFakeAws, type FakeAws } from '../fakes/aws/server.js';
@@ -79,19 +90,34 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
       fake = await startFakeAws({ lroMs: 5 });
       await new AwsInfrastructure(awsOptions(fake)).create(awsRequest(), awsContext());
       await new Promise((r) => setTimeout(r, 10));
-      fake.imds.instanceId = [...fake.state.instances.values()].find((i) => i.tags['constellation-role'] === 'control-plane')!.id;
+      fake.imds.instanceId = [...fake.state.instances.values()].find(
+        (i) => i.tags['constellation-role'] === 'control-plane',
+      )!.id;
     });
     after(async () => fake?.close());
 
     it('aws-sev-snp: names the node from IMDS/EC2 and binds the AK into a VLEK-signed report the validator accepts', async () => {
       const tsm = emulatedTsm(snpGuest(ca, vlek, 'vlek'));
-      const platform = await awsNodePlatform({ variant: 'aws-sev-snp', paths: { tpm: swtpm.serverSocket }, providerOptions: awsOptions(fake), tee: { tsm } });
+      const platform = await awsNodePlatform({
+        variant: 'aws-sev-snp',
+        paths: { tpm: swtpm.serverSocket },
+        providerOptions: awsOptions(fake),
+        tee: { tsm },
+      });
       const me = fake.state.instances.get(fake.imds.instanceId!)!;
-      assert.deepEqual(await platform.identity(), { name: `ip-${me.privateIp.replace(/\./g, '-')}.us-east-2.compute.internal`, ip: me.privateIp, role: 'control-plane' });
+      assert.deepEqual(await platform.identity(), {
+        name: `ip-${me.privateIp.replace(/\./g, '-')}.us-east-2.compute.internal`,
+        ip: me.privateIp,
+        role: 'control-plane',
+      });
       assert.deepEqual(platform.stateDisk, { kind: 'luks', device: '/dev/sdb', mountPoint: '/var/run/state' });
       assert.equal(platform.kubernetesBackend, 'kubeadm');
       const issuer = await platform.issuer(tpm);
-      const validator = await createValidator('aws-sev-snp', { measurements }, { now, amdRoots: ca.roots, ...(await platform.validatorDeps()) });
+      const validator = await createValidator(
+        'aws-sev-snp',
+        { measurements },
+        { now, amdRoots: ca.roots, ...(await platform.validatorDeps()) },
+      );
       for (let i = 0; i < 2; i++) {
         const { document, nonce } = await issue(issuer);
         await validator.validate(document, nonce);
@@ -102,33 +128,56 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
     it('aws-sev-snp: refuses a report that does not bind the AK, and one signed outside the trusted chain', async () => {
       const unbound = emulatedTsm(snpGuest(ca, vlek, 'vlek', { reportData: randomBytes(64) }));
       const other = makeSnpTestCa('Milan');
-      const outside = emulatedTsm(snpGuest(other, makeEndorsementKey(other, { kind: 'vlek', issuerKey: other.asvkKey }), 'vlek'));
+      const outside = emulatedTsm(
+        snpGuest(other, makeEndorsementKey(other, { kind: 'vlek', issuerKey: other.asvkKey }), 'vlek'),
+      );
       const validator = await createValidator('aws-sev-snp', { measurements }, { now, amdRoots: ca.roots });
       for (const [tsm, re] of [
         [unbound, /REPORT_DATA does not bind/],
         [outside, /not the trusted ARK|does not chain|not AMD's ARK|signature/i],
       ] as const) {
-        const platform = await awsNodePlatform({ variant: 'aws-sev-snp', paths: { tpm: swtpm.serverSocket }, providerOptions: awsOptions(fake), tee: { tsm } });
+        const platform = await awsNodePlatform({
+          variant: 'aws-sev-snp',
+          paths: { tpm: swtpm.serverSocket },
+          providerOptions: awsOptions(fake),
+          tee: { tsm },
+        });
         const { document, nonce } = await issue(await platform.issuer(tpm));
         await rejects(validator.validate(document, nonce), re);
       }
     });
 
     it('aws-nitro-tpm: sends the identity document; the validator looks its image up in EC2 through the provider', async () => {
-      const platform = await awsNodePlatform({ variant: 'aws-nitro-tpm', paths: { tpm: swtpm.serverSocket }, providerOptions: awsOptions(fake) });
+      const platform = await awsNodePlatform({
+        variant: 'aws-nitro-tpm',
+        paths: { tpm: swtpm.serverSocket },
+        providerOptions: awsOptions(fake),
+      });
       const { document, nonce } = await issue(await platform.issuer(tpm));
-      const info = JSON.parse(Buffer.from(document.instanceInfo, 'base64').toString()) as { imageId: string; region: string };
+      const info = JSON.parse(Buffer.from(document.instanceInfo, 'base64').toString()) as {
+        imageId: string;
+        region: string;
+      };
       assert.equal(info.region, 'us-east-2');
       const deps = await awsProvider.attestationDeps!(awsOptions(fake));
       await (await createValidator('aws-nitro-tpm', { measurements }, deps)).validate(document, nonce);
       fake.state.images.set(info.imageId, { ...fake.state.images.get(info.imageId)!, tpmSupport: undefined });
       try {
-        await rejects((await createValidator('aws-nitro-tpm', { measurements }, await platform.validatorDeps())).validate(document, nonce), /not registered with NitroTPM support/);
+        await rejects(
+          (await createValidator('aws-nitro-tpm', { measurements }, await platform.validatorDeps())).validate(
+            document,
+            nonce,
+          ),
+          /not registered with NitroTPM support/,
+        );
       } finally {
         fake.state.images.set(info.imageId, { ...fake.state.images.get(info.imageId)!, tpmSupport: 'v2.0' });
       }
       fake.state.images.delete(info.imageId);
-      await rejects((await createValidator('aws-nitro-tpm', { measurements }, deps)).validate(document, nonce), /does not exist/);
+      await rejects(
+        (await createValidator('aws-nitro-tpm', { measurements }, deps)).validate(document, nonce),
+        /does not exist/,
+      );
     });
   });
 
@@ -147,7 +196,9 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
       await tpm.nvWrite(GCE_AK_TEMPLATE_INDEX_RSA, RSA_AK_TEMPLATE);
       const ak = await tpm.createAttestationKey(RSA_AK_TEMPLATE);
       await tpm.flushContext(ak.handle);
-      fake.setShieldedIdentity(name, { ekPub: publicKeyFromTpmPublic(parseTpmPublic(ak.publicArea)).export({ type: 'spki', format: 'pem' }) as string });
+      fake.setShieldedIdentity(name, {
+        ekPub: publicKeyFromTpmPublic(parseTpmPublic(ak.publicArea)).export({ type: 'spki', format: 'pem' }) as string,
+      });
     });
     after(async () => {
       await tpm.nvUndefine(GCE_AK_TEMPLATE_INDEX_RSA).catch(() => undefined);
@@ -156,15 +207,28 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
 
     it('gcp-sev-snp: uses the AK GCE vouches for, names the instance and binds the AK into the SNP report', async () => {
       const tsm = emulatedTsm(snpGuest(ca, vcek));
-      const platform = await gcpNodePlatform({ variant: 'gcp-sev-snp', paths: { tpm: swtpm.serverSocket }, providerOptions: fake.providerOptions(), tee: { tsm } });
+      const platform = await gcpNodePlatform({
+        variant: 'gcp-sev-snp',
+        paths: { tpm: swtpm.serverSocket },
+        providerOptions: fake.providerOptions(),
+        tee: { tsm },
+      });
       assert.equal((await platform.identity()).name, name);
       const { document, nonce } = await issue(await platform.issuer(tpm));
       const info = JSON.parse(Buffer.from(document.instanceInfo, 'base64').toString()) as Record<string, string>;
       assert.deepEqual([info.projectId, info.zone, info.instanceName], [PROJECT, ZONE, name]);
       const deps: ValidatorDeps = { now, amdRoots: ca.roots, ...(await platform.validatorDeps()) };
       await (await createValidator('gcp-sev-snp', { measurements }, deps)).validate(document, nonce);
-      fake.setShieldedIdentity(name, { ekPub: publicKeyFromTpmPublic(parseTpmPublic(encodeTpmPublicOfNewKey())).export({ type: 'spki', format: 'pem' }) as string });
-      await rejects((await createValidator('gcp-sev-snp', { measurements }, deps)).validate(document, nonce), /not the one GCP registered/);
+      fake.setShieldedIdentity(name, {
+        ekPub: publicKeyFromTpmPublic(parseTpmPublic(encodeTpmPublicOfNewKey())).export({
+          type: 'spki',
+          format: 'pem',
+        }) as string,
+      });
+      await rejects(
+        (await createValidator('gcp-sev-snp', { measurements }, deps)).validate(document, nonce),
+        /not the one GCP registered/,
+      );
     });
   });
 
@@ -175,7 +239,8 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
       imds = await startFakeImds({
         name: 'cp_0',
         computerName: 'constell-a1b2c3d4-cp000000',
-        resourceId: '/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/constell-a1b2c3d4-cp/virtualMachines/0',
+        resourceId:
+          '/subscriptions/sub/resourceGroups/rg/providers/Microsoft.Compute/virtualMachineScaleSets/constell-a1b2c3d4-cp/virtualMachines/0',
         subscriptionId: 'sub',
         resourceGroupName: 'rg',
         tags: { 'constellation-role': 'control-plane', 'constellation-uid': 'a1b2c3d4' },
@@ -187,8 +252,16 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
       const ak = await tpm.createAttestationKey(RSA_AK_TEMPLATE);
       await tpm.evictControl(ak.handle, AZURE_AK_HANDLE);
       await tpm.flushContext(ak.handle);
-      const jwk = publicKeyFromTpmPublic(parseTpmPublic(ak.publicArea)).export({ format: 'jwk' }) as { n: string; e: string };
-      const runtimeData = Buffer.from(JSON.stringify({ keys: [{ kid: 'HCLAkPub', key_ops: ['sign'], kty: 'RSA', e: jwk.e, n: jwk.n }], 'vm-configuration': { 'tpm-enabled': true } }));
+      const jwk = publicKeyFromTpmPublic(parseTpmPublic(ak.publicArea)).export({ format: 'jwk' }) as {
+        n: string;
+        e: string;
+      };
+      const runtimeData = Buffer.from(
+        JSON.stringify({
+          keys: [{ kid: 'HCLAkPub', key_ops: ['sign'], kty: 'RSA', e: jwk.e, n: jwk.n }],
+          'vm-configuration': { 'tpm-enabled': true },
+        }),
+      );
       const reportData = Buffer.concat([createHash('sha256').update(runtimeData).digest(), Buffer.alloc(32)]);
       const hcl = encodeHclReport({ kind: 'snp', teeReport: makeSnpReport({ reportData }, vcek), runtimeData });
       await tpm.nvDefine(AZURE_HCL_REPORT_INDEX, hcl.length);
@@ -200,16 +273,29 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
     });
 
     it('azure-sev-snp: quotes with the paravisor AK and sends the HCL report; the verifier fetches the VCEK from the KDS', async () => {
-      const platform = await azureNodePlatform({ variant: 'azure-sev-snp', paths: { tpm: swtpm.serverSocket, nodeDir: dir }, providerOptions: { imdsEndpoint: imds.url, wireServerEndpoint: imds.url } });
-      assert.deepEqual(await platform.identity(), { name: 'constell-a1b2c3d4-cp000000', ip: '10.0.0.4', role: 'control-plane' });
+      const platform = await azureNodePlatform({
+        variant: 'azure-sev-snp',
+        paths: { tpm: swtpm.serverSocket, nodeDir: dir },
+        providerOptions: { imdsEndpoint: imds.url, wireServerEndpoint: imds.url },
+      });
+      assert.deepEqual(await platform.identity(), {
+        name: 'constell-a1b2c3d4-cp000000',
+        ip: '10.0.0.4',
+        role: 'control-plane',
+      });
       // No guest agent runs: the node program told Azure's wire server that the VM is Ready.
       assert.equal(imds.readyReports, 1);
       const { document, nonce } = await issue(await platform.issuer(tpm));
       const fetch = kdsFetcher({ baseUrl: kds.url, cacheDir: path.join(dir, 'kds') });
-      await (await createValidator('azure-sev-snp', { measurements }, { now, amdRoots: ca.roots, fetch })).validate(document, nonce);
+      await (
+        await createValidator('azure-sev-snp', { measurements }, { now, amdRoots: ca.roots, fetch })
+      ).validate(document, nonce);
       assert.equal(kds.requests.length, 1);
       // The same evidence with the test chain untrusted (AMD's real roots): refused.
-      await rejects((await createValidator('azure-sev-snp', { measurements }, { now, fetch })).validate(document, nonce), /not signed by the ASK/);
+      await rejects(
+        (await createValidator('azure-sev-snp', { measurements }, { now, fetch })).validate(document, nonce),
+        /not signed by the ASK/,
+      );
     });
   });
 });

@@ -33,12 +33,27 @@ describe('ssh/certificate', () => {
     requireTool(this, toolRuns('openssl', ['version']), 'openssl');
     assert.equal(SSH_CA_KEY_INFO, 'key-ca_emergency_ssh');
     const ours = Buffer.from(hkdfSha256(master.key, master.salt, SSH_CA_KEY_INFO, 32)).toString('hex');
-    const theirs = execFileSync('openssl', [
-      'kdf', '-keylen', '32', '-kdfopt', 'digest:SHA256',
-      '-kdfopt', `hexkey:${Buffer.from(master.key).toString('hex')}`,
-      '-kdfopt', `hexsalt:${Buffer.from(master.salt).toString('hex')}`,
-      '-kdfopt', `info:${SSH_CA_KEY_INFO}`, 'HKDF',
-    ], { encoding: 'utf8' }).trim().replace(/:/g, '').toLowerCase();
+    const theirs = execFileSync(
+      'openssl',
+      [
+        'kdf',
+        '-keylen',
+        '32',
+        '-kdfopt',
+        'digest:SHA256',
+        '-kdfopt',
+        `hexkey:${Buffer.from(master.key).toString('hex')}`,
+        '-kdfopt',
+        `hexsalt:${Buffer.from(master.salt).toString('hex')}`,
+        '-kdfopt',
+        `info:${SSH_CA_KEY_INFO}`,
+        'HKDF',
+      ],
+      { encoding: 'utf8' },
+    )
+      .trim()
+      .replace(/:/g, '')
+      .toLowerCase();
     assert.equal(ours, theirs);
   });
 
@@ -55,20 +70,44 @@ describe('ssh/certificate', () => {
     assert.equal(certificateType('sk-ssh-ed25519@openssh.com'), 'sk-ssh-ed25519-cert-v01@openssh.com');
   });
 
-  for (const [type, bits] of [['ed25519', undefined], ['rsa', '2048'], ['ecdsa', '256']] as const) {
+  for (const [type, bits] of [
+    ['ed25519', undefined],
+    ['rsa', '2048'],
+    ['ecdsa', '256'],
+  ] as const) {
     it(`makes a ${type} user certificate that ssh-keygen -L reads: root, the CA's fingerprint, the validity, upstream's extensions`, async function () {
       requireTool(this, hasKeygen, 'ssh-keygen (openssh-client)');
       const keyFile = path.join(dir, `id_${type}`);
-      execFileSync('ssh-keygen', ['-q', '-t', type, ...(bits ? ['-b', bits] : []), '-N', '', '-C', 'me@laptop', '-f', keyFile]);
+      execFileSync('ssh-keygen', [
+        '-q',
+        '-t',
+        type,
+        ...(bits ? ['-b', bits] : []),
+        '-N',
+        '',
+        '-C',
+        'me@laptop',
+        '-f',
+        keyFile,
+      ]);
       const key = parseSshPublicKey(await fs.readFile(`${keyFile}.pub`, 'utf8'), `${keyFile}.pub`);
       const ca = deriveSshCa(master);
-      const cert = signUserCertificate(ca, key, { validAfter: 1_700_000_000, validBefore: 1_700_086_400, keyId: 'constellation-emergency-access' });
+      const cert = signUserCertificate(ca, key, {
+        validAfter: 1_700_000_000,
+        validBefore: 1_700_086_400,
+        keyId: 'constellation-emergency-access',
+      });
       await fs.writeFile(`${keyFile}-cert.pub`, cert);
       await fs.writeFile(path.join(dir, 'ca.pub'), sshCaPublicKeyLine(ca.publicKey));
       const listing = execFileSync('ssh-keygen', ['-L', '-f', `${keyFile}-cert.pub`], { encoding: 'utf8' });
-      const caFingerprint = execFileSync('ssh-keygen', ['-l', '-f', path.join(dir, 'ca.pub')], { encoding: 'utf8' }).split(' ')[1];
+      const caFingerprint = execFileSync('ssh-keygen', ['-l', '-f', path.join(dir, 'ca.pub')], {
+        encoding: 'utf8',
+      }).split(' ')[1];
       assert.match(listing, new RegExp(`Type: ${certificateType(key.type)} user certificate`));
-      assert.match(listing, new RegExp(`Signing CA: ED25519 ${caFingerprint.replace(/[+/]/g, '\\$&')} \\(using ssh-ed25519\\)`));
+      assert.match(
+        listing,
+        new RegExp(`Signing CA: ED25519 ${caFingerprint.replace(/[+/]/g, '\\$&')} \\(using ssh-ed25519\\)`),
+      );
       assert.match(listing, /Key ID: "constellation-emergency-access"/);
       assert.match(listing, /Principals: \n\s+root\n/);
       assert.match(listing, /Critical Options: \(none\)/);
@@ -82,7 +121,11 @@ describe('ssh/certificate', () => {
   }
 
   const bad: [string, string, RegExp][] = [
-    ['a private key', '-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n', /is a private key/],
+    [
+      'a private key',
+      '-----BEGIN OPENSSH PRIVATE KEY-----\nAAAA\n-----END OPENSSH PRIVATE KEY-----\n',
+      /is a private key/,
+    ],
     ['a certificate', 'ssh-ed25519-cert-v01@openssh.com AAAA me\n', /is an SSH certificate/],
     ['an unknown type', 'ssh-dss AAAAB3NzaC1kc3M= me\n', /not an SSH public key type/],
     ['a damaged key', 'ssh-ed25519 AAAAC3NzaC1yc2E= me\n', /damaged ssh-ed25519 key/],
@@ -93,7 +136,8 @@ describe('ssh/certificate', () => {
     it(`refuses ${what} as the user's key, with a hint`, () => {
       assert.throws(
         () => parseSshPublicKey(text, 'key.pub'),
-        (err: unknown) => err instanceof UserError && message.test(err.message) && /ssh-keygen -t ed25519/.test(err.hint ?? ''),
+        (err: unknown) =>
+          err instanceof UserError && message.test(err.message) && /ssh-keygen -t ed25519/.test(err.hint ?? ''),
       );
     });
   }
@@ -110,7 +154,10 @@ describe('constellation ssh (the built CLI)', function () {
   });
 
   it('without a master secret says which file is missing and what to do, with no stack trace', async () => {
-    await fs.writeFile(path.join(dir, 'id.pub'), 'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPvs2eN7p0f6Jk8oC7wQ0Q5qVgE3Xh8m8d8d8d8d8d8d me\n');
+    await fs.writeFile(
+      path.join(dir, 'id.pub'),
+      'ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPvs2eN7p0f6Jk8oC7wQ0Q5qVgE3Xh8m8d8d8d8d8d8d me\n',
+    );
     const res = await runCli(['ssh', '--key', path.join(dir, 'id.pub'), '-C', dir]);
     assert.equal(res.code, 1);
     assert.match(res.stderr, /The master secret .*constellation-mastersecret\.json does not exist/);
@@ -133,12 +180,19 @@ describe('constellation ssh (the built CLI)', function () {
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-f', path.join(dir, 'id_ed25519')]);
     const res = await runCli(['ssh', '--key', path.join(dir, 'id_ed25519.pub'), '-C', ws, '--json']);
     assert.equal(res.code, 0, res.stderr);
-    const out = JSON.parse(res.stdout) as { certificateFile: string; principals: string[]; validAfter: string; validBefore: string; caPublicKey: string };
+    const out = JSON.parse(res.stdout) as {
+      certificateFile: string;
+      principals: string[];
+      validAfter: string;
+      validBefore: string;
+      caPublicKey: string;
+    };
     assert.equal(out.certificateFile, path.join(dir, 'id_ed25519-cert.pub'));
     assert.deepEqual(out.principals, ['root']);
     assert.equal(Date.parse(out.validBefore) - Date.parse(out.validAfter), 24 * 3600 * 1000);
     assert.equal(out.caPublicKey, sshCaPublicKeyLine(deriveSshCa(master).publicKey).trim());
     const secret = await fs.readFile(path.join(ws, 'constellation-mastersecret.json'), 'utf8');
-    for (const value of Object.values(JSON.parse(secret) as Record<string, string>)) assert.ok(!res.stdout.includes(value));
+    for (const value of Object.values(JSON.parse(secret) as Record<string, string>))
+      assert.ok(!res.stdout.includes(value));
   });
 });

@@ -97,11 +97,28 @@ describe('ssh: a real sshd with the node configuration', function () {
     const result = spawnSync(
       'ssh',
       [
-        '-F', '/dev/null', '-p', String(port), '-i', keyFile,
-        '-o', `CertificateFile=${certificateFile ?? '/dev/null'}`,
-        '-o', 'IdentitiesOnly=yes', '-o', 'BatchMode=yes', '-o', 'ConnectTimeout=20',
-        '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null', '-o', 'GlobalKnownHostsFile=/dev/null',
-        'root@127.0.0.1', 'echo in',
+        '-F',
+        '/dev/null',
+        '-p',
+        String(port),
+        '-i',
+        keyFile,
+        '-o',
+        `CertificateFile=${certificateFile ?? '/dev/null'}`,
+        '-o',
+        'IdentitiesOnly=yes',
+        '-o',
+        'BatchMode=yes',
+        '-o',
+        'ConnectTimeout=20',
+        '-o',
+        'StrictHostKeyChecking=no',
+        '-o',
+        'UserKnownHostsFile=/dev/null',
+        '-o',
+        'GlobalKnownHostsFile=/dev/null',
+        'root@127.0.0.1',
+        'echo in',
       ],
       { encoding: 'utf8', timeout: 30_000, env: { ...process.env, SSH_AUTH_SOCK: '' } },
     );
@@ -115,7 +132,12 @@ describe('ssh: a real sshd with the node configuration', function () {
     assert.match(sshdLog, pattern);
   }
 
-  async function certificate(file: string, validAfter: number, validBefore: number, ca = deriveSshCa(master)): Promise<string> {
+  async function certificate(
+    file: string,
+    validAfter: number,
+    validBefore: number,
+    ca = deriveSshCa(master),
+  ): Promise<string> {
     const key = parseSshPublicKey(await fs.readFile(`${keyFile}.pub`, 'utf8'), `${keyFile}.pub`);
     await fs.writeFile(file, signUserCertificate(ca, key, { validAfter, validBefore, keyId: path.basename(file) }));
     return file;
@@ -128,11 +150,13 @@ describe('ssh: a real sshd with the node configuration', function () {
     await sshdLogged(/Accepted publickey for root .* ED25519-CERT SHA256:\S+ ID constellation-emergency-access/);
   });
 
-  it('refuses a self-signed certificate (the user\'s own key as its CA)', async () => {
+  it("refuses a self-signed certificate (the user's own key as its CA)", async () => {
     // ssh-keygen -s writes <pub>-cert.pub: sign a copy of the public key, so the CLI's certificate stays in place.
     const copy = path.join(dir, 'self.pub');
     await fs.copyFile(`${keyFile}.pub`, copy);
-    execFileSync('ssh-keygen', ['-q', '-s', keyFile, '-I', 'self', '-n', 'root', '-V', '-5m:+1h', copy], { stdio: 'ignore' });
+    execFileSync('ssh-keygen', ['-q', '-s', keyFile, '-I', 'self', '-n', 'root', '-V', '-5m:+1h', copy], {
+      stdio: 'ignore',
+    });
     const result = login(path.join(dir, 'self-cert.pub'));
     assert.notEqual(result.code, 0);
     assert.match(result.stderr, /Permission denied \(publickey\)/);
@@ -147,9 +171,11 @@ describe('ssh: a real sshd with the node configuration', function () {
     await sshdLogged(/Certificate invalid: expired\r?\nFailed publickey for root .* ID expired-cert\.pub /);
   });
 
-  it('refuses a certificate of another cluster\'s CA', async () => {
+  it("refuses a certificate of another cluster's CA", async () => {
     const now = Math.floor(Date.now() / 1000);
-    const result = login(await certificate(path.join(dir, 'other-cert.pub'), now - 60, now + 3600, deriveSshCa(otherMaster)));
+    const result = login(
+      await certificate(path.join(dir, 'other-cert.pub'), now - 60, now + 3600, deriveSshCa(otherMaster)),
+    );
     assert.notEqual(result.code, 0);
     assert.match(result.stderr, /Permission denied \(publickey\)/);
     await sshdLogged(/Failed publickey for root .* ID other-cert\.pub /);

@@ -10,7 +10,15 @@ import path from 'node:path';
 import { REPO_ROOT } from '../support/cli.js';
 import { section } from './support/markdown.js';
 
-const COMPONENT_FOLDERS = ['bootstrapper', 'joinservice', 'providers', 'cli', 'lib/attestation', 'lib/atls', 'lib/cluster-store'];
+const COMPONENT_FOLDERS = [
+  'bootstrapper',
+  'joinservice',
+  'providers',
+  'cli',
+  'lib/attestation',
+  'lib/atls',
+  'lib/cluster-store',
+];
 
 /** The names a README's "Files" section puts first in a table row, as `code`: `init-server.ts`, `state-disk/`. */
 function listedFiles(readme: string): string[] {

@@ -33,14 +33,18 @@ async function workspaceFiles(): Promise<string[]> {
   const names = new Set<string>();
   for (const file of readdirSync(dir).filter((f) => f.endsWith('.ts'))) {
     const mod = (await import(pathToFileURL(path.join(dir, file)).href)) as Record<string, unknown>;
-    for (const [name, value] of Object.entries(mod)) if (/_FILE$/.test(name) && typeof value === 'string') names.add(value);
+    for (const [name, value] of Object.entries(mod))
+      if (/_FILE$/.test(name) && typeof value === 'string') names.add(value);
   }
   return [...names];
 }
 
 describe('structure: docs tables that list what the code defines', function () {
   it('docs/bootstrapper.md "States" has one row per node state (NODE_STATES)', function () {
-    assert.deepEqual(compare(NODE_STATES, tableRows('bootstrapper.md', /^States$/)), { missingRows: [], rowsWithoutCode: [] });
+    assert.deepEqual(compare(NODE_STATES, tableRows('bootstrapper.md', /^States$/)), {
+      missingRows: [],
+      rowsWithoutCode: [],
+    });
   });
 
   it('docs/bootstrapper.md "Progress steps" has one row per init step, in order (INIT_STEPS)', function () {
@@ -50,15 +54,23 @@ describe('structure: docs tables that list what the code defines', function () {
   it('docs/architecture.md "Workspace files" has one row per workspace file constant of lib/workspace/', async function () {
     const files = await workspaceFiles();
     assert.ok(files.includes('constellation-conf.yaml') && files.includes('.constellation.lock'), files.join(', '));
-    assert.deepEqual(compare(files, tableRows('architecture.md', /^Workspace files$/)), { missingRows: [], rowsWithoutCode: [] });
+    assert.deepEqual(compare(files, tableRows('architecture.md', /^Workspace files$/)), {
+      missingRows: [],
+      rowsWithoutCode: [],
+    });
   });
 
   it('docs/workflows/workspace.md "Files" has one row per workspace file constant of lib/workspace/', async function () {
-    assert.deepEqual(compare(await workspaceFiles(), tableRows('workflows/workspace.md', /^Files$/)), { missingRows: [], rowsWithoutCode: [] });
+    assert.deepEqual(compare(await workspaceFiles(), tableRows('workflows/workspace.md', /^Files$/)), {
+      missingRows: [],
+      rowsWithoutCode: [],
+    });
   });
 
   it('docs/join-service.md lists every cluster-store entry (lib/cluster-store/codec.ts ENTRY)', function () {
-    const entries = Object.values(ENTRY).map((e) => (typeof e === 'string' ? e : e(e === ENTRY.disk ? '<uuid>' : '<name>')));
+    const entries = Object.values(ENTRY).map((e) =>
+      typeof e === 'string' ? e : e(e === ENTRY.disk ? '<uuid>' : '<name>'),
+    );
     const rows = tableRows('join-service.md', /^Where the configuration lives/).filter((r) => /^[a-z]+\//.test(r));
     assert.deepEqual(compare(entries, rows), { missingRows: [], rowsWithoutCode: [] });
   });

@@ -28,7 +28,10 @@ describe('structure: the import graph', function () {
   it('reads the whole source tree', function () {
     assert.ok(graph.size > 200, `${graph.size} modules`);
     assert.ok(graph.get('cli/commands/create.ts')?.has('cli/base-command.ts'), 'static imports are edges');
-    assert.ok(graph.get('lib/attestation/variant-table.ts')?.has('lib/attestation/variants/local-vtpm.ts'), 'literal dynamic imports are edges');
+    assert.ok(
+      graph.get('lib/attestation/variant-table.ts')?.has('lib/attestation/variants/local-vtpm.ts'),
+      'literal dynamic imports are edges',
+    );
   });
 
   it('has no circle between modules', function () {
@@ -135,5 +138,7 @@ function circles(graph: Graph): string[][] {
 }
 
 function upwardImports(graph: Graph): string[] {
-  return [...graph].flatMap(([from, targets]) => (from.startsWith('lib/') ? [...targets].filter((t) => ABOVE_LIB.test(t)).map((t) => `${from} -> ${t}`) : []));
+  return [...graph].flatMap(([from, targets]) =>
+    from.startsWith('lib/') ? [...targets].filter((t) => ABOVE_LIB.test(t)).map((t) => `${from} -> ${t}`) : [],
+  );
 }

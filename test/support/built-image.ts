@@ -29,14 +29,17 @@ export interface BuiltTestImage {
 
 async function filesBelow(dir: string): Promise<string[]> {
   const out: string[] = [];
-  for (const entry of await fs.readdir(dir, { withFileTypes: true, recursive: true })) if (entry.isFile()) out.push(path.join(entry.parentPath, entry.name));
+  for (const entry of await fs.readdir(dir, { withFileTypes: true, recursive: true }))
+    if (entry.isFile()) out.push(path.join(entry.parentPath, entry.name));
   return out.sort();
 }
 
 /** Names of the pinned packages the cache lacks. */
 export async function missingPackages(cache = defaultPackageCache()): Promise<string[]> {
   const missing: string[] = [];
-  for (const pkg of ALL_PACKAGES) if (!(await fs.stat(path.join(cache, debFileName(pkg))).catch(() => undefined))) missing.push(`${pkg.name}=${pkg.version}`);
+  for (const pkg of ALL_PACKAGES)
+    if (!(await fs.stat(path.join(cache, debFileName(pkg))).catch(() => undefined)))
+      missing.push(`${pkg.name}=${pkg.version}`);
   return missing;
 }
 
@@ -49,7 +52,11 @@ export async function inputsDigest(cache = defaultPackageCache()): Promise<strin
     ...(await filesBelow(NODE_PROGRAM_DIR)),
     ...(await filesBelow(path.join(REPO_ROOT, 'lib', 'node-image'))),
   ];
-  for (const file of files) hash.update(path.relative(REPO_ROOT, file)).update('\0').update(await fs.readFile(file));
+  for (const file of files)
+    hash
+      .update(path.relative(REPO_ROOT, file))
+      .update('\0')
+      .update(await fs.readFile(file));
   return hash.digest('hex').slice(0, 16);
 }
 
@@ -67,10 +74,32 @@ async function pruneStaleImages(parent: string, keep: string): Promise<void> {
 }
 
 /** Runs `image build` (the built CLI) into `out` with the given key folder and cache; throws with its output on failure. */
-export async function runImageBuild(out: string, configHome: string, packageCache: string, extra: string[] = [], version = 'v0.0.1-test'): Promise<void> {
-  const res = await runCli(['image', 'build', '--provider', 'qemu', '--out', out, '--version', version, '--package-cache', packageCache, '--no-download', ...extra], {
-    env: { ...process.env, XDG_CONFIG_HOME: configHome },
-  });
+export async function runImageBuild(
+  out: string,
+  configHome: string,
+  packageCache: string,
+  extra: string[] = [],
+  version = 'v0.0.1-test',
+): Promise<void> {
+  const res = await runCli(
+    [
+      'image',
+      'build',
+      '--provider',
+      'qemu',
+      '--out',
+      out,
+      '--version',
+      version,
+      '--package-cache',
+      packageCache,
+      '--no-download',
+      ...extra,
+    ],
+    {
+      env: { ...process.env, XDG_CONFIG_HOME: configHome },
+    },
+  );
   if (res.code !== 0) throw new Error(`image build failed (${res.code}):\n${res.stderr}\n${res.stdout}`);
 }
 
@@ -82,7 +111,8 @@ export function builtQemuImage(): Promise<BuiltTestImage> {
     const dir = path.join(root, 'image');
     const configHome = path.join(root, 'config');
     const name = 'constellation-qemu-v0.0.1-test.raw';
-    if (await fs.stat(path.join(dir, 'manifest.json')).catch(() => undefined)) return { dir, rawDisk: path.join(dir, name), configHome, packageCache, buildMs: 0 };
+    if (await fs.stat(path.join(dir, 'manifest.json')).catch(() => undefined))
+      return { dir, rawDisk: path.join(dir, name), configHome, packageCache, buildMs: 0 };
     await fs.mkdir(root, { recursive: true });
     const temp = await fs.mkdtemp(path.join(root, '.build-'));
     const started = Date.now();
@@ -115,7 +145,8 @@ export function builtQemuUpgradeImage(): Promise<{ version: string; dir: string;
     const store = path.join(base.configHome, 'constellation', 'qemu-images');
     const dir = path.join(store, UPGRADE_VERSION);
     const rawDisk = path.join(dir, `constellation-qemu-${UPGRADE_VERSION}.raw`);
-    if (await fs.stat(path.join(dir, 'manifest.json')).catch(() => undefined)) return { version: UPGRADE_VERSION, dir, rawDisk, buildMs: 0 };
+    if (await fs.stat(path.join(dir, 'manifest.json')).catch(() => undefined))
+      return { version: UPGRADE_VERSION, dir, rawDisk, buildMs: 0 };
     await fs.mkdir(store, { recursive: true });
     const temp = await fs.mkdtemp(path.join(store, '.build-'));
     const started = Date.now();

@@ -34,7 +34,8 @@ export function writeEspDisk(diskPath: string, file: Buffer, options: EspDiskOpt
     const env = { ...process.env, MTOOLS_SKIP_CHECK: '1', SOURCE_DATE_EPOCH: '0' };
     const target = options.filePath ?? '::/EFI/BOOT/BOOTX64.EFI';
     const dirs = target.replace(/^::/, '').split('/').slice(1, -1);
-    for (let i = 1; i <= dirs.length; i++) execFileSync('mmd', ['-i', espPath, `::/${dirs.slice(0, i).join('/')}`], { env, stdio: 'pipe' });
+    for (let i = 1; i <= dirs.length; i++)
+      execFileSync('mmd', ['-i', espPath, `::/${dirs.slice(0, i).join('/')}`], { env, stdio: 'pipe' });
     execFileSync('mcopy', ['-m', '-i', espPath, uki, target], { env, stdio: 'pipe' });
     rmSync(uki);
     const totalBytes = (espMiB + 2) * MIB;
@@ -53,7 +54,10 @@ export function writeEspDisk(diskPath: string, file: Buffer, options: EspDiskOpt
       `start=2048, size=${espMiB * 2048}, type=${ESP_TYPE_GUID}, uuid=1D2A3B4C-5E6F-4A7B-8C9D-0E1F2A3B4C5D, name="ESP"`,
       '',
     ].join('\n');
-    execFileSync('sfdisk', ['--no-reread', '--no-tell-kernel', '-q', diskPath], { input: script, stdio: ['pipe', 'pipe', 'pipe'] });
+    execFileSync('sfdisk', ['--no-reread', '--no-tell-kernel', '-q', diskPath], {
+      input: script,
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
   } finally {
     rmSync(espPath, { force: true });
   }

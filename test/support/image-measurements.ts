@@ -14,15 +14,22 @@ export const BOOT_PCRS = [4, 9, 11] as const;
 /** What the test image's "boot" extends into each of PCR 4, 9, 11. */
 export const BOOT_DIGEST = createHash('sha256').update('constellation test image boot').digest();
 /** The PCR value after that one extend: SHA-256(32 zero bytes || BOOT_DIGEST), lowercase hex. */
-export const BOOTED_PCR_VALUE = createHash('sha256').update(Buffer.concat([Buffer.alloc(32), BOOT_DIGEST])).digest('hex');
+export const BOOTED_PCR_VALUE = createHash('sha256')
+  .update(Buffer.concat([Buffer.alloc(32), BOOT_DIGEST]))
+  .digest('hex');
 
 /** Sets PCR 4, 9 and 11 of the config's attestation variant in the workspace's config file to BOOTED_PCR_VALUE. */
-export async function fillImageMeasurements(workspaceDir: string, file = path.join(workspaceDir, 'constellation-conf.yaml')): Promise<void> {
+export async function fillImageMeasurements(
+  workspaceDir: string,
+  file = path.join(workspaceDir, 'constellation-conf.yaml'),
+): Promise<void> {
   const doc = parseDocument(await fs.readFile(file, 'utf8'));
   const attestation = doc.get('attestation') as { items: Array<{ key: { value: string } | string }> };
   for (const item of attestation.items) {
     const key = typeof item.key === 'string' ? item.key : item.key.value;
-    for (const pcr of BOOT_PCRS) if (doc.hasIn(['attestation', key, 'measurements', pcr])) doc.setIn(['attestation', key, 'measurements', pcr, 'expected'], BOOTED_PCR_VALUE);
+    for (const pcr of BOOT_PCRS)
+      if (doc.hasIn(['attestation', key, 'measurements', pcr]))
+        doc.setIn(['attestation', key, 'measurements', pcr, 'expected'], BOOTED_PCR_VALUE);
   }
   await fs.writeFile(file, doc.toString());
 }

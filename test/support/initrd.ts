@@ -33,8 +33,25 @@ export function cpioNewc(entries: readonly CpioEntry[]): Buffer {
     const data = e.data ?? Buffer.alloc(0);
     const name = e.path.replace(/^\/+/, '');
     // ino, mode, uid, gid, nlink, mtime, filesize, devmajor, devminor, rdevmajor, rdevminor, namesize, check
-    add(name, [i + 1, e.mode, 0, 0, (e.mode & 0o170000) === 0o040000 ? 2 : 1, 0, data.length, 0, 0,
-      e.rdev?.[0] ?? 0, e.rdev?.[1] ?? 0, Buffer.byteLength(name, 'latin1') + 1, 0], data);
+    add(
+      name,
+      [
+        i + 1,
+        e.mode,
+        0,
+        0,
+        (e.mode & 0o170000) === 0o040000 ? 2 : 1,
+        0,
+        data.length,
+        0,
+        0,
+        e.rdev?.[0] ?? 0,
+        e.rdev?.[1] ?? 0,
+        Buffer.byteLength(name, 'latin1') + 1,
+        0,
+      ],
+      data,
+    );
   });
   add('TRAILER!!!', [0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 11, 0], Buffer.alloc(0));
   return Buffer.concat(parts);

@@ -20,7 +20,11 @@ export class LatencyStateDisk implements StateDisk {
   private readonly openingWaiters: Array<() => void> = [];
 
   /** `latencyMs`: how long each device step takes. `formattedWith`: a disk that was formatted before (a reboot). */
-  constructor(private readonly latencyMs: number, formattedWith?: Uint8Array, uuid: string = randomUUID()) {
+  constructor(
+    private readonly latencyMs: number,
+    formattedWith?: Uint8Array,
+    uuid: string = randomUUID(),
+  ) {
     this.uuid = uuid;
     if (formattedWith) this.keyHash = hash(formattedWith);
   }
@@ -48,7 +52,8 @@ export class LatencyStateDisk implements StateDisk {
     try {
       await this.delay();
       if (!this.keyHash) throw new StateDiskError(`The state disk ${this.uuid} is not formatted.`);
-      if (hash(key) !== this.keyHash) throw new StateDiskError(`The key does not unlock the state disk ${this.uuid}; nothing was changed.`);
+      if (hash(key) !== this.keyHash)
+        throw new StateDiskError(`The key does not unlock the state disk ${this.uuid}; nothing was changed.`);
       this.open = true;
     } finally {
       this.opening = false;
@@ -77,7 +82,8 @@ export class LatencyStateDisk implements StateDisk {
   private startOpening(): void {
     this.opens++;
     for (const resolve of this.openingWaiters.splice(0)) resolve();
-    if (this.opening || this.open) throw new StateDiskError(`The state disk ${this.uuid} is already being opened or open (device already exists).`);
+    if (this.opening || this.open)
+      throw new StateDiskError(`The state disk ${this.uuid} is already being opened or open (device already exists).`);
     this.opening = true;
   }
 

@@ -29,7 +29,14 @@ function tracked<F extends (...args: never[]) => unknown>(make: F): F {
   return ((...args: Parameters<F>) => {
     const timer = make(...args) as Timer;
     if (timers.size > 10_000) for (const t of timers.keys()) if (t._destroyed) timers.delete(t);
-    timers.set(timer, new Error().stack?.split('\n').slice(2, 4).map((l) => l.trim().replace(/^at /, '')).join(' ← ') ?? '');
+    timers.set(
+      timer,
+      new Error().stack
+        ?.split('\n')
+        .slice(2, 4)
+        .map((l) => l.trim().replace(/^at /, ''))
+        .join(' ← ') ?? '',
+    );
     return timer;
   }) as F;
 }
@@ -45,11 +52,14 @@ function describeHandle(handle: unknown): Leak | undefined {
   if (before.has(handle)) return undefined;
   if (handle instanceof net.Server) {
     const address = handle.address();
-    const where = typeof address === 'string' ? address : address ? `${address.address}:${address.port}` : 'an unbound address';
+    const where =
+      typeof address === 'string' ? address : address ? `${address.address}:${address.port}` : 'an unbound address';
     return { what: `a server listening on ${where}`, close: () => handle.close() };
   }
   if (handle instanceof net.Socket) {
-    const where = handle.remoteAddress ? `${handle.localAddress}:${handle.localPort} → ${handle.remoteAddress}:${handle.remotePort}` : 'a pipe or Unix socket';
+    const where = handle.remoteAddress
+      ? `${handle.localAddress}:${handle.localPort} → ${handle.remoteAddress}:${handle.remotePort}`
+      : 'a pipe or Unix socket';
     return { what: `a socket (${where})`, close: () => handle.destroy() };
   }
   const child = handle as Partial<ChildProcess>;
@@ -73,7 +83,10 @@ function leaks(): Leak[] {
   const found = handles.flatMap((h) => (stdio.has(h as never) ? [] : (describeHandle(h) ?? [])));
   for (const [timer, where] of timers) {
     if (timer._destroyed || !timer.hasRef()) continue;
-    found.push({ what: `a pending timer made at ${where}`, close: () => clearTimeout(timer as unknown as NodeJS.Timeout) });
+    found.push({
+      what: `a pending timer made at ${where}`,
+      close: () => clearTimeout(timer as unknown as NodeJS.Timeout),
+    });
   }
   return found;
 }
@@ -89,6 +102,8 @@ export const mochaHooks = {
     }
     if (left.length === 0) return;
     for (const leak of left) leak.close();
-    throw new Error(`Tests left ${left.length} thing(s) running (closed now):\n${left.map((l) => `  - ${l.what}`).join('\n')}`);
+    throw new Error(
+      `Tests left ${left.length} thing(s) running (closed now):\n${left.map((l) => `  - ${l.what}`).join('\n')}`,
+    );
   },
 };

@@ -4,5 +4,8 @@ import type { Measurements } from '../../lib/attestation/types.js';
 
 /** Every image PCR expected as `byte` repeated 32 times, enforced; `overrides` replace or add PCRs. */
 export function imageMeasurements(byte = '00', overrides: Measurements = {}): Measurements {
-  return { ...Object.fromEntries(IMAGE_PCRS.map((i) => [String(i), { expected: byte.repeat(32), warnOnly: false }])), ...overrides };
+  return {
+    ...Object.fromEntries(IMAGE_PCRS.map((i) => [String(i), { expected: byte.repeat(32), warnOnly: false }])),
+    ...overrides,
+  };
 }

@@ -37,7 +37,13 @@ export class MemoryStoreHost implements ClusterStoreHost {
   }
 
   async adminCredentials(): Promise<StoreCredentials> {
-    return { backend: 'etcd', endpoints: ['https://127.0.0.1:2379'], caCert: 'ca', clientCert: 'cert', clientKey: 'key' };
+    return {
+      backend: 'etcd',
+      endpoints: ['https://127.0.0.1:2379'],
+      caCert: 'ca',
+      clientCert: 'cert',
+      clientKey: 'key',
+    };
   }
 
   async close(): Promise<void> {}

@@ -33,7 +33,8 @@ export class PlainStateDisk implements StateDisk {
 
   async unlock(key: Uint8Array): Promise<void> {
     if (!this.keyHash) throw new StateDiskError('not formatted');
-    if (hash(key) !== this.keyHash) throw new StateDiskError(`The key does not unlock the state disk ${this.uuid}; nothing was changed.`);
+    if (hash(key) !== this.keyHash)
+      throw new StateDiskError(`The key does not unlock the state disk ${this.uuid}; nothing was changed.`);
     this.open = true;
   }
 

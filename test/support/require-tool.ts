@@ -13,6 +13,9 @@ export function toolRuns(command: string, args: string[] = ['--version']): boole
 /** Skips the running test (or hook's tests) when `available` is false; under CI=true throws, naming what is missing. */
 export function requireTool(context: Mocha.Context, available: boolean, what: string): void {
   if (available) return;
-  if (process.env.CI === 'true') throw new Error(`${what} is missing on this CI machine: its setup (npm run system-deps) installs it, so this is a broken install.`);
+  if (process.env.CI === 'true')
+    throw new Error(
+      `${what} is missing on this CI machine: its setup (npm run system-deps) installs it, so this is a broken install.`,
+    );
   context.skip();
 }

@@ -8,6 +8,11 @@ import assert from 'node:assert/strict';
 
 export function unused<T>(what: string, known: Partial<T> = {}): T {
   return new Proxy(known as object, {
-    get: (target, key) => (Object.hasOwn(target, key) ? (target as Record<PropertyKey, unknown>)[key] : key === 'then' ? undefined : () => assert.fail(`${what}.${String(key)} must not be used`)),
+    get: (target, key) =>
+      Object.hasOwn(target, key)
+        ? (target as Record<PropertyKey, unknown>)[key]
+        : key === 'then'
+          ? undefined
+          : () => assert.fail(`${what}.${String(key)} must not be used`),
   }) as T;
 }

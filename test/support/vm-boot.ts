@@ -13,7 +13,16 @@
  * Everything started is killed by PID and the scratch folder removed, also on timeout or failure.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants, copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  constants,
+  copyFileSync,
+  existsSync,
+  mkdtempSync,
+  readFileSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 
@@ -50,8 +59,12 @@ export function parseBootReport(serial: string): BootReport {
   for (const raw of serial.split(/\r?\n/)) {
     const at = raw.indexOf(REPORT);
     if (at === -1) continue;
-    const [kind, ...rest] = raw.slice(at + REPORT.length).trim().split(/\s+/);
-    if (kind === 'pcr-sha256' && rest.length === 2 && /^[0-9a-f]{64}$/.test(rest[1]!)) pcrs.set(Number(rest[0]), rest[1]!);
+    const [kind, ...rest] = raw
+      .slice(at + REPORT.length)
+      .trim()
+      .split(/\s+/);
+    if (kind === 'pcr-sha256' && rest.length === 2 && /^[0-9a-f]{64}$/.test(rest[1]!))
+      pcrs.set(Number(rest[0]), rest[1]!);
     else if (kind === 'eventlog' && rest.length === 1) chunks.push(rest[0]!);
     else if (kind === 'end') ended = true;
   }
@@ -61,14 +74,20 @@ export function parseBootReport(serial: string): BootReport {
 }
 
 function kill(child: ChildProcess | undefined): Promise<void> {
-  if (!child || child.exitCode !== null || child.signalCode !== null || child.pid === undefined) return Promise.resolve();
+  if (!child || child.exitCode !== null || child.signalCode !== null || child.pid === undefined)
+    return Promise.resolve();
   return new Promise((resolve) => {
     child.once('exit', () => resolve());
     process.kill(child.pid!, 'SIGKILL');
   });
 }
 
-function waitFor(check: () => boolean, timeoutMs: number, what: string, failed: () => string | undefined): Promise<void> {
+function waitFor(
+  check: () => boolean,
+  timeoutMs: number,
+  what: string,
+  failed: () => string | undefined,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   return new Promise((resolve, reject) => {
     const tick = () => {
@@ -93,21 +112,48 @@ export async function bootDisk(diskPath: string, options: BootOptions = {}): Pro
     copyFileSync(OVMF_VARS, vars);
     const ctrl = path.join(dir, 'swtpm.ctrl');
     const serialPath = path.join(dir, 'serial.log');
-    swtpm = spawn('swtpm', ['socket', '--tpm2', '--tpmstate', `dir=${dir}`, '--ctrl', `type=unixio,path=${ctrl}`], { stdio: ['ignore', 'ignore', 'pipe'] });
+    swtpm = spawn('swtpm', ['socket', '--tpm2', '--tpmstate', `dir=${dir}`, '--ctrl', `type=unixio,path=${ctrl}`], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
     swtpm.stderr?.on('data', (d: Buffer) => stderr.push(`swtpm: ${d.toString()}`));
-    const swtpmDone = () => (swtpm!.exitCode !== null ? `swtpm exited (${swtpm!.exitCode}): ${stderr.join('')}` : undefined);
-    await waitFor(() => existsSync(ctrl), 10_000, 'swtpm\'s control socket', swtpmDone);
+    const swtpmDone = () =>
+      swtpm!.exitCode !== null ? `swtpm exited (${swtpm!.exitCode}): ${stderr.join('')}` : undefined;
+    await waitFor(() => existsSync(ctrl), 10_000, "swtpm's control socket", swtpmDone);
     const started = Date.now();
-    qemu = spawn('qemu-system-x86_64', [
-      '-machine', 'q35', '-accel', options.accel ?? 'tcg', '-m', String(options.memoryMiB ?? 1024), '-smp', String(options.cpus ?? 2),
-      '-nodefaults', '-display', 'none', '-no-reboot',
-      '-serial', `file:${serialPath}`,
-      '-drive', `if=pflash,format=raw,unit=0,readonly=on,file=${OVMF_CODE}`,
-      '-drive', `if=pflash,format=raw,unit=1,file=${vars}`,
-      '-drive', `if=none,id=disk,format=raw,readonly=on,file=${path.resolve(diskPath)}`,
-      '-device', 'virtio-blk-pci,drive=disk,bootindex=1',
-      '-chardev', `socket,id=tpmchr,path=${ctrl}`, '-tpmdev', 'emulator,id=tpm0,chardev=tpmchr', '-device', 'tpm-crb,tpmdev=tpm0',
-    ], { stdio: ['ignore', 'ignore', 'pipe'] });
+    qemu = spawn(
+      'qemu-system-x86_64',
+      [
+        '-machine',
+        'q35',
+        '-accel',
+        options.accel ?? 'tcg',
+        '-m',
+        String(options.memoryMiB ?? 1024),
+        '-smp',
+        String(options.cpus ?? 2),
+        '-nodefaults',
+        '-display',
+        'none',
+        '-no-reboot',
+        '-serial',
+        `file:${serialPath}`,
+        '-drive',
+        `if=pflash,format=raw,unit=0,readonly=on,file=${OVMF_CODE}`,
+        '-drive',
+        `if=pflash,format=raw,unit=1,file=${vars}`,
+        '-drive',
+        `if=none,id=disk,format=raw,readonly=on,file=${path.resolve(diskPath)}`,
+        '-device',
+        'virtio-blk-pci,drive=disk,bootindex=1',
+        '-chardev',
+        `socket,id=tpmchr,path=${ctrl}`,
+        '-tpmdev',
+        'emulator,id=tpm0,chardev=tpmchr',
+        '-device',
+        'tpm-crb,tpmdev=tpm0',
+      ],
+      { stdio: ['ignore', 'ignore', 'pipe'] },
+    );
     qemu.stderr?.on('data', (d: Buffer) => stderr.push(`qemu: ${d.toString()}`));
     const serial = () => (existsSync(serialPath) ? readFileSync(serialPath, 'latin1') : '');
     let ended = false;
@@ -115,9 +161,10 @@ export async function bootDisk(diskPath: string, options: BootOptions = {}): Pro
       () => (ended = /CONSTELLATION-BOOT end/.test(serial())),
       options.timeoutMs ?? 180_000,
       'the boot report on the serial console',
-      () => (qemu!.exitCode !== null && !/CONSTELLATION-BOOT end/.test(serial())
-        ? `QEMU exited (${qemu!.exitCode}) before the boot report ended: ${stderr.join('')}\nserial tail:\n${serial().slice(-2000)}`
-        : swtpmDone()),
+      () =>
+        qemu!.exitCode !== null && !/CONSTELLATION-BOOT end/.test(serial())
+          ? `QEMU exited (${qemu!.exitCode}) before the boot report ended: ${stderr.join('')}\nserial tail:\n${serial().slice(-2000)}`
+          : swtpmDone(),
     ).catch((err: Error) => {
       throw new Error(`${err.message}\nserial tail:\n${serial().slice(-2000)}`);
     });

@@ -58,7 +58,10 @@ describe('TpmClient against a real swtpm', () => {
     const pcr10 = await client.pcrRead(TPM_ALG.SHA384, [10]);
     assert.equal(hex(pcr10.get(10)!), hex(sha('sha384', new Uint8Array(48), sha384.digest)));
 
-    await assert.rejects(client.pcrExtend(15, [{ hashAlg: TPM_ALG.SHA256, digest: new Uint8Array(20) }]), /must be 32 bytes/);
+    await assert.rejects(
+      client.pcrExtend(15, [{ hashAlg: TPM_ALG.SHA256, digest: new Uint8Array(20) }]),
+      /must be 32 bytes/,
+    );
     await assert.rejects(client.pcrExtend(24, [{ hashAlg: TPM_ALG.SHA256, digest }]), /PCR index/);
   });
 
@@ -82,7 +85,14 @@ describe('TpmClient against a real swtpm', () => {
     const indices = [0, 4, 9, 10, 11, 15, 23];
     const { quote, signature } = await client.quote(ak.handle, nonce, TPM_ALG.SHA256, indices);
     const pcrs = await client.pcrRead(TPM_ALG.SHA256, indices);
-    const attest = verifyTpmQuote({ akPublic: ak.publicArea, quote, signature, pcrs, hashAlg: TPM_ALG.SHA256, qualifyingData: nonce });
+    const attest = verifyTpmQuote({
+      akPublic: ak.publicArea,
+      quote,
+      signature,
+      pcrs,
+      hashAlg: TPM_ALG.SHA256,
+      qualifyingData: nonce,
+    });
     assert.deepEqual(attest.quote.pcrSelect, [{ hashAlg: TPM_ALG.SHA256, pcrs: indices }]);
     await client.flushContext(ak.handle);
   });

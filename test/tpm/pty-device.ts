@@ -13,7 +13,9 @@ export interface PtyTpmDevice {
 }
 
 export async function startPtyTpmDevice(serverSocket: string): Promise<PtyTpmDevice> {
-  const child = spawn('script', ['-q', '-E', 'never', '-c', 'stty raw -echo && tty && exec sleep 600', '/dev/null'], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const child = spawn('script', ['-q', '-E', 'never', '-c', 'stty raw -echo && tty && exec sleep 600', '/dev/null'], {
+    stdio: ['pipe', 'pipe', 'inherit'],
+  });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const path = await new Promise<string>((resolve, reject) => {
     let seen = '';

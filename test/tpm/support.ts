@@ -36,13 +36,19 @@ export async function startTestTpm(prefix = 'tpm-test-'): Promise<TestTpm> {
 }
 
 /** Runs a tpm2-tools command against the swtpm's unix socket (through the cmd TCTI and our bridge). */
-export function tpm2(serverSocket: string, tool: string, args: string[], cwd: string): Promise<{ code: number; stdout: string; stderr: string }> {
+export function tpm2(
+  serverSocket: string,
+  tool: string,
+  args: string[],
+  cwd: string,
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
     execFile(
       tool,
       args,
       { cwd, env: { ...process.env, TPM2TOOLS_TCTI: `cmd:${process.execPath} ${BRIDGE} ${serverSocket}` } },
-      (err, stdout, stderr) => resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stdout, stderr }),
     );
   });
 }
@@ -81,9 +87,20 @@ export const hex = (b: Uint8Array): string => Buffer.from(b).toString('hex');
 export const RSA_AK_TEMPLATE = encodeTpmPublic({
   type: TPM_ALG.RSA,
   nameAlg: TPM_ALG.SHA256,
-  objectAttributes: TPMA_OBJECT.fixedTPM | TPMA_OBJECT.fixedParent | TPMA_OBJECT.sensitiveDataOrigin | TPMA_OBJECT.userWithAuth | TPMA_OBJECT.noDA | TPMA_OBJECT.restricted | TPMA_OBJECT.sign,
+  objectAttributes:
+    TPMA_OBJECT.fixedTPM |
+    TPMA_OBJECT.fixedParent |
+    TPMA_OBJECT.sensitiveDataOrigin |
+    TPMA_OBJECT.userWithAuth |
+    TPMA_OBJECT.noDA |
+    TPMA_OBJECT.restricted |
+    TPMA_OBJECT.sign,
   authPolicy: new Uint8Array(0),
-  parameters: { symmetric: { algorithm: TPM_ALG.NULL }, scheme: { scheme: TPM_ALG.RSASSA, hashAlg: TPM_ALG.SHA256 }, keyBits: 2048, exponent: 0 },
+  parameters: {
+    symmetric: { algorithm: TPM_ALG.NULL },
+    scheme: { scheme: TPM_ALG.RSASSA, hashAlg: TPM_ALG.SHA256 },
+    keyBits: 2048,
+    exponent: 0,
+  },
   unique: { n: new Uint8Array(0) },
 });
-

@@ -40,7 +40,20 @@ describe('cross-check with tpm2-tools', () => {
     }
     const pem = publicKeyFromTpmPublic(parseTpmPublic(ak)).export({ type: 'spki', format: 'pem' });
     writeFileSync(path.join(tpm.dir, 'ours.pem'), pem);
-    const args = ['-u', 'ours.pem', '-m', 'ours.msg', '-s', 'ours.sig', '-f', 'ours.pcrs', '-g', 'sha256', '-q', nonce.toString('hex')];
+    const args = [
+      '-u',
+      'ours.pem',
+      '-m',
+      'ours.msg',
+      '-s',
+      'ours.sig',
+      '-f',
+      'ours.pcrs',
+      '-g',
+      'sha256',
+      '-q',
+      nonce.toString('hex'),
+    ];
     const ok = await tpm2(tpm.swtpm.serverSocket, 'tpm2_checkquote', args, tpm.dir);
     assert.equal(ok.code, 0, ok.stderr);
 
@@ -55,9 +68,31 @@ describe('cross-check with tpm2-tools', () => {
       // Without a resource manager every tool leaves its objects loaded.
       await tpm2(tpm.swtpm.serverSocket, 'tpm2_flushcontext', ['-t'], tpm.dir);
     };
-    await run('tpm2_createprimary', ['-C', 'e', '-G', 'ecc256:ecdsa-sha256:null', '-a', 'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|sign|noda', '-c', 'ak.ctx']);
+    await run('tpm2_createprimary', [
+      '-C',
+      'e',
+      '-G',
+      'ecc256:ecdsa-sha256:null',
+      '-a',
+      'fixedtpm|fixedparent|sensitivedataorigin|userwithauth|restricted|sign|noda',
+      '-c',
+      'ak.ctx',
+    ]);
     await run('tpm2_readpublic', ['-c', 'ak.ctx', '-f', 'tss', '-o', 'ak.pub']);
-    await run('tpm2_quote', ['-c', 'ak.ctx', '-l', `sha256:${indices.join(',')}`, '-q', 'abcdef', '-m', 'theirs.msg', '-s', 'theirs.sig', '-g', 'sha256']);
+    await run('tpm2_quote', [
+      '-c',
+      'ak.ctx',
+      '-l',
+      `sha256:${indices.join(',')}`,
+      '-q',
+      'abcdef',
+      '-m',
+      'theirs.msg',
+      '-s',
+      'theirs.sig',
+      '-g',
+      'sha256',
+    ]);
     const akPublic = new Uint8Array(readFileSync(path.join(tpm.dir, 'ak.pub')).subarray(2)); // TPM2B_PUBLIC -> TPMT_PUBLIC
     const quote = new Uint8Array(readFileSync(path.join(tpm.dir, 'theirs.msg')));
     const signature = new Uint8Array(readFileSync(path.join(tpm.dir, 'theirs.sig')));
@@ -65,13 +100,28 @@ describe('cross-check with tpm2-tools', () => {
     const client = await TpmClient.connect(tpm.swtpm.serverSocket);
     try {
       const pcrs = await client.pcrRead(TPM_ALG.SHA256, indices);
-      const attest = verifyTpmQuote({ akPublic, quote, signature, pcrs, hashAlg: TPM_ALG.SHA256, qualifyingData: Buffer.from('abcdef', 'hex') });
+      const attest = verifyTpmQuote({
+        akPublic,
+        quote,
+        signature,
+        pcrs,
+        hashAlg: TPM_ALG.SHA256,
+        qualifyingData: Buffer.from('abcdef', 'hex'),
+      });
       assert.deepEqual(attest.quote.pcrSelect[0].pcrs, indices);
       const ours = await client.createAttestationKey();
       assert.deepEqual(ours.publicArea, akPublic);
       pcrs.set(9, new Uint8Array(32));
       assert.throws(
-        () => verifyTpmQuote({ akPublic, quote, signature, pcrs, hashAlg: TPM_ALG.SHA256, qualifyingData: Buffer.from('abcdef', 'hex') }),
+        () =>
+          verifyTpmQuote({
+            akPublic,
+            quote,
+            signature,
+            pcrs,
+            hashAlg: TPM_ALG.SHA256,
+            qualifyingData: Buffer.from('abcdef', 'hex'),
+          }),
         /PCR values do not match/,
       );
     } finally {

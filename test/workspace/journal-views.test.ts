@@ -11,7 +11,10 @@ describe('workspace/journal-views', () => {
     await clusterJournalView(journal).record({ kind: 'azure:vmss', id: 'vmss-1' });
 
     const cluster = clusterJournalView(journal);
-    assert.deepEqual((await cluster.list()).map((r) => r.id), ['vmss-1']);
+    assert.deepEqual(
+      (await cluster.list()).map((r) => r.id),
+      ['vmss-1'],
+    );
     await cluster.remove('id-1');
     await cluster.remove('role-1');
     assert.deepEqual((await journal.list()).map((r) => r.id).sort(), ['id-1', 'role-1', 'vmss-1']);

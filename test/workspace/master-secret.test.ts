@@ -40,7 +40,10 @@ describe('workspace/master-secret', () => {
   });
 
   it('refuses to write a short key', async () => {
-    await assert.rejects(writeMasterSecret(dir, { key: new Uint8Array(8), salt: new Uint8Array(32) }), /key" of 8 bytes/);
+    await assert.rejects(
+      writeMasterSecret(dir, { key: new Uint8Array(8), salt: new Uint8Array(32) }),
+      /key" of 8 bytes/,
+    );
     await assert.rejects(fs.stat(path.join(dir, MASTER_SECRET_FILE)), { code: 'ENOENT' });
   });
 
@@ -64,8 +67,16 @@ describe('workspace/master-secret', () => {
   const bad: [string, string, RegExp][] = [
     ['a short key', JSON.stringify({ key: b64(15, 0xab), salt: secretSalt }), /"key" of 15 bytes; at least 16/],
     ['a short salt', JSON.stringify({ key: secretKey, salt: b64(31, 0xcd) }), /"salt" of 31 bytes; at least 32/],
-    ['bad base64 in key', JSON.stringify({ key: `${secretKey.slice(0, -4)}!!!!`, salt: secretSalt }), /"key" that is not valid base64/],
-    ['base64 without padding', JSON.stringify({ key: secretKey, salt: secretSalt.replace(/=+$/, '') }), /"salt" that is not valid base64/],
+    [
+      'bad base64 in key',
+      JSON.stringify({ key: `${secretKey.slice(0, -4)}!!!!`, salt: secretSalt }),
+      /"key" that is not valid base64/,
+    ],
+    [
+      'base64 without padding',
+      JSON.stringify({ key: secretKey, salt: secretSalt.replace(/=+$/, '') }),
+      /"salt" that is not valid base64/,
+    ],
     ['a missing key', JSON.stringify({ salt: secretSalt }), /has no "key"/],
     ['a missing salt', JSON.stringify({ key: secretKey }), /has no "salt"/],
     ['a number as key', JSON.stringify({ key: 42, salt: secretSalt }), /"key" that is not a string/],
@@ -81,7 +92,14 @@ describe('workspace/master-secret', () => {
         assert.match(err.message, message);
         assert.match(err.message, /constellation-mastersecret\.json/);
         const shown = `${err.message}\n${err.hint ?? ''}`;
-        for (const s of [secretKey, secretSalt, secretKey.slice(0, 8), secretSalt.slice(0, 8), 'abababab', 'cdcdcdcd']) {
+        for (const s of [
+          secretKey,
+          secretSalt,
+          secretKey.slice(0, 8),
+          secretSalt.slice(0, 8),
+          'abababab',
+          'cdcdcdcd',
+        ]) {
           assert.ok(!shown.includes(s), `message must not contain ${s}`);
         }
         assert.equal(err.cause, undefined);

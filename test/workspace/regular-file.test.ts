@@ -58,20 +58,40 @@ describe('workspace/regular-file', () => {
   });
 
   it('refuses links where the state file, the master secret, the lock and the journal are read', async () => {
-    for (const name of ['constellation-state.yaml', 'constellation-mastersecret.json', '.constellation.lock', 'constellation-resources.json']) {
+    for (const name of [
+      'constellation-state.yaml',
+      'constellation-mastersecret.json',
+      '.constellation.lock',
+      'constellation-resources.json',
+    ]) {
       await fs.symlink(target, path.join(dir, name));
     }
-    await assert.rejects(readState(dir), refusedAs('The state file', path.join(dir, 'constellation-state.yaml'), 'a symbolic link'));
-    await assert.rejects(readMasterSecret(dir), refusedAs('The master secret', path.join(dir, 'constellation-mastersecret.json'), 'a symbolic link'));
-    await assert.rejects(acquireWorkspaceLock(dir, 'test'), refusedAs('The workspace lock', path.join(dir, '.constellation.lock'), 'a symbolic link'));
-    await assert.rejects(new FileResourceJournal(dir).list(), refusedAs('The resource journal', path.join(dir, 'constellation-resources.json'), 'a symbolic link'));
+    await assert.rejects(
+      readState(dir),
+      refusedAs('The state file', path.join(dir, 'constellation-state.yaml'), 'a symbolic link'),
+    );
+    await assert.rejects(
+      readMasterSecret(dir),
+      refusedAs('The master secret', path.join(dir, 'constellation-mastersecret.json'), 'a symbolic link'),
+    );
+    await assert.rejects(
+      acquireWorkspaceLock(dir, 'test'),
+      refusedAs('The workspace lock', path.join(dir, '.constellation.lock'), 'a symbolic link'),
+    );
+    await assert.rejects(
+      new FileResourceJournal(dir).list(),
+      refusedAs('The resource journal', path.join(dir, 'constellation-resources.json'), 'a symbolic link'),
+    );
     await assertTargetUntouched();
   });
 
   it('refuses to replace a link by an atomic write, leaving link and target as they were', async () => {
     const state = path.join(dir, 'constellation-state.yaml');
     await fs.symlink(target, state);
-    await assert.rejects(writeFileAtomic(state, 'version: v1\n', { what: 'the state file' }), refusedAs('The state file', state, 'a symbolic link'));
+    await assert.rejects(
+      writeFileAtomic(state, 'version: v1\n', { what: 'the state file' }),
+      refusedAs('The state file', state, 'a symbolic link'),
+    );
     assert.ok((await fs.lstat(state)).isSymbolicLink());
     await assertTargetUntouched();
     assert.deepEqual((await fs.readdir(dir)).sort(), ['constellation-state.yaml', 'elsewhere.txt']);
@@ -80,8 +100,14 @@ describe('workspace/regular-file', () => {
   it('refuses a FIFO at once instead of blocking on it', async () => {
     const fifo = path.join(dir, 'constellation-conf.yaml');
     execFileSync('mkfifo', [fifo]);
-    await assert.rejects(readRegularFile(fifo, { what: 'the config', maxBytes: 1024 }), refusedAs('The config', fifo, 'a FIFO'));
-    await assert.rejects(openRegularFileForAppend(fifo, { what: 'the node log', mode: 0o600 }), (err: Error) => err instanceof NotRegularFileError);
+    await assert.rejects(
+      readRegularFile(fifo, { what: 'the config', maxBytes: 1024 }),
+      refusedAs('The config', fifo, 'a FIFO'),
+    );
+    await assert.rejects(
+      openRegularFileForAppend(fifo, { what: 'the node log', mode: 0o600 }),
+      (err: Error) => err instanceof NotRegularFileError,
+    );
   });
 
   it('refuses a directory where a file should be', async () => {
@@ -94,7 +120,11 @@ describe('workspace/regular-file', () => {
     const file = path.join(dir, 'constellation-state.yaml');
     await fs.writeFile(file, '');
     await fs.truncate(file, 200 * 1024 * 1024); // sparse: 200 MiB on paper, nothing on disk
-    await assert.rejects(readState(dir), (err: Error) => err instanceof FileTooLargeError && err.message === `The state file ${file} is 200 MiB; the limit is 1 MiB.`);
+    await assert.rejects(
+      readState(dir),
+      (err: Error) =>
+        err instanceof FileTooLargeError && err.message === `The state file ${file} is 200 MiB; the limit is 1 MiB.`,
+    );
   });
 
   it('reads a regular file within its limit, and appends to one', async () => {
@@ -103,11 +133,20 @@ describe('workspace/regular-file', () => {
     const handle = await openRegularFileForAppend(file, { what: 'the node log', mode: 0o600 });
     await handle.write('second\n');
     await handle.close();
-    assert.equal((await readRegularFile(file, { what: 'the node log', maxBytes: SIZE_LIMITS.nodeFile })).toString(), 'first\nsecond\n');
-    await assert.rejects(readRegularFile(file, { what: 'the node log', maxBytes: 8 }), /is 13 bytes; the limit is 8 bytes/);
+    assert.equal(
+      (await readRegularFile(file, { what: 'the node log', maxBytes: SIZE_LIMITS.nodeFile })).toString(),
+      'first\nsecond\n',
+    );
+    await assert.rejects(
+      readRegularFile(file, { what: 'the node log', maxBytes: 8 }),
+      /is 13 bytes; the limit is 8 bytes/,
+    );
   });
 
   it('passes a missing file on as ENOENT, for the caller to decide what absence means', async () => {
-    await assert.rejects(readRegularFile(path.join(dir, 'missing'), { what: 'x', maxBytes: 1 }), (err: NodeJS.ErrnoException) => err.code === 'ENOENT');
+    await assert.rejects(
+      readRegularFile(path.join(dir, 'missing'), { what: 'x', maxBytes: 1 }),
+      (err: NodeJS.ErrnoException) => err.code === 'ENOENT',
+    );
   });
 });

@@ -23,14 +23,18 @@ describe('workspace/required-file', () => {
     const file = path.join(dir, 'missing.yaml');
     await assert.rejects(
       readRequiredFile(file, 'the state file', 'Run create first.', 1024),
-      (err: Error) => err instanceof UserError && err.message === `The state file ${file} does not exist.` && err.hint === 'Run create first.',
+      (err: Error) =>
+        err instanceof UserError &&
+        err.message === `The state file ${file} does not exist.` &&
+        err.hint === 'Run create first.',
     );
   });
 
   it('refuses a directory where the file should be, naming it', async () => {
     await assert.rejects(
       readRequiredFile(dir, 'the state file', 'unused', 1024),
-      (err: Error) => err instanceof UserError && err.message.startsWith(`The state file ${dir} is a directory, not a regular file`),
+      (err: Error) =>
+        err instanceof UserError && err.message.startsWith(`The state file ${dir} is a directory, not a regular file`),
     );
   });
 
@@ -39,7 +43,10 @@ describe('workspace/required-file', () => {
     const file = path.join(dir, 'plain', 'state.yaml');
     await assert.rejects(
       readRequiredFile(file, 'the state file', 'unused', 1024),
-      (err: Error) => err instanceof UserError && err.message.startsWith(`Cannot read the state file ${file}: `) && /ENOTDIR/.test(err.message),
+      (err: Error) =>
+        err instanceof UserError &&
+        err.message.startsWith(`Cannot read the state file ${file}: `) &&
+        /ENOTDIR/.test(err.message),
     );
   });
 });

@@ -5,7 +5,15 @@ import path from 'node:path';
 import { UserError } from '../../lib/errors.js';
 import { FileExistsError } from '../../lib/workspace/atomic-file.js';
 import { STATE_FILE } from '../../lib/workspace/files.js';
-import { emptyState, parseState, readState, stateToYaml, updateState, writeState, type State } from '../../lib/workspace/state.js';
+import {
+  emptyState,
+  parseState,
+  readState,
+  stateToYaml,
+  updateState,
+  writeState,
+  type State,
+} from '../../lib/workspace/state.js';
 
 const INIT_SECRET = 'a1b2c3d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6d7e8f90';
 
@@ -70,7 +78,10 @@ describe('workspace/state', () => {
   });
 
   it('writes with mode 0600, reads back, and refuses to overwrite when exclusive', async () => {
-    const state: State = { ...emptyState(), infrastructure: { ...emptyState().infrastructure, uid: 'abc', local: { nodes: 3 } } };
+    const state: State = {
+      ...emptyState(),
+      infrastructure: { ...emptyState().infrastructure, uid: 'abc', local: { nodes: 3 } },
+    };
     await writeState(dir, state, { exclusive: true });
     assert.equal((await fs.stat(path.join(dir, STATE_FILE))).mode & 0o777, 0o600);
     assert.deepEqual(await readState(dir), state);
@@ -87,7 +98,9 @@ describe('workspace/state', () => {
   });
 
   it('reads unquoted hex that looks like a number as written (like Go does)', () => {
-    const state = parseState(CONSTELLATION_STATE.replace(/clusterID: .*/, 'clusterID: 1e10').replace(/ownerID: .*/, 'ownerID: 0012'));
+    const state = parseState(
+      CONSTELLATION_STATE.replace(/clusterID: .*/, 'clusterID: 1e10').replace(/ownerID: .*/, 'ownerID: 0012'),
+    );
     assert.equal(state.clusterValues.clusterID, '1e10');
     assert.equal(state.clusterValues.ownerID, '0012');
     assert.match(stateToYaml(state), /clusterID: "1e10"/);
@@ -107,11 +120,18 @@ describe('workspace/state', () => {
   });
 
   it('names an unknown key and its line', () => {
-    expectInvalid(CONSTELLATION_STATE.replace('  name: mycluster', '  nmae: mycluster'), /infrastructure\.nmae: unknown key \(line 9\)/, /infrastructure\.name: missing/);
+    expectInvalid(
+      CONSTELLATION_STATE.replace('  name: mycluster', '  nmae: mycluster'),
+      /infrastructure\.nmae: unknown key \(line 9\)/,
+      /infrastructure\.name: missing/,
+    );
   });
 
   it('names a missing key', () => {
-    expectInvalid(CONSTELLATION_STATE.replace(/ {2}measurementSalt: .*\n/, ''), /clusterValues\.measurementSalt: missing from the section at line 14/);
+    expectInvalid(
+      CONSTELLATION_STATE.replace(/ {2}measurementSalt: .*\n/, ''),
+      /clusterValues\.measurementSalt: missing from the section at line 14/,
+    );
   });
 
   it('refuses another version', () => {
@@ -119,7 +139,10 @@ describe('workspace/state', () => {
   });
 
   it('names the line of broken YAML without quoting it', () => {
-    const err = expectInvalid(CONSTELLATION_STATE.replace('  uid: 6b1b2c3d', '  uid: [6b1b2c3d'), /not valid YAML \(line \d+/);
+    const err = expectInvalid(
+      CONSTELLATION_STATE.replace('  uid: 6b1b2c3d', '  uid: [6b1b2c3d'),
+      /not valid YAML \(line \d+/,
+    );
     assert.ok(!err.message.includes('6b1b2c3d'));
   });
 

@@ -8,7 +8,8 @@ import type { AttestationReport } from '../../../lib/attestation/report.js';
 const EXIT_REJECTED = 3;
 
 export default class AttestationVerify extends BaseCommand<typeof AttestationVerify> {
-  static override summary = 'Verify an attestation document against the measurements of a config, and show why it passes or fails.';
+  static override summary =
+    'Verify an attestation document against the measurements of a config, and show why it passes or fails.';
   static override description = `Runs the attestation variant's validator over a saved attestation document (JSON: variant, attestation, instanceInfo, userData) and prints the verdict and a table of PCRs: index, expected value, actual value, whether the PCR is enforced or only warns, and whether it matches.
 
 The measurements come from the workspace's ${CONFIG_FILE} unless --config names another file. --nonce is the nonce the document was made for (hex); without it, the document file's own "nonce" field (as \`verify -o raw\` writes it), else empty.
@@ -36,11 +37,23 @@ Exit codes: 0 accepted, ${EXIT_REJECTED} rejected, 1 the document or config coul
   };
 
   static override flags = {
-    nonce: Flags.string({ description: 'The nonce the document was made for, hex (default: the document file\'s "nonce" field, as `verify -o raw` writes it, else empty).' }),
+    nonce: Flags.string({
+      description:
+        'The nonce the document was made for, hex (default: the document file\'s "nonce" field, as `verify -o raw` writes it, else empty).',
+    }),
     config: Flags.string({ description: `Config file with the measurements (default: <workspace>/${CONFIG_FILE}).` }),
-    ak: Flags.string({ description: "local-vtpm only: the node's registered attestation key (TPMT_PUBLIC, binary or base64 file)." }),
-    'qualifying-data': Flags.string({ description: "The quote's qualifying data exactly, hex, for quotes made outside Constellation's protocol (instead of --nonce)." }),
-    'evidence-only': Flags.boolean({ description: 'Check only the evidence that vouches for the attestation key (TEE report, cloud identity, certificates); no quote.', default: false }),
+    ak: Flags.string({
+      description: "local-vtpm only: the node's registered attestation key (TPMT_PUBLIC, binary or base64 file).",
+    }),
+    'qualifying-data': Flags.string({
+      description:
+        "The quote's qualifying data exactly, hex, for quotes made outside Constellation's protocol (instead of --nonce).",
+    }),
+    'evidence-only': Flags.boolean({
+      description:
+        'Check only the evidence that vouches for the attestation key (TEE report, cloud identity, certificates); no quote.',
+      default: false,
+    }),
   };
 
   public async run(): Promise<AttestationReport> {
@@ -56,7 +69,9 @@ Exit codes: 0 accepted, ${EXIT_REJECTED} rejected, 1 the document or config coul
       evidenceOnly: this.flags['evidence-only'],
       configFile: this.flags.config ?? path.join(this.workspaceDir, CONFIG_FILE),
       akFile: this.flags.ak,
-      providerDeps: this.flags.ak ? undefined : (provider, section) => verifierDepsFor(provider, section, this.workspaceDir),
+      providerDeps: this.flags.ak
+        ? undefined
+        : (provider, section) => verifierDepsFor(provider, section, this.workspaceDir),
     });
     if (!this.jsonEnabled()) process.stdout.write(renderAttestationReport(report));
     if (report.verdict === 'rejected') {

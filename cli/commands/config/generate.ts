@@ -12,17 +12,24 @@ Default attestation variants: ${PROVIDERS.map((p) => `${p} → ${PROVIDER_VARIAN
 For a cloud, fields only your account knows are left empty: \`constellation iam create <cloud> --update-config\` fills the identities; set \`image\` to your node image and its measurements (written as all-zero placeholders) to the image's: \`constellation image build\` writes them, \`constellation config fetch-measurements\` fetches a published image's. \`constellation config validate\` names whatever is still missing, an enforced PCR left at zero included.`;
 
   static override examples = [
-    { description: 'A cluster on this machine (local provider):', command: '<%= config.bin %> <%= command.id %> local' },
+    {
+      description: 'A cluster on this machine (local provider):',
+      command: '<%= config.bin %> <%= command.id %> local',
+    },
     {
       description: 'An Azure cluster on Intel TDX with Kubernetes 1.31, tagged for billing:',
       command: '<%= config.bin %> <%= command.id %> azure -a azure-tdx -k v1.31 -t team=infra -t env=dev',
     },
-    { description: 'Into another workspace directory:', command: '<%= config.bin %> <%= command.id %> gcp -C ./my-cluster' },
+    {
+      description: 'Into another workspace directory:',
+      command: '<%= config.bin %> <%= command.id %> gcp -C ./my-cluster',
+    },
   ];
 
   static override args = {
     provider: Args.string({
-      description: 'Where the cluster runs: local (processes on this machine), qemu (VMs on this machine), aws, azure or gcp.',
+      description:
+        'Where the cluster runs: local (processes on this machine), qemu (VMs on this machine), aws, azure or gcp.',
       options: [...PROVIDERS],
       required: true,
     }),
@@ -36,7 +43,8 @@ For a cloud, fields only your account knows are left empty: \`constellation iam 
     }),
     attestation: Flags.string({
       char: 'a',
-      description: "Attestation variant the nodes must prove; it must run on the provider. Default: the provider's default.",
+      description:
+        "Attestation variant the nodes must prove; it must run on the provider. Default: the provider's default.",
       options: [...ATTESTATION_VARIANTS],
     }),
     tags: Flags.string({
@@ -49,7 +57,13 @@ For a cloud, fields only your account knows are left empty: \`constellation iam 
 
   static override enableJsonFlag = true;
 
-  public async run(): Promise<{ configFile: string; stateFile: string; provider: string; attestationVariant: string; kubernetesVersion: string }> {
+  public async run(): Promise<{
+    configFile: string;
+    stateFile: string;
+    provider: string;
+    attestationVariant: string;
+    kubernetesVersion: string;
+  }> {
     const { generateConfigFiles, parseTags, attestationVariantOf } = await import('../../../lib/config/index.js');
     const { config, configFile, stateFile } = await generateConfigFiles(this.workspaceDir, this.args.provider, {
       kubernetesVersion: this.flags.kubernetes,
@@ -66,14 +80,22 @@ For a cloud, fields only your account knows are left empty: \`constellation iam 
     if (!this.jsonEnabled()) {
       const shown = (f: string) => path.relative(process.cwd(), f) || f;
       this.log(`Wrote ${shown(configFile)} and ${shown(stateFile)}.`);
-      this.log(`Provider ${result.provider}, attestation variant ${result.attestationVariant}, Kubernetes ${result.kubernetesVersion}.`);
+      this.log(
+        `Provider ${result.provider}, attestation variant ${result.attestationVariant}, Kubernetes ${result.kubernetesVersion}.`,
+      );
       if (result.provider === 'local') {
         this.log('Next: review the file; `constellation config validate` checks it.');
       } else if (result.provider === 'qemu') {
-        this.log('Next: set `image` to a built qemu image (`constellation image build --provider qemu --out <dir>`), or run `constellation mini up --vm`, which builds one.');
+        this.log(
+          'Next: set `image` to a built qemu image (`constellation image build --provider qemu --out <dir>`), or run `constellation mini up --vm`, which builds one.',
+        );
       } else {
-        this.log(`Next: \`constellation iam create ${result.provider} --update-config\` fills the cloud identities; set \`image\` to your node image;`);
-        this.log('fill the measurements (placeholders now: all zeros) with your image\'s: `constellation image build` writes them, `constellation config fetch-measurements` fetches a published image\'s;');
+        this.log(
+          `Next: \`constellation iam create ${result.provider} --update-config\` fills the cloud identities; set \`image\` to your node image;`,
+        );
+        this.log(
+          "fill the measurements (placeholders now: all zeros) with your image's: `constellation image build` writes them, `constellation config fetch-measurements` fetches a published image's;",
+        );
         this.log('then `constellation config validate` names anything still missing.');
       }
     }

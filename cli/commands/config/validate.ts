@@ -9,7 +9,10 @@ export default class ConfigValidate extends BaseCommand<typeof ConfigValidate> {
 
   static override examples = [
     { description: "Check the workspace's config:", command: '<%= config.bin %> <%= command.id %>' },
-    { description: 'Check another file, as JSON (for CI):', command: '<%= config.bin %> <%= command.id %> ./staging/constellation-conf.yaml --json' },
+    {
+      description: 'Check another file, as JSON (for CI):',
+      command: '<%= config.bin %> <%= command.id %> ./staging/constellation-conf.yaml --json',
+    },
   ];
 
   static override args = {
@@ -18,7 +21,13 @@ export default class ConfigValidate extends BaseCommand<typeof ConfigValidate> {
 
   static override enableJsonFlag = true;
 
-  public async run(): Promise<{ valid: true; file: string; provider: string; attestationVariant: string; kubernetesVersion: string }> {
+  public async run(): Promise<{
+    valid: true;
+    file: string;
+    provider: string;
+    attestationVariant: string;
+    kubernetesVersion: string;
+  }> {
     const { loadConfig, attestationVariantOf, providerOf } = await import('../../../lib/config/index.js');
     const file = this.args.file ? path.resolve(this.args.file) : path.join(this.workspaceDir, CONFIG_FILE);
     const displayPath = path.relative(process.cwd(), file) || file;
@@ -31,7 +40,9 @@ export default class ConfigValidate extends BaseCommand<typeof ConfigValidate> {
       kubernetesVersion: config.kubernetesVersion,
     };
     if (!this.jsonEnabled()) {
-      this.log(`${displayPath} is valid: provider ${result.provider}, attestation variant ${result.attestationVariant}, Kubernetes ${result.kubernetesVersion}.`);
+      this.log(
+        `${displayPath} is valid: provider ${result.provider}, attestation variant ${result.attestationVariant}, Kubernetes ${result.kubernetesVersion}.`,
+      );
     }
     return result;
   }

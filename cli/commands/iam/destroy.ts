@@ -8,7 +8,10 @@ export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
 
   static override examples = [
     { description: 'Delete the identities, after a question:', command: '<%= config.bin %> <%= command.id %>' },
-    { description: 'In a script (no question), in another workspace:', command: '<%= config.bin %> <%= command.id %> -y -C ./my-cluster' },
+    {
+      description: 'In a script (no question), in another workspace:',
+      command: '<%= config.bin %> <%= command.id %> -y -C ./my-cluster',
+    },
   ];
 
   static override flags = {
@@ -18,7 +21,10 @@ export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
   static override enableJsonFlag = true;
 
   public async run(): Promise<DestroyIamResult> {
-    const [{ confirmOrStop }, { destroyIam, listIamIdentities }] = await Promise.all([import('../../confirm.js'), import('../../iam/index.js')]);
+    const [{ confirmOrStop }, { destroyIam, listIamIdentities }] = await Promise.all([
+      import('../../confirm.js'),
+      import('../../iam/index.js'),
+    ]);
     const { withWorkspaceSession } = await import('../../cluster/session.js');
     const result = await withWorkspaceSession(this.workspaceDir, 'iam destroy', async ({ journal, log }) => {
       const identities = await listIamIdentities(journal);
@@ -27,7 +33,11 @@ export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
         this.log('Identities to delete:');
         for (const i of identities) this.log(`  ${i.kind} ${i.id}`);
       }
-      await confirmOrStop(`Delete these ${identities.length} identities?`, { yes: this.flags.yes }, 'Nothing was deleted.');
+      await confirmOrStop(
+        `Delete these ${identities.length} identities?`,
+        { yes: this.flags.yes },
+        'Nothing was deleted.',
+      );
       return destroyIam({
         workspaceDir: this.workspaceDir,
         journal,
@@ -36,7 +46,11 @@ export default class IamDestroy extends BaseCommand<typeof IamDestroy> {
       });
     });
     if (!this.jsonEnabled()) {
-      this.log(result.destroyed.length === 0 ? 'The workspace records no identities made by `iam create`: nothing to delete.' : `Deleted ${result.destroyed.length} identities (${result.providers.join(', ')}).`);
+      this.log(
+        result.destroyed.length === 0
+          ? 'The workspace records no identities made by `iam create`: nothing to delete.'
+          : `Deleted ${result.destroyed.length} identities (${result.providers.join(', ')}).`,
+      );
     }
     return result;
   }

@@ -9,18 +9,28 @@ export default class MiniReboot extends BaseCommand<typeof MiniReboot> {
 
   static override examples = [
     { description: 'Reboot one worker:', command: '<%= config.bin %> <%= command.id %> worker-0' },
-    { description: 'Reboot every control-plane node at once (then `constellation recover`):', command: '<%= config.bin %> <%= command.id %> --control-planes' },
+    {
+      description: 'Reboot every control-plane node at once (then `constellation recover`):',
+      command: '<%= config.bin %> <%= command.id %> --control-planes',
+    },
   ];
 
   static override strict = false;
   static override args = { node: Args.string({ description: 'Node name(s), as `constellation status` lists them.' }) };
-  static override flags = { 'control-planes': Flags.boolean({ description: 'Reboot every control-plane node at once.' }) };
+  static override flags = {
+    'control-planes': Flags.boolean({ description: 'Reboot every control-plane node at once.' }),
+  };
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ nodes: string[] }> {
     const { runPowerCommand } = await import('../../cluster/power-command.js');
-    return runPowerCommand(this.workspaceDir, 'reboot', { nodes: this.positional, controlPlanes: this.flags['control-planes'] }, (l) => {
-      if (!this.jsonEnabled()) this.log(l);
-    });
+    return runPowerCommand(
+      this.workspaceDir,
+      'reboot',
+      { nodes: this.positional, controlPlanes: this.flags['control-planes'] },
+      (l) => {
+        if (!this.jsonEnabled()) this.log(l);
+      },
+    );
   }
 }

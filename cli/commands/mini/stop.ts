@@ -5,10 +5,14 @@ export default class MiniStop extends BaseCommand<typeof MiniStop> {
   static override summary = 'Power local nodes off, as a hypervisor would.';
   static override description = `Every process of each node stops, its TPM too, and its state disk is unmounted; the node's folder (TPM state, encrypted state disk) stays. \`constellation status\` shows the node as stopped; \`constellation mini start\` powers it on again.`;
 
-  static override examples = [{ description: 'Power one worker off:', command: '<%= config.bin %> <%= command.id %> worker-0' }];
+  static override examples = [
+    { description: 'Power one worker off:', command: '<%= config.bin %> <%= command.id %> worker-0' },
+  ];
 
   static override strict = false;
-  static override args = { node: Args.string({ description: 'Node name(s), as `constellation status` lists them.', required: true }) };
+  static override args = {
+    node: Args.string({ description: 'Node name(s), as `constellation status` lists them.', required: true }),
+  };
   static override enableJsonFlag = true;
 
   public async run(): Promise<{ nodes: string[] }> {

@@ -11,10 +11,22 @@ The workspace gets the usual files: constellation-conf.yaml, constellation-state
 If mini up is interrupted at any point, run it again in the same workspace: it continues where it stopped (it never makes a second master secret). \`constellation mini down\` removes the cluster and the files.`;
 
   static override examples = [
-    { description: 'A cluster of 1 control-plane node and 1 worker in the current directory:', command: '<%= config.bin %> <%= command.id %>' },
-    { description: '1 control-plane node and 2 workers in a new directory:', command: '<%= config.bin %> <%= command.id %> -w 2 -C ./mini' },
-    { description: 'A cluster on local image v1 (made by `mini image create v1`):', command: '<%= config.bin %> <%= command.id %> --image v1 -C ./mini' },
-    { description: 'A cluster of QEMU VMs that boot the node image (built first when needed):', command: '<%= config.bin %> <%= command.id %> --vm -C ./mini-vm' },
+    {
+      description: 'A cluster of 1 control-plane node and 1 worker in the current directory:',
+      command: '<%= config.bin %> <%= command.id %>',
+    },
+    {
+      description: '1 control-plane node and 2 workers in a new directory:',
+      command: '<%= config.bin %> <%= command.id %> -w 2 -C ./mini',
+    },
+    {
+      description: 'A cluster on local image v1 (made by `mini image create v1`):',
+      command: '<%= config.bin %> <%= command.id %> --image v1 -C ./mini',
+    },
+    {
+      description: 'A cluster of QEMU VMs that boot the node image (built first when needed):',
+      command: '<%= config.bin %> <%= command.id %> --vm -C ./mini-vm',
+    },
   ];
 
   static override flags = {
@@ -31,21 +43,39 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       max: 150,
     }),
     image: Flags.string({
-      description: 'The image the nodes boot: `local` (the current build, default) or a version made by `mini image create` (its signed measurements are verified first); with --vm a qemu image folder or a version of your qemu image store.',
+      description:
+        'The image the nodes boot: `local` (the current build, default) or a version made by `mini image create` (its signed measurements are verified first); with --vm a qemu image folder or a version of your qemu image store.',
       helpValue: '<version>',
     }),
     vm: Flags.boolean({
       description:
         'Run every node as a QEMU VM that boots the node image under UEFI firmware (the qemu provider): real measured boot, real dm-crypt, minutes instead of seconds. Without --image, the image of this installation is built into your qemu image store first (once per build).',
     }),
-    yes: Flags.boolean({ char: 'y', description: 'Do not ask before continuing a cluster an earlier mini up left in the workspace.' }),
-    'merge-kubeconfig': Flags.boolean({ description: "Merge the cluster's admin kubeconfig into yours (KUBECONFIG, else ~/.kube/config) and make its context the current one; other contexts are kept." }),
+    yes: Flags.boolean({
+      char: 'y',
+      description: 'Do not ask before continuing a cluster an earlier mini up left in the workspace.',
+    }),
+    'merge-kubeconfig': Flags.boolean({
+      description:
+        "Merge the cluster's admin kubeconfig into yours (KUBECONFIG, else ~/.kube/config) and make its context the current one; other contexts are kept.",
+    }),
   };
 
   static override enableJsonFlag = true;
 
-  public async run(): Promise<{ clusterId: string; kubeconfigFile: string; nodes: { name: string; role: string; address: string; state: string }[] }> {
-    const [{ confirmIfInteractiveOrStop }, { withWorkspaceSession }, { checkMiniUpPreconditions, miniUp }, { runWithSteps, rendererFor }, { workspaceArg }, { CONFIG_FILE, pathExists }] = await Promise.all([
+  public async run(): Promise<{
+    clusterId: string;
+    kubeconfigFile: string;
+    nodes: { name: string; role: string; address: string; state: string }[];
+  }> {
+    const [
+      { confirmIfInteractiveOrStop },
+      { withWorkspaceSession },
+      { checkMiniUpPreconditions, miniUp },
+      { runWithSteps, rendererFor },
+      { workspaceArg },
+      { CONFIG_FILE, pathExists },
+    ] = await Promise.all([
       import('../../confirm.js'),
       import('../../cluster/session.js'),
       import('../../cluster/mini.js'),
@@ -83,9 +113,13 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
       ),
     );
     if (!this.jsonEnabled()) {
-      this.log(`Cluster ${result.clusterId} is up: ${result.nodes.length} nodes joined (${result.nodes.map((n) => n.name).join(', ')}).`);
+      this.log(
+        `Cluster ${result.clusterId} is up: ${result.nodes.length} nodes joined (${result.nodes.map((n) => n.name).join(', ')}).`,
+      );
       if (result.kubernetesBackend === 'none') {
-        this.log('Kubernetes backend: none: the nodes run attestation, the join service and encrypted state disks, but no Kubernetes.');
+        this.log(
+          'Kubernetes backend: none: the nodes run attestation, the join service and encrypted state disks, but no Kubernetes.',
+        );
       }
       if (result.kubeconfigFile) this.log(`Admin kubeconfig: ${result.kubeconfigFile}`);
       const ws = workspaceArg(this.workspaceDir);
@@ -93,7 +127,11 @@ If mini up is interrupted at any point, run it again in the same workspace: it c
     }
     if (this.flags['merge-kubeconfig']) {
       const { mergeKubeconfigAndReport } = await import('../../cluster/kubeconfig-merge.js');
-      await mergeKubeconfigAndReport(this.workspaceDir, result.kubeconfigFile, (line) => !this.jsonEnabled() && this.log(line));
+      await mergeKubeconfigAndReport(
+        this.workspaceDir,
+        result.kubeconfigFile,
+        (line) => !this.jsonEnabled() && this.log(line),
+      );
     }
     return { clusterId: result.clusterId, kubeconfigFile: result.kubeconfigFile, nodes: result.nodes };
   }

@@ -50,7 +50,7 @@ export function certificatesDer(input: string | Uint8Array): Uint8Array[] {
     input = Buffer.from(input).toString('utf8');
   }
   const out: Uint8Array[] = [];
-  for (let at = input.indexOf(PEM_BEGIN); at !== -1; ) {
+  for (let at = input.indexOf(PEM_BEGIN); at !== -1;) {
     const bodyStart = at + PEM_BEGIN.length;
     const end = input.indexOf(PEM_END, bodyStart);
     if (end === -1) break;
@@ -183,7 +183,6 @@ export interface ChainResult {
   validity: VerifiedChain['validity'];
 }
 
-
 const RSASSA_PSS = '1.2.840.113549.1.1.10';
 const SHA384 = '2.16.840.1.101.3.4.2.2';
 
@@ -192,7 +191,10 @@ function isPss384(der: Uint8Array): boolean {
   const [algorithm, params] = children(certificateFields(readElement(der)).signatureAlgorithm);
   if (decodeOid(algorithm) !== RSASSA_PSS || params?.tag !== TAG.SEQUENCE) return false;
   const hashAlgorithm = children(params).find((field) => field.tag === 0xa0);
-  return hashAlgorithm !== undefined && decodeOid(children(expectTag(children(hashAlgorithm)[0], TAG.SEQUENCE, 'hashAlgorithm'))[0]) === SHA384;
+  return (
+    hashAlgorithm !== undefined &&
+    decodeOid(children(expectTag(children(hashAlgorithm)[0], TAG.SEQUENCE, 'hashAlgorithm'))[0]) === SHA384
+  );
 }
 
 /**
@@ -211,10 +213,19 @@ export function verifyChain(signingDer: Uint8Array, chainDer: Uint8Array[], root
     failures.push('the VCEK/VLEK certificate does not hold an ECDSA P-384 key');
   }
   if (chainDer.length < 1 || chainDer.length > 2) {
-    return { failures: [...failures, `the certificate chain has ${chainDer.length} certificates; expected the ASK or ASVK, then the ARK`], key, info, validity };
+    return {
+      failures: [
+        ...failures,
+        `the certificate chain has ${chainDer.length} certificates; expected the ASK or ASVK, then the ARK`,
+      ],
+      key,
+      info,
+      validity,
+    };
   }
   const anchors = anchorsOf(roots);
-  const read = (der: Uint8Array, what: string) => anchors.parsed.get(Buffer.from(der).toString('hex')) ?? readCertificate(der, what);
+  const read = (der: Uint8Array, what: string) =>
+    anchors.parsed.get(Buffer.from(der).toString('hex')) ?? readCertificate(der, what);
   const askRead = read(chainDer[0], 'the ASK/ASVK certificate');
   const ask = askRead.cert;
   const askName = commonName(ask);
@@ -233,7 +244,14 @@ export function verifyChain(signingDer: Uint8Array, chainDer: Uint8Array[], root
     if (arkDer === undefined && p === product) arkDer = known;
     if (arkDer && Buffer.from(known).equals(arkDer)) arkProduct = p;
   }
-  if (!arkDer) return { failures: [...failures, `no AMD root (ARK) is known for product ${product ?? 'unknown'}`], key, info, product, validity };
+  if (!arkDer)
+    return {
+      failures: [...failures, `no AMD root (ARK) is known for product ${product ?? 'unknown'}`],
+      key,
+      info,
+      product,
+      validity,
+    };
   const arkRead = read(arkDer, 'the ARK certificate');
   const ark = arkRead.cert;
   const arkName = commonName(ark);
@@ -243,15 +261,34 @@ export function verifyChain(signingDer: Uint8Array, chainDer: Uint8Array[], root
   } else if (askProduct !== arkProduct) {
     failures.push(`the ASK/ASVK (CN=${askName}) is not for the ARK's product ${arkProduct}`);
   }
-  if (!isPss384(chainDer[0]) || !isPss384(signingDer)) failures.push('a certificate in the chain is not signed with RSA-PSS SHA-384');
-  if (!signedBy(ask, arkRead.publicKey)) failures.push(`the ASK/ASVK (CN=${askName}) is not signed by the ARK (CN=${arkName})`);
-  if (!signedBy(signing, askRead.publicKey)) failures.push(`the ${info.kind?.toUpperCase() ?? 'signing'} certificate is not signed by the ASK/ASVK (CN=${askName})`);
-  if (info.kind === undefined) failures.push(`the signing certificate (CN=${commonName(signing)}) is neither a VCEK nor a VLEK`);
-  else if (info.kind !== askKind) failures.push(`a ${info.kind.toUpperCase()} must chain to ${info.kind === 'vcek' ? 'an ASK' : 'an ASVK'}, not CN=${askName}`);
+  if (!isPss384(chainDer[0]) || !isPss384(signingDer))
+    failures.push('a certificate in the chain is not signed with RSA-PSS SHA-384');
+  if (!signedBy(ask, arkRead.publicKey))
+    failures.push(`the ASK/ASVK (CN=${askName}) is not signed by the ARK (CN=${arkName})`);
+  if (!signedBy(signing, askRead.publicKey))
+    failures.push(
+      `the ${info.kind?.toUpperCase() ?? 'signing'} certificate is not signed by the ASK/ASVK (CN=${askName})`,
+    );
+  if (info.kind === undefined)
+    failures.push(`the signing certificate (CN=${commonName(signing)}) is neither a VCEK nor a VLEK`);
+  else if (info.kind !== askKind)
+    failures.push(
+      `a ${info.kind.toUpperCase()} must chain to ${info.kind === 'vcek' ? 'an ASK' : 'an ASVK'}, not CN=${askName}`,
+    );
   const named = productFromProductName(info.productName);
   if (info.productName !== undefined && named !== product) {
-    failures.push(`the ${info.kind?.toUpperCase() ?? 'signing'} certificate is for ${info.productName}, the chain for ${product ?? 'an unknown product'}`);
+    failures.push(
+      `the ${info.kind?.toUpperCase() ?? 'signing'} certificate is for ${info.productName}, the chain for ${product ?? 'an unknown product'}`,
+    );
   }
-  if (failures.length > 0 || !arkProduct || !info.kind) return { failures, key, info, product: arkProduct ?? product, validity };
-  return { failures, key, info, product: arkProduct, validity, chain: { product: arkProduct, kind: info.kind, key, info, validity } };
+  if (failures.length > 0 || !arkProduct || !info.kind)
+    return { failures, key, info, product: arkProduct ?? product, validity };
+  return {
+    failures,
+    key,
+    info,
+    product: arkProduct,
+    validity,
+    chain: { product: arkProduct, kind: info.kind, key, info, validity },
+  };
 }

@@ -37,7 +37,10 @@ const DEFAULT_MAX_AGE_MS = 30 * 24 * 60 * 60 * 1000;
 function isExpectedCertificate(url: string, body: Uint8Array): boolean {
   try {
     if (new URL(url).pathname.endsWith('/cert_chain')) {
-      const pems = Buffer.from(body).toString('utf8').match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
+      const pems =
+        Buffer.from(body)
+          .toString('utf8')
+          .match(/-----BEGIN CERTIFICATE-----[\s\S]+?-----END CERTIFICATE-----/g) ?? [];
       for (const pem of pems) new X509Certificate(pem); // throws for one that does not parse
       return pems.length > 0;
     }
@@ -101,26 +104,41 @@ export function kdsFetcher(options: KdsFetcherOptions = {}): Fetcher {
       response = await get(target, { signal: AbortSignal.timeout(timeoutMs) });
     } catch (cause) {
       const reason = (cause as { cause?: { code?: string } }).cause?.code ?? (cause as Error).message;
-      throw new KdsUnavailableError(`Cannot reach AMD's key distribution service (${new URL(target).origin}): ${reason}. This verifier looks offline.`, {
-        hint: `Verify where ${new URL(target).host} is reachable once (its certificates are then cached in ${cacheDir || 'memory only'}), or include the VCEK in the evidence.`,
-        cause,
-      });
+      throw new KdsUnavailableError(
+        `Cannot reach AMD's key distribution service (${new URL(target).origin}): ${reason}. This verifier looks offline.`,
+        {
+          hint: `Verify where ${new URL(target).host} is reachable once (its certificates are then cached in ${cacheDir || 'memory only'}), or include the VCEK in the evidence.`,
+          cause,
+        },
+      );
     }
     if (!response.ok) {
-      throw new KdsUnavailableError(`AMD's key distribution service answered ${response.status} ${response.statusText} for ${new URL(target).pathname}.`, {
-        hint: response.status === 429 ? 'The KDS limits requests; try again in a minute.' : 'Check the report\'s chip id and TCB, or include the VCEK in the evidence.',
-      });
+      throw new KdsUnavailableError(
+        `AMD's key distribution service answered ${response.status} ${response.statusText} for ${new URL(target).pathname}.`,
+        {
+          hint:
+            response.status === 429
+              ? 'The KDS limits requests; try again in a minute.'
+              : "Check the report's chip id and TCB, or include the VCEK in the evidence.",
+        },
+      );
     }
     const body = await boundedBody(response, KDS_MAX_BODY_BYTES);
     if (body === undefined) {
-      throw new KdsUnavailableError(`AMD's key distribution service answered more than ${KDS_MAX_BODY_BYTES} bytes for ${new URL(target).pathname}; that is no certificate.`, {
-        hint: 'Check the KDS address (a proxy in between?), or include the VCEK in the evidence.',
-      });
+      throw new KdsUnavailableError(
+        `AMD's key distribution service answered more than ${KDS_MAX_BODY_BYTES} bytes for ${new URL(target).pathname}; that is no certificate.`,
+        {
+          hint: 'Check the KDS address (a proxy in between?), or include the VCEK in the evidence.',
+        },
+      );
     }
     if (!isExpectedCertificate(url, body)) {
-      throw new KdsUnavailableError(`AMD's key distribution service answered ${new URL(target).pathname} with something that is not ${url.endsWith('/cert_chain') ? 'a PEM certificate chain' : 'a DER certificate'}; nothing was cached.`, {
-        hint: 'Check the KDS address (a proxy in between?), or include the VCEK in the evidence.',
-      });
+      throw new KdsUnavailableError(
+        `AMD's key distribution service answered ${new URL(target).pathname} with something that is not ${url.endsWith('/cert_chain') ? 'a PEM certificate chain' : 'a DER certificate'}; nothing was cached.`,
+        {
+          hint: 'Check the KDS address (a proxy in between?), or include the VCEK in the evidence.',
+        },
+      );
     }
     if (cacheFile) {
       await fs.mkdir(path.dirname(cacheFile), { recursive: true, mode: 0o700 });

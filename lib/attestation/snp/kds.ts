@@ -40,14 +40,20 @@ export class KdsClient {
   /** The DER VCEK for the chip and TCB, from the cache or the KDS. */
   vcek(product: SnpProduct, chipId: Uint8Array, tcb: TcbVersion): Promise<Uint8Array> {
     if (chipId.every((b) => b === 0)) {
-      return Promise.reject(new AttestationError('the SEV-SNP report masks its chip id, so its VCEK cannot be fetched; include the VCEK in the evidence'));
+      return Promise.reject(
+        new AttestationError(
+          'the SEV-SNP report masks its chip id, so its VCEK cannot be fetched; include the VCEK in the evidence',
+        ),
+      );
     }
     return this.cached(kdsVcekUrl(product, chipId, tcb), 'the VCEK');
   }
 
   /** A product's ASK/ASVK and ARK (PEM), from the cache or the KDS. Trust still rests on the shipped ARK. */
   async certChain(product: SnpProduct, kind: 'vcek' | 'vlek' = 'vcek'): Promise<string> {
-    return Buffer.from(await this.cached(kdsCertChainUrl(product, kind), `the ${product} certificate chain`)).toString('utf8');
+    return Buffer.from(await this.cached(kdsCertChainUrl(product, kind), `the ${product} certificate chain`)).toString(
+      'utf8',
+    );
   }
 
   /** One fetch per URL (concurrent callers share it); a failed fetch is forgotten so a later call tries again. */
@@ -56,10 +62,16 @@ export class KdsClient {
     if (!pending) {
       pending = this.fetch(url).catch((cause: unknown) => {
         this.cache.delete(url);
-        throw new AttestationError(`fetching ${what} from AMD's key distribution service failed: ${(cause as Error)?.message ?? String(cause)}`, undefined, {
-          hint: (cause as { hint?: string })?.hint ?? 'Check that the verifier can reach kdsintf.amd.com, or include the VCEK in the evidence.',
-          cause,
-        });
+        throw new AttestationError(
+          `fetching ${what} from AMD's key distribution service failed: ${(cause as Error)?.message ?? String(cause)}`,
+          undefined,
+          {
+            hint:
+              (cause as { hint?: string })?.hint ??
+              'Check that the verifier can reach kdsintf.amd.com, or include the VCEK in the evidence.',
+            cause,
+          },
+        );
       });
       if (this.cache.size >= this.maxEntries) this.cache.delete(this.cache.keys().next().value as string);
       this.cache.set(url, pending);

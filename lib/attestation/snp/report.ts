@@ -94,7 +94,8 @@ export function productFromCpuid(cpuid: { family: number; model: number } | unde
 
 /** Converts one of the report's 72-byte little-endian signature integers to 48 big-endian bytes. */
 function signatureComponent(le: Uint8Array): Uint8Array {
-  for (let i = 48; i < 72; i++) if (le[i] !== 0) throw new SnpFormatError('SEV-SNP report signature component is larger than a P-384 integer');
+  for (let i = 48; i < 72; i++)
+    if (le[i] !== 0) throw new SnpFormatError('SEV-SNP report signature component is larger than a P-384 integer');
   return Uint8Array.from(le.subarray(0, 48)).reverse();
 }
 
@@ -113,16 +114,25 @@ export function parseSnpReport(bytes: Uint8Array, product?: SnpProduct): SnpRepo
   const slice = (from: number, to: number) => raw.slice(from, to);
 
   const version = u32(0x00);
-  if (version < 2 || version > 5) throw new SnpFormatError(`SEV-SNP report version ${version} is not supported (2 to 5 are)`);
+  if (version < 2 || version > 5)
+    throw new SnpFormatError(`SEV-SNP report version ${version} is not supported (2 to 5 are)`);
   const signatureAlgo = u32(0x34);
-  if (signatureAlgo !== 1) throw new SnpFormatError(`SEV-SNP report signature algorithm ${signatureAlgo} is not ECDSA P-384 with SHA-384 (1)`);
+  if (signatureAlgo !== 1)
+    throw new SnpFormatError(`SEV-SNP report signature algorithm ${signatureAlgo} is not ECDSA P-384 with SHA-384 (1)`);
   const signerInfo = u32(0x48);
   const keyField = (signerInfo >> 2) & 7;
   if (keyField !== 0 && keyField !== 1) {
-    throw new SnpFormatError(keyField === 7 ? 'SEV-SNP report is not signed (SIGNING_KEY = none)' : `SEV-SNP report names a reserved signing key (${keyField})`);
+    throw new SnpFormatError(
+      keyField === 7
+        ? 'SEV-SNP report is not signed (SIGNING_KEY = none)'
+        : `SEV-SNP report names a reserved signing key (${keyField})`,
+    );
   }
 
-  const cpuid = version >= 3 && (raw[0x188] | raw[0x189] | raw[0x18a]) !== 0 ? { family: raw[0x188], model: raw[0x189], stepping: raw[0x18a] } : undefined;
+  const cpuid =
+    version >= 3 && (raw[0x188] | raw[0x189] | raw[0x18a]) !== 0
+      ? { family: raw[0x188], model: raw[0x189], stepping: raw[0x18a] }
+      : undefined;
   const layout = productFromCpuid(cpuid) ?? product ?? 'Milan';
   const policy = u64(0x08);
   return {

@@ -11,8 +11,25 @@ import { timingSafeEqual, verify as cryptoVerify } from 'node:crypto';
 import { AttestationError } from '../types.js';
 import { DerError } from '../../der.js';
 import { CertificateError } from '../certificate.js';
-import { AMD_ROOTS, certificatesDer, endorsementKeyProductName, productFromProductName, sha256Hex, verifyChain, type AmdRoots, type ChainResult } from './certs.js';
-import { formatTcb, parseSnpReport, productFromCpuid, SNP_SIGNED_SIZE, SnpFormatError, type SnpReport, type TcbVersion } from './report.js';
+import {
+  AMD_ROOTS,
+  certificatesDer,
+  endorsementKeyProductName,
+  productFromProductName,
+  sha256Hex,
+  verifyChain,
+  type AmdRoots,
+  type ChainResult,
+} from './certs.js';
+import {
+  formatTcb,
+  parseSnpReport,
+  productFromCpuid,
+  SNP_SIGNED_SIZE,
+  SnpFormatError,
+  type SnpReport,
+  type TcbVersion,
+} from './report.js';
 
 /** The check that failed: lets callers and tests tell reasons apart without matching message text. */
 export type SnpCheck =
@@ -39,7 +56,7 @@ export class SnpReportError extends AttestationError {
   constructor(readonly failures: SnpCheckFailure[]) {
     super(`SEV-SNP report rejected: ${failures.map((f) => f.message).join('; ')}`, undefined, {
       hint: failures.some((f) => f.check === 'validity')
-        ? 'Check the verifier\'s clock, or fetch a current VCEK/VLEK certificate.'
+        ? "Check the verifier's clock, or fetch a current VCEK/VLEK certificate."
         : 'The report does not come from a trusted, correctly configured confidential VM; see docs/cloud-attestation.md.',
     });
   }
@@ -109,41 +126,70 @@ export class SnpVerifier {
       const chainDer = certificatesDer(chainPem);
       chain = this.chainFor(signingDer, chainDer);
     } catch (err) {
-      if (err instanceof SnpFormatError || err instanceof DerError || err instanceof CertificateError) throw new SnpReportError([{ check: 'format', message: err.message }]);
+      if (err instanceof SnpFormatError || err instanceof DerError || err instanceof CertificateError)
+        throw new SnpReportError([{ check: 'format', message: err.message }]);
       throw err;
     }
     // Re-read the TCB fields with the layout of the chain's product (Turin differs from Milan/Genoa).
-    if (chain.product && chain.product !== parsed.product && !parsed.cpuid) parsed = parseSnpReport(report, chain.product);
+    if (chain.product && chain.product !== parsed.product && !parsed.cpuid)
+      parsed = parseSnpReport(report, chain.product);
 
     const failures: SnpCheckFailure[] = chain.failures.map((message) => ({ check: 'chain', message }));
     const fail = (check: SnpCheck, message: string) => failures.push({ check, message });
     const now = (options.now ?? new Date()).getTime();
     for (const w of chain.validity) {
       if (!(now >= w.notBefore && now <= w.notAfter)) {
-        fail('validity', `the ${w.name} certificate is not valid at ${new Date(now).toISOString()} (valid ${new Date(w.notBefore).toISOString()} to ${new Date(w.notAfter).toISOString()})`);
+        fail(
+          'validity',
+          `the ${w.name} certificate is not valid at ${new Date(now).toISOString()} (valid ${new Date(w.notBefore).toISOString()} to ${new Date(w.notAfter).toISOString()})`,
+        );
       }
     }
     const { info } = chain;
     if (info.kind && info.kind !== parsed.signingKey) {
-      fail('signing-key', `the report says it is signed by a ${parsed.signingKey.toUpperCase()}, but the certificate is a ${info.kind.toUpperCase()}`);
+      fail(
+        'signing-key',
+        `the report says it is signed by a ${parsed.signingKey.toUpperCase()}, but the certificate is a ${info.kind.toUpperCase()}`,
+      );
     }
     const cpuProduct = productFromCpuid(parsed.cpuid);
-    if (cpuProduct && chain.product && cpuProduct !== chain.product) fail('product', `the report comes from a ${cpuProduct} chip, the certificates are for ${chain.product}`);
+    if (cpuProduct && chain.product && cpuProduct !== chain.product)
+      fail('product', `the report comes from a ${cpuProduct} chip, the certificates are for ${chain.product}`);
 
     // The TCB the certificate was issued for must be the one the report claims (AMD derives the VCEK from it).
     const certTcb = info.tcb;
-    const mismatched = TCB_FIELDS.filter((k) => certTcb[k] !== undefined && certTcb[k] !== (parsed.reportedTcb[k] ?? 0));
+    const mismatched = TCB_FIELDS.filter(
+      (k) => certTcb[k] !== undefined && certTcb[k] !== (parsed.reportedTcb[k] ?? 0),
+    );
     if (mismatched.length > 0) {
-      fail('tcb', `the report's reported TCB (${formatTcb(parsed.reportedTcb)}) differs from the certificate's in ${mismatched.join(', ')}`);
+      fail(
+        'tcb',
+        `the report's reported TCB (${formatTcb(parsed.reportedTcb)}) differs from the certificate's in ${mismatched.join(', ')}`,
+      );
     }
     if (parsed.signingKey === 'vcek') {
       const hwId = info.hwId;
       // Turin's hardware id is 8 bytes; the report's CHIP_ID field is zero-padded to 64.
-      const matches = hwId !== undefined && hwId.length <= 64 && Buffer.from(parsed.chipId.subarray(0, hwId.length)).equals(hwId) && parsed.chipId.subarray(hwId.length).every((b) => b === 0);
-      if (!matches) fail('chip-id', parsed.maskChipId ? 'the report masks its chip id, so it cannot be matched to the VCEK' : "the report's chip id is not the VCEK's hardware id");
+      const matches =
+        hwId !== undefined &&
+        hwId.length <= 64 &&
+        Buffer.from(parsed.chipId.subarray(0, hwId.length)).equals(hwId) &&
+        parsed.chipId.subarray(hwId.length).every((b) => b === 0);
+      if (!matches)
+        fail(
+          'chip-id',
+          parsed.maskChipId
+            ? 'the report masks its chip id, so it cannot be matched to the VCEK'
+            : "the report's chip id is not the VCEK's hardware id",
+        );
     }
-    if (parsed.vmpl !== 0) fail('vmpl', `the report was made at VMPL ${parsed.vmpl}; only VMPL 0 (the guest's most privileged level) is accepted`);
-    if (parsed.policyFlags.debug) fail('debug', 'the guest policy allows debugging (the host can decrypt the guest\'s memory)');
+    if (parsed.vmpl !== 0)
+      fail(
+        'vmpl',
+        `the report was made at VMPL ${parsed.vmpl}; only VMPL 0 (the guest's most privileged level) is accepted`,
+      );
+    if (parsed.policyFlags.debug)
+      fail('debug', "the guest policy allows debugging (the host can decrypt the guest's memory)");
     if (options.minimumTcb) {
       const launch = tcbBelow(parsed.launchTcb, options.minimumTcb);
       if (launch.length > 0) fail('minimum-tcb', `the launch TCB is below the minimum: ${launch.join(', ')}`);
@@ -156,14 +202,18 @@ export class SnpVerifier {
     const signature = Buffer.concat([parsed.signature.r, parsed.signature.s]);
     const signed = parsed.raw.subarray(0, SNP_SIGNED_SIZE);
     if (!cryptoVerify('sha384', signed, { key: chain.key, dsaEncoding: 'ieee-p1363' }, signature)) {
-      fail('signature', `the report's signature does not verify with the ${info.kind?.toUpperCase() ?? 'signing'} certificate`);
+      fail(
+        'signature',
+        `the report's signature does not verify with the ${info.kind?.toUpperCase() ?? 'signing'} certificate`,
+      );
     }
     if (failures.length > 0) throw new SnpReportError(failures);
     return parsed;
   }
 
   private defaultChain(report: SnpReport, signingDer: Uint8Array): string {
-    const product = productFromCpuid(report.cpuid) ?? productFromProductName(endorsementKeyProductName(signingDer)) ?? 'Milan';
+    const product =
+      productFromCpuid(report.cpuid) ?? productFromProductName(endorsementKeyProductName(signingDer)) ?? 'Milan';
     const chains = this.roots[product];
     if (!chains) throw new DerError(`no certificate chain was given and none is known for ${product}`);
     return chains[report.signingKey];

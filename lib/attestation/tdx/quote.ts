@@ -116,7 +116,8 @@ export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
   const version = r.u16('the header');
   if (version !== 4) throw new TdxFormatError(`TDX quote version ${version} is not supported (4 is)`);
   const attestationKeyType = r.u16('the header');
-  if (attestationKeyType !== 2) throw new TdxFormatError(`TDX quote attestation key type ${attestationKeyType} is not ECDSA-256 with P-256 (2)`);
+  if (attestationKeyType !== 2)
+    throw new TdxFormatError(`TDX quote attestation key type ${attestationKeyType} is not ECDSA-256 with P-256 (2)`);
   const teeType = r.u32('the header');
   if (teeType !== TDX_TEE_TYPE) throw new TdxFormatError(`quote TEE type 0x${teeType.toString(16)} is not TDX (0x81)`);
   const qeSvn = r.u16('the header');
@@ -149,8 +150,11 @@ export function parseTdxQuote(bytes: Uint8Array): TdxQuote {
   const qeReportSignature = cert.take(64, 'the QE report signature');
   const qeAuthData = cert.take(cert.u16('the QE auth data'), 'the QE auth data');
   const pckType = cert.u16('the PCK certification data');
-  if (pckType !== 5) throw new TdxFormatError(`TDX quote PCK certification data type ${pckType} is not a PCK certificate chain (5)`);
-  const pckChain = Buffer.from(withoutTrailingNuls(cert.take(cert.u32('the PCK certificate chain'), 'the PCK certificate chain'))).toString('utf8');
+  if (pckType !== 5)
+    throw new TdxFormatError(`TDX quote PCK certification data type ${pckType} is not a PCK certificate chain (5)`);
+  const pckChain = Buffer.from(
+    withoutTrailingNuls(cert.take(cert.u32('the PCK certificate chain'), 'the PCK certificate chain')),
+  ).toString('utf8');
   return {
     version,
     attestationKeyType,

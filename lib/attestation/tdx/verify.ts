@@ -79,7 +79,10 @@ function pad64(b: Uint8Array): Uint8Array {
 /** The attestation key is a raw P-256 point (x ‖ y). */
 function p256Key(point: Uint8Array): KeyObject {
   const b64 = (b: Uint8Array) => Buffer.from(b).toString('base64url');
-  return createPublicKey({ key: { kty: 'EC', crv: 'P-256', x: b64(point.subarray(0, 32)), y: b64(point.subarray(32, 64)) }, format: 'jwk' });
+  return createPublicKey({
+    key: { kty: 'EC', crv: 'P-256', x: b64(point.subarray(0, 32)), y: b64(point.subarray(32, 64)) },
+    format: 'jwk',
+  });
 }
 
 export class TdxVerifier {
@@ -105,9 +108,17 @@ export class TdxVerifier {
     if (chain) {
       const now = (options.now ?? new Date()).getTime();
       for (const w of chain.validity) {
-        if (!(now >= w.notBefore && now <= w.notAfter)) fail('validity', `the certificate ${w.name} is not valid at ${new Date(now).toISOString()}`);
+        if (!(now >= w.notBefore && now <= w.notAfter))
+          fail('validity', `the certificate ${w.name} is not valid at ${new Date(now).toISOString()}`);
       }
-      if (!cryptoVerify('sha256', quote.qeReport.raw, { key: chain.key, dsaEncoding: 'ieee-p1363' }, quote.qeReportSignature)) {
+      if (
+        !cryptoVerify(
+          'sha256',
+          quote.qeReport.raw,
+          { key: chain.key, dsaEncoding: 'ieee-p1363' },
+          quote.qeReportSignature,
+        )
+      ) {
         fail('qe-report-signature', 'the Quoting Enclave report is not signed by the PCK certificate');
       }
     }
@@ -121,22 +132,36 @@ export class TdxVerifier {
     } catch {
       fail('quote-signature', 'the attestation key is not a P-256 point');
     }
-    if (attestationKey && !cryptoVerify('sha256', quote.signed, { key: attestationKey, dsaEncoding: 'ieee-p1363' }, quote.signature)) {
+    if (
+      attestationKey &&
+      !cryptoVerify('sha256', quote.signed, { key: attestationKey, dsaEncoding: 'ieee-p1363' }, quote.signature)
+    ) {
       fail('quote-signature', "the quote's signature does not verify with its attestation key");
     }
 
     const { body } = quote;
-    if (body.tdAttributes[0] & TD_ATTRIBUTES_DEBUG) fail('debug', 'the TD runs in debug mode (the host can read its memory)');
+    if (body.tdAttributes[0] & TD_ATTRIBUTES_DEBUG)
+      fail('debug', 'the TD runs in debug mode (the host can read its memory)');
     if (options.mrSeam && !Buffer.from(options.mrSeam).equals(body.mrSeam)) {
-      fail('mr-seam', `MRSEAM is ${Buffer.from(body.mrSeam).toString('hex')}, expected ${Buffer.from(options.mrSeam).toString('hex')}`);
+      fail(
+        'mr-seam',
+        `MRSEAM is ${Buffer.from(body.mrSeam).toString('hex')}, expected ${Buffer.from(options.mrSeam).toString('hex')}`,
+      );
     }
     if (options.teeTcbSvn) {
       const low = [...options.teeTcbSvn].findIndex((min, i) => body.teeTcbSvn[i] < min);
-      if (low >= 0) fail('tee-tcb-svn', `TEE TCB SVN ${Buffer.from(body.teeTcbSvn).toString('hex')} is below the minimum ${Buffer.from(options.teeTcbSvn).toString('hex')} (component ${low})`);
+      if (low >= 0)
+        fail(
+          'tee-tcb-svn',
+          `TEE TCB SVN ${Buffer.from(body.teeTcbSvn).toString('hex')} is below the minimum ${Buffer.from(options.teeTcbSvn).toString('hex')} (component ${low})`,
+        );
     }
-    if (options.qeSvn !== undefined && quote.qeSvn < options.qeSvn) fail('qe-svn', `QE SVN ${quote.qeSvn} is below the minimum ${options.qeSvn}`);
-    if (options.pceSvn !== undefined && quote.pceSvn < options.pceSvn) fail('pce-svn', `PCE SVN ${quote.pceSvn} is below the minimum ${options.pceSvn}`);
-    if (options.reportData && !timingSafeEqual(pad64(options.reportData), body.reportData)) fail('report-data', 'REPORT_DATA does not bind the expected data');
+    if (options.qeSvn !== undefined && quote.qeSvn < options.qeSvn)
+      fail('qe-svn', `QE SVN ${quote.qeSvn} is below the minimum ${options.qeSvn}`);
+    if (options.pceSvn !== undefined && quote.pceSvn < options.pceSvn)
+      fail('pce-svn', `PCE SVN ${quote.pceSvn} is below the minimum ${options.pceSvn}`);
+    if (options.reportData && !timingSafeEqual(pad64(options.reportData), body.reportData))
+      fail('report-data', 'REPORT_DATA does not bind the expected data');
     if (failures.length > 0) throw new TdxQuoteError(failures);
     return quote;
   }
@@ -157,14 +182,20 @@ export class TdxVerifier {
     }
     const certs = read.map((r) => r.cert);
     if (certs.length < 2) {
-      fail('pck-chain', `the PCK certificate chain has ${certs.length} certificates; expected the PCK certificate, its CA and the root CA`);
+      fail(
+        'pck-chain',
+        `the PCK certificate chain has ${certs.length} certificates; expected the PCK certificate, its CA and the root CA`,
+      );
       return undefined;
     }
     const before = this.cache.size;
     let ok = true;
     const root = ders[ders.length - 1];
     if (!this.roots.some((r) => Buffer.from(r).equals(root))) {
-      fail('pck-chain', `the PCK chain's root (${certs[certs.length - 1].subject.replace(/\n/g, ', ')}) is not Intel's SGX Root CA`);
+      fail(
+        'pck-chain',
+        `the PCK chain's root (${certs[certs.length - 1].subject.replace(/\n/g, ', ')}) is not Intel's SGX Root CA`,
+      );
       ok = false;
     }
     for (let i = 0; i < certs.length - 1; i++) {
@@ -178,7 +209,15 @@ export class TdxVerifier {
       fail('pck-chain', 'the PCK certificate does not hold an ECDSA P-256 key');
       ok = false;
     }
-    const validity = read.map(({ cert: c, notBefore, notAfter }) => ({ name: c.subject.split('\n').find((l) => l.startsWith('CN='))?.slice(3) ?? c.subject, notBefore, notAfter }));
+    const validity = read.map(({ cert: c, notBefore, notAfter }) => ({
+      name:
+        c.subject
+          .split('\n')
+          .find((l) => l.startsWith('CN='))
+          ?.slice(3) ?? c.subject,
+      notBefore,
+      notAfter,
+    }));
     if (!ok) return undefined;
     const chain = { key, validity };
     if (before >= 256) this.cache.delete(this.cache.keys().next().value as string);

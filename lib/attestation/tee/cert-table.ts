@@ -32,14 +32,20 @@ function guidBytes(guid: string): Buffer {
 /** The certificates of a table by kind (unknown GUIDs are skipped). */
 export function parseCertTable(table: Uint8Array): SnpCerts {
   const buf = Buffer.from(table.buffer, table.byteOffset, table.length);
-  const kinds = Object.entries(CERT_GUIDS).map(([kind, guid]) => ({ kind: kind as SnpCertKind, bytes: guidBytes(guid) }));
+  const kinds = Object.entries(CERT_GUIDS).map(([kind, guid]) => ({
+    kind: kind as SnpCertKind,
+    bytes: guidBytes(guid),
+  }));
   const out: SnpCerts = {};
   for (let at = 0; at + ENTRY_SIZE <= buf.length; at += ENTRY_SIZE) {
     const guid = buf.subarray(at, at + 16);
     const offset = buf.readUInt32LE(at + 16);
     const length = buf.readUInt32LE(at + 20);
     if (guid.every((x) => x === 0) && offset === 0 && length === 0) return out;
-    if (offset + length > buf.length) throw new UserError(`The SEV-SNP certificate table is malformed: an entry points past its end (${offset}+${length} > ${buf.length}).`);
+    if (offset + length > buf.length)
+      throw new UserError(
+        `The SEV-SNP certificate table is malformed: an entry points past its end (${offset}+${length} > ${buf.length}).`,
+      );
     const kind = kinds.find((k) => k.bytes.equals(guid))?.kind;
     if (kind) out[kind] = new Uint8Array(buf.subarray(offset, offset + length));
   }

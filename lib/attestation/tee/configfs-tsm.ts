@@ -49,21 +49,31 @@ const ATTEMPTS = 3;
 
 /** Whether configfs-tsm is there to ask (its report folder exists). */
 export async function tsmAvailable(options: TsmOptions = {}): Promise<boolean> {
-  return (options.fs ?? nodeTsmFs).access(options.root ?? TSM_REPORT_ROOT).then(() => true, () => false);
+  return (options.fs ?? nodeTsmFs).access(options.root ?? TSM_REPORT_ROOT).then(
+    () => true,
+    () => false,
+  );
 }
 
 export async function tsmReport(reportData: Uint8Array, options: TsmOptions = {}): Promise<TsmReport> {
-  if (reportData.length !== 64) throw new UserError(`A TEE report takes 64 bytes of report data, got ${reportData.length}.`);
+  if (reportData.length !== 64)
+    throw new UserError(`A TEE report takes 64 bytes of report data, got ${reportData.length}.`);
   const fs = options.fs ?? nodeTsmFs;
   const entry = path.join(options.root ?? TSM_REPORT_ROOT, `constellation-${randomBytes(6).toString('hex')}`);
   try {
     await fs.mkdir(entry);
   } catch (err) {
-    throw new UserError(`Cannot make a configfs-tsm report entry ${entry}: ${(err as Error).message}`, { cause: err, hint: 'Is this a confidential VM whose kernel has configfs-tsm?' });
+    throw new UserError(`Cannot make a configfs-tsm report entry ${entry}: ${(err as Error).message}`, {
+      cause: err,
+      hint: 'Is this a confidential VM whose kernel has configfs-tsm?',
+    });
   }
   try {
     const read = async (name: string) => fs.readFile(path.join(entry, name));
-    const text = async (name: string) => Buffer.from(await read(name)).toString('utf8').trim();
+    const text = async (name: string) =>
+      Buffer.from(await read(name))
+        .toString('utf8')
+        .trim();
     for (let attempt = 1; ; attempt++) {
       if (options.privlevel !== undefined) await fs.writeFile(path.join(entry, 'privlevel'), String(options.privlevel));
       await fs.writeFile(path.join(entry, 'inblob'), reportData);
@@ -71,8 +81,10 @@ export async function tsmReport(reportData: Uint8Array, options: TsmOptions = {}
       const outblob = await read('outblob');
       const provider = await text('provider');
       const auxblob = await read('auxblob').catch(() => undefined);
-      if ((await text('generation')) === generation) return { provider, outblob, ...(auxblob && auxblob.length > 0 ? { auxblob } : {}) };
-      if (attempt >= ATTEMPTS) throw new UserError('Another program kept changing the configfs-tsm report while it was read.');
+      if ((await text('generation')) === generation)
+        return { provider, outblob, ...(auxblob && auxblob.length > 0 ? { auxblob } : {}) };
+      if (attempt >= ATTEMPTS)
+        throw new UserError('Another program kept changing the configfs-tsm report while it was read.');
     }
   } finally {
     await fs.rmdir(entry).catch(() => undefined);

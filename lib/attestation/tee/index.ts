@@ -25,7 +25,8 @@ export interface SnpEvidence {
 export async function snpReport(reportData: Uint8Array, options: TeeReportOptions = {}): Promise<SnpEvidence> {
   if (await tsmAvailable(options.tsm)) {
     const answer = await tsmReport(reportData, options.tsm);
-    if (answer.provider !== 'sev_guest') throw new UserError(`configfs-tsm answered a ${answer.provider} report, but this variant needs SEV-SNP.`);
+    if (answer.provider !== 'sev_guest')
+      throw new UserError(`configfs-tsm answered a ${answer.provider} report, but this variant needs SEV-SNP.`);
     return { report: answer.outblob, certs: answer.auxblob ? parseCertTable(answer.auxblob) : {} };
   }
   const { report, certTable } = await sevGuestReport(reportData, options.sevGuest);
@@ -34,8 +35,10 @@ export async function snpReport(reportData: Uint8Array, options: TeeReportOption
 
 /** A TDX quote over `reportData` (configfs-tsm only: the kernel asks the quoting enclave). */
 export async function tdxQuote(reportData: Uint8Array, options: TeeReportOptions = {}): Promise<Uint8Array> {
-  if (!(await tsmAvailable(options.tsm))) throw new UserError('TDX quotes need configfs-tsm (/sys/kernel/config/tsm/report), which this kernel lacks.');
+  if (!(await tsmAvailable(options.tsm)))
+    throw new UserError('TDX quotes need configfs-tsm (/sys/kernel/config/tsm/report), which this kernel lacks.');
   const answer = await tsmReport(reportData, options.tsm);
-  if (answer.provider !== 'tdx_guest') throw new UserError(`configfs-tsm answered a ${answer.provider} report, but this variant needs TDX.`);
+  if (answer.provider !== 'tdx_guest')
+    throw new UserError(`configfs-tsm answered a ${answer.provider} report, but this variant needs TDX.`);
   return answer.outblob;
 }

@@ -33,8 +33,12 @@ export interface SevGuestReport {
   certTable: Uint8Array;
 }
 
-export async function sevGuestReport(reportData: Uint8Array, options: { device?: SevGuestDevice; path?: string; vmpl?: number } = {}): Promise<SevGuestReport> {
-  if (reportData.length !== 64) throw new UserError(`An SEV-SNP report takes 64 bytes of report data, got ${reportData.length}.`);
+export async function sevGuestReport(
+  reportData: Uint8Array,
+  options: { device?: SevGuestDevice; path?: string; vmpl?: number } = {},
+): Promise<SevGuestReport> {
+  if (reportData.length !== 64)
+    throw new UserError(`An SEV-SNP report takes 64 bytes of report data, got ${reportData.length}.`);
   const device = options.device ?? (await openSevGuest(options.path ?? SEV_GUEST_DEVICE));
   try {
     let certsLen = 4 * 4096;
@@ -51,13 +55,20 @@ export async function sevGuestReport(reportData: Uint8Array, options: { device?:
           certsLen = request.readUInt32LE(104);
           continue;
         }
-        throw new UserError(`SNP_GET_EXT_REPORT on ${options.path ?? SEV_GUEST_DEVICE} failed (result ${result}, exitinfo2 0x${exitinfo2.toString(16)}).`);
+        throw new UserError(
+          `SNP_GET_EXT_REPORT on ${options.path ?? SEV_GUEST_DEVICE} failed (result ${result}, exitinfo2 0x${exitinfo2.toString(16)}).`,
+        );
       }
       const status = response.readUInt32LE(0);
       const size = response.readUInt32LE(4);
-      if (status !== 0) throw new UserError(`The SEV-SNP firmware refused the report request (status 0x${status.toString(16)}).`);
-      if (size > RESPONSE_SIZE - REPORT_OFFSET) throw new UserError(`The SEV-SNP firmware answered a report of ${size} bytes.`);
-      return { report: new Uint8Array(response.subarray(REPORT_OFFSET, REPORT_OFFSET + size)), certTable: new Uint8Array(certs) };
+      if (status !== 0)
+        throw new UserError(`The SEV-SNP firmware refused the report request (status 0x${status.toString(16)}).`);
+      if (size > RESPONSE_SIZE - REPORT_OFFSET)
+        throw new UserError(`The SEV-SNP firmware answered a report of ${size} bytes.`);
+      return {
+        report: new Uint8Array(response.subarray(REPORT_OFFSET, REPORT_OFFSET + size)),
+        certTable: new Uint8Array(certs),
+      };
     }
     throw new UserError('The host kept asking for a larger SEV-SNP certificate buffer.');
   } finally {
@@ -72,7 +83,10 @@ async function openSevGuest(path: string): Promise<SevGuestDevice> {
   try {
     handle = await fs.open(path, 'r+');
   } catch (err) {
-    throw new UserError(`Cannot open ${path}: ${(err as Error).message}`, { cause: err, hint: 'Is this an SEV-SNP guest whose kernel has the sev-guest driver?' });
+    throw new UserError(`Cannot open ${path}: ${(err as Error).message}`, {
+      cause: err,
+      hint: 'Is this an SEV-SNP guest whose kernel has the sev-guest driver?',
+    });
   }
   const koffi = (await import('koffi')).default;
   const ioctl = koffi.load('libc.so.6').func('int ioctl(int, unsigned long, _Inout_ uint8_t *)');

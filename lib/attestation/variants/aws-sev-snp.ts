@@ -14,12 +14,24 @@
  */
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
-import { akKey, readInstanceInfo, sha512, snpEvidenceCheck, snpEvidenceFields, type AkTrust, type CloudDeps } from './cloud-common.js';
+import {
+  akKey,
+  readInstanceInfo,
+  sha512,
+  snpEvidenceCheck,
+  snpEvidenceFields,
+  type AkTrust,
+  type CloudDeps,
+} from './cloud-common.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'aws-sev-snp';
 
-export const instanceInfoSchema = z.object({ ...snpEvidenceFields, vlek: z.string().optional(), identity: z.string().optional() });
+export const instanceInfoSchema = z.object({
+  ...snpEvidenceFields,
+  vlek: z.string().optional(),
+  identity: z.string().optional(),
+});
 const identityDocumentSchema = z.looseObject({ instanceId: z.string().min(1), region: z.string().min(1) });
 export type AwsSevSnpInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
@@ -33,7 +45,11 @@ export function awsSevSnpTrust(config: VariantConfig, deps: CloudDeps = {}): AkT
     try {
       identity = identityDocumentSchema.parse(JSON.parse(info.identity));
     } catch (cause) {
-      throw new AttestationError('The instance identity document in the attestation is not one EC2 issues (instanceId, region).', undefined, { cause });
+      throw new AttestationError(
+        'The instance identity document in the attestation is not one EC2 issues (instanceId, region).',
+        undefined,
+        { cause },
+      );
     }
     return deps.awsInstanceIdentity(identity.instanceId, identity.region);
   };

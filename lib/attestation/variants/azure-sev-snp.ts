@@ -15,13 +15,27 @@
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
 import type { VerifiedSnpReport } from '../snp/verify.js';
-import { akKey, readInstanceInfo, snpEvidenceCheck, snpEvidenceFields, verifyHclRuntimeData, type AkTrust, type CloudDeps, azureAttestedInstance, azureIdentityField } from './cloud-common.js';
+import {
+  akKey,
+  readInstanceInfo,
+  snpEvidenceCheck,
+  snpEvidenceFields,
+  verifyHclRuntimeData,
+  type AkTrust,
+  type CloudDeps,
+  azureAttestedInstance,
+  azureIdentityField,
+} from './cloud-common.js';
 import { decodeBase64Field } from '../vtpm-document.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'azure-sev-snp';
 
-export const instanceInfoSchema = z.object({ ...snpEvidenceFields, runtimeData: z.string().min(1), ...azureIdentityField });
+export const instanceInfoSchema = z.object({
+  ...snpEvidenceFields,
+  runtimeData: z.string().min(1),
+  ...azureIdentityField,
+});
 export type AzureSevSnpInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 interface FirmwareSignerConfig {
@@ -53,7 +67,12 @@ export function azureSevSnpTrust(config: VariantConfig, deps: CloudDeps = {}): A
     const ak = akKey(VARIANT, akPublic);
     const report = await checkSnp(info);
     checkFirmwareSigner(config, report, deps.warn ?? (() => {}));
-    verifyHclRuntimeData(VARIANT, decodeBase64Field('instanceInfo.runtimeData', info.runtimeData), report.reportData, ak);
+    verifyHclRuntimeData(
+      VARIANT,
+      decodeBase64Field('instanceInfo.runtimeData', info.runtimeData),
+      report.reportData,
+      ak,
+    );
     return azureAttestedInstance(info, deps);
   };
 }

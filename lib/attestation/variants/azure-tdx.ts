@@ -16,13 +16,25 @@
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
 import { TdxVerifier, type VerifyTdxQuoteOptions } from '../tdx/verify.js';
-import { akKey, readInstanceInfo, verifyHclRuntimeData, type AkTrust, type CloudDeps, azureAttestedInstance, azureIdentityField } from './cloud-common.js';
+import {
+  akKey,
+  readInstanceInfo,
+  verifyHclRuntimeData,
+  type AkTrust,
+  type CloudDeps,
+  azureAttestedInstance,
+  azureIdentityField,
+} from './cloud-common.js';
 import { decodeBase64Field } from '../vtpm-document.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'azure-tdx';
 
-export const instanceInfoSchema = z.object({ attestationReport: z.string().min(1), runtimeData: z.string().min(1), ...azureIdentityField });
+export const instanceInfoSchema = z.object({
+  attestationReport: z.string().min(1),
+  runtimeData: z.string().min(1),
+  ...azureIdentityField,
+});
 export type AzureTdxInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 function hexField(config: VariantConfig, key: string, bytes: number): Uint8Array | undefined {
@@ -34,11 +46,16 @@ function hexField(config: VariantConfig, key: string, bytes: number): Uint8Array
   return new Uint8Array(Buffer.from(value, 'hex'));
 }
 
-export function tdxOptions(config: VariantConfig, warn: (m: string) => void): Omit<VerifyTdxQuoteOptions, 'now' | 'reportData'> {
+export function tdxOptions(
+  config: VariantConfig,
+  warn: (m: string) => void,
+): Omit<VerifyTdxQuoteOptions, 'now' | 'reportData'> {
   const num = (key: string) => (typeof config[key] === 'number' ? (config[key] as number) : undefined);
   let mrSeam = hexField(config, 'mrSeam', 48);
   if (mrSeam?.every((b) => b === 0)) {
-    warn(`${VARIANT}: attestation.mrSeam is all zeros, so the TDX module's measurement is not checked; set it to pin the module`);
+    warn(
+      `${VARIANT}: attestation.mrSeam is all zeros, so the TDX module's measurement is not checked; set it to pin the module`,
+    );
     mrSeam = undefined;
   }
   return { qeSvn: num('qeSVN'), pceSvn: num('pceSVN'), teeTcbSvn: hexField(config, 'teeTCBSVN', 16), mrSeam };
@@ -50,8 +67,16 @@ export function azureTdxTrust(config: VariantConfig, deps: CloudDeps = {}): AkTr
   return async (document, akPublic) => {
     const info = readInstanceInfo(VARIANT, document, instanceInfoSchema);
     const ak = akKey(VARIANT, akPublic);
-    const quote = verifier.verify(decodeBase64Field('instanceInfo.attestationReport', info.attestationReport), { ...options, now: deps.now?.() });
-    verifyHclRuntimeData(VARIANT, decodeBase64Field('instanceInfo.runtimeData', info.runtimeData), quote.body.reportData, ak);
+    const quote = verifier.verify(decodeBase64Field('instanceInfo.attestationReport', info.attestationReport), {
+      ...options,
+      now: deps.now?.(),
+    });
+    verifyHclRuntimeData(
+      VARIANT,
+      decodeBase64Field('instanceInfo.runtimeData', info.runtimeData),
+      quote.body.reportData,
+      ak,
+    );
     return azureAttestedInstance(info, deps);
   };
 }

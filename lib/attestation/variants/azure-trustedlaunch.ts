@@ -14,14 +14,27 @@
 import { z } from 'zod';
 import { AttestationError, type Validator, type VariantConfig } from '../types.js';
 import { certificatesDer } from '../snp/certs.js';
-import { akKey, readInstanceInfo, sameKey, verifyCertChain, type AkTrust, type CloudDeps, azureAttestedInstance, azureIdentityField } from './cloud-common.js';
+import {
+  akKey,
+  readInstanceInfo,
+  sameKey,
+  verifyCertChain,
+  type AkTrust,
+  type CloudDeps,
+  azureAttestedInstance,
+  azureIdentityField,
+} from './cloud-common.js';
 import { decodeBase64Field } from '../vtpm-document.js';
 import { MICROSOFT_VTPM_ROOTS } from './microsoft-roots.js';
 import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'azure-trustedlaunch';
 
-export const instanceInfoSchema = z.object({ akCert: z.string().min(1), intermediates: z.array(z.string().min(1)).optional(), ...azureIdentityField });
+export const instanceInfoSchema = z.object({
+  akCert: z.string().min(1),
+  intermediates: z.array(z.string().min(1)).optional(),
+  ...azureIdentityField,
+});
 export type AzureTrustedLaunchInstanceInfo = z.infer<typeof instanceInfoSchema>;
 
 export function azureTrustedLaunchTrust(_config: VariantConfig, deps: CloudDeps = {}): AkTrust {
@@ -29,9 +42,18 @@ export function azureTrustedLaunchTrust(_config: VariantConfig, deps: CloudDeps 
   return async (document, akPublic) => {
     const info = readInstanceInfo(VARIANT, document, instanceInfoSchema);
     const ak = akKey(VARIANT, akPublic);
-    const intermediates = (info.intermediates ?? []).map((c, i) => decodeBase64Field(`instanceInfo.intermediates[${i}]`, c));
-    const cert = verifyCertChain(`${VARIANT}: AK certificate`, decodeBase64Field('instanceInfo.akCert', info.akCert), intermediates, roots, deps.now?.() ?? new Date());
-    if (!sameKey(cert.publicKey, ak.key)) throw new AttestationError(`${VARIANT}: the AK certificate is not for the quote's attestation key`);
+    const intermediates = (info.intermediates ?? []).map((c, i) =>
+      decodeBase64Field(`instanceInfo.intermediates[${i}]`, c),
+    );
+    const cert = verifyCertChain(
+      `${VARIANT}: AK certificate`,
+      decodeBase64Field('instanceInfo.akCert', info.akCert),
+      intermediates,
+      roots,
+      deps.now?.() ?? new Date(),
+    );
+    if (!sameKey(cert.publicKey, ak.key))
+      throw new AttestationError(`${VARIANT}: the AK certificate is not for the quote's attestation key`);
     return azureAttestedInstance(info, deps);
   };
 }

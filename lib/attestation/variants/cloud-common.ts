@@ -9,7 +9,13 @@ import { readCertificate, signedBy, type ReadCertificate } from '../certificate.
 import { z } from 'zod';
 import { parseTpmPublic, publicKeyFromTpmPublic, type TpmPublic } from '../../tpm/structures.js';
 import { TPM_ALG } from '../../tpm/constants.js';
-import { AttestationError, type AttestationDocument, type AttestedInstance, type ValidatorDeps, type VariantConfig } from '../types.js';
+import {
+  AttestationError,
+  type AttestationDocument,
+  type AttestedInstance,
+  type ValidatorDeps,
+  type VariantConfig,
+} from '../types.js';
 import { kdsClientFor, type Fetcher } from '../snp/kds.js';
 import { parseSnpReport } from '../snp/report.js';
 import { SnpVerifier, type VerifiedSnpReport } from '../snp/verify.js';
@@ -34,7 +40,11 @@ export type AwsInstanceIdentity = (instanceId: string, region: string) => Promis
  * The GCE instance an attested gcp-* node runs on (its AK is the one GCP's shielded VM identity returns for it), as
  * its cluster knows it (a join service's node asks Compute): undefined when the instance is not one of this cluster's.
  */
-export type GcpInstanceIdentity = (instance: { projectId: string; zone: string; instanceName: string }) => Promise<AttestedInstance | undefined>;
+export type GcpInstanceIdentity = (instance: {
+  projectId: string;
+  zone: string;
+  instanceName: string;
+}) => Promise<AttestedInstance | undefined>;
 
 /**
  * The Azure VM an attested azure-* node runs on, named by the resource id (and vmId) its IMDS gave the measured node
@@ -43,10 +53,15 @@ export type GcpInstanceIdentity = (instance: { projectId: string; zone: string; 
 export type AzureInstanceIdentity = (vm: { resourceId: string; vmId: string }) => Promise<AttestedInstance | undefined>;
 
 /** instanceInfo.identity of the azure-* variants: the VM as IMDS names it. */
-export const azureIdentityField = { identity: z.object({ resourceId: z.string().min(1), vmId: z.string().min(1) }).optional() };
+export const azureIdentityField = {
+  identity: z.object({ resourceId: z.string().min(1), vmId: z.string().min(1) }).optional(),
+};
 
 /** The VM an azure-* document names, resolved by deps.azureInstanceIdentity (join services); undefined without either. */
-export async function azureAttestedInstance(info: { identity?: { resourceId: string; vmId: string } }, deps: CloudDeps): Promise<AttestedInstance | undefined> {
+export async function azureAttestedInstance(
+  info: { identity?: { resourceId: string; vmId: string } },
+  deps: CloudDeps,
+): Promise<AttestedInstance | undefined> {
   if (!info.identity || !deps.azureInstanceIdentity) return undefined;
   return deps.azureInstanceIdentity(info.identity);
 }
@@ -74,7 +89,9 @@ export function readInstanceInfo<T>(variant: string, document: AttestationDocume
     json = parseJson(Buffer.from(decodeBase64Field('instanceInfo', document.instanceInfo)).toString('utf8'));
   } catch (cause) {
     if (cause instanceof AttestationError) throw cause;
-    throw new AttestationError(`${variant}: the document's instanceInfo is not base64-encoded JSON`, undefined, { cause });
+    throw new AttestationError(`${variant}: the document's instanceInfo is not base64-encoded JSON`, undefined, {
+      cause,
+    });
   }
   const parsed = schema.safeParse(json);
   if (!parsed.success) {
@@ -97,7 +114,11 @@ export function akKey(variant: string, akPublic: Uint8Array): AkKey {
     const key = publicKeyFromTpmPublic(publicArea);
     return { publicArea, key, spki: new Uint8Array(key.export({ type: 'spki', format: 'der' })) };
   } catch (cause) {
-    throw new AttestationError(`${variant}: the attestation key is not a valid TPMT_PUBLIC (${(cause as Error).message})`, undefined, { cause });
+    throw new AttestationError(
+      `${variant}: the attestation key is not a valid TPMT_PUBLIC (${(cause as Error).message})`,
+      undefined,
+      { cause },
+    );
   }
 }
 
@@ -135,7 +156,10 @@ export interface SnpEvidenceInfo {
   certChain?: string;
 }
 
-export type SnpEvidenceCheck = (info: SnpEvidenceInfo, options?: { signingCert?: string; reportData?: Uint8Array }) => Promise<VerifiedSnpReport>;
+export type SnpEvidenceCheck = (
+  info: SnpEvidenceInfo,
+  options?: { signingCert?: string; reportData?: Uint8Array },
+) => Promise<VerifiedSnpReport>;
 
 /**
  * An SNP variant's evidence check: one verifier per validator (it caches verified chains) with the config's TCB
@@ -150,12 +174,24 @@ export function snpEvidenceCheck(variant: string, config: VariantConfig, deps: C
     let signingCert: string | Uint8Array | undefined = options.signingCert ?? info.vcek;
     if (signingCert === undefined) {
       const parsed = parseSnpReport(report);
-      if (parsed.signingKey === 'vlek') throw new AttestationError(`${variant}: the report is signed by a VLEK, but the evidence carries no VLEK certificate`);
+      if (parsed.signingKey === 'vlek')
+        throw new AttestationError(
+          `${variant}: the report is signed by a VLEK, but the evidence carries no VLEK certificate`,
+        );
       const fetch = deps.fetch as Fetcher | undefined;
-      if (!fetch) throw new AttestationError(`${variant}: the evidence carries no VCEK and this verifier has no way to fetch it from AMD`);
+      if (!fetch)
+        throw new AttestationError(
+          `${variant}: the evidence carries no VCEK and this verifier has no way to fetch it from AMD`,
+        );
       signingCert = await kdsClientFor(fetch).vcek(parsed.product, parsed.chipId, parsed.reportedTcb);
     }
-    return verifier.verify(report, { signingCert, certChain: info.certChain, now: deps.now?.(), minimumTcb, reportData: options.reportData });
+    return verifier.verify(report, {
+      signingCert,
+      certChain: info.certChain,
+      now: deps.now?.(),
+      minimumTcb,
+      reportData: options.reportData,
+    });
   };
 }
 
@@ -163,10 +199,17 @@ export function snpEvidenceCheck(variant: string, config: VariantConfig, deps: C
  * Azure's paravisor (HCL) binding: the TEE report's REPORT_DATA[0:32] is SHA-256 of the runtime data (JSON),
  * whose key "HCLAkPub" is the vTPM's attestation key. Proves the AK lives in the attested VM.
  */
-export function verifyHclRuntimeData(variant: string, runtimeData: Uint8Array, reportData: Uint8Array, ak: AkKey): void {
+export function verifyHclRuntimeData(
+  variant: string,
+  runtimeData: Uint8Array,
+  reportData: Uint8Array,
+  ak: AkKey,
+): void {
   const digest = createHash('sha256').update(runtimeData).digest();
   if (!digest.equals(reportData.subarray(0, 32))) {
-    throw new AttestationError(`${variant}: the report's REPORT_DATA does not bind the paravisor runtime data (SHA-256 differs)`);
+    throw new AttestationError(
+      `${variant}: the report's REPORT_DATA does not bind the paravisor runtime data (SHA-256 differs)`,
+    );
   }
   let parsed: unknown;
   try {
@@ -180,14 +223,23 @@ export function verifyHclRuntimeData(variant: string, runtimeData: Uint8Array, r
   const hclKey = keys.find((k) => k.kid === 'HCLAkPub') ?? keys[0];
   if (!hclKey) throw new AttestationError(`${variant}: the paravisor runtime data holds no attestation key`);
   const area = ak.publicArea;
-  if (area.type !== TPM_ALG.RSA || hclKey.kty !== 'RSA' || typeof hclKey.n !== 'string' || typeof hclKey.e !== 'string' || !hclKey.n || !hclKey.e) {
+  if (
+    area.type !== TPM_ALG.RSA ||
+    hclKey.kty !== 'RSA' ||
+    typeof hclKey.n !== 'string' ||
+    typeof hclKey.e !== 'string' ||
+    !hclKey.n ||
+    !hclKey.e
+  ) {
     throw new AttestationError(`${variant}: the paravisor's attestation key and the quote's AK are not both RSA keys`);
   }
   const n = Buffer.from(hclKey.n, 'base64url');
   const e = Buffer.from(hclKey.e, 'base64url').reduce((acc, b) => acc * 256 + b, 0);
   const akE = area.parameters.exponent === 0 ? 65537 : area.parameters.exponent;
   if (!n.equals(area.unique.n) || e !== akE) {
-    throw new AttestationError(`${variant}: the quote's attestation key is not the one in the paravisor runtime data (HCLAkPub)`);
+    throw new AttestationError(
+      `${variant}: the quote's attestation key is not the one in the paravisor runtime data (HCLAkPub)`,
+    );
   }
 }
 
@@ -195,7 +247,13 @@ export function verifyHclRuntimeData(variant: string, runtimeData: Uint8Array, r
  * Verifies `leaf` up through `intermediates` to one of `roots` (compared byte for byte), each certificate valid
  * at `now` and each issuer a CA. Returns the leaf's certificate; throws AttestationError saying what failed.
  */
-export function verifyCertChain(what: string, leafDer: Uint8Array, intermediatesDer: Uint8Array[], rootsDer: Uint8Array[], now: Date): X509Certificate {
+export function verifyCertChain(
+  what: string,
+  leafDer: Uint8Array,
+  intermediatesDer: Uint8Array[],
+  rootsDer: Uint8Array[],
+  now: Date,
+): X509Certificate {
   const parse = (der: Uint8Array) => ({ der, ...readCertificate(der, `${what}: a certificate`) });
   const leaf = parse(leafDer);
   const pool = [...intermediatesDer, ...rootsDer].map(parse);
@@ -203,10 +261,18 @@ export function verifyCertChain(what: string, leafDer: Uint8Array, intermediates
   const valid = (c: ReadCertificate) => now.getTime() >= c.notBefore && now.getTime() <= c.notAfter;
   let current = leaf;
   for (let depth = 0; depth < 6; depth++) {
-    if (!valid(current)) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" is not valid at ${now.toISOString()}`);
+    if (!valid(current))
+      throw new AttestationError(
+        `${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" is not valid at ${now.toISOString()}`,
+      );
     if (isRoot(current.der)) return leaf.cert;
-    const issuer = pool.find((p) => p.cert.ca && current.cert.checkIssued(p.cert) && signedBy(current.cert, p.publicKey));
-    if (!issuer) throw new AttestationError(`${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" does not chain to a trusted root`);
+    const issuer = pool.find(
+      (p) => p.cert.ca && current.cert.checkIssued(p.cert) && signedBy(current.cert, p.publicKey),
+    );
+    if (!issuer)
+      throw new AttestationError(
+        `${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" does not chain to a trusted root`,
+      );
     current = issuer;
   }
   throw new AttestationError(`${what}: the certificate chain is too long`);

@@ -18,7 +18,11 @@ import { vtpmBacked } from './vtpm-backed.js';
 
 export const VARIANT = 'gcp-sev-es';
 
-export const gcpInstanceSchema = z.object({ projectId: z.string().min(1), zone: z.string().min(1), instanceName: z.string().min(1) });
+export const gcpInstanceSchema = z.object({
+  projectId: z.string().min(1),
+  zone: z.string().min(1),
+  instanceName: z.string().min(1),
+});
 export type GcpInstanceInfo = z.infer<typeof gcpInstanceSchema>;
 
 /** What GCP's getShieldedInstanceIdentity says about the instance's attestation key (any one field suffices). */
@@ -33,28 +37,50 @@ export interface GcpShieldedIdentity {
 export type GcpShieldedIdentityClient = (instance: GcpInstanceInfo) => Promise<GcpShieldedIdentity>;
 
 /** The document's AK must be the one GCP registered for the instance. */
-export async function verifyGcpShieldedAk(variant: string, instance: GcpInstanceInfo, ak: AkKey, akPublic: Uint8Array, deps: CloudDeps): Promise<void> {
+export async function verifyGcpShieldedAk(
+  variant: string,
+  instance: GcpInstanceInfo,
+  ak: AkKey,
+  akPublic: Uint8Array,
+  deps: CloudDeps,
+): Promise<void> {
   const client = deps.gcpShieldedIdentity as GcpShieldedIdentityClient | undefined;
-  if (!client) throw new AttestationError(`${variant}: no GCP client is configured to look up the instance's shielded VM identity`);
+  if (!client)
+    throw new AttestationError(
+      `${variant}: no GCP client is configured to look up the instance's shielded VM identity`,
+    );
   let identity: GcpShieldedIdentity;
   try {
     identity = await client(instance);
   } catch (cause) {
-    throw new AttestationError(`${variant}: looking up the shielded VM identity of ${instance.projectId}/${instance.zone}/${instance.instanceName} failed: ${(cause as Error)?.message ?? String(cause)}`, undefined, { cause });
+    throw new AttestationError(
+      `${variant}: looking up the shielded VM identity of ${instance.projectId}/${instance.zone}/${instance.instanceName} failed: ${(cause as Error)?.message ?? String(cause)}`,
+      undefined,
+      { cause },
+    );
   }
   if (identity.akPublic) {
-    if (Buffer.from(identity.akPublic).equals(akPublic) || sameKey(akKey(variant, identity.akPublic).key, ak.key)) return;
-    throw new AttestationError(`${variant}: the quote's attestation key is not the one GCP registered for instance ${instance.instanceName}`);
+    if (Buffer.from(identity.akPublic).equals(akPublic) || sameKey(akKey(variant, identity.akPublic).key, ak.key))
+      return;
+    throw new AttestationError(
+      `${variant}: the quote's attestation key is not the one GCP registered for instance ${instance.instanceName}`,
+    );
   }
   if (identity.akCertDer) {
     const certified = gcpKey(variant, 'AK certificate', () => new X509Certificate(identity.akCertDer!).publicKey);
     if (sameKey(certified, ak.key)) return;
-    throw new AttestationError(`${variant}: the quote's attestation key is not the one in GCP's AK certificate for instance ${instance.instanceName}`);
+    throw new AttestationError(
+      `${variant}: the quote's attestation key is not the one in GCP's AK certificate for instance ${instance.instanceName}`,
+    );
   }
   if (identity.akSpkiDer) {
-    const registered = gcpKey(variant, 'AK public key', () => createPublicKey({ key: Buffer.from(identity.akSpkiDer!), format: 'der', type: 'spki' }));
+    const registered = gcpKey(variant, 'AK public key', () =>
+      createPublicKey({ key: Buffer.from(identity.akSpkiDer!), format: 'der', type: 'spki' }),
+    );
     if (sameKey(registered, ak.key)) return;
-    throw new AttestationError(`${variant}: the quote's attestation key is not the one GCP registered for instance ${instance.instanceName}`);
+    throw new AttestationError(
+      `${variant}: the quote's attestation key is not the one GCP registered for instance ${instance.instanceName}`,
+    );
   }
   throw new AttestationError(`${variant}: GCP returned no attestation key for instance ${instance.instanceName}`);
 }
@@ -64,7 +90,9 @@ function gcpKey(variant: string, what: string, read: () => KeyObject): KeyObject
   try {
     return read();
   } catch (cause) {
-    throw new AttestationError(`${variant}: GCP's ${what} is malformed (${(cause as Error).message})`, undefined, { cause });
+    throw new AttestationError(`${variant}: GCP's ${what} is malformed (${(cause as Error).message})`, undefined, {
+      cause,
+    });
   }
 }
 

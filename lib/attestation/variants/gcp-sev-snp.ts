@@ -8,7 +8,15 @@
  */
 import { z } from 'zod';
 import type { Validator, VariantConfig } from '../types.js';
-import { akKey, readInstanceInfo, sha512, snpEvidenceCheck, snpEvidenceFields, type AkTrust, type CloudDeps } from './cloud-common.js';
+import {
+  akKey,
+  readInstanceInfo,
+  sha512,
+  snpEvidenceCheck,
+  snpEvidenceFields,
+  type AkTrust,
+  type CloudDeps,
+} from './cloud-common.js';
 import { gcpInstanceSchema, verifyGcpShieldedAk } from './gcp-sev-es.js';
 import { vtpmBacked } from './vtpm-backed.js';
 

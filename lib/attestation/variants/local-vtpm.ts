@@ -24,7 +24,12 @@ export function createValidator(config: VariantConfig, deps: ValidatorDeps): Val
  * The validator of a variant whose AK the provider registered when it made the node (local-vtpm, qemu-vtpm): the
  * generic vTPM validator, trusting an AK only when the registry holds exactly it for the instance.
  */
-export function registeredAkValidator(variant: string, config: VariantConfig, deps: ValidatorDeps, provider: string): Validator {
+export function registeredAkValidator(
+  variant: string,
+  config: VariantConfig,
+  deps: ValidatorDeps,
+  provider: string,
+): Validator {
   const registry = deps.akRegistry;
   return createVtpmValidator({
     variant,
@@ -35,14 +40,22 @@ export function registeredAkValidator(variant: string, config: VariantConfig, de
       if (!registry) throw new AttestationError(`${variant}: no AK registry to check the attestation key against`);
       const registered = await registry.lookup(instance);
       if (!registered) {
-        throw new AttestationError(`${variant}: no attestation key is registered for instance "${instance}"`, undefined, {
-          hint: `Only nodes the ${provider} provider created can attest.`,
-        });
+        throw new AttestationError(
+          `${variant}: no attestation key is registered for instance "${instance}"`,
+          undefined,
+          {
+            hint: `Only nodes the ${provider} provider created can attest.`,
+          },
+        );
       }
       if (!bytesEqual(registered, akPublic)) {
-        throw new AttestationError(`${variant}: the attestation key differs from the one registered for instance "${instance}"`, undefined, {
-          hint: 'The node runs on another TPM than the provider created it with.',
-        });
+        throw new AttestationError(
+          `${variant}: the attestation key differs from the one registered for instance "${instance}"`,
+          undefined,
+          {
+            hint: 'The node runs on another TPM than the provider created it with.',
+          },
+        );
       }
       const [role, addresses] = await Promise.all([registry.role?.(instance), registry.addresses?.(instance)]);
       return { name: instance, role, ...(addresses ? { addresses } : {}) };

@@ -19,7 +19,16 @@ const S_IFCHR = 0o020000;
 const hex8 = (n: number) => (n >>> 0).toString(16).padStart(8, '0');
 const pad4 = (n: number) => (4 - (n % 4)) % 4;
 
-function header(fields: { ino: number; mode: number; nlink: number; mtime: number; size: number; rdevMajor: number; rdevMinor: number; nameSize: number }): string {
+function header(fields: {
+  ino: number;
+  mode: number;
+  nlink: number;
+  mtime: number;
+  size: number;
+  rdevMajor: number;
+  rdevMinor: number;
+  nameSize: number;
+}): string {
   return (
     '070701' +
     hex8(fields.ino) +
@@ -52,16 +61,42 @@ function comparePaths(a: string, b: string): number {
 export function writeCpio(entries: readonly CpioEntry[], mtime = 0): Buffer {
   const seen = new Set<string>();
   for (const e of entries) {
-    if (e.path === '' || e.path.startsWith('/') || e.path.split('/').some((p) => p === '' || p === '.' || p === '..')) throw new Error(`cpio: bad path ${JSON.stringify(e.path)}`);
+    if (e.path === '' || e.path.startsWith('/') || e.path.split('/').some((p) => p === '' || p === '.' || p === '..'))
+      throw new Error(`cpio: bad path ${JSON.stringify(e.path)}`);
     if (seen.has(e.path)) throw new Error(`cpio: duplicate path ${e.path}`);
     seen.add(e.path);
   }
   const sorted = [...entries].sort((a, b) => comparePaths(a.path, b.path));
   const chunks: Buffer[] = [];
-  const push = (name: string, mode: number, nlink: number, data: Buffer, ino: number, rdev: [number, number] = [0, 0]) => {
+  const push = (
+    name: string,
+    mode: number,
+    nlink: number,
+    data: Buffer,
+    ino: number,
+    rdev: [number, number] = [0, 0],
+  ) => {
     const nameBytes = Buffer.from(`${name}\0`);
-    const head = Buffer.from(header({ ino, mode, nlink, mtime, size: data.length, rdevMajor: rdev[0], rdevMinor: rdev[1], nameSize: nameBytes.length }), 'ascii');
-    chunks.push(head, nameBytes, Buffer.alloc(pad4(head.length + nameBytes.length)), data, Buffer.alloc(pad4(data.length)));
+    const head = Buffer.from(
+      header({
+        ino,
+        mode,
+        nlink,
+        mtime,
+        size: data.length,
+        rdevMajor: rdev[0],
+        rdevMinor: rdev[1],
+        nameSize: nameBytes.length,
+      }),
+      'ascii',
+    );
+    chunks.push(
+      head,
+      nameBytes,
+      Buffer.alloc(pad4(head.length + nameBytes.length)),
+      data,
+      Buffer.alloc(pad4(data.length)),
+    );
   };
   sorted.forEach((e, i) => {
     const ino = i + 1;

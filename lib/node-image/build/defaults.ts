@@ -29,7 +29,10 @@ export async function pinnedNodeBinary(root = packageRoot()): Promise<{ binary: 
   return { binary: path.join(dir, 'bin', 'node'), version: pkg.version };
 }
 
-export function defaultBuildDeps(report?: (step: BuildStep, message?: string) => void, configDir = userConfigDir()): BuildImageDeps {
+export function defaultBuildDeps(
+  report?: (step: BuildStep, message?: string) => void,
+  configDir = userConfigDir(),
+): BuildImageDeps {
   const keyFiles = signingKeyFiles(configDir, IMAGE_KEY_NAME);
   return {
     run: runCommand,

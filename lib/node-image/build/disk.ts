@@ -43,7 +43,9 @@ export interface RawDiskOptions {
 }
 
 /** Writes the raw disk to `out`; returns its layout. */
-export async function writeRawDisk(options: RawDiskOptions): Promise<{ size: number; espOffset: number; espSize: number; diskGuid: string; partitionGuid: string }> {
+export async function writeRawDisk(
+  options: RawDiskOptions,
+): Promise<{ size: number; espOffset: number; espSize: number; diskGuid: string; partitionGuid: string }> {
   const { uki, out, workDir, run } = options;
   const seed = createHash('sha256').update(uki).digest('hex');
   const time = Math.max(options.time ?? DEFAULT_FAT_TIME, 315532800 + 86400); // FAT starts in 1980
@@ -65,7 +67,9 @@ export async function writeRawDisk(options: RawDiskOptions): Promise<{ size: num
   await fs.truncate(esp, espSize);
   const volumeId = seed.slice(0, 8);
   await runChecked(run, 'mkfs.vfat', ['-F', '32', '-s', '1', '-i', volumeId, '--invariant', '-n', 'ESP', esp]);
-  await runChecked(run, 'mcopy', ['-s', '-m', '-i', esp, path.join(tree, 'EFI'), '::'], { env: { ...process.env, MTOOLS_SKIP_CHECK: '1', SOURCE_DATE_EPOCH: String(time) } });
+  await runChecked(run, 'mcopy', ['-s', '-m', '-i', esp, path.join(tree, 'EFI'), '::'], {
+    env: { ...process.env, MTOOLS_SKIP_CHECK: '1', SOURCE_DATE_EPOCH: String(time) },
+  });
 
   const diskGuid = derivedGuid(seed, 'disk');
   const partitionGuid = derivedGuid(seed, 'esp');

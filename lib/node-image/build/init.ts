@@ -30,7 +30,19 @@ export const IMAGE_VARIANTS: Record<ImageProvider, string> = {
  * authenticated cipher authenc(hmac(sha256),xts(aes)): the initrd has no module loader for the kernel's on-demand
  * requests, so dm-crypt would find neither and refuse the mapping.
  */
-const COMMON_MODULES = ['virtio_pci', 'virtio_blk', 'virtio_net', 'dm_mod', 'dm_crypt', 'dm_integrity', 'ecb', 'xts', 'authenc', 'tun', 'fuse'];
+const COMMON_MODULES = [
+  'virtio_pci',
+  'virtio_blk',
+  'virtio_net',
+  'dm_mod',
+  'dm_crypt',
+  'dm_integrity',
+  'ecb',
+  'xts',
+  'authenc',
+  'tun',
+  'fuse',
+];
 /** What each cloud's VMs add: their disk and network drivers. */
 const PROVIDER_MODULES: Record<ImageProvider, string[]> = {
   qemu: [],
@@ -129,4 +141,31 @@ exit 0
 }
 
 /** The busybox applets /init and its scripts use (links to /usr/bin/busybox). */
-export const BUSYBOX_APPLETS = ['sh', 'mount', 'umount', 'mkdir', 'insmod', 'modprobe', 'ip', 'udhcpc', 'cat', 'tr', 'base64', 'echo', 'ls', 'grep', 'head', 'sleep', 'poweroff', 'reboot', 'dmesg', 'ps', 'ln', 'rm', 'mknod', 'uname', 'dd', 'blockdev'];
+export const BUSYBOX_APPLETS = [
+  'sh',
+  'mount',
+  'umount',
+  'mkdir',
+  'insmod',
+  'modprobe',
+  'ip',
+  'udhcpc',
+  'cat',
+  'tr',
+  'base64',
+  'echo',
+  'ls',
+  'grep',
+  'head',
+  'sleep',
+  'poweroff',
+  'reboot',
+  'dmesg',
+  'ps',
+  'ln',
+  'rm',
+  'mknod',
+  'uname',
+  'dd',
+  'blockdev',
+];

@@ -29,11 +29,16 @@ export interface ModulePlan {
   builtin: string[];
 }
 
-export async function planModules(index: Map<string, SourceNode>, release: string, wanted: readonly string[]): Promise<ModulePlan> {
+export async function planModules(
+  index: Map<string, SourceNode>,
+  release: string,
+  wanted: readonly string[],
+): Promise<ModulePlan> {
   const base = `usr/lib/modules/${release}`;
   const files = new Map<string, { path: string; source: string }>();
   for (const [p, node] of index) {
-    if (node.type === 'file' && p.startsWith(`${base}/`) && p.endsWith('.ko')) files.set(norm(p.slice(p.lastIndexOf('/') + 1, -3)), { path: p, source: node.source });
+    if (node.type === 'file' && p.startsWith(`${base}/`) && p.endsWith('.ko'))
+      files.set(norm(p.slice(p.lastIndexOf('/') + 1, -3)), { path: p, source: node.source });
   }
   const builtinNode = index.get(`${base}/modules.builtin`);
   const builtinNames = new Set<string>();
@@ -55,7 +60,9 @@ export async function planModules(index: Map<string, SourceNode>, release: strin
         builtin.push(n);
         return;
       }
-      throw new UserError(`The kernel ${release} has no module ${name}, neither as a file nor built in.`, { hint: 'Check the module list of the provider in lib/node-image/build/init.ts.' });
+      throw new UserError(`The kernel ${release} has no module ${name}, neither as a file nor built in.`, {
+        hint: 'Check the module list of the provider in lib/node-image/build/init.ts.',
+      });
     }
     if (visiting.has(n)) throw new Error(`module dependency cycle at ${name}`);
     visiting.add(n);

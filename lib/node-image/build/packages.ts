@@ -51,10 +51,15 @@ export const USERLAND_PACKAGES: readonly DebianPackage[] = [
 export const ALL_PACKAGES: readonly DebianPackage[] = [KERNEL_PACKAGE, STUB_PACKAGE, ...USERLAND_PACKAGES];
 
 /** The default cache: /var/cache/constellation/debs for root, else ~/.cache/constellation/debs ($XDG_CACHE_HOME honoured). */
-export function defaultPackageCache(env: NodeJS.ProcessEnv = process.env, uid = process.getuid?.() ?? -1, home = os.homedir()): string {
+export function defaultPackageCache(
+  env: NodeJS.ProcessEnv = process.env,
+  uid = process.getuid?.() ?? -1,
+  home = os.homedir(),
+): string {
   if (env.CONSTELLATION_PACKAGE_CACHE) return path.resolve(env.CONSTELLATION_PACKAGE_CACHE);
   if (uid === 0) return '/var/cache/constellation/debs';
-  const xdg = env.XDG_CACHE_HOME && path.isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : path.join(home, '.cache');
+  const xdg =
+    env.XDG_CACHE_HOME && path.isAbsolute(env.XDG_CACHE_HOME) ? env.XDG_CACHE_HOME : path.join(home, '.cache');
   return path.join(xdg, 'constellation', 'debs');
 }
 
@@ -76,7 +81,9 @@ async function exists(file: string): Promise<boolean> {
 }
 
 export async function sha256File(file: string): Promise<string> {
-  return createHash('sha256').update(await fs.readFile(file)).digest('hex');
+  return createHash('sha256')
+    .update(await fs.readFile(file))
+    .digest('hex');
 }
 
 export interface FetchOptions {
@@ -88,16 +95,22 @@ export interface FetchOptions {
 }
 
 /** Every package's .deb from the cache, fetching what is missing; each with its SHA-256. */
-export async function fetchPackages(packages: readonly DebianPackage[], options: FetchOptions): Promise<FetchedPackage[]> {
+export async function fetchPackages(
+  packages: readonly DebianPackage[],
+  options: FetchOptions,
+): Promise<FetchedPackage[]> {
   const { cacheDir, run } = options;
   const missing: DebianPackage[] = [];
   for (const pkg of packages) if (!(await exists(path.join(cacheDir, debFileName(pkg))))) missing.push(pkg);
   if (missing.length > 0) {
     const names = missing.map((p) => `${p.name}=${p.version}`);
     if (!options.download) {
-      throw new UserError(`The package cache ${cacheDir} lacks ${missing.length} Debian package(s) the node image needs: ${names.join(', ')}.`, {
-        hint: 'Fill it first: `bash scripts/fetch-image-inputs.sh` (it runs apt-get download), or point CONSTELLATION_PACKAGE_CACHE at a filled cache.',
-      });
+      throw new UserError(
+        `The package cache ${cacheDir} lacks ${missing.length} Debian package(s) the node image needs: ${names.join(', ')}.`,
+        {
+          hint: 'Fill it first: `bash scripts/fetch-image-inputs.sh` (it runs apt-get download), or point CONSTELLATION_PACKAGE_CACHE at a filled cache.',
+        },
+      );
     }
     options.progress?.(`downloading ${missing.length} package(s) into ${cacheDir}`);
     await fs.mkdir(cacheDir, { recursive: true });
@@ -111,9 +124,12 @@ export async function fetchPackages(packages: readonly DebianPackage[], options:
         result = await run('apt-get', ['download', ...names], { cwd: temp });
       }
       if (result.code !== 0) {
-        throw new UserError(`apt-get download failed for ${names.join(', ')}: ${result.stderr.trim().split('\n').slice(-3).join(' ')}`, {
-          hint: 'The image pins exact Debian versions (lib/node-image/build/packages.ts). Check that this machine reaches a Debian bookworm mirror (apt-get update), or fill the package cache from one that does.',
-        });
+        throw new UserError(
+          `apt-get download failed for ${names.join(', ')}: ${result.stderr.trim().split('\n').slice(-3).join(' ')}`,
+          {
+            hint: 'The image pins exact Debian versions (lib/node-image/build/packages.ts). Check that this machine reaches a Debian bookworm mirror (apt-get update), or fill the package cache from one that does.',
+          },
+        );
       }
       for (const pkg of missing) {
         const name = debFileName(pkg);

@@ -15,7 +15,10 @@ import type { CpioEntry } from './cpio.js';
 import { elfDependencies, isElf } from './elf.js';
 
 /** One file of an extracted package, by its path in the merged-/usr layout. */
-export type SourceNode = { type: 'file'; source: string; mode: number; origin: string } | { type: 'symlink'; target: string; origin: string } | { type: 'dir'; origin: string };
+export type SourceNode =
+  | { type: 'file'; source: string; mode: number; origin: string }
+  | { type: 'symlink'; target: string; origin: string }
+  | { type: 'dir'; origin: string };
 
 const MERGED = ['bin', 'sbin', 'lib', 'lib64'];
 export const LIBRARY_DIRS = ['usr/lib/x86_64-linux-gnu', 'usr/lib', 'usr/lib64'];
@@ -27,7 +30,9 @@ export function mergedUsrPath(relative: string): string {
 }
 
 /** Every path of the extracted packages (each a folder of `dpkg-deb -x`), merged; a path two packages hold differently is an error. */
-export async function indexPackages(trees: ReadonlyArray<{ dir: string; origin: string }>): Promise<Map<string, SourceNode>> {
+export async function indexPackages(
+  trees: ReadonlyArray<{ dir: string; origin: string }>,
+): Promise<Map<string, SourceNode>> {
   const index = new Map<string, SourceNode>();
   const walk = async (root: string, origin: string, rel: string): Promise<void> => {
     const names = (await fs.readdir(path.join(root, rel))).sort();
@@ -55,7 +60,11 @@ export async function indexPackages(trees: ReadonlyArray<{ dir: string; origin: 
   return index;
 }
 
-export type TreeNode = { type: 'file'; data: Buffer; mode: number } | { type: 'symlink'; target: string } | { type: 'dir'; mode: number } | { type: 'chardev'; mode: number; major: number; minor: number };
+export type TreeNode =
+  | { type: 'file'; data: Buffer; mode: number }
+  | { type: 'symlink'; target: string }
+  | { type: 'dir'; mode: number }
+  | { type: 'chardev'; mode: number; major: number; minor: number };
 
 /** The initrd's tree being built: path (relative, merged /usr) -> node. */
 export class RootTree {
@@ -108,7 +117,10 @@ export class RootTree {
     if (seen.has(key)) return key;
     seen.add(key);
     const node = this.packages.get(key);
-    if (!node) throw new UserError(`No package of the node image provides /${key}.`, { hint: 'Add the Debian package that holds it to lib/node-image/build/packages.ts.' });
+    if (!node)
+      throw new UserError(`No package of the node image provides /${key}.`, {
+        hint: 'Add the Debian package that holds it to lib/node-image/build/packages.ts.',
+      });
     if (node.type === 'symlink') {
       this.symlink(key, node.target);
       return this.addFromPackages(RootTree.resolveLink(key, node.target), seen);
@@ -130,8 +142,13 @@ export class RootTree {
     if (!deps) throw new UserError(`/${who} is not a 64-bit x86 ELF file.`);
     if (deps.interpreter) await this.addFromPackages(deps.interpreter.replace(/^\//, ''), seen);
     for (const lib of deps.needed) {
-      const dirs = [...deps.runpath.map((d) => d.replace('$ORIGIN', `/${path.posix.dirname(who)}`).replace(/^\//, '')), ...LIBRARY_DIRS];
-      const found = dirs.map((d) => mergedUsrPath(path.posix.normalize(`${d}/${lib}`))).find((candidate) => this.packages.has(candidate) || this.nodes.has(candidate));
+      const dirs = [
+        ...deps.runpath.map((d) => d.replace('$ORIGIN', `/${path.posix.dirname(who)}`).replace(/^\//, '')),
+        ...LIBRARY_DIRS,
+      ];
+      const found = dirs
+        .map((d) => mergedUsrPath(path.posix.normalize(`${d}/${lib}`)))
+        .find((candidate) => this.packages.has(candidate) || this.nodes.has(candidate));
       if (!found) {
         throw new UserError(`/${who} needs the shared library ${lib}, which no package of the node image provides.`, {
           hint: `Add the Debian package that holds ${lib} (\`dpkg -S ${lib}\` names it) to lib/node-image/build/packages.ts.`,
@@ -156,7 +173,8 @@ export class RootTree {
       for (let i = parts.length - 1; i > 0; i--) {
         const prefix = parts.slice(0, i).join('/');
         const n = this.nodes.get(prefix);
-        if (n?.type === 'symlink' && depth < 16) return resolve(path.posix.join(RootTree.resolveLink(prefix, n.target), ...parts.slice(i)), depth + 1);
+        if (n?.type === 'symlink' && depth < 16)
+          return resolve(path.posix.join(RootTree.resolveLink(prefix, n.target), ...parts.slice(i)), depth + 1);
       }
       return undefined;
     };
@@ -164,10 +182,15 @@ export class RootTree {
       if (node.type !== 'file' || !isElf(node.data)) continue;
       const deps = elfDependencies(node.data);
       if (!deps) continue;
-      if (deps.interpreter && resolve(deps.interpreter.replace(/^\//, ''))?.type !== 'file') problems.push(`/${p}: interpreter ${deps.interpreter} missing`);
+      if (deps.interpreter && resolve(deps.interpreter.replace(/^\//, ''))?.type !== 'file')
+        problems.push(`/${p}: interpreter ${deps.interpreter} missing`);
       for (const lib of deps.needed) {
-        const dirs = [...deps.runpath.map((d) => d.replace('$ORIGIN', `/${path.posix.dirname(p)}`).replace(/^\//, '')), ...LIBRARY_DIRS];
-        if (!dirs.some((d) => resolve(path.posix.normalize(`${d}/${lib}`))?.type === 'file')) problems.push(`/${p}: ${lib} missing`);
+        const dirs = [
+          ...deps.runpath.map((d) => d.replace('$ORIGIN', `/${path.posix.dirname(p)}`).replace(/^\//, '')),
+          ...LIBRARY_DIRS,
+        ];
+        if (!dirs.some((d) => resolve(path.posix.normalize(`${d}/${lib}`))?.type === 'file'))
+          problems.push(`/${p}: ${lib} missing`);
       }
     }
     return problems;

@@ -12,18 +12,28 @@ export interface CommandResult {
   stderr: string;
 }
 
-export type CommandRunner = (command: string, args: readonly string[], options: { cwd?: string; env?: NodeJS.ProcessEnv }) => Promise<CommandResult>;
+export type CommandRunner = (
+  command: string,
+  args: readonly string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv },
+) => Promise<CommandResult>;
 
 /** Runs a program to its end, collecting its output; a program that cannot be started gives code 127. */
 export const runCommand: CommandRunner = (command, args, options) =>
   new Promise((resolve) => {
-    const child = spawn(command, args, { cwd: options.cwd, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(command, args, {
+      cwd: options.cwd,
+      env: options.env ?? process.env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on('data', (d: Buffer) => out.push(d));
     child.stderr.on('data', (d: Buffer) => err.push(d));
     child.on('error', (e) => resolve({ code: 127, stdout: '', stderr: e.message }));
-    child.on('close', (code) => resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }));
+    child.on('close', (code) =>
+      resolve({ code: code ?? 1, stdout: Buffer.concat(out).toString(), stderr: Buffer.concat(err).toString() }),
+    );
   });
 
 /** Program -> the Debian package that installs it. */
@@ -51,7 +61,12 @@ export async function requireTools(tools: Record<string, string>, run: CommandRu
 }
 
 /** Runs a program and throws (naming it and its last error lines) when it fails. */
-export async function runChecked(run: CommandRunner, command: string, args: readonly string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CommandResult> {
+export async function runChecked(
+  run: CommandRunner,
+  command: string,
+  args: readonly string[],
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<CommandResult> {
   const result = await run(command, args, options);
   if (result.code !== 0) {
     const tail = (result.stderr || result.stdout).trim().split('\n').slice(-3).join(' ');

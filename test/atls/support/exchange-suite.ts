@@ -6,13 +6,18 @@
  */
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
-import { AttestationError, type AttestationDocument, type Issuer, type Measurements, type VtpmAttestation } from '../../../lib/attestation/types.js';
+import {
+  AttestationError,
+  type AttestationDocument,
+  type Issuer,
+  type Measurements,
+  type VtpmAttestation,
+} from '../../../lib/attestation/types.js';
 import { generateEphemeralKeyPair, PeerFailureError } from '../../../lib/atls/index.js';
 import type { InitResponse } from '../../../proto/gen/constellation/init.js';
 import type { JoinRequest } from '../../../proto/gen/constellation/join.js';
 import type { AttestationKit } from './kits.js';
 import { KUBECONFIG, MASTER_KEY, DISK_KEY, runInit, runJoin, type Outcome } from './scenarios.js';
-
 
 const WRONG = 'ff'.repeat(32);
 
@@ -21,11 +26,16 @@ function matching(kit: AttestationKit): Measurements {
 }
 
 /** An issuer that alters each document it makes (a compromised or broken node). */
-function tampering(issuer: Issuer, alter: (doc: AttestationDocument & { attestation: VtpmAttestation }) => void): Issuer {
+function tampering(
+  issuer: Issuer,
+  alter: (doc: AttestationDocument & { attestation: VtpmAttestation }) => void,
+): Issuer {
   return {
     variant: issuer.variant,
     async issue(userData, nonce) {
-      const doc = structuredClone(await issuer.issue(userData, nonce)) as AttestationDocument & { attestation: VtpmAttestation };
+      const doc = structuredClone(await issuer.issue(userData, nonce)) as AttestationDocument & {
+        attestation: VtpmAttestation;
+      };
       alter(doc);
       return doc;
     },
@@ -39,10 +49,19 @@ function flipByte(b64: string, at: number): string {
 }
 
 function assertInitRejected(outcome: Outcome<unknown, unknown>, message: RegExp): void {
-  assert.ok(outcome.verifier.error instanceof AttestationError, `expected an AttestationError, got ${String(outcome.verifier.error)}`);
+  assert.ok(
+    outcome.verifier.error instanceof AttestationError,
+    `expected an AttestationError, got ${String(outcome.verifier.error)}`,
+  );
   assert.match((outcome.verifier.error as Error).message, message);
-  assert.ok(!outcome.wire.cases().includes('client:sealedSecrets'), `the CLI sent a secret: ${outcome.wire.cases().join(', ')}`);
-  assert.deepEqual(outcome.wire.cases().filter((c) => c.startsWith('client:')), ['client:challenge']);
+  assert.ok(
+    !outcome.wire.cases().includes('client:sealedSecrets'),
+    `the CLI sent a secret: ${outcome.wire.cases().join(', ')}`,
+  );
+  assert.deepEqual(
+    outcome.wire.cases().filter((c) => c.startsWith('client:')),
+    ['client:challenge'],
+  );
   assert.equal(outcome.attested.value, undefined, 'the node received secrets');
   assert.ok(outcome.attested.error instanceof Error);
 }
@@ -64,7 +83,13 @@ export function exchangeSuite(openKit: () => Promise<AttestationKit>): void {
       assert.deepEqual(outcome.attested.value?.masterKey, MASTER_KEY);
       assert.deepEqual(outcome.verifier.value?.kubeconfig, KUBECONFIG);
       assert.deepEqual(outcome.verifier.validation?.warnings, []);
-      assert.deepEqual(outcome.wire.cases(), ['client:challenge', 'server:evidence', 'client:sealedSecrets', 'server:progress', 'server:sealedResult']);
+      assert.deepEqual(outcome.wire.cases(), [
+        'client:challenge',
+        'server:evidence',
+        'client:sealedSecrets',
+        'server:progress',
+        'server:sealedResult',
+      ]);
       const jwe = (outcome.wire.log[2].message as { kind: { value: { jwe: string } } }).kind.value.jwe;
       assert.doesNotMatch(jwe, new RegExp(MASTER_KEY.toString('base64url')));
       assert.equal(jwe.split('.').length, 5, 'a compact JWE has five parts');
@@ -72,7 +97,10 @@ export function exchangeSuite(openKit: () => Promise<AttestationKit>): void {
 
     it('rejects a node whose enforced PCR differs, naming the PCR and both values', async () => {
       const index = kit.measured[0];
-      const outcome = await runInit({ issuer: kit.issuer, validator: kit.validator({ ...matching(kit), [index]: { expected: WRONG, warnOnly: false } }) });
+      const outcome = await runInit({
+        issuer: kit.issuer,
+        validator: kit.validator({ ...matching(kit), [index]: { expected: WRONG, warnOnly: false } }),
+      });
       assertInitRejected(outcome, new RegExp(`PCR ${index}\\b`));
       const message = (outcome.verifier.error as Error).message;
       assert.ok(message.includes(WRONG) && message.includes(kit.pcrs[String(index)]), message);
@@ -81,7 +109,10 @@ export function exchangeSuite(openKit: () => Promise<AttestationKit>): void {
 
     it('accepts a warnOnly PCR mismatch and reports a warning', async () => {
       const index = kit.measured[0];
-      const outcome = await runInit({ issuer: kit.issuer, validator: kit.validator({ ...matching(kit), [index]: { expected: WRONG, warnOnly: true } }) });
+      const outcome = await runInit({
+        issuer: kit.issuer,
+        validator: kit.validator({ ...matching(kit), [index]: { expected: WRONG, warnOnly: true } }),
+      });
       assert.equal(outcome.verifier.error, undefined, String(outcome.verifier.error));
       assert.deepEqual(outcome.attested.value?.masterKey, MASTER_KEY);
       assert.equal(outcome.verifier.validation?.warnings.length, 1);
@@ -100,28 +131,41 @@ export function exchangeSuite(openKit: () => Promise<AttestationKit>): void {
     });
 
     it('rejects a document made for another purpose', async () => {
-      const outcome = await runInit({ issuer: kit.issuer, validator: kit.validator(matching(kit)), nodePurpose: 'join' });
+      const outcome = await runInit({
+        issuer: kit.issuer,
+        validator: kit.validator(matching(kit)),
+        nodePurpose: 'join',
+      });
       assertInitRejected(outcome, /not bound to this init exchange/);
     });
 
-    const tampered: Array<[string, (doc: AttestationDocument & { attestation: VtpmAttestation }, kit: AttestationKit) => void, RegExp]> = [
-      ['quote', (doc) => (doc.attestation.quotes[0].quote = flipByte(doc.attestation.quotes[0].quote, -3)), /signature|quote/i],
-      ['signature', (doc) => (doc.attestation.quotes[0].signature = flipByte(doc.attestation.quotes[0].signature, -1)), /signature/i],
+    const tampered: Array<
+      [string, (doc: AttestationDocument & { attestation: VtpmAttestation }, kit: AttestationKit) => void, RegExp]
+    > = [
       [
-        'PCR value',
-        (doc, k) => (doc.attestation.quotes[0].pcrs[String(k.measured[0])] = WRONG),
-        /PCR|digest/i,
+        'quote',
+        (doc) => (doc.attestation.quotes[0].quote = flipByte(doc.attestation.quotes[0].quote, -3)),
+        /signature|quote/i,
       ],
+      [
+        'signature',
+        (doc) => (doc.attestation.quotes[0].signature = flipByte(doc.attestation.quotes[0].signature, -1)),
+        /signature/i,
+      ],
+      ['PCR value', (doc, k) => (doc.attestation.quotes[0].pcrs[String(k.measured[0])] = WRONG), /PCR|digest/i],
       ['userData', (doc) => (doc.userData = randomBytes(32).toString('base64')), /nonce|userData|qualifying/i],
     ];
     for (const [what, alter, message] of tampered) {
       it(`rejects a document with a tampered ${what}`, async () => {
-        const outcome = await runInit({ issuer: tampering(kit.issuer, (doc) => alter(doc, kit)), validator: kit.validator(matching(kit)) });
+        const outcome = await runInit({
+          issuer: tampering(kit.issuer, (doc) => alter(doc, kit)),
+          validator: kit.validator(matching(kit)),
+        });
         assertInitRejected(outcome, message);
       });
     }
 
-    it("rejects evidence whose public key a man in the middle replaced with its own", async () => {
+    it('rejects evidence whose public key a man in the middle replaced with its own', async () => {
       const attacker = generateEphemeralKeyPair();
       const outcome = await runInit({
         issuer: kit.issuer,
@@ -138,7 +182,10 @@ export function exchangeSuite(openKit: () => Promise<AttestationKit>): void {
     });
 
     it('rejects a document signed by an AK that is not registered', async () => {
-      const outcome = await runInit({ issuer: kit.issuer, validator: kit.validator(matching(kit), { trustAk: false }) });
+      const outcome = await runInit({
+        issuer: kit.issuer,
+        validator: kit.validator(matching(kit), { trustAk: false }),
+      });
       assertInitRejected(outcome, /AK|attestation key|registered/i);
     });
   });
@@ -149,16 +196,28 @@ export function exchangeSuite(openKit: () => Promise<AttestationKit>): void {
       assert.equal(outcome.verifier.error, undefined, String(outcome.verifier.error));
       assert.deepEqual(outcome.attested.value?.stateDiskKey, DISK_KEY);
       assert.equal(outcome.verifier.value?.nodeName, 'worker-0');
-      assert.deepEqual(outcome.wire.cases(), ['client:hello', 'server:challenge', 'client:evidence', 'server:sealedTicket']);
+      assert.deepEqual(outcome.wire.cases(), [
+        'client:hello',
+        'server:challenge',
+        'client:evidence',
+        'server:sealedTicket',
+      ]);
     });
 
     const failing: Array<[string, (k: AttestationKit) => Parameters<typeof runJoin>[0], RegExp]> = [
       [
         'an enforced PCR differs',
-        (k) => ({ issuer: k.issuer, validator: k.validator({ ...matching(k), [k.measured[0]]: { expected: WRONG, warnOnly: false } }) }),
+        (k) => ({
+          issuer: k.issuer,
+          validator: k.validator({ ...matching(k), [k.measured[0]]: { expected: WRONG, warnOnly: false } }),
+        }),
         /PCR/,
       ],
-      ['the document was made for a rejoin', (k) => ({ issuer: k.issuer, validator: k.validator(matching(k)), nodePurpose: 'rejoin' }), /not bound to this join exchange/],
+      [
+        'the document was made for a rejoin',
+        (k) => ({ issuer: k.issuer, validator: k.validator(matching(k)), nodePurpose: 'rejoin' }),
+        /not bound to this join exchange/,
+      ],
       [
         'a man in the middle altered the hello',
         (k) => ({
@@ -182,7 +241,12 @@ export function exchangeSuite(openKit: () => Promise<AttestationKit>): void {
         assert.ok(outcome.attested.error instanceof PeerFailureError, String(outcome.attested.error));
         assert.match((outcome.attested.error as Error).message, message);
         assert.equal(outcome.attested.value, undefined);
-        assert.deepEqual(outcome.wire.cases(), ['client:hello', 'server:challenge', 'client:evidence', 'server:failure']);
+        assert.deepEqual(outcome.wire.cases(), [
+          'client:hello',
+          'server:challenge',
+          'client:evidence',
+          'server:failure',
+        ]);
       });
     }
   });

@@ -35,13 +35,23 @@ export class FakeAttester implements Issuer {
 
   async issue(userData: Uint8Array, nonce: Uint8Array): Promise<AttestationDocument> {
     const instanceInfo = Buffer.alloc(0);
-    const quote: FakeQuote = { qualifyingData: qualifyingData(instanceInfo, userData, nonce), pcrDigest: pcrDigest(this.pcrs) };
+    const quote: FakeQuote = {
+      qualifyingData: qualifyingData(instanceInfo, userData, nonce),
+      pcrDigest: pcrDigest(this.pcrs),
+    };
     const quoteBytes = Buffer.from(JSON.stringify(quote));
     return {
       variant: FAKE_VARIANT,
       attestation: {
         akPublic: this.akPublic,
-        quotes: [{ hashAlg: 11, quote: quoteBytes.toString('base64'), signature: sign('sha256', quoteBytes, this.ak).toString('base64'), pcrs: { ...this.pcrs } }],
+        quotes: [
+          {
+            hashAlg: 11,
+            quote: quoteBytes.toString('base64'),
+            signature: sign('sha256', quoteBytes, this.ak).toString('base64'),
+            pcrs: { ...this.pcrs },
+          },
+        ],
       },
       instanceInfo: instanceInfo.toString('base64'),
       userData: Buffer.from(userData).toString('base64'),
@@ -57,12 +67,17 @@ export class FakeValidator implements Validator {
   ) {}
 
   async validate(document: AttestationDocument, nonce: Uint8Array): Promise<ValidationResult> {
-    const att = document.attestation as { akPublic: string; quotes: Array<{ quote: string; signature: string; pcrs: Record<string, string> }> };
-    if (!this.trustedAks.includes(att.akPublic)) throw new AttestationError('The attestation key is not registered for any instance.');
+    const att = document.attestation as {
+      akPublic: string;
+      quotes: Array<{ quote: string; signature: string; pcrs: Record<string, string> }>;
+    };
+    if (!this.trustedAks.includes(att.akPublic))
+      throw new AttestationError('The attestation key is not registered for any instance.');
     const q = att.quotes[0];
     const quoteBytes = Buffer.from(q.quote, 'base64');
     const ak = createPublicKey({ key: Buffer.from(att.akPublic, 'base64'), format: 'der', type: 'spki' });
-    if (!verify('sha256', quoteBytes, ak, Buffer.from(q.signature, 'base64'))) throw new AttestationError('The quote signature is invalid.');
+    if (!verify('sha256', quoteBytes, ak, Buffer.from(q.signature, 'base64')))
+      throw new AttestationError('The quote signature is invalid.');
     let quote: FakeQuote;
     try {
       quote = JSON.parse(quoteBytes.toString()) as FakeQuote;
@@ -83,13 +98,18 @@ export class FakeValidator implements Validator {
     }));
     const enforced = comparisons.find((c) => !c.match && !c.warnOnly);
     if (enforced) {
-      throw new AttestationError(`PCR ${enforced.index} does not match: expected ${enforced.expected}, got ${enforced.actual ?? 'nothing'}.`, comparisons);
+      throw new AttestationError(
+        `PCR ${enforced.index} does not match: expected ${enforced.expected}, got ${enforced.actual ?? 'nothing'}.`,
+        comparisons,
+      );
     }
     return {
       userData: new Uint8Array(userData),
       pcrs: new Map(Object.entries(q.pcrs).map(([i, v]) => [Number(i), Buffer.from(v, 'hex')])),
       comparisons,
-      warnings: comparisons.filter((c) => !c.match).map((c) => `PCR ${c.index} does not match (warnOnly): expected ${c.expected}, got ${c.actual}`),
+      warnings: comparisons
+        .filter((c) => !c.match)
+        .map((c) => `PCR ${c.index} does not match (warnOnly): expected ${c.expected}, got ${c.actual}`),
     };
   }
 }
@@ -101,6 +121,7 @@ function qualifyingData(instanceInfo: Uint8Array, userData: Uint8Array, nonce: U
 
 function pcrDigest(pcrs: Record<string, string>): string {
   const hash = createHash('sha256');
-  for (const index of Object.keys(pcrs).sort((a, b) => Number(a) - Number(b))) hash.update(Buffer.from(pcrs[index], 'hex'));
+  for (const index of Object.keys(pcrs).sort((a, b) => Number(a) - Number(b)))
+    hash.update(Buffer.from(pcrs[index], 'hex'));
   return hash.digest('hex');
 }

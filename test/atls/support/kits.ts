@@ -27,14 +27,17 @@ export interface AttestationKit {
 }
 
 export function softwareKit(): AttestationKit {
-  const pcrs = Object.fromEntries([4, 8, 9, 11, 12, 13, 15].map((i) => [String(i), Buffer.alloc(32, i).toString('hex')]));
+  const pcrs = Object.fromEntries(
+    [4, 8, 9, 11, 12, 13, 15].map((i) => [String(i), Buffer.alloc(32, i).toString('hex')]),
+  );
   const issuer = new FakeAttester(pcrs);
   return {
     description: 'software stand-in (ECDSA P-256 "AK", no TPM)',
     issuer,
     pcrs,
     measured: [4, 8, 9, 11, 12, 13],
-    validator: (measurements, options) => new FakeValidator(measurements, options?.trustAk === false ? [] : [issuer.akPublic]),
+    validator: (measurements, options) =>
+      new FakeValidator(measurements, options?.trustAk === false ? [] : [issuer.akPublic]),
     close: async () => undefined,
   };
 }
@@ -58,12 +61,18 @@ export async function swtpmKit(): Promise<AttestationKit> {
     // Every image PCR is measured (validators refuse an incomplete set); 8, 12 and 13 stay zero, as on a node.
     const measured = [4, 8, 9, 11, 12, 13];
     for (const index of [4, 9, 11]) {
-      await tpm.pcrExtend(index, [{ hashAlg: TPM_ALG.SHA256, digest: createHash('sha256').update(`image part ${index}`).digest() }]);
+      await tpm.pcrExtend(index, [
+        { hashAlg: TPM_ALG.SHA256, digest: createHash('sha256').update(`image part ${index}`).digest() },
+      ]);
     }
     const values = await tpm.pcrRead(TPM_ALG.SHA256, [...Array(24).keys()]);
     const pcrs = Object.fromEntries([...values].map(([i, v]) => [String(i), Buffer.from(v).toString('hex')]));
     const instance = 'atls-test-node';
-    const issuer = new VtpmIssuer({ variant: localVtpm.VARIANT, tpm, instanceInfo: localVtpm.localInstanceInfo(instance) });
+    const issuer = new VtpmIssuer({
+      variant: localVtpm.VARIANT,
+      tpm,
+      instanceInfo: localVtpm.localInstanceInfo(instance),
+    });
     const probe = await issuer.issue(new Uint8Array(32), new Uint8Array(32));
     const ak = new Uint8Array(Buffer.from((probe.attestation as { akPublic: string }).akPublic, 'base64'));
     return {
@@ -74,7 +83,9 @@ export async function swtpmKit(): Promise<AttestationKit> {
       validator: (measurements, options) =>
         localVtpm.createValidator(
           { measurements },
-          { akRegistry: { lookup: async (name) => (name === instance && options?.trustAk !== false ? ak : undefined) } },
+          {
+            akRegistry: { lookup: async (name) => (name === instance && options?.trustAk !== false ? ak : undefined) },
+          },
         ),
       close,
     };

@@ -25,7 +25,11 @@ export interface RawSession {
 
 /** A TLS HTTP/2 session to `host:port` from `localAddress`. */
 export async function openRawSession(host: string, port: number, localAddress: string): Promise<RawSession> {
-  const session = http2.connect(`https://${host}:${port}`, { rejectUnauthorized: false, localAddress, servername: 'constellation' } as http2.SecureClientSessionOptions);
+  const session = http2.connect(`https://${host}:${port}`, {
+    rejectUnauthorized: false,
+    localAddress,
+    servername: 'constellation',
+  } as http2.SecureClientSessionOptions);
   await new Promise<void>((resolve, reject) => {
     session.once('connect', () => resolve());
     session.once('error', reject);
@@ -33,13 +37,21 @@ export async function openRawSession(host: string, port: number, localAddress: s
   session.on('error', () => {});
   return {
     call(path) {
-      const stream = session.request({ ':method': 'POST', ':path': path, 'content-type': 'application/grpc', te: 'trailers' });
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': path,
+        'content-type': 'application/grpc',
+        te: 'trailers',
+      });
       stream.on('error', () => {});
       stream.on('data', () => {});
       const status = new Promise<RawCallStatus>((resolve) => {
         const settle = (headers: http2.IncomingHttpHeaders) => {
           if (headers['grpc-status'] === undefined) return false;
-          resolve({ code: Number(headers['grpc-status']), message: decodeURIComponent(String(headers['grpc-message'] ?? '')) });
+          resolve({
+            code: Number(headers['grpc-status']),
+            message: decodeURIComponent(String(headers['grpc-message'] ?? '')),
+          });
           return true;
         };
         stream.on('response', settle);

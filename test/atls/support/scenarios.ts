@@ -15,7 +15,14 @@ import {
   verifierServer,
   type Purpose,
 } from '../../../lib/atls/index.js';
-import { InitClient, InitResult, InitSecrets, InitService, type InitRequest, type InitResponse } from '../../../proto/gen/constellation/init.js';
+import {
+  InitClient,
+  InitResult,
+  InitSecrets,
+  InitService,
+  type InitRequest,
+  type InitResponse,
+} from '../../../proto/gen/constellation/init.js';
 import {
   JoinHello,
   JoinServiceClient,
@@ -62,8 +69,16 @@ export async function runInit(scenario: InitScenario): Promise<Outcome<InitResul
             timeoutMs: STEP_TIMEOUT_MS,
           });
           attested.value = InitSecrets.decode(session.secrets);
-          session.channel.send({ kind: 'progress', value: { step: 'kubernetes', message: 'initializing the cluster' } });
-          const result = InitResult.encode({ kubeconfig: KUBECONFIG, clusterId: Buffer.alloc(32, 1), kubernetesBackend: 'none', storeCredentials: Buffer.alloc(0) }).finish();
+          session.channel.send({
+            kind: 'progress',
+            value: { step: 'kubernetes', message: 'initializing the cluster' },
+          });
+          const result = InitResult.encode({
+            kubeconfig: KUBECONFIG,
+            clusterId: Buffer.alloc(32, 1),
+            kubernetesBackend: 'none',
+            storeCredentials: Buffer.alloc(0),
+          }).finish();
           session.channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(result) } });
           session.channel.end();
         } catch (err) {
@@ -83,7 +98,10 @@ export async function runInit(scenario: InitScenario): Promise<Outcome<InitResul
       peer: 'the node',
       expectReply: true,
       timeoutMs: STEP_TIMEOUT_MS,
-      secrets: () => InitSecrets.encode(InitSecrets.fromPartial({ masterKey: MASTER_KEY, masterSalt: Buffer.alloc(32, 2), clusterName: 'test' })).finish(),
+      secrets: () =>
+        InitSecrets.encode(
+          InitSecrets.fromPartial({ masterKey: MASTER_KEY, masterSalt: Buffer.alloc(32, 2), clusterName: 'test' }),
+        ).finish(),
     });
     verifier.validation = session.peer.result;
     for (;;) {
@@ -132,7 +150,10 @@ export async function runJoin(scenario: JoinScenario): Promise<Outcome<JoinHello
                 return joinHelloBoundFields(message.kind.value);
               },
             },
-            secrets: () => JoinTicket.encode(JoinTicket.fromPartial({ stateDiskKey: DISK_KEY, token: 'abcdef.0123456789abcdef' })).finish(),
+            secrets: () =>
+              JoinTicket.encode(
+                JoinTicket.fromPartial({ stateDiskKey: DISK_KEY, token: 'abcdef.0123456789abcdef' }),
+              ).finish(),
           });
           verifier.validation = session.peer.result;
           if (session.hello?.kind?.$case === 'hello') verifier.value = session.hello.kind.value;
@@ -148,7 +169,11 @@ export async function runJoin(scenario: JoinScenario): Promise<Outcome<JoinHello
   const { credentials, options } = await clientOptions(wire);
   const client = new JoinServiceClient(server.address, credentials, options);
   const attested: Outcome<JoinHello, JoinTicket>['attested'] = {};
-  const hello = JoinHello.fromPartial({ diskUuid: '0b5c1f9e-1111-4d2a-9c1e-2f6f0c7d8e9a', nodeName: 'worker-0', ...scenario.hello });
+  const hello = JoinHello.fromPartial({
+    diskUuid: '0b5c1f9e-1111-4d2a-9c1e-2f6f0c7d8e9a',
+    nodeName: 'worker-0',
+    ...scenario.hello,
+  });
   try {
     const session = await attestedClient(client.issueJoinTicket(), joinClientAdapter, {
       purpose: scenario.nodePurpose ?? 'join',

@@ -3,8 +3,18 @@
  * attested credentials, and a client interceptor that records every message crossing the wire in both
  * directions (and can alter one, playing a man in the middle), so tests assert what each side really sent.
  */
-import { InterceptingCall, type Interceptor, type ServiceDefinition, type UntypedServiceImplementation } from '@grpc/grpc-js';
-import { attestedChannelOptions, createAttestedClientCredentials, JOIN_SERVICE_LIMITS, startAttestedServer } from '../../../lib/atls/index.js';
+import {
+  InterceptingCall,
+  type Interceptor,
+  type ServiceDefinition,
+  type UntypedServiceImplementation,
+} from '@grpc/grpc-js';
+import {
+  attestedChannelOptions,
+  createAttestedClientCredentials,
+  JOIN_SERVICE_LIMITS,
+  startAttestedServer,
+} from '../../../lib/atls/index.js';
 
 export interface WireEntry {
   from: 'client' | 'server';
@@ -56,8 +66,19 @@ export interface TestServer {
   stop(): Promise<void>;
 }
 
-export async function startTestServer(service: ServiceDefinition, implementation: UntypedServiceImplementation): Promise<TestServer> {
-  const server = await startAttestedServer({ what: 'test server', service, implementation, host: '127.0.0.1', port: 0, shutdownGraceMs: 0, limits: JOIN_SERVICE_LIMITS });
+export async function startTestServer(
+  service: ServiceDefinition,
+  implementation: UntypedServiceImplementation,
+): Promise<TestServer> {
+  const server = await startAttestedServer({
+    what: 'test server',
+    service,
+    implementation,
+    host: '127.0.0.1',
+    port: 0,
+    shutdownGraceMs: 0,
+    limits: JOIN_SERVICE_LIMITS,
+  });
   return {
     address: `127.0.0.1:${server.port}`,
     stop: () => server.close(),

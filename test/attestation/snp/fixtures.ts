@@ -31,12 +31,43 @@ function rsaPairs(): RsaPair[] {
 
 export function makeSnpTestCa(product: SnpProduct = 'Milan'): SnpTestCa {
   const [arkKeys, askKeys, asvkKeys] = rsaPairs();
-  const ark = makeCert({ subject: `ARK-${product}`, issuer: `ARK-${product}`, publicKey: arkKeys.publicKey, signingKey: arkKeys.privateKey, signature: 'rsa-pss-sha384', ca: true });
-  const ask = makeCert({ subject: `SEV-${product}`, issuer: `ARK-${product}`, publicKey: askKeys.publicKey, signingKey: arkKeys.privateKey, signature: 'rsa-pss-sha384', ca: true });
-  const asvk = makeCert({ subject: `SEV-VLEK-${product}`, issuer: `ARK-${product}`, publicKey: asvkKeys.publicKey, signingKey: arkKeys.privateKey, signature: 'rsa-pss-sha384', ca: true });
+  const ark = makeCert({
+    subject: `ARK-${product}`,
+    issuer: `ARK-${product}`,
+    publicKey: arkKeys.publicKey,
+    signingKey: arkKeys.privateKey,
+    signature: 'rsa-pss-sha384',
+    ca: true,
+  });
+  const ask = makeCert({
+    subject: `SEV-${product}`,
+    issuer: `ARK-${product}`,
+    publicKey: askKeys.publicKey,
+    signingKey: arkKeys.privateKey,
+    signature: 'rsa-pss-sha384',
+    ca: true,
+  });
+  const asvk = makeCert({
+    subject: `SEV-VLEK-${product}`,
+    issuer: `ARK-${product}`,
+    publicKey: asvkKeys.publicKey,
+    signingKey: arkKeys.privateKey,
+    signature: 'rsa-pss-sha384',
+    ca: true,
+  });
   const vcekChain = ask.pem + ark.pem;
   const vlekChain = asvk.pem + ark.pem;
-  return { product, roots: { [product]: { vcek: vcekChain, vlek: vlekChain } }, ark, ask, asvk, askKey: askKeys.privateKey, asvkKey: asvkKeys.privateKey, vcekChain, vlekChain };
+  return {
+    product,
+    roots: { [product]: { vcek: vcekChain, vlek: vlekChain } },
+    ark,
+    ask,
+    asvk,
+    askKey: askKeys.privateKey,
+    asvkKey: asvkKeys.privateKey,
+    vcekChain,
+    vlekChain,
+  };
 }
 
 export const DEFAULT_TCB: TcbVersion = { bootloader: 3, tee: 0, snp: 8, microcode: 115 };
@@ -51,7 +82,14 @@ export interface EndorsementKey {
 /** A VCEK (or VLEK) for a chip at a TCB, issued by the test ASK (or ASVK). */
 export function makeEndorsementKey(
   ca: SnpTestCa,
-  options: { kind?: SnpSigningKey; tcb?: TcbVersion; chipId?: Uint8Array; notAfter?: Date; productName?: string; issuerKey?: KeyObject } = {},
+  options: {
+    kind?: SnpSigningKey;
+    tcb?: TcbVersion;
+    chipId?: Uint8Array;
+    notAfter?: Date;
+    productName?: string;
+    issuerKey?: KeyObject;
+  } = {},
 ): EndorsementKey {
   const kind = options.kind ?? 'vcek';
   const tcb = options.tcb ?? DEFAULT_TCB;
@@ -66,7 +104,9 @@ export function makeEndorsementKey(
     ext('3.3', int(tcb.snp)),
     ext('3.8', int(tcb.microcode)),
     ...(tcb.fmc !== undefined ? [ext('3.9', int(tcb.fmc))] : []),
-    ...(kind === 'vcek' ? [ext('4', ca.product === 'Turin' ? chipId.subarray(0, 8) : chipId)] : [ext('5', ia5('Amazon Web Services'))]),
+    ...(kind === 'vcek'
+      ? [ext('4', ca.product === 'Turin' ? chipId.subarray(0, 8) : chipId)]
+      : [ext('5', ia5('Amazon Web Services'))]),
   ];
   const cert = makeCert({
     subject: kind === 'vcek' ? 'SEV-VCEK' : 'SEV-VLEK',

@@ -50,7 +50,7 @@ describe('AMD KDS fetcher (fake KDS, on-disk cache)', () => {
     assert.deepEqual(Buffer.from(await later.vcek('Genoa', vcek.chipId, vcek.tcb)), Buffer.from(vcek.cert.der));
   });
 
-  it('fetches a product\'s ASK and ARK chain', async () => {
+  it("fetches a product's ASK and ARK chain", async () => {
     const client = new KdsClient(kdsFetcher({ baseUrl: kds.url, cacheDir }));
     assert.equal(await client.certChain('Genoa'), ca.vcekChain);
     assert.deepEqual(kds.requests, ['/vcek/v1/Genoa/cert_chain']);
@@ -66,13 +66,24 @@ describe('AMD KDS fetcher (fake KDS, on-disk cache)', () => {
       return true;
     });
     // Through the KDS client (what validators use) it is an AttestationError that keeps the hint.
-    await assert.rejects(new KdsClient(fetch).vcek('Genoa', vcek.chipId, vcek.tcb), (err: Error) => err instanceof AttestationError && /offline/.test(err.message) && /cached in/.test((err as AttestationError).hint ?? ''));
+    await assert.rejects(
+      new KdsClient(fetch).vcek('Genoa', vcek.chipId, vcek.tcb),
+      (err: Error) =>
+        err instanceof AttestationError &&
+        /offline/.test(err.message) &&
+        /cached in/.test((err as AttestationError).hint ?? ''),
+    );
   });
 
   it('caches only a certificate: an HTTP 200 answer that is none is refused and not cached', async () => {
     kds.addVcek(vcekPath, Buffer.from('<html>captive portal</html>'));
     const fetch = kdsFetcher({ baseUrl: kds.url, cacheDir });
-    await assert.rejects(fetch(`${KDS_BASE_URL}${vcekPath}`), (err: Error) => err instanceof KdsUnavailableError && /with something that is not a DER certificate; nothing was cached/.test(err.message));
+    await assert.rejects(
+      fetch(`${KDS_BASE_URL}${vcekPath}`),
+      (err: Error) =>
+        err instanceof KdsUnavailableError &&
+        /with something that is not a DER certificate; nothing was cached/.test(err.message),
+    );
     assert.deepEqual(await fs.readdir(cacheDir), []);
   });
 
@@ -94,7 +105,10 @@ describe('AMD KDS fetcher (fake KDS, on-disk cache)', () => {
     assert.equal(kds.requests.length, 2, 'an expired entry is fetched again');
     const [file] = await fs.readdir(cacheDir);
     await fs.writeFile(path.join(cacheDir, file), 'planted');
-    assert.deepEqual(Buffer.from(await kdsFetcher({ baseUrl: kds.url, cacheDir })(`${KDS_BASE_URL}${vcekPath}`)), Buffer.from(vcek.cert.der));
+    assert.deepEqual(
+      Buffer.from(await kdsFetcher({ baseUrl: kds.url, cacheDir })(`${KDS_BASE_URL}${vcekPath}`)),
+      Buffer.from(vcek.cert.der),
+    );
     assert.equal(kds.requests.length, 3, 'a cached file that is no certificate is fetched again');
   });
 

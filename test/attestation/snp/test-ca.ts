@@ -5,7 +5,21 @@
  * chains inline.
  */
 import { constants, sign, type KeyObject } from 'node:crypto';
-import { bitString, bool, explicit, nullValue, octetString, oid, sequence as seq, set, TAG, time, tlv, unsignedInteger, utf8String } from '../../../lib/der.js';
+import {
+  bitString,
+  bool,
+  explicit,
+  nullValue,
+  octetString,
+  oid,
+  sequence as seq,
+  set,
+  TAG,
+  time,
+  tlv,
+  unsignedInteger,
+  utf8String,
+} from '../../../lib/der.js';
 
 export const ia5 = (s: string) => tlv(TAG.IA5_STRING, Buffer.from(s, 'latin1'));
 
@@ -23,7 +37,10 @@ function algorithm(kind: SignatureKind): Uint8Array {
   switch (kind) {
     case 'rsa-pss-sha384': {
       const sha384 = seq(oid('2.16.840.1.101.3.4.2.2'), nullValue());
-      return seq(oid('1.2.840.113549.1.1.10'), seq(explicit(0, sha384), explicit(1, seq(oid('1.2.840.113549.1.1.8'), sha384)), explicit(2, int(48))));
+      return seq(
+        oid('1.2.840.113549.1.1.10'),
+        seq(explicit(0, sha384), explicit(1, seq(oid('1.2.840.113549.1.1.8'), sha384)), explicit(2, int(48))),
+      );
     }
     case 'ecdsa-sha256':
       return seq(oid('1.2.840.10045.4.3.2'));
@@ -82,14 +99,26 @@ export function makeCert(spec: CertSpec): TestCert {
     int(spec.serial ?? 1),
     algorithm(spec.signature),
     name(spec.issuer),
-    seq(spec.notBeforeRaw ?? time(spec.notBefore ?? new Date('2020-01-01T00:00:00Z')), time(spec.notAfter ?? new Date('2045-01-01T00:00:00Z'))),
+    seq(
+      spec.notBeforeRaw ?? time(spec.notBefore ?? new Date('2020-01-01T00:00:00Z')),
+      time(spec.notAfter ?? new Date('2045-01-01T00:00:00Z')),
+    ),
     name(spec.subject),
     spec.spki ?? spec.publicKey.export({ type: 'spki', format: 'der' }),
-    ...(exts.length > 0 ? [explicit(3, seq(...exts.map((e) => seq(oid(e.oid), ...(e.critical ? [bool(true)] : []), octetString(e.value)))))] : []),
+    ...(exts.length > 0
+      ? [
+          explicit(
+            3,
+            seq(...exts.map((e) => seq(oid(e.oid), ...(e.critical ? [bool(true)] : []), octetString(e.value)))),
+          ),
+        ]
+      : []),
   );
   const signature = signTbs(spec.signature, tbs, spec.signingKey);
   const der = seq(tbs, algorithm(spec.signature), bitString(signature));
-  const b64 = Buffer.from(der).toString('base64').replace(/(.{64})/g, '$1\n');
+  const b64 = Buffer.from(der)
+    .toString('base64')
+    .replace(/(.{64})/g, '$1\n');
   return { der: new Uint8Array(der), pem: `-----BEGIN CERTIFICATE-----\n${b64}\n-----END CERTIFICATE-----\n` };
 }
 

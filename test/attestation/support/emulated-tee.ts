@@ -38,7 +38,8 @@ export function emulatedTsm(answer: (reportData: Uint8Array) => TeeAnswer): Emul
       if (file !== root && !entries.has(file)) throw Object.assign(new Error(`ENOENT: ${file}`), { code: 'ENOENT' });
     },
     async mkdir(dir) {
-      if (path.dirname(dir) !== root || entries.has(dir)) throw Object.assign(new Error(`EEXIST or EINVAL: ${dir}`), { code: 'EINVAL' });
+      if (path.dirname(dir) !== root || entries.has(dir))
+        throw Object.assign(new Error(`EEXIST or EINVAL: ${dir}`), { code: 'EINVAL' });
       entries.set(dir, { generation: 0, files: new Map() });
     },
     async rmdir(dir) {
@@ -76,7 +77,12 @@ export function emulatedTsm(answer: (reportData: Uint8Array) => TeeAnswer): Emul
 }
 
 /** An SEV-SNP guest whose reports `key` signs; the certificate table holds the key's certificate and the test chain. */
-export function snpGuest(ca: SnpTestCa, key: EndorsementKey, kind: 'vcek' | 'vlek' = 'vcek', fields: ReportFields = {}): (reportData: Uint8Array) => TeeAnswer {
+export function snpGuest(
+  ca: SnpTestCa,
+  key: EndorsementKey,
+  kind: 'vcek' | 'vlek' = 'vcek',
+  fields: ReportFields = {},
+): (reportData: Uint8Array) => TeeAnswer {
   return (reportData) => ({
     provider: 'sev_guest',
     outblob: makeSnpReport({ reportData, signingKey: kind, ...fields }, key),

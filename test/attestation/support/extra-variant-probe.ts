@@ -25,11 +25,16 @@ generated.image = 'ami-0123456789abcdef0';
 Object.assign(generated.provider.aws!, { iamProfileControlPlane: 'cp', iamProfileWorkerNodes: 'w' });
 // What generate wrote (the row's PCR policy, placeholder values); then filled as a user fills them from the image's
 // measurements (every image PCR, non-zero), which validate and the validator require.
-const section = Object.values(generated.attestation)[0] as { measurements: Record<string, { expected: string; warnOnly: boolean }> };
+const section = Object.values(generated.attestation)[0] as {
+  measurements: Record<string, { expected: string; warnOnly: boolean }>;
+};
 const generatedMeasurements = structuredClone(section.measurements);
-for (const pcr of [4, 8, 9, 11, 12, 13]) section.measurements[String(pcr)] = { expected: (pcr === 8 || pcr >= 12 ? '00' : '5a').repeat(32), warnOnly: false };
+for (const pcr of [4, 8, 9, 11, 12, 13])
+  section.measurements[String(pcr)] = { expected: (pcr === 8 || pcr >= 12 ? '00' : '5a').repeat(32), warnOnly: false };
 const parsed = config.parseConfig(config.renderConfig(generated), 'constellation-conf.yaml');
-const jsonSchema = config.configJsonSchema() as { properties: { attestation: { properties: Record<string, unknown> } } };
+const jsonSchema = config.configJsonSchema() as {
+  properties: { attestation: { properties: Record<string, unknown> } };
+};
 
 const providers: Record<string, readonly string[]> = {};
 for (const provider of config.PROVIDERS) providers[provider] = (await loadProvider(provider)).attestationVariants;

@@ -17,9 +17,29 @@ export function makeTdxTestCa(): TdxTestCa {
   const root = ec();
   const inter = ec();
   const pck = ec();
-  const rootCert = makeCert({ subject: 'Test SGX Root CA', issuer: 'Test SGX Root CA', publicKey: root.publicKey, signingKey: root.privateKey, signature: 'ecdsa-sha256', ca: true });
-  const interCert = makeCert({ subject: 'Test SGX PCK Platform CA', issuer: 'Test SGX Root CA', publicKey: inter.publicKey, signingKey: root.privateKey, signature: 'ecdsa-sha256', ca: true });
-  const pckCert = makeCert({ subject: 'Test SGX PCK Certificate', issuer: 'Test SGX PCK Platform CA', publicKey: pck.publicKey, signingKey: inter.privateKey, signature: 'ecdsa-sha256' });
+  const rootCert = makeCert({
+    subject: 'Test SGX Root CA',
+    issuer: 'Test SGX Root CA',
+    publicKey: root.publicKey,
+    signingKey: root.privateKey,
+    signature: 'ecdsa-sha256',
+    ca: true,
+  });
+  const interCert = makeCert({
+    subject: 'Test SGX PCK Platform CA',
+    issuer: 'Test SGX Root CA',
+    publicKey: inter.publicKey,
+    signingKey: root.privateKey,
+    signature: 'ecdsa-sha256',
+    ca: true,
+  });
+  const pckCert = makeCert({
+    subject: 'Test SGX PCK Certificate',
+    issuer: 'Test SGX PCK Platform CA',
+    publicKey: pck.publicKey,
+    signingKey: inter.privateKey,
+    signature: 'ecdsa-sha256',
+  });
   return { rootPem: rootCert.pem, pckChain: pckCert.pem + interCert.pem + rootCert.pem, pckKey: pck.privateKey };
 }
 
@@ -44,7 +64,15 @@ const u32 = (v: number) => {
 
 /** A TDX quote v4 signed by a fresh attestation key whose QE report is signed by the CA's PCK key. */
 export function makeTdxQuote(ca: TdxTestCa, fields: QuoteFields = {}): Uint8Array {
-  const header = Buffer.concat([u16(4), u16(2), u32(0x81), u16(fields.qeSvn ?? 8), u16(fields.pceSvn ?? 13), Buffer.alloc(16, 0x93), Buffer.alloc(20)]);
+  const header = Buffer.concat([
+    u16(4),
+    u16(2),
+    u32(0x81),
+    u16(fields.qeSvn ?? 8),
+    u16(fields.pceSvn ?? 13),
+    Buffer.alloc(16, 0x93),
+    Buffer.alloc(20),
+  ]);
   const body = Buffer.alloc(0x248);
   body.set(fields.teeTcbSvn ?? Buffer.from('03000500000000000000000000000000', 'hex'), 0x00);
   body.set(fields.mrSeam ?? Buffer.alloc(48, 0x5e), 0x10);

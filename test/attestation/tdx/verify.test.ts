@@ -23,7 +23,14 @@ describe('TDX quote v4 verification', () => {
 
   it('verifies a quote chained to the trusted root and returns its fields', () => {
     const reportData = new Uint8Array(64).fill(0x42);
-    const q = verifier.verify(makeTdxQuote(ca, { reportData }), { now, reportData, qeSvn: 8, pceSvn: 13, mrSeam: new Uint8Array(48).fill(0x5e), teeTcbSvn: Buffer.from('03000500', 'hex') });
+    const q = verifier.verify(makeTdxQuote(ca, { reportData }), {
+      now,
+      reportData,
+      qeSvn: 8,
+      pceSvn: 13,
+      mrSeam: new Uint8Array(48).fill(0x5e),
+      teeTcbSvn: Buffer.from('03000500', 'hex'),
+    });
     assert.equal(q.version, 4);
     assert.equal(q.qeSvn, 8);
     assert.equal(q.pceSvn, 13);
@@ -31,7 +38,7 @@ describe('TDX quote v4 verification', () => {
     assert.equal(q.qeReport.isvProdId, 2);
   });
 
-  it('refuses a chain to another root than Intel\'s by default', () => {
+  it("refuses a chain to another root than Intel's by default", () => {
     assert.ok(failedChecks(() => verifyTdxQuote(makeTdxQuote(ca), { now })).includes('pck-chain'));
   });
 
@@ -43,11 +50,17 @@ describe('TDX quote v4 verification', () => {
   it('refuses a QE report not signed by the PCK key', () => {
     const other = makeTdxTestCa();
     // The chain is the trusted one, the QE report is signed by another PCK key.
-    assert.deepEqual(failedChecks(() => verifier.verify(makeTdxQuote({ ...other, pckChain: ca.pckChain }), { now })), ['qe-report-signature']);
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(makeTdxQuote({ ...other, pckChain: ca.pckChain }), { now })),
+      ['qe-report-signature'],
+    );
   });
 
   it('refuses a QE report that does not bind the attestation key', () => {
-    assert.deepEqual(failedChecks(() => verifier.verify(makeTdxQuote(ca, { unboundQeReport: true }), { now })), ['qe-report-data']);
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(makeTdxQuote(ca, { unboundQeReport: true }), { now })),
+      ['qe-report-data'],
+    );
   });
 
   it('refuses every single-byte change in the signed header and body', () => {
@@ -60,23 +73,52 @@ describe('TDX quote v4 verification', () => {
   });
 
   it('names each TD field that fails the config', () => {
-    assert.deepEqual(failedChecks(() => verifier.verify(makeTdxQuote(ca, { tdAttributes: Uint8Array.of(1, 0, 0, 0, 0, 0, 0, 0) }), { now })), ['debug']);
-    assert.deepEqual(failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, mrSeam: new Uint8Array(48) })), ['mr-seam']);
-    assert.deepEqual(failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, teeTcbSvn: Buffer.from('0400', 'hex') })), ['tee-tcb-svn']);
-    assert.deepEqual(failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, qeSvn: 9 })), ['qe-svn']);
-    assert.deepEqual(failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, pceSvn: 14 })), ['pce-svn']);
-    assert.deepEqual(failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, reportData: new Uint8Array(32).fill(1) })), ['report-data']);
+    assert.deepEqual(
+      failedChecks(() =>
+        verifier.verify(makeTdxQuote(ca, { tdAttributes: Uint8Array.of(1, 0, 0, 0, 0, 0, 0, 0) }), { now }),
+      ),
+      ['debug'],
+    );
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, mrSeam: new Uint8Array(48) })),
+      ['mr-seam'],
+    );
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, teeTcbSvn: Buffer.from('0400', 'hex') })),
+      ['tee-tcb-svn'],
+    );
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, qeSvn: 9 })),
+      ['qe-svn'],
+    );
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, pceSvn: 14 })),
+      ['pce-svn'],
+    );
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(makeTdxQuote(ca), { now, reportData: new Uint8Array(32).fill(1) })),
+      ['report-data'],
+    );
   });
 
   it('refuses an expired PCK chain', () => {
-    assert.deepEqual(failedChecks(() => verifier.verify(makeTdxQuote(ca), { now: new Date('2046-01-01T00:00:00Z') })), ['validity', 'validity', 'validity']);
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(makeTdxQuote(ca), { now: new Date('2046-01-01T00:00:00Z') })),
+      ['validity', 'validity', 'validity'],
+    );
   });
 
   it('refuses truncated and non-TDX quotes as format errors', () => {
     const quote = makeTdxQuote(ca);
-    assert.deepEqual(failedChecks(() => verifier.verify(quote.subarray(0, 700), { now })), ['format']);
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(quote.subarray(0, 700), { now })),
+      ['format'],
+    );
     const sgx = Uint8Array.from(quote);
     sgx[4] = 0;
-    assert.deepEqual(failedChecks(() => verifier.verify(sgx, { now })), ['format']);
+    assert.deepEqual(
+      failedChecks(() => verifier.verify(sgx, { now })),
+      ['format'],
+    );
   });
 });

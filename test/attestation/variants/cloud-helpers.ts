@@ -17,9 +17,20 @@ export function akFromModulus(n: Uint8Array): Uint8Array {
   return encodeTpmPublic({
     type: TPM_ALG.RSA,
     nameAlg: TPM_ALG.SHA256,
-    objectAttributes: TPMA_OBJECT.fixedTPM | TPMA_OBJECT.fixedParent | TPMA_OBJECT.sensitiveDataOrigin | TPMA_OBJECT.userWithAuth | TPMA_OBJECT.restricted | TPMA_OBJECT.sign,
+    objectAttributes:
+      TPMA_OBJECT.fixedTPM |
+      TPMA_OBJECT.fixedParent |
+      TPMA_OBJECT.sensitiveDataOrigin |
+      TPMA_OBJECT.userWithAuth |
+      TPMA_OBJECT.restricted |
+      TPMA_OBJECT.sign,
     authPolicy: new Uint8Array(0),
-    parameters: { symmetric: { algorithm: TPM_ALG.NULL }, scheme: { scheme: TPM_ALG.RSASSA, hashAlg: TPM_ALG.SHA256 }, keyBits: n.length * 8, exponent: 0 },
+    parameters: {
+      symmetric: { algorithm: TPM_ALG.NULL },
+      scheme: { scheme: TPM_ALG.RSASSA, hashAlg: TPM_ALG.SHA256 },
+      keyBits: n.length * 8,
+      exponent: 0,
+    },
     unique: { n },
   });
 }
@@ -35,7 +46,12 @@ export const b64 = (b: Uint8Array | string) => Buffer.from(b).toString('base64')
 
 /** A document carrying `instanceInfo`; the vTPM part is not looked at by the AK trust rules under test. */
 export function documentWith(variant: string, instanceInfo: unknown): AttestationDocument {
-  return { variant, attestation: { akPublic: '', quotes: [] }, instanceInfo: b64(JSON.stringify(instanceInfo)), userData: '' };
+  return {
+    variant,
+    attestation: { akPublic: '', quotes: [] },
+    instanceInfo: b64(JSON.stringify(instanceInfo)),
+    userData: '',
+  };
 }
 
 /** Resolves when `p` rejects with an AttestationError whose message matches `re`. */

@@ -1,7 +1,13 @@
 import assert from 'node:assert/strict';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { after, before, describe, it } from 'mocha';
-import { createValidator, localInstanceInfo, VtpmIssuer, type AkRegistry, type VtpmAttestation } from '../../../lib/attestation/index.js';
+import {
+  createValidator,
+  localInstanceInfo,
+  VtpmIssuer,
+  type AkRegistry,
+  type VtpmAttestation,
+} from '../../../lib/attestation/index.js';
 import { IMAGE_PCRS } from '../../../lib/attestation/measurements.js';
 import { TPM_ALG } from '../../../lib/tpm/constants.js';
 import { AK_TEMPLATE, TpmClient } from '../../../lib/tpm/client.js';
@@ -16,8 +22,11 @@ describe('local-vtpm variant', () => {
   const registered = new Map<string, Uint8Array>();
   const akRegistry: AkRegistry = { lookup: async (instance) => registered.get(instance) };
   // Every image PCR (a validator refuses less) and PCR 15: a fresh TPM, nothing extended.
-  const measurements = Object.fromEntries([...IMAGE_PCRS, 15].map((i) => [String(i), { expected: '00'.repeat(32), warnOnly: false }]));
-  const issuerFor = (instance: string) => new VtpmIssuer({ variant: 'local-vtpm', tpm: client, instanceInfo: localInstanceInfo(instance) });
+  const measurements = Object.fromEntries(
+    [...IMAGE_PCRS, 15].map((i) => [String(i), { expected: '00'.repeat(32), warnOnly: false }]),
+  );
+  const issuerFor = (instance: string) =>
+    new VtpmIssuer({ variant: 'local-vtpm', tpm: client, instanceInfo: localInstanceInfo(instance) });
 
   before(async () => {
     tpm = await startTestTpm('local-vtpm-');
@@ -50,17 +59,23 @@ describe('local-vtpm variant', () => {
   });
 
   it('rejects an AK that differs from the registered one by a byte', async () => {
-    registered.set('node-2', Uint8Array.from(ak, (b, i) => (i === ak.length - 1 ? b ^ 1 : b)));
+    registered.set(
+      'node-2',
+      Uint8Array.from(ak, (b, i) => (i === ak.length - 1 ? b ^ 1 : b)),
+    );
     const validator = await createValidator('local-vtpm', { measurements }, { akRegistry });
     const nonce = randomBytes(32);
     const doc = await issuerFor('node-2').issue(new Uint8Array(0), nonce);
     await assert.rejects(validator.validate(doc, nonce), /differs from the one registered for instance "node-2"/);
   });
 
-  it("rejects a document that swaps in the registered AK of an instance whose TPM it does not hold", async () => {
+  it('rejects a document that swaps in the registered AK of an instance whose TPM it does not hold', async () => {
     // node-3's registered AK is another TPM's key; the document claims it, but its quote is signed by our AK.
     const other = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ format: 'jwk' });
-    const otherAk = encodeTpmPublic({ ...AK_TEMPLATE, unique: { x: Buffer.from(other.x!, 'base64url'), y: Buffer.from(other.y!, 'base64url') } });
+    const otherAk = encodeTpmPublic({
+      ...AK_TEMPLATE,
+      unique: { x: Buffer.from(other.x!, 'base64url'), y: Buffer.from(other.y!, 'base64url') },
+    });
     registered.set('node-3', otherAk);
     const validator = await createValidator('local-vtpm', { measurements }, { akRegistry });
     const nonce = randomBytes(32);
@@ -72,7 +87,11 @@ describe('local-vtpm variant', () => {
 
   it('rejects malformed instance info and a missing registry', async () => {
     const nonce = randomBytes(32);
-    const doc = await new VtpmIssuer({ variant: 'local-vtpm', tpm: client, instanceInfo: new TextEncoder().encode('node-1') }).issue(new Uint8Array(0), nonce);
+    const doc = await new VtpmIssuer({
+      variant: 'local-vtpm',
+      tpm: client,
+      instanceInfo: new TextEncoder().encode('node-1'),
+    }).issue(new Uint8Array(0), nonce);
     const validator = await createValidator('local-vtpm', { measurements }, { akRegistry });
     await assert.rejects(validator.validate(doc, nonce), /instanceInfo is not UTF-8 JSON/);
     const noRegistry = await createValidator('local-vtpm', { measurements }, {});
@@ -85,7 +104,10 @@ describe('local-vtpm variant', () => {
     const validator = await createValidator('local-vtpm', { measurements }, { akRegistry });
     await client.pcrExtend(15, [{ hashAlg: TPM_ALG.SHA256, digest: new Uint8Array(32).fill(7) }]);
     let nonce = randomBytes(32);
-    await assert.rejects(validator.validate(await issuer.issue(new Uint8Array(0), nonce), nonce), /PCR 15: expected 0{64}, got [0-9a-f]{64} \(enforced\)/);
+    await assert.rejects(
+      validator.validate(await issuer.issue(new Uint8Array(0), nonce), nonce),
+      /PCR 15: expected 0{64}, got [0-9a-f]{64} \(enforced\)/,
+    );
     await powerCycleSwtpm(tpm.swtpm.ctrlSocket, { client });
     nonce = randomBytes(32);
     const result = await validator.validate(await issuer.issue(new Uint8Array(0), nonce), nonce);
@@ -95,7 +117,10 @@ describe('local-vtpm variant', () => {
   it('registry: names the known variants when asked for an unknown one', async () => {
     await assert.rejects(createValidator('qemu-tdx', { measurements }, {}), (err: Error & { hint?: string }) => {
       assert.match(err.message, /Unknown attestation variant "qemu-tdx"/);
-      assert.match(err.hint ?? '', /local-vtpm, qemu-vtpm, aws-sev-snp, aws-nitro-tpm, azure-sev-snp, azure-tdx, azure-trustedlaunch, gcp-sev-es, gcp-sev-snp/);
+      assert.match(
+        err.hint ?? '',
+        /local-vtpm, qemu-vtpm, aws-sev-snp, aws-nitro-tpm, azure-sev-snp, azure-tdx, azure-trustedlaunch, gcp-sev-es, gcp-sev-snp/,
+      );
       return true;
     });
   });

@@ -8,7 +8,13 @@ import { azureSevSnpTrust } from '../../../lib/attestation/variants/azure-sev-sn
 import { awsSevSnpTrust } from '../../../lib/attestation/variants/aws-sev-snp.js';
 import { gcpSevSnpTrust } from '../../../lib/attestation/variants/gcp-sev-snp.js';
 import { kdsVcekUrl } from '../../../lib/attestation/snp/kds.js';
-import { makeEndorsementKey, makeSnpReport, makeSnpTestCa, type EndorsementKey, type SnpTestCa } from '../snp/fixtures.js';
+import {
+  makeEndorsementKey,
+  makeSnpReport,
+  makeSnpTestCa,
+  type EndorsementKey,
+  type SnpTestCa,
+} from '../snp/fixtures.js';
 import { akFromModulus, b64, documentWith, makeAk, rejectsWith, type TestAk } from './cloud-helpers.js';
 
 const AZURE = path.join(TESTDATA, 'attestation/azure-sev-snp');
@@ -35,49 +41,86 @@ describe('azure-sev-snp AK trust', () => {
 
     it('rejects a changed runtime data', async () => {
       const changed = Buffer.from(runtimeData.toString().replace('"tpm-enabled":true', '"tpm-enabled":false'));
-      await rejectsWith(trust(documentWith('azure-sev-snp', { ...info, runtimeData: b64(changed) }), akPublic), /does not bind the paravisor runtime data/);
+      await rejectsWith(
+        trust(documentWith('azure-sev-snp', { ...info, runtimeData: b64(changed) }), akPublic),
+        /does not bind the paravisor runtime data/,
+      );
     });
 
     it('rejects another AK', async () => {
-      await rejectsWith(trust(documentWith('azure-sev-snp', info), makeAk().akPublic), /not the one in the paravisor runtime data/);
+      await rejectsWith(
+        trust(documentWith('azure-sev-snp', info), makeAk().akPublic),
+        /not the one in the paravisor runtime data/,
+      );
     });
 
-    it('rejects a report below the config\'s minimum TCB', async () => {
+    it("rejects a report below the config's minimum TCB", async () => {
       const strict = azureSevSnpTrust({ measurements, ...tcbConfig, snpVersion: 7 }, { now });
-      await rejectsWith(strict(documentWith('azure-sev-snp', info), akPublic), /launch TCB is below the minimum: snp 6 < 7/);
+      await rejectsWith(
+        strict(documentWith('azure-sev-snp', info), akPublic),
+        /launch TCB is below the minimum: snp 6 < 7/,
+      );
     });
 
-    it('fetches a missing VCEK from AMD\'s KDS through the injected fetcher, once', async () => {
+    it("fetches a missing VCEK from AMD's KDS through the injected fetcher, once", async () => {
       const urls: string[] = [];
       const fetch = async (url: string) => {
         urls.push(url);
         return new Uint8Array(vcekDer);
       };
       const t = azureSevSnpTrust({ measurements, ...tcbConfig }, { now, fetch });
-      const doc = documentWith('azure-sev-snp', { attestationReport: info.attestationReport, runtimeData: info.runtimeData });
+      const doc = documentWith('azure-sev-snp', {
+        attestationReport: info.attestationReport,
+        runtimeData: info.runtimeData,
+      });
       await t(doc, akPublic);
       await t(doc, akPublic);
       assert.equal(urls.length, 1);
-      assert.match(urls[0], /^https:\/\/kdsintf\.amd\.com\/vcek\/v1\/Milan\/9e44aaef[0-9a-f]{120}\?blSPL=2&teeSPL=0&snpSPL=6&ucodeSPL=93$/);
+      assert.match(
+        urls[0],
+        /^https:\/\/kdsintf\.amd\.com\/vcek\/v1\/Milan\/9e44aaef[0-9a-f]{120}\?blSPL=2&teeSPL=0&snpSPL=6&ucodeSPL=93$/,
+      );
     });
 
     it('says so when the VCEK is missing and cannot be fetched', async () => {
-      const doc = documentWith('azure-sev-snp', { attestationReport: info.attestationReport, runtimeData: info.runtimeData });
+      const doc = documentWith('azure-sev-snp', {
+        attestationReport: info.attestationReport,
+        runtimeData: info.runtimeData,
+      });
       await rejectsWith(trust(doc, akPublic), /no VCEK/);
     });
 
     it('enforces the firmware signer digests when configured', async () => {
-      const config = { measurements, ...tcbConfig, firmwareSignerConfig: { acceptedKeyDigests: ['00'.repeat(48)], enforcementPolicy: 'Equal' } };
-      await rejectsWith(azureSevSnpTrust(config, { now })(documentWith('azure-sev-snp', info), akPublic), /not in firmwareSignerConfig.acceptedKeyDigests/);
+      const config = {
+        measurements,
+        ...tcbConfig,
+        firmwareSignerConfig: { acceptedKeyDigests: ['00'.repeat(48)], enforcementPolicy: 'Equal' },
+      };
+      await rejectsWith(
+        azureSevSnpTrust(config, { now })(documentWith('azure-sev-snp', info), akPublic),
+        /not in firmwareSignerConfig.acceptedKeyDigests/,
+      );
       const warnings: string[] = [];
-      const warnOnly = { ...config, firmwareSignerConfig: { ...config.firmwareSignerConfig, enforcementPolicy: 'WarnOnly' } };
-      await azureSevSnpTrust(warnOnly, { now, warn: (m) => warnings.push(m) })(documentWith('azure-sev-snp', info), akPublic);
+      const warnOnly = {
+        ...config,
+        firmwareSignerConfig: { ...config.firmwareSignerConfig, enforcementPolicy: 'WarnOnly' },
+      };
+      await azureSevSnpTrust(warnOnly, { now, warn: (m) => warnings.push(m) })(
+        documentWith('azure-sev-snp', info),
+        akPublic,
+      );
       assert.equal(warnings.length, 1);
     });
 
     it('names a malformed instanceInfo field', async () => {
-      await rejectsWith(trust(documentWith('azure-sev-snp', { runtimeData: info.runtimeData }), akPublic), /instanceInfo\.attestationReport/);
-      await assert.rejects(trust({ ...documentWith('azure-sev-snp', {}), instanceInfo: '%%%' }, akPublic), AttestationError);
+      await rejectsWith(
+        trust(documentWith('azure-sev-snp', { runtimeData: info.runtimeData }), akPublic),
+        /instanceInfo\.attestationReport/,
+      );
+      await assert.rejects(
+        trust({ ...documentWith('azure-sev-snp', {}), instanceInfo: '%%%' }, akPublic),
+        AttestationError,
+      );
     });
   });
 });
@@ -87,7 +130,12 @@ describe('SNP variants with a test CA', () => {
   let vcek: EndorsementKey;
   let vlek: EndorsementKey;
   let ak: TestAk;
-  const akDigest = (a: TestAk) => new Uint8Array(createHash('sha512').update(a.key.export({ type: 'spki', format: 'der' })).digest());
+  const akDigest = (a: TestAk) =>
+    new Uint8Array(
+      createHash('sha512')
+        .update(a.key.export({ type: 'spki', format: 'der' }))
+        .digest(),
+    );
   before(() => {
     ca = makeSnpTestCa('Milan');
     vcek = makeEndorsementKey(ca);
@@ -101,20 +149,37 @@ describe('SNP variants with a test CA', () => {
     it('trusts the AK whose SHA-512 the VLEK-signed report carries', async () => {
       const report = makeSnpReport({ signingKey: 'vlek', reportData: akDigest(ak) }, vlek);
       const trust = awsSevSnpTrust(config, { now, amdRoots: ca.roots });
-      await trust(documentWith('aws-sev-snp', { attestationReport: b64(report), vlek: vlek.cert.pem, certChain: ca.vlekChain }), ak.akPublic);
+      await trust(
+        documentWith('aws-sev-snp', { attestationReport: b64(report), vlek: vlek.cert.pem, certChain: ca.vlekChain }),
+        ak.akPublic,
+      );
     });
 
     it('rejects another AK, and a report of another VM', async () => {
       const report = makeSnpReport({ signingKey: 'vlek', reportData: akDigest(ak) }, vlek);
       const trust = awsSevSnpTrust(config, { now, amdRoots: ca.roots });
-      const doc = documentWith('aws-sev-snp', { attestationReport: b64(report), vlek: vlek.cert.pem, certChain: ca.vlekChain });
+      const doc = documentWith('aws-sev-snp', {
+        attestationReport: b64(report),
+        vlek: vlek.cert.pem,
+        certChain: ca.vlekChain,
+      });
       await rejectsWith(trust(doc, makeAk().akPublic), /REPORT_DATA does not bind the expected data/);
     });
 
-    it('rejects a VLEK report without its VLEK, and AMD\'s real roots for a test chain', async () => {
+    it("rejects a VLEK report without its VLEK, and AMD's real roots for a test chain", async () => {
       const report = makeSnpReport({ signingKey: 'vlek', reportData: akDigest(ak) }, vlek);
-      await rejectsWith(awsSevSnpTrust(config, { now, amdRoots: ca.roots })(documentWith('aws-sev-snp', { attestationReport: b64(report) }), ak.akPublic), /no VLEK certificate/);
-      const doc = documentWith('aws-sev-snp', { attestationReport: b64(report), vlek: vlek.cert.pem, certChain: ca.vlekChain });
+      await rejectsWith(
+        awsSevSnpTrust(config, { now, amdRoots: ca.roots })(
+          documentWith('aws-sev-snp', { attestationReport: b64(report) }),
+          ak.akPublic,
+        ),
+        /no VLEK certificate/,
+      );
+      const doc = documentWith('aws-sev-snp', {
+        attestationReport: b64(report),
+        vlek: vlek.cert.pem,
+        certChain: ca.vlekChain,
+      });
       await rejectsWith(awsSevSnpTrust(config, { now })(doc, ak.akPublic), /not AMD's ARK/);
     });
 
@@ -125,7 +190,17 @@ describe('SNP variants with a test CA', () => {
         [{ vmpl: 1 }, /VMPL 1/],
       ] as const) {
         const report = makeSnpReport({ signingKey: 'vlek', reportData: akDigest(ak), ...fields }, vlek);
-        await rejectsWith(trust(documentWith('aws-sev-snp', { attestationReport: b64(report), vlek: vlek.cert.pem, certChain: ca.vlekChain }), ak.akPublic), re);
+        await rejectsWith(
+          trust(
+            documentWith('aws-sev-snp', {
+              attestationReport: b64(report),
+              vlek: vlek.cert.pem,
+              certChain: ca.vlekChain,
+            }),
+            ak.akPublic,
+          ),
+          re,
+        );
       }
     });
   });
@@ -145,35 +220,95 @@ describe('SNP variants with a test CA', () => {
           return { akPublic: ak.akPublic };
         },
       });
-      await trust(documentWith('gcp-sev-snp', { ...instance, attestationReport: b64(report), vcek: vcek.cert.pem, certChain: ca.vcekChain }), ak.akPublic);
+      await trust(
+        documentWith('gcp-sev-snp', {
+          ...instance,
+          attestationReport: b64(report),
+          vcek: vcek.cert.pem,
+          certChain: ca.vcekChain,
+        }),
+        ak.akPublic,
+      );
       assert.deepEqual(seen, [instance]);
     });
 
     it('trusts the AK when GCP returns only its public key (SubjectPublicKeyInfo), and rejects another one', async () => {
       const report = makeSnpReport({ reportData: akDigest(ak) }, vcek);
-      const doc = documentWith('gcp-sev-snp', { ...instance, attestationReport: b64(report), vcek: vcek.cert.pem, certChain: ca.vcekChain });
+      const doc = documentWith('gcp-sev-snp', {
+        ...instance,
+        attestationReport: b64(report),
+        vcek: vcek.cert.pem,
+        certChain: ca.vcekChain,
+      });
       const spki = (key: TestAk) => new Uint8Array(key.key.export({ type: 'spki', format: 'der' }));
-      await gcpSevSnpTrust(config, { now, amdRoots: ca.roots, gcpShieldedIdentity: async () => ({ akSpkiDer: spki(ak) }) })(doc, ak.akPublic);
-      await rejectsWith(gcpSevSnpTrust(config, { now, amdRoots: ca.roots, gcpShieldedIdentity: async () => ({ akSpkiDer: spki(makeAk()) }) })(doc, ak.akPublic), /not the one GCP registered/);
+      await gcpSevSnpTrust(config, {
+        now,
+        amdRoots: ca.roots,
+        gcpShieldedIdentity: async () => ({ akSpkiDer: spki(ak) }),
+      })(doc, ak.akPublic);
+      await rejectsWith(
+        gcpSevSnpTrust(config, {
+          now,
+          amdRoots: ca.roots,
+          gcpShieldedIdentity: async () => ({ akSpkiDer: spki(makeAk()) }),
+        })(doc, ak.akPublic),
+        /not the one GCP registered/,
+      );
     });
 
     it('rejects when GCP registered another AK, even with a valid report', async () => {
       const report = makeSnpReport({ reportData: akDigest(ak) }, vcek);
-      const trust = gcpSevSnpTrust(config, { now, amdRoots: ca.roots, gcpShieldedIdentity: async () => ({ akPublic: makeAk().akPublic }) });
-      await rejectsWith(trust(documentWith('gcp-sev-snp', { ...instance, attestationReport: b64(report), vcek: vcek.cert.pem, certChain: ca.vcekChain }), ak.akPublic), /not the one GCP registered/);
+      const trust = gcpSevSnpTrust(config, {
+        now,
+        amdRoots: ca.roots,
+        gcpShieldedIdentity: async () => ({ akPublic: makeAk().akPublic }),
+      });
+      await rejectsWith(
+        trust(
+          documentWith('gcp-sev-snp', {
+            ...instance,
+            attestationReport: b64(report),
+            vcek: vcek.cert.pem,
+            certChain: ca.vcekChain,
+          }),
+          ak.akPublic,
+        ),
+        /not the one GCP registered/,
+      );
     });
 
     it('rejects a report that binds another AK', async () => {
       const report = makeSnpReport({ reportData: akDigest(makeAk()) }, vcek);
-      const trust = gcpSevSnpTrust(config, { now, amdRoots: ca.roots, gcpShieldedIdentity: async () => ({ akPublic: ak.akPublic }) });
-      await rejectsWith(trust(documentWith('gcp-sev-snp', { ...instance, attestationReport: b64(report), vcek: vcek.cert.pem, certChain: ca.vcekChain }), ak.akPublic), /REPORT_DATA/);
+      const trust = gcpSevSnpTrust(config, {
+        now,
+        amdRoots: ca.roots,
+        gcpShieldedIdentity: async () => ({ akPublic: ak.akPublic }),
+      });
+      await rejectsWith(
+        trust(
+          documentWith('gcp-sev-snp', {
+            ...instance,
+            attestationReport: b64(report),
+            vcek: vcek.cert.pem,
+            certChain: ca.vcekChain,
+          }),
+          ak.akPublic,
+        ),
+        /REPORT_DATA/,
+      );
     });
   });
 
   it('builds KDS URLs for Milan and Turin as AMD documents them', () => {
     const chip = Uint8Array.from({ length: 64 }, (_, i) => i);
     const tcb = { fmc: 1, bootloader: 2, tee: 3, snp: 4, microcode: 5 };
-    assert.equal(kdsVcekUrl('Milan', chip, tcb), `https://kdsintf.amd.com/vcek/v1/Milan/${Buffer.from(chip).toString('hex')}?blSPL=2&teeSPL=3&snpSPL=4&ucodeSPL=5`);
-    assert.equal(kdsVcekUrl('Turin', chip, tcb), 'https://kdsintf.amd.com/vcek/v1/Turin/0001020304050607?fmcSPL=1&blSPL=2&teeSPL=3&snpSPL=4&ucodeSPL=5');
+    assert.equal(
+      kdsVcekUrl('Milan', chip, tcb),
+      `https://kdsintf.amd.com/vcek/v1/Milan/${Buffer.from(chip).toString('hex')}?blSPL=2&teeSPL=3&snpSPL=4&ucodeSPL=5`,
+    );
+    assert.equal(
+      kdsVcekUrl('Turin', chip, tcb),
+      'https://kdsintf.amd.com/vcek/v1/Turin/0001020304050607?fmcSPL=1&blSPL=2&teeSPL=3&snpSPL=4&ucodeSPL=5',
+    );
   });
 });

@@ -10,7 +10,12 @@ import { z } from 'zod';
 const arg = z.strictObject({ name: z.string().min(1), value: z.string() });
 const args = z.array(arg);
 const apiEndpoint = z.strictObject({ advertiseAddress: z.string().optional(), bindPort: z.number().int().optional() });
-const taint = z.strictObject({ key: z.string(), value: z.string().optional(), effect: z.string(), timeAdded: z.string().optional() });
+const taint = z.strictObject({
+  key: z.string(),
+  value: z.string().optional(),
+  effect: z.string(),
+  timeAdded: z.string().optional(),
+});
 const nodeRegistration = z.strictObject({
   name: z.string().optional(),
   criSocket: z.string().optional(),
@@ -30,11 +35,29 @@ const timeouts = z.strictObject({
   discovery: z.string().optional(),
   upgradeManifests: z.string().optional(),
 });
-const hostPathMount = z.strictObject({ name: z.string(), hostPath: z.string(), mountPath: z.string(), readOnly: z.boolean().optional(), pathType: z.string().optional() });
+const hostPathMount = z.strictObject({
+  name: z.string(),
+  hostPath: z.string(),
+  mountPath: z.string(),
+  readOnly: z.boolean().optional(),
+  pathType: z.string().optional(),
+});
 const envVar = z.strictObject({ name: z.string(), value: z.string().optional(), valueFrom: z.unknown().optional() });
-const controlPlaneComponent = z.strictObject({ extraArgs: args.optional(), extraVolumes: z.array(hostPathMount).optional(), extraEnvs: z.array(envVar).optional() });
-const apiServer = z.strictObject({ extraArgs: args.optional(), extraVolumes: z.array(hostPathMount).optional(), extraEnvs: z.array(envVar).optional(), certSANs: z.array(z.string().min(1)).optional() });
-const typeMeta = <K extends string>(apiVersion: string, kind: K) => ({ apiVersion: z.literal(apiVersion), kind: z.literal(kind) });
+const controlPlaneComponent = z.strictObject({
+  extraArgs: args.optional(),
+  extraVolumes: z.array(hostPathMount).optional(),
+  extraEnvs: z.array(envVar).optional(),
+});
+const apiServer = z.strictObject({
+  extraArgs: args.optional(),
+  extraVolumes: z.array(hostPathMount).optional(),
+  extraEnvs: z.array(envVar).optional(),
+  certSANs: z.array(z.string().min(1)).optional(),
+});
+const typeMeta = <K extends string>(apiVersion: string, kind: K) => ({
+  apiVersion: z.literal(apiVersion),
+  kind: z.literal(kind),
+});
 
 export const initConfigurationSchema = z.strictObject({
   ...typeMeta('kubeadm.k8s.io/v1beta4', 'InitConfiguration'),
@@ -51,13 +74,28 @@ export const initConfigurationSchema = z.strictObject({
 export const clusterConfigurationSchema = z.strictObject({
   ...typeMeta('kubeadm.k8s.io/v1beta4', 'ClusterConfiguration'),
   etcd: z.unknown().optional(),
-  networking: z.strictObject({ serviceSubnet: z.string().optional(), podSubnet: z.string().optional(), dnsDomain: z.string().optional() }).optional(),
-  kubernetesVersion: z.string().regex(/^v\d+\.\d+\.\d+/).optional(),
+  networking: z
+    .strictObject({
+      serviceSubnet: z.string().optional(),
+      podSubnet: z.string().optional(),
+      dnsDomain: z.string().optional(),
+    })
+    .optional(),
+  kubernetesVersion: z
+    .string()
+    .regex(/^v\d+\.\d+\.\d+/)
+    .optional(),
   controlPlaneEndpoint: z.string().optional(),
   apiServer: apiServer.optional(),
   controllerManager: controlPlaneComponent.optional(),
   scheduler: controlPlaneComponent.optional(),
-  dns: z.strictObject({ disabled: z.boolean().optional(), imageRepository: z.string().optional(), imageTag: z.string().optional() }).optional(),
+  dns: z
+    .strictObject({
+      disabled: z.boolean().optional(),
+      imageRepository: z.string().optional(),
+      imageTag: z.string().optional(),
+    })
+    .optional(),
   proxy: z.strictObject({ disabled: z.boolean().optional() }).optional(),
   certificatesDir: z.string().optional(),
   imageRepository: z.string().optional(),
@@ -75,12 +113,19 @@ export const joinConfigurationSchema = z.strictObject({
   caCertPath: z.string().optional(),
   discovery: z.strictObject({
     bootstrapToken: z
-      .strictObject({ token: z.string(), apiServerEndpoint: z.string().optional(), caCertHashes: z.array(z.string()).optional(), unsafeSkipCAVerification: z.boolean().optional() })
+      .strictObject({
+        token: z.string(),
+        apiServerEndpoint: z.string().optional(),
+        caCertHashes: z.array(z.string()).optional(),
+        unsafeSkipCAVerification: z.boolean().optional(),
+      })
       .optional(),
     file: z.strictObject({ kubeConfigPath: z.string() }).optional(),
     tlsBootstrapToken: z.string().optional(),
   }),
-  controlPlane: z.strictObject({ localAPIEndpoint: apiEndpoint.optional(), certificateKey: z.string().optional() }).optional(),
+  controlPlane: z
+    .strictObject({ localAPIEndpoint: apiEndpoint.optional(), certificateKey: z.string().optional() })
+    .optional(),
   skipPhases: z.array(z.string()).optional(),
   patches: patches.optional(),
   timeouts: timeouts.optional(),

@@ -207,10 +207,15 @@ export async function installStandinKubeadm(dir: string, options: { clusterDir?:
     manifestsDir,
     async calls() {
       const text = await fs.readFile(path.join(dir, 'calls.jsonl'), 'utf8').catch(() => '');
-      return text.split('\n').filter(Boolean).map((line) => JSON.parse(line) as StandinCall);
+      return text
+        .split('\n')
+        .filter(Boolean)
+        .map((line) => JSON.parse(line) as StandinCall);
     },
     async cluster() {
-      const text = await fs.readFile(path.join(options.clusterDir ?? dir, 'cluster.json'), 'utf8').catch(() => undefined);
+      const text = await fs
+        .readFile(path.join(options.clusterDir ?? dir, 'cluster.json'), 'utf8')
+        .catch(() => undefined);
       return text === undefined ? undefined : (JSON.parse(text) as { version: string; applied: boolean });
     },
     async nodeVersion() {

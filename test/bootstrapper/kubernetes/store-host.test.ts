@@ -13,15 +13,31 @@ import bcrypt from 'bcryptjs';
 import { EtcdMember } from '../../../bootstrapper/etcd-member.js';
 import { InitServer } from '../../../bootstrapper/init-server.js';
 import { KubernetesStoreHost } from '../../../bootstrapper/kubernetes-store-host.js';
-import { createBackend, spawnExec, type Exec, type KubernetesBackend } from '../../../bootstrapper/kubernetes/backend.js';
+import {
+  createBackend,
+  spawnExec,
+  type Exec,
+  type KubernetesBackend,
+} from '../../../bootstrapper/kubernetes/backend.js';
 import { createStoreHost } from '../../../bootstrapper/main.js';
 import { NodeLock } from '../../../bootstrapper/node-lock.js';
 import { NodeSetup } from '../../../bootstrapper/node-setup.js';
 import { NodeStatusTracker } from '../../../bootstrapper/node-status.js';
 import type { ClusterStoreHost } from '../../../bootstrapper/store-host.js';
-import { DISK_PREFIX, JOIN_CONFIG_MAP, KubernetesClusterStore, NODE_PREFIX, STORE_NAMESPACE } from '../../../lib/cluster-store/kubernetes.js';
+import {
+  DISK_PREFIX,
+  JOIN_CONFIG_MAP,
+  KubernetesClusterStore,
+  NODE_PREFIX,
+  STORE_NAMESPACE,
+} from '../../../lib/cluster-store/kubernetes.js';
 import { createLogger, nullLogger } from '../../../lib/logging/index.js';
-import { createAdminKubeconfig, createClusterPki, loadClusterPki, PKI_FILE_NAMES } from '../../../lib/pki/cluster-pki.js';
+import {
+  createAdminKubeconfig,
+  createClusterPki,
+  loadClusterPki,
+  PKI_FILE_NAMES,
+} from '../../../lib/pki/cluster-pki.js';
 import { TPM_ALG } from '../../../lib/tpm/constants.js';
 import { InitSecrets } from '../../../proto/gen/constellation/init.js';
 import { FakeKubernetesApi } from '../../fakes/kubernetes/api-server.js';
@@ -45,11 +61,16 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
   });
   afterEach(() => fs.rm(dir, { recursive: true, force: true }));
 
-  it('has nothing to create, join or resume, hosts the store once kubeadm wrote the admin kubeconfig, and gives the CLI the backend\'s name', async () => {
+  it("has nothing to create, join or resume, hosts the store once kubeadm wrote the admin kubeconfig, and gives the CLI the backend's name", async () => {
     const host: ClusterStoreHost = new KubernetesStoreHost({ adminConfPath: standin.adminConf });
     const pki = loadClusterPki(createClusterPki({ clock, clusterName: 'demo' }));
     assert.equal(await host.hosted(), false);
-    await assert.rejects(host.open(), new RegExp(`This node has no admin kubeconfig at ${standin.adminConf}, so its join service cannot read the cluster store`));
+    await assert.rejects(
+      host.open(),
+      new RegExp(
+        `This node has no admin kubeconfig at ${standin.adminConf}, so its join service cannot read the cluster store`,
+      ),
+    );
     await host.create(pki);
     await host.join(pki, []);
     await host.resume();
@@ -80,16 +101,26 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
 
     beforeEach(async () => {
       // The API server runs with a placeholder PKI until kubeadm init brings it up with the cluster's.
-      fake = await FakeKubernetesApi.start({ pki: loadClusterPki(createClusterPki({ clock, clusterName: 'placeholder' })) });
+      fake = await FakeKubernetesApi.start({
+        pki: loadClusterPki(createClusterPki({ clock, clusterName: 'placeholder' })),
+      });
       // What real kubeadm init does beyond the stand-in: the API server comes up with certificates of the cluster CA,
       // and admin.conf is a kubeconfig of that CA for the control-plane endpoint.
       const exec: Exec = async (command, args, options) => {
         const result = await spawnExec(command, args, options);
         if (command === 'kubeadm' && args[0] === 'init' && args[1] !== 'phase' && result.exitCode === 0) {
-          const files = Object.fromEntries(await Promise.all(PKI_FILE_NAMES.map(async (name) => [name, await fs.readFile(path.join(standin.pkiDir, name), 'utf8')])));
+          const files = Object.fromEntries(
+            await Promise.all(
+              PKI_FILE_NAMES.map(async (name) => [name, await fs.readFile(path.join(standin.pkiDir, name), 'utf8')]),
+            ),
+          );
           const pki = loadClusterPki(files);
           fake.useClusterPki(pki);
-          await fs.writeFile(standin.adminConf, await createAdminKubeconfig({ pki, clusterName: 'demo', server: fake.url, clock }), { mode: 0o600 });
+          await fs.writeFile(
+            standin.adminConf,
+            await createAdminKubeconfig({ pki, clusterName: 'demo', server: fake.url, clock }),
+            { mode: 0o600 },
+          );
         }
         return result;
       };
@@ -106,11 +137,19 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
       disk = new PlainStateDisk(path.join(dir, 'state'));
       lock = new NodeLock();
       setup = new NodeSetup({
-        tpm: { pcrBanks: async () => [{ hashAlg: TPM_ALG.SHA256, pcrs: [...Array(24).keys()] }], pcrExtend: async () => undefined },
+        tpm: {
+          pcrBanks: async () => [{ hashAlg: TPM_ALG.SHA256, pcrs: [...Array(24).keys()] }],
+          pcrExtend: async () => undefined,
+        },
         stateDisk: disk,
         logger: nullLogger,
         clock,
-        joinService: { validatorDeps: { akRegistry: registry }, host: '127.0.0.1', port: 0, tokenSink: backend.tokenSink(nullLogger) },
+        joinService: {
+          validatorDeps: { akRegistry: registry },
+          host: '127.0.0.1',
+          port: 0,
+          tokenSink: backend.tokenSink(nullLogger),
+        },
         store: new KubernetesStoreHost({ adminConfPath: standin.adminConf }),
         lock,
       });
@@ -126,7 +165,12 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
         node: { name: 'control-plane-0', ip: '127.0.0.1', role: 'control-plane' },
         issuer: new SoftwareVtpm('control-plane-0'),
         metadata: {
-          self: async () => ({ name: 'control-plane-0', providerId: 'test://control-plane-0', role: 'control-plane', vpcIp: '127.0.0.1' }),
+          self: async () => ({
+            name: 'control-plane-0',
+            providerId: 'test://control-plane-0',
+            role: 'control-plane',
+            vpcIp: '127.0.0.1',
+          }),
           peers: async () => [],
           // The control-plane endpoint: where the API server answers.
           loadBalancerEndpoint: async () => `127.0.0.1:${fake.port}`,
@@ -150,7 +194,9 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
           measurementSalt: Buffer.alloc(32, 3),
           kubernetesVersion: 'v1.31.1',
           clusterName: 'demo',
-          attestationConfig: Buffer.from(JSON.stringify({ variant: 'local-vtpm', config: { measurements: measurementsFor(imagePcrs()) } })),
+          attestationConfig: Buffer.from(
+            JSON.stringify({ variant: 'local-vtpm', config: { measurements: measurementsFor(imagePcrs()) } }),
+          ),
         }),
       );
     }
@@ -162,22 +208,45 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
     }
 
     async function join(address: string, name: string, image?: string) {
-      return requestTicket(address, worker(name, image), hello({ nodeName: name, certificateRequest: await kubeletCsr() }), 'join');
+      return requestTicket(
+        address,
+        worker(name, image),
+        hello({ nodeName: name, certificateRequest: await kubeletCsr() }),
+        'join',
+      );
     }
 
-    it('init writes the join configuration, the node record and the disk claim into the Kubernetes API, and hands the CLI the backend\'s name', async () => {
+    it("init writes the join configuration, the node record and the disk claim into the Kubernetes API, and hands the CLI the backend's name", async () => {
       const result = await initialize();
       assert.deepEqual(JSON.parse(Buffer.from(result.storeCredentials).toString()), { backend: 'kubernetes' });
-      assert.equal(Buffer.from(result.kubeconfig).toString(), await fs.readFile(standin.adminConf, 'utf8'), 'the CLI gets admin.conf');
+      assert.equal(
+        Buffer.from(result.kubeconfig).toString(),
+        await fs.readFile(standin.adminConf, 'utf8'),
+        'the CLI gets admin.conf',
+      );
 
-      const cli = await KubernetesClusterStore.connect({ kubeconfig: { text: Buffer.from(result.kubeconfig).toString() } });
+      const cli = await KubernetesClusterStore.connect({
+        kubeconfig: { text: Buffer.from(result.kubeconfig).toString() },
+      });
       const { config } = await cli.readJoinConfig();
       assert.deepEqual(config.cluster, { apiServerEndpoint: `127.0.0.1:${fake.port}`, kubernetesVersion: 'v1.31.1' });
-      assert.deepEqual(config.masterSecret, { key: new Uint8Array(Buffer.alloc(32, 1)), salt: new Uint8Array(Buffer.alloc(32, 2)) });
-      assert.equal(config.pki['ca.crt'], await fs.readFile(path.join(standin.pkiDir, 'ca.crt'), 'utf8'), 'the PKI kubeadm runs with');
-      assert.deepEqual((await cli.listNodes()).map((n) => [n.name, n.role, n.lastEntry, n.diskUuid]), [['control-plane-0', 'control-plane', 'init', disk.uuid]]);
+      assert.deepEqual(config.masterSecret, {
+        key: new Uint8Array(Buffer.alloc(32, 1)),
+        salt: new Uint8Array(Buffer.alloc(32, 2)),
+      });
+      assert.equal(
+        config.pki['ca.crt'],
+        await fs.readFile(path.join(standin.pkiDir, 'ca.crt'), 'utf8'),
+        'the PKI kubeadm runs with',
+      );
+      assert.deepEqual(
+        (await cli.listNodes()).map((n) => [n.name, n.role, n.lastEntry, n.diskUuid]),
+        [['control-plane-0', 'control-plane', 'init', disk.uuid]],
+      );
       assert.ok(fake.object('configmaps', STORE_NAMESPACE, JOIN_CONFIG_MAP));
-      assert.deepEqual(fake.object('configmaps', STORE_NAMESPACE, `${DISK_PREFIX}${disk.uuid}`)?.data, { instance: 'control-plane-0' });
+      assert.deepEqual(fake.object('configmaps', STORE_NAMESPACE, `${DISK_PREFIX}${disk.uuid}`)?.data, {
+        instance: 'control-plane-0',
+      });
     });
 
     it('the join service reads the store in the API for every join: a measurement written once applies to the next join, and no API server means no join', async () => {
@@ -187,16 +256,32 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
       const first = await join(address, 'worker-0');
       assert.equal(first.error, undefined, first.error?.message);
       // kubeadm's bootstrap-token Secret, applied with kubectl from a file (the token never on a command line).
-      const tokenApplies = (await standin.calls()).filter((c) => c.program === 'kubectl' && c.args.at(-1)!.includes('bootstrap-token-'));
+      const tokenApplies = (await standin.calls()).filter(
+        (c) => c.program === 'kubectl' && c.args.at(-1)!.includes('bootstrap-token-'),
+      );
       assert.equal(tokenApplies.length, 1, 'the token was registered with the API server');
-      assert.deepEqual(tokenApplies[0]!.args.slice(0, 5), ['apply', '--server-side', '--force-conflicts', '--kubeconfig', standin.adminConf]);
-      assert.deepEqual(fake.object('configmaps', STORE_NAMESPACE, `${DISK_PREFIX}${diskUuidOf('worker-0')}`)?.data, { instance: 'worker-0' });
+      assert.deepEqual(tokenApplies[0]!.args.slice(0, 5), [
+        'apply',
+        '--server-side',
+        '--force-conflicts',
+        '--kubeconfig',
+        standin.adminConf,
+      ]);
+      assert.deepEqual(fake.object('configmaps', STORE_NAMESPACE, `${DISK_PREFIX}${diskUuidOf('worker-0')}`)?.data, {
+        instance: 'worker-0',
+      });
       // The node's record is written once its ticket is on its way (it decides nothing): it follows shortly.
-      await pollUntil(() => fake.object('configmaps', STORE_NAMESPACE, `${NODE_PREFIX}worker-0`), { timeoutMs: 2_000, intervalMs: 20, what: 'the worker\'s record' });
+      await pollUntil(() => fake.object('configmaps', STORE_NAMESPACE, `${NODE_PREFIX}worker-0`), {
+        timeoutMs: 2_000,
+        intervalMs: 20,
+        what: "the worker's record",
+      });
 
       // An upgrade writes new measurements once, with the admin kubeconfig: the running join service applies them.
       const cli = await KubernetesClusterStore.connect({ kubeconfig: { path: standin.adminConf } });
-      await cli.writeJoinConfig({ attestation: { variant: 'local-vtpm', config: { measurements: measurementsFor(imagePcrs('node image v2')) } } });
+      await cli.writeJoinConfig({
+        attestation: { variant: 'local-vtpm', config: { measurements: measurementsFor(imagePcrs('node image v2')) } },
+      });
       const old = await join(address, 'worker-1');
       assert.equal(old.ticket, undefined);
       assert.deepEqual(old.responses, ['challenge', 'failure']);
@@ -208,7 +293,10 @@ describe('bootstrapper/kubernetes-store-host: the cluster store of kubeadm nodes
       const refused = await join(address, 'worker-3', 'node image v2');
       assert.equal(refused.ticket, undefined);
       assert.deepEqual(refused.responses, ['challenge', 'failure']);
-      assert.match(refused.error!.message, /The control plane has no quorum: the cluster store cannot answer \(the Kubernetes API server at https:\/\/127\.0\.0\.1:\d+ could not be reached/);
+      assert.match(
+        refused.error!.message,
+        /The control plane has no quorum: the cluster store cannot answer \(the Kubernetes API server at https:\/\/127\.0\.0\.1:\d+ could not be reached/,
+      );
     });
   });
 });

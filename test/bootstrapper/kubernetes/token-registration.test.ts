@@ -40,7 +40,13 @@ describe('bootstrapper/kubernetes: the join service registers its tokens with ku
 
   async function startWithKubeadm(over: Partial<BackendOptions> = {}): Promise<string> {
     const logger = createLogger((line) => log.push(line));
-    const backend = createBackend('kubeadm', { workDir: path.join(dir, 'work'), pkiDir: standin.pkiDir, adminConfPath: standin.adminConf, env: standin.env, ...over });
+    const backend = createBackend('kubeadm', {
+      workDir: path.join(dir, 'work'),
+      pkiDir: standin.pkiDir,
+      adminConfPath: standin.adminConf,
+      env: standin.env,
+      ...over,
+    });
     join = await startJoinService({
       host: '127.0.0.1',
       port: 0,
@@ -59,26 +65,55 @@ describe('bootstrapper/kubernetes: the join service registers its tokens with ku
     return vtpm;
   }
 
-  it('hands out the token it registered (kubeadm\'s bootstrap-token Secret, through kubectl), and logs it only by its id', async () => {
+  it("hands out the token it registered (kubeadm's bootstrap-token Secret, through kubectl), and logs it only by its id", async () => {
     const address = await startWithKubeadm();
-    const attempt = await requestTicket(address, worker('worker-1'), hello({ nodeName: 'worker-1', certificateRequest: await kubeletCsr() }), 'join');
+    const attempt = await requestTicket(
+      address,
+      worker('worker-1'),
+      hello({ nodeName: 'worker-1', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(attempt.error, undefined, attempt.error?.message);
     const token = attempt.ticket!.token;
     const calls = await standin.calls();
-    assert.deepEqual(calls.map((c) => c.args), [['apply', '--server-side', '--force-conflicts', '--kubeconfig', standin.adminConf, '-f', path.join(dir, 'work', `bootstrap-token-${token.split('.')[0]}.yaml`)]]);
-    assert.equal((calls[0]!.docs[0] as { stringData: Record<string, string> }).stringData['token-secret'], token.split('.')[1]);
+    assert.deepEqual(
+      calls.map((c) => c.args),
+      [
+        [
+          'apply',
+          '--server-side',
+          '--force-conflicts',
+          '--kubeconfig',
+          standin.adminConf,
+          '-f',
+          path.join(dir, 'work', `bootstrap-token-${token.split('.')[0]}.yaml`),
+        ],
+      ],
+    );
+    assert.equal(
+      (calls[0]!.docs[0] as { stringData: Record<string, string> }).stringData['token-secret'],
+      token.split('.')[1],
+    );
     const text = log.join('\n');
     assert.ok(text.includes(`bootstrap token ${token.split('.')[0]} registered with the API server`));
     assert.ok(!text.includes(token.split('.')[1]!), 'the token secret is not logged');
   });
 
-  it('refuses the join when the token cannot be registered: kubectl\'s reason, no ticket, no token anywhere', async () => {
+  it("refuses the join when the token cannot be registered: kubectl's reason, no ticket, no token anywhere", async () => {
     const address = await startWithKubeadm({ env: { ...standin.env, STANDIN_FAIL_KUBECTL: '1' } });
-    const attempt = await requestTicket(address, worker('worker-2'), hello({ nodeName: 'worker-2', certificateRequest: await kubeletCsr() }), 'join');
+    const attempt = await requestTicket(
+      address,
+      worker('worker-2'),
+      hello({ nodeName: 'worker-2', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(attempt.ticket, undefined);
     assert.deepEqual(attempt.responses, ['challenge', 'failure'], 'no Sealed message on the wire');
     const message = attempt.error!.message;
-    assert.match(message, /The bootstrap token for this join could not be registered with Kubernetes, so no ticket was issued: kubectl bootstrap token failed with exit code 1:/);
+    assert.match(
+      message,
+      /The bootstrap token for this join could not be registered with Kubernetes, so no ticket was issued: kubectl bootstrap token failed with exit code 1:/,
+    );
     assert.match(message, /unable to recognize/);
 
     const [call] = await standin.calls();
@@ -86,17 +121,27 @@ describe('bootstrapper/kubernetes: the join service registers its tokens with ku
     assert.ok(!message.includes(secretHalf), 'the token is not in the refusal');
     const text = log.join('\n');
     assert.ok(!text.includes(secretHalf), 'the token is not logged');
-    const decision = log.map((line) => JSON.parse(line) as Record<string, unknown>).find((l) => l.verdict !== undefined)!;
+    const decision = log
+      .map((line) => JSON.parse(line) as Record<string, unknown>)
+      .find((l) => l.verdict !== undefined)!;
     assert.equal(decision.verdict, 'refused');
     assert.match(String(decision.reason), /could not be registered with Kubernetes/);
   });
 
   it('refuses the join on a node without the admin kubeconfig, without running kubeadm', async () => {
     const address = await startWithKubeadm({ adminConfPath: path.join(dir, 'no-such-admin.conf') });
-    const attempt = await requestTicket(address, worker('worker-3'), hello({ nodeName: 'worker-3', certificateRequest: await kubeletCsr() }), 'join');
+    const attempt = await requestTicket(
+      address,
+      worker('worker-3'),
+      hello({ nodeName: 'worker-3', certificateRequest: await kubeletCsr() }),
+      'join',
+    );
     assert.equal(attempt.ticket, undefined);
     assert.deepEqual(attempt.responses, ['challenge', 'failure']);
-    assert.match(attempt.error!.message, /This node has no admin kubeconfig at .*no-such-admin\.conf, so it cannot register the bootstrap token/);
+    assert.match(
+      attempt.error!.message,
+      /This node has no admin kubeconfig at .*no-such-admin\.conf, so it cannot register the bootstrap token/,
+    );
     assert.deepEqual(await standin.calls(), []);
   });
 });

@@ -30,8 +30,19 @@ import { deriveJoinServiceKeySeed, joinServicePublicKey } from '../../../lib/kms
 import { TpmClient } from '../../../lib/tpm/client.js';
 import { TPM_ALG } from '../../../lib/tpm/constants.js';
 import { powerCycleSwtpm, startSwtpm, type SwtpmHandle } from '../../../lib/tpm/swtpm.js';
-import { InitClient, InitResult, InitSecrets, type InitRequest, type InitResponse } from '../../../proto/gen/constellation/init.js';
-import { RecoverSecrets, RecoveryClient, type RecoverRequest, type RecoverResponse } from '../../../proto/gen/constellation/recover.js';
+import {
+  InitClient,
+  InitResult,
+  InitSecrets,
+  type InitRequest,
+  type InitResponse,
+} from '../../../proto/gen/constellation/init.js';
+import {
+  RecoverSecrets,
+  RecoveryClient,
+  type RecoverRequest,
+  type RecoverResponse,
+} from '../../../proto/gen/constellation/recover.js';
 import { VerifyClient, type NodeStatus } from '../../../proto/gen/constellation/verify.js';
 import type { InstanceMetadata, NodeMetadata, NodeRole } from '../../../providers/contract.js';
 
@@ -122,7 +133,12 @@ export class TestNode {
       const node = new TestNode(options, cluster, dir, swtpm, tpm);
       node.akPublic = (await tpm.attestationKey()).publicArea;
       if (options.register ?? true) cluster.provider.aks.set(options.name, node.akPublic);
-      cluster.provider.nodes.push({ name: options.name, providerId: `test://${options.name}`, role: options.role, vpcIp: options.ip });
+      cluster.provider.nodes.push({
+        name: options.name,
+        providerId: `test://${options.name}`,
+        role: options.role,
+        vpcIp: options.ip,
+      });
       await node.boot();
       return node;
     } catch (err) {
@@ -140,14 +156,23 @@ export class TestNode {
   private async boot(): Promise<void> {
     for (const index of [4, 9, 11]) {
       const part = index === 9 && this.options.tamperedImage ? 'tampered initramfs' : `image part ${index}`;
-      await this.tpm.pcrExtend(index, [{ hashAlg: TPM_ALG.SHA256, digest: createHash('sha256').update(part).digest() }]);
+      await this.tpm.pcrExtend(index, [
+        { hashAlg: TPM_ALG.SHA256, digest: createHash('sha256').update(part).digest() },
+      ]);
     }
-    this.disk = await openGocryptfsStateDisk({ diskDir: path.join(this.dir, 'state-disk'), mountPoint: path.join(this.dir, 'state') });
+    this.disk = await openGocryptfsStateDisk({
+      diskDir: path.join(this.dir, 'state-disk'),
+      mountPoint: path.join(this.dir, 'state'),
+    });
     this.backend = createBackend('none', { workDir: path.join(this.disk.mountPoint, 'kubernetes') });
     this.bootstrapper = await runBootstrapper({
       node: { name: this.name, ip: this.options.ip, role: this.options.role },
       tpm: this.tpm,
-      issuer: new VtpmIssuer({ variant: localVtpm.VARIANT, tpm: this.tpm, instanceInfo: localVtpm.localInstanceInfo(this.name) }),
+      issuer: new VtpmIssuer({
+        variant: localVtpm.VARIANT,
+        tpm: this.tpm,
+        instanceInfo: localVtpm.localInstanceInfo(this.name),
+      }),
       metadata: this.cluster.provider.metadataFor(this.name),
       stateDisk: this.disk,
       backend: this.backend,
@@ -211,7 +236,9 @@ export class TestCluster {
     const cluster = new TestCluster(dir, new TestProvider(), await freePort());
     // bcrypt cost 4: the comparison is what is tested, not the cost. The CLI hashes the secret's hex form.
     cluster.provider.initSecretHash = bcrypt.hashSync(cluster.initSecret.toString('hex'), 4);
-    cluster.provider.joinServiceKey = Buffer.from(joinServicePublicKey(deriveJoinServiceKeySeed(cluster.initSecret.toString('hex')))).toString('base64');
+    cluster.provider.joinServiceKey = Buffer.from(
+      joinServicePublicKey(deriveJoinServiceKeySeed(cluster.initSecret.toString('hex'))),
+    ).toString('base64');
     return cluster;
   }
 
@@ -222,7 +249,9 @@ export class TestCluster {
     if (options.role === 'control-plane' && Object.keys(this.measurements).length === 0) {
       // The expected measurements are those of the first (untampered) control plane's image.
       const pcrs = await node.tpm.pcrRead(TPM_ALG.SHA256, [4, 8, 9, 11, 12, 13]);
-      this.measurements = Object.fromEntries([...pcrs].map(([i, v]) => [String(i), { expected: Buffer.from(v).toString('hex'), warnOnly: false }]));
+      this.measurements = Object.fromEntries(
+        [...pcrs].map(([i, v]) => [String(i), { expected: Buffer.from(v).toString('hex'), warnOnly: false }]),
+      );
     }
     return node;
   }
@@ -239,7 +268,9 @@ export class TestCluster {
       measurementSalt: this.measurementSalt,
       kubernetesVersion: KUBERNETES_VERSION,
       clusterName: 'test',
-      attestationConfig: Buffer.from(JSON.stringify({ variant: localVtpm.VARIANT, config: { measurements: this.measurements } })),
+      attestationConfig: Buffer.from(
+        JSON.stringify({ variant: localVtpm.VARIANT, config: { measurements: this.measurements } }),
+      ),
       ...overrides,
     });
   }
@@ -259,7 +290,10 @@ export interface CliOutcome<T> {
 }
 
 /** Records the oneof case of every message written to a client stream. */
-function recordWrites<T extends { kind?: { $case: string } }>(call: ClientDuplexStream<T, unknown>, sent: string[]): void {
+function recordWrites<T extends { kind?: { $case: string } }>(
+  call: ClientDuplexStream<T, unknown>,
+  sent: string[],
+): void {
   const write = call.write.bind(call) as (message: T) => boolean;
   (call as { write: (message: T) => boolean }).write = (message: T) => {
     sent.push(message.kind?.$case ?? 'empty');
@@ -268,8 +302,15 @@ function recordWrites<T extends { kind?: { $case: string } }>(call: ClientDuplex
 }
 
 /** The CLI's side of init: verifies the node, seals the secrets, collects progress and opens the InitResult. */
-export async function cliInit(address: string, validator: Validator, secrets: InitSecrets): Promise<CliOutcome<InitResult>> {
-  const client = new InitClient(address, await createAttestedClientCredentials(), { ...attestedChannelOptions, 'test.connection': Math.random() });
+export async function cliInit(
+  address: string,
+  validator: Validator,
+  secrets: InitSecrets,
+): Promise<CliOutcome<InitResult>> {
+  const client = new InitClient(address, await createAttestedClientCredentials(), {
+    ...attestedChannelOptions,
+    'test.connection': Math.random(),
+  });
   const call: ClientDuplexStream<InitRequest, InitResponse> = client.init();
   const outcome: CliOutcome<InitResult> = { progress: [], sent: [] };
   recordWrites(call, outcome.sent);
@@ -299,8 +340,15 @@ export async function cliInit(address: string, validator: Validator, secrets: In
 }
 
 /** The CLI's side of recover: verifies the node, seals the master secret, waits for RecoverDone. */
-export async function cliRecover(address: string, validator: Validator, secrets: RecoverSecrets): Promise<CliOutcome<string>> {
-  const client = new RecoveryClient(address, await createAttestedClientCredentials(), { ...attestedChannelOptions, 'test.connection': Math.random() });
+export async function cliRecover(
+  address: string,
+  validator: Validator,
+  secrets: RecoverSecrets,
+): Promise<CliOutcome<string>> {
+  const client = new RecoveryClient(address, await createAttestedClientCredentials(), {
+    ...attestedChannelOptions,
+    'test.connection': Math.random(),
+  });
   const call: ClientDuplexStream<RecoverRequest, RecoverResponse> = client.recover();
   const outcome: CliOutcome<string> = { progress: [], sent: [] };
   recordWrites(call, outcome.sent);
@@ -326,7 +374,9 @@ export async function cliRecover(address: string, validator: Validator, secrets:
 export async function getStatus(address: string): Promise<NodeStatus> {
   const client = new VerifyClient(address, await createAttestedClientCredentials(), attestedChannelOptions);
   try {
-    return await new Promise<NodeStatus>((resolve, reject) => client.getStatus({}, (err, status) => (err ? reject(err) : resolve(status))));
+    return await new Promise<NodeStatus>((resolve, reject) =>
+      client.getStatus({}, (err, status) => (err ? reject(err) : resolve(status))),
+    );
   } finally {
     client.close();
   }

@@ -10,7 +10,11 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { ETCD_CLIENT_PORT, ETCD_PEER_PORT, etcdClient, type EtcdConnection } from '../../../lib/cluster-store/etcd.js';
-import { issueEtcdClientCertificate, issueEtcdMemberCertificates, type ClusterPki } from '../../../lib/pki/cluster-pki.js';
+import {
+  issueEtcdClientCertificate,
+  issueEtcdMemberCertificates,
+  type ClusterPki,
+} from '../../../lib/pki/cluster-pki.js';
 import { pollUntil } from '../../../lib/poll.js';
 
 const START_TIMEOUT_MS = 20_000;
@@ -35,7 +39,12 @@ export class EtcdProcess {
     await fs.writeFile(path.join(dir, 'ca.crt'), pki.files['etcd/ca.crt']);
     await fs.writeFile(path.join(dir, 'server.crt'), server.cert);
     await fs.writeFile(path.join(dir, 'server.key'), server.key, { mode: 0o600 });
-    const etcd = new EtcdProcess(dir, ip, { endpoints: [`https://${ip}:${ETCD_CLIENT_PORT}`], caCert: pki.files['etcd/ca.crt'], clientCert: client.cert, clientKey: client.key });
+    const etcd = new EtcdProcess(dir, ip, {
+      endpoints: [`https://${ip}:${ETCD_CLIENT_PORT}`],
+      caCert: pki.files['etcd/ca.crt'],
+      clientCert: client.cert,
+      clientKey: client.key,
+    });
     try {
       await etcd.start();
     } catch (err) {
@@ -107,7 +116,10 @@ export class EtcdProcess {
       await pollUntil(
         async () => {
           const child = this.child;
-          if (!child || child.exitCode !== null || child.signalCode !== null) throw new Error(`etcd exited while starting; see ${path.join(this.dir, 'etcd.log')}: ${await fs.readFile(path.join(this.dir, 'etcd.log'), 'utf8')}`);
+          if (!child || child.exitCode !== null || child.signalCode !== null)
+            throw new Error(
+              `etcd exited while starting; see ${path.join(this.dir, 'etcd.log')}: ${await fs.readFile(path.join(this.dir, 'etcd.log'), 'utf8')}`,
+            );
           return client
             .get('health')
             .exec()

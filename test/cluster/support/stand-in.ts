@@ -4,9 +4,22 @@
  * gRPC services and lib/atls, and an in-memory InfrastructureProvider.
  */
 import type { Server } from '@grpc/grpc-js';
-import { AttestationError, type AttestationDocument, type Issuer, type Measurements, type ValidationResult, type Validator } from '../../../lib/attestation/types.js';
+import {
+  AttestationError,
+  type AttestationDocument,
+  type Issuer,
+  type Measurements,
+  type ValidationResult,
+  type Validator,
+} from '../../../lib/attestation/types.js';
 import { deriveClusterId, deriveMeasurementSecret } from '../../../lib/kms/index.js';
-import type { CreateRequest, CreateResult, InfrastructureProvider, Instance, ProviderContext } from '../../../providers/contract.js';
+import type {
+  CreateRequest,
+  CreateResult,
+  InfrastructureProvider,
+  Instance,
+  ProviderContext,
+} from '../../../providers/contract.js';
 import type { InitSecrets } from '../../../proto/gen/constellation/init.js';
 import { NodeStatus } from '../../../proto/gen/constellation/verify.js';
 
@@ -41,7 +54,11 @@ export class StandInValidator implements Validator {
       match: att.pcrs[i] === m.expected,
     }));
     const bad = comparisons.find((c) => !c.match && !c.warnOnly);
-    if (bad) throw new AttestationError(`PCR ${bad.index}: expected ${bad.expected}, got ${bad.actual} (enforced)`, comparisons);
+    if (bad)
+      throw new AttestationError(
+        `PCR ${bad.index}: expected ${bad.expected}, got ${bad.actual} (enforced)`,
+        comparisons,
+      );
     return {
       userData: new Uint8Array(Buffer.from(document.userData, 'base64')),
       pcrs: new Map(Object.entries(att.pcrs).map(([i, v]) => [Number(i), Buffer.from(v, 'hex')])),
@@ -51,7 +68,8 @@ export class StandInValidator implements Validator {
   }
 }
 
-export const standInValidatorFactory = async (_variant: string, config: { measurements: Measurements }) => new StandInValidator(config.measurements);
+export const standInValidatorFactory = async (_variant: string, config: { measurements: Measurements }) =>
+  new StandInValidator(config.measurements);
 
 export interface StandInNodeOptions {
   issuer: Issuer;
@@ -76,7 +94,11 @@ export interface StandInNode {
 export async function startStandInNode(options: StandInNodeOptions): Promise<StandInNode> {
   const grpc = await import('@grpc/grpc-js');
   const atls = await import('../../../lib/atls/index.js');
-  const { InitService, InitSecrets: InitSecretsCodec, InitResult } = await import('../../../proto/gen/constellation/init.js');
+  const {
+    InitService,
+    InitSecrets: InitSecretsCodec,
+    InitResult,
+  } = await import('../../../proto/gen/constellation/init.js');
   const { VerifyService } = await import('../../../proto/gen/constellation/verify.js');
   const node: StandInNode = { port: 0, received: [], unsealed: 0, close: async () => undefined };
   const server: Server = new grpc.Server();
@@ -86,7 +108,11 @@ export async function startStandInNode(options: StandInNodeOptions): Promise<Sta
       void (async () => {
         let session;
         try {
-          session = await atls.attestedServer(call, atls.initServerAdapter, { purpose: 'init', peer: 'the CLI', issuer: options.issuer });
+          session = await atls.attestedServer(call, atls.initServerAdapter, {
+            purpose: 'init',
+            peer: 'the CLI',
+            issuer: options.issuer,
+          });
         } catch {
           node.unsealed++;
           return;
@@ -98,8 +124,16 @@ export async function startStandInNode(options: StandInNodeOptions): Promise<Sta
           session.channel.fail('the backend broke', Buffer.from('node log line 1\nnode log line 2\n'));
           return;
         }
-        const clusterId = deriveClusterId(deriveMeasurementSecret({ key: secrets.masterKey, salt: secrets.masterSalt }), secrets.measurementSalt);
-        const result = InitResult.encode({ kubeconfig: Buffer.from(KUBECONFIG), clusterId: Buffer.from(clusterId), kubernetesBackend: options.kubernetesBackend ?? 'none', storeCredentials: Buffer.alloc(0) }).finish();
+        const clusterId = deriveClusterId(
+          deriveMeasurementSecret({ key: secrets.masterKey, salt: secrets.masterSalt }),
+          secrets.measurementSalt,
+        );
+        const result = InitResult.encode({
+          kubeconfig: Buffer.from(KUBECONFIG),
+          clusterId: Buffer.from(clusterId),
+          kubernetesBackend: options.kubernetesBackend ?? 'none',
+          storeCredentials: Buffer.alloc(0),
+        }).finish();
         session.channel.send({ kind: 'sealed', value: { jwe: await session.sealToVerifier(result) } });
         session.channel.end();
       })();
@@ -145,7 +179,12 @@ export class MemoryProvider implements InfrastructureProvider {
         state: 'running' as const,
       })),
     );
-    return { clusterEndpoint: '127.0.0.1', inClusterEndpoint: '127.0.0.1', apiServerCertSANs: ['127.0.0.1'], providerState: { prefix: '127.0.0' } };
+    return {
+      clusterEndpoint: '127.0.0.1',
+      inClusterEndpoint: '127.0.0.1',
+      apiServerCertSANs: ['127.0.0.1'],
+      providerState: { prefix: '127.0.0' },
+    };
   }
 
   async listInstances(): Promise<Instance[]> {

@@ -73,7 +73,10 @@ export interface AwsBoxCluster extends BoxCluster {
 
 /** config (default 1 control plane, 2 workers), create, boot, init; then the box follows the fake's instances. */
 export async function upAwsCluster(options: AwsScenarioOptions): Promise<AwsBoxCluster> {
-  const base = await awsCloud(options.workspace, options.octet, { consistencyMs: options.consistencyMs ?? 300, drainMs: options.drainMs ?? 300 });
+  const base = await awsCloud(options.workspace, options.octet, {
+    consistencyMs: options.consistencyMs ?? 300,
+    drainMs: options.drainMs ?? 300,
+  });
   return upBoxCluster(base, 'aws', options, (image) => new AwsInfrastructure(providerOptions(base, image)));
 }
 
@@ -132,7 +135,12 @@ async function readEndpoint(workspace: string): Promise<string> {
  * The hypervisor side of the box: every 100 ms, an instance the fake runs that has no node yet boots (a genuine node
  * of the cluster), and a node whose instance the fake terminated stops.
  */
-function followInstances(cloud: BoxCloud, box: CloudBox, ca: SnpTestCa, good: EndorsementKey): { stop(): Promise<void> } {
+function followInstances(
+  cloud: BoxCloud,
+  box: CloudBox,
+  ca: SnpTestCa,
+  good: EndorsementKey,
+): { stop(): Promise<void> } {
   const booting = new Map<string, Promise<unknown>>();
   let stopped = false;
   let tick: Promise<void> = Promise.resolve();
@@ -140,7 +148,12 @@ function followInstances(cloud: BoxCloud, box: CloudBox, ca: SnpTestCa, good: En
     const running = cloud.running();
     for (const instance of running) {
       if (box.has(instance.id) || booting.has(instance.id)) continue;
-      booting.set(instance.id, bootNode(box, cloud, ca, instance, teeFor(ca, good, cloud.signingKind)).catch((err: unknown) => console.error(`box: booting ${instance.id} failed: ${String(err)}`)));
+      booting.set(
+        instance.id,
+        bootNode(box, cloud, ca, instance, teeFor(ca, good, cloud.signingKind)).catch((err: unknown) =>
+          console.error(`box: booting ${instance.id} failed: ${String(err)}`),
+        ),
+      );
     }
     const live = new Set(running.map((i) => i.id));
     for (const node of box.booted) {
@@ -189,7 +202,11 @@ export function probeJoinService(host: string): { stop(): { probes: number; fail
 }
 
 /** A version index with the cluster's image and the new one (default NEW_IMAGE), each with the config's measurements signed by a test key. */
-export async function publishImages(workspace: string, currentImage: string, target: { variant?: VariantName; image?: string } = {}): Promise<{ index: string }> {
+export async function publishImages(
+  workspace: string,
+  currentImage: string,
+  target: { variant?: VariantName; image?: string } = {},
+): Promise<{ index: string }> {
   const variant: VariantName = target.variant ?? 'aws-sev-snp';
   const signer = testSigner();
   const config = await loadConfig(workspace);
@@ -200,7 +217,12 @@ export async function publishImages(workspace: string, currentImage: string, tar
     ['v1.0.0', currentImage],
     ['v1.1.0', target.image ?? NEW_IMAGE],
   ] as const) {
-    const { file, signature } = await writeSignedFile(path.join(dir, version), 'measurements.json', { version, variant, measurements }, signer);
+    const { file, signature } = await writeSignedFile(
+      path.join(dir, version),
+      'measurements.json',
+      { version, variant, measurements },
+      signer,
+    );
     entries.push({ version, image, variant, measurementsUrl: file, signatureUrl: signature });
   }
   const index = path.join(dir, 'index.json');
@@ -210,15 +232,33 @@ export async function publishImages(workspace: string, currentImage: string, tar
 }
 
 /** `upgrade apply` to `image` (default NEW_IMAGE), in process, with the provider at the fake. */
-export async function upgradeToNewImage(cluster: BoxCluster, ca: SnpTestCa, workspace: string, index: string, image = NEW_IMAGE): Promise<UpgradeResult> {
+export async function upgradeToNewImage(
+  cluster: BoxCluster,
+  ca: SnpTestCa,
+  workspace: string,
+  index: string,
+  image = NEW_IMAGE,
+): Promise<UpgradeResult> {
   await editConfig(workspace, (doc) => doc.setIn(['image'], image));
   const validatorDeps = { ...(await cluster.cloud.validatorDeps()), amdRoots: ca.roots };
   return withWorkspaceSession(workspace, 'upgrade apply', ({ workspaceDir, journal, log }) =>
-    upgradeCluster({ workspaceDir, log, journal, provider: cluster.infrastructure(image), imageSource: { index }, validatorDeps, joinTimeoutMs: 180_000, pollIntervalMs: 200 }),
+    upgradeCluster({
+      workspaceDir,
+      log,
+      journal,
+      provider: cluster.infrastructure(image),
+      imageSource: { index },
+      validatorDeps,
+      joinTimeoutMs: 180_000,
+      pollIntervalMs: 200,
+    }),
   );
 }
 
-export async function editConfig(workspace: string, edit: (doc: ReturnType<typeof parseDocument>) => void): Promise<void> {
+export async function editConfig(
+  workspace: string,
+  edit: (doc: ReturnType<typeof parseDocument>) => void,
+): Promise<void> {
   const file = path.join(workspace, CONFIG_FILE);
   const doc = parseDocument(await fs.readFile(file, 'utf8'));
   edit(doc);
@@ -226,14 +266,26 @@ export async function editConfig(workspace: string, edit: (doc: ReturnType<typeo
 }
 
 /** `apply` with the config's node counts, in process (infrastructure phase only: the cluster is initialized). */
-export async function applyCounts(cluster: BoxCluster, workspace: string, controlPlanes: number, workers: number): Promise<Record<string, [number, number]>> {
+export async function applyCounts(
+  cluster: BoxCluster,
+  workspace: string,
+  controlPlanes: number,
+  workers: number,
+): Promise<Record<string, [number, number]>> {
   await editConfig(workspace, (doc) => {
     doc.setIn(['nodeGroups', 'control_plane_default', 'initialCount'], controlPlanes);
     doc.setIn(['nodeGroups', 'worker_default', 'initialCount'], workers);
   });
   const config = await loadConfig(workspace);
   const result = await withWorkspaceSession(workspace, 'apply', ({ workspaceDir, journal, log }) =>
-    applyConfig({ workspaceDir, log, journal, provider: cluster.infrastructure(config.image), skip: new Set(['attestationconfig', 'image', 'k8s']), joinTimeoutMs: 180_000 }),
+    applyConfig({
+      workspaceDir,
+      log,
+      journal,
+      provider: cluster.infrastructure(config.image),
+      skip: new Set(['attestationconfig', 'image', 'k8s']),
+      joinTimeoutMs: 180_000,
+    }),
   );
   return result.scaled;
 }
@@ -241,14 +293,24 @@ export async function applyCounts(cluster: BoxCluster, workspace: string, contro
 /** The cluster's instances as the provider lists them (running ones). */
 export async function listRunning(cluster: BoxCluster, workspace: string): Promise<Instance[]> {
   return withWorkspaceSession(workspace, 'status', async ({ workspaceDir, journal, log }) =>
-    (await cluster.infrastructure().listInstances({ journal: (await import('../../../lib/workspace/journal-views.js')).clusterJournalView(journal), log, workspaceDir })).filter((i) => i.state === 'running'),
+    (
+      await cluster.infrastructure().listInstances({
+        journal: (await import('../../../lib/workspace/journal-views.js')).clusterJournalView(journal),
+        log,
+        workspaceDir,
+      })
+    ).filter((i) => i.state === 'running'),
   );
 }
 
 /** The etcd cluster store's health as `status` reports it. */
 export async function storeHealth(cluster: BoxCluster, workspace: string) {
   const instances = await listRunning(cluster, workspace);
-  const health = await workspaceStoreHealth(workspace, instances, createLogger(() => undefined));
+  const health = await workspaceStoreHealth(
+    workspace,
+    instances,
+    createLogger(() => undefined),
+  );
   assert.ok(health, 'the workspace has store credentials');
   return health;
 }

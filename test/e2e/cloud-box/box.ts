@@ -85,12 +85,21 @@ export class CloudBox {
       const config: BoxNodeConfig = {
         kubernetesBackend: 'none',
         ...rest,
-        paths: { tpm: swtpm.serverSocket, nodeDir: path.join(dir, 'node'), stateDisk, stateDir: path.join(dir, 'state') },
+        paths: {
+          tpm: swtpm.serverSocket,
+          nodeDir: path.join(dir, 'node'),
+          stateDisk,
+          stateDir: path.join(dir, 'state'),
+        },
         kubeadm: { pkiDir: standin.pkiDir, adminConf: standin.adminConf, env: standin.env as Record<string, string> },
       };
       const configFile = path.join(dir, 'node.json');
       await fs.writeFile(configFile, JSON.stringify(config));
-      const child = spawn(process.execPath, ['--import', 'tsx', NODE_PROGRAM, configFile], { cwd: REPO_ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['--import', 'tsx', NODE_PROGRAM, configFile], {
+        cwd: REPO_ROOT,
+        env: { ...process.env, ...env },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let output = '';
       child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
       child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
@@ -110,7 +119,8 @@ export class CloudBox {
     await pollUntil(
       () => {
         if (node.output().includes(`"msg":"${msg}"`)) return true;
-        if (running?.child.exitCode !== null && running?.child.exitCode !== undefined) throw new Error(`node ${node.instance.id} exited:\n${node.output()}`);
+        if (running?.child.exitCode !== null && running?.child.exitCode !== undefined)
+          throw new Error(`node ${node.instance.id} exited:\n${node.output()}`);
         return undefined;
       },
       {
@@ -133,7 +143,9 @@ export class CloudBox {
       ports: CONTROL_PLANE_PORTS,
       backends: () => {
         const wanted = targets ? new Set(targets()) : undefined;
-        return this.booted.filter((n) => n.instance.role === 'control-plane' && (!wanted || wanted.has(n.instance.id))).map((n) => n.instance.ip);
+        return this.booted
+          .filter((n) => n.instance.role === 'control-plane' && (!wanted || wanted.has(n.instance.id)))
+          .map((n) => n.instance.ip);
       },
       healthCheckIntervalMs: 100,
     });

@@ -17,7 +17,12 @@ import { createCluster } from '../../../cli/cluster/create.js';
 import { withWorkspaceSession } from '../../../cli/cluster/session.js';
 import { clusterStatus } from '../../../cli/cluster/status.js';
 import { terminateCluster } from '../../../cli/cluster/terminate.js';
-import { AZURE_AK_HANDLE, AZURE_HCL_REPORT_INDEX, encodeHclReport, GCE_AK_TEMPLATE_INDEX_RSA } from '../../../lib/attestation/cloud-evidence.js';
+import {
+  AZURE_AK_HANDLE,
+  AZURE_HCL_REPORT_INDEX,
+  encodeHclReport,
+  GCE_AK_TEMPLATE_INDEX_RSA,
+} from '../../../lib/attestation/cloud-evidence.js';
 import { certificatesDer } from '../../../lib/attestation/snp/certs.js';
 import type { ValidatorDeps } from '../../../lib/attestation/types.js';
 import { parseTpmPublic, publicKeyFromTpmPublic } from '../../../lib/tpm/structures.js';
@@ -31,9 +36,20 @@ import { GcpInfrastructure } from '../../../providers/gcp/infrastructure.js';
 import { shieldedIdentityClient } from '../../../providers/gcp/shielded-identity.js';
 import { makeSnpReport, type EndorsementKey } from '../../attestation/snp/fixtures.js';
 import { launchInstance } from '../../fakes/aws/ec2.js';
-import { FAKE_CREDENTIALS, FAKE_IMAGE, startFakeAws, type FakeAws, type FakeAwsOptions } from '../../fakes/aws/server.js';
+import {
+  FAKE_CREDENTIALS,
+  FAKE_IMAGE,
+  startFakeAws,
+  type FakeAws,
+  type FakeAwsOptions,
+} from '../../fakes/aws/server.js';
 import { targetsBehind } from '../../fakes/aws/elb.js';
-import { FakeArm, FAKE_TENANT, FAKE_TOKEN as FAKE_ARM_TOKEN, type FakeArmOptions } from '../../fakes/azure/arm-server.js';
+import {
+  FakeArm,
+  FAKE_TENANT,
+  FAKE_TOKEN as FAKE_ARM_TOKEN,
+  type FakeArmOptions,
+} from '../../fakes/azure/arm-server.js';
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
 import { FakeGcp, type FakeGcpOptions } from '../../fakes/gcp/server.js';
 import { runCli } from '../../support/cli.js';
@@ -78,7 +94,12 @@ export interface BoxCloud {
   close(): Promise<void>;
 }
 
-export async function generateConfig(workspace: string, provider: string, variant: string, edit: (doc: Document) => void): Promise<void> {
+export async function generateConfig(
+  workspace: string,
+  provider: string,
+  variant: string,
+  edit: (doc: Document) => void,
+): Promise<void> {
   const gen = await runCli(['config', 'generate', provider, '--attestation', variant, '-C', workspace]);
   assert.equal(gen.code, 0, gen.stderr);
   // The image's measurements, which the box's nodes reproduce (box.ts extends PCR 4, 9, 11 as their boot).
@@ -92,17 +113,36 @@ export async function generateConfig(workspace: string, provider: string, varian
 }
 
 function setTcb(doc: Document, key: string, tcb: EndorsementKey['tcb']): void {
-  for (const [k, v] of Object.entries({ bootloaderVersion: tcb.bootloader, teeVersion: tcb.tee, snpVersion: tcb.snp, microcodeVersion: tcb.microcode })) doc.setIn(['attestation', key, k], v);
+  for (const [k, v] of Object.entries({
+    bootloaderVersion: tcb.bootloader,
+    teeVersion: tcb.tee,
+    snpVersion: tcb.snp,
+    microcodeVersion: tcb.microcode,
+  }))
+    doc.setIn(['attestation', key, k], v);
 }
 
 const clusterEndpoint = async (workspace: string) =>
-  (parse(await fs.readFile(path.join(workspace, STATE_FILE), 'utf8')) as { infrastructure: { clusterEndpoint: string } }).infrastructure.clusterEndpoint;
+  (
+    parse(await fs.readFile(path.join(workspace, STATE_FILE), 'utf8')) as {
+      infrastructure: { clusterEndpoint: string };
+    }
+  ).infrastructure.clusterEndpoint;
 
 export type AwsBoxCloud = BoxCloud & { readonly fake: FakeAws; readonly env: Record<string, string> };
 
 /** AWS; `fakeOptions` adds what the fake models beyond the default (eventual consistency, drain time). */
-export async function awsCloud(workspace: string, octet: number, fakeOptions: Partial<FakeAwsOptions> = {}): Promise<AwsBoxCloud> {
-  const fake: FakeAws = await startFakeAws({ lroMs: 0, privateIpBase: `127.${octet}`, publicIpBase: `127.${octet + 1}`, ...fakeOptions });
+export async function awsCloud(
+  workspace: string,
+  octet: number,
+  fakeOptions: Partial<FakeAwsOptions> = {},
+): Promise<AwsBoxCloud> {
+  const fake: FakeAws = await startFakeAws({
+    lroMs: 0,
+    privateIpBase: `127.${octet}`,
+    publicIpBase: `127.${octet + 1}`,
+    ...fakeOptions,
+  });
   const env = {
     AWS_ENDPOINT_URL: fake.url,
     AWS_ACCESS_KEY_ID: FAKE_CREDENTIALS.accessKeyId,
@@ -114,10 +154,17 @@ export async function awsCloud(workspace: string, octet: number, fakeOptions: Pa
   };
   const cli = async (...args: string[]) => {
     const res = await runCli([...args, '-C', workspace], { env });
-    assert.ok(res.code === 0 || (args[0] === 'status' && res.code === 3), `${args.join(' ')}: ${res.stderr}${res.stdout}`);
+    assert.ok(
+      res.code === 0 || (args[0] === 'status' && res.code === 3),
+      `${args.join(' ')}: ${res.stderr}${res.stdout}`,
+    );
     return res;
   };
-  const asBox = (i: { id: string; privateIp: string; tags: Record<string, string> }): BoxInstance => ({ id: i.id, ip: i.privateIp, role: i.tags['constellation-role'] === 'control-plane' ? 'control-plane' : 'worker' });
+  const asBox = (i: { id: string; privateIp: string; tags: Record<string, string> }): BoxInstance => ({
+    id: i.id,
+    ip: i.privateIp,
+    role: i.tags['constellation-role'] === 'control-plane' ? 'control-plane' : 'worker',
+  });
   let endpoint = '';
   return {
     fake,
@@ -136,12 +183,22 @@ export async function awsCloud(workspace: string, octet: number, fakeOptions: Pa
       return { clusterEndpoint: endpoint };
     },
     lbTargets: () => (endpoint ? targetsBehind(fake.state, endpoint, 30090) : []),
-    infrastructure: new AwsInfrastructure({ endpoint: fake.url, credentials: FAKE_CREDENTIALS, region: 'us-east-2', retryDelayMs: 20 }),
+    infrastructure: new AwsInfrastructure({
+      endpoint: fake.url,
+      credentials: FAKE_CREDENTIALS,
+      region: 'us-east-2',
+      retryDelayMs: 20,
+    }),
     running: () => [...fake.state.instances.values()].filter((i) => i.terminatedAt === undefined).map(asBox),
     node: async (instance, tee) => ({
       provider: 'aws',
       variant: 'aws-sev-snp',
-      providerOptions: { endpoint: fake.url, credentials: FAKE_CREDENTIALS, imdsEndpoint: `${fake.url}/node/${instance.id}`, retryDelayMs: 20 },
+      providerOptions: {
+        endpoint: fake.url,
+        credentials: FAKE_CREDENTIALS,
+        imdsEndpoint: `${fake.url}/node/${instance.id}`,
+        retryDelayMs: 20,
+      },
       tee,
       trustedRoots: {},
       imageVersion: fake.state.instances.get(instance.id)?.imageId,
@@ -150,7 +207,17 @@ export async function awsCloud(workspace: string, octet: number, fakeOptions: Pa
     status: async () => JSON.parse((await cli('status', '--json')).stdout) as NodeStatusJson,
     async addWorkers(count) {
       const template = [...fake.state.instances.values()].find((i) => i.tags['constellation-role'] === 'worker')!;
-      return Array.from({ length: count }, () => asBox(launchInstance(fake.state, template.launchTemplateId, template.subnetId, { ...template.tags }, template.groupName)));
+      return Array.from({ length: count }, () =>
+        asBox(
+          launchInstance(
+            fake.state,
+            template.launchTemplateId,
+            template.subnetId,
+            { ...template.tags },
+            template.groupName,
+          ),
+        ),
+      );
     },
     async terminate() {
       await cli('terminate', '-y');
@@ -163,22 +230,32 @@ export async function awsCloud(workspace: string, octet: number, fakeOptions: Pa
 
 /** create, status, more workers and terminate through the CLI's orchestration, in process, with `infra` at the fake. */
 function orchestrated(workspace: string, infra: InfrastructureProvider, running: () => BoxInstance[]) {
-  const session = <T>(command: string, fn: Parameters<typeof withWorkspaceSession<T>>[2]) => withWorkspaceSession<T>(workspace, command, fn);
+  const session = <T>(command: string, fn: Parameters<typeof withWorkspaceSession<T>>[2]) =>
+    withWorkspaceSession<T>(workspace, command, fn);
   const quiet = { debug: () => undefined, info: () => undefined, warn: () => undefined };
   return {
     async create() {
-      await session('create', ({ workspaceDir, journal, log }) => createCluster({ workspaceDir, provider: infra, journal, log }));
+      await session('create', ({ workspaceDir, journal, log }) =>
+        createCluster({ workspaceDir, provider: infra, journal, log }),
+      );
       return { clusterEndpoint: await clusterEndpoint(workspace) };
     },
-    status: () => session('status', ({ workspaceDir, journal, log }) => clusterStatus({ workspaceDir, provider: infra, journal, log, timeoutMs: 2000 })) as Promise<NodeStatusJson>,
+    status: () =>
+      session('status', ({ workspaceDir, journal, log }) =>
+        clusterStatus({ workspaceDir, provider: infra, journal, log, timeoutMs: 2000 }),
+      ) as Promise<NodeStatusJson>,
     async addWorkers(count: number) {
       const before = new Set(running().map((i) => i.id));
       const workers = running().filter((i) => i.role === 'worker').length;
-      await session('scale', ({ journal }) => infra.scaleNodeGroup('worker_default', workers + count, { journal, log: quiet, workspaceDir: workspace }));
+      await session('scale', ({ journal }) =>
+        infra.scaleNodeGroup('worker_default', workers + count, { journal, log: quiet, workspaceDir: workspace }),
+      );
       return running().filter((i) => !before.has(i.id));
     },
     async terminate() {
-      await session('terminate', ({ workspaceDir, journal, log }) => terminateCluster({ workspaceDir, journal, log, provider: infra }));
+      await session('terminate', ({ workspaceDir, journal, log }) =>
+        terminateCluster({ workspaceDir, journal, log, provider: infra }),
+      );
     },
   };
 }
@@ -186,25 +263,44 @@ function orchestrated(workspace: string, infra: InfrastructureProvider, running:
 export type GcpBoxCloud = BoxCloud & { readonly fake: FakeGcp; infrastructureFor(image?: string): GcpInfrastructure };
 
 /** GCP; `fakeOptions` adds what the fake models beyond the default (operation time); `instanceBootMs` keeps new instances PROVISIONING. */
-export async function gcpCloud(workspace: string, octet: number, fakeOptions: FakeGcpOptions & { instanceBootMs?: number } = {}): Promise<GcpBoxCloud> {
+export async function gcpCloud(
+  workspace: string,
+  octet: number,
+  fakeOptions: FakeGcpOptions & { instanceBootMs?: number } = {},
+): Promise<GcpBoxCloud> {
   const { instanceBootMs, ...startOptions } = fakeOptions;
-  const fake = await FakeGcp.start({ privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0`, ...startOptions });
+  const fake = await FakeGcp.start({
+    privateIpBase: `127.${octet}.0`,
+    publicIpBase: `127.${octet + 1}.0`,
+    ...startOptions,
+  });
   if (instanceBootMs) fake.compute.instanceBootMs = instanceBootMs;
   const options = fake.providerOptions();
   const infra = new GcpInfrastructure(options);
-  const nodeEnv = { GCE_METADATA_HOST: fake.url.replace(/^http:\/\//, ''), METADATA_SERVER_DETECTION: 'assume-present', GOOGLE_APPLICATION_CREDENTIALS: '', GOOGLE_CLOUD_PROJECT: 'box-project' };
-  const metadataOf = (i: Record<string, unknown> | undefined) => (i?.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ?? [];
+  const nodeEnv = {
+    GCE_METADATA_HOST: fake.url.replace(/^http:\/\//, ''),
+    METADATA_SERVER_DETECTION: 'assume-present',
+    GOOGLE_APPLICATION_CREDENTIALS: '',
+    GOOGLE_CLOUD_PROJECT: 'box-project',
+  };
+  const metadataOf = (i: Record<string, unknown> | undefined) =>
+    (i?.metadata as { items?: { key: string; value: string }[] } | undefined)?.items ?? [];
   const instances = () =>
     fake.compute.list('instances').map((i) => {
       const labels = (i.labels ?? {}) as Record<string, string>;
       const metadata = metadataOf(i);
       const role = metadata.find((m) => m.key === 'constellation-role')?.value ?? labels['constellation-role'];
-      return { id: String(i.name), ip: String((i.networkInterfaces as { networkIP: string }[])[0].networkIP), role: role === 'control-plane' ? 'control-plane' : 'worker' } as BoxInstance;
+      return {
+        id: String(i.name),
+        ip: String((i.networkInterfaces as { networkIP: string }[])[0].networkIP),
+        role: role === 'control-plane' ? 'control-plane' : 'worker',
+      } as BoxInstance;
     });
   return {
     fake,
     // Polling every 100 ms as a CLI would poll a cloud, not the provider tests' 5 ms (which would spin the CPU here).
-    infrastructureFor: (image?: string) => new GcpInfrastructure({ ...options, pollIntervalMs: 100, ...(image ? { image } : {}) }),
+    infrastructureFor: (image?: string) =>
+      new GcpInfrastructure({ ...options, pollIntervalMs: 100, ...(image ? { image } : {}) }),
     variant: 'gcp-sev-snp',
     signingKind: 'vcek',
     configure(doc, tcb) {
@@ -221,8 +317,16 @@ export async function gcpCloud(workspace: string, octet: number, fakeOptions: Fa
       provider: 'gcp',
       variant: 'gcp-sev-snp',
       // The VM's image reports its version (`status` compares it with the config's image): the instance template's.
-      imageVersion: metadataOf(fake.compute.list('instances').find((i) => i.name === instance.id)).find((m) => m.key === 'constellation-image')?.value,
-      providerOptions: { apiEndpoint: '127.0.0.1', port: Number(new URL(fake.url).port), protocol: 'http', metadataEndpoint: `${fake.url}/node/${instance.id}`, retry: { attempts: 5, baseDelayMs: 20, maxDelayMs: 100 } },
+      imageVersion: metadataOf(fake.compute.list('instances').find((i) => i.name === instance.id)).find(
+        (m) => m.key === 'constellation-image',
+      )?.value,
+      providerOptions: {
+        apiEndpoint: '127.0.0.1',
+        port: Number(new URL(fake.url).port),
+        protocol: 'http',
+        metadataEndpoint: `${fake.url}/node/${instance.id}`,
+        retry: { attempts: 5, baseDelayMs: 20, maxDelayMs: 100 },
+      },
       tee,
       trustedRoots: {},
       env: nodeEnv,
@@ -232,7 +336,12 @@ export async function gcpCloud(workspace: string, octet: number, fakeOptions: Fa
         await tpm.nvWrite(GCE_AK_TEMPLATE_INDEX_RSA, RSA_AK_TEMPLATE);
         const ak = await tpm.createAttestationKey(RSA_AK_TEMPLATE);
         await tpm.flushContext(ak.handle);
-        fake.setShieldedIdentity(instance.id, { ekPub: publicKeyFromTpmPublic(parseTpmPublic(ak.publicArea)).export({ type: 'spki', format: 'pem' }) as string });
+        fake.setShieldedIdentity(instance.id, {
+          ekPub: publicKeyFromTpmPublic(parseTpmPublic(ak.publicArea)).export({
+            type: 'spki',
+            format: 'pem',
+          }) as string,
+        });
       },
     }),
     validatorDeps: async () => ({ gcpShieldedIdentity: shieldedIdentityClient(options) }),
@@ -242,12 +351,27 @@ export async function gcpCloud(workspace: string, octet: number, fakeOptions: Fa
   };
 }
 
-export type AzureBoxCloud = BoxCloud & { readonly fake: FakeArm; infrastructureFor(image?: string): AzureInfrastructure };
+export type AzureBoxCloud = BoxCloud & {
+  readonly fake: FakeArm;
+  infrastructureFor(image?: string): AzureInfrastructure;
+};
 
 /** Azure; `fakeOptions` adds what the fake models beyond the default (VMs Creating until their node reports Ready). */
-export async function azureCloud(workspace: string, octet: number, fakeOptions: FakeArmOptions = {}): Promise<AzureBoxCloud> {
-  const fake = await FakeArm.start({ lroDurationMs: 1, privateIpBase: `127.${octet}.0`, publicIpBase: `127.${octet + 1}.0`, ...fakeOptions });
-  fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+export async function azureCloud(
+  workspace: string,
+  octet: number,
+  fakeOptions: FakeArmOptions = {},
+): Promise<AzureBoxCloud> {
+  const fake = await FakeArm.start({
+    lroDurationMs: 1,
+    privateIpBase: `127.${octet}.0`,
+    publicIpBase: `127.${octet + 1}.0`,
+    ...fakeOptions,
+  });
+  fake.seed(`/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}`, {
+    location: 'westeurope',
+    properties: { provisioningState: 'Succeeded' },
+  });
   // The config's default location (config generate azure).
   fake.seedGalleryImage(AZ_SUBSCRIPTION, 'westus', AZ_IMAGE);
   const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
@@ -258,13 +382,28 @@ export async function azureCloud(workspace: string, octet: number, fakeOptions: 
       .map((r) => {
         const scaleSet = fake.get(r.id.replace(/\/virtualMachines\/.*$/, '')) as { tags: Record<string, string> };
         const props = r.body.properties as { privateIp: string; vmId: string; osProfile: { computerName: string } };
-        return { resourceId: r.id, name: String(r.body.name), computerName: props.osProfile.computerName, privateIp: props.privateIp, vmId: props.vmId, tags: scaleSet.tags };
+        return {
+          resourceId: r.id,
+          name: String(r.body.name),
+          computerName: props.osProfile.computerName,
+          privateIp: props.privateIp,
+          vmId: props.vmId,
+          tags: scaleSet.tags,
+        };
       });
-  const running = () => vms().map((v): BoxInstance => ({ id: v.computerName, ip: v.privateIp, role: v.tags['constellation-role'] === 'control-plane' ? 'control-plane' : 'worker' }));
+  const running = () =>
+    vms().map((v): BoxInstance => ({
+      id: v.computerName,
+      ip: v.privateIp,
+      role: v.tags['constellation-role'] === 'control-plane' ? 'control-plane' : 'worker',
+    }));
   return {
     fake,
     // Polling every 100 ms as a CLI would poll a cloud, not the provider tests' 2 ms.
-    infrastructureFor: (image?: string) => new AzureInfrastructure(parseAzureOptions(fake.providerOptions({ pollIntervalMs: 100, ...(image ? { image } : {}) }))),
+    infrastructureFor: (image?: string) =>
+      new AzureInfrastructure(
+        parseAzureOptions(fake.providerOptions({ pollIntervalMs: 100, ...(image ? { image } : {}) })),
+      ),
     variant: 'azure-sev-snp',
     signingKind: 'vcek',
     configure(doc, tcb) {
@@ -272,7 +411,10 @@ export async function azureCloud(workspace: string, octet: number, fakeOptions: 
       doc.setIn(['provider', 'azure', 'subscription'], AZ_SUBSCRIPTION);
       doc.setIn(['provider', 'azure', 'tenant'], FAKE_TENANT);
       doc.setIn(['provider', 'azure', 'resourceGroup'], AZ_GROUP);
-      doc.setIn(['provider', 'azure', 'userAssignedIdentity'], `/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/box-nodes`);
+      doc.setIn(
+        ['provider', 'azure', 'userAssignedIdentity'],
+        `/subscriptions/${AZ_SUBSCRIPTION}/resourceGroups/${AZ_GROUP}/providers/Microsoft.ManagedIdentity/userAssignedIdentities/box-nodes`,
+      );
       setTcb(doc, 'azureSEVSNP', tcb);
     },
     ...orchestrated(workspace, infra, running),
@@ -281,28 +423,66 @@ export async function azureCloud(workspace: string, octet: number, fakeOptions: 
     async node(instance, tee) {
       const vm = vms().find((v) => v.computerName === instance.id)!;
       // The node authenticates as its VM's managed identity: IMDS hands out a token only when the scale set carries one.
-      const scaleSet = fake.get(vm.resourceId.replace(/\/virtualMachines\/.*$/, '')) as { identity?: { userAssignedIdentities?: Record<string, unknown> } };
-      const managedIdentity = Object.keys(scaleSet.identity?.userAssignedIdentities ?? {}).length > 0 ? { token: FAKE_ARM_TOKEN } : undefined;
-      const imds = await startFakeImds({ ...vm, subscriptionId: AZ_SUBSCRIPTION, resourceGroupName: AZ_GROUP, managedIdentity, thim: { vcekCert: tee.certPem, certificateChain: tee.askPem + tee.arkPem } });
+      const scaleSet = fake.get(vm.resourceId.replace(/\/virtualMachines\/.*$/, '')) as {
+        identity?: { userAssignedIdentities?: Record<string, unknown> };
+      };
+      const managedIdentity =
+        Object.keys(scaleSet.identity?.userAssignedIdentities ?? {}).length > 0 ? { token: FAKE_ARM_TOKEN } : undefined;
+      const imds = await startFakeImds({
+        ...vm,
+        subscriptionId: AZ_SUBSCRIPTION,
+        resourceGroupName: AZ_GROUP,
+        managedIdentity,
+        thim: { vcekCert: tee.certPem, certificateChain: tee.askPem + tee.arkPem },
+      });
       imdsServers.push(imds);
-      const { endpoint, tlsOptions, pollIntervalMs } = fake.providerOptions() as { endpoint: string; tlsOptions: { ca: string }; pollIntervalMs: number };
+      const { endpoint, tlsOptions, pollIntervalMs } = fake.providerOptions() as {
+        endpoint: string;
+        tlsOptions: { ca: string };
+        pollIntervalMs: number;
+      };
       return {
         provider: 'azure',
         variant: 'azure-sev-snp',
         // The VM's wire server is the fake ARM's: the node's Ready report is what ends the VM's provisioning there.
-        providerOptions: { endpoint, tlsOptions, pollIntervalMs, imdsEndpoint: imds.url, wireServerEndpoint: `${fake.wireServerUrl}/node/${vm.computerName}`, retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 } },
+        providerOptions: {
+          endpoint,
+          tlsOptions,
+          pollIntervalMs,
+          imdsEndpoint: imds.url,
+          wireServerEndpoint: `${fake.wireServerUrl}/node/${vm.computerName}`,
+          retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 },
+        },
         trustedRoots: {},
         // The VM's image reports its version (`status` compares it with the config's image): the scale set model's when the VM was made.
-        imageVersion: (fake.get(vm.resourceId) as { properties?: { storageProfile?: { imageReference?: { communityGalleryImageId?: string } } } } | undefined)?.properties?.storageProfile?.imageReference?.communityGalleryImageId,
+        imageVersion: (
+          fake.get(vm.resourceId) as
+            { properties?: { storageProfile?: { imageReference?: { communityGalleryImageId?: string } } } } | undefined
+        )?.properties?.storageProfile?.imageReference?.communityGalleryImageId,
         // Azure's paravisor: its AK made persistent, and its HCL report whose SNP report binds the runtime data holding that AK.
         async provision(tpm) {
           const ak = await tpm.createAttestationKey(RSA_AK_TEMPLATE);
           await tpm.evictControl(ak.handle, AZURE_AK_HANDLE);
           await tpm.flushContext(ak.handle);
-          const jwk = publicKeyFromTpmPublic(parseTpmPublic(ak.publicArea)).export({ format: 'jwk' }) as { n: string; e: string };
-          const runtimeData = Buffer.from(JSON.stringify({ keys: [{ kid: 'HCLAkPub', key_ops: ['sign'], kty: 'RSA', e: jwk.e, n: jwk.n }], 'vm-configuration': { 'tpm-enabled': true } }));
-          const reportData = tee.reportDataHex ? Buffer.from(tee.reportDataHex, 'hex') : Buffer.concat([createHash('sha256').update(runtimeData).digest(), Buffer.alloc(32)]);
-          const key = { cert: { der: certificatesDer(tee.certPem)[0], pem: tee.certPem }, privateKey: createPrivateKey(tee.keyPem), chipId: new Uint8Array(Buffer.from(tee.chipIdHex, 'hex')), tcb: tee.tcb };
+          const jwk = publicKeyFromTpmPublic(parseTpmPublic(ak.publicArea)).export({ format: 'jwk' }) as {
+            n: string;
+            e: string;
+          };
+          const runtimeData = Buffer.from(
+            JSON.stringify({
+              keys: [{ kid: 'HCLAkPub', key_ops: ['sign'], kty: 'RSA', e: jwk.e, n: jwk.n }],
+              'vm-configuration': { 'tpm-enabled': true },
+            }),
+          );
+          const reportData = tee.reportDataHex
+            ? Buffer.from(tee.reportDataHex, 'hex')
+            : Buffer.concat([createHash('sha256').update(runtimeData).digest(), Buffer.alloc(32)]);
+          const key = {
+            cert: { der: certificatesDer(tee.certPem)[0], pem: tee.certPem },
+            privateKey: createPrivateKey(tee.keyPem),
+            chipId: new Uint8Array(Buffer.from(tee.chipIdHex, 'hex')),
+            tcb: tee.tcb,
+          };
           const hcl = encodeHclReport({ kind: 'snp', teeReport: makeSnpReport({ reportData }, key), runtimeData });
           await tpm.nvDefine(AZURE_HCL_REPORT_INDEX, hcl.length);
           await tpm.nvWrite(AZURE_HCL_REPORT_INDEX, hcl);
@@ -310,8 +490,15 @@ export async function azureCloud(workspace: string, octet: number, fakeOptions: 
       };
     },
     validatorDeps: async () => ({}),
-    fakeDelayMs: () => fake.requests.length * fake.latencyMs + fake.requests.filter((r) => ['PUT', 'PATCH', 'DELETE'].includes(r.method)).length * fake.lroDurationMs,
-    leftovers: () => fake.resourceIds().filter((id) => id.toLowerCase() !== `/subscriptions/${AZ_SUBSCRIPTION}/resourcegroups/${AZ_GROUP}`.toLowerCase()),
+    fakeDelayMs: () =>
+      fake.requests.length * fake.latencyMs +
+      fake.requests.filter((r) => ['PUT', 'PATCH', 'DELETE'].includes(r.method)).length * fake.lroDurationMs,
+    leftovers: () =>
+      fake
+        .resourceIds()
+        .filter(
+          (id) => id.toLowerCase() !== `/subscriptions/${AZ_SUBSCRIPTION}/resourcegroups/${AZ_GROUP}`.toLowerCase(),
+        ),
     async close() {
       for (const imds of imdsServers) await imds.stop();
       await fake.stop();

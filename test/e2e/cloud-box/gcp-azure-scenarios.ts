@@ -27,7 +27,10 @@ export interface ScenarioOptions {
 }
 
 export type GcpBoxCluster = BoxCluster & { cloud: GcpBoxCloud; infrastructure(image?: string): GcpInfrastructure };
-export type AzureBoxCluster = BoxCluster & { cloud: AzureBoxCloud; infrastructure(image?: string): AzureInfrastructure };
+export type AzureBoxCluster = BoxCluster & {
+  cloud: AzureBoxCloud;
+  infrastructure(image?: string): AzureInfrastructure;
+};
 
 /** A GCP cluster in the box; new instances stay PROVISIONING for `instanceBootMs` (default 300). */
 export async function upGcpCluster(options: ScenarioOptions & { instanceBootMs?: number }): Promise<GcpBoxCluster> {

@@ -59,7 +59,12 @@ export interface BoxNodeConfig {
 const der = (pem: string) => ({ der: certificatesDer(pem)[0], pem });
 
 function teeOf(tee: BoxTee) {
-  const key = { cert: der(tee.certPem), privateKey: createPrivateKey(tee.keyPem), chipId: new Uint8Array(Buffer.from(tee.chipIdHex, 'hex')), tcb: tee.tcb };
+  const key = {
+    cert: der(tee.certPem),
+    privateKey: createPrivateKey(tee.keyPem),
+    chipId: new Uint8Array(Buffer.from(tee.chipIdHex, 'hex')),
+    tcb: tee.tcb,
+  };
   const ca = { ask: der(tee.askPem), asvk: der(tee.askPem), ark: der(tee.arkPem) } as unknown as SnpTestCa;
   const fields = tee.reportDataHex ? { reportData: new Uint8Array(Buffer.from(tee.reportDataHex, 'hex')) } : {};
   return { tsm: emulatedTsm(snpGuest(ca, key, tee.kind, fields)) };
@@ -84,7 +89,11 @@ function run(configFile: string): Promise<void> {
     return startNode({
       ...context,
       platform,
-      openStateDisk: (p) => openLuksStateDisk(p.stateDisk.kind === 'luks' ? p.stateDisk.device : p.stateDisk.diskDir, { mountPoint: p.stateDisk.mountPoint, activator: testPassphraseActivator() }),
+      openStateDisk: (p) =>
+        openLuksStateDisk(p.stateDisk.kind === 'luks' ? p.stateDisk.device : p.stateDisk.diskDir, {
+          mountPoint: p.stateDisk.mountPoint,
+          activator: testPassphraseActivator(),
+        }),
       backend: { pkiDir: config.kubeadm.pkiDir, adminConfPath: config.kubeadm.adminConf, env: config.kubeadm.env },
       overrides: { retry: { initialMs: 100, maxMs: 500, unreachableMaxMs: 200 } },
     });

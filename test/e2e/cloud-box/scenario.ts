@@ -43,12 +43,20 @@ export interface UpResult {
 }
 
 /** Config, create, boot, load balancer, init: a 1 + 2 cluster on `cloud`, every node genuine. */
-export async function upCluster(cloud: BoxCloud, box: CloudBox, ca: SnpTestCa, workspace: string, provider: string): Promise<UpResult> {
+export async function upCluster(
+  cloud: BoxCloud,
+  box: CloudBox,
+  ca: SnpTestCa,
+  workspace: string,
+  provider: string,
+): Promise<UpResult> {
   const good = makeEndorsementKey(ca, { kind: cloud.signingKind });
   await generateConfig(workspace, provider, cloud.variant, (doc) => cloud.configure(doc, good.tcb));
   const started = Date.now();
   const { clusterEndpoint } = await cloud.create();
-  const nodes = await Promise.all(cloud.running().map((instance) => bootNode(box, cloud, ca, instance, teeFor(ca, good, cloud.signingKind))));
+  const nodes = await Promise.all(
+    cloud.running().map((instance) => bootNode(box, cloud, ca, instance, teeFor(ca, good, cloud.signingKind))),
+  );
   await box.startLoadBalancer(clusterEndpoint);
   await Promise.all(nodes.map((node) => box.waitForLog(node, 'bootstrapper started')));
   const init = await initCluster({
@@ -57,7 +65,11 @@ export async function upCluster(cloud: BoxCloud, box: CloudBox, ca: SnpTestCa, w
     validatorDeps: { ...(await cloud.validatorDeps()), amdRoots: ca.roots },
     // The provider pointed at the fake (the workspace's own would reach the real cloud) stops publishing the hash.
     markInitialized: () =>
-      cloud.infrastructure.markInitialized?.({ journal: clusterJournalView(new FileResourceJournal(workspace)), log: { debug: () => undefined, info: () => undefined, warn: () => undefined }, workspaceDir: workspace }) ?? Promise.resolve(),
+      cloud.infrastructure.markInitialized?.({
+        journal: clusterJournalView(new FileResourceJournal(workspace)),
+        log: { debug: () => undefined, info: () => undefined, warn: () => undefined },
+        workspaceDir: workspace,
+      }) ?? Promise.resolve(),
   });
   return { init, good, elapsedMs: Date.now() - started };
 }
@@ -66,6 +78,14 @@ export async function upCluster(cloud: BoxCloud, box: CloudBox, ca: SnpTestCa, w
 export async function verifyAll(cloud: BoxCloud, ca: SnpTestCa, workspace: string): Promise<VerifyResult> {
   const validatorDeps = { ...(await cloud.validatorDeps()), amdRoots: ca.roots };
   return withWorkspaceSession(workspace, 'verify', ({ workspaceDir, journal, log }) =>
-    verifyCluster({ workspaceDir, log, all: true, provider: cloud.infrastructure, journal, validatorDeps, timeoutMs: 20_000 }),
+    verifyCluster({
+      workspaceDir,
+      log,
+      all: true,
+      provider: cloud.infrastructure,
+      journal,
+      validatorDeps,
+      timeoutMs: 20_000,
+    }),
   );
 }

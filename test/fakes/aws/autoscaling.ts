@@ -23,17 +23,43 @@ function members(s: FakeAwsState, g: AutoScalingGroup) {
 function reconcile(s: FakeAwsState, g: AutoScalingGroup): void {
   if (g.deletingAt !== undefined) return;
   const live = members(s, g).filter((i) => i.terminatedAt === undefined);
-  const failure = [...s.launchFailures].find(([prefix]) => g.name.startsWith(prefix))?.[1] ?? launchRefusal(s.launchTemplates.get(g.launchTemplateId)?.data ?? {});
+  const failure =
+    [...s.launchFailures].find(([prefix]) => g.name.startsWith(prefix))?.[1] ??
+    launchRefusal(s.launchTemplates.get(g.launchTemplateId)?.data ?? {});
   for (let n = live.length; n < g.desired; n++) {
-    const activity = { id: s.newId('act'), at: s.now(), cause: `At ${new Date(s.now()).toISOString()} an instance was started in response to a difference between desired and actual capacity, increasing the capacity from ${n} to ${g.desired}.` };
+    const activity = {
+      id: s.newId('act'),
+      at: s.now(),
+      cause: `At ${new Date(s.now()).toISOString()} an instance was started in response to a difference between desired and actual capacity, increasing the capacity from ${n} to ${g.desired}.`,
+    };
     if (failure) {
-      g.activities.unshift({ ...activity, description: 'Launching a new EC2 instance.  Status Reason: ' + failure, statusCode: 'Failed', statusMessage: failure });
+      g.activities.unshift({
+        ...activity,
+        description: 'Launching a new EC2 instance.  Status Reason: ' + failure,
+        statusCode: 'Failed',
+        statusMessage: failure,
+      });
       break;
     }
-    const i = launchInstance(s, g.launchTemplateId, g.subnetIds[n % g.subnetIds.length], { ...g.propagated, 'aws:autoscaling:groupName': g.name }, g.name);
-    g.activities.unshift({ ...activity, description: `Launching a new EC2 instance: ${i.id}`, statusCode: 'Successful' });
+    const i = launchInstance(
+      s,
+      g.launchTemplateId,
+      g.subnetIds[n % g.subnetIds.length],
+      { ...g.propagated, 'aws:autoscaling:groupName': g.name },
+      g.name,
+    );
+    g.activities.unshift({
+      ...activity,
+      description: `Launching a new EC2 instance: ${i.id}`,
+      statusCode: 'Successful',
+    });
   }
-  for (let n = live.length; n > g.desired; n--) terminationPolicyVictim(s, g, live.filter((i) => i.terminatedAt === undefined)).terminatedAt = s.now();
+  for (let n = live.length; n > g.desired; n--)
+    terminationPolicyVictim(
+      s,
+      g,
+      live.filter((i) => i.terminatedAt === undefined),
+    ).terminatedAt = s.now();
 }
 
 /** The default termination policy's choice among the group's live instances (see the header). */
@@ -98,7 +124,10 @@ function getGroup(s: FakeAwsState, name: string): AutoScalingGroup {
 
 function checkCapacity(g: AutoScalingGroup): void {
   if (g.desired < g.minSize || g.desired > g.maxSize) {
-    throw new AwsFault('ValidationError', `Desired capacity:${g.desired} must be between the specified min size:${g.minSize} and max size:${g.maxSize}`);
+    throw new AwsFault(
+      'ValidationError',
+      `Desired capacity:${g.desired} must be between the specified min size:${g.minSize} and max size:${g.maxSize}`,
+    );
   }
 }
 
@@ -107,15 +136,25 @@ export const autoscalingHandlers: Record<string, Handler> = {
     const name = required(p, 'AutoScalingGroupName');
     oneOf(p, 'HealthCheckType', ['EC2', 'ELB', 'VPC_LATTICE', 'EBS']);
     s.settle();
-    if (s.autoScalingGroups.has(name)) throw new AwsFault('AlreadyExists', `AutoScalingGroup by this name already exists - A group with the name ${name} already exists`);
+    if (s.autoScalingGroups.has(name))
+      throw new AwsFault(
+        'AlreadyExists',
+        `AutoScalingGroup by this name already exists - A group with the name ${name} already exists`,
+      );
     const ltId = str((p.LaunchTemplate ?? {}) as Params, 'LaunchTemplateId') ?? '';
     if (!s.launchTemplates.has(ltId) || s.notYetVisible(ltId)) {
-      throw new AwsFault('ValidationError', `You must use a valid fully-formed launch template. The specified launch template, with template ID ${ltId}, does not exist.`);
+      throw new AwsFault(
+        'ValidationError',
+        `You must use a valid fully-formed launch template. The specified launch template, with template ID ${ltId}, does not exist.`,
+      );
     }
     const subnetIds = (str(p, 'VPCZoneIdentifier') ?? '').split(',').filter(Boolean);
-    for (const id of subnetIds) if (!s.subnets.has(id) || s.notYetVisible(id)) throw new AwsFault('ValidationError', `The subnet ID '${id}' does not exist`);
+    for (const id of subnetIds)
+      if (!s.subnets.has(id) || s.notYetVisible(id))
+        throw new AwsFault('ValidationError', `The subnet ID '${id}' does not exist`);
     const targetGroupArns = list<string>(p, 'TargetGroupARNs');
-    for (const arn of targetGroupArns) if (!s.targetGroups.has(arn)) throw new AwsFault('ValidationError', `Target group ${arn} not found`);
+    for (const arn of targetGroupArns)
+      if (!s.targetGroups.has(arn)) throw new AwsFault('ValidationError', `Target group ${arn} not found`);
     const tags = list(p, 'Tags');
     const g: AutoScalingGroup = {
       name,
@@ -126,7 +165,11 @@ export const autoscalingHandlers: Record<string, Handler> = {
       subnetIds,
       targetGroupArns,
       tags: Object.fromEntries(tags.map((t) => [str(t, 'Key') ?? '', str(t, 'Value') ?? ''])),
-      propagated: Object.fromEntries(tags.filter((t) => str(t, 'PropagateAtLaunch') === 'true').map((t) => [str(t, 'Key') ?? '', str(t, 'Value') ?? ''])),
+      propagated: Object.fromEntries(
+        tags
+          .filter((t) => str(t, 'PropagateAtLaunch') === 'true')
+          .map((t) => [str(t, 'Key') ?? '', str(t, 'Value') ?? '']),
+      ),
       createdAt: s.now(),
       activities: [],
     };
@@ -164,7 +207,12 @@ export const autoscalingHandlers: Record<string, Handler> = {
   },
   UpdateAutoScalingGroup(s, p) {
     const g = getGroup(s, required(p, 'AutoScalingGroupName'));
-    const next = { ...g, minSize: num(p, 'MinSize') ?? g.minSize, maxSize: num(p, 'MaxSize') ?? g.maxSize, desired: num(p, 'DesiredCapacity') ?? g.desired };
+    const next = {
+      ...g,
+      minSize: num(p, 'MinSize') ?? g.minSize,
+      maxSize: num(p, 'MaxSize') ?? g.maxSize,
+      desired: num(p, 'DesiredCapacity') ?? g.desired,
+    };
     checkCapacity(next);
     Object.assign(g, next);
     reconcile(s, g);
@@ -185,19 +233,31 @@ export const autoscalingHandlers: Record<string, Handler> = {
   TerminateInstanceInAutoScalingGroup(s, p) {
     const id = required(p, 'InstanceId');
     const instance = s.instances.get(id);
-    if (!instance?.groupName) throw new AwsFault('ValidationError', `Instance Id not found - No managed instance found for instance ID: ${id}`);
+    if (!instance?.groupName)
+      throw new AwsFault('ValidationError', `Instance Id not found - No managed instance found for instance ID: ${id}`);
     const g = getGroup(s, instance.groupName);
     instance.terminatedAt ??= s.now();
     if (str(p, 'ShouldDecrementDesiredCapacity') === 'true') g.desired = Math.max(g.minSize, g.desired - 1);
     reconcile(s, g);
-    return { Activity: { ActivityId: s.newId('act'), AutoScalingGroupName: g.name, Description: `Terminating EC2 instance: ${id}`, StatusCode: 'InProgress', Progress: 0 } };
+    return {
+      Activity: {
+        ActivityId: s.newId('act'),
+        AutoScalingGroupName: g.name,
+        Description: `Terminating EC2 instance: ${id}`,
+        StatusCode: 'InProgress',
+        Progress: 0,
+      },
+    };
   },
   DeleteAutoScalingGroup(s, p) {
     const g = getGroup(s, required(p, 'AutoScalingGroupName'));
     if (g.deletingAt !== undefined) return {};
     const live = members(s, g).filter((i) => i.terminatedAt === undefined);
     if (live.length > 0 && str(p, 'ForceDelete') !== 'true') {
-      throw new AwsFault('ResourceInUse', 'You cannot delete an AutoScalingGroup while there are instances or pending Spot instance request(s) still in the group.');
+      throw new AwsFault(
+        'ResourceInUse',
+        'You cannot delete an AutoScalingGroup while there are instances or pending Spot instance request(s) still in the group.',
+      );
     }
     for (const i of live) i.terminatedAt = s.now();
     g.deletingAt = s.now();

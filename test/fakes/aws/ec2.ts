@@ -67,13 +67,20 @@ export function launchRefusal(data: Params): string | undefined {
   for (const m of list(data, 'BlockDeviceMapping')) {
     const ebs = (m.Ebs ?? {}) as Params;
     const type = str(ebs, 'VolumeType');
-    if ((type === 'io1' || type === 'io2') && str(ebs, 'Iops') === undefined) return `The parameter iops must be specified for ${type} volumes. Launching EC2 instance failed.`;
+    if ((type === 'io1' || type === 'io2') && str(ebs, 'Iops') === undefined)
+      return `The parameter iops must be specified for ${type} volumes. Launching EC2 instance failed.`;
   }
   return undefined;
 }
 
 /** Launches one instance from a launch template (auto scaling groups and RunInstances alike). */
-export function launchInstance(s: FakeAwsState, launchTemplateId: string, subnetId: string, extraTags: Record<string, string>, groupName?: string): Instance {
+export function launchInstance(
+  s: FakeAwsState,
+  launchTemplateId: string,
+  subnetId: string,
+  extraTags: Record<string, string>,
+  groupName?: string,
+): Instance {
   const lt = get(s.launchTemplates, launchTemplateId, 'InvalidLaunchTemplateId.NotFound', 'launch template ID', s);
   const subnet = get(s.subnets, subnetId, 'InvalidSubnetID.NotFound', 'subnet ID', s);
   // Tags of the group win over the launch template's for the same key ("Tag Auto Scaling groups and instances").
@@ -101,7 +108,10 @@ function launchTemplateDataXml(data: Params): XmlValue {
   return {
     imageId: str(data, 'ImageId'),
     instanceType: str(data, 'InstanceType'),
-    tagSpecificationSet: list(data, 'TagSpecification').map((spec) => ({ resourceType: str(spec, 'ResourceType'), tagSet: tags(spec) })),
+    tagSpecificationSet: list(data, 'TagSpecification').map((spec) => ({
+      resourceType: str(spec, 'ResourceType'),
+      tagSet: tags(spec),
+    })),
   };
 }
 
@@ -119,14 +129,25 @@ export const ec2Handlers: Record<string, Handler> = {
     s.vpcs.set(id, { id, cidr: required(p, 'CidrBlock'), tags: tagsFromSpecs(p, 'vpc') });
     // Every VPC comes with a main route table and a default security group.
     const rtb = s.newId('rtb');
-    s.routeTables.set(rtb, { id: rtb, vpcId: id, main: true, tags: {}, routes: [], associations: [{ id: s.newId('rtbassoc'), main: true }] });
+    s.routeTables.set(rtb, {
+      id: rtb,
+      vpcId: id,
+      main: true,
+      tags: {},
+      routes: [],
+      associations: [{ id: s.newId('rtbassoc'), main: true }],
+    });
     const sg = s.newId('sg');
     s.securityGroups.set(sg, { id: sg, vpcId: id, name: 'default', isDefault: true, tags: {}, ingress: [] });
-    return { vpc: { vpcId: id, cidrBlock: s.vpcs.get(id)!.cidr, state: 'available', tagSet: ec2Tags(s.vpcs.get(id)!.tags) } };
+    return {
+      vpc: { vpcId: id, cidrBlock: s.vpcs.get(id)!.cidr, state: 'available', tagSet: ec2Tags(s.vpcs.get(id)!.tags) },
+    };
   },
   DescribeVpcs(s, p) {
     const vpcs = applyFilters(byIds(s.vpcs, ids(p, 'VpcId'), 'InvalidVpcID.NotFound', 'vpc ID', s), p);
-    return { vpcSet: vpcs.map((v) => ({ vpcId: v.id, cidrBlock: v.cidr, state: 'available', tagSet: ec2Tags(v.tags) })) };
+    return {
+      vpcSet: vpcs.map((v) => ({ vpcId: v.id, cidrBlock: v.cidr, state: 'available', tagSet: ec2Tags(v.tags) })),
+    };
   },
   DeleteVpc(s, p) {
     const id = required(p, 'VpcId');
@@ -151,15 +172,40 @@ export const ec2Handlers: Record<string, Handler> = {
       throw new AwsFault('InvalidSubnet.Conflict', `The CIDR '${cidr}' conflicts with another subnet`);
     }
     const id = s.newId('subnet');
-    const subnet = { id, vpcId, cidr, zone: str(p, 'AvailabilityZone') ?? `${s.region}a`, tags: tagsFromSpecs(p, 'subnet') };
+    const subnet = {
+      id,
+      vpcId,
+      cidr,
+      zone: str(p, 'AvailabilityZone') ?? `${s.region}a`,
+      tags: tagsFromSpecs(p, 'subnet'),
+    };
     s.subnets.set(id, subnet);
-    return { subnet: { subnetId: id, vpcId, cidrBlock: cidr, availabilityZone: subnet.zone, state: 'available', tagSet: ec2Tags(subnet.tags) } };
+    return {
+      subnet: {
+        subnetId: id,
+        vpcId,
+        cidrBlock: cidr,
+        availabilityZone: subnet.zone,
+        state: 'available',
+        tagSet: ec2Tags(subnet.tags),
+      },
+    };
   },
   DescribeSubnets(s, p) {
-    const subnets = applyFilters(byIds(s.subnets, ids(p, 'SubnetId'), 'InvalidSubnetID.NotFound', 'subnet ID', s), p, (x, n) =>
-      n === 'vpc-id' ? x.vpcId : n === 'cidr-block' ? x.cidr : undefined,
+    const subnets = applyFilters(
+      byIds(s.subnets, ids(p, 'SubnetId'), 'InvalidSubnetID.NotFound', 'subnet ID', s),
+      p,
+      (x, n) => (n === 'vpc-id' ? x.vpcId : n === 'cidr-block' ? x.cidr : undefined),
     );
-    return { subnetSet: subnets.map((x) => ({ subnetId: x.id, vpcId: x.vpcId, cidrBlock: x.cidr, availabilityZone: x.zone, tagSet: ec2Tags(x.tags) })) };
+    return {
+      subnetSet: subnets.map((x) => ({
+        subnetId: x.id,
+        vpcId: x.vpcId,
+        cidrBlock: x.cidr,
+        availabilityZone: x.zone,
+        tagSet: ec2Tags(x.tags),
+      })),
+    };
   },
   DeleteSubnet(s, p) {
     const id = required(p, 'SubnetId');
@@ -178,20 +224,39 @@ export const ec2Handlers: Record<string, Handler> = {
   CreateInternetGateway(s, p) {
     const id = s.newId('igw');
     s.internetGateways.set(id, { id, attachments: [], tags: tagsFromSpecs(p, 'internet-gateway') });
-    return { internetGateway: { internetGatewayId: id, attachmentSet: [], tagSet: ec2Tags(s.internetGateways.get(id)!.tags) } };
+    return {
+      internetGateway: { internetGatewayId: id, attachmentSet: [], tagSet: ec2Tags(s.internetGateways.get(id)!.tags) },
+    };
   },
   AttachInternetGateway(s, p) {
-    const igw = get(s.internetGateways, required(p, 'InternetGatewayId'), 'InvalidInternetGatewayID.NotFound', 'internet gateway ID', s);
+    const igw = get(
+      s.internetGateways,
+      required(p, 'InternetGatewayId'),
+      'InvalidInternetGatewayID.NotFound',
+      'internet gateway ID',
+      s,
+    );
     const vpcId = required(p, 'VpcId');
     get(s.vpcs, vpcId, 'InvalidVpcID.NotFound', 'vpc ID', s);
-    if (igw.attachments.length > 0) throw new AwsFault('Resource.AlreadyAssociated', `resource ${igw.id} is already attached to network ${igw.attachments[0]}`);
+    if (igw.attachments.length > 0)
+      throw new AwsFault(
+        'Resource.AlreadyAssociated',
+        `resource ${igw.id} is already attached to network ${igw.attachments[0]}`,
+      );
     igw.attachments.push(vpcId);
     return { return: true };
   },
   DetachInternetGateway(s, p) {
-    const igw = get(s.internetGateways, required(p, 'InternetGatewayId'), 'InvalidInternetGatewayID.NotFound', 'internet gateway ID', s);
+    const igw = get(
+      s.internetGateways,
+      required(p, 'InternetGatewayId'),
+      'InvalidInternetGatewayID.NotFound',
+      'internet gateway ID',
+      s,
+    );
     const vpcId = required(p, 'VpcId');
-    if (!igw.attachments.includes(vpcId)) throw new AwsFault('Gateway.NotAttached', `resource ${igw.id} is not attached to network ${vpcId}`);
+    if (!igw.attachments.includes(vpcId))
+      throw new AwsFault('Gateway.NotAttached', `resource ${igw.id} is not attached to network ${vpcId}`);
     s.settle();
     const mapped = [...s.addresses.values()].some((a) => {
       if (!a.holder) return false;
@@ -201,13 +266,25 @@ export const ec2Handlers: Record<string, Handler> = {
       return subnetId !== undefined && s.subnets.get(subnetId)?.vpcId === vpcId;
     });
     if (mapped) {
-      throw new AwsFault('DependencyViolation', `Network ${vpcId} has some mapped public address(es). Please unmap those public address(es) before detaching the gateway.`);
+      throw new AwsFault(
+        'DependencyViolation',
+        `Network ${vpcId} has some mapped public address(es). Please unmap those public address(es) before detaching the gateway.`,
+      );
     }
     igw.attachments = igw.attachments.filter((v) => v !== vpcId);
     return { return: true };
   },
   DescribeInternetGateways(s, p) {
-    const gws = applyFilters(byIds(s.internetGateways, ids(p, 'InternetGatewayId'), 'InvalidInternetGatewayID.NotFound', 'internet gateway ID', s), p);
+    const gws = applyFilters(
+      byIds(
+        s.internetGateways,
+        ids(p, 'InternetGatewayId'),
+        'InvalidInternetGatewayID.NotFound',
+        'internet gateway ID',
+        s,
+      ),
+      p,
+    );
     return {
       internetGatewaySet: gws.map((g) => ({
         internetGatewayId: g.id,
@@ -217,14 +294,21 @@ export const ec2Handlers: Record<string, Handler> = {
     };
   },
   DeleteInternetGateway(s, p) {
-    const igw = get(s.internetGateways, required(p, 'InternetGatewayId'), 'InvalidInternetGatewayID.NotFound', 'internet gateway ID', s);
+    const igw = get(
+      s.internetGateways,
+      required(p, 'InternetGatewayId'),
+      'InvalidInternetGatewayID.NotFound',
+      'internet gateway ID',
+      s,
+    );
     if (igw.attachments.length > 0) throw dependencyViolation(`internetGateway '${igw.id}'`);
     s.internetGateways.delete(igw.id);
     return { return: true };
   },
 
   AllocateAddress(s, p) {
-    if (s.addresses.size >= s.addressLimit) throw new AwsFault('AddressLimitExceeded', 'The maximum number of addresses has been reached.');
+    if (s.addresses.size >= s.addressLimit)
+      throw new AwsFault('AddressLimitExceeded', 'The maximum number of addresses has been reached.');
     const allocationId = s.newId('eipalloc');
     const publicIp = s.nextIp(s.publicIpBase ?? '198.51');
     s.addresses.set(allocationId, { allocationId, publicIp, tags: tagsFromSpecs(p, 'elastic-ip') });
@@ -232,8 +316,18 @@ export const ec2Handlers: Record<string, Handler> = {
   },
   DescribeAddresses(s, p) {
     s.settle();
-    const addrs = applyFilters(byIds(s.addresses, ids(p, 'AllocationId'), 'InvalidAllocationID.NotFound', 'allocation ID', s), p);
-    return { addressesSet: addrs.map((a) => ({ allocationId: a.allocationId, publicIp: a.publicIp, domain: 'vpc', tagSet: ec2Tags(a.tags) })) };
+    const addrs = applyFilters(
+      byIds(s.addresses, ids(p, 'AllocationId'), 'InvalidAllocationID.NotFound', 'allocation ID', s),
+      p,
+    );
+    return {
+      addressesSet: addrs.map((a) => ({
+        allocationId: a.allocationId,
+        publicIp: a.publicIp,
+        domain: 'vpc',
+        tagSet: ec2Tags(a.tags),
+      })),
+    };
   },
   ReleaseAddress(s, p) {
     const id = required(p, 'AllocationId');
@@ -251,7 +345,11 @@ export const ec2Handlers: Record<string, Handler> = {
     const subnet = get(s.subnets, required(p, 'SubnetId'), 'InvalidSubnetID.NotFound', 'subnet ID', s);
     const address = get(s.addresses, required(p, 'AllocationId'), 'InvalidAllocationID.NotFound', 'allocation ID', s);
     s.settle();
-    if (address.holder) throw new AwsFault('Resource.AlreadyAssociated', `Elastic IP address [${address.allocationId}] is already associated`);
+    if (address.holder)
+      throw new AwsFault(
+        'Resource.AlreadyAssociated',
+        `Elastic IP address [${address.allocationId}] is already associated`,
+      );
     if (![...s.internetGateways.values()].some((g) => g.attachments.includes(subnet.vpcId))) {
       throw new AwsFault('InvalidParameterValue', `Network ${subnet.vpcId} has no Internet gateway attached`);
     }
@@ -270,7 +368,8 @@ export const ec2Handlers: Record<string, Handler> = {
   },
   DescribeNatGateways(s, p) {
     const wanted = ids(p, 'NatGatewayId');
-    for (const id of wanted) if (!s.natGateways.has(id)) throw new AwsFault('NatGatewayNotFound', `NAT gateway ${id} was not found`);
+    for (const id of wanted)
+      if (!s.natGateways.has(id)) throw new AwsFault('NatGatewayNotFound', `NAT gateway ${id} was not found`);
     const gws = applyFilters(
       wanted.length ? wanted.map((id) => s.natGateways.get(id)!) : [...s.natGateways.values()],
       p,
@@ -281,7 +380,8 @@ export const ec2Handlers: Record<string, Handler> = {
   DeleteNatGateway(s, p) {
     const id = required(p, 'NatGatewayId');
     const n = s.natGateways.get(id);
-    if (!n || s.natState(n) === 'deleted') throw new AwsFault('NatGatewayNotFound', `The Nat Gateway ${id} was not found`);
+    if (!n || s.natState(n) === 'deleted')
+      throw new AwsFault('NatGatewayNotFound', `The Nat Gateway ${id} was not found`);
     n.deletedAt ??= s.now();
     return { natGatewayId: id };
   },
@@ -290,8 +390,23 @@ export const ec2Handlers: Record<string, Handler> = {
     const vpcId = required(p, 'VpcId');
     get(s.vpcs, vpcId, 'InvalidVpcID.NotFound', 'vpc ID', s);
     const id = s.newId('rtb');
-    s.routeTables.set(id, { id, vpcId, main: false, routes: [], associations: [], tags: tagsFromSpecs(p, 'route-table') });
-    return { routeTable: { routeTableId: id, vpcId, routeSet: [], associationSet: [], tagSet: ec2Tags(s.routeTables.get(id)!.tags) } };
+    s.routeTables.set(id, {
+      id,
+      vpcId,
+      main: false,
+      routes: [],
+      associations: [],
+      tags: tagsFromSpecs(p, 'route-table'),
+    });
+    return {
+      routeTable: {
+        routeTableId: id,
+        vpcId,
+        routeSet: [],
+        associationSet: [],
+        tagSet: ec2Tags(s.routeTables.get(id)!.tags),
+      },
+    };
   },
   CreateRoute(s, p) {
     const t = get(s.routeTables, required(p, 'RouteTableId'), 'InvalidRouteTableID.NotFound', 'route table ID', s);
@@ -303,7 +418,11 @@ export const ec2Handlers: Record<string, Handler> = {
     const natGatewayId = str(p, 'NatGatewayId');
     if (gatewayId) {
       const igw = get(s.internetGateways, gatewayId, 'InvalidGatewayID.NotFound', 'gateway ID', s);
-      if (!igw.attachments.includes(t.vpcId)) throw new AwsFault('InvalidParameterValue', `route table ${t.id} and network gateway ${gatewayId} belong to different networks`);
+      if (!igw.attachments.includes(t.vpcId))
+        throw new AwsFault(
+          'InvalidParameterValue',
+          `route table ${t.id} and network gateway ${gatewayId} belong to different networks`,
+        );
     }
     if (natGatewayId) get(s.natGateways, natGatewayId, 'NatGatewayNotFound', 'NAT gateway', s);
     t.routes.push({ destination, gatewayId, natGatewayId });
@@ -313,7 +432,10 @@ export const ec2Handlers: Record<string, Handler> = {
     const t = get(s.routeTables, required(p, 'RouteTableId'), 'InvalidRouteTableID.NotFound', 'route table ID', s);
     const destination = required(p, 'DestinationCidrBlock');
     if (!t.routes.some((r) => r.destination === destination)) {
-      throw new AwsFault('InvalidRoute.NotFound', `no route with destination-cidr-block ${destination} in route table ${t.id}`);
+      throw new AwsFault(
+        'InvalidRoute.NotFound',
+        `no route with destination-cidr-block ${destination} in route table ${t.id}`,
+      );
     }
     t.routes = t.routes.filter((r) => r.destination !== destination);
     return { return: true };
@@ -323,7 +445,11 @@ export const ec2Handlers: Record<string, Handler> = {
     const subnetId = required(p, 'SubnetId');
     get(s.subnets, subnetId, 'InvalidSubnetID.NotFound', 'subnet ID', s);
     const taken = [...s.routeTables.values()].find((x) => x.associations.some((a) => a.subnetId === subnetId));
-    if (taken) throw new AwsFault('Resource.AlreadyAssociated', `the specified association for route table ${taken.id} conflicts with an existing association`);
+    if (taken)
+      throw new AwsFault(
+        'Resource.AlreadyAssociated',
+        `the specified association for route table ${taken.id} conflicts with an existing association`,
+      );
     const id = s.newId('rtbassoc');
     t.associations.push({ id, subnetId, main: false });
     return { associationId: id, associationState: { state: 'associated' } };
@@ -336,15 +462,27 @@ export const ec2Handlers: Record<string, Handler> = {
     return { return: true };
   },
   DescribeRouteTables(s, p) {
-    const tables = applyFilters(byIds(s.routeTables, ids(p, 'RouteTableId'), 'InvalidRouteTableID.NotFound', 'route table ID', s), p, (t, n) =>
-      n === 'vpc-id' ? t.vpcId : undefined,
+    const tables = applyFilters(
+      byIds(s.routeTables, ids(p, 'RouteTableId'), 'InvalidRouteTableID.NotFound', 'route table ID', s),
+      p,
+      (t, n) => (n === 'vpc-id' ? t.vpcId : undefined),
     );
     return {
       routeTableSet: tables.map((t) => ({
         routeTableId: t.id,
         vpcId: t.vpcId,
-        routeSet: t.routes.map((r) => ({ destinationCidrBlock: r.destination, gatewayId: r.gatewayId, natGatewayId: r.natGatewayId, state: 'active' })),
-        associationSet: t.associations.map((a) => ({ routeTableAssociationId: a.id, routeTableId: t.id, subnetId: a.subnetId, main: a.main })),
+        routeSet: t.routes.map((r) => ({
+          destinationCidrBlock: r.destination,
+          gatewayId: r.gatewayId,
+          natGatewayId: r.natGatewayId,
+          state: 'active',
+        })),
+        associationSet: t.associations.map((a) => ({
+          routeTableAssociationId: a.id,
+          routeTableId: t.id,
+          subnetId: a.subnetId,
+          main: a.main,
+        })),
         tagSet: ec2Tags(t.tags),
       })),
     };
@@ -364,31 +502,53 @@ export const ec2Handlers: Record<string, Handler> = {
       throw new AwsFault('InvalidGroup.Duplicate', `The security group '${name}' already exists for VPC '${vpcId}'`);
     }
     const id = s.newId('sg');
-    s.securityGroups.set(id, { id, vpcId, name, isDefault: false, ingress: [], tags: tagsFromSpecs(p, 'security-group') });
+    s.securityGroups.set(id, {
+      id,
+      vpcId,
+      name,
+      isDefault: false,
+      ingress: [],
+      tags: tagsFromSpecs(p, 'security-group'),
+    });
     return { groupId: id, tagSet: ec2Tags(s.securityGroups.get(id)!.tags) };
   },
   AuthorizeSecurityGroupIngress(s, p) {
     const g = get(s.securityGroups, required(p, 'GroupId'), 'InvalidGroup.NotFound', 'security group', s);
     const perms = list(p, 'IpPermissions');
-    const key = (x: Params) => JSON.stringify([x.IpProtocol, x.FromPort, x.ToPort, list(x, 'IpRanges').map((r) => r.CidrIp)]);
+    const key = (x: Params) =>
+      JSON.stringify([x.IpProtocol, x.FromPort, x.ToPort, list(x, 'IpRanges').map((r) => r.CidrIp)]);
     const existing = new Set(g.ingress.map(key));
     const duplicate = perms.find((x) => existing.has(key(x)));
-    if (duplicate) throw new AwsFault('InvalidPermission.Duplicate', `the specified rule "peer: ${String(list(duplicate, 'IpRanges')[0]?.CidrIp)}" already exists`);
+    if (duplicate)
+      throw new AwsFault(
+        'InvalidPermission.Duplicate',
+        `the specified rule "peer: ${String(list(duplicate, 'IpRanges')[0]?.CidrIp)}" already exists`,
+      );
     g.ingress.push(...perms);
     return { return: true };
   },
   DescribeSecurityGroups(s, p) {
-    const groups = applyFilters(byIds(s.securityGroups, ids(p, 'GroupId'), 'InvalidGroup.NotFound', 'security group', s), p, (g, n) =>
-      n === 'vpc-id' ? g.vpcId : n === 'group-name' ? g.name : undefined,
+    const groups = applyFilters(
+      byIds(s.securityGroups, ids(p, 'GroupId'), 'InvalidGroup.NotFound', 'security group', s),
+      p,
+      (g, n) => (n === 'vpc-id' ? g.vpcId : n === 'group-name' ? g.name : undefined),
     );
-    return { securityGroupInfo: groups.map((g) => ({ groupId: g.id, groupName: g.name, vpcId: g.vpcId, tagSet: ec2Tags(g.tags) })) };
+    return {
+      securityGroupInfo: groups.map((g) => ({
+        groupId: g.id,
+        groupName: g.name,
+        vpcId: g.vpcId,
+        tagSet: ec2Tags(g.tags),
+      })),
+    };
   },
   DeleteSecurityGroup(s, p) {
     const g = get(s.securityGroups, required(p, 'GroupId'), 'InvalidGroup.NotFound', 'security group', s);
     s.settle();
     const used =
-      liveInstances(s).some((i) => list<string>(s.launchTemplates.get(i.launchTemplateId)?.data ?? {}, 'SecurityGroupId').includes(g.id)) ||
-      [...s.loadBalancers.values()].some((lb) => lb.securityGroups.includes(g.id));
+      liveInstances(s).some((i) =>
+        list<string>(s.launchTemplates.get(i.launchTemplateId)?.data ?? {}, 'SecurityGroupId').includes(g.id),
+      ) || [...s.loadBalancers.values()].some((lb) => lb.securityGroups.includes(g.id));
     if (used) throw new AwsFault('DependencyViolation', `resource ${g.id} has a dependent object`);
     s.securityGroups.delete(g.id);
     return { return: true };
@@ -398,7 +558,13 @@ export const ec2Handlers: Record<string, Handler> = {
     const name = required(p, 'LaunchTemplateName');
     // VolumeType of LaunchTemplateEbsBlockDeviceRequest and HttpTokens of the metadata options (EC2 API reference).
     const data = (p.LaunchTemplateData ?? {}) as Params;
-    for (const m of list(data, 'BlockDeviceMapping')) oneOf((m.Ebs ?? {}) as Params, 'VolumeType', ['standard', 'io1', 'io2', 'gp2', 'sc1', 'st1', 'gp3'], 'InvalidParameterValue');
+    for (const m of list(data, 'BlockDeviceMapping'))
+      oneOf(
+        (m.Ebs ?? {}) as Params,
+        'VolumeType',
+        ['standard', 'io1', 'io2', 'gp2', 'sc1', 'st1', 'gp3'],
+        'InvalidParameterValue',
+      );
     oneOf((data.MetadataOptions ?? {}) as Params, 'HttpTokens', ['optional', 'required'], 'InvalidParameterValue');
     oneOf((data.CpuOptions ?? {}) as Params, 'AmdSevSnp', ['enabled', 'disabled'], 'InvalidParameterValue');
     const token = str(p, 'ClientToken');
@@ -406,22 +572,51 @@ export const ec2Handlers: Record<string, Handler> = {
     if (existing && (!token || existing.clientToken !== token)) {
       throw new AwsFault('InvalidLaunchTemplateName.AlreadyExistsException', `Launch template name already in use.`);
     }
-    const lt = existing ?? { id: s.newId('lt'), name, clientToken: token, data, versions: [data], tags: tagsFromSpecs(p, 'launch-template') };
+    const lt = existing ?? {
+      id: s.newId('lt'),
+      name,
+      clientToken: token,
+      data,
+      versions: [data],
+      tags: tagsFromSpecs(p, 'launch-template'),
+    };
     s.launchTemplates.set(lt.id, lt);
-    return { launchTemplate: { launchTemplateId: lt.id, launchTemplateName: name, defaultVersionNumber: 1, latestVersionNumber: 1, tagSet: ec2Tags(lt.tags) } };
+    return {
+      launchTemplate: {
+        launchTemplateId: lt.id,
+        launchTemplateName: name,
+        defaultVersionNumber: 1,
+        latestVersionNumber: 1,
+        tagSet: ec2Tags(lt.tags),
+      },
+    };
   },
   DescribeLaunchTemplates(s, p) {
     const names = list<string>(p, 'LaunchTemplateName');
-    let templates = byIds(s.launchTemplates, ids(p, 'LaunchTemplateId'), 'InvalidLaunchTemplateId.NotFound', 'launch template ID', s);
+    let templates = byIds(
+      s.launchTemplates,
+      ids(p, 'LaunchTemplateId'),
+      'InvalidLaunchTemplateId.NotFound',
+      'launch template ID',
+      s,
+    );
     if (names.length > 0) {
       templates = names.map((n) => {
         const t = [...s.launchTemplates.values()].find((x) => x.name === n);
-        if (!t) throw new AwsFault('InvalidLaunchTemplateName.NotFoundException', `At least one of the launch templates specified in the request does not exist.`);
+        if (!t)
+          throw new AwsFault(
+            'InvalidLaunchTemplateName.NotFoundException',
+            `At least one of the launch templates specified in the request does not exist.`,
+          );
         return t;
       });
     }
     return {
-      launchTemplates: applyFilters(templates, p).map((t) => ({ launchTemplateId: t.id, launchTemplateName: t.name, tagSet: ec2Tags(t.tags) })),
+      launchTemplates: applyFilters(templates, p).map((t) => ({
+        launchTemplateId: t.id,
+        launchTemplateName: t.name,
+        tagSet: ec2Tags(t.tags),
+      })),
     };
   },
   /**
@@ -433,16 +628,33 @@ export const ec2Handlers: Record<string, Handler> = {
     const lt = get(s.launchTemplates, id, 'InvalidLaunchTemplateId.NotFound', 'launch template ID', s);
     const source = str(p, 'SourceVersion');
     const base = source === undefined ? {} : source === '$Latest' ? lt.data : lt.versions[Number(source) - 1];
-    if (!base) throw new AwsFault('InvalidLaunchTemplateId.VersionNotFound', `Could not find launch template version ${source}`);
+    if (!base)
+      throw new AwsFault('InvalidLaunchTemplateId.VersionNotFound', `Could not find launch template version ${source}`);
     const data = { ...base, ...((p.LaunchTemplateData ?? {}) as Params) };
     lt.versions.push(data);
     lt.data = data;
-    return { launchTemplateVersion: { launchTemplateId: id, launchTemplateName: lt.name, versionNumber: lt.versions.length, versionDescription: str(p, 'VersionDescription') } };
+    return {
+      launchTemplateVersion: {
+        launchTemplateId: id,
+        launchTemplateName: lt.name,
+        versionNumber: lt.versions.length,
+        versionDescription: str(p, 'VersionDescription'),
+      },
+    };
   },
   DescribeLaunchTemplateVersions(s, p) {
-    const lt = get(s.launchTemplates, required(p, 'LaunchTemplateId'), 'InvalidLaunchTemplateId.NotFound', 'launch template ID', s);
+    const lt = get(
+      s.launchTemplates,
+      required(p, 'LaunchTemplateId'),
+      'InvalidLaunchTemplateId.NotFound',
+      'launch template ID',
+      s,
+    );
     const wanted = list<string>(p, 'LaunchTemplateVersion');
-    const numbers = wanted.length === 0 ? lt.versions.map((_, i) => i + 1) : wanted.map((v) => (v === '$Latest' ? lt.versions.length : v === '$Default' ? 1 : Number(v)));
+    const numbers =
+      wanted.length === 0
+        ? lt.versions.map((_, i) => i + 1)
+        : wanted.map((v) => (v === '$Latest' ? lt.versions.length : v === '$Default' ? 1 : Number(v)));
     return {
       launchTemplateVersionSet: numbers.map((n) => ({
         launchTemplateId: lt.id,
@@ -463,7 +675,9 @@ export const ec2Handlers: Record<string, Handler> = {
   /** DescribeAccountAttributes (EC2 API reference): without AttributeNames, every attribute, vpc-max-elastic-ips among them. */
   DescribeAccountAttributes(s, p) {
     const names = list<string>(p, 'AttributeName');
-    for (const n of names) if (n !== 'supported-platforms' && n !== 'default-vpc') throw new AwsFault('InvalidParameterValue', `Value (${n}) for parameter attributeName is invalid.`);
+    for (const n of names)
+      if (n !== 'supported-platforms' && n !== 'default-vpc')
+        throw new AwsFault('InvalidParameterValue', `Value (${n}) for parameter attributeName is invalid.`);
     const all = [
       { attributeName: 'supported-platforms', attributeValueSet: [{ attributeValue: 'VPC' }] },
       { attributeName: 'vpc-max-elastic-ips', attributeValueSet: [{ attributeValue: String(s.addressLimit) }] },
@@ -476,7 +690,14 @@ export const ec2Handlers: Record<string, Handler> = {
       if (!image) throw new AwsFault('InvalidAMIID.NotFound', `The image id '[${id}]' does not exist`);
       return image;
     });
-    return { imagesSet: images.map((i) => ({ imageId: i.id, imageState: 'available', bootMode: i.bootMode, tpmSupport: i.tpmSupport })) };
+    return {
+      imagesSet: images.map((i) => ({
+        imageId: i.id,
+        imageState: 'available',
+        bootMode: i.bootMode,
+        tpmSupport: i.tpmSupport,
+      })),
+    };
   },
 
   DescribeInstances(s, p) {
@@ -487,23 +708,37 @@ export const ec2Handlers: Record<string, Handler> = {
     const instances = applyFilters(wanted.length ? wanted.map((id) => s.instances.get(id)!) : all, p, (i, n) =>
       n === 'instance-state-name' ? s.instanceState(i) : n === 'instance-id' ? i.id : undefined,
     );
-    return { reservationSet: instances.map((i) => ({ reservationId: `r-${i.id.slice(2)}`, ownerId: s.account, instancesSet: [instanceXml(s, i)] })) };
+    return {
+      reservationSet: instances.map((i) => ({
+        reservationId: `r-${i.id.slice(2)}`,
+        ownerId: s.account,
+        instancesSet: [instanceXml(s, i)],
+      })),
+    };
   },
   /** CreateTags (EC2 API reference): adds or overwrites tags; an empty value is a value. */
   CreateTags(s, p) {
     const tags = list(p, 'Tag').map((t) => [str(t, 'Key') ?? '', str(t, 'Value') ?? ''] as const);
     for (const id of ids(p, 'ResourceId')) {
-      const tagged = id.startsWith('i-') ? get(s.instances, id, 'InvalidInstanceID.NotFound', 'instance ID', s) : undefined;
+      const tagged = id.startsWith('i-')
+        ? get(s.instances, id, 'InvalidInstanceID.NotFound', 'instance ID', s)
+        : undefined;
       if (!tagged) throw new AwsFault('InvalidID', `The ID '${id}' is not valid`);
       for (const [k, v] of tags) tagged.tags[k] = v;
     }
     return { return: true };
   },
   TerminateInstances(s, p) {
-    const instances = ids(p, 'InstanceId').map((id) => get(s.instances, id, 'InvalidInstanceID.NotFound', 'instance ID', s));
+    const instances = ids(p, 'InstanceId').map((id) =>
+      get(s.instances, id, 'InvalidInstanceID.NotFound', 'instance ID', s),
+    );
     for (const i of instances) i.terminatedAt ??= s.now();
     return {
-      instancesSet: instances.map((i) => ({ instanceId: i.id, currentState: { code: 32, name: s.instanceState(i) }, previousState: { code: 16, name: 'running' } })),
+      instancesSet: instances.map((i) => ({
+        instanceId: i.id,
+        currentState: { code: 32, name: s.instanceState(i) },
+        previousState: { code: 16, name: 'running' },
+      })),
     };
   },
 };

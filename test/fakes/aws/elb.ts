@@ -14,7 +14,18 @@
  * balancer (ModifyTargetGroupAttributes, "TargetGroupAttribute"); an unknown key is a ValidationError.
  */
 import { type FakeAwsState, type Instance, type LoadBalancer, type TargetGroup } from './state.js';
-import { AwsFault, list, num, oneOf, queryTags, required, str, tagsFromList, type Params, type XmlValue } from './wire.js';
+import {
+  AwsFault,
+  list,
+  num,
+  oneOf,
+  queryTags,
+  required,
+  str,
+  tagsFromList,
+  type Params,
+  type XmlValue,
+} from './wire.js';
 
 type Handler = (s: FakeAwsState, p: Params) => Record<string, XmlValue>;
 
@@ -31,12 +42,17 @@ function lbXml(s: FakeAwsState, lb: LoadBalancer): XmlValue {
     AvailabilityZones: lb.subnetMappings.map((m) => ({
       SubnetId: m.subnetId,
       ZoneName: s.subnets.get(m.subnetId)?.zone,
-      LoadBalancerAddresses: m.allocationId ? [{ AllocationId: m.allocationId, IpAddress: s.addresses.get(m.allocationId)?.publicIp }] : [],
+      LoadBalancerAddresses: m.allocationId
+        ? [{ AllocationId: m.allocationId, IpAddress: s.addresses.get(m.allocationId)?.publicIp }]
+        : [],
     })),
   };
 }
 
-const ATTRIBUTE_DEFAULTS: Record<string, string> = { 'load_balancing.cross_zone.enabled': 'false', 'deletion_protection.enabled': 'false' };
+const ATTRIBUTE_DEFAULTS: Record<string, string> = {
+  'load_balancing.cross_zone.enabled': 'false',
+  'deletion_protection.enabled': 'false',
+};
 
 function attributesXml(lb: LoadBalancer): XmlValue {
   return Object.entries({ ...ATTRIBUTE_DEFAULTS, ...lb.attributes }).map(([Key, Value]) => ({ Key, Value }));
@@ -48,8 +64,10 @@ export function targetsBehind(s: FakeAwsState, publicIp: string, port: number): 
   const address = [...s.addresses.values()].find((a) => a.publicIp === publicIp);
   const lb = address?.holder ? s.loadBalancers.get(address.holder) : undefined;
   if (!lb || !address) return [];
-  const zone = s.subnets.get(lb.subnetMappings.find((m) => m.allocationId === address.allocationId)?.subnetId ?? '')?.zone;
-  const crossZone = ({ ...ATTRIBUTE_DEFAULTS, ...lb.attributes })['load_balancing.cross_zone.enabled'] === 'true';
+  const zone = s.subnets.get(
+    lb.subnetMappings.find((m) => m.allocationId === address.allocationId)?.subnetId ?? '',
+  )?.zone;
+  const crossZone = { ...ATTRIBUTE_DEFAULTS, ...lb.attributes }['load_balancing.cross_zone.enabled'] === 'true';
   const listener = [...s.listeners.values()].find((l) => l.loadBalancerArn === lb.arn && l.port === port);
   const tg = listener?.targetGroupArn ? s.targetGroups.get(listener.targetGroupArn) : undefined;
   if (!tg) return [];
@@ -67,7 +85,10 @@ type TargetState = 'initial' | 'healthy' | 'unused' | 'draining';
 
 /** The target group's targets as DescribeTargetHealth reports them (see the header). */
 function targets(s: FakeAwsState, tg: TargetGroup): { instance: Instance; state: TargetState; reason?: string }[] {
-  const lbs = [...s.listeners.values()].filter((l) => l.targetGroupArn === tg.arn).map((l) => s.loadBalancers.get(l.loadBalancerArn)).filter((lb): lb is LoadBalancer => lb !== undefined);
+  const lbs = [...s.listeners.values()]
+    .filter((l) => l.targetGroupArn === tg.arn)
+    .map((l) => s.loadBalancers.get(l.loadBalancerArn))
+    .filter((lb): lb is LoadBalancer => lb !== undefined);
   const zones = new Set(lbs.flatMap((lb) => [...enabledZones(s, lb)]));
   const drainMs = s.drainMs ?? s.lroMs;
   const groups = [...s.autoScalingGroups.values()].filter((g) => g.targetGroupArns.includes(tg.arn));
@@ -78,12 +99,18 @@ function targets(s: FakeAwsState, tg: TargetGroup): { instance: Instance; state:
     if (state === 'terminated' || state === 'shutting-down') continue;
     const deregisteredAt = tg.deregistered.get(instance.id);
     if (deregisteredAt !== undefined) {
-      if (s.now() < deregisteredAt + drainMs) out.push({ instance, state: 'draining', reason: 'Target.DeregistrationInProgress' });
+      if (s.now() < deregisteredAt + drainMs)
+        out.push({ instance, state: 'draining', reason: 'Target.DeregistrationInProgress' });
       continue;
     }
     if (lbs.length === 0) out.push({ instance, state: 'unused', reason: 'Target.NotRegistered' });
     else if (!zones.has(instance.zone)) out.push({ instance, state: 'unused', reason: 'Target.NotInUse' });
-    else out.push({ instance, state: state === 'running' ? 'healthy' : 'initial', reason: state === 'running' ? undefined : 'Elb.RegistrationInProgress' });
+    else
+      out.push({
+        instance,
+        state: state === 'running' ? 'healthy' : 'initial',
+        reason: state === 'running' ? undefined : 'Elb.RegistrationInProgress',
+      });
   }
   return out;
 }
@@ -111,7 +138,9 @@ function tgXml(tg: TargetGroup, s: FakeAwsState): XmlValue {
     HealthCheckProtocol: tg.healthCheck.protocol,
     HealthCheckPort: tg.healthCheck.port,
     HealthCheckPath: tg.healthCheck.path,
-    LoadBalancerArns: [...s.listeners.values()].filter((l) => l.targetGroupArn === tg.arn).map((l) => l.loadBalancerArn),
+    LoadBalancerArns: [...s.listeners.values()]
+      .filter((l) => l.targetGroupArn === tg.arn)
+      .map((l) => l.loadBalancerArn),
   };
 }
 
@@ -131,7 +160,10 @@ export const elbHandlers: Record<string, Handler> = {
     oneOf(p, 'Type', ['application', 'network', 'gateway']);
     oneOf(p, 'Scheme', ['internet-facing', 'internal']);
     oneOf(p, 'IpAddressType', ['ipv4', 'dualstack', 'dualstack-without-public-ipv4']);
-    const mappings = list(p, 'SubnetMappings').map((m) => ({ subnetId: str(m, 'SubnetId') ?? '', allocationId: str(m, 'AllocationId') }));
+    const mappings = list(p, 'SubnetMappings').map((m) => ({
+      subnetId: str(m, 'SubnetId') ?? '',
+      allocationId: str(m, 'AllocationId'),
+    }));
     const existing = visibleLoadBalancers(s).find((lb) => lb.name === name);
     if (existing) {
       // Same name and settings: AWS answers with the existing load balancer.
@@ -145,13 +177,17 @@ export const elbHandlers: Record<string, Handler> = {
       const subnet = s.subnets.get(m.subnetId);
       if (!subnet) throw new AwsFault('SubnetNotFound', `The subnet ID '${m.subnetId}' is not valid`);
       const scheme = str(p, 'Scheme') ?? 'internet-facing';
-      if (scheme === 'internet-facing' && ![...s.internetGateways.values()].some((g) => g.attachments.includes(subnet.vpcId))) {
+      if (
+        scheme === 'internet-facing' &&
+        ![...s.internetGateways.values()].some((g) => g.attachments.includes(subnet.vpcId))
+      ) {
         throw new AwsFault('InvalidSubnet', `VPC ${subnet.vpcId} has no internet gateway`);
       }
       if (m.allocationId) {
         const a = s.addresses.get(m.allocationId);
         if (!a) throw new AwsFault('AllocationIdNotFound', `The allocation ID '${m.allocationId}' is not valid`);
-        if (a.holder) throw new AwsFault('InvalidConfigurationRequest', `The allocation ID '${m.allocationId}' is already in use`);
+        if (a.holder)
+          throw new AwsFault('InvalidConfigurationRequest', `The allocation ID '${m.allocationId}' is already in use`);
       }
     }
     const lb: LoadBalancer = {
@@ -201,7 +237,8 @@ export const elbHandlers: Record<string, Handler> = {
     oneOf(p, 'Protocol', ['HTTP', 'HTTPS', 'TCP', 'TLS', 'UDP', 'TCP_UDP', 'GENEVE']);
     oneOf(p, 'HealthCheckProtocol', ['HTTP', 'HTTPS', 'TCP']);
     oneOf(p, 'TargetType', ['instance', 'ip', 'lambda', 'alb']);
-    if (str(p, 'HealthCheckProtocol') === 'TCP' && str(p, 'HealthCheckPath') !== undefined) throw new AwsFault('ValidationError', 'Health check path is not supported for TCP health checks');
+    if (str(p, 'HealthCheckProtocol') === 'TCP' && str(p, 'HealthCheckPath') !== undefined)
+      throw new AwsFault('ValidationError', 'Health check path is not supported for TCP health checks');
     const existing = [...s.targetGroups.values()].find((t) => t.name === name);
     if (existing) return { TargetGroups: [tgXml(existing, s)] };
     const vpcId = required(p, 'VpcId');
@@ -212,7 +249,12 @@ export const elbHandlers: Record<string, Handler> = {
       vpcId,
       port: num(p, 'Port') ?? 0,
       protocol: str(p, 'Protocol') ?? 'TCP',
-      healthCheck: { protocol: str(p, 'HealthCheckProtocol'), port: str(p, 'HealthCheckPort'), path: str(p, 'HealthCheckPath'), enabled: str(p, 'HealthCheckEnabled') },
+      healthCheck: {
+        protocol: str(p, 'HealthCheckProtocol'),
+        port: str(p, 'HealthCheckPort'),
+        path: str(p, 'HealthCheckPath'),
+        enabled: str(p, 'HealthCheckEnabled'),
+      },
       tags: tagsFromList(list(p, 'Tags')),
       attributes: {},
       deregistered: new Map(),
@@ -232,22 +274,34 @@ export const elbHandlers: Record<string, Handler> = {
     if (!tg) throw new AwsFault('TargetGroupNotFound', 'One or more target groups not found');
     for (const a of list(p, 'Attributes')) {
       const key = required(a, 'Key');
-      if (!(key in TARGET_GROUP_ATTRIBUTE_DEFAULTS)) throw new AwsFault('ValidationError', `Attribute key '${key}' is not recognized`);
+      if (!(key in TARGET_GROUP_ATTRIBUTE_DEFAULTS))
+        throw new AwsFault('ValidationError', `Attribute key '${key}' is not recognized`);
       tg.attributes[key] = str(a, 'Value') ?? '';
     }
-    return { Attributes: Object.entries({ ...TARGET_GROUP_ATTRIBUTE_DEFAULTS, ...tg.attributes }).map(([Key, Value]) => ({ Key, Value })) };
+    return {
+      Attributes: Object.entries({ ...TARGET_GROUP_ATTRIBUTE_DEFAULTS, ...tg.attributes }).map(([Key, Value]) => ({
+        Key,
+        Value,
+      })),
+    };
   },
   DescribeTargetGroupAttributes(s, p) {
     const tg = s.targetGroups.get(required(p, 'TargetGroupArn'));
     if (!tg) throw new AwsFault('TargetGroupNotFound', 'One or more target groups not found');
-    return { Attributes: Object.entries({ ...TARGET_GROUP_ATTRIBUTE_DEFAULTS, ...tg.attributes }).map(([Key, Value]) => ({ Key, Value })) };
+    return {
+      Attributes: Object.entries({ ...TARGET_GROUP_ATTRIBUTE_DEFAULTS, ...tg.attributes }).map(([Key, Value]) => ({
+        Key,
+        Value,
+      })),
+    };
   },
   DeregisterTargets(s, p) {
     const tg = s.targetGroups.get(required(p, 'TargetGroupArn'));
     if (!tg) throw new AwsFault('TargetGroupNotFound', 'One or more target groups not found');
     for (const t of list(p, 'Targets')) {
       const id = required(t, 'Id');
-      if (!s.instances.has(id)) throw new AwsFault('InvalidTarget', `The following targets are not valid instances: '${id}'`);
+      if (!s.instances.has(id))
+        throw new AwsFault('InvalidTarget', `The following targets are not valid instances: '${id}'`);
       if (!tg.deregistered.has(id)) tg.deregistered.set(id, s.now());
     }
     return {};
@@ -278,13 +332,22 @@ export const elbHandlers: Record<string, Handler> = {
 
   CreateListener(s, p) {
     const lbArn = required(p, 'LoadBalancerArn');
-    if (!visibleLoadBalancers(s).some((lb) => lb.arn === lbArn)) throw new AwsFault('LoadBalancerNotFound', 'One or more load balancers not found');
+    if (!visibleLoadBalancers(s).some((lb) => lb.arn === lbArn))
+      throw new AwsFault('LoadBalancerNotFound', 'One or more load balancers not found');
     const port = num(p, 'Port') ?? 0;
     const targetGroupArn = str(list(p, 'DefaultActions')[0] ?? {}, 'TargetGroupArn');
-    if (targetGroupArn && !s.targetGroups.has(targetGroupArn)) throw new AwsFault('TargetGroupNotFound', 'One or more target groups not found');
+    if (targetGroupArn && !s.targetGroups.has(targetGroupArn))
+      throw new AwsFault('TargetGroupNotFound', 'One or more target groups not found');
     const existing = [...s.listeners.values()].find((l) => l.loadBalancerArn === lbArn && l.port === port);
-    if (existing && existing.targetGroupArn !== targetGroupArn) throw new AwsFault('DuplicateListener', 'A listener already exists on this port for this load balancer');
-    const listener = existing ?? { arn: arn(s, 'listener/net', String(port)), loadBalancerArn: lbArn, port, protocol: str(p, 'Protocol') ?? 'TCP', targetGroupArn };
+    if (existing && existing.targetGroupArn !== targetGroupArn)
+      throw new AwsFault('DuplicateListener', 'A listener already exists on this port for this load balancer');
+    const listener = existing ?? {
+      arn: arn(s, 'listener/net', String(port)),
+      loadBalancerArn: lbArn,
+      port,
+      protocol: str(p, 'Protocol') ?? 'TCP',
+      targetGroupArn,
+    };
     s.listeners.set(listener.arn, listener);
     return {
       Listeners: [

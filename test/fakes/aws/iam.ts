@@ -85,7 +85,8 @@ export const iamHandlers: Record<string, Handler> = {
   },
   DeleteRole(s, p) {
     const r = role(s, required(p, 'RoleName'));
-    if (r.policies.size > 0) throw new AwsFault('DeleteConflict', 'Cannot delete entity, must delete policies first.', 409);
+    if (r.policies.size > 0)
+      throw new AwsFault('DeleteConflict', 'Cannot delete entity, must delete policies first.', 409);
     if ([...s.instanceProfiles.values()].some((x) => x.roles.includes(r.name))) {
       throw new AwsFault('DeleteConflict', 'Cannot delete entity, must remove roles from instance profile first.', 409);
     }
@@ -94,8 +95,15 @@ export const iamHandlers: Record<string, Handler> = {
   },
   CreateInstanceProfile(s, p) {
     const name = required(p, 'InstanceProfileName');
-    if (s.instanceProfiles.has(name)) throw new AwsFault('EntityAlreadyExists', `Instance Profile ${name} already exists.`, 409);
-    const ip: InstanceProfile = { name, arn: `arn:aws:iam::${s.account}:instance-profile/${name}`, roles: [], createdAt: s.now(), tags: tagsFromList(list(p, 'Tags')) };
+    if (s.instanceProfiles.has(name))
+      throw new AwsFault('EntityAlreadyExists', `Instance Profile ${name} already exists.`, 409);
+    const ip: InstanceProfile = {
+      name,
+      arn: `arn:aws:iam::${s.account}:instance-profile/${name}`,
+      roles: [],
+      createdAt: s.now(),
+      tags: tagsFromList(list(p, 'Tags')),
+    };
     s.instanceProfiles.set(name, ip);
     return { InstanceProfile: profileXml(s, ip) };
   },
@@ -108,7 +116,8 @@ export const iamHandlers: Record<string, Handler> = {
   AddRoleToInstanceProfile(s, p) {
     const ip = profile(s, required(p, 'InstanceProfileName'));
     const r = role(s, required(p, 'RoleName'));
-    if (ip.roles.length > 0) throw new AwsFault('LimitExceeded', 'Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1', 409);
+    if (ip.roles.length > 0)
+      throw new AwsFault('LimitExceeded', 'Cannot exceed quota for InstanceSessionsPerInstanceProfile: 1', 409);
     ip.roles.push(r.name);
     return {};
   },
@@ -121,7 +130,8 @@ export const iamHandlers: Record<string, Handler> = {
   },
   DeleteInstanceProfile(s, p) {
     const ip = profile(s, required(p, 'InstanceProfileName'));
-    if (ip.roles.length > 0) throw new AwsFault('DeleteConflict', 'Cannot delete entity, must remove roles from instance profile first.', 409);
+    if (ip.roles.length > 0)
+      throw new AwsFault('DeleteConflict', 'Cannot delete entity, must remove roles from instance profile first.', 409);
     s.instanceProfiles.delete(ip.name);
     return {};
   },

@@ -78,7 +78,8 @@ export class FakeAws {
     this.state.publicIpBase = options.publicIpBase;
     this.state.consistencyMs = options.consistencyMs ?? 0;
     this.state.drainMs = options.drainMs;
-    for (const image of options.images ?? [{ id: FAKE_IMAGE, bootMode: 'uefi', tpmSupport: 'v2.0' }]) this.state.images.set(image.id, image);
+    for (const image of options.images ?? [{ id: FAKE_IMAGE, bootMode: 'uefi', tpmSupport: 'v2.0' }])
+      this.state.images.set(image.id, image);
   }
 
   async start(): Promise<this> {
@@ -124,17 +125,24 @@ export class FakeAws {
     const { action, params } = parseForm(body);
     const request: RecordedRequest = { service, action, params, at: Date.now() };
     this.requests.push(request);
-    if (!scope) return send(403, errorBody(service, new AwsFault('MissingAuthenticationToken', 'Request is missing Authentication Token', 403)));
+    if (!scope)
+      return send(
+        403,
+        errorBody(service, new AwsFault('MissingAuthenticationToken', 'Request is missing Authentication Token', 403)),
+      );
     if (scope[1] !== FAKE_CREDENTIALS.accessKeyId) {
-      const fault = service === 'ec2'
-        ? new AwsFault('AuthFailure', 'AWS was not able to validate the provided access credentials', 401)
-        : new AwsFault('InvalidClientTokenId', 'The security token included in the request is invalid.', 403);
+      const fault =
+        service === 'ec2'
+          ? new AwsFault('AuthFailure', 'AWS was not able to validate the provided access credentials', 401)
+          : new AwsFault('InvalidClientTokenId', 'The security token included in the request is invalid.', 403);
       return send(fault.status, errorBody(service, fault));
     }
     if (this.latencyMs > 0) await sleep(this.latencyMs);
     try {
       this.onRequest?.(request);
-      const fault = this.faults.find((f) => f.action === action && (!f.service || f.service === service) && (f.times ?? 0) > 0);
+      const fault = this.faults.find(
+        (f) => f.action === action && (!f.service || f.service === service) && (f.times ?? 0) > 0,
+      );
       if (fault) {
         fault.times = (fault.times ?? 1) - 1;
         throw new AwsFault(fault.code, fault.message, fault.status ?? 400);
@@ -143,7 +151,8 @@ export class FakeAws {
       if (!handler) throw new AwsFault('InvalidAction', `The action ${action} is not valid for this web service.`);
       send(200, responseBody(service, action, handler(this.state, params)));
     } catch (err) {
-      const fault = err instanceof AwsFault ? err : new AwsFault('InternalError', String((err as Error).stack ?? err), 500);
+      const fault =
+        err instanceof AwsFault ? err : new AwsFault('InternalError', String((err as Error).stack ?? err), 500);
       request.error = fault.code;
       send(fault.status, errorBody(service, fault));
     }

@@ -271,11 +271,23 @@ export class FakeAwsState {
     add('subnet', this.subnets.keys());
     add('internet-gateway', this.internetGateways.keys());
     add('address', this.addresses.keys());
-    add('nat-gateway', [...this.natGateways.values()].filter((n) => this.natState(n) !== 'deleted').map((n) => n.id));
-    add('route-table', [...this.routeTables.values()].filter((t) => !t.main).map((t) => t.id));
-    add('security-group', [...this.securityGroups.values()].filter((g) => !g.isDefault).map((g) => g.id));
+    add(
+      'nat-gateway',
+      [...this.natGateways.values()].filter((n) => this.natState(n) !== 'deleted').map((n) => n.id),
+    );
+    add(
+      'route-table',
+      [...this.routeTables.values()].filter((t) => !t.main).map((t) => t.id),
+    );
+    add(
+      'security-group',
+      [...this.securityGroups.values()].filter((g) => !g.isDefault).map((g) => g.id),
+    );
     add('launch-template', this.launchTemplates.keys());
-    add('instance', [...this.instances.values()].filter((i) => this.instanceState(i) !== 'terminated').map((i) => i.id));
+    add(
+      'instance',
+      [...this.instances.values()].filter((i) => this.instanceState(i) !== 'terminated').map((i) => i.id),
+    );
     add('load-balancer', this.loadBalancers.keys());
     add('target-group', this.targetGroups.keys());
     add('listener', this.listeners.keys());
@@ -294,7 +306,10 @@ export function applyFilters<T extends Tagged>(
   filterParam = 'Filter',
   valueParam = 'Value',
 ): T[] {
-  const filters = list(params, filterParam).map((f) => ({ name: str(f, 'Name') ?? '', values: list<string>(f, valueParam) }));
+  const filters = list(params, filterParam).map((f) => ({
+    name: str(f, 'Name') ?? '',
+    values: list<string>(f, valueParam),
+  }));
   return [...items].filter((item) =>
     filters.every(({ name, values }) => {
       if (name.startsWith('tag:')) return values.includes(item.tags[name.slice(4)]);

@@ -73,7 +73,8 @@ export function num(params: Params, name: string): number | undefined {
 
 export function required(params: Params, name: string): string {
   const v = str(params, name);
-  if (v === undefined || v === '') throw new AwsFault('MissingParameter', `The request must contain the parameter ${name}`);
+  if (v === undefined || v === '')
+    throw new AwsFault('MissingParameter', `The request must contain the parameter ${name}`);
   return v;
 }
 
@@ -83,7 +84,11 @@ export function required(params: Params, name: string): string {
  */
 export function oneOf(params: Params, name: string, allowed: readonly string[], code = 'ValidationError'): void {
   const v = str(params, name);
-  if (v !== undefined && !allowed.includes(v)) throw new AwsFault(code, `Value '${v}' at '${name}' failed to satisfy constraint: Member must satisfy enum value set: [${allowed.join(', ')}]`);
+  if (v !== undefined && !allowed.includes(v))
+    throw new AwsFault(
+      code,
+      `Value '${v}' at '${name}' failed to satisfy constraint: Member must satisfy enum value set: [${allowed.join(', ')}]`,
+    );
 }
 
 export type XmlValue = string | number | boolean | undefined | null | XmlValue[] | { [key: string]: XmlValue };
@@ -125,7 +130,8 @@ export function responseBody(service: string, action: string, fields: Record<str
 export function errorBody(service: string, fault: AwsFault): string {
   const requestId = randomUUID();
   const inner = `<Code>${escape(fault.code)}</Code><Message>${escape(fault.message)}</Message>`;
-  if (service === 'ec2') return `<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>${inner}</Error></Errors><RequestID>${requestId}</RequestID></Response>`;
+  if (service === 'ec2')
+    return `<?xml version="1.0" encoding="UTF-8"?>\n<Response><Errors><Error>${inner}</Error></Errors><RequestID>${requestId}</RequestID></Response>`;
   const type = fault.status >= 500 ? 'Receiver' : 'Sender';
   return `<ErrorResponse xmlns="${NAMESPACES[service] ?? ''}"><Error><Type>${type}</Type>${inner}</Error><RequestId>${requestId}</RequestId></ErrorResponse>`;
 }

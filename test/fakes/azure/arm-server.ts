@@ -151,7 +151,13 @@ function deepMerge(target: Record<string, unknown>, patch: Record<string, unknow
   for (const [k, v] of Object.entries(patch)) {
     const current = result[k];
     result[k] =
-      v && typeof v === 'object' && !Array.isArray(v) && current && typeof current === 'object' && !Array.isArray(current) && k !== 'tags'
+      v &&
+      typeof v === 'object' &&
+      !Array.isArray(v) &&
+      current &&
+      typeof current === 'object' &&
+      !Array.isArray(current) &&
+      k !== 'tags'
         ? deepMerge(current as Record<string, unknown>, v as Record<string, unknown>)
         : v;
   }
@@ -211,7 +217,11 @@ export class FakeArm {
       req.on('end', () => {
         fake.handle(req.method ?? 'GET', req.url ?? '/', req.headers, Buffer.concat(chunks).toString('utf8')).then(
           ({ status, body, headers }) => {
-            res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'x-ms-request-id': randomUUID(), ...headers });
+            res.writeHead(status, {
+              'content-type': 'application/json; charset=utf-8',
+              'x-ms-request-id': randomUUID(),
+              ...headers,
+            });
             res.end(body === undefined ? undefined : JSON.stringify(body));
           },
           (err: unknown) => {
@@ -227,7 +237,12 @@ export class FakeArm {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        const reply = fake.wire(req.method ?? 'GET', req.url ?? '/', req.headers, Buffer.concat(chunks).toString('utf8'));
+        const reply = fake.wire(
+          req.method ?? 'GET',
+          req.url ?? '/',
+          req.headers,
+          Buffer.concat(chunks).toString('utf8'),
+        );
         res.writeHead(reply.status, { 'content-type': 'text/xml; charset=utf-8' });
         res.end(reply.body);
       });
@@ -248,14 +263,24 @@ export class FakeArm {
 
   /** The VM whose computer name is `computerName`. */
   private vmByComputerName(computerName: string): Stored | undefined {
-    return [...this.resources.values()].find((r) => /\/virtualMachines\/[^/]+$/i.test(r.id) && (r.body.properties as { osProfile?: { computerName?: string } }).osProfile?.computerName === computerName);
+    return [...this.resources.values()].find(
+      (r) =>
+        /\/virtualMachines\/[^/]+$/i.test(r.id) &&
+        (r.body.properties as { osProfile?: { computerName?: string } }).osProfile?.computerName === computerName,
+    );
   }
 
   /** The wire server's goal state and health report (see the header), for the VM named in the path. */
-  private wire(method: string, rawUrl: string, headers: http.IncomingHttpHeaders, body: string): { status: number; body: string } {
+  private wire(
+    method: string,
+    rawUrl: string,
+    headers: http.IncomingHttpHeaders,
+    body: string,
+  ): { status: number; body: string } {
     const m = /^\/node\/([^/]+)\/machine\/?\?comp=(goalstate|health)$/.exec(rawUrl);
     if (!m) return { status: 404, body: '<Error><Message>not found</Message></Error>' };
-    if (!headers['x-ms-version']) return { status: 400, body: '<Error><Message>x-ms-version header required</Message></Error>' };
+    if (!headers['x-ms-version'])
+      return { status: 400, body: '<Error><Message>x-ms-version header required</Message></Error>' };
     const vm = this.vmByComputerName(m[1]!);
     if (!vm) return { status: 404, body: '<Error><Message>unknown VM</Message></Error>' };
     const instanceId = String(vm.body.name);
@@ -266,8 +291,14 @@ export class FakeArm {
       };
     }
     if (m[2] === 'health' && method === 'POST') {
-      const ready = new RegExp(`<InstanceId>${instanceId}</InstanceId>\\s*<Health>\\s*<State>Ready</State>`).test(body) && body.includes(`<ContainerId>${containerIdOf(vm.id)}</ContainerId>`);
-      if (!ready) return { status: 400, body: '<Error><Message>health report names another container or instance, or no Ready state</Message></Error>' };
+      const ready =
+        new RegExp(`<InstanceId>${instanceId}</InstanceId>\\s*<Health>\\s*<State>Ready</State>`).test(body) &&
+        body.includes(`<ContainerId>${containerIdOf(vm.id)}</ContainerId>`);
+      if (!ready)
+        return {
+          status: 400,
+          body: '<Error><Message>health report names another container or instance, or no Ready state</Message></Error>',
+        };
       const state = this.provisioning.get(key(vm.id));
       if (state) state.reported = true;
       this.tick();
@@ -286,7 +317,11 @@ export class FakeArm {
         continue;
       }
       const set = this.resources.get(vmKey.replace(/\/virtualmachines\/[^/]+$/, ''));
-      const profile = (set?.body.properties as { virtualMachineProfile?: { osProfile?: { linuxConfiguration?: { provisionVMAgent?: boolean } } } } | undefined)?.virtualMachineProfile;
+      const profile = (
+        set?.body.properties as
+          | { virtualMachineProfile?: { osProfile?: { linuxConfiguration?: { provisionVMAgent?: boolean } } } }
+          | undefined
+      )?.virtualMachineProfile;
       const agentOff = profile?.osProfile?.linuxConfiguration?.provisionVMAgent === false;
       const reported = state.reported || (this.vmReady === 'at-boot' && now >= state.createdAt + this.vmBootMs);
       const props = vm.body.properties as Record<string, unknown>;
@@ -295,7 +330,16 @@ export class FakeArm {
         this.provisioning.delete(vmKey);
       } else if (now >= state.createdAt + this.provisioningTimeoutMs) {
         props.provisioningState = 'Failed';
-        props.instanceView = { statuses: [{ code: 'ProvisioningState/failed/OSProvisioningTimedOut', level: 'Error', message: 'OS Provisioning for VM did not finish in the allotted time. The VM may still finish provisioning successfully.' }] };
+        props.instanceView = {
+          statuses: [
+            {
+              code: 'ProvisioningState/failed/OSProvisioningTimedOut',
+              level: 'Error',
+              message:
+                'OS Provisioning for VM did not finish in the allotted time. The VM may still finish provisioning successfully.',
+            },
+          ],
+        };
         this.provisioning.delete(vmKey);
       }
     }
@@ -305,23 +349,42 @@ export class FakeArm {
   private scaleSetProgress(path: string): 'running' | { code: string; message: string } | undefined {
     this.tick();
     const vms = this.scaleSetVms(path);
-    const failed = vms.find((vm) => (vm.body.properties as { provisioningState?: string }).provisioningState === 'Failed');
-    if (failed) return { code: 'OSProvisioningTimedOut', message: `OS Provisioning for VM '${String(failed.body.name)}' did not finish in the allotted time.` };
-    return vms.some((vm) => (vm.body.properties as { provisioningState?: string }).provisioningState === 'Creating') ? 'running' : undefined;
+    const failed = vms.find(
+      (vm) => (vm.body.properties as { provisioningState?: string }).provisioningState === 'Failed',
+    );
+    if (failed)
+      return {
+        code: 'OSProvisioningTimedOut',
+        message: `OS Provisioning for VM '${String(failed.body.name)}' did not finish in the allotted time.`,
+      };
+    return vms.some((vm) => (vm.body.properties as { provisioningState?: string }).provisioningState === 'Creating')
+      ? 'running'
+      : undefined;
   }
 
   /** The VMs of every scale set whose own or model NIC configuration puts them in the backend pool `poolId`. */
-  backendPoolMembers(poolId: string): { id: string; computerName: string; privateIp: string; provisioningState: string }[] {
+  backendPoolMembers(
+    poolId: string,
+  ): { id: string; computerName: string; privateIp: string; provisioningState: string }[] {
     const members = [];
     for (const vm of this.resources.values()) {
       const m = /^(.*\/virtualMachineScaleSets\/[^/]+)\/virtualMachines\/[^/]+$/i.exec(vm.id);
       if (!m) continue;
       const props = vm.body.properties as Record<string, unknown>;
-      const set = this.resources.get(key(m[1]!))?.body.properties as { virtualMachineProfile?: { networkProfile?: unknown } } | undefined;
-      const nics = (props.networkProfileConfiguration as { networkInterfaceConfigurations?: unknown } | undefined)?.networkInterfaceConfigurations
-        ?? (set?.virtualMachineProfile?.networkProfile as { networkInterfaceConfigurations?: unknown } | undefined)?.networkInterfaceConfigurations;
+      const set = this.resources.get(key(m[1]!))?.body.properties as
+        { virtualMachineProfile?: { networkProfile?: unknown } } | undefined;
+      const nics =
+        (props.networkProfileConfiguration as { networkInterfaceConfigurations?: unknown } | undefined)
+          ?.networkInterfaceConfigurations ??
+        (set?.virtualMachineProfile?.networkProfile as { networkInterfaceConfigurations?: unknown } | undefined)
+          ?.networkInterfaceConfigurations;
       if (referencedIds({ nics }).some((ref) => ref.toLowerCase() === poolId.toLowerCase())) {
-        members.push({ id: vm.id, computerName: String((props.osProfile as { computerName: string }).computerName), privateIp: String(props.privateIp), provisioningState: String(props.provisioningState) });
+        members.push({
+          id: vm.id,
+          computerName: String((props.osProfile as { computerName: string }).computerName),
+          privateIp: String(props.privateIp),
+          provisioningState: String(props.provisioningState),
+        });
       }
     }
     return members;
@@ -344,17 +407,33 @@ export class FakeArm {
    * A gallery image definition as Azure serves it (community, shared or own gallery, by the image reference the
    * config names), with its SecurityType feature: confidential VMs boot only images marked for them.
    */
-  seedGalleryImage(subscription: string, location: string, image: string, securityType = 'ConfidentialVMSupported'): void {
+  seedGalleryImage(
+    subscription: string,
+    location: string,
+    image: string,
+    securityType = 'ConfidentialVMSupported',
+  ): void {
     const community = /^\/CommunityGalleries\/([^/]+)\/Images\/([^/]+)/i.exec(image);
     const shared = /^\/SharedGalleries\/([^/]+)\/Images\/([^/]+)/i.exec(image);
-    const own = /^(\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/providers\/Microsoft\.Compute\/galleries\/[^/]+\/images\/[^/]+)/i.exec(image);
+    const own =
+      /^(\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/providers\/Microsoft\.Compute\/galleries\/[^/]+\/images\/[^/]+)/i.exec(
+        image,
+      );
     const path = community
       ? `/subscriptions/${subscription}/providers/Microsoft.Compute/locations/${location}/communityGalleries/${community[1]}/images/${community[2]}`
       : shared
         ? `/subscriptions/${subscription}/providers/Microsoft.Compute/locations/${location}/sharedGalleries/${shared[1]}/images/${shared[2]}`
         : own?.[1];
     if (!path) throw new Error(`not a gallery image: ${image}`);
-    this.seed(path, { location, properties: { osType: 'Linux', osState: 'Generalized', hyperVGeneration: 'V2', features: [{ name: 'SecurityType', value: securityType }] } });
+    this.seed(path, {
+      location,
+      properties: {
+        osType: 'Linux',
+        osState: 'Generalized',
+        hyperVGeneration: 'V2',
+        features: [{ name: 'SecurityType', value: securityType }],
+      },
+    });
   }
 
   /** The subscription is not registered for these resource provider namespaces (as a fresh subscription). */
@@ -376,7 +455,15 @@ export class FakeArm {
     } else if (register || method !== 'GET') {
       return error(405, 'MethodNotAllowed', `${method} is not supported`);
     }
-    return { status: 200, body: { id: `/subscriptions/${subscription}/providers/${namespace}`, namespace, registrationState: this.registrationState(namespace), resourceTypes: [] } };
+    return {
+      status: 200,
+      body: {
+        id: `/subscriptions/${subscription}/providers/${namespace}`,
+        namespace,
+        registrationState: this.registrationState(namespace),
+        resourceTypes: [],
+      },
+    };
   }
 
   inject(fault: Fault): void {
@@ -386,7 +473,10 @@ export class FakeArm {
   /** Ids of the resources that exist (top-level ones, without scale set VMs), sorted. */
   resourceIds(): string[] {
     // VMs belong to their scale set; gallery images are the image publisher's, not the subscription's.
-    return [...this.resources.values()].map((r) => r.id).filter((id) => !/\/virtualMachines\/|\/(communityGalleries|sharedGalleries)\//i.test(id)).sort();
+    return [...this.resources.values()]
+      .map((r) => r.id)
+      .filter((id) => !/\/virtualMachines\/|\/(communityGalleries|sharedGalleries)\//i.test(id))
+      .sort();
   }
 
   get(id: string): Record<string, unknown> | undefined {
@@ -428,32 +518,52 @@ export class FakeArm {
     this.requests.push(logged);
     this.onRequest?.(logged);
     if (headers.authorization !== `Bearer ${FAKE_TOKEN}`) {
-      return error(401, 'AuthenticationFailed', 'Authentication failed. The Authorization header is missing or invalid.');
+      return error(
+        401,
+        'AuthenticationFailed',
+        'Authentication failed. The Authorization header is missing or invalid.',
+      );
     }
-    if (!url.searchParams.get('api-version')) return error(400, 'MissingApiVersionParameter', 'The api-version query parameter (?api-version=) is required for all requests.');
+    if (!url.searchParams.get('api-version'))
+      return error(
+        400,
+        'MissingApiVersionParameter',
+        'The api-version query parameter (?api-version=) is required for all requests.',
+      );
     this.finishDueOperations();
     this.tick();
 
     const fault = this.faults.find(
-      (f) => (f.times ?? 1) > 0 && (!f.method || f.method === method) && (typeof f.path === 'string' ? path.toLowerCase().includes(f.path.toLowerCase()) : f.path.test(path)),
+      (f) =>
+        (f.times ?? 1) > 0 &&
+        (!f.method || f.method === method) &&
+        (typeof f.path === 'string' ? path.toLowerCase().includes(f.path.toLowerCase()) : f.path.test(path)),
     );
     let asyncError: Fault['asyncError'];
     if (fault) {
       fault.times = (fault.times ?? 1) - 1;
       if (fault.asyncError) asyncError = fault.asyncError;
-      else return { ...error(fault.status ?? 500, fault.code ?? 'InternalServerError', fault.message ?? 'Injected fault.'), headers: fault.headers };
+      else
+        return {
+          ...error(fault.status ?? 500, fault.code ?? 'InternalServerError', fault.message ?? 'Injected fault.'),
+          headers: fault.headers,
+        };
     }
 
     const segs = segmentsOf(path);
     const opIndex = segs.findIndex((s) => s.toLowerCase() === 'operations' || s.toLowerCase() === 'operationresults');
-    if (method === 'GET' && opIndex > 0 && segs[opIndex - 2]?.toLowerCase() === 'locations') return this.operationStatus(segs[opIndex], segs[opIndex + 1]);
+    if (method === 'GET' && opIndex > 0 && segs[opIndex - 2]?.toLowerCase() === 'locations')
+      return this.operationStatus(segs[opIndex], segs[opIndex + 1]);
 
     const provider = /^\/subscriptions\/([^/]+)\/providers\/([^/]+)(\/register)?$/i.exec(path);
     if (provider) return this.resourceProvider(method, provider[1]!, provider[2]!, Boolean(provider[3]));
-    if (/\/virtualMachineScaleSets\/[^/]+\/networkInterfaces$/i.test(path) && method === 'GET') return this.listScaleSetNics(path);
-    if (/^\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/resources$/i.test(path) && method === 'GET') return this.listByTag(path, url.searchParams);
+    if (/\/virtualMachineScaleSets\/[^/]+\/networkInterfaces$/i.test(path) && method === 'GET')
+      return this.listScaleSetNics(path);
+    if (/^\/subscriptions\/[^/]+\/resourceGroups\/[^/]+\/resources$/i.test(path) && method === 'GET')
+      return this.listByTag(path, url.searchParams);
 
-    if (method === 'PUT' && /\/virtualMachineScaleSets\/[^/]+\/virtualMachines\/[^/]+$/i.test(path)) return this.putVm(path, body ?? {}, asyncError);
+    if (method === 'PUT' && /\/virtualMachineScaleSets\/[^/]+\/virtualMachines\/[^/]+$/i.test(path))
+      return this.putVm(path, body ?? {}, asyncError);
 
     switch (method) {
       case 'HEAD':
@@ -495,22 +605,43 @@ export class FakeArm {
       if (!/\/providers\/Microsoft\.Network\//i.test(ref)) continue;
       const top = topLevelOf(ref);
       const selfRef = key(top) === key(path);
-      const owner = selfRef ? { properties: (body.properties ?? {}) as Record<string, unknown> } : this.resources.get(key(top))?.body;
-      if (!owner) return error(400, 'InvalidResourceReference', `Resource ${ref} referenced by resource ${path} was not found. Please make sure that the referenced resource exists, and that both resources are in the same region.`);
+      const owner = selfRef
+        ? { properties: (body.properties ?? {}) as Record<string, unknown> }
+        : this.resources.get(key(top))?.body;
+      if (!owner)
+        return error(
+          400,
+          'InvalidResourceReference',
+          `Resource ${ref} referenced by resource ${path} was not found. Please make sure that the referenced resource exists, and that both resources are in the same region.`,
+        );
       const state = (owner.properties as Record<string, unknown> | undefined)?.provisioningState;
-      if (!selfRef && state !== 'Succeeded') return error(400, 'ReferencedResourceNotProvisioned', `Cannot proceed with operation because resource ${top} used by resource ${path} is not in Succeeded state. Resource is in ${String(state)} state.`);
+      if (!selfRef && state !== 'Succeeded')
+        return error(
+          400,
+          'ReferencedResourceNotProvisioned',
+          `Cannot proceed with operation because resource ${top} used by resource ${path} is not in Succeeded state. Resource is in ${String(state)} state.`,
+        );
       const child = segmentsOf(ref.slice(top.length));
       if (child.length === 2) {
         const list = (owner.properties as Record<string, unknown>)[child[0]] as { name?: string }[] | undefined;
         if (!list?.some((c) => c.name?.toLowerCase() === child[1].toLowerCase())) {
-          return error(400, 'InvalidResourceReference', `Resource ${ref} referenced by resource ${path} was not found.`);
+          return error(
+            400,
+            'InvalidResourceReference',
+            `Resource ${ref} referenced by resource ${path} was not found.`,
+          );
         }
       }
     }
     return undefined;
   }
 
-  private startOperation(path: string, finish: () => void, asyncError?: Fault['asyncError'], waitFor?: Operation['waitFor']): string {
+  private startOperation(
+    path: string,
+    finish: () => void,
+    asyncError?: Fault['asyncError'],
+    waitFor?: Operation['waitFor'],
+  ): string {
     const id = randomUUID();
     const segs = segmentsOf(path);
     const p = segs.findIndex((s) => s.toLowerCase() === 'providers');
@@ -535,7 +666,8 @@ export class FakeArm {
       if (progress === 'running') running = true;
       else if (progress) op.error = progress;
     }
-    if (kind.toLowerCase() === 'operationresults') return { status: running ? 202 : 200, body: running ? undefined : {} };
+    if (kind.toLowerCase() === 'operationresults')
+      return { status: running ? 202 : 200, body: running ? undefined : {} };
     return {
       status: 200,
       body: {
@@ -550,13 +682,22 @@ export class FakeArm {
   private withDefaults(path: string, body: Record<string, unknown>, state: string): Record<string, unknown> {
     const segs = segmentsOf(path);
     const type = typeOf(path);
-    const properties: Record<string, unknown> = { ...((body.properties as Record<string, unknown>) ?? {}), provisioningState: state };
+    const properties: Record<string, unknown> = {
+      ...((body.properties as Record<string, unknown>) ?? {}),
+      provisioningState: state,
+    };
     const lower = type.toLowerCase();
-    if (lower === 'microsoft.network/publicipaddresses' && !properties.ipAddress) properties.ipAddress = `${this.publicIpBase}.${this.nextPublicIp++}`;
+    if (lower === 'microsoft.network/publicipaddresses' && !properties.ipAddress)
+      properties.ipAddress = `${this.publicIpBase}.${this.nextPublicIp++}`;
     if (lower === 'microsoft.managedidentity/userassignedidentities') {
-      Object.assign(properties, { principalId: properties.principalId ?? randomUUID(), clientId: properties.clientId ?? randomUUID(), tenantId: FAKE_TENANT });
+      Object.assign(properties, {
+        principalId: properties.principalId ?? randomUUID(),
+        clientId: properties.clientId ?? randomUUID(),
+        tenantId: FAKE_TENANT,
+      });
     }
-    if (lower === 'microsoft.authorization/roleassignments') properties.scope = topLevelOf(path).replace(/\/providers\/Microsoft\.Authorization.*$/i, '');
+    if (lower === 'microsoft.authorization/roleassignments')
+      properties.scope = topLevelOf(path).replace(/\/providers\/Microsoft\.Authorization.*$/i, '');
     // Sub-resources (subnets, pools, probes, ...) get their ids, as Azure returns them.
     for (const [k, v] of Object.entries(properties)) {
       if (Array.isArray(v) && v.every((x) => x && typeof x === 'object' && 'name' in x)) {
@@ -570,7 +711,11 @@ export class FakeArm {
     if (isCollection(path)) return error(405, 'MethodNotAllowed', 'PUT on a collection');
     const namespace = typeOf(path).split('/')[0]!;
     if (this.registrationState(namespace) !== 'Registered') {
-      return error(409, 'MissingSubscriptionRegistration', `The subscription is not registered to use namespace '${namespace}'. See https://aka.ms/rps-not-found for how to register subscriptions.`);
+      return error(
+        409,
+        'MissingSubscriptionRegistration',
+        `The subscription is not registered to use namespace '${namespace}'. See https://aka.ms/rps-not-found for how to register subscriptions.`,
+      );
     }
     const parentGroup = '/' + segmentsOf(path).slice(0, 4).join('/');
     if (segmentsOf(path).length > 4 && !this.resources.has(key(parentGroup))) {
@@ -582,13 +727,19 @@ export class FakeArm {
     if (!this.isLongRunning(path)) {
       const stored = this.withDefaults(path, body, 'Succeeded');
       const previous = this.resources.get(key(path))?.body.properties as Record<string, unknown> | undefined;
-      if (previous?.principalId) Object.assign(stored.properties as object, { principalId: previous.principalId, clientId: previous.clientId });
+      if (previous?.principalId)
+        Object.assign(stored.properties as object, { principalId: previous.principalId, clientId: previous.clientId });
       this.resources.set(key(path), { id: path, body: stored });
       return { status: existed ? 200 : 201, body: stored };
     }
     const stored = this.withDefaults(path, body, existed ? 'Updating' : 'Creating');
     this.resources.set(key(path), { id: path, body: stored });
-    const operation = this.startOperation(path, () => this.provisioned(path), asyncError, this.isScaleSet(path) ? () => this.scaleSetProgress(path) : undefined);
+    const operation = this.startOperation(
+      path,
+      () => this.provisioned(path),
+      asyncError,
+      this.isScaleSet(path) ? () => this.scaleSetProgress(path) : undefined,
+    );
     return { status: existed ? 200 : 201, body: stored, headers: { 'Azure-AsyncOperation': operation } };
   }
 
@@ -596,7 +747,8 @@ export class FakeArm {
   private putVm(path: string, body: Record<string, unknown>, asyncError?: Fault['asyncError']): Reply {
     const stored = this.resources.get(key(path));
     if (!stored) return notFound(path);
-    const nics = (body.properties as { networkProfileConfiguration?: unknown } | undefined)?.networkProfileConfiguration;
+    const nics = (body.properties as { networkProfileConfiguration?: unknown } | undefined)
+      ?.networkProfileConfiguration;
     const invalid = nics ? this.checkReferences(path, { nics }) : undefined;
     if (invalid) return invalid;
     const props = stored.body.properties as Record<string, unknown>;
@@ -614,7 +766,12 @@ export class FakeArm {
     if (!stored) return notFound(path);
     stored.body = deepMerge(stored.body, body);
     (stored.body.properties as Record<string, unknown>).provisioningState = 'Updating';
-    const operation = this.startOperation(path, () => this.provisioned(path), asyncError, this.isScaleSet(path) ? () => this.scaleSetProgress(path) : undefined);
+    const operation = this.startOperation(
+      path,
+      () => this.provisioned(path),
+      asyncError,
+      this.isScaleSet(path) ? () => this.scaleSetProgress(path) : undefined,
+    );
     return { status: 200, body: stored.body, headers: { 'Azure-AsyncOperation': operation } };
   }
 
@@ -639,10 +796,15 @@ export class FakeArm {
     const stored = this.resources.get(key(path))!;
     const capacity = Number((stored.body.sku as { capacity?: number } | undefined)?.capacity ?? 0);
     const vms = this.scaleSetVms(path);
-    const model = ((stored.body.properties as Record<string, unknown>).virtualMachineProfile ?? {}) as Record<string, unknown>;
+    const model = ((stored.body.properties as Record<string, unknown>).virtualMachineProfile ?? {}) as Record<
+      string,
+      unknown
+    >;
     const prefix = String(
-      ((stored.body.properties as Record<string, unknown>).virtualMachineProfile as { osProfile?: { computerNamePrefix?: string } } | undefined)?.osProfile
-        ?.computerNamePrefix ?? segmentsOf(path).at(-1),
+      (
+        (stored.body.properties as Record<string, unknown>).virtualMachineProfile as
+          { osProfile?: { computerNamePrefix?: string } } | undefined
+      )?.osProfile?.computerNamePrefix ?? segmentsOf(path).at(-1),
     );
     for (let n = vms.length; n < capacity; n++) {
       const instance = this.nextInstance.get(key(path)) ?? 0;
@@ -662,7 +824,11 @@ export class FakeArm {
             vmId: randomUUID(),
             timeCreated: new Date().toISOString(),
             latestModelApplied: true,
-            storageProfile: { imageReference: structuredClone((model.storageProfile as { imageReference?: unknown } | undefined)?.imageReference ?? {}) },
+            storageProfile: {
+              imageReference: structuredClone(
+                (model.storageProfile as { imageReference?: unknown } | undefined)?.imageReference ?? {},
+              ),
+            },
             osProfile: { computerName: `${prefix}${instance.toString(36).padStart(6, '0')}` },
             privateIp: `${this.privateIpBase}.${this.nextIp++}`,
           },
@@ -674,9 +840,15 @@ export class FakeArm {
     const surplus = vms.length - capacity;
     if (surplus > 0) {
       // The scale-in policy (see the header): Default deletes the highest instance ids (one zone, one fault domain).
-      const rule = ((stored.body.properties as { scaleInPolicy?: { rules?: string[] } }).scaleInPolicy?.rules ?? ['Default'])[0];
+      const rule = ((stored.body.properties as { scaleInPolicy?: { rules?: string[] } }).scaleInPolicy?.rules ?? [
+        'Default',
+      ])[0];
       const byId = vms.sort((a, b) => Number(b.body.instanceId) - Number(a.body.instanceId));
-      const byAge = [...vms].sort((a, b) => String((b.body.properties as { timeCreated: string }).timeCreated).localeCompare(String((a.body.properties as { timeCreated: string }).timeCreated)));
+      const byAge = [...vms].sort((a, b) =>
+        String((b.body.properties as { timeCreated: string }).timeCreated).localeCompare(
+          String((a.body.properties as { timeCreated: string }).timeCreated),
+        ),
+      );
       const victims = rule === 'OldestVM' ? byAge.reverse() : rule === 'NewestVM' ? byAge : byId;
       for (const vm of victims.slice(0, surplus)) this.resources.delete(key(vm.id));
     }
@@ -691,7 +863,11 @@ export class FakeArm {
         primary: true,
         virtualMachine: { id: vm.id },
         ipConfigurations: [
-          { id: `${vm.id}/networkInterfaces/node-nic/ipConfigurations/node-ip`, name: 'node-ip', properties: { primary: true, privateIPAddress: (vm.body.properties as { privateIp: string }).privateIp } },
+          {
+            id: `${vm.id}/networkInterfaces/node-nic/ipConfigurations/node-ip`,
+            name: 'node-ip',
+            properties: { primary: true, privateIPAddress: (vm.body.properties as { privateIp: string }).privateIp },
+          },
         ],
       },
     }));
@@ -724,11 +900,16 @@ export class FakeArm {
     const users = vmMatch ? [] : this.usersOf(path);
     if (users.length > 0 && segmentsOf(path).length > 4) {
       const type = String(stored.body.type).split('/').pop();
-      return error(400, 'InUseResourceCannotBeDeleted', `${type} ${path} is in use by ${users.join(', ')} and cannot be deleted.`);
+      return error(
+        400,
+        'InUseResourceCannotBeDeleted',
+        `${type} ${path} is in use by ${users.join(', ')} and cannot be deleted.`,
+      );
     }
     const remove = () => {
       const prefix = key(path);
-      for (const k of [...this.resources.keys()]) if (k === prefix || k.startsWith(prefix + '/')) this.resources.delete(k);
+      for (const k of [...this.resources.keys()])
+        if (k === prefix || k.startsWith(prefix + '/')) this.resources.delete(k);
       if (vmMatch) {
         const set = this.resources.get(key(vmMatch[1]));
         const sku = set?.body.sku as { capacity?: number } | undefined;
@@ -764,5 +945,9 @@ function error(status: number, code: string, message: string): Reply {
 function notFound(path: string): Reply {
   const segs = segmentsOf(path);
   if (segs.length === 4) return error(404, 'ResourceGroupNotFound', `Resource group '${segs[3]}' could not be found.`);
-  return error(404, 'ResourceNotFound', `The Resource '${typeOf(path)}/${segs.at(-1)}' under resource group '${segs[3]}' was not found.`);
+  return error(
+    404,
+    'ResourceNotFound',
+    `The Resource '${typeOf(path)}/${segs.at(-1)}' under resource group '${segs[3]}' was not found.`,
+  );
 }

@@ -48,9 +48,14 @@ export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        if (url.searchParams.get('comp') === 'health' && /<State>Ready<\/State>/.test(Buffer.concat(chunks).toString())) readyReports++;
+        if (url.searchParams.get('comp') === 'health' && /<State>Ready<\/State>/.test(Buffer.concat(chunks).toString()))
+          readyReports++;
         res.writeHead(200, { 'content-type': 'text/xml' });
-        res.end(url.searchParams.get('comp') === 'goalstate' ? `<GoalState><Incarnation>1</Incarnation><Container><ContainerId>c-1</ContainerId><RoleInstanceList><RoleInstance><InstanceId>${vm.name}</InstanceId></RoleInstance></RoleInstanceList></Container></GoalState>` : '');
+        res.end(
+          url.searchParams.get('comp') === 'goalstate'
+            ? `<GoalState><Incarnation>1</Incarnation><Container><ContainerId>c-1</ContainerId><RoleInstanceList><RoleInstance><InstanceId>${vm.name}</InstanceId></RoleInstance></RoleInstanceList></Container></GoalState>`
+            : '',
+        );
       });
       return;
     }
@@ -60,10 +65,18 @@ export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
       return;
     }
     if (url.pathname === '/metadata/identity/oauth2/token') {
-      tokenRequests.push({ resource: url.searchParams.get('resource') ?? '', apiVersion: url.searchParams.get('api-version') ?? '' });
+      tokenRequests.push({
+        resource: url.searchParams.get('resource') ?? '',
+        apiVersion: url.searchParams.get('api-version') ?? '',
+      });
       if (!url.searchParams.get('resource') || !url.searchParams.get('api-version')) {
         res.writeHead(400, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ error: 'invalid_request', error_description: 'Required query variable resource or api-version is missing' }));
+        res.end(
+          JSON.stringify({
+            error: 'invalid_request',
+            error_description: 'Required query variable resource or api-version is missing',
+          }),
+        );
         return;
       }
       if (!vm.managedIdentity) {
@@ -73,7 +86,14 @@ export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
       }
       const expiresOn = Math.floor(Date.now() / 1000) + 3600;
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ access_token: vm.managedIdentity.token, expires_on: String(expiresOn), resource: url.searchParams.get('resource'), token_type: 'Bearer' }));
+      res.end(
+        JSON.stringify({
+          access_token: vm.managedIdentity.token,
+          expires_on: String(expiresOn),
+          resource: url.searchParams.get('resource'),
+          token_type: 'Bearer',
+        }),
+      );
       return;
     }
     if (url.pathname === '/metadata/THIM/amd/certification' && vm.thim) {
@@ -96,7 +116,9 @@ export async function startFakeImds(vm: ImdsVm): Promise<FakeImds> {
           resourceGroupName: vm.resourceGroupName,
           vmScaleSetName: vm.resourceId.split('/')[8],
           osProfile: { computerName: vm.computerName, adminUsername: 'constell' },
-          tags: Object.entries(vm.tags).map(([k, v]) => `${k}:${v}`).join(';'),
+          tags: Object.entries(vm.tags)
+            .map(([k, v]) => `${k}:${v}`)
+            .join(';'),
           tagsList: Object.entries(vm.tags).map(([name, value]) => ({ name, value })),
           location: 'westeurope',
         },

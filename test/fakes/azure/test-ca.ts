@@ -16,7 +16,8 @@ export interface TestTls {
 const ALGORITHM = { name: 'ECDSA', namedCurve: 'P-256', hash: 'SHA-256' } as const;
 
 type Keys = x509.X509CertificateCreateSelfSignedParams['keys'];
-const generateKeys = async () => (await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify'])) as unknown as Keys;
+const generateKeys = async () =>
+  (await webcrypto.subtle.generateKey(ALGORITHM, true, ['sign', 'verify'])) as unknown as Keys;
 const serialNumber = () => `01${randomBytes(15).toString('hex')}`;
 
 async function makeTls(): Promise<TestTls> {
@@ -39,12 +40,19 @@ async function makeTls(): Promise<TestTls> {
     signingKey: caKeys.privateKey,
     signingAlgorithm: ALGORITHM,
     ...validity,
-    extensions: [new x509.SubjectAlternativeNameExtension([{ type: 'ip', value: '127.0.0.1' }, { type: 'dns', value: 'localhost' }])],
+    extensions: [
+      new x509.SubjectAlternativeNameExtension([
+        { type: 'ip', value: '127.0.0.1' },
+        { type: 'dns', value: 'localhost' },
+      ]),
+    ],
   });
   return {
     caPem: ca.toString('pem'),
     certPem: server.toString('pem'),
-    keyPem: KeyObject.from(serverKeys.privateKey as unknown as webcrypto.CryptoKey).export({ type: 'pkcs8', format: 'pem' }).toString(),
+    keyPem: KeyObject.from(serverKeys.privateKey as unknown as webcrypto.CryptoKey)
+      .export({ type: 'pkcs8', format: 'pem' })
+      .toString(),
   };
 }
 

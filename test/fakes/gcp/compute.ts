@@ -161,7 +161,9 @@ export class FakeCompute {
 
   /** Resources of a collection (all when omitted), as GCP would return them. */
   list(collection?: string): Json[] {
-    return [...this.resources.values()].filter((s) => !collection || s.collection === collection).map((s) => s.resource);
+    return [...this.resources.values()]
+      .filter((s) => !collection || s.collection === collection)
+      .map((s) => s.resource);
   }
 
   async handle(req: FakeRequest): Promise<FakeResponse | undefined> {
@@ -170,18 +172,24 @@ export class FakeCompute {
     this.tick();
     const project = m[1]!;
     const rest = m[2]!.split('/');
-    if (rest[0] === 'aggregated' && rest[1] === 'instances' && req.method === 'GET') return this.aggregatedInstances(project, req);
+    if (rest[0] === 'aggregated' && rest[1] === 'instances' && req.method === 'GET')
+      return this.aggregatedInstances(project, req);
 
     // Scope: global | regions/R | zones/Z
     const scope = rest[0] === 'global' ? 'global' : `${rest[0]}/${rest[1]}`;
     const tail = rest.slice(scope === 'global' ? 1 : 2);
     const [collection, name, verb] = tail;
     if (collection === 'operations' && name) return this.operation(project, scope, name, verb === 'wait');
-    if (!collection || !COLLECTIONS.has(collection)) throw new HttpError(404, `Unknown collection ${collection}`, 'notFound');
+    if (!collection || !COLLECTIONS.has(collection))
+      throw new HttpError(404, `Unknown collection ${collection}`, 'notFound');
     const key = `projects/${project}/${scope}/${collection}/${name ?? ''}`;
 
     if (!name) {
-      if (req.method === 'GET') return json({ kind: `compute#${collection}List`, items: this.filtered(project, scope, collection, req.query.get('filter')) });
+      if (req.method === 'GET')
+        return json({
+          kind: `compute#${collection}List`,
+          items: this.filtered(project, scope, collection, req.query.get('filter')),
+        });
       if (req.method === 'POST') return this.insert(req, project, scope, collection, req.body as Json);
     } else if (!verb) {
       if (req.method === 'GET') return json(this.mustGet(key).resource);
@@ -215,7 +223,9 @@ export class FakeCompute {
 
   private filtered(project: string, scope: string, collection: string, filter: string | null): Json[] {
     const prefix = `projects/${project}/${scope}/${collection}/`;
-    return [...this.resources.values()].filter((s) => s.key.startsWith(prefix) && matchesFilter(s.resource, filter)).map((s) => s.resource);
+    return [...this.resources.values()]
+      .filter((s) => s.key.startsWith(prefix) && matchesFilter(s.resource, filter))
+      .map((s) => s.resource);
   }
 
   private aggregatedInstances(project: string, req: FakeRequest): FakeResponse {
@@ -246,9 +256,20 @@ export class FakeCompute {
     return refs;
   }
 
-  private newOperation(project: string, scope: string, type: string, targetKey: string, fault?: OperationFault): FakeOperation {
+  private newOperation(
+    project: string,
+    scope: string,
+    type: string,
+    targetKey: string,
+    fault?: OperationFault,
+  ): FakeOperation {
     const name = `operation-${Date.now()}-${++this.counter}`;
-    const scopeUrl = scope === 'global' ? {} : scope.startsWith('zones/') ? { zone: this.url(`projects/${project}/${scope}`) } : { region: this.url(`projects/${project}/${scope}`) };
+    const scopeUrl =
+      scope === 'global'
+        ? {}
+        : scope.startsWith('zones/')
+          ? { zone: this.url(`projects/${project}/${scope}`) }
+          : { region: this.url(`projects/${project}/${scope}`) };
     const op: FakeOperation = {
       project,
       scope,
@@ -288,7 +309,12 @@ export class FakeCompute {
 
   private async operation(project: string, scope: string, name: string, wait: boolean): Promise<FakeResponse> {
     const op = this.operations.get(`${project}/${scope}/${name}`);
-    if (!op) throw new HttpError(404, `The resource 'projects/${project}/${scope}/operations/${name}' was not found`, 'notFound');
+    if (!op)
+      throw new HttpError(
+        404,
+        `The resource 'projects/${project}/${scope}/operations/${name}' was not found`,
+        'notFound',
+      );
     if (wait) {
       const until = Math.min(op.doneAt, Date.now() + this.waitTimeoutMs);
       const delay = until - Date.now();
@@ -304,14 +330,17 @@ export class FakeCompute {
 
   private insert(req: FakeRequest, project: string, scope: string, collection: string, body: Json): FakeResponse {
     const name = String(body?.name ?? '');
-    if (!/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name)) throw new HttpError(400, `Invalid value for field 'resource.name': '${name}'.`, 'invalid');
+    if (!/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name))
+      throw new HttpError(400, `Invalid value for field 'resource.name': '${name}'.`, 'invalid');
     const key = `projects/${project}/${scope}/${collection}/${name}`;
     if (this.resources.has(key)) throw new HttpError(409, `The resource '${key}' already exists`, 'alreadyExists');
     const refs = this.references(body);
     // Subnetworks, routers and firewalls change their network; instance templates and the rest only refer to it.
     const network = NETWORK_CHANGES.has(collection) ? [...refs].find((r) => /\/global\/networks\//.test(r)) : undefined;
     if (network) {
-      const busy = [...this.operations.values()].find((o) => o.network === network && o.op.status !== 'DONE' && Date.now() < o.doneAt);
+      const busy = [...this.operations.values()].find(
+        (o) => o.network === network && o.op.status !== 'DONE' && Date.now() < o.doneAt,
+      );
       if (busy) {
         this.notReadyRefusals++;
         throw new HttpError(400, `The resource '${network}' is not ready`, 'resourceNotReady');
@@ -329,7 +358,11 @@ export class FakeCompute {
       creationTimestamp: new Date().toISOString(),
       selfLink: this.url(key),
     };
-    if (collection === 'addresses') Object.assign(resource, { address: `${this.ips.publicIpBase ?? '203.0.113'}.${++this.nextIp % 250}`, status: 'RESERVED' });
+    if (collection === 'addresses')
+      Object.assign(resource, {
+        address: `${this.ips.publicIpBase ?? '203.0.113'}.${++this.nextIp % 250}`,
+        status: 'RESERVED',
+      });
     this.resources.set(key, { key, collection, resource, refs });
     if (collection === 'instanceGroupManagers') this.createGroup(project, scope, key, resource);
     return this.operationResponse(op);
@@ -337,7 +370,12 @@ export class FakeCompute {
 
   private createGroup(project: string, scope: string, key: string, igm: Json): void {
     const groupKey = key.replace('/instanceGroupManagers/', '/instanceGroups/');
-    const group = { kind: 'compute#instanceGroup', name: igm.name, selfLink: this.url(groupKey), namedPorts: igm.namedPorts ?? [] };
+    const group = {
+      kind: 'compute#instanceGroup',
+      name: igm.name,
+      selfLink: this.url(groupKey),
+      namedPorts: igm.namedPorts ?? [],
+    };
     this.resources.set(groupKey, { key: groupKey, collection: 'instanceGroups', resource: group, refs: new Set() });
     igm.instanceGroup = this.url(groupKey);
     for (let i = 0; i < Number(igm.targetSize ?? 0); i++) this.addInstance(project, scope, igm);
@@ -345,15 +383,23 @@ export class FakeCompute {
 
   private members(igmKey: string): Stored[] {
     const igm = this.resources.get(igmKey);
-    return [...this.resources.values()].filter((s) => s.collection === 'instances' && s.resource.createdBy === igm?.resource.selfLink);
+    return [...this.resources.values()].filter(
+      (s) => s.collection === 'instances' && s.resource.createdBy === igm?.resource.selfLink,
+    );
   }
 
-  private addInstance(project: string, scope: string, igm: Json, preserved: { name?: string; networkIP?: string; disks?: Record<string, string> } = {}): string {
+  private addInstance(
+    project: string,
+    scope: string,
+    igm: Json,
+    preserved: { name?: string; networkIP?: string; disks?: Record<string, string> } = {},
+  ): string {
     const templateKey = String(igm.instanceTemplate).slice(String(igm.instanceTemplate).indexOf('projects/'));
     const props = (this.resources.get(templateKey)?.resource.properties ?? {}) as Json;
     const name = preserved.name ?? `${igm.baseInstanceName}-${randomBytes(2).toString('hex')}`;
     const diskUrl = (deviceName: unknown) =>
-      preserved.disks?.[String(deviceName)] ?? this.url(`projects/${project}/${scope}/disks/${name}-${String(deviceName)}-${randomBytes(3).toString('hex')}`);
+      preserved.disks?.[String(deviceName)] ??
+      this.url(`projects/${project}/${scope}/disks/${name}-${String(deviceName)}-${randomBytes(3).toString('hex')}`);
     const key = `projects/${project}/${scope}/instances/${name}`;
     const nics = (props.networkInterfaces as Json[] | undefined) ?? [{}];
     const instance: Json = {
@@ -378,7 +424,11 @@ export class FakeCompute {
       confidentialInstanceConfig: props.confidentialInstanceConfig,
       shieldedInstanceConfig: props.shieldedInstanceConfig,
       scheduling: props.scheduling,
-      networkInterfaces: nics.map((nic) => ({ ...nic, networkIP: preserved.networkIP ?? `${this.ips.privateIpBase ?? '192.168.178'}.${++this.nextIp % 250}`, name: 'nic0' })),
+      networkInterfaces: nics.map((nic) => ({
+        ...nic,
+        networkIP: preserved.networkIP ?? `${this.ips.privateIpBase ?? '192.168.178'}.${++this.nextIp % 250}`,
+        name: 'nic0',
+      })),
       createdBy: igm.selfLink,
       selfLink: this.url(key),
     };
@@ -390,9 +440,18 @@ export class FakeCompute {
   private delete(project: string, scope: string, key: string): FakeResponse {
     const stored = this.mustGet(key);
     const dependents = (k: string) => [...this.resources.values()].filter((s) => s.refs.has(k));
-    const blocking = [...dependents(key), ...(stored.collection === 'instanceGroupManagers' ? dependents(key.replace('/instanceGroupManagers/', '/instanceGroups/')) : [])];
+    const blocking = [
+      ...dependents(key),
+      ...(stored.collection === 'instanceGroupManagers'
+        ? dependents(key.replace('/instanceGroupManagers/', '/instanceGroups/'))
+        : []),
+    ];
     if (blocking.length > 0) {
-      throw new HttpError(400, `The resource '${key}' is already being used by '${blocking[0]!.key}'`, 'resourceInUseByAnotherResource');
+      throw new HttpError(
+        400,
+        `The resource '${key}' is already being used by '${blocking[0]!.key}'`,
+        'resourceInUseByAnotherResource',
+      );
     }
     if (stored.collection === 'instanceGroupManagers') {
       for (const member of this.members(key)) this.resources.delete(member.key);
@@ -402,7 +461,9 @@ export class FakeCompute {
     this.booting.delete(key);
     // A managed instance deleted behind its group's back: the group keeps its target size and makes another one.
     if (stored.collection === 'instances' && stored.resource.createdBy) {
-      const igm = [...this.resources.values()].find((s) => s.collection === 'instanceGroupManagers' && s.resource.selfLink === stored.resource.createdBy);
+      const igm = [...this.resources.values()].find(
+        (s) => s.collection === 'instanceGroupManagers' && s.resource.selfLink === stored.resource.createdBy,
+      );
       if (igm) this.addInstance(project, scope, igm.resource);
     }
     return this.operationResponse(this.newOperation(project, scope, 'delete', key));
@@ -410,7 +471,8 @@ export class FakeCompute {
 
   private resize(project: string, scope: string, key: string, size: number): FakeResponse {
     const igm = this.mustGet(key).resource;
-    if (!Number.isInteger(size) || size < 0) throw new HttpError(400, `Invalid value for field 'size': '${size}'.`, 'invalid');
+    if (!Number.isInteger(size) || size < 0)
+      throw new HttpError(400, `Invalid value for field 'size': '${size}'.`, 'invalid');
     const members = this.members(key);
     for (const victim of this.resizeVictims(members, igm, members.length - size)) this.resources.delete(victim.key);
     for (let i = members.length; i < size; i++) this.addInstance(project, scope, igm);
@@ -421,7 +483,8 @@ export class FakeCompute {
   /** Resize-down victims (see the header): not RUNNING first, then an older template, then arbitrary. */
   private resizeVictims(members: Stored[], igm: Json, count: number): Stored[] {
     if (count <= 0) return [];
-    const rank = (s: Stored) => (s.resource.status !== 'RUNNING' ? 0 : s.resource.instanceTemplate !== igm.instanceTemplate ? 1 : 2);
+    const rank = (s: Stored) =>
+      s.resource.status !== 'RUNNING' ? 0 : s.resource.instanceTemplate !== igm.instanceTemplate ? 1 : 2;
     const shuffled = members.map((m) => ({ m, r: this.random() })).sort((a, b) => rank(a.m) - rank(b.m) || a.r - b.r);
     return shuffled.slice(0, count).map((x) => x.m);
   }
@@ -434,7 +497,8 @@ export class FakeCompute {
       const instanceKey = url.slice(url.indexOf('projects/'));
       const member = members.find((m) => m.key === instanceKey);
       if (member) found.push(member);
-      else if (body.skipInstancesOnValidationError !== true) throw new HttpError(400, `Instance '${url}' is not a member of '${igm.name}'`, 'invalid');
+      else if (body.skipInstancesOnValidationError !== true)
+        throw new HttpError(400, `Instance '${url}' is not a member of '${igm.name}'`, 'invalid');
     }
     return found;
   }
@@ -453,8 +517,14 @@ export class FakeCompute {
     const igm = this.mustGet(key).resource;
     const wanted = ((body.instances as Json[] | undefined) ?? []).map((i) => String(i.name ?? ''));
     for (const name of wanted) {
-      if (!/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name)) throw new HttpError(400, `Invalid value for field 'resource.instances[].name': '${name}'.`, 'invalid');
-      if (this.resources.has(`projects/${project}/${scope}/instances/${name}`)) throw new HttpError(409, `The resource 'projects/${project}/${scope}/instances/${name}' already exists`, 'alreadyExists');
+      if (!/^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/.test(name))
+        throw new HttpError(400, `Invalid value for field 'resource.instances[].name': '${name}'.`, 'invalid');
+      if (this.resources.has(`projects/${project}/${scope}/instances/${name}`))
+        throw new HttpError(
+          409,
+          `The resource 'projects/${project}/${scope}/instances/${name}' already exists`,
+          'alreadyExists',
+        );
     }
     const op = this.newOperation(project, scope, 'compute.instanceGroupManagers.createInstances', key);
     for (const name of wanted) this.addInstance(project, scope, igm, { name });
@@ -475,10 +545,13 @@ export class FakeCompute {
     const stored = this.mustGet(key);
     const template = String(body.instanceTemplate ?? '');
     const refs = this.references({ template });
-    if (refs.size !== 1) throw new HttpError(400, `Invalid value for field 'resource.instanceTemplate': '${template}'.`, 'invalid');
+    if (refs.size !== 1)
+      throw new HttpError(400, `Invalid value for field 'resource.instanceTemplate': '${template}'.`, 'invalid');
     stored.resource.instanceTemplate = template;
     stored.refs = new Set([...[...stored.refs].filter((r) => !r.includes('/instanceTemplates/')), ...refs]);
-    return this.operationResponse(this.newOperation(project, scope, 'compute.instanceGroupManagers.setInstanceTemplate', key));
+    return this.operationResponse(
+      this.newOperation(project, scope, 'compute.instanceGroupManagers.setInstanceTemplate', key),
+    );
   }
 
   private setMetadata(project: string, scope: string, key: string, body: Json): FakeResponse {
@@ -488,7 +561,11 @@ export class FakeCompute {
     if (body.fingerprint !== fingerprint) {
       throw new HttpError(412, `Supplied fingerprint does not match current metadata fingerprint.`, 'conditionNotMet');
     }
-    instance.metadata = { items: body.items ?? [], fingerprint: randomBytes(6).toString('base64'), kind: 'compute#metadata' };
+    instance.metadata = {
+      items: body.items ?? [],
+      fingerprint: randomBytes(6).toString('base64'),
+      kind: 'compute#metadata',
+    };
     return this.operationResponse(this.newOperation(project, scope, 'setMetadata', key));
   }
 
@@ -497,13 +574,25 @@ export class FakeCompute {
    * group's stateful policy preserves (disks by device name, internal IPs by interface) carries over; the rest is new.
    */
   recreateInstance(instanceName: string): void {
-    const member = [...this.resources.values()].find((s) => s.collection === 'instances' && s.resource.name === instanceName);
+    const member = [...this.resources.values()].find(
+      (s) => s.collection === 'instances' && s.resource.name === instanceName,
+    );
     if (!member) throw new Error(`no instance ${instanceName}`);
-    const igm = [...this.resources.values()].find((s) => s.collection === 'instanceGroupManagers' && s.resource.selfLink === member.resource.createdBy);
+    const igm = [...this.resources.values()].find(
+      (s) => s.collection === 'instanceGroupManagers' && s.resource.selfLink === member.resource.createdBy,
+    );
     if (!igm) throw new Error(`${instanceName} is not a managed instance`);
-    const preservedState = ((igm.resource.statefulPolicy as Json | undefined)?.preservedState ?? {}) as { disks?: Json; internalIPs?: Json };
-    const old = member.resource as { networkInterfaces: { name: string; networkIP: string }[]; disks: { deviceName: string; source: string }[] };
-    const disks = Object.fromEntries(old.disks.filter((d) => preservedState.disks?.[d.deviceName]).map((d) => [d.deviceName, d.source]));
+    const preservedState = ((igm.resource.statefulPolicy as Json | undefined)?.preservedState ?? {}) as {
+      disks?: Json;
+      internalIPs?: Json;
+    };
+    const old = member.resource as {
+      networkInterfaces: { name: string; networkIP: string }[];
+      disks: { deviceName: string; source: string }[];
+    };
+    const disks = Object.fromEntries(
+      old.disks.filter((d) => preservedState.disks?.[d.deviceName]).map((d) => [d.deviceName, d.source]),
+    );
     const nic = old.networkInterfaces.find((n) => preservedState.internalIPs?.[n.name]);
     this.resources.delete(member.key);
     const [, project, scope] = /^projects\/([^/]+)\/(zones\/[^/]+)\//.exec(member.key)!;
@@ -514,7 +603,9 @@ export class FakeCompute {
   connect(ip: string, port: number): Delivery | string {
     const rule = this.list('forwardingRules').find((r) => {
       const address = this.byUrl(String(r.IPAddress ?? ''))?.resource;
-      const [from, to = from] = String(r.portRange ?? '').split('-').map(Number);
+      const [from, to = from] = String(r.portRange ?? '')
+        .split('-')
+        .map(Number);
       return address?.address === ip && port >= from! && port <= to!;
     });
     if (!rule) return `no forwarding rule for ${ip}:${port}`;
@@ -526,21 +617,38 @@ export class FakeCompute {
       const portName = String(backend.portName ?? 'http');
       for (const b of (backend.backends as Json[] | undefined) ?? []) {
         const group = this.byUrl(String(b.group))?.resource;
-        const named = ((group?.namedPorts as { name: string; port: number }[] | undefined) ?? []).find((n) => n.name === portName);
+        const named = ((group?.namedPorts as { name: string; port: number }[] | undefined) ?? []).find(
+          (n) => n.name === portName,
+        );
         const instance = group && this.groupInstances(String(group.selfLink))[0];
         if (!named || !instance) continue;
         const ip = (instance.networkInterfaces as { networkIP: string }[])[0]!.networkIP;
-        if (!this.firewallAllows(instance, FRONT_END_IP, named.port)) return `no firewall rule lets ${FRONT_END_IP} reach ${String(instance.name)}:${named.port}`;
-        return { instance: String(instance.name), destinationIp: ip, destinationPort: named.port, sourceIp: FRONT_END_IP, accepted: true };
+        if (!this.firewallAllows(instance, FRONT_END_IP, named.port))
+          return `no firewall rule lets ${FRONT_END_IP} reach ${String(instance.name)}:${named.port}`;
+        return {
+          instance: String(instance.name),
+          destinationIp: ip,
+          destinationPort: named.port,
+          sourceIp: FRONT_END_IP,
+          accepted: true,
+        };
       }
       return `backend service ${String(backend.name)}: no instance group with named port "${portName}" has an instance`;
     }
     const backend = this.byUrl(String(rule.backendService ?? ''))?.resource;
-    const instance = ((backend?.backends as Json[] | undefined) ?? []).flatMap((b) => this.groupInstances(String(this.byUrl(String(b.group))?.resource.selfLink))).at(0);
+    const instance = ((backend?.backends as Json[] | undefined) ?? [])
+      .flatMap((b) => this.groupInstances(String(this.byUrl(String(b.group))?.resource.selfLink)))
+      .at(0);
     if (!instance) return `forwarding rule ${String(rule.name)}: no backend instance`;
     const own = (instance.networkInterfaces as { networkIP: string }[]).map((n) => n.networkIP);
     // Passthrough: the packet keeps the load balancer's address as its destination.
-    return { instance: String(instance.name), destinationIp: ip, destinationPort: port, sourceIp: '198.51.100.1', accepted: own.includes(ip) };
+    return {
+      instance: String(instance.name),
+      destinationIp: ip,
+      destinationPort: port,
+      sourceIp: '198.51.100.1',
+      accepted: own.includes(ip),
+    };
   }
 
   private byUrl(url: string): Stored | undefined {
@@ -553,23 +661,27 @@ export class FakeCompute {
   }
 
   private firewallAllows(instance: Json, sourceIp: string, port: number): boolean {
-    const tags = ((instance.tags as { items?: string[] } | undefined)?.items ?? []);
+    const tags = (instance.tags as { items?: string[] } | undefined)?.items ?? [];
     const inRange = (cidr: string) => {
       const [base, bits] = cidr.split('/');
       const n = (a: string) => a.split('.').reduce((x, o) => x * 256 + Number(o), 0);
       const mask = Number(bits) === 0 ? 0 : 2 ** 32 - 2 ** (32 - Number(bits));
       return (n(sourceIp) & mask) >>> 0 === (n(base!) & mask) >>> 0;
     };
-    return this.list('firewalls').some((f) =>
-      (f.direction ?? 'INGRESS') === 'INGRESS' &&
-      ((f.sourceRanges as string[] | undefined) ?? []).some(inRange) &&
-      (!(f.targetTags as string[] | undefined)?.length || (f.targetTags as string[]).some((t) => tags.includes(t))) &&
-      ((f.allowed as { IPProtocol: string; ports?: string[] }[] | undefined) ?? []).some(
-        (a) => (a.IPProtocol === 'tcp' || a.IPProtocol === 'all') && (!a.ports || a.ports.some((p) => {
-          const [from, to = from] = p.split('-').map(Number);
-          return port >= from! && port <= to!;
-        })),
-      ),
+    return this.list('firewalls').some(
+      (f) =>
+        (f.direction ?? 'INGRESS') === 'INGRESS' &&
+        ((f.sourceRanges as string[] | undefined) ?? []).some(inRange) &&
+        (!(f.targetTags as string[] | undefined)?.length || (f.targetTags as string[]).some((t) => tags.includes(t))) &&
+        ((f.allowed as { IPProtocol: string; ports?: string[] }[] | undefined) ?? []).some(
+          (a) =>
+            (a.IPProtocol === 'tcp' || a.IPProtocol === 'all') &&
+            (!a.ports ||
+              a.ports.some((p) => {
+                const [from, to = from] = p.split('-').map(Number);
+                return port >= from! && port <= to!;
+              })),
+        ),
     );
   }
 

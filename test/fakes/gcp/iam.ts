@@ -42,10 +42,18 @@ export class FakeIam {
 
   handle(req: FakeRequest): FakeResponse | undefined {
     const policy = /^\/v1\/projects\/([^/:]+):(getIamPolicy|setIamPolicy)$/.exec(req.path);
-    if (policy && req.method === 'POST') return this.policy(policy[1]!, policy[2] === 'setIamPolicy', req.body as { policy?: Policy; options?: { requestedPolicyVersion?: number } });
+    if (policy && req.method === 'POST')
+      return this.policy(
+        policy[1]!,
+        policy[2] === 'setIamPolicy',
+        req.body as { policy?: Policy; options?: { requestedPolicyVersion?: number } },
+      );
     const undelete = /^\/v1\/projects\/([^/]+)\/roles\/([^/:]+):undelete$/.exec(req.path);
-    if (undelete && req.method === 'POST') return this.undeleteRole(undelete[1]!, undelete[2]!, req.body as { etag?: string });
-    const m = /^\/v1\/projects\/([^/]+)\/(serviceAccounts|roles)(?:\/([^/]+))?(?:\/keys(?:\/([^/]+))?)?$/.exec(req.path);
+    if (undelete && req.method === 'POST')
+      return this.undeleteRole(undelete[1]!, undelete[2]!, req.body as { etag?: string });
+    const m = /^\/v1\/projects\/([^/]+)\/(serviceAccounts|roles)(?:\/([^/]+))?(?:\/keys(?:\/([^/]+))?)?$/.exec(
+      req.path,
+    );
     if (!m) return undefined;
     const [, project, collection, id, keyId] = m;
     const isKeys = req.path.includes('/keys');
@@ -58,17 +66,31 @@ export class FakeIam {
     if (!id && req.method === 'POST') {
       const body = req.body as { accountId?: string; serviceAccount?: { displayName?: string; description?: string } };
       const accountId = body.accountId ?? '';
-      if (!/^[a-z]([-a-z0-9]{4,28}[a-z0-9])$/.test(accountId)) throw new HttpError(400, `Invalid accountId ${accountId}`, undefined, 'INVALID_ARGUMENT');
+      if (!/^[a-z]([-a-z0-9]{4,28}[a-z0-9])$/.test(accountId))
+        throw new HttpError(400, `Invalid accountId ${accountId}`, undefined, 'INVALID_ARGUMENT');
       const email = `${accountId}@${project}.iam.gserviceaccount.com`;
-      if (this.serviceAccounts.has(email)) throw new HttpError(409, `Service account ${accountId} already exists within project projects/${project}.`, undefined, 'ALREADY_EXISTS');
-      const account = { name: `projects/${project}/serviceAccounts/${email}`, projectId: project, uniqueId: String(Date.now()), email, ...body.serviceAccount };
+      if (this.serviceAccounts.has(email))
+        throw new HttpError(
+          409,
+          `Service account ${accountId} already exists within project projects/${project}.`,
+          undefined,
+          'ALREADY_EXISTS',
+        );
+      const account = {
+        name: `projects/${project}/serviceAccounts/${email}`,
+        projectId: project,
+        uniqueId: String(Date.now()),
+        email,
+        ...body.serviceAccount,
+      };
       this.serviceAccounts.set(email, account);
       if (this.propagationRequests > 0) this.propagating.set(email, this.propagationRequests);
       return json(account);
     }
     const email = decodeURIComponent(id ?? '');
     const account = this.serviceAccounts.get(email);
-    if (!account || this.stillPropagating(email)) throw new HttpError(404, `Unknown service account`, undefined, 'NOT_FOUND');
+    if (!account || this.stillPropagating(email))
+      throw new HttpError(404, `Unknown service account`, undefined, 'NOT_FOUND');
     if (req.method === 'GET') return json(account);
     if (req.method === 'DELETE') {
       this.serviceAccounts.delete(email);
@@ -88,7 +110,8 @@ export class FakeIam {
 
   private key(req: FakeRequest, project: string, id: string, keyId: string | undefined): FakeResponse {
     const email = decodeURIComponent(id);
-    if (!this.serviceAccounts.has(email)) throw new HttpError(404, `Service account ${email} does not exist.`, undefined, 'NOT_FOUND');
+    if (!this.serviceAccounts.has(email))
+      throw new HttpError(404, `Service account ${email} does not exist.`, undefined, 'NOT_FOUND');
     if (!keyId && req.method === 'POST') {
       const newId = randomBytes(20).toString('hex');
       const name = `projects/${project}/serviceAccounts/${email}/keys/${newId}`;
@@ -100,7 +123,12 @@ export class FakeIam {
         private_key: '-----BEGIN PRIVATE KEY-----\nZmFrZQ==\n-----END PRIVATE KEY-----\n',
         client_email: email,
       };
-      return json({ name, privateKeyType: 'TYPE_GOOGLE_CREDENTIALS_FILE', keyAlgorithm: 'KEY_ALG_RSA_2048', privateKeyData: Buffer.from(JSON.stringify(file)).toString('base64') });
+      return json({
+        name,
+        privateKeyType: 'TYPE_GOOGLE_CREDENTIALS_FILE',
+        keyAlgorithm: 'KEY_ALG_RSA_2048',
+        privateKeyData: Buffer.from(JSON.stringify(file)).toString('base64'),
+      });
     }
     if (keyId && req.method === 'DELETE') {
       if (!this.keys.delete(keyId)) throw new HttpError(404, `Key ${keyId} does not exist.`, undefined, 'NOT_FOUND');
@@ -114,9 +142,20 @@ export class FakeIam {
       const body = req.body as { roleId?: string; role?: Record<string, unknown> };
       const name = `projects/${project}/roles/${body.roleId}`;
       if (this.roles.get(name)?.deleted) {
-        throw new HttpError(400, `You can't create a role with role_id (${body.roleId}) where there is an existing role with that role_id in a deleted state.`, undefined, 'FAILED_PRECONDITION');
+        throw new HttpError(
+          400,
+          `You can't create a role with role_id (${body.roleId}) where there is an existing role with that role_id in a deleted state.`,
+          undefined,
+          'FAILED_PRECONDITION',
+        );
       }
-      if (this.roles.has(name)) throw new HttpError(409, `A role named ${body.roleId} in projects/${project} already exists.`, undefined, 'ALREADY_EXISTS');
+      if (this.roles.has(name))
+        throw new HttpError(
+          409,
+          `A role named ${body.roleId} in projects/${project} already exists.`,
+          undefined,
+          'ALREADY_EXISTS',
+        );
       const role = { name, ...body.role, etag: randomBytes(6).toString('base64') };
       this.roles.set(name, role);
       return json(role);
@@ -131,7 +170,8 @@ export class FakeIam {
       return json(role);
     }
     if (req.method === 'PATCH') {
-      if (role.deleted) throw new HttpError(400, `You can't update a deleted role (${name}).`, undefined, 'FAILED_PRECONDITION');
+      if (role.deleted)
+        throw new HttpError(400, `You can't update a deleted role (${name}).`, undefined, 'FAILED_PRECONDITION');
       const mask = (req.query.get('updateMask') ?? '').split(',').filter(Boolean);
       const patch = req.body as Record<string, unknown>;
       for (const field of mask) if (field in patch) role[field] = patch[field];
@@ -146,7 +186,8 @@ export class FakeIam {
     const role = this.roles.get(name);
     if (!role) throw new HttpError(404, `The role named ${name} was not found.`, undefined, 'NOT_FOUND');
     if (!role.deleted) throw new HttpError(400, `Role ${name} is not deleted.`, undefined, 'FAILED_PRECONDITION');
-    if (body.etag !== undefined && body.etag !== role.etag) throw new HttpError(409, 'The etag does not match.', undefined, 'ABORTED');
+    if (body.etag !== undefined && body.etag !== role.etag)
+      throw new HttpError(409, 'The etag does not match.', undefined, 'ABORTED');
     delete role.deleted;
     role.etag = randomBytes(6).toString('base64');
     return json(role);
@@ -157,20 +198,32 @@ export class FakeIam {
     this.roles.set(name, { name, ...role, deleted: true, etag: randomBytes(6).toString('base64') });
   }
 
-  private policy(project: string, set: boolean, body: { policy?: Policy; options?: { requestedPolicyVersion?: number } }): FakeResponse {
+  private policy(
+    project: string,
+    set: boolean,
+    body: { policy?: Policy; options?: { requestedPolicyVersion?: number } },
+  ): FakeResponse {
     const current = this.policies.get(project) ?? { version: 1, etag: 'BwAAAA==', bindings: [] };
     if (!set) {
-      if ((body.options?.requestedPolicyVersion ?? 1) >= 3 || !current.bindings.some((b) => b.condition)) return json(current);
+      if ((body.options?.requestedPolicyVersion ?? 1) >= 3 || !current.bindings.some((b) => b.condition))
+        return json(current);
       return json({
         version: 1,
         etag: current.etag,
-        bindings: current.bindings.map((b) => (b.condition ? { role: `${b.role}_withcond_${randomBytes(10).toString('hex')}`, members: b.members } : b)),
+        bindings: current.bindings.map((b) =>
+          b.condition ? { role: `${b.role}_withcond_${randomBytes(10).toString('hex')}`, members: b.members } : b,
+        ),
       });
     }
     const next = body.policy;
     if (!next) throw new HttpError(400, 'policy is required', undefined, 'INVALID_ARGUMENT');
     if ((next.bindings ?? []).some((b) => b.role.includes('_withcond_'))) {
-      throw new HttpError(400, 'Role (_withcond_) does not exist: a policy read at version 1 cannot be written back while it has conditional bindings.', undefined, 'INVALID_ARGUMENT');
+      throw new HttpError(
+        400,
+        'Role (_withcond_) does not exist: a policy read at version 1 cannot be written back while it has conditional bindings.',
+        undefined,
+        'INVALID_ARGUMENT',
+      );
     }
     if ((next.version ?? 1) < 3 && (next.bindings ?? []).some((b) => b.condition)) {
       throw new HttpError(400, 'Conditions can be used only with policy version 3.', undefined, 'INVALID_ARGUMENT');
@@ -181,9 +234,19 @@ export class FakeIam {
         throw new HttpError(400, `Service account ${email} does not exist.`, 'badRequest', 'INVALID_ARGUMENT');
       }
     }
-    if (next.etag !== current.etag) throw new HttpError(409, 'There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff.', undefined, 'ABORTED');
+    if (next.etag !== current.etag)
+      throw new HttpError(
+        409,
+        'There were concurrent policy changes. Please retry the whole read-modify-write with exponential backoff.',
+        undefined,
+        'ABORTED',
+      );
     const bindings = (next.bindings ?? []).filter((b) => b.members.length > 0);
-    const stored = { version: bindings.some((b) => b.condition) ? 3 : (next.version ?? 1), bindings, etag: randomBytes(6).toString('base64') };
+    const stored = {
+      version: bindings.some((b) => b.condition) ? 3 : (next.version ?? 1),
+      bindings,
+      etag: randomBytes(6).toString('base64'),
+    };
     this.policies.set(project, stored);
     return json(stored);
   }

@@ -102,7 +102,12 @@ export class FakeGcp {
     this.latencyMs = options.latencyMs ?? 0;
     this.operationMs = options.operationMs ?? 0;
     this.authClient.setCredentials({ access_token: FAKE_TOKEN, expiry_date: Date.now() + 24 * 3600_000 });
-    this.compute = new FakeCompute(() => this.url, () => this.operationMs, options.waitTimeoutMs ?? 2000, { privateIpBase: options.privateIpBase, publicIpBase: options.publicIpBase });
+    this.compute = new FakeCompute(
+      () => this.url,
+      () => this.operationMs,
+      options.waitTimeoutMs ?? 2000,
+      { privateIpBase: options.privateIpBase, publicIpBase: options.publicIpBase },
+    );
   }
 
   static async start(options: FakeGcpOptions = {}): Promise<FakeGcp> {
@@ -264,7 +269,12 @@ export class FakeGcp {
     const perNode = /^\/node\/([^/]+)(\/computeMetadata\/.*)$/.exec(req.path);
     if (perNode) return this.metadata({ ...req, path: perNode[2] }, perNode[1]);
     if (req.headers.authorization !== `Bearer ${FAKE_TOKEN}`) {
-      throw new HttpError(401, 'Request had invalid authentication credentials. Expected OAuth 2 access token.', undefined, 'UNAUTHENTICATED');
+      throw new HttpError(
+        401,
+        'Request had invalid authentication credentials. Expected OAuth 2 access token.',
+        undefined,
+        'UNAUTHENTICATED',
+      );
     }
     this.requests.push({ method: req.method, path: req.path, query: Object.fromEntries(req.query), body: req.body });
     const fault = this.faults.find((f) => (f.times ?? 1) > 0 && f.match.test(line));
@@ -291,11 +301,17 @@ export class FakeGcp {
     if (req.path === '/computeMetadata/v1/instance/service-accounts/default/token') {
       return { status: 200, body: { access_token: FAKE_TOKEN, expires_in: 3600, token_type: 'Bearer' } };
     }
-    if (req.path === '/computeMetadata/v1/instance' || req.path === '/computeMetadata/v1/') return { status: 200, body: {} };
+    if (req.path === '/computeMetadata/v1/instance' || req.path === '/computeMetadata/v1/')
+      return { status: 200, body: {} };
     const self = instanceName ? this.instanceLocation(instanceName) : this.metadataInstance;
     if (!self) throw new HttpError(404, 'no instance');
     const instance = this.compute.list('instances').find((i) => i.name === self.name) as
-      | { id: string; name: string; networkInterfaces: { networkIP: string }[]; metadata?: { items?: { key: string; value: string }[] } }
+      | {
+          id: string;
+          name: string;
+          networkInterfaces: { networkIP: string }[];
+          metadata?: { items?: { key: string; value: string }[] };
+        }
       | undefined;
     if (!instance) throw new HttpError(404, `instance ${self.name} does not exist`);
     const path = req.path.replace(/^\/computeMetadata\/v1\//, '');

@@ -179,7 +179,10 @@ export class FakeKubernetesApi {
   /** The names of the stored objects of a resource in a namespace, sorted. */
   names(resource: Resource, namespace: string): string[] {
     const prefix = key(resource, namespace, '');
-    return [...this.objects.keys()].filter((k) => k.startsWith(prefix)).map((k) => k.slice(prefix.length)).sort();
+    return [...this.objects.keys()]
+      .filter((k) => k.startsWith(prefix))
+      .map((k) => k.slice(prefix.length))
+      .sort();
   }
 
   async close(): Promise<void> {
@@ -203,7 +206,12 @@ export class FakeKubernetesApi {
 
   private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', this.url);
-    const logged: LoggedRequest = { method: req.method ?? 'GET', path: url.pathname, query: url.searchParams, status: 0 };
+    const logged: LoggedRequest = {
+      method: req.method ?? 'GET',
+      path: url.pathname,
+      query: url.searchParams,
+      status: 0,
+    };
     this.requests.push(logged);
     let status = 500;
     let body: unknown;
@@ -214,12 +222,16 @@ export class FakeKubernetesApi {
         res.once('close', () => this.held.delete(res));
         return;
       }
-      if (this.availability === 'etcd-no-quorum') throw new StatusError(500, undefined, 'etcdserver: request timed out');
+      if (this.availability === 'etcd-no-quorum')
+        throw new StatusError(500, undefined, 'etcdserver: request timed out');
       const user = this.authenticate(req);
       logged.user = user.name;
       ({ status, body } = this.serve(req.method ?? 'GET', url, text, user, req.headers['content-type'] ?? ''));
     } catch (err) {
-      const error = err instanceof StatusError ? err : new StatusError(500, 'InternalError', `Internal error occurred: ${(err as Error).message}`);
+      const error =
+        err instanceof StatusError
+          ? err
+          : new StatusError(500, 'InternalError', `Internal error occurred: ${(err as Error).message}`);
       status = error.code;
       body = error.toStatus();
     }
@@ -243,12 +255,19 @@ export class FakeKubernetesApi {
     throw new StatusError(401, 'Unauthorized', 'Unauthorized');
   }
 
-  private serve(method: string, url: URL, text: string, user: UserInfo, contentType: string): { status: number; body: unknown } {
+  private serve(
+    method: string,
+    url: URL,
+    text: string,
+    user: UserInfo,
+    contentType: string,
+  ): { status: number; body: unknown } {
     const match = /^\/api\/v1\/namespaces\/([^/]+)\/(configmaps|secrets)(?:\/([^/]+))?$/.exec(url.pathname);
     if (!match) throw new StatusError(404, 'NotFound', 'the server could not find the requested resource');
     const [, namespace, resource, name] = match as unknown as [string, string, Resource, string | undefined];
     const verb = verbOf(method, name);
-    if (!verb) throw new StatusError(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`);
+    if (!verb)
+      throw new StatusError(405, 'MethodNotAllowed', `the server does not allow this method on the requested resource`);
     if (!user.groups.includes(MASTERS) && !this.options.authorize?.(user, verb, resource, namespace, name)) {
       const scope = name ? `${resource} "${name}"` : resource;
       throw new StatusError(
@@ -258,7 +277,8 @@ export class FakeKubernetesApi {
         { ...(name ? { name } : {}), kind: resource },
       );
     }
-    if (url.searchParams.get('watch') === 'true') throw new StatusError(400, 'BadRequest', 'the fake API server serves no watches');
+    if (url.searchParams.get('watch') === 'true')
+      throw new StatusError(400, 'BadRequest', 'the fake API server serves no watches');
     switch (verb) {
       case 'list':
         return { status: 200, body: this.list(resource, namespace, url.searchParams.get('labelSelector') ?? '') };
@@ -279,13 +299,20 @@ export class FakeKubernetesApi {
     const matches = labelSelector(selector);
     const prefix = key(resource, namespace, '');
     const items = [...this.objects]
-      .filter(([k, object]) => k.startsWith(prefix) && matches((object.metadata.labels ?? {}) as Record<string, string>))
+      .filter(
+        ([k, object]) => k.startsWith(prefix) && matches((object.metadata.labels ?? {}) as Record<string, string>),
+      )
       .sort(([a], [b]) => a.localeCompare(b))
       .map(([, object]) => {
         const { kind: _kind, apiVersion: _apiVersion, ...item } = structuredClone(object);
         return item;
       });
-    return { kind: `${KINDS[resource]}List`, apiVersion: 'v1', metadata: { resourceVersion: String(this.revision) }, items };
+    return {
+      kind: `${KINDS[resource]}List`,
+      apiVersion: 'v1',
+      metadata: { resourceVersion: String(this.revision) },
+      items,
+    };
   }
 
   private get(resource: Resource, namespace: string, name: string): KubeObject {
@@ -295,10 +322,19 @@ export class FakeKubernetesApi {
   }
 
   private create(resource: Resource, namespace: string, body: KubeObject): KubeObject {
-    if (!this.namespaces.has(namespace)) throw new StatusError(404, 'NotFound', `namespaces "${namespace}" not found`, { name: namespace, kind: 'namespaces' });
+    if (!this.namespaces.has(namespace))
+      throw new StatusError(404, 'NotFound', `namespaces "${namespace}" not found`, {
+        name: namespace,
+        kind: 'namespaces',
+      });
     const object = this.normalize(resource, namespace, body);
     const name = object.metadata.name as string;
-    if (object.metadata.resourceVersion) throw new StatusError(500, 'InternalError', 'Internal error occurred: resourceVersion should not be set on objects to be created');
+    if (object.metadata.resourceVersion)
+      throw new StatusError(
+        500,
+        'InternalError',
+        'Internal error occurred: resourceVersion should not be set on objects to be created',
+      );
     if (this.objects.has(key(resource, namespace, name))) {
       throw new StatusError(409, 'AlreadyExists', `${resource} "${name}" already exists`, { name, kind: resource });
     }
@@ -313,13 +349,20 @@ export class FakeKubernetesApi {
     const stored = this.objects.get(key(resource, namespace, name));
     if (!stored) throw notFound(resource, name);
     const bodyName = (body.metadata as { name?: unknown } | undefined)?.name;
-    if (bodyName !== name) throw new StatusError(400, 'BadRequest', `the name of the object (${String(bodyName)}) does not match the name on the URL (${name})`);
+    if (bodyName !== name)
+      throw new StatusError(
+        400,
+        'BadRequest',
+        `the name of the object (${String(bodyName)}) does not match the name on the URL (${name})`,
+      );
     const object = this.normalize(resource, namespace, body);
     const expected = object.metadata.resourceVersion;
-    if (expected !== undefined && expected !== '' && expected !== stored.metadata.resourceVersion) throw conflict(resource, name);
+    if (expected !== undefined && expected !== '' && expected !== stored.metadata.resourceVersion)
+      throw conflict(resource, name);
     if (stored.immutable === true) {
       const kind = KINDS[resource];
-      if (object.immutable !== true) throw invalid(kind, name, 'immutable: Forbidden: field is immutable when `immutable` is set');
+      if (object.immutable !== true)
+        throw invalid(kind, name, 'immutable: Forbidden: field is immutable when `immutable` is set');
       if (!sameJson(object.data, stored.data) || !sameJson(object.binaryData, stored.binaryData)) {
         throw invalid(kind, name, 'data: Forbidden: field is immutable when `immutable` is set');
       }
@@ -338,7 +381,11 @@ export class FakeKubernetesApi {
   private patch(resource: Resource, namespace: string, name: string, text: string, contentType: string): KubeObject {
     const type = contentType.split(';')[0].trim();
     if (type !== 'application/merge-patch+json' && type !== 'application/strategic-merge-patch+json') {
-      throw new StatusError(415, 'UnsupportedMediaType', `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (the fake serves no ${type})`);
+      throw new StatusError(
+        415,
+        'UnsupportedMediaType',
+        `the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/strategic-merge-patch+json (the fake serves no ${type})`,
+      );
     }
     const stored = this.get(resource, namespace, name);
     const patched = mergePatch(stored, parseBody(text)) as KubeObject;
@@ -348,14 +395,25 @@ export class FakeKubernetesApi {
   private delete(resource: Resource, namespace: string, name: string, text: string): unknown {
     const stored = this.objects.get(key(resource, namespace, name));
     if (!stored) throw notFound(resource, name);
-    const options = text.trim() ? (parseBody(text) as { preconditions?: { resourceVersion?: string; uid?: string } }) : {};
+    const options = text.trim()
+      ? (parseBody(text) as { preconditions?: { resourceVersion?: string; uid?: string } })
+      : {};
     const pre = options.preconditions;
-    if ((pre?.resourceVersion && pre.resourceVersion !== stored.metadata.resourceVersion) || (pre?.uid && pre.uid !== stored.metadata.uid)) {
+    if (
+      (pre?.resourceVersion && pre.resourceVersion !== stored.metadata.resourceVersion) ||
+      (pre?.uid && pre.uid !== stored.metadata.uid)
+    ) {
       throw conflict(resource, name);
     }
     this.objects.delete(key(resource, namespace, name));
     this.revision++;
-    return { kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Success', details: { name, kind: resource, uid: stored.metadata.uid } };
+    return {
+      kind: 'Status',
+      apiVersion: 'v1',
+      metadata: {},
+      status: 'Success',
+      details: { name, kind: resource, uid: stored.metadata.uid },
+    };
   }
 
   /** The object as it would be stored: kind checked, namespace set, validated; server fields taken from the body. */
@@ -364,26 +422,46 @@ export class FakeKubernetesApi {
     if (typeof body !== 'object' || body === null || typeof body.metadata !== 'object' || body.metadata === null) {
       throw new StatusError(400, 'BadRequest', `Object '${kind}' is missing 'metadata'`);
     }
-    if (body.kind !== undefined && body.kind !== kind) throw new StatusError(400, 'BadRequest', `the API version in the data (${String(body.apiVersion)}) does not match the expected API version (v1)`);
+    if (body.kind !== undefined && body.kind !== kind)
+      throw new StatusError(
+        400,
+        'BadRequest',
+        `the API version in the data (${String(body.apiVersion)}) does not match the expected API version (v1)`,
+      );
     const object = structuredClone(body);
     object.kind = kind;
     object.apiVersion = 'v1';
     const name = object.metadata.name;
     if (object.metadata.namespace !== undefined && object.metadata.namespace !== namespace) {
-      throw new StatusError(400, 'BadRequest', 'the namespace of the provided object does not match the namespace sent on the request');
+      throw new StatusError(
+        400,
+        'BadRequest',
+        'the namespace of the provided object does not match the namespace sent on the request',
+      );
     }
     object.metadata.namespace = namespace;
-    if (typeof name !== 'string' || name === '') throw invalid(kind, '', 'metadata.name: Required value: name or generateName is required');
+    if (typeof name !== 'string' || name === '')
+      throw invalid(kind, '', 'metadata.name: Required value: name or generateName is required');
     if (!NAME.test(name)) {
-      throw invalid(kind, name, `metadata.name: Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`);
+      throw invalid(
+        kind,
+        name,
+        `metadata.name: Invalid value: "${name}": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character`,
+      );
     }
     delete object.metadata.managedFields;
     if (resource === 'secrets') {
       const data = { ...((object.data ?? {}) as Record<string, unknown>) };
       for (const [k, value] of Object.entries(data)) {
-        if (typeof value !== 'string' || !BASE64.test(value)) throw new StatusError(400, 'BadRequest', `Secret in version "v1" cannot be handled as a Secret: illegal base64 data in data[${k}]`);
+        if (typeof value !== 'string' || !BASE64.test(value))
+          throw new StatusError(
+            400,
+            'BadRequest',
+            `Secret in version "v1" cannot be handled as a Secret: illegal base64 data in data[${k}]`,
+          );
       }
-      for (const [k, value] of Object.entries((object.stringData ?? {}) as Record<string, unknown>)) data[k] = Buffer.from(String(value), 'utf8').toString('base64');
+      for (const [k, value] of Object.entries((object.stringData ?? {}) as Record<string, unknown>))
+        data[k] = Buffer.from(String(value), 'utf8').toString('base64');
       delete object.stringData;
       object.data = data;
       object.type ??= 'Opaque';
@@ -393,9 +471,14 @@ export class FakeKubernetesApi {
     let bytes = 0;
     for (const [k, value] of [...Object.entries(data), ...Object.entries(binary)]) {
       if (!DATA_KEY.test(k) || k.length > 253) {
-        throw invalid(kind, name, `data[${k}]: Invalid value: "${k}": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')`);
+        throw invalid(
+          kind,
+          name,
+          `data[${k}]: Invalid value: "${k}": a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')`,
+        );
       }
-      if (k in data && k in binary) throw invalid(kind, name, `data[${k}]: Invalid value: "${k}": duplicate of key present in binaryData`);
+      if (k in data && k in binary)
+        throw invalid(kind, name, `data[${k}]: Invalid value: "${k}": duplicate of key present in binaryData`);
       bytes += k.length + (resource === 'secrets' ? Buffer.from(value, 'base64').length : Buffer.byteLength(value));
     }
     if (bytes > MAX_DATA_BYTES) throw invalid(kind, name, `[]: Too long: must have at most ${MAX_DATA_BYTES} bytes`);
@@ -422,10 +505,15 @@ function notFound(resource: Resource, name: string): StatusError {
 }
 
 function conflict(resource: Resource, name: string): StatusError {
-  return new StatusError(409, 'Conflict', `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`, {
-    name,
-    kind: resource,
-  });
+  return new StatusError(
+    409,
+    'Conflict',
+    `Operation cannot be fulfilled on ${resource} "${name}": the object has been modified; please apply your changes to the latest version and try again`,
+    {
+      name,
+      kind: resource,
+    },
+  );
 }
 
 function invalid(kind: string, name: string, cause: string): StatusError {
@@ -453,20 +541,27 @@ function parseBody(text: string): KubeObject {
 
 /** Equality-based label selectors: k=v, k==v, k!=v, k, !k, joined by commas (all must hold). */
 function labelSelector(selector: string): (labels: Record<string, string>) => boolean {
-  const terms = selector.split(',').map((t) => t.trim()).filter(Boolean).map((term) => {
-    const m = /^(!?)([^=!]+?)(?:\s*(==|=|!=)\s*(.*))?$/.exec(term);
-    if (!m) throw new StatusError(400, 'BadRequest', `unable to parse requirement: ${term}`);
-    const [, not, k, op, v] = m;
-    if (!op) return (labels: Record<string, string>) => (k in labels) !== (not === '!');
-    return (labels: Record<string, string>) => (op === '!=' ? labels[k] !== v : labels[k] === v);
-  });
+  const terms = selector
+    .split(',')
+    .map((t) => t.trim())
+    .filter(Boolean)
+    .map((term) => {
+      const m = /^(!?)([^=!]+?)(?:\s*(==|=|!=)\s*(.*))?$/.exec(term);
+      if (!m) throw new StatusError(400, 'BadRequest', `unable to parse requirement: ${term}`);
+      const [, not, k, op, v] = m;
+      if (!op) return (labels: Record<string, string>) => k in labels !== (not === '!');
+      return (labels: Record<string, string>) => (op === '!=' ? labels[k] !== v : labels[k] === v);
+    });
   return (labels) => terms.every((t) => t(labels));
 }
 
 /** RFC 7386. */
 function mergePatch(target: unknown, patch: unknown): unknown {
   if (typeof patch !== 'object' || patch === null || Array.isArray(patch)) return patch;
-  const out: Record<string, unknown> = typeof target === 'object' && target !== null && !Array.isArray(target) ? { ...(target as Record<string, unknown>) } : {};
+  const out: Record<string, unknown> =
+    typeof target === 'object' && target !== null && !Array.isArray(target)
+      ? { ...(target as Record<string, unknown>) }
+      : {};
   for (const [k, value] of Object.entries(patch)) {
     if (value === null) delete out[k];
     else out[k] = mergePatch(out[k], value);
@@ -481,5 +576,9 @@ function sameJson(a: unknown, b: unknown): boolean {
 function canonical(value: unknown): unknown {
   if (Array.isArray(value)) return value.map(canonical);
   if (typeof value !== 'object' || value === null) return value;
-  return Object.fromEntries(Object.keys(value).sort().map((k) => [k, canonical((value as Record<string, unknown>)[k])]));
+  return Object.fromEntries(
+    Object.keys(value)
+      .sort()
+      .map((k) => [k, canonical((value as Record<string, unknown>)[k])]),
+  );
 }

@@ -5,12 +5,25 @@
  */
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import { stringify } from 'yaml';
-import { basicConstraints, encodeName, extendedKeyUsage, issueCertificate, KEY_USAGE, keyUsage, OID, subjectAltName, type Issuer } from '../../../lib/pki/certificates.js';
+import {
+  basicConstraints,
+  encodeName,
+  extendedKeyUsage,
+  issueCertificate,
+  KEY_USAGE,
+  keyUsage,
+  OID,
+  subjectAltName,
+  type Issuer,
+} from '../../../lib/pki/certificates.js';
 import { pem, type CertificatePair, type ClusterPki } from '../../../lib/pki/cluster-pki.js';
 
 const DAY_MS = 86_400_000;
 
-function issue(issuer: Issuer, options: { subject: [string, string][]; usage: string; ips?: string[]; dns?: string[] }): CertificatePair {
+function issue(
+  issuer: Issuer,
+  options: { subject: [string, string][]; usage: string; ips?: string[]; dns?: string[] },
+): CertificatePair {
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const now = Date.now();
   const names = options.ips || options.dns ? [subjectAltName({ ips: options.ips ?? [], dns: options.dns ?? [] })] : [];
@@ -21,7 +34,12 @@ function issue(issuer: Issuer, options: { subject: [string, string][]; usage: st
       notBefore: new Date(now - 60_000),
       notAfter: new Date(now + DAY_MS),
       serial: Buffer.concat([Buffer.of(0x01), randomBytes(15)]),
-      extensions: [basicConstraints(false), keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]), extendedKeyUsage([options.usage]), ...names],
+      extensions: [
+        basicConstraints(false),
+        keyUsage([KEY_USAGE.digitalSignature, KEY_USAGE.keyEncipherment]),
+        extendedKeyUsage([options.usage]),
+        ...names,
+      ],
     },
     issuer,
   );
@@ -35,7 +53,10 @@ export function issueServingCertificate(pki: ClusterPki, options: { ips: string[
 
 /** A kubeconfig of a user with a client certificate of the cluster CA: CN = user, one O per group. */
 export function userKubeconfig(pki: ClusterPki, server: string, user: { name: string; groups: string[] }): string {
-  const client = issue(pki.ca, { subject: [...user.groups.map((g) => [OID.organization, g] as [string, string]), [OID.commonName, user.name]], usage: OID.clientAuth });
+  const client = issue(pki.ca, {
+    subject: [...user.groups.map((g) => [OID.organization, g] as [string, string]), [OID.commonName, user.name]],
+    usage: OID.clientAuth,
+  });
   const b64 = (text: string) => Buffer.from(text).toString('base64');
   return stringify({
     apiVersion: 'v1',
@@ -43,7 +64,9 @@ export function userKubeconfig(pki: ClusterPki, server: string, user: { name: st
     clusters: [{ name: 'test', cluster: { server, 'certificate-authority-data': b64(pki.files['ca.crt']) } }],
     contexts: [{ name: `${user.name}@test`, context: { cluster: 'test', user: user.name } }],
     'current-context': `${user.name}@test`,
-    users: [{ name: user.name, user: { 'client-certificate-data': b64(client.cert), 'client-key-data': b64(client.key) } }],
+    users: [
+      { name: user.name, user: { 'client-certificate-data': b64(client.cert), 'client-key-data': b64(client.key) } },
+    ],
   });
 }
 
@@ -52,7 +75,12 @@ export function tokenKubeconfig(pki: ClusterPki, server: string, token: string):
   return stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name: 'test', cluster: { server, 'certificate-authority-data': Buffer.from(pki.files['ca.crt']).toString('base64') } }],
+    clusters: [
+      {
+        name: 'test',
+        cluster: { server, 'certificate-authority-data': Buffer.from(pki.files['ca.crt']).toString('base64') },
+      },
+    ],
     contexts: [{ name: 'token@test', context: { cluster: 'test', user: 'token' } }],
     'current-context': 'token@test',
     users: [{ name: 'token', user: { token } }],

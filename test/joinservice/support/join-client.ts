@@ -5,8 +5,21 @@
  */
 import { createHash, webcrypto } from 'node:crypto';
 import type { Issuer } from '../../../lib/attestation/types.js';
-import { attestedChannelOptions, attestedClient, createAttestedClientCredentials, joinClientAdapter, joinHelloBoundFields } from '../../../lib/atls/index.js';
-import { JoinServiceClient, JoinTicket, RejoinTicket, SignedTicket, type JoinHello, type JoinResponse } from '../../../proto/gen/constellation/join.js';
+import {
+  attestedChannelOptions,
+  attestedClient,
+  createAttestedClientCredentials,
+  joinClientAdapter,
+  joinHelloBoundFields,
+} from '../../../lib/atls/index.js';
+import {
+  JoinServiceClient,
+  JoinTicket,
+  RejoinTicket,
+  SignedTicket,
+  type JoinHello,
+  type JoinResponse,
+} from '../../../proto/gen/constellation/join.js';
 import * as x509 from '../../../lib/x509.js';
 import { TEST_NODE_IP } from './software-vtpm.js';
 
@@ -25,12 +38,30 @@ export interface JoinAttempt<T> {
   nodeKey?: Uint8Array;
 }
 
-export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'join'): Promise<JoinAttempt<JoinTicket>>;
-export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'rejoin'): Promise<JoinAttempt<RejoinTicket>>;
-export async function requestTicket(address: string, issuer: Issuer, hello: JoinHello, kind: 'join' | 'rejoin'): Promise<JoinAttempt<JoinTicket | RejoinTicket>> {
+export async function requestTicket(
+  address: string,
+  issuer: Issuer,
+  hello: JoinHello,
+  kind: 'join',
+): Promise<JoinAttempt<JoinTicket>>;
+export async function requestTicket(
+  address: string,
+  issuer: Issuer,
+  hello: JoinHello,
+  kind: 'rejoin',
+): Promise<JoinAttempt<RejoinTicket>>;
+export async function requestTicket(
+  address: string,
+  issuer: Issuer,
+  hello: JoinHello,
+  kind: 'join' | 'rejoin',
+): Promise<JoinAttempt<JoinTicket | RejoinTicket>> {
   // Its own subchannel pool: its own connection, as each node has (grpc-js would otherwise share one between
   // clients, and search one process-wide pool that grows with every client).
-  const client = new JoinServiceClient(address, await clientCredentials(), { ...attestedChannelOptions, 'grpc.use_local_subchannel_pool': 1 });
+  const client = new JoinServiceClient(address, await clientCredentials(), {
+    ...attestedChannelOptions,
+    'grpc.use_local_subchannel_pool': 1,
+  });
   const call = kind === 'join' ? client.issueJoinTicket() : client.issueRejoinTicket();
   const responses: string[] = [];
   call.on('data', (message: JoinResponse) => responses.push(message.kind?.$case ?? 'empty'));
@@ -45,7 +76,12 @@ export async function requestTicket(address: string, issuer: Issuer, hello: Join
     });
     session.channel.end();
     const signed = SignedTicket.decode(session.secrets);
-    return { ticket: kind === 'join' ? JoinTicket.decode(signed.ticket) : RejoinTicket.decode(signed.ticket), responses, signed, nodeKey: session.publicKey };
+    return {
+      ticket: kind === 'join' ? JoinTicket.decode(signed.ticket) : RejoinTicket.decode(signed.ticket),
+      responses,
+      signed,
+      nodeKey: session.publicKey,
+    };
   } catch (error) {
     return { error: error as Error, responses };
   } finally {

@@ -46,7 +46,8 @@ describe('aws provider: credentials', function () {
     await assert.rejects(infra.create(createRequest(), context()), (e: AwsCredentialsError) => {
       assert.equal(e.name, 'AwsCredentialsError');
       assert.match(e.message, /No AWS credentials found/);
-      for (const name of ['AWS_PROFILE', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'instance role']) assert.ok(e.hint?.includes(name), name);
+      for (const name of ['AWS_PROFILE', 'AWS_ACCESS_KEY_ID', 'AWS_SECRET_ACCESS_KEY', 'instance role'])
+        assert.ok(e.hint?.includes(name), name);
       return true;
     });
     const iam = await provider.iam!(fakeOptions(fake, { credentials: undefined }));

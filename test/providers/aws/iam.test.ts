@@ -21,16 +21,24 @@ describe('aws provider: iam create / destroy', function () {
     const iam = await provider.iam!(fakeOptions(fake));
     const ctx = context();
     const result = await iam.create({ prefix: 'demo', providerConfig: { region: 'us-east-2' } }, ctx);
-    assert.deepEqual(result.configUpdates, { iamProfileControlPlane: 'demo-control-plane-profile', iamProfileWorkerNodes: 'demo-worker-profile' });
+    assert.deepEqual(result.configUpdates, {
+      iamProfileControlPlane: 'demo-control-plane-profile',
+      iamProfileWorkerNodes: 'demo-worker-profile',
+    });
 
     const cp = fake.state.roles.get('demo-control-plane-role')!;
     assert.match(cp.assumeRolePolicy, /ec2\.amazonaws\.com/);
     const cpPolicy = JSON.parse(cp.policies.get('demo-control-plane-policy')!) as { Statement: { Action: string[] }[] };
     assert.ok(cpPolicy.Statement[0].Action.includes('ec2:CreateTags'), 'the cloud controller manager tags instances');
     for (const unused of ['ec2:CreateVolume', 'autoscaling:SetDesiredCapacity', 'elasticloadbalancing:*']) {
-      assert.ok(!cpPolicy.Statement[0].Action.includes(unused), `${unused}: no CSI driver, autoscaler or Service controller runs`);
+      assert.ok(
+        !cpPolicy.Statement[0].Action.includes(unused),
+        `${unused}: no CSI driver, autoscaler or Service controller runs`,
+      );
     }
-    const workerPolicy = JSON.parse(fake.state.roles.get('demo-worker-role')!.policies.get('demo-worker-policy')!) as { Statement: { Action: string[] }[] };
+    const workerPolicy = JSON.parse(fake.state.roles.get('demo-worker-role')!.policies.get('demo-worker-policy')!) as {
+      Statement: { Action: string[] }[];
+    };
     assert.ok(workerPolicy.Statement[0].Action.includes('ec2:DescribeInstances'));
     assert.ok(!workerPolicy.Statement[0].Action.includes('ec2:CreateTags'), 'workers get read access only');
     assert.deepEqual(fake.state.instanceProfiles.get('demo-control-plane-profile')!.roles, ['demo-control-plane-role']);
@@ -65,7 +73,13 @@ describe('aws provider: iam create / destroy', function () {
   });
 
   it('refuses to take over an identity it did not make, and a bad prefix', async () => {
-    fake.state.roles.set('demo-worker-role', { name: 'demo-worker-role', arn: 'arn:aws:iam::1:role/demo-worker-role', assumeRolePolicy: '{}', policies: new Map(), tags: {} });
+    fake.state.roles.set('demo-worker-role', {
+      name: 'demo-worker-role',
+      arn: 'arn:aws:iam::1:role/demo-worker-role',
+      assumeRolePolicy: '{}',
+      policies: new Map(),
+      tags: {},
+    });
     const iam = await provider.iam!(fakeOptions(fake));
     await assert.rejects(
       iam.create({ prefix: 'demo', providerConfig: {} }, context()),

@@ -28,10 +28,13 @@ describe('aws provider: instance identity for control-plane tickets', function (
     }
   });
 
-  it('names nobody for another cluster\'s instance or one EC2 does not know', async () => {
+  it("names nobody for another cluster's instance or one EC2 does not know", async () => {
     const other = awsInstanceIdentity(fakeOptions(fake), async () => 'ffffffff');
     const instance = [...fake.state.instances.values()].find((i) => i.tags['constellation-role'] === 'control-plane')!;
     assert.equal(await other(instance.id, 'us-east-2'), undefined);
-    assert.equal(await awsInstanceIdentity(fakeOptions(fake), async () => 'a1b2c3d4')('i-0000000000000dead', 'us-east-2'), undefined);
+    assert.equal(
+      await awsInstanceIdentity(fakeOptions(fake), async () => 'a1b2c3d4')('i-0000000000000dead', 'us-east-2'),
+      undefined,
+    );
   });
 });

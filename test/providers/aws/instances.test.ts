@@ -23,7 +23,9 @@ describe('aws provider: instances', function () {
     const instances = await infra.listInstances(ctx);
     assert.equal(instances.length, 5);
     assert.equal(instances.filter((i) => i.role === 'control-plane').length, 3);
-    assert.ok(instances.every((i) => i.nodeGroup === (i.role === 'control-plane' ? 'control_plane_default' : 'worker_default')));
+    assert.ok(
+      instances.every((i) => i.nodeGroup === (i.role === 'control-plane' ? 'control_plane_default' : 'worker_default')),
+    );
     assert.ok(instances.every((i) => /^192\.168\./.test(i.privateIp) && i.id.startsWith('i-')));
   });
 
@@ -34,7 +36,10 @@ describe('aws provider: instances', function () {
     assert.equal(update.params.MaxSize, '12', 'the maximum grows with the request');
     assert.equal((await infra.listInstances(ctx)).filter((i) => i.nodeGroup === 'worker_default').length, 12);
     await infra.scaleNodeGroup('worker_default', 2, ctx);
-    await assert.rejects(infra.scaleNodeGroup('gpu', 1, ctx), (e: UserError) => /"gpu"/.test(e.message) && /worker_default/.test(e.hint ?? ''));
+    await assert.rejects(
+      infra.scaleNodeGroup('gpu', 1, ctx),
+      (e: UserError) => /"gpu"/.test(e.message) && /worker_default/.test(e.hint ?? ''),
+    );
   });
 
   it('adds an instance: a new launch template version with the image new nodes boot, one more in service, returned', async () => {
@@ -45,11 +50,17 @@ describe('aws provider: instances', function () {
     assert.ok(!before.some((i) => i.id === added.id));
     assert.equal(added.state, 'running');
     assert.equal(added.image, 'ami-0feedbeef0000001');
-    assert.ok(added.createdAt && before.every((i) => i.createdAt! <= added.createdAt!), 'createdAt is EC2\'s LaunchTime');
+    assert.ok(
+      added.createdAt && before.every((i) => i.createdAt! <= added.createdAt!),
+      "createdAt is EC2's LaunchTime",
+    );
     const [version] = fake.calls('CreateLaunchTemplateVersion');
     assert.equal(version.params.SourceVersion, '$Latest');
     assert.equal((version.params.LaunchTemplateData as { ImageId: string }).ImageId, 'ami-0feedbeef0000001');
-    assert.equal((await infra.listInstances(ctx)).filter((i) => i.nodeGroup === 'control_plane_default').length, before.length + 1);
+    assert.equal(
+      (await infra.listInstances(ctx)).filter((i) => i.nodeGroup === 'control_plane_default').length,
+      before.length + 1,
+    );
     await infra.removeInstance(added.id, ctx);
   });
 
@@ -62,7 +73,14 @@ describe('aws provider: instances', function () {
     assert.equal(call.params.ShouldDecrementDesiredCapacity, 'true');
     assert.equal(fake.state.instanceState(fake.state.instances.get(chosen.id)!), 'terminated');
     const after = (await infra.listInstances(ctx)).filter((i) => i.nodeGroup === 'worker_default');
-    assert.deepEqual(after.map((i) => i.id).sort(), members.slice(1).map((i) => i.id).sort(), 'every other instance stays');
+    assert.deepEqual(
+      after.map((i) => i.id).sort(),
+      members
+        .slice(1)
+        .map((i) => i.id)
+        .sort(),
+      'every other instance stays',
+    );
     await infra.removeInstance(chosen.id, ctx); // again: gone already, no error
     await infra.scaleNodeGroup('worker_default', members.length, ctx);
   });
@@ -82,8 +100,10 @@ describe('aws provider: instances', function () {
 
   it('marks the cluster initialized: the hash tag empties on the groups, their launch templates and the running instances', async () => {
     await infra.markInitialized(ctx);
-    for (const g of fake.state.autoScalingGroups.values()) assert.equal(g.propagated['constellation-init-secret-hash'], '');
-    for (const lt of fake.state.launchTemplates.values()) assert.match(JSON.stringify(lt.data), /"Key":"constellation-init-secret-hash","Value":""/);
+    for (const g of fake.state.autoScalingGroups.values())
+      assert.equal(g.propagated['constellation-init-secret-hash'], '');
+    for (const lt of fake.state.launchTemplates.values())
+      assert.match(JSON.stringify(lt.data), /"Key":"constellation-init-secret-hash","Value":""/);
     const running = [...fake.state.instances.values()].filter((i) => fake.state.instanceState(i) === 'running');
     assert.ok(running.every((i) => i.tags['constellation-init-secret-hash'] === ''));
     const versions = fake.calls('CreateLaunchTemplateVersion').length;
@@ -91,7 +111,9 @@ describe('aws provider: instances', function () {
     assert.equal(fake.calls('CreateLaunchTemplateVersion').length, versions, 'a second call makes no new version');
     // A node launched later reads no hash: it never serves Init.
     await infra.scaleNodeGroup('worker_default', 3, ctx);
-    const fresh = [...fake.state.instances.values()].filter((i) => fake.state.instanceState(i) !== 'terminated').at(-1)!;
+    const fresh = [...fake.state.instances.values()]
+      .filter((i) => fake.state.instanceState(i) !== 'terminated')
+      .at(-1)!;
     assert.equal(fresh.tags['constellation-init-secret-hash'], '');
   });
 });

@@ -20,7 +20,9 @@ describe('aws provider: node metadata', function () {
   });
 
   function controlPlaneInstance(uid = 'a1b2c3d4') {
-    return [...fake.state.instances.values()].find((i) => i.tags['constellation-uid'] === uid && i.tags['constellation-role'] === 'control-plane')!;
+    return [...fake.state.instances.values()].find(
+      (i) => i.tags['constellation-uid'] === uid && i.tags['constellation-role'] === 'control-plane',
+    )!;
   }
 
   it('answers self, peers, load balancer and init secret hash from IMDSv2 and the EC2/ELB APIs', async () => {

@@ -20,9 +20,15 @@ describe('aws provider: as AWS behaves', function () {
     const infra = new AwsInfrastructure(fakeOptions(fake, { retryDelayMs: 20 }));
     const ctx = context();
     await infra.create(createRequest(), ctx);
-    const notFound = fake.requests.filter((r) => /NotFound$/.test(r.error ?? '') || (r.error === 'ValidationError' && r.action === 'CreateAutoScalingGroup'));
+    const notFound = fake.requests.filter(
+      (r) =>
+        /NotFound$/.test(r.error ?? '') || (r.error === 'ValidationError' && r.action === 'CreateAutoScalingGroup'),
+    );
     assert.ok(notFound.length > 0, 'the fake answered NotFound for a fresh resource');
-    assert.ok(notFound.some((r) => r.error === 'InvalidGroup.NotFound' && r.action === 'AuthorizeSecurityGroupIngress'), notFound.map((r) => `${r.action}:${r.error}`).join(' '));
+    assert.ok(
+      notFound.some((r) => r.error === 'InvalidGroup.NotFound' && r.action === 'AuthorizeSecurityGroupIngress'),
+      notFound.map((r) => `${r.action}:${r.error}`).join(' '),
+    );
     // Listing filters by instance id, so instances EC2 does not know yet are left out, not an error; they appear.
     let running = 0;
     for (let i = 0; i < 50 && running < 5; i++) {
@@ -36,7 +42,12 @@ describe('aws provider: as AWS behaves', function () {
 
   it('does not retry a NotFound for ever: a resource that never appears ends create naming it', async () => {
     fake = await startFakeAws({ lroMs: 5 });
-    fake.fail({ action: 'AuthorizeSecurityGroupIngress', code: 'InvalidGroup.NotFound', message: "The security group 'sg-1' does not exist", times: 1000 });
+    fake.fail({
+      action: 'AuthorizeSecurityGroupIngress',
+      code: 'InvalidGroup.NotFound',
+      message: "The security group 'sg-1' does not exist",
+      times: 1000,
+    });
     const infra = new AwsInfrastructure(fakeOptions(fake, { retryDelayMs: 5, consistencyTimeoutMs: 2000 }));
     const ctx = context();
     await assert.rejects(infra.create(createRequest(), ctx), /InvalidGroup\.NotFound/);
@@ -54,13 +65,22 @@ describe('aws provider: as AWS behaves', function () {
     // Take the control plane's zone out of the load balancer, as a load balancer made in the config's zone only was.
     const lb = [...fake.state.loadBalancers.values()][0]!;
     lb.subnetMappings = lb.subnetMappings.filter((m) => fake.state.subnets.get(m.subnetId)!.zone === 'us-east-2a');
-    const { ElasticLoadBalancingV2Client, DescribeTargetHealthCommand } = await import('@aws-sdk/client-elastic-load-balancing-v2');
-    const elb = new ElasticLoadBalancingV2Client({ region: 'us-east-2', endpoint: fake.url, credentials: fakeOptions(fake).credentials });
+    const { ElasticLoadBalancingV2Client, DescribeTargetHealthCommand } =
+      await import('@aws-sdk/client-elastic-load-balancing-v2');
+    const elb = new ElasticLoadBalancingV2Client({
+      region: 'us-east-2',
+      endpoint: fake.url,
+      credentials: fakeOptions(fake).credentials,
+    });
     try {
       const tg = [...fake.state.targetGroups.values()][0]!;
       const out = await elb.send(new DescribeTargetHealthCommand({ TargetGroupArn: tg.arn }));
       assert.equal(out.TargetHealthDescriptions?.length, 3);
-      assert.ok(out.TargetHealthDescriptions!.every((t) => t.TargetHealth?.State === 'unused' && t.TargetHealth.Reason === 'Target.NotInUse'));
+      assert.ok(
+        out.TargetHealthDescriptions!.every(
+          (t) => t.TargetHealth?.State === 'unused' && t.TargetHealth.Reason === 'Target.NotInUse',
+        ),
+      );
     } finally {
       elb.destroy();
     }
@@ -85,7 +105,10 @@ describe('aws provider: as AWS behaves', function () {
     const ctx = context();
     await infra.create(createRequest(), ctx);
     await infra.terminate(ctx);
-    assert.ok(fake.calls('DescribeInstances').some((c) => JSON.stringify(c.params).includes('constellation-uid')), 'asked EC2 for what is left of the cluster');
+    assert.ok(
+      fake.calls('DescribeInstances').some((c) => JSON.stringify(c.params).includes('constellation-uid')),
+      'asked EC2 for what is left of the cluster',
+    );
     assert.ok([...fake.state.instances.values()].every((i) => fake.state.instanceState(i) === 'terminated'));
     assert.deepEqual(fake.live(), []);
   });

@@ -19,8 +19,13 @@ export function fakeOptions(fake: FakeAws, extra: Partial<AwsProviderOptions> = 
 
 export const quietLog: ProviderLogger = { debug: () => undefined, info: () => undefined, warn: () => undefined };
 
-export function context(journal = new MemoryResourceJournal(), extra: Partial<ProviderContext> = {}): ProviderContext & { journal: MemoryResourceJournal } {
-  return { journal, log: quietLog, workspaceDir: '/nonexistent', ...extra } as ProviderContext & { journal: MemoryResourceJournal };
+export function context(
+  journal = new MemoryResourceJournal(),
+  extra: Partial<ProviderContext> = {},
+): ProviderContext & { journal: MemoryResourceJournal } {
+  return { journal, log: quietLog, workspaceDir: '/nonexistent', ...extra } as ProviderContext & {
+    journal: MemoryResourceJournal;
+  };
 }
 
 export const INIT_SECRET_HASH = '$2b$10$abcdefghijklmnopqrstuu5Yx8PjBQ5GQ0hZyq7k0V0eW3sC0WJ9C';
@@ -45,8 +50,24 @@ export function createRequest(overrides: Partial<CreateRequest> = {}): CreateReq
       deployCSIDriver: false,
     },
     nodeGroups: [
-      { name: 'control_plane_default', role: 'control-plane', zone: 'us-east-2a', instanceType: 'm6a.xlarge', stateDiskSizeGB: 30, stateDiskType: 'gp3', initialCount: 3 },
-      { name: 'worker_default', role: 'worker', zone: 'us-east-2a', instanceType: 'm6a.xlarge', stateDiskSizeGB: 50, stateDiskType: 'gp3', initialCount: 2 },
+      {
+        name: 'control_plane_default',
+        role: 'control-plane',
+        zone: 'us-east-2a',
+        instanceType: 'm6a.xlarge',
+        stateDiskSizeGB: 30,
+        stateDiskType: 'gp3',
+        initialCount: 3,
+      },
+      {
+        name: 'worker_default',
+        role: 'worker',
+        zone: 'us-east-2a',
+        instanceType: 'm6a.xlarge',
+        stateDiskSizeGB: 50,
+        stateDiskType: 'gp3',
+        initialCount: 2,
+      },
     ],
     ...overrides,
   };

@@ -4,8 +4,18 @@ import { MemoryResourceJournal } from '../../../lib/workspace/resource-journal.j
 
 export type TestContext = ProviderContext & { journal: MemoryResourceJournal; messages: string[] };
 
-export function testContext(journal = new MemoryResourceJournal(), extra: Partial<Omit<ProviderContext, 'journal'>> = {}): TestContext {
+export function testContext(
+  journal = new MemoryResourceJournal(),
+  extra: Partial<Omit<ProviderContext, 'journal'>> = {},
+): TestContext {
   const messages: string[] = [];
   const log = { debug: () => undefined, info: () => undefined, warn: (msg: string) => void messages.push(msg) };
-  return { journal, log, progress: (m: string) => void messages.push(m), workspaceDir: '/nonexistent', messages, ...extra };
+  return {
+    journal,
+    log,
+    progress: (m: string) => void messages.push(m),
+    workspaceDir: '/nonexistent',
+    messages,
+    ...extra,
+  };
 }

@@ -8,7 +8,12 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, rmSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { CREDENTIALS_HINT, NoAzureCredentialsError, AzureApiError, isCredentialUnavailable } from '../../../providers/azure/errors.js';
+import {
+  CREDENTIALS_HINT,
+  NoAzureCredentialsError,
+  AzureApiError,
+  isCredentialUnavailable,
+} from '../../../providers/azure/errors.js';
 import { AzureInfrastructure } from '../../../providers/azure/infrastructure.js';
 import { parseAzureOptions } from '../../../providers/azure/options.js';
 import { FakeArm } from '../../fakes/azure/arm-server.js';
@@ -33,7 +38,10 @@ describe('azure credentials', function () {
 
   before(async function () {
     fake = await FakeArm.start();
-    fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+    fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, {
+      location: 'westeurope',
+      properties: { provisioningState: 'Succeeded' },
+    });
     fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', createRequest().image);
     emptyDir = mkdtempSync(path.join(os.tmpdir(), 'azure-cred-'));
   });
@@ -76,16 +84,30 @@ describe('azure credentials', function () {
 
   it('recognizes credential-unavailable errors, also when wrapped', function () {
     const unavailable = Object.assign(new Error('no az'), { name: 'CredentialUnavailableError' });
-    const aggregate = Object.assign(new Error('chain failed'), { name: 'AggregateAuthenticationError', errors: [unavailable, unavailable] });
+    const aggregate = Object.assign(new Error('chain failed'), {
+      name: 'AggregateAuthenticationError',
+      errors: [unavailable, unavailable],
+    });
     assert.equal(isCredentialUnavailable(aggregate), true);
     assert.equal(isCredentialUnavailable(new Error('outer', { cause: unavailable })), true);
-    const wrongSecret = Object.assign(new Error('AADSTS7000215: Invalid client secret'), { name: 'AuthenticationError' });
-    assert.equal(isCredentialUnavailable(Object.assign(new Error('chain'), { name: 'AggregateAuthenticationError', errors: [unavailable, wrongSecret] })), false);
+    const wrongSecret = Object.assign(new Error('AADSTS7000215: Invalid client secret'), {
+      name: 'AuthenticationError',
+    });
+    assert.equal(
+      isCredentialUnavailable(
+        Object.assign(new Error('chain'), { name: 'AggregateAuthenticationError', errors: [unavailable, wrongSecret] }),
+      ),
+      false,
+    );
   });
 
   it('reports a token Azure rejects, with the credentials hint', async function () {
     const infra = new AzureInfrastructure(
-      parseAzureOptions(fake.providerOptions({ credential: { getToken: async () => ({ token: 'expired', expiresOnTimestamp: Date.now() + 3600_000 }) } })),
+      parseAzureOptions(
+        fake.providerOptions({
+          credential: { getToken: async () => ({ token: 'expired', expiresOnTimestamp: Date.now() + 3600_000 }) },
+        }),
+      ),
     );
     const err = await infra.create(createRequest(), testContext()).then(
       () => assert.fail('create succeeded with a bad token'),

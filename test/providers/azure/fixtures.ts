@@ -19,8 +19,24 @@ export function createRequest(overrides: Partial<CreateRequest> = {}): CreateReq
     joinServiceKey: JOIN_SERVICE_KEY,
     tags: { team: 'platform' },
     nodeGroups: [
-      { name: 'control_plane_default', role: 'control-plane', zone: '', instanceType: 'Standard_DC4as_v5', stateDiskSizeGB: 30, stateDiskType: 'Premium_LRS', initialCount: 3 },
-      { name: 'worker_default', role: 'worker', zone: '', instanceType: 'Standard_DC4as_v5', stateDiskSizeGB: 30, stateDiskType: 'StandardSSD_LRS', initialCount: 2 },
+      {
+        name: 'control_plane_default',
+        role: 'control-plane',
+        zone: '',
+        instanceType: 'Standard_DC4as_v5',
+        stateDiskSizeGB: 30,
+        stateDiskType: 'Premium_LRS',
+        initialCount: 3,
+      },
+      {
+        name: 'worker_default',
+        role: 'worker',
+        zone: '',
+        instanceType: 'Standard_DC4as_v5',
+        stateDiskSizeGB: 30,
+        stateDiskType: 'StandardSSD_LRS',
+        initialCount: 2,
+      },
     ],
     providerConfig: {
       subscription: SUBSCRIPTION,

@@ -10,6 +10,9 @@ describe('azure provider module', function () {
     const infra = await azure.infrastructure({ endpoint: 'https://127.0.0.1:1' });
     assert.equal(infra.name, 'azure');
     assert.equal(typeof (await azure.iam!({})).create, 'function');
-    await assert.rejects(async () => azure.infrastructure({ credential: 'not a credential' }), /must be a TokenCredential/);
+    await assert.rejects(
+      async () => azure.infrastructure({ credential: 'not a credential' }),
+      /must be a TokenCredential/,
+    );
   });
 });

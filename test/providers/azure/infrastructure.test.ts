@@ -10,7 +10,14 @@ import { parseAzureOptions } from '../../../providers/azure/options.js';
 import { UserError } from '../../../lib/errors.js';
 import { FakeArm, type LoggedRequest } from '../../fakes/azure/arm-server.js';
 import { testContext } from './context.js';
-import { createRequest, IDENTITY, INIT_SECRET_HASH, JOIN_SERVICE_KEY, RESOURCE_GROUP, SUBSCRIPTION } from './fixtures.js';
+import {
+  createRequest,
+  IDENTITY,
+  INIT_SECRET_HASH,
+  JOIN_SERVICE_KEY,
+  RESOURCE_GROUP,
+  SUBSCRIPTION,
+} from './fixtures.js';
 
 const RG_ID = `/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`;
 const PORTS = [6443, 9000, 30090, 30081, 9999];
@@ -44,15 +51,30 @@ describe('azure infrastructure (fake ARM)', function () {
     fake.unregister('Microsoft.Compute', 'Microsoft.Network', 'Microsoft.ManagedIdentity');
     fake.registrationMs = 40;
     const slept: number[] = [];
-    const registering = new AzureInfrastructure(parseAzureOptions(fake.providerOptions({ registrationPollMs: 10, sleep: async (ms: number) => {
-      slept.push(ms);
-      await new Promise((r) => setTimeout(r, ms));
-    } })));
+    const registering = new AzureInfrastructure(
+      parseAzureOptions(
+        fake.providerOptions({
+          registrationPollMs: 10,
+          sleep: async (ms: number) => {
+            slept.push(ms);
+            await new Promise((r) => setTimeout(r, ms));
+          },
+        }),
+      ),
+    );
     const ctx = testContext();
     await registering.create(createRequest(), ctx);
-    assert.deepEqual(fake.find('POST', '/register').map((r) => r.path.split('/')[4]).sort(), ['Microsoft.Compute', 'Microsoft.ManagedIdentity', 'Microsoft.Network']);
+    assert.deepEqual(
+      fake
+        .find('POST', '/register')
+        .map((r) => r.path.split('/')[4])
+        .sort(),
+      ['Microsoft.Compute', 'Microsoft.ManagedIdentity', 'Microsoft.Network'],
+    );
     const firstPut = fake.requests.findIndex((r) => r.method === 'PUT');
-    const lastRegistrationRead = fake.requests.map((r) => r.method === 'GET' && /\/providers\/Microsoft\.[A-Za-z]+$/.test(r.path)).lastIndexOf(true);
+    const lastRegistrationRead = fake.requests
+      .map((r) => r.method === 'GET' && /\/providers\/Microsoft\.[A-Za-z]+$/.test(r.path))
+      .lastIndexOf(true);
     assert.ok(lastRegistrationRead < firstPut, 'every namespace was registered before the first resource');
     assert.ok(slept.length > 0 && slept.every((ms) => ms === 10), 'it polled on the given interval');
     assert.ok(ctx.messages.includes('registering the resource provider Microsoft.Network with the subscription'));
@@ -63,7 +85,10 @@ describe('azure infrastructure (fake ARM)', function () {
   it('asks nothing to be registered when the subscription already is', async function () {
     await infra.create(createRequest(), testContext());
     assert.equal(fake.find('POST', '/register').length, 0);
-    assert.equal(fake.requests.filter((r) => r.method === 'GET' && /\/providers\/Microsoft\.[A-Za-z]+$/.test(r.path)).length, 3);
+    assert.equal(
+      fake.requests.filter((r) => r.method === 'GET' && /\/providers\/Microsoft\.[A-Za-z]+$/.test(r.path)).length,
+      3,
+    );
   });
 
   it('creates the cluster with confidential scale sets, tags, load-balanced ports and state disks', async function () {
@@ -82,7 +107,10 @@ describe('azure infrastructure (fake ARM)', function () {
     assert.equal(profile.storageProfile.osDisk.managedDisk.securityProfile.securityEncryptionType, 'VMGuestStateOnly');
     assert.equal(cp.sku.name, 'Standard_DC4as_v5');
     assert.equal(cp.sku.capacity, 3);
-    assert.deepEqual(profile.storageProfile.dataDisks.map((d: Json) => [d.lun, d.diskSizeGB, d.managedDisk.storageAccountType]), [[0, 30, 'Premium_LRS']]);
+    assert.deepEqual(
+      profile.storageProfile.dataDisks.map((d: Json) => [d.lun, d.diskSizeGB, d.managedDisk.storageAccountType]),
+      [[0, 30, 'Premium_LRS']],
+    );
     assert.equal(profile.storageProfile.imageReference.communityGalleryImageId, createRequest().image);
     assert.deepEqual(Object.keys(cp.identity.userAssignedIdentities), [IDENTITY]);
     assert.deepEqual(cp.tags, {
@@ -94,15 +122,28 @@ describe('azure infrastructure (fake ARM)', function () {
       'constellation-join-service-key': JOIN_SERVICE_KEY,
     });
     const cpIp = profile.networkProfile.networkInterfaceConfigurations[0].properties.ipConfigurations[0].properties;
-    assert.match(cpIp.loadBalancerBackendAddressPools[0].id, /loadBalancers\/demo-a1b2c3d4-lb\/backendAddressPools\/control-plane$/);
+    assert.match(
+      cpIp.loadBalancerBackendAddressPools[0].id,
+      /loadBalancers\/demo-a1b2c3d4-lb\/backendAddressPools\/control-plane$/,
+    );
     assert.match(cpIp.subnet.id, /virtualNetworks\/demo-a1b2c3d4-vnet\/subnets\/nodes$/);
     const worker = lastPut(fake, 'virtualMachineScaleSets/demo-a1b2c3d4-worker-default');
     assert.equal(worker.tags['constellation-role'], 'worker');
-    assert.equal(worker.properties.virtualMachineProfile.storageProfile.dataDisks[0].managedDisk.storageAccountType, 'StandardSSD_LRS');
-    assert.deepEqual(worker.properties.virtualMachineProfile.networkProfile.networkInterfaceConfigurations[0].properties.ipConfigurations[0].properties.loadBalancerBackendAddressPools, []);
+    assert.equal(
+      worker.properties.virtualMachineProfile.storageProfile.dataDisks[0].managedDisk.storageAccountType,
+      'StandardSSD_LRS',
+    );
+    assert.deepEqual(
+      worker.properties.virtualMachineProfile.networkProfile.networkInterfaceConfigurations[0].properties
+        .ipConfigurations[0].properties.loadBalancerBackendAddressPools,
+      [],
+    );
 
     const lb = lastPut(fake, 'loadBalancers/demo-a1b2c3d4-lb');
-    assert.deepEqual(lb.properties.loadBalancingRules.map((r: Json) => r.properties.frontendPort), PORTS);
+    assert.deepEqual(
+      lb.properties.loadBalancingRules.map((r: Json) => r.properties.frontendPort),
+      PORTS,
+    );
     // The API server's probe is HTTPS GET /readyz (as upstream's); the others are TCP.
     assert.deepEqual(
       lb.properties.probes.map((p: Json) => [p.properties.port, p.properties.protocol, p.properties.requestPath]),
@@ -110,7 +151,10 @@ describe('azure infrastructure (fake ARM)', function () {
     );
     assert.ok(lb.properties.loadBalancingRules.every((r: Json) => r.properties.probe.id.includes('/probes/probe-')));
     const nsg = lastPut(fake, 'networkSecurityGroups/demo-a1b2c3d4-nsg');
-    assert.deepEqual(nsg.properties.securityRules.map((r: Json) => Number(r.properties.destinationPortRange)), PORTS);
+    assert.deepEqual(
+      nsg.properties.securityRules.map((r: Json) => Number(r.properties.destinationPortRange)),
+      PORTS,
+    );
     const vnet = lastPut(fake, 'virtualNetworks/demo-a1b2c3d4-vnet');
     assert.match(vnet.properties.subnets[0].properties.natGateway.id, /natGateways\/demo-a1b2c3d4-nat$/);
 
@@ -150,7 +194,12 @@ describe('azure infrastructure (fake ARM)', function () {
     const abort = new AbortController();
     // Interrupt once Azure has accepted a scale set: its operation is being polled.
     fake.onRequest = (r: LoggedRequest) => {
-      if (r.method === 'GET' && r.path.includes('/providers/Microsoft.Compute/locations/') && r.path.includes('/operations/')) abort.abort(new Error('interrupted'));
+      if (
+        r.method === 'GET' &&
+        r.path.includes('/providers/Microsoft.Compute/locations/') &&
+        r.path.includes('/operations/')
+      )
+        abort.abort(new Error('interrupted'));
     };
     const ctx = testContext(undefined, { signal: abort.signal });
     await assert.rejects(infra.create(createRequest(), ctx), CreateFailedError);
@@ -170,8 +219,13 @@ describe('azure infrastructure (fake ARM)', function () {
     ]);
     for (const set of accepted) {
       const put = secondPuts.find((r) => r.path === set.id)!;
-      const key = (put.body as Json).properties.virtualMachineProfile.osProfile.linuxConfiguration.ssh.publicKeys[0].keyData;
-      assert.equal(key, (set.data as Json).sshPublicKey, 'an accepted scale set keeps its SSH key (Azure cannot change it)');
+      const key = (put.body as Json).properties.virtualMachineProfile.osProfile.linuxConfiguration.ssh.publicKeys[0]
+        .keyData;
+      assert.equal(
+        key,
+        (set.data as Json).sshPublicKey,
+        'an accepted scale set keeps its SSH key (Azure cannot change it)',
+      );
     }
     assert.ok(result.clusterEndpoint);
     assert.equal((await infra.listInstances(rerun)).length, 5);
@@ -179,8 +233,23 @@ describe('azure infrastructure (fake ARM)', function () {
   });
 
   it('retries throttling (429 with Retry-After) and transient 503s', async function () {
-    fake.inject({ method: 'PUT', path: 'virtualNetworks/', status: 429, code: 'TooManyRequests', message: 'throttled', headers: { 'Retry-After': '0' }, times: 2 });
-    fake.inject({ method: 'PUT', path: 'loadBalancers/', status: 503, code: 'ServiceUnavailable', message: 'try later', times: 1 });
+    fake.inject({
+      method: 'PUT',
+      path: 'virtualNetworks/',
+      status: 429,
+      code: 'TooManyRequests',
+      message: 'throttled',
+      headers: { 'Retry-After': '0' },
+      times: 2,
+    });
+    fake.inject({
+      method: 'PUT',
+      path: 'loadBalancers/',
+      status: 503,
+      code: 'ServiceUnavailable',
+      message: 'try later',
+      times: 1,
+    });
     const ctx = testContext();
     await infra.create(createRequest(), ctx);
     assert.equal(fake.find('PUT', 'virtualNetworks/').length, 3);
@@ -188,8 +257,16 @@ describe('azure infrastructure (fake ARM)', function () {
   });
 
   it("reports a permanent error with Azure's code and message and offers to roll back", async function () {
-    const message = 'Operation could not be completed as it results in exceeding approved standardDCASv5Family Cores quota.';
-    fake.inject({ method: 'PUT', path: 'virtualMachineScaleSets/', status: 409, code: 'OperationNotAllowed', message, times: 10 });
+    const message =
+      'Operation could not be completed as it results in exceeding approved standardDCASv5Family Cores quota.';
+    fake.inject({
+      method: 'PUT',
+      path: 'virtualMachineScaleSets/',
+      status: 409,
+      code: 'OperationNotAllowed',
+      message,
+      times: 10,
+    });
     const ctx = testContext();
     const err = await infra.create(createRequest(), ctx).then(
       () => assert.fail('create succeeded'),
@@ -208,7 +285,14 @@ describe('azure infrastructure (fake ARM)', function () {
   });
 
   it('reports a failed long-running operation with its error', async function () {
-    fake.inject({ method: 'PUT', path: 'virtualMachineScaleSets/demo-a1b2c3d4-worker', asyncError: { code: 'AllocationFailed', message: 'Allocation failed. We do not have sufficient capacity for the requested VM size in this region.' } });
+    fake.inject({
+      method: 'PUT',
+      path: 'virtualMachineScaleSets/demo-a1b2c3d4-worker',
+      asyncError: {
+        code: 'AllocationFailed',
+        message: 'Allocation failed. We do not have sufficient capacity for the requested VM size in this region.',
+      },
+    });
     const ctx = testContext();
     await assert.rejects(infra.create(createRequest(), ctx), (err: CreateFailedError) => {
       assert.ok(err instanceof CreateFailedError);
@@ -227,7 +311,8 @@ describe('azure infrastructure (fake ARM)', function () {
     // Gone behind our back: a scale set; unknown to the journal but tagged: the NAT public IP and an extra IP.
     const worker = (await ctx.journal.list()).find((r) => r.name === 'demo-a1b2c3d4-worker-default')!;
     fake.resources.delete(worker.id.toLowerCase());
-    for (const key of [...fake.resources.keys()]) if (key.startsWith(worker.id.toLowerCase() + '/')) fake.resources.delete(key);
+    for (const key of [...fake.resources.keys()])
+      if (key.startsWith(worker.id.toLowerCase() + '/')) fake.resources.delete(key);
     const natIp = (await ctx.journal.list()).find((r) => r.name === 'demo-a1b2c3d4-nat-ip')!;
     await ctx.journal.remove(natIp.id);
     const strayId = `${RG_ID}/providers/Microsoft.Network/publicIPAddresses/stray`;
@@ -250,18 +335,31 @@ describe('azure infrastructure (fake ARM)', function () {
     const patch = fake.find('PATCH', 'virtualMachineScaleSets/demo-a1b2c3d4-worker-default').at(-1)!;
     assert.equal((patch.body as Json).sku.capacity, 4);
     await assert.rejects(infra.scaleNodeGroup('nope', 1, ctx), /Node group "nope" is not part of this cluster/);
-    await assert.rejects(infra.removeInstance('/subscriptions/x/resourceGroups/y/providers/Microsoft.Compute/virtualMachines/z', ctx), UserError);
+    await assert.rejects(
+      infra.removeInstance('/subscriptions/x/resourceGroups/y/providers/Microsoft.Compute/virtualMachines/z', ctx),
+      UserError,
+    );
   });
 
   it('refuses config Azure would refuse, before creating anything', async function () {
     const ctx = testContext();
     const noIdentity = createRequest();
     delete noIdentity.providerConfig.userAssignedIdentity;
-    await assert.rejects(infra.create(noIdentity, ctx), (e: UserError) => /provider\.azure\.userAssignedIdentity/.test(e.message) && /iam create azure/.test(e.hint ?? ''));
+    await assert.rejects(
+      infra.create(noIdentity, ctx),
+      (e: UserError) =>
+        /provider\.azure\.userAssignedIdentity/.test(e.message) && /iam create azure/.test(e.hint ?? ''),
+    );
     const wrongSize = createRequest();
     wrongSize.nodeGroups[1].instanceType = 'Standard_D4s_v5';
-    await assert.rejects(infra.create(wrongSize, ctx), /nodeGroups\.worker_default\.instanceType "Standard_D4s_v5" cannot run azure-sev-snp/);
-    await assert.rejects(infra.create(createRequest({ attestationVariant: 'gcp-sev-snp' }), ctx), /does not run on Azure/);
+    await assert.rejects(
+      infra.create(wrongSize, ctx),
+      /nodeGroups\.worker_default\.instanceType "Standard_D4s_v5" cannot run azure-sev-snp/,
+    );
+    await assert.rejects(
+      infra.create(createRequest({ attestationVariant: 'gcp-sev-snp' }), ctx),
+      /does not run on Azure/,
+    );
     assert.equal(fake.requests.length, 0);
   });
 });

@@ -24,11 +24,17 @@ describe('azure provider: instance identity for control-plane tickets', function
   let fake: FakeArm;
   let instances: Instance[];
   const uid = createRequest().uid;
-  const issuer = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink: new MemoryTokenSink() }), clock: () => new Date() });
+  const issuer = new JoinTicketIssuer({
+    tokens: new BootstrapTokenIssuer({ sink: new MemoryTokenSink() }),
+    clock: () => new Date(),
+  });
 
   before(async () => {
     fake = await FakeArm.start();
-    fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+    fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, {
+      location: 'westeurope',
+      properties: { provisioningState: 'Succeeded' },
+    });
     fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', createRequest().image);
     const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
     const ctx = testContext();
@@ -39,11 +45,15 @@ describe('azure provider: instance identity for control-plane tickets', function
     await fake?.stop();
   });
 
-  const identify = (cluster = { uid, subscriptionId: SUBSCRIPTION }) => azureInstanceIdentity(parseAzureOptions(fake.providerOptions()), async () => cluster);
+  const identify = (cluster = { uid, subscriptionId: SUBSCRIPTION }) =>
+    azureInstanceIdentity(parseAzureOptions(fake.providerOptions()), async () => cluster);
   /** The VM as its IMDS names it: resource id and the vmId Azure gave it. */
-  const imdsIdentity = (instance: Instance) => ({ resourceId: instance.id, vmId: (fake.get(instance.id) as { properties: { vmId: string } }).properties.vmId });
+  const imdsIdentity = (instance: Instance) => ({
+    resourceId: instance.id,
+    vmId: (fake.get(instance.id) as { properties: { vmId: string } }).properties.vmId,
+  });
 
-  it('names a VM of its own cluster with its computer name, address and its scale set\'s role', async () => {
+  it("names a VM of its own cluster with its computer name, address and its scale set's role", async () => {
     for (const role of ['control-plane', 'worker'] as const) {
       const vm = instances.find((i) => i.role === role)!;
       assert.deepEqual(await identify()(imdsIdentity(vm)), { name: vm.name, role, addresses: [vm.privateIp] });
@@ -53,13 +63,25 @@ describe('azure provider: instance identity for control-plane tickets', function
   it('names nobody for another cluster, another subscription, a VM ARM does not know, or another vmId under the same resource id', async () => {
     const cp = instances.find((i) => i.role === 'control-plane')!;
     assert.equal(await identify({ uid: 'ffffffff', subscriptionId: SUBSCRIPTION })(imdsIdentity(cp)), undefined);
-    assert.equal(await identify({ uid, subscriptionId: '99999999-1111-2222-3333-444444444444' })(imdsIdentity(cp)), undefined);
-    assert.equal(await identify()({ resourceId: cp.id.replace(/\/virtualMachines\/\d+$/, '/virtualMachines/999'), vmId: imdsIdentity(cp).vmId }), undefined);
+    assert.equal(
+      await identify({ uid, subscriptionId: '99999999-1111-2222-3333-444444444444' })(imdsIdentity(cp)),
+      undefined,
+    );
+    assert.equal(
+      await identify()({
+        resourceId: cp.id.replace(/\/virtualMachines\/\d+$/, '/virtualMachines/999'),
+        vmId: imdsIdentity(cp).vmId,
+      }),
+      undefined,
+    );
     assert.equal(await identify()({ resourceId: cp.id, vmId: '00000000-0000-4000-8000-00000000dead' }), undefined);
   });
 
-  it('a control plane\'s attested identity gets a control-plane ticket; a worker claiming a control plane\'s VM, or asking as itself, does not', async () => {
-    const [cp, worker] = [instances.find((i) => i.role === 'control-plane')!, instances.find((i) => i.role === 'worker')!];
+  it("a control plane's attested identity gets a control-plane ticket; a worker claiming a control plane's VM, or asking as itself, does not", async () => {
+    const [cp, worker] = [
+      instances.find((i) => i.role === 'control-plane')!,
+      instances.find((i) => i.role === 'worker')!,
+    ];
     const deps = { azureInstanceIdentity: identify() };
     const cpInstance = await azureAttestedInstance({ identity: imdsIdentity(cp) }, deps);
     issuer.checkIdentity(hello(cp.name, true), cpInstance);
@@ -67,13 +89,25 @@ describe('azure provider: instance identity for control-plane tickets', function
     // A worker whose document named the control plane's VM (its IMDS never would) names that VM; its join request
     // carries its own node name, which is not the attested instance's.
     const claimed = await azureAttestedInstance({ identity: imdsIdentity(cp) }, deps);
-    assert.throws(() => issuer.checkIdentity(hello(worker.name, true), claimed), (err: unknown) =>
-      err instanceof AttestationError && new RegExp(`names node "${worker.name}", but the attestation comes from instance "${cp.name}"`).test(err.message));
+    assert.throws(
+      () => issuer.checkIdentity(hello(worker.name, true), claimed),
+      (err: unknown) =>
+        err instanceof AttestationError &&
+        new RegExp(`names node "${worker.name}", but the attestation comes from instance "${cp.name}"`).test(
+          err.message,
+        ),
+    );
 
     const workerInstance = await azureAttestedInstance({ identity: imdsIdentity(worker) }, deps);
-    assert.throws(() => issuer.checkIdentity(hello(worker.name, true), workerInstance), /as a worker node: the cluster's CA keys go only to control-plane nodes/);
+    assert.throws(
+      () => issuer.checkIdentity(hello(worker.name, true), workerInstance),
+      /as a worker node: the cluster's CA keys go only to control-plane nodes/,
+    );
     // Without an identity in the document nothing is named, so no control-plane ticket either.
     const unnamed = await azureAttestedInstance({}, deps);
-    assert.throws(() => issuer.checkIdentity(hello(cp.name, true), unnamed), /the attestation does not identify the instance/);
+    assert.throws(
+      () => issuer.checkIdentity(hello(cp.name, true), unnamed),
+      /the attestation does not identify the instance/,
+    );
   });
 });

@@ -11,7 +11,14 @@ import type { CreateResult, Instance } from '../../../providers/contract.js';
 import { FakeArm, FAKE_TOKEN } from '../../fakes/azure/arm-server.js';
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
 import { testContext } from './context.js';
-import { createRequest, IDENTITY, INIT_SECRET_HASH, JOIN_SERVICE_KEY, RESOURCE_GROUP, SUBSCRIPTION } from './fixtures.js';
+import {
+  createRequest,
+  IDENTITY,
+  INIT_SECRET_HASH,
+  JOIN_SERVICE_KEY,
+  RESOURCE_GROUP,
+  SUBSCRIPTION,
+} from './fixtures.js';
 
 describe('azure node metadata (fake IMDS and ARM)', function () {
   let fake: FakeArm;
@@ -22,7 +29,10 @@ describe('azure node metadata (fake IMDS and ARM)', function () {
 
   before(async function () {
     fake = await FakeArm.start();
-    fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, { location: 'westeurope', properties: { provisioningState: 'Succeeded' } });
+    fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, {
+      location: 'westeurope',
+      properties: { provisioningState: 'Succeeded' },
+    });
     fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', createRequest().image);
     const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
     const ctx = testContext();
@@ -49,7 +59,12 @@ describe('azure node metadata (fake IMDS and ARM)', function () {
 
   it('reads self and the init secret hash from IMDS, with the Metadata header', async function () {
     const me = instances.find((i) => i.role === 'worker')!;
-    assert.deepEqual(await metadata.self(), { name: me.name, providerId: `azure://${me.id}`, role: 'worker', vpcIp: me.privateIp });
+    assert.deepEqual(await metadata.self(), {
+      name: me.name,
+      providerId: `azure://${me.id}`,
+      role: 'worker',
+      vpcIp: me.privateIp,
+    });
     assert.equal(await metadata.initSecretHash(), INIT_SECRET_HASH);
     assert.equal(await metadata.joinServiceKey(), JOIN_SERVICE_KEY);
     assert.ok(imds.requests.length > 0 && imds.requests.every((r) => r.metadataHeader === 'true'));
@@ -69,20 +84,43 @@ describe('azure node metadata (fake IMDS and ARM)', function () {
 
   it("authenticates to ARM as the VM's managed identity, with a token from IMDS; without an identity it says what to fix", async function () {
     const me = instances.find((i) => i.role === 'worker')!;
-    const set = fake.get(me.id.replace(/\/virtualMachines\/.*$/, '')) as { tags: Record<string, string>; identity?: { type: string; userAssignedIdentities: Record<string, unknown> } };
+    const set = fake.get(me.id.replace(/\/virtualMachines\/.*$/, '')) as {
+      tags: Record<string, string>;
+      identity?: { type: string; userAssignedIdentities: Record<string, unknown> };
+    };
     assert.equal(set.identity?.type, 'UserAssigned', 'the scale set carries the user-assigned identity');
     assert.deepEqual(Object.keys(set.identity!.userAssignedIdentities), [IDENTITY]);
-    const vm = { name: 'vm', computerName: me.name, resourceId: me.id, subscriptionId: SUBSCRIPTION, resourceGroupName: RESOURCE_GROUP, tags: set.tags, privateIp: me.privateIp };
+    const vm = {
+      name: 'vm',
+      computerName: me.name,
+      resourceId: me.id,
+      subscriptionId: SUBSCRIPTION,
+      resourceGroupName: RESOURCE_GROUP,
+      tags: set.tags,
+      privateIp: me.privateIp,
+    };
     const { credential: _ignored, ...withoutCredential } = fake.providerOptions();
     const withIdentity = await startFakeImds({ ...vm, managedIdentity: { token: FAKE_TOKEN } });
     const without = await startFakeImds(vm);
     try {
-      const peers = await new AzureNodeMetadata(parseAzureOptions({ ...withoutCredential, imdsEndpoint: withIdentity.url })).peers();
-      assert.equal(peers.length, instances.length, 'ARM accepted the managed identity\'s token');
-      assert.ok(withIdentity.tokenRequests.length >= 1 && withIdentity.tokenRequests.every((r) => r.resource === 'https://management.azure.com/' && r.apiVersion === '2018-02-01'));
+      const peers = await new AzureNodeMetadata(
+        parseAzureOptions({ ...withoutCredential, imdsEndpoint: withIdentity.url }),
+      ).peers();
+      assert.equal(peers.length, instances.length, "ARM accepted the managed identity's token");
+      assert.ok(
+        withIdentity.tokenRequests.length >= 1 &&
+          withIdentity.tokenRequests.every(
+            (r) => r.resource === 'https://management.azure.com/' && r.apiVersion === '2018-02-01',
+          ),
+      );
       assert.ok(withIdentity.requests.every((r) => r.metadataHeader === 'true'));
-      await assert.rejects(new AzureNodeMetadata(parseAzureOptions({ ...withoutCredential, imdsEndpoint: without.url })).peers(), (err: Error) =>
-        /refused a managed-identity token for https:\/\/management\.azure\.com\/: 400 Identity not found/.test(err.message) && /userAssignedIdentity/.test((err as { hint?: string }).hint ?? ''));
+      await assert.rejects(
+        new AzureNodeMetadata(parseAzureOptions({ ...withoutCredential, imdsEndpoint: without.url })).peers(),
+        (err: Error) =>
+          /refused a managed-identity token for https:\/\/management\.azure\.com\/: 400 Identity not found/.test(
+            err.message,
+          ) && /userAssignedIdentity/.test((err as { hint?: string }).hint ?? ''),
+      );
     } finally {
       await withIdentity.stop();
       await without.stop();

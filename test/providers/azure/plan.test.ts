@@ -9,15 +9,23 @@ function scaleSets(variant: string, instanceType: string, providerConfig: Json =
   const request = createRequest({ attestationVariant: variant });
   for (const g of request.nodeGroups) g.instanceType = instanceType;
   Object.assign(request.providerConfig, providerConfig);
-  return planResources(request, parseAzureConfig(request.providerConfig)).flatMap((p) => (p.kind === 'azure:vmss' ? [p.body('ssh-rsa AAAA') as Json] : []));
+  return planResources(request, parseAzureConfig(request.providerConfig)).flatMap((p) =>
+    p.kind === 'azure:vmss' ? [p.body('ssh-rsa AAAA') as Json] : [],
+  );
 }
 
 describe('azure plan', function () {
   it('runs TDX on DCes_v5 as a confidential VM and trusted launch without disk encryption', function () {
     const [tdx] = scaleSets('azure-tdx', 'Standard_DC4es_v5', { secureBoot: true });
     assert.equal(tdx.virtualMachineProfile.securityProfile.securityType, 'ConfidentialVM');
-    assert.deepEqual(tdx.virtualMachineProfile.securityProfile.uefiSettings, { vTpmEnabled: true, secureBootEnabled: true });
-    assert.equal(tdx.virtualMachineProfile.storageProfile.osDisk.managedDisk.securityProfile.securityEncryptionType, 'VMGuestStateOnly');
+    assert.deepEqual(tdx.virtualMachineProfile.securityProfile.uefiSettings, {
+      vTpmEnabled: true,
+      secureBootEnabled: true,
+    });
+    assert.equal(
+      tdx.virtualMachineProfile.storageProfile.osDisk.managedDisk.securityProfile.securityEncryptionType,
+      'VMGuestStateOnly',
+    );
     assert.throws(() => scaleSets('azure-tdx', 'Standard_DC4as_v5'), /cannot run azure-tdx/);
 
     const [tl] = scaleSets('azure-trustedlaunch', 'Standard_D4s_v5');
@@ -39,15 +47,25 @@ describe('azure plan', function () {
 
   it('derives valid names and accepts the image reference forms', function () {
     assert.equal(baseName({ name: 'My_Cluster!', uid: 'AB12' }), 'my-cluster-ab12');
-    assert.deepEqual(imageReference('/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/galleries/g/images/i/versions/1'), {
-      id: '/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/galleries/g/images/i/versions/1',
+    assert.deepEqual(
+      imageReference('/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/galleries/g/images/i/versions/1'),
+      {
+        id: '/subscriptions/s/resourceGroups/r/providers/Microsoft.Compute/galleries/g/images/i/versions/1',
+      },
+    );
+    assert.deepEqual(imageReference('/SharedGalleries/x/Images/y/Versions/1'), {
+      sharedGalleryImageId: '/SharedGalleries/x/Images/y/Versions/1',
     });
-    assert.deepEqual(imageReference('/SharedGalleries/x/Images/y/Versions/1'), { sharedGalleryImageId: '/SharedGalleries/x/Images/y/Versions/1' });
     assert.throws(() => imageReference('ami-123'), /not an Azure image reference/);
   });
 
   it('accepts an identity name for userAssignedIdentity and names missing keys', function () {
-    const config = parseAzureConfig({ subscription: SUBSCRIPTION, location: 'westeurope', resourceGroup: RESOURCE_GROUP, userAssignedIdentity: 'constell-nodes' });
+    const config = parseAzureConfig({
+      subscription: SUBSCRIPTION,
+      location: 'westeurope',
+      resourceGroup: RESOURCE_GROUP,
+      userAssignedIdentity: 'constell-nodes',
+    });
     assert.equal(config.userAssignedIdentity, IDENTITY);
     assert.equal(config.deployCSIDriver, false);
     assert.throws(() => parseAzureConfig({ subscription: SUBSCRIPTION }), /provider\.azure\.resourceGroup is not set/);

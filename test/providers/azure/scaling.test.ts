@@ -35,11 +35,15 @@ describe('azure single instances: add, drain, remove, initialized (fake ARM)', f
     await fake.stop();
   });
 
-  const capacity = (group: string) => (fake.get(`${RG_ID}/providers/Microsoft.Compute/virtualMachineScaleSets/demo-a1b2c3d4-${group}`) as Json).sku.capacity;
+  const capacity = (group: string) =>
+    (fake.get(`${RG_ID}/providers/Microsoft.Compute/virtualMachineScaleSets/demo-a1b2c3d4-${group}`) as Json).sku
+      .capacity;
 
   it('sets provisionVMAgent false, extension operations off and orchestrationMode Uniform on every scale set (as upstream)', async function () {
     await infra.create(createRequest(), testContext());
-    for (const put of fake.requests.filter((r) => r.method === 'PUT' && /virtualMachineScaleSets\/[^/]+$/.test(r.path))) {
+    for (const put of fake.requests.filter(
+      (r) => r.method === 'PUT' && /virtualMachineScaleSets\/[^/]+$/.test(r.path),
+    )) {
       const props = (put.body as Json).properties;
       assert.equal(props.orchestrationMode, 'Uniform');
       assert.equal(props.virtualMachineProfile.osProfile.linuxConfiguration.provisionVMAgent, false);
@@ -49,12 +53,26 @@ describe('azure single instances: add, drain, remove, initialized (fake ARM)', f
 
   it('refuses an image not marked for confidential VMs before making anything', async function () {
     fake.seedGalleryImage(SUBSCRIPTION, 'westeurope', createRequest().image, 'TrustedLaunchSupported');
-    await assert.rejects(infra.create(createRequest(), testContext()), /not marked for confidential VMs \(its SecurityType is TrustedLaunchSupported\)/);
     await assert.rejects(
-      infra.create(createRequest({ image: `/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}/providers/Microsoft.Compute/images/plain` }), testContext()),
+      infra.create(createRequest(), testContext()),
+      /not marked for confidential VMs \(its SecurityType is TrustedLaunchSupported\)/,
+    );
+    await assert.rejects(
+      infra.create(
+        createRequest({
+          image: `/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}/providers/Microsoft.Compute/images/plain`,
+        }),
+        testContext(),
+      ),
       /is not a gallery image/,
     );
-    await assert.rejects(infra.create(createRequest({ image: '/CommunityGalleries/nope/Images/constellation/Versions/1.0.0' }), testContext()), /does not exist in westeurope/);
+    await assert.rejects(
+      infra.create(
+        createRequest({ image: '/CommunityGalleries/nope/Images/constellation/Versions/1.0.0' }),
+        testContext(),
+      ),
+      /does not exist in westeurope/,
+    );
     assert.equal(fake.requests.filter((r) => r.method === 'PUT').length, 0);
   });
 
@@ -68,7 +86,10 @@ describe('azure single instances: add, drain, remove, initialized (fake ARM)', f
     assert.ok(added.createdAt);
     assert.equal(capacity('worker-default'), 3);
     const others = (await infra.listInstances(ctx)).filter((i) => i.role === 'worker' && i.id !== added.id);
-    assert.deepEqual(others.map((i) => i.image), [createRequest().image, createRequest().image]);
+    assert.deepEqual(
+      others.map((i) => i.image),
+      [createRequest().image, createRequest().image],
+    );
   });
 
   it('removes exactly the chosen VM, and the capacity goes down by one', async function () {
@@ -79,7 +100,10 @@ describe('azure single instances: add, drain, remove, initialized (fake ARM)', f
     const victim = before[0]!;
     await infra.removeInstance(victim.id, ctx);
     const after = (await infra.listInstances(ctx)).filter((i) => i.role === 'control-plane');
-    assert.deepEqual(after.map((i) => i.id), before.slice(1).map((i) => i.id));
+    assert.deepEqual(
+      after.map((i) => i.id),
+      before.slice(1).map((i) => i.id),
+    );
     assert.equal(capacity('control-plane-default'), 2);
     await infra.removeInstance(victim.id, ctx);
     assert.equal(capacity('control-plane-default'), 2);
@@ -91,7 +115,13 @@ describe('azure single instances: add, drain, remove, initialized (fake ARM)', f
     const cps = (await infra.listInstances(ctx)).filter((i) => i.role === 'control-plane');
     assert.equal(fake.backendPoolMembers(POOL).length, 3);
     await infra.drainInstance(cps[1]!.id, ctx);
-    assert.deepEqual(fake.backendPoolMembers(POOL).map((m) => m.id).sort(), [cps[0]!.id, cps[2]!.id].sort());
+    assert.deepEqual(
+      fake
+        .backendPoolMembers(POOL)
+        .map((m) => m.id)
+        .sort(),
+      [cps[0]!.id, cps[2]!.id].sort(),
+    );
     assert.equal((await infra.listInstances(ctx)).find((i) => i.id === cps[1]!.id)?.state, 'running');
     await infra.drainInstance(cps[1]!.id, ctx);
     await infra.removeInstance(cps[1]!.id, ctx);
@@ -103,7 +133,9 @@ describe('azure single instances: add, drain, remove, initialized (fake ARM)', f
     await infra.create(createRequest(), ctx);
     await infra.markInitialized(ctx);
     for (const group of ['control-plane-default', 'worker-default']) {
-      const tags = (fake.get(`${RG_ID}/providers/Microsoft.Compute/virtualMachineScaleSets/demo-a1b2c3d4-${group}`) as Json).tags;
+      const tags = (
+        fake.get(`${RG_ID}/providers/Microsoft.Compute/virtualMachineScaleSets/demo-a1b2c3d4-${group}`) as Json
+      ).tags;
       assert.equal(tags['constellation-init-secret-hash'], undefined);
       assert.ok(tags['constellation-join-service-key']);
     }
@@ -123,18 +155,30 @@ describe('the fake ARM scale set (as Azure documents it)', function () {
     await fake.stop();
   });
 
-  const vms = () => [...fake.resources.values()].filter((r) => /\/virtualMachines\/[^/]+$/.test(r.id)).map((r) => r.body as Json);
+  const vms = () =>
+    [...fake.resources.values()].filter((r) => /\/virtualMachines\/[^/]+$/.test(r.id)).map((r) => r.body as Json);
 
   it('keeps a VM Creating until its guest reports Ready to the wire server; the scale set is done only then', async function () {
     const infra = new AzureInfrastructure(parseAzureOptions(fake.providerOptions()));
     const request = createRequest({ nodeGroups: [{ ...createRequest().nodeGroups[0]!, initialCount: 1 }] });
     const created = infra.create(request, testContext());
     let settled = false;
-    void created.then(() => (settled = true), () => (settled = true));
-    await pollUntil(() => (vms().length > 0 ? true : undefined), { timeoutMs: 10_000, intervalMs: 10, what: 'the scale set\'s VM' });
+    void created.then(
+      () => (settled = true),
+      () => (settled = true),
+    );
+    await pollUntil(() => (vms().length > 0 ? true : undefined), {
+      timeoutMs: 10_000,
+      intervalMs: 10,
+      what: "the scale set's VM",
+    });
     // The provider still waits: it asks Azure again (twice) and the VM is still Creating.
     const asked = fake.requests.length;
-    await pollUntil(() => (fake.requests.length >= asked + 2 ? true : undefined), { timeoutMs: 10_000, intervalMs: 10, what: 'two more requests' });
+    await pollUntil(() => (fake.requests.length >= asked + 2 ? true : undefined), {
+      timeoutMs: 10_000,
+      intervalMs: 10,
+      what: 'two more requests',
+    });
     assert.equal(vms()[0]!.properties.provisioningState, 'Creating');
     assert.equal(settled, false, 'create waits for the VM');
     await reportReady(`${fake.wireServerUrl}/node/${vms()[0]!.properties.osProfile.computerName}`, { attempts: 1 });
@@ -153,7 +197,9 @@ describe('the fake ARM scale set (as Azure documents it)', function () {
     const model = await clients.compute.virtualMachineScaleSets.get(RESOURCE_GROUP, name);
     model.virtualMachineProfile!.osProfile!.linuxConfiguration!.provisionVMAgent = true;
     model.sku!.capacity = 2;
-    const put = clients.compute.virtualMachineScaleSets.createOrUpdate(RESOURCE_GROUP, name, model, { updateIntervalInMs: 5 });
+    const put = clients.compute.virtualMachineScaleSets.createOrUpdate(RESOURCE_GROUP, name, model, {
+      updateIntervalInMs: 5,
+    });
     await assert.rejects(put, /OSProvisioningTimedOut|did not finish in the allotted time/);
   });
 
@@ -165,6 +211,9 @@ describe('the fake ARM scale set (as Azure documents it)', function () {
     const before = (await infra.listInstances(ctx)).filter((i) => i.role === 'control-plane').map((i) => i.id);
     await infra.scaleNodeGroup('control_plane_default', 2, ctx);
     const after = (await infra.listInstances(ctx)).filter((i) => i.role === 'control-plane').map((i) => i.id);
-    assert.deepEqual(after, before.filter((id) => !id.endsWith('/virtualMachines/2')));
+    assert.deepEqual(
+      after,
+      before.filter((id) => !id.endsWith('/virtualMachines/2')),
+    );
   });
 });

@@ -27,7 +27,10 @@ describe('common reverse-dependency deleter', () => {
       deleteOne: async (r) => {
         events.push(`start ${r.id}`);
         await tick();
-        assert.ok((await journal.list()).some((x) => x.id === r.id), 'still recorded while being deleted');
+        assert.ok(
+          (await journal.list()).some((x) => x.id === r.id),
+          'still recorded while being deleted',
+        );
         events.push(`end ${r.id}`);
       },
     });
@@ -64,7 +67,11 @@ describe('common reverse-dependency deleter', () => {
     const inUse = Object.assign(new Error('in use'), { name: 'DependencyViolation' });
     const options = {
       journal,
-      log: { debug: (_m: string, f?: Record<string, unknown>) => void logged.push(f), info: () => undefined, warn: () => undefined },
+      log: {
+        debug: (_m: string, f?: Record<string, unknown>) => void logged.push(f),
+        info: () => undefined,
+        warn: () => undefined,
+      },
       inUseRetry: { inUse: (e: unknown) => (e === inUse ? 'DependencyViolation' : undefined), attempts: 3, delayMs: 1 },
     };
     const refusedTwice = async () => {
@@ -79,7 +86,13 @@ describe('common reverse-dependency deleter', () => {
 
     calls = 0;
     await journal.record(RESOURCES[0]);
-    const err = await deleteInReverseDependencyOrder([RESOURCES[0]], { ...options, deleteOne: async () => { calls++; throw inUse; } }).catch((e: unknown) => e);
+    const err = await deleteInReverseDependencyOrder([RESOURCES[0]], {
+      ...options,
+      deleteOne: async () => {
+        calls++;
+        throw inUse;
+      },
+    }).catch((e: unknown) => e);
     assert.ok(err instanceof TaskGraphError && err.cause === inUse);
     assert.equal(calls, 3);
     assert.equal((await journal.list()).length, 1, 'what is not deleted stays recorded');
@@ -99,7 +112,10 @@ describe('common reverse-dependency deleter', () => {
     assert.ok(err instanceof TaskGraphError);
     assert.equal(err.task, 'instance');
     assert.deepEqual(deleted, ['gateway'], 'the running delete finished; nothing new started');
-    assert.deepEqual((await journal.list()).map((r) => r.id), ['vpc', 'subnet', 'instance']);
+    assert.deepEqual(
+      (await journal.list()).map((r) => r.id),
+      ['vpc', 'subnet', 'instance'],
+    );
   });
 
   it("with onFailure 'skip-dependents' deletes everything that does not wait for the failed resource", async () => {
@@ -121,6 +137,9 @@ describe('common reverse-dependency deleter', () => {
     assert.ok(err instanceof TaskGraphError);
     assert.equal(err.task, 'instance');
     assert.deepEqual(deleted.sort(), ['attachment', 'disk', 'gateway'], 'the disk started after the failure');
-    assert.deepEqual((await journal.list()).map((r) => r.id), ['vpc', 'subnet', 'instance']);
+    assert.deepEqual(
+      (await journal.list()).map((r) => r.id),
+      ['vpc', 'subnet', 'instance'],
+    );
   });
 });

@@ -46,7 +46,11 @@ describe('common task graph', () => {
   it('starts a task only when its last dependency has ended', async () => {
     const log: string[] = [];
     const gates = new Map<string, () => void>();
-    const done = runTaskGraph([gated('a', [], log, gates), gated('b', [], log, gates), gated('c', ['a', 'b'], log, gates)]);
+    const done = runTaskGraph([
+      gated('a', [], log, gates),
+      gated('b', [], log, gates),
+      gated('c', ['a', 'b'], log, gates),
+    ]);
     await tick();
     assert.deepEqual(log, ['start a', 'start b']);
     gates.get('a')!();
@@ -72,7 +76,9 @@ describe('common task graph', () => {
     });
     await runTaskGraph([task('c', ['a', 'b']), task('a'), task('b')]);
     assert.deepEqual(events.slice(0, 2).sort(), ['start a', 'start b'], 'a and b run concurrently');
-    assert.ok(events.indexOf('start c') > events.indexOf('end a') && events.indexOf('start c') > events.indexOf('end b'));
+    assert.ok(
+      events.indexOf('start c') > events.indexOf('end a') && events.indexOf('start c') > events.indexOf('end b'),
+    );
   });
 
   it('runs independent tasks at the same time and hands each task the results (dependsOn form)', async () => {
@@ -103,7 +109,11 @@ describe('common task graph', () => {
 
   it('counts deps and dependsOn of one task together', async () => {
     const order: string[] = [];
-    const task = (id: string, extra: Partial<Task> = {}): Task => ({ id, run: async () => void order.push(id), ...extra });
+    const task = (id: string, extra: Partial<Task> = {}): Task => ({
+      id,
+      run: async () => void order.push(id),
+      ...extra,
+    });
     await runTaskGraph([task('last', { deps: ['a'], dependsOn: ['b'] }), task('a', { deps: ['b'] }), task('b')]);
     assert.deepEqual(order, ['b', 'a', 'last']);
   });
@@ -119,7 +129,14 @@ describe('common task graph', () => {
     const finished: string[] = [];
     const err = await runTaskGraph([
       { id: 'fails', run: async () => Promise.reject(new Error('boom')) },
-      { id: 'slow', run: async () => { await tick(); await tick(); finished.push('slow'); } },
+      {
+        id: 'slow',
+        run: async () => {
+          await tick();
+          await tick();
+          finished.push('slow');
+        },
+      },
       { id: 'after', deps: ['fails'], run: async () => void finished.push('after') },
     ]).catch((e: unknown) => e);
     assert.ok(err instanceof TaskGraphError);
@@ -131,7 +148,11 @@ describe('common task graph', () => {
   it('after a failure does not start even a task whose own dependencies succeeded', async () => {
     const log: string[] = [];
     const gates = new Map<string, () => void>();
-    const done = runTaskGraph([gated('a', [], log, gates, true), gated('b', [], log, gates), gated('c', ['b'], log, gates)]).catch((e: unknown) => e);
+    const done = runTaskGraph([
+      gated('a', [], log, gates, true),
+      gated('b', [], log, gates),
+      gated('c', ['b'], log, gates),
+    ]).catch((e: unknown) => e);
     await tick();
     gates.get('a')!();
     await tick();
@@ -151,9 +172,12 @@ describe('common task graph', () => {
         if (fail) throw new Error(`${id} broke`);
       },
     });
-    const err = await runTaskGraph([task('a', [], true), task('b', ['a']), task('e', ['b']), task('c', []), task('d', ['c'], true)], {
-      onFailure: 'skip-dependents',
-    }).catch((e: unknown) => e);
+    const err = await runTaskGraph(
+      [task('a', [], true), task('b', ['a']), task('e', ['b']), task('c', []), task('d', ['c'], true)],
+      {
+        onFailure: 'skip-dependents',
+      },
+    ).catch((e: unknown) => e);
     assert.ok(err instanceof TaskGraphError);
     assert.deepEqual(err.failures.map((f) => f.task).sort(), ['a', 'd']);
     assert.deepEqual(err.failures.map((f) => (f.error as Error).message).sort(), ['a broke', 'd broke']);
@@ -165,7 +189,13 @@ describe('common task graph', () => {
     const ran: string[] = [];
     const err = await runTaskGraph(
       [
-        { id: 'a', run: async () => { ran.push('a'); abort.abort(); } },
+        {
+          id: 'a',
+          run: async () => {
+            ran.push('a');
+            abort.abort();
+          },
+        },
         { id: 'b', deps: ['a'], run: async () => void ran.push('b') },
       ],
       { signal: abort.signal, onFailure: 'skip-dependents' },
@@ -189,7 +219,10 @@ describe('common task graph', () => {
     const err = await runTaskGraph([failing('x'), failing('y')]).catch((e: unknown) => e);
     assert.ok(err instanceof TaskGraphError);
     assert.equal(err.task, 'x');
-    assert.deepEqual(err.otherFailures.map((f) => [f.task, (f.error as Error).message]), [['y', 'y broke']]);
+    assert.deepEqual(
+      err.otherFailures.map((f) => [f.task, (f.error as Error).message]),
+      [['y', 'y broke']],
+    );
   });
 
   it('the rethrowing variant starts nothing new after a failure, waits for running tasks, and throws the first error itself', async () => {
@@ -197,8 +230,21 @@ describe('common task graph', () => {
     const finished: string[] = [];
     const quota = new Error('quota');
     const run = runTaskGraphRethrowingFirst([
-      { id: 'fails', dependsOn: [], run: async () => { throw quota; } },
-      { id: 'slow', dependsOn: [], run: async () => { await slow.promise; finished.push('slow'); } },
+      {
+        id: 'fails',
+        dependsOn: [],
+        run: async () => {
+          throw quota;
+        },
+      },
+      {
+        id: 'slow',
+        dependsOn: [],
+        run: async () => {
+          await slow.promise;
+          finished.push('slow');
+        },
+      },
       { id: 'after', dependsOn: ['slow'], run: async () => void finished.push('after') },
     ]);
     setImmediate(slow.open);
@@ -208,10 +254,27 @@ describe('common task graph', () => {
 
   it('rejects duplicate ids, unknown dependencies and cycles', async () => {
     const noop = async () => {};
-    assert.throws(() => topologicalOrder([{ id: 'a', deps: ['b'], run: noop }, { id: 'b', deps: ['a'], run: noop }]), /cycle: a -> b -> a/);
+    assert.throws(
+      () =>
+        topologicalOrder([
+          { id: 'a', deps: ['b'], run: noop },
+          { id: 'b', deps: ['a'], run: noop },
+        ]),
+      /cycle: a -> b -> a/,
+    );
     assert.throws(() => topologicalOrder([{ id: 'a', deps: ['x'], run: noop }]), /unknown task "x"/);
-    assert.throws(() => topologicalOrder([{ id: 'a', run: noop }, { id: 'a', run: noop }]), /duplicate task id "a"/);
-    await assert.rejects(runTaskGraph([{ id: 'a', dependsOn: ['missing'], run: async () => 1 }]), /unknown task "missing"/);
+    assert.throws(
+      () =>
+        topologicalOrder([
+          { id: 'a', run: noop },
+          { id: 'a', run: noop },
+        ]),
+      /duplicate task id "a"/,
+    );
+    await assert.rejects(
+      runTaskGraph([{ id: 'a', dependsOn: ['missing'], run: async () => 1 }]),
+      /unknown task "missing"/,
+    );
     await assert.rejects(
       runTaskGraph([
         { id: 'a', dependsOn: ['b'], run: async () => 1 },
@@ -223,8 +286,19 @@ describe('common task graph', () => {
 
   it('tells code which task it runs in and whether it waits', async () => {
     const seen: unknown[] = [];
-    await runTaskGraph([{ id: 't1', run: async () => { seen.push(currentTask()); await whileWaiting(async () => seen.push(currentTask())); } }]);
-    assert.deepEqual(seen, [{ task: 't1', waiting: false }, { task: 't1', waiting: true }]);
+    await runTaskGraph([
+      {
+        id: 't1',
+        run: async () => {
+          seen.push(currentTask());
+          await whileWaiting(async () => seen.push(currentTask()));
+        },
+      },
+    ]);
+    assert.deepEqual(seen, [
+      { task: 't1', waiting: false },
+      { task: 't1', waiting: true },
+    ]);
     assert.equal(currentTask(), undefined);
   });
 
@@ -235,7 +309,10 @@ describe('common task graph', () => {
         { id: 'a', run: async () => {} },
         { id: 'b', deps: ['a'], run: async () => Promise.reject(new Error('no')) },
       ],
-      { onTaskStart: (t) => events.push(`start ${t.id}`), onTaskEnd: (t, e) => events.push(`end ${t.id}${e ? ` ${(e as Error).message}` : ''}`) },
+      {
+        onTaskStart: (t) => events.push(`start ${t.id}`),
+        onTaskEnd: (t, e) => events.push(`end ${t.id}${e ? ` ${(e as Error).message}` : ''}`),
+      },
     ).catch(() => undefined);
     assert.deepEqual(events, ['start a', 'end a', 'start b', 'end b no']);
   });
@@ -245,7 +322,13 @@ describe('common task graph', () => {
     const ran: string[] = [];
     const err = await runTaskGraph(
       [
-        { id: 'a', run: async () => { ran.push('a'); abort.abort(); } },
+        {
+          id: 'a',
+          run: async () => {
+            ran.push('a');
+            abort.abort();
+          },
+        },
         { id: 'b', deps: ['a'], run: async () => void ran.push('b') },
       ],
       { signal: abort.signal },
@@ -264,7 +347,10 @@ describe('common task graph', () => {
       { id: 'vmss', dependsOn: ['lb', 'nsg'] },
     ];
     const cost: Record<string, number> = { rg: 1, ip: 2, lb: 3, nsg: 10, vmss: 4 };
-    assert.deepEqual(criticalPath(tasks, (id) => cost[id]), { length: 15, path: ['rg', 'nsg', 'vmss'] });
+    assert.deepEqual(
+      criticalPath(tasks, (id) => cost[id]),
+      { length: 15, path: ['rg', 'nsg', 'vmss'] },
+    );
     const withDeps = [
       { id: 'net', deps: [] },
       { id: 'subnet', deps: ['net'] },
@@ -272,6 +358,9 @@ describe('common task graph', () => {
       { id: 'bs', deps: ['hc', 'subnet'] },
     ];
     const weights: Record<string, number> = { net: 2, subnet: 2, hc: 1, bs: 3 };
-    assert.deepEqual(criticalPath(withDeps, (id) => weights[id]), { length: 7, path: ['net', 'subnet', 'bs'] });
+    assert.deepEqual(
+      criticalPath(withDeps, (id) => weights[id]),
+      { length: 7, path: ['net', 'subnet', 'bs'] },
+    );
   });
 });

@@ -14,7 +14,13 @@ import { GcpInfrastructure } from '../../../providers/gcp/infrastructure.js';
 import { FakeGcp } from '../../fakes/gcp/server.js';
 import { createRequest, providerContext } from './support.js';
 
-const ENV_KEYS = ['GOOGLE_APPLICATION_CREDENTIALS', 'HOME', 'CLOUDSDK_CONFIG', 'METADATA_SERVER_DETECTION', 'GOOGLE_CLOUD_PROJECT'] as const;
+const ENV_KEYS = [
+  'GOOGLE_APPLICATION_CREDENTIALS',
+  'HOME',
+  'CLOUDSDK_CONFIG',
+  'METADATA_SERVER_DETECTION',
+  'GOOGLE_CLOUD_PROJECT',
+] as const;
 
 describe('GCP credentials', () => {
   let fake: FakeGcp;
@@ -43,7 +49,10 @@ describe('GCP credentials', () => {
 
   it('names GOOGLE_APPLICATION_CREDENTIALS and gcloud when no application default credentials exist', async () => {
     const infra = new GcpInfrastructure(withoutAuthClient());
-    const err = await infra.create(createRequest(), providerContext()).then(() => undefined, (e: unknown) => e);
+    const err = await infra.create(createRequest(), providerContext()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof GcpCredentialsError, String(err));
     assert.match(err.message, /No Google application default credentials/);
     assert.match(err.hint ?? '', /GOOGLE_APPLICATION_CREDENTIALS/);
@@ -55,7 +64,10 @@ describe('GCP credentials', () => {
     process.env.GOOGLE_APPLICATION_CREDENTIALS = path.join(home, 'missing-key.json');
     try {
       const infra = new GcpInfrastructure(withoutAuthClient());
-      const err = await infra.terminate(providerContext()).then(() => undefined, (e: unknown) => e);
+      const err = await infra.terminate(providerContext()).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(err instanceof GcpCredentialsError, String(err));
       assert.match(err.message, /GOOGLE_APPLICATION_CREDENTIALS/);
       assert.match(err.message, /missing-key\.json/);
@@ -69,7 +81,10 @@ describe('GCP credentials', () => {
     const request = createRequest();
     request.providerConfig = { ...request.providerConfig, serviceAccountKeyPath: 'gcpServiceAccountKey.json' };
     const ctx = { ...providerContext(), workspaceDir: home };
-    const err = await infra.create(request, ctx).then(() => undefined, (e: unknown) => e);
+    const err = await infra.create(request, ctx).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     assert.ok(err instanceof GcpCredentialsError, String(err));
     assert.match(err.message, /service-account key file .* cannot be used/);
     assert.ok(err.message.includes(path.join(home, 'gcpServiceAccountKey.json')));
@@ -79,7 +94,10 @@ describe('GCP credentials', () => {
     const stale = new OAuth2Client();
     stale.setCredentials({ access_token: 'revoked-token', expiry_date: Date.now() + 3600_000 });
     const infra = new GcpInfrastructure({ ...fake.providerOptions(), authClient: stale });
-    const err = await infra.create(createRequest(), providerContext()).then(() => undefined, (e: unknown) => e);
+    const err = await infra.create(createRequest(), providerContext()).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
     // Found before anything is made: nothing to roll back.
     assert.ok(err instanceof GcpCredentialsError, String(err));
     assert.equal(fake.calls(/^POST /).length, 0);

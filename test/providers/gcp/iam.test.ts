@@ -19,7 +19,10 @@ describe('GCP iam create / destroy (fake IAM API)', () => {
     await fake.close();
   });
 
-  const request = { prefix: 'myconst', providerConfig: { project: PROJECT, region: 'europe-west3', zone: 'europe-west3-b' } };
+  const request = {
+    prefix: 'myconst',
+    providerConfig: { project: PROJECT, region: 'europe-west3', zone: 'europe-west3-b' },
+  };
   const clusterEmail = `myconst-sa@${PROJECT}.iam.gserviceaccount.com`;
   const nodeEmail = `myconst-vm@${PROJECT}.iam.gserviceaccount.com`;
 
@@ -42,8 +45,11 @@ describe('GCP iam create / destroy (fake IAM API)', () => {
     const role = fake.iam.roles.get(`projects/${PROJECT}/roles/myconst_node`) as { includedPermissions: string[] };
     assert.deepEqual(role.includedPermissions, [...NODE_PERMISSIONS]);
     const bindings = fake.iam.policies.get(PROJECT)!.bindings;
-    for (const r of CLUSTER_ROLES) assert.deepEqual(bindings.find((b) => b.role === r)?.members, [`serviceAccount:${clusterEmail}`]);
-    assert.deepEqual(bindings.find((b) => b.role === `projects/${PROJECT}/roles/myconst_node`)?.members, [`serviceAccount:${nodeEmail}`]);
+    for (const r of CLUSTER_ROLES)
+      assert.deepEqual(bindings.find((b) => b.role === r)?.members, [`serviceAccount:${clusterEmail}`]);
+    assert.deepEqual(bindings.find((b) => b.role === `projects/${PROJECT}/roles/myconst_node`)?.members, [
+      `serviceAccount:${nodeEmail}`,
+    ]);
     assert.equal(fake.iam.keys.size, 1);
   });
 
@@ -55,30 +61,63 @@ describe('GCP iam create / destroy (fake IAM API)', () => {
     const ctx = providerContext();
     await iam.create(request, ctx);
     const bindings = fake.iam.policies.get(PROJECT)!.bindings;
-    assert.deepEqual(bindings.find((b) => b.role === `projects/${PROJECT}/roles/myconst_node`)?.members, [`serviceAccount:${nodeEmail}`]);
+    assert.deepEqual(bindings.find((b) => b.role === `projects/${PROJECT}/roles/myconst_node`)?.members, [
+      `serviceAccount:${nodeEmail}`,
+    ]);
     // Each account: three "not found" answers, each followed by a longer pause (the two are awaited concurrently).
-    assert.deepEqual(slept.sort((a, b) => a - b), [500, 500, 1000, 1000, 2000, 2000]);
+    assert.deepEqual(
+      slept.sort((a, b) => a - b),
+      [500, 500, 1000, 1000, 2000, 2000],
+    );
     assert.ok(ctx.messages.some((m) => /waiting until IAM shows service account/.test(m)));
   });
 
-  it('gives up with IAM\'s message when an account never becomes visible', async () => {
+  it("gives up with IAM's message when an account never becomes visible", async () => {
     fake.iam.propagationRequests = 1000;
-    const iam = await provider.iam!(fake.providerOptions({ sleep: async () => undefined, iamVisibility: { attempts: 4 } }));
-    await assert.rejects(iam.create(request, providerContext()), (err: Error & { hint?: string }) => /Creating the GCP identities/.test(err.message) && /iam create gcp/.test(err.hint ?? ''));
+    const iam = await provider.iam!(
+      fake.providerOptions({ sleep: async () => undefined, iamVisibility: { attempts: 4 } }),
+    );
+    await assert.rejects(
+      iam.create(request, providerContext()),
+      (err: Error & { hint?: string }) =>
+        /Creating the GCP identities/.test(err.message) && /iam create gcp/.test(err.hint ?? ''),
+    );
     assert.equal(fake.iam.policies.get(PROJECT), undefined, 'no policy was written');
   });
 
   it('continues after a failure, retries an etag conflict, and destroy removes exactly what it made', async () => {
     // Someone else's binding must survive destroy.
-    fake.iam.policies.set(PROJECT, { version: 1, etag: 'BwAAAA==', bindings: [{ role: 'roles/viewer', members: ['user:alice@example.com'] }] });
-    fake.inject({ match: /:setIamPolicy$/, status: 403, message: 'Policy update access denied.', grpcStatus: 'PERMISSION_DENIED' });
+    fake.iam.policies.set(PROJECT, {
+      version: 1,
+      etag: 'BwAAAA==',
+      bindings: [{ role: 'roles/viewer', members: ['user:alice@example.com'] }],
+    });
+    fake.inject({
+      match: /:setIamPolicy$/,
+      status: 403,
+      message: 'Policy update access denied.',
+      grpcStatus: 'PERMISSION_DENIED',
+    });
     const ctx = providerContext();
     const iam = await provider.iam!(fake.providerOptions());
-    await assert.rejects(iam.create(request, ctx), (err: Error & { hint?: string }) => /Policy update access denied/.test(err.message) && /iam destroy/.test(err.hint ?? ''));
+    await assert.rejects(
+      iam.create(request, ctx),
+      (err: Error & { hint?: string }) =>
+        /Policy update access denied/.test(err.message) && /iam destroy/.test(err.hint ?? ''),
+    );
 
-    fake.inject({ match: /:setIamPolicy$/, status: 409, message: 'There were concurrent policy changes.', grpcStatus: 'ABORTED' });
+    fake.inject({
+      match: /:setIamPolicy$/,
+      status: 409,
+      message: 'There were concurrent policy changes.',
+      grpcStatus: 'ABORTED',
+    });
     await iam.create(request, ctx);
-    assert.equal(fake.calls(/\/serviceAccounts$/).length, 4, 'the re-run asked again and adopted the existing accounts');
+    assert.equal(
+      fake.calls(/\/serviceAccounts$/).length,
+      4,
+      'the re-run asked again and adopted the existing accounts',
+    );
     assert.equal(fake.iam.serviceAccounts.size, 2);
     assert.equal(fake.iam.keys.size, 1);
 
@@ -89,9 +128,14 @@ describe('GCP iam create / destroy (fake IAM API)', () => {
     await iam.destroy(ctx);
     assert.equal(fake.iam.serviceAccounts.size, 0);
     // IAM deletes custom roles softly: the role stays, marked deleted (its ID blocked for 37 days).
-    assert.deepEqual([...fake.iam.roles.values()].map((r) => r.deleted), [true]);
+    assert.deepEqual(
+      [...fake.iam.roles.values()].map((r) => r.deleted),
+      [true],
+    );
     assert.equal(fake.iam.keys.size, 0);
-    assert.deepEqual(fake.iam.policies.get(PROJECT)!.bindings, [{ role: 'roles/viewer', members: ['user:alice@example.com'] }]);
+    assert.deepEqual(fake.iam.policies.get(PROJECT)!.bindings, [
+      { role: 'roles/viewer', members: ['user:alice@example.com'] },
+    ]);
     assert.deepEqual(await ctx.journal.list(), []);
     await iam.destroy(ctx); // nothing left: a no-op
   });
@@ -106,13 +150,20 @@ describe('GCP iam create / destroy (fake IAM API)', () => {
   });
 
   it('reads and writes the project policy at version 3, so conditional bindings of others survive create and destroy', async () => {
-    const conditional = { role: 'roles/storage.admin', members: ['user:bob@example.com'], condition: { title: 'until 2030', expression: 'request.time < timestamp("2030-01-01T00:00:00Z")' } };
+    const conditional = {
+      role: 'roles/storage.admin',
+      members: ['user:bob@example.com'],
+      condition: { title: 'until 2030', expression: 'request.time < timestamp("2030-01-01T00:00:00Z")' },
+    };
     fake.iam.policies.set(PROJECT, { version: 3, etag: 'BwAAAA==', bindings: [conditional] });
     const ctx = providerContext();
     const iam = await provider.iam!(fake.providerOptions());
     await iam.create(request, ctx);
     assert.equal(fake.iam.policies.get(PROJECT)!.version, 3);
-    assert.deepEqual(fake.iam.policies.get(PROJECT)!.bindings.find((b) => b.condition), conditional);
+    assert.deepEqual(
+      fake.iam.policies.get(PROJECT)!.bindings.find((b) => b.condition),
+      conditional,
+    );
     await iam.destroy(ctx);
     assert.deepEqual(fake.iam.policies.get(PROJECT)!.bindings, [conditional]);
   });
@@ -120,7 +171,10 @@ describe('GCP iam create / destroy (fake IAM API)', () => {
   it('needs a project and a usable prefix', async () => {
     const iam = await provider.iam!(fake.providerOptions());
     await assert.rejects(iam.create({ prefix: 'x', providerConfig: {} }, providerContext()), /needs the GCP project/);
-    await assert.rejects(iam.create({ prefix: '1', providerConfig: { project: PROJECT } }, providerContext()), /cannot name GCP service accounts/);
+    await assert.rejects(
+      iam.create({ prefix: '1', providerConfig: { project: PROJECT } }, providerContext()),
+      /cannot name GCP service accounts/,
+    );
     assert.equal(fake.requests.length, 0);
   });
 

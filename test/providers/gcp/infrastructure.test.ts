@@ -31,7 +31,10 @@ describe('GCP infrastructure (fake Compute API)', function () {
   });
 
   const inserts = (collection: string) => fake.calls(new RegExp(`^POST .*/${collection}$`)).map((r) => r.body as Json);
-  const insertCount = () => fake.calls(/^POST .*\/[A-Za-z]+$/).filter((r) => !/\/(wait|resize|deleteInstances|listManagedInstances)$/.test(r.path)).length;
+  const insertCount = () =>
+    fake
+      .calls(/^POST .*\/[A-Za-z]+$/)
+      .filter((r) => !/\/(wait|resize|deleteInstances|listManagedInstances)$/.test(r.path)).length;
 
   describe('create', () => {
     it('makes confidential instance templates with the state disk, labels and node metadata', async () => {
@@ -39,17 +42,37 @@ describe('GCP infrastructure (fake Compute API)', function () {
       const templates = inserts('instanceTemplates');
       assert.equal(templates.length, 2);
       const cp = templates.find((t) => t.name.includes('control-plane'))!.properties;
-      assert.deepEqual(cp.confidentialInstanceConfig, { confidentialInstanceType: 'SEV_SNP', enableConfidentialCompute: true });
+      assert.deepEqual(cp.confidentialInstanceConfig, {
+        confidentialInstanceType: 'SEV_SNP',
+        enableConfidentialCompute: true,
+      });
       // Secure Boot off, as upstream: it changes PCR 7 and unsigned node images do not boot.
-      assert.deepEqual(cp.shieldedInstanceConfig, { enableVtpm: true, enableIntegrityMonitoring: true, enableSecureBoot: false });
+      assert.deepEqual(cp.shieldedInstanceConfig, {
+        enableVtpm: true,
+        enableIntegrityMonitoring: true,
+        enableSecureBoot: false,
+      });
       assert.equal(cp.scheduling.onHostMaintenance, 'TERMINATE');
       assert.equal(cp.minCpuPlatform, 'AMD Milan');
       assert.equal(cp.machineType, 'n2d-standard-4');
       const stateDisk = cp.disks.find((d: Json) => d.deviceName === 'state-disk');
-      assert.deepEqual([stateDisk.boot, stateDisk.autoDelete, stateDisk.initializeParams.diskSizeGb, stateDisk.initializeParams.diskType], [false, true, '30', 'pd-ssd']);
+      assert.deepEqual(
+        [
+          stateDisk.boot,
+          stateDisk.autoDelete,
+          stateDisk.initializeParams.diskSizeGb,
+          stateDisk.initializeParams.diskType,
+        ],
+        [false, true, '30', 'pd-ssd'],
+      );
       const boot = cp.disks.find((d: Json) => d.boot);
       assert.equal(boot.initializeParams.sourceImage, createRequest().image);
-      assert.deepEqual(cp.labels, { team: 'platform', 'constellation-uid': 'a1b2c3d4', 'constellation-role': 'control-plane', 'constellation-node-group': 'control_plane_default' });
+      assert.deepEqual(cp.labels, {
+        team: 'platform',
+        'constellation-uid': 'a1b2c3d4',
+        'constellation-role': 'control-plane',
+        'constellation-node-group': 'control_plane_default',
+      });
       const metadata = Object.fromEntries(cp.metadata.items.map((i: Json) => [i.key, i.value]));
       assert.equal(metadata['constellation-init-secret-hash'], INIT_SECRET_HASH);
       assert.equal(metadata['constellation-uid'], 'a1b2c3d4');
@@ -82,17 +105,36 @@ describe('GCP infrastructure (fake Compute API)', function () {
     it('refuses machine types that cannot run the variant, before any call', async () => {
       const request = createRequest();
       request.nodeGroups[0]!.instanceType = 'c2d-standard-4';
-      await assert.rejects(infra.create(request, providerContext()), (err: unknown) => err instanceof UserError && /"c2d-standard-4" cannot run gcp-sev-snp/.test(err.message));
-      await assert.rejects(infra.create(createRequest({ attestationVariant: 'aws-sev-snp' }), providerContext()), /does not run on GCP/);
-      await assert.rejects(infra.create(createRequest({ providerConfig: { region: 'r', zone: 'z' } }), providerContext()), /provider\.gcp\.project/);
+      await assert.rejects(
+        infra.create(request, providerContext()),
+        (err: unknown) => err instanceof UserError && /"c2d-standard-4" cannot run gcp-sev-snp/.test(err.message),
+      );
+      await assert.rejects(
+        infra.create(createRequest({ attestationVariant: 'aws-sev-snp' }), providerContext()),
+        /does not run on GCP/,
+      );
+      await assert.rejects(
+        infra.create(createRequest({ providerConfig: { region: 'r', zone: 'z' } }), providerContext()),
+        /provider\.gcp\.project/,
+      );
       assert.equal(fake.requests.length, 0);
     });
 
-    it('refuses a config without the nodes\' service account, naming the key and the fix, before any call', async () => {
+    it("refuses a config without the nodes' service account, naming the key and the fix, before any call", async () => {
       for (const IAMServiceAccountVM of [undefined, '']) {
-        const providerConfig = { project: PROJECT, region: 'europe-west3', zone: ZONE, ...(IAMServiceAccountVM === undefined ? {} : { IAMServiceAccountVM }) };
-        await assert.rejects(infra.create(createRequest({ providerConfig }), providerContext()), (err: unknown) =>
-          err instanceof UserError && /^provider\.gcp\.IAMServiceAccountVM is required/.test(err.message) && /iam create gcp/.test(err.hint ?? ''));
+        const providerConfig = {
+          project: PROJECT,
+          region: 'europe-west3',
+          zone: ZONE,
+          ...(IAMServiceAccountVM === undefined ? {} : { IAMServiceAccountVM }),
+        };
+        await assert.rejects(
+          infra.create(createRequest({ providerConfig }), providerContext()),
+          (err: unknown) =>
+            err instanceof UserError &&
+            /^provider\.gcp\.IAMServiceAccountVM is required/.test(err.message) &&
+            /iam create gcp/.test(err.hint ?? ''),
+        );
       }
       assert.equal(fake.requests.length, 0);
     });
@@ -103,20 +145,39 @@ describe('GCP infrastructure (fake Compute API)', function () {
       const checks = inserts('healthChecks');
       assert.ok(fake.calls(/^POST .*\/global\/healthChecks$/).length === ports.length, 'global health checks');
       assert.deepEqual(checks.map((c) => String(c.tcpHealthCheck?.port ?? c.httpsHealthCheck?.port)).sort(), ports);
-      assert.deepEqual(checks.find((c) => c.type === 'HTTPS')!.httpsHealthCheck, { port: 6443, requestPath: '/readyz' });
+      assert.deepEqual(checks.find((c) => c.type === 'HTTPS')!.httpsHealthCheck, {
+        port: 6443,
+        requestPath: '/readyz',
+      });
       const backends = inserts('backendServices');
       assert.equal(fake.calls(/^POST .*\/global\/backendServices$/).length, ports.length);
       for (const b of backends) {
         assert.deepEqual([b.loadBalancingScheme, b.protocol, b.healthChecks.length], ['EXTERNAL', 'TCP', 1]);
         // Only the control plane serves these ports, through the group's named port.
-        assert.deepEqual(b.backends.map((x: Json) => x.group.split('/').pop()), ['constell-a1b2c3d4-control-plane-default']);
+        assert.deepEqual(
+          b.backends.map((x: Json) => x.group.split('/').pop()),
+          ['constell-a1b2c3d4-control-plane-default'],
+        );
       }
-      assert.deepEqual(backends.map((b) => b.portName).sort(), ['bootstrapper', 'join', 'kubernetes', 'recovery', 'verify']);
+      assert.deepEqual(backends.map((b) => b.portName).sort(), [
+        'bootstrapper',
+        'join',
+        'kubernetes',
+        'recovery',
+        'verify',
+      ]);
       assert.equal(inserts('targetTcpProxies').length, ports.length);
       const rules = inserts('forwardingRules');
       assert.equal(fake.calls(/^POST .*\/global\/forwardingRules$/).length, ports.length, 'global forwarding rules');
       assert.deepEqual(rules.map((r) => r.portRange).sort(), ports);
-      assert.ok(rules.every((r) => r.IPAddress.endsWith('/global/addresses/constell-a1b2c3d4-lb') && /\/targetTcpProxies\//.test(r.target) && r.labels['constellation-uid'] === 'a1b2c3d4'));
+      assert.ok(
+        rules.every(
+          (r) =>
+            r.IPAddress.endsWith('/global/addresses/constell-a1b2c3d4-lb') &&
+            /\/targetTcpProxies\//.test(r.target) &&
+            r.labels['constellation-uid'] === 'a1b2c3d4',
+        ),
+      );
       const address = fake.compute.list('addresses')[0]!;
       assert.match(String(address.selfLink), /\/global\/addresses\//);
       assert.equal(result.clusterEndpoint, address.address);
@@ -126,13 +187,18 @@ describe('GCP infrastructure (fake Compute API)', function () {
 
     it('reaches a control-plane node on its own IP through the cluster endpoint, on every port (init and joins get through)', async () => {
       const result = await infra.create(createRequest(), providerContext());
-      const controlPlane = fake.compute.list('instances').filter((i) => (i.labels as Json)['constellation-role'] === 'control-plane');
+      const controlPlane = fake.compute
+        .list('instances')
+        .filter((i) => (i.labels as Json)['constellation-role'] === 'control-plane');
       for (const port of LOAD_BALANCER_PORTS) {
         const delivery = fake.compute.connect(result.clusterEndpoint, port);
         assert.ok(typeof delivery === 'object', `port ${port}: ${String(delivery)}`);
         const node = controlPlane.find((i) => i.name === delivery.instance)!;
         assert.ok(node, `port ${port} reached ${delivery.instance}, a control-plane node`);
-        assert.deepEqual([delivery.destinationIp, delivery.destinationPort, delivery.accepted], [(node.networkInterfaces as Json[])[0]!.networkIP, port, true]);
+        assert.deepEqual(
+          [delivery.destinationIp, delivery.destinationPort, delivery.accepted],
+          [(node.networkInterfaces as Json[])[0]!.networkIP, port, true],
+        );
       }
     });
 
@@ -140,25 +206,40 @@ describe('GCP infrastructure (fake Compute API)', function () {
       await infra.create(createRequest(), providerContext());
       const publicRule = inserts('firewalls').find((f) => f.name.endsWith('-public'))!;
       assert.deepEqual(publicRule.sourceRanges, ['0.0.0.0/0']);
-      assert.deepEqual([...publicRule.allowed[0].ports].sort(), [...LOAD_BALANCER_PORTS.map(String), '30000-32767'].sort());
+      assert.deepEqual(
+        [...publicRule.allowed[0].ports].sort(),
+        [...LOAD_BALANCER_PORTS.map(String), '30000-32767'].sort(),
+      );
     });
 
-    it('keeps a control-plane node\'s state disk and IP when GCP recreates it (stateful group, as upstream)', async () => {
+    it("keeps a control-plane node's state disk and IP when GCP recreates it (stateful group, as upstream)", async () => {
       await infra.create(createRequest(), providerContext());
       const igm = inserts('instanceGroupManagers').find((g) => g.name.includes('control-plane'))!;
       const { disks, internalIPs } = igm.statefulPolicy.preservedState;
-      assert.deepEqual({ disks, internalIPs }, {
-        disks: { 'state-disk': { autoDelete: 'ON_PERMANENT_INSTANCE_DELETION' } },
-        internalIPs: { nic0: { autoDelete: 'ON_PERMANENT_INSTANCE_DELETION' } },
-      });
-      const node = fake.compute.list('instances').find((i) => (i.labels as Json)['constellation-role'] === 'control-plane')!;
-      const before = { ip: (node.networkInterfaces as Json[])[0]!.networkIP, disk: (node.disks as Json[]).find((d) => d.deviceName === 'state-disk')!.source };
+      assert.deepEqual(
+        { disks, internalIPs },
+        {
+          disks: { 'state-disk': { autoDelete: 'ON_PERMANENT_INSTANCE_DELETION' } },
+          internalIPs: { nic0: { autoDelete: 'ON_PERMANENT_INSTANCE_DELETION' } },
+        },
+      );
+      const node = fake.compute
+        .list('instances')
+        .find((i) => (i.labels as Json)['constellation-role'] === 'control-plane')!;
+      const before = {
+        ip: (node.networkInterfaces as Json[])[0]!.networkIP,
+        disk: (node.disks as Json[]).find((d) => d.deviceName === 'state-disk')!.source,
+      };
       fake.compute.recreateInstance(String(node.name));
       const again = fake.compute.list('instances').find((i) => i.name === node.name)!;
       assert.notEqual(again, node, 'a new VM');
       assert.equal((again.networkInterfaces as Json[])[0]!.networkIP, before.ip);
       assert.equal((again.disks as Json[]).find((d) => d.deviceName === 'state-disk')!.source, before.disk);
-      assert.equal(inserts('instanceGroupManagers').find((g) => g.name.includes('worker'))!.statefulPolicy, undefined, 'workers are stateless, as upstream');
+      assert.equal(
+        inserts('instanceGroupManagers').find((g) => g.name.includes('worker'))!.statefulPolicy,
+        undefined,
+        'workers are stateless, as upstream',
+      );
     });
 
     it('sends independent inserts concurrently and dependent ones after their dependencies', async () => {
@@ -171,7 +252,9 @@ describe('GCP infrastructure (fake Compute API)', function () {
       await infra.create(createRequest(), providerContext());
       assert.equal(fake.calls(independent).length, count);
       assert.equal(fake.maxInFlight(independent), count, 'every independent insert in flight at once');
-      const order = fake.requests.filter((r) => r.method === 'POST' && !r.path.endsWith('/wait')).map((r) => r.path.split('/').pop());
+      const order = fake.requests
+        .filter((r) => r.method === 'POST' && !r.path.endsWith('/wait'))
+        .map((r) => r.path.split('/').pop());
       const first = (c: string) => order.indexOf(c);
       const last = (c: string) => order.lastIndexOf(c);
       // Network, address and all health checks go out before the first dependent insert.
@@ -212,11 +295,17 @@ describe('GCP infrastructure (fake Compute API)', function () {
         await record(r);
         if ((await journal.list()).length >= 9) controller.abort(new Error('interrupted'));
       };
-      const err = await infra.create(createRequest(), providerContext(journal, controller.signal)).then(() => undefined, (e: unknown) => e);
+      const err = await infra.create(createRequest(), providerContext(journal, controller.signal)).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(err instanceof CreateFailedError && err.canRollBack, String(err));
       const recorded = await journal.list();
       assert.ok(recorded.length >= 9 && recorded.length < 30, `recorded ${recorded.length}`);
-      assert.ok(recorded.some((r) => r.data?.state === 'creating'), 'some operation was still running');
+      assert.ok(
+        recorded.some((r) => r.data?.state === 'creating'),
+        'some operation was still running',
+      );
 
       journal.record = record;
       const postsBefore = fake.requests.length;
@@ -260,10 +349,17 @@ describe('GCP infrastructure (fake Compute API)', function () {
       assert.equal(fake.compute.list('forwardingRules').length, 5);
     });
 
-    it('reports a failed operation with GCP\'s message and offers to roll back; terminate then cleans up', async () => {
-      fake.failOperation({ match: /instanceGroupManagers$/, code: 'QUOTA_EXCEEDED', message: "Quota 'CPUS' exceeded.  Limit: 24.0 in region europe-west3." });
+    it("reports a failed operation with GCP's message and offers to roll back; terminate then cleans up", async () => {
+      fake.failOperation({
+        match: /instanceGroupManagers$/,
+        code: 'QUOTA_EXCEEDED',
+        message: "Quota 'CPUS' exceeded.  Limit: 24.0 in region europe-west3.",
+      });
       const ctx = providerContext();
-      const err = await infra.create(createRequest(), ctx).then(() => undefined, (e: unknown) => e);
+      const err = await infra.create(createRequest(), ctx).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(err instanceof CreateFailedError, String(err));
       assert.equal(err.canRollBack, true);
       assert.match(err.message, /Quota 'CPUS' exceeded/);
@@ -278,9 +374,17 @@ describe('GCP infrastructure (fake Compute API)', function () {
       assert.deepEqual(await ctx.journal.list(), []);
     });
 
-    it('reports a refused request with GCP\'s message', async () => {
-      fake.inject({ match: /^POST .*\/firewalls/, status: 403, reason: 'forbidden', message: "Required 'compute.firewalls.create' permission for 'projects/fake-project'" });
-      const err = await infra.create(createRequest(), providerContext()).then(() => undefined, (e: unknown) => e);
+    it("reports a refused request with GCP's message", async () => {
+      fake.inject({
+        match: /^POST .*\/firewalls/,
+        status: 403,
+        reason: 'forbidden',
+        message: "Required 'compute.firewalls.create' permission for 'projects/fake-project'",
+      });
+      const err = await infra.create(createRequest(), providerContext()).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(err instanceof CreateFailedError, String(err));
       assert.match(err.message, /Required 'compute\.firewalls\.create' permission/);
       assert.match(err.message, /firewall rule/);
@@ -310,7 +414,9 @@ describe('GCP infrastructure (fake Compute API)', function () {
     it('tolerates resources that are already gone', async () => {
       const ctx = providerContext();
       await infra.create(createRequest(), ctx);
-      const gone = [...fake.compute.resources.keys()].filter((k) => /\/(forwardingRules|healthChecks)\//.test(k) && !k.includes('fr-9000'));
+      const gone = [...fake.compute.resources.keys()].filter(
+        (k) => /\/(forwardingRules|healthChecks)\//.test(k) && !k.includes('fr-9000'),
+      );
       for (const k of gone.filter((k) => k.includes('forwardingRules'))) fake.compute.resources.delete(k);
       await infra.terminate(ctx);
       assert.deepEqual(fake.compute.list(), []);
@@ -320,7 +426,13 @@ describe('GCP infrastructure (fake Compute API)', function () {
     it('retries a delete GCP refuses while the resource is still in use', async () => {
       const ctx = providerContext();
       await infra.create(createRequest(), ctx);
-      fake.inject({ match: /^DELETE .*\/global\/networks\//, status: 400, reason: 'resourceInUseByAnotherResource', message: 'The network is already being used', times: 3 });
+      fake.inject({
+        match: /^DELETE .*\/global\/networks\//,
+        status: 400,
+        reason: 'resourceInUseByAnotherResource',
+        message: 'The network is already being used',
+        times: 3,
+      });
       await infra.terminate(ctx);
       assert.deepEqual(fake.compute.list(), []);
       assert.equal(fake.calls(/^DELETE .*\/global\/networks\//).length, 4, 'three refusals, then the delete');
@@ -331,14 +443,33 @@ describe('GCP infrastructure (fake Compute API)', function () {
       await infra.create(createRequest(), ctx);
       const firewalls = fake.compute.list('firewalls').length;
       assert.ok(firewalls > 0);
-      fake.inject({ match: /^DELETE .*\/firewalls\//, status: 403, reason: 'forbidden', message: "Required 'compute.firewalls.delete' permission", times: firewalls });
-      const err = await infra.terminate(ctx).then(() => undefined, (e: unknown) => e);
+      fake.inject({
+        match: /^DELETE .*\/firewalls\//,
+        status: 403,
+        reason: 'forbidden',
+        message: "Required 'compute.firewalls.delete' permission",
+        times: firewalls,
+      });
+      const err = await infra.terminate(ctx).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
       assert.ok(err instanceof UserError, String(err));
-      assert.match(err.message, new RegExp(`failed for ${firewalls} resource\\(s\\): Deleting firewall rule .*compute\\.firewalls\\.delete`));
+      assert.match(
+        err.message,
+        new RegExp(`failed for ${firewalls} resource\\(s\\): Deleting firewall rule .*compute\\.firewalls\\.delete`),
+      );
       assert.match(err.hint ?? '', /constellation terminate/);
       const left = fake.compute.list().map((r) => String(r.selfLink).split('/').slice(-2, -1)[0]);
-      assert.deepEqual([...new Set(left)].sort(), ['firewalls', 'networks', 'subnetworks'], 'only the firewall rules and the network and subnetwork they wait for are left');
-      assert.ok((await ctx.journal.list()).every((r) => /\/(firewalls|networks|subnetworks)\//.test(r.id)), 'the journal lists exactly what is left');
+      assert.deepEqual(
+        [...new Set(left)].sort(),
+        ['firewalls', 'networks', 'subnetworks'],
+        'only the firewall rules and the network and subnetwork they wait for are left',
+      );
+      assert.ok(
+        (await ctx.journal.list()).every((r) => /\/(firewalls|networks|subnetworks)\//.test(r.id)),
+        'the journal lists exactly what is left',
+      );
       assert.equal((await ctx.journal.list()).length, left.length);
 
       await infra.terminate(ctx);
@@ -363,7 +494,11 @@ describe('GCP infrastructure (fake Compute API)', function () {
       await infra.create(createRequest({ uid: 'other000' }), other);
       await infra.terminate(ctx);
       assert.ok(fake.compute.list().length > 0);
-      assert.ok(fake.compute.list().every((r) => String(r.name).includes('other000') || String(r.selfLink).includes('other000')));
+      assert.ok(
+        fake.compute
+          .list()
+          .every((r) => String(r.name).includes('other000') || String(r.selfLink).includes('other000')),
+      );
     });
   });
 
@@ -373,8 +508,19 @@ describe('GCP infrastructure (fake Compute API)', function () {
       await infra.create(createRequest(), ctx);
       const listed = await infra.listInstances(ctx);
       assert.equal(listed.length, 5);
-      assert.deepEqual(listed.filter((i) => i.role === 'control-plane').map((i) => i.nodeGroup), Array(3).fill('control_plane_default'));
-      assert.ok(listed.every((i) => i.state === 'running' && /^192\.168\.178\.\d+$/.test(i.privateIp) && i.id.startsWith(`projects/${PROJECT}/zones/${ZONE}/instances/`) && i.createdAt));
+      assert.deepEqual(
+        listed.filter((i) => i.role === 'control-plane').map((i) => i.nodeGroup),
+        Array(3).fill('control_plane_default'),
+      );
+      assert.ok(
+        listed.every(
+          (i) =>
+            i.state === 'running' &&
+            /^192\.168\.178\.\d+$/.test(i.privateIp) &&
+            i.id.startsWith(`projects/${PROJECT}/zones/${ZONE}/instances/`) &&
+            i.createdAt,
+        ),
+      );
 
       await infra.scaleNodeGroup('worker_default', 4, ctx);
       assert.equal((await infra.listInstances(ctx)).filter((i) => i.role === 'worker').length, 4);

@@ -26,7 +26,10 @@ describe('gcp provider: instance identity for control-plane tickets', function (
   let fake: FakeGcp;
   let instances: { name: string; role: string; privateIp: string }[];
   let other: { name: string };
-  const issuer = new JoinTicketIssuer({ tokens: new BootstrapTokenIssuer({ sink: new MemoryTokenSink() }), clock: () => new Date() });
+  const issuer = new JoinTicketIssuer({
+    tokens: new BootstrapTokenIssuer({ sink: new MemoryTokenSink() }),
+    clock: () => new Date(),
+  });
 
   before(async () => {
     fake = await FakeGcp.start();
@@ -43,13 +46,21 @@ describe('gcp provider: instance identity for control-plane tickets', function (
   });
 
   const identify = (uid = UID) => gcpInstanceIdentity(fake.providerOptions(), async () => uid);
-  const trust = () => gcpSevEsTrust({ measurements }, { gcpShieldedIdentity: shieldedIdentityClient(fake.providerOptions()), gcpInstanceIdentity: identify() });
+  const trust = () =>
+    gcpSevEsTrust(
+      { measurements },
+      { gcpShieldedIdentity: shieldedIdentityClient(fake.providerOptions()), gcpInstanceIdentity: identify() },
+    );
   const instanceInfo = (name: string) => ({ projectId: PROJECT, zone: ZONE, instanceName: name });
 
   it('names an instance of its own cluster with its name, address and the role its template gave it', async () => {
     for (const role of ['control-plane', 'worker'] as const) {
       const instance = instances.find((i) => i.role === role)!;
-      assert.deepEqual(await identify()(instanceInfo(instance.name)), { name: instance.name, role, addresses: [instance.privateIp] });
+      assert.deepEqual(await identify()(instanceInfo(instance.name)), {
+        name: instance.name,
+        role,
+        addresses: [instance.privateIp],
+      });
     }
   });
 
@@ -69,11 +80,17 @@ describe('gcp provider: instance identity for control-plane tickets', function (
   });
 
   it('a node claiming another instance (a control plane) is refused: GCP registered another AK for it', async () => {
-    const [cp, worker] = [instances.find((i) => i.role === 'control-plane')!, instances.find((i) => i.role === 'worker')!];
+    const [cp, worker] = [
+      instances.find((i) => i.role === 'control-plane')!,
+      instances.find((i) => i.role === 'worker')!,
+    ];
     const [cpAk, workerAk] = [makeAk(), makeAk()];
     fake.setShieldedIdentity(cp.name, { ekPub: spkiPem(cpAk) });
     fake.setShieldedIdentity(worker.name, { ekPub: spkiPem(workerAk) });
-    await rejectsWith(trust()(documentWith('gcp-sev-es', instanceInfo(cp.name)), workerAk.akPublic), new RegExp(`not the one GCP registered for instance ${cp.name}`));
+    await rejectsWith(
+      trust()(documentWith('gcp-sev-es', instanceInfo(cp.name)), workerAk.akPublic),
+      new RegExp(`not the one GCP registered for instance ${cp.name}`),
+    );
   });
 
   it('a genuine worker asking for a control-plane ticket is refused: the provider made it a worker', async () => {
@@ -82,8 +99,14 @@ describe('gcp provider: instance identity for control-plane tickets', function (
     fake.setShieldedIdentity(worker.name, { ekPub: spkiPem(ak) });
     const instance = await trust()(documentWith('gcp-sev-es', instanceInfo(worker.name)), ak.akPublic);
     assert.equal(instance?.role, 'worker');
-    assert.throws(() => issuer.checkIdentity(hello(worker.name, true), instance ?? undefined), (err: unknown) =>
-      err instanceof AttestationError && /the provider created instance "[^"]+" as a worker node: the cluster's CA keys go only to control-plane nodes/.test(err.message));
+    assert.throws(
+      () => issuer.checkIdentity(hello(worker.name, true), instance ?? undefined),
+      (err: unknown) =>
+        err instanceof AttestationError &&
+        /the provider created instance "[^"]+" as a worker node: the cluster's CA keys go only to control-plane nodes/.test(
+          err.message,
+        ),
+    );
     issuer.checkIdentity(hello(worker.name, false), instance ?? undefined);
   });
 });

@@ -23,7 +23,9 @@ describe('GCP node metadata (fake metadata server and Compute API)', () => {
     endpoint = (await infra.create(createRequest(), providerContext())).clusterEndpoint;
     // A second cluster in the same project: its nodes are not peers.
     await infra.create(createRequest({ uid: 'other000' }), providerContext());
-    const worker = (await infra.listInstances(providerContext(await journalWithGroups(infra)))).find((i) => i.role === 'worker')!;
+    const worker = (await infra.listInstances(providerContext(await journalWithGroups(infra)))).find(
+      (i) => i.role === 'worker',
+    )!;
     self = { name: worker.name, ip: worker.privateIp };
     fake.setMetadataInstance({ project: PROJECT, zone: ZONE, name: self.name });
   });
@@ -40,24 +42,38 @@ describe('GCP node metadata (fake metadata server and Compute API)', () => {
 
   it('answers self, load balancer and init-secret hash from the metadata server', async () => {
     const metadata = new GcpNodeMetadata(fake.providerOptions());
-    assert.deepEqual(await metadata.self(), { name: self.name, providerId: `gce://${PROJECT}/${ZONE}/${self.name}`, role: 'worker', vpcIp: self.ip });
+    assert.deepEqual(await metadata.self(), {
+      name: self.name,
+      providerId: `gce://${PROJECT}/${ZONE}/${self.name}`,
+      role: 'worker',
+      vpcIp: self.ip,
+    });
     assert.equal(await metadata.loadBalancerEndpoint(), endpoint);
     assert.equal(await metadata.initSecretHash(), INIT_SECRET_HASH);
     assert.equal(await metadata.joinServiceKey(), JOIN_SERVICE_KEY);
   });
 
-  it("gives the cloud controller manager the project and the network tag the nodes carry", async () => {
+  it('gives the cloud controller manager the project and the network tag the nodes carry', async () => {
     const values = await new GcpNodeMetadata(fake.providerOptions()).cloudControllerValues();
     assert.deepEqual(values, { cloud: 'gcp', projectId: PROJECT, nodeTag: namePrefix('a1b2c3d4') });
-    const tags = (fake.compute.list('instances') as { name: string; tags?: { items?: string[] } }[]).find((i) => i.name === self.name)?.tags?.items;
-    assert.ok(values.cloud === 'gcp' && tags?.includes(values.nodeTag), `the instance's tags ${JSON.stringify(tags)} hold the node tag`);
+    const tags = (fake.compute.list('instances') as { name: string; tags?: { items?: string[] } }[]).find(
+      (i) => i.name === self.name,
+    )?.tags?.items;
+    assert.ok(
+      values.cloud === 'gcp' && tags?.includes(values.nodeTag),
+      `the instance's tags ${JSON.stringify(tags)} hold the node tag`,
+    );
   });
 
   it('lists the peers of its own cluster only', async () => {
     const metadata = new GcpNodeMetadata(fake.providerOptions());
     const peers = await metadata.peers();
     assert.equal(peers.length, 5);
-    assert.ok(peers.every((p) => p.name.startsWith('constell-a1b2c3d4-') && p.providerId.startsWith(`gce://${PROJECT}/${ZONE}/`)));
+    assert.ok(
+      peers.every(
+        (p) => p.name.startsWith('constell-a1b2c3d4-') && p.providerId.startsWith(`gce://${PROJECT}/${ZONE}/`),
+      ),
+    );
     assert.equal(peers.filter((p) => p.role === 'control-plane').length, 3);
     assert.ok(peers.some((p) => p.name === self.name));
   });
@@ -83,6 +99,9 @@ describe('GCP node metadata (fake metadata server and Compute API)', () => {
     const identity = await lookup({ projectId: PROJECT, zone: ZONE, instanceName: self.name });
     assert.deepEqual(identity.akCertDer, pemToDer(ekCert));
     assert.deepEqual((identity as { akSpkiDer?: Uint8Array }).akSpkiDer, pemToDer(ekPub));
-    await assert.rejects(lookup({ projectId: PROJECT, zone: ZONE, instanceName: 'nope' }), /shielded VM identity of nope failed/);
+    await assert.rejects(
+      lookup({ projectId: PROJECT, zone: ZONE, instanceName: 'nope' }),
+      /shielded VM identity of nope failed/,
+    );
   });
 });

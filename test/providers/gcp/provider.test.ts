@@ -19,7 +19,10 @@ describe('GCP provider module', () => {
       await import('./providers/gcp/index.ts');
       const loaded = Object.keys(createRequire(import.meta.url).cache).filter((k) => /google-cloud|google-gax/.test(k));
       console.log(loaded.length);`;
-    const output = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { cwd: REPO_ROOT, encoding: 'utf8' });
+    const output = execFileSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], {
+      cwd: REPO_ROOT,
+      encoding: 'utf8',
+    });
     assert.equal(output.trim(), '0');
   });
 });

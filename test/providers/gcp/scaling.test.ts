@@ -27,8 +27,12 @@ describe('GCP single instances: add, drain, remove, initialized (fake Compute AP
     await fake.close();
   });
 
-  const igm = (role: 'control-plane' | 'worker') => fake.compute.list('instanceGroupManagers').find((g) => String(g.name).includes(role === 'control-plane' ? 'control-plane' : 'worker'))!;
-  const metadataOf = (instance: Json) => Object.fromEntries(((instance.metadata?.items ?? []) as Json[]).map((i) => [i.key, i.value]));
+  const igm = (role: 'control-plane' | 'worker') =>
+    fake.compute
+      .list('instanceGroupManagers')
+      .find((g) => String(g.name).includes(role === 'control-plane' ? 'control-plane' : 'worker'))!;
+  const metadataOf = (instance: Json) =>
+    Object.fromEntries(((instance.metadata?.items ?? []) as Json[]).map((i) => [i.key, i.value]));
 
   it('retries inserts GCP refuses with resourceNotReady while another change to the new network runs', async () => {
     fake.reset({ operationMs: 20 });
@@ -46,7 +50,10 @@ describe('GCP single instances: add, drain, remove, initialized (fake Compute AP
     const victim = before[1]!;
     await infra.removeInstance(victim.id, ctx);
     const after = (await infra.listInstances(ctx)).filter((i) => i.role === 'control-plane');
-    assert.deepEqual(after.map((i) => i.name), before.filter((i) => i !== victim).map((i) => i.name));
+    assert.deepEqual(
+      after.map((i) => i.name),
+      before.filter((i) => i !== victim).map((i) => i.name),
+    );
     assert.equal(igm('control-plane').targetSize, 2);
     // Again: already gone, nothing happens.
     await infra.removeInstance(victim.id, ctx);
@@ -63,27 +70,41 @@ describe('GCP single instances: add, drain, remove, initialized (fake Compute AP
     assert.ok(added.createdAt);
     assert.equal(igm('worker').targetSize, 3);
     const instance = fake.compute.list('instances').find((i) => i.name === added.name)!;
-    const template = fake.compute.list('instanceTemplates').find((t) => t.selfLink === instance.instanceTemplate || String(instance.instanceTemplate).endsWith(`/${String(t.name)}`))!;
+    const template = fake.compute
+      .list('instanceTemplates')
+      .find(
+        (t) =>
+          t.selfLink === instance.instanceTemplate || String(instance.instanceTemplate).endsWith(`/${String(t.name)}`),
+      )!;
     assert.equal((template.properties as Json).disks.find((d: Json) => d.boot).initializeParams.sourceImage, NEW_IMAGE);
     // The older instances keep the image they were made with; terminate deletes the new template too.
     const older = (await infra.listInstances(ctx)).filter((i) => i.role === 'worker' && i.name !== added.name);
-    assert.deepEqual(older.map((i) => i.image), [createRequest().image, createRequest().image]);
+    assert.deepEqual(
+      older.map((i) => i.image),
+      [createRequest().image, createRequest().image],
+    );
     await infra.terminate(ctx);
     assert.deepEqual(fake.compute.list(), []);
   });
 
   it('drains an instance out of the load balancer while it keeps running, then removes it', async () => {
     const ctx = providerContext();
-    const request = createRequest({ nodeGroups: [{ ...createRequest().nodeGroups[0]!, initialCount: 1 }, createRequest().nodeGroups[1]!] });
+    const request = createRequest({
+      nodeGroups: [{ ...createRequest().nodeGroups[0]!, initialCount: 1 }, createRequest().nodeGroups[1]!],
+    });
     const { clusterEndpoint } = await infra.create(request, ctx);
     const added = await infra.addInstance('control_plane_default', ctx);
     const old = (await infra.listInstances(ctx)).find((i) => i.role === 'control-plane' && i.name !== added.name)!;
     await infra.drainInstance(old.id, ctx);
     // Every connection through the load balancer reaches the new node; the old one still runs.
-    for (let n = 0; n < 5; n++) assert.equal((fake.compute.connect(clusterEndpoint, 30090) as { instance: string }).instance, added.name);
+    for (let n = 0; n < 5; n++)
+      assert.equal((fake.compute.connect(clusterEndpoint, 30090) as { instance: string }).instance, added.name);
     assert.equal((await infra.listInstances(ctx)).find((i) => i.name === old.name)?.state, 'running');
     await infra.removeInstance(old.id, ctx);
-    assert.deepEqual((await infra.listInstances(ctx)).filter((i) => i.role === 'control-plane').map((i) => i.name), [added.name]);
+    assert.deepEqual(
+      (await infra.listInstances(ctx)).filter((i) => i.role === 'control-plane').map((i) => i.name),
+      [added.name],
+    );
     assert.equal(igm('control-plane').targetSize, 1);
   });
 
@@ -91,10 +112,13 @@ describe('GCP single instances: add, drain, remove, initialized (fake Compute AP
     const ctx = providerContext();
     await infra.create(createRequest(), ctx);
     await infra.markInitialized(ctx);
-    for (const instance of fake.compute.list('instances')) assert.equal(metadataOf(instance)['constellation-init-secret-hash'], undefined, String(instance.name));
+    for (const instance of fake.compute.list('instances'))
+      assert.equal(metadataOf(instance)['constellation-init-secret-hash'], undefined, String(instance.name));
     const added = await infra.addInstance('control_plane_default', ctx);
     await infra.scaleNodeGroup('worker_default', 3, ctx);
-    const later = fake.compute.list('instances').filter((i) => i.name === added.name || metadataOf(i)['constellation-role'] === 'worker');
+    const later = fake.compute
+      .list('instances')
+      .filter((i) => i.name === added.name || metadataOf(i)['constellation-role'] === 'worker');
     assert.equal(later.length, 4);
     for (const instance of later) {
       assert.equal(metadataOf(instance)['constellation-init-secret-hash'], undefined, String(instance.name));
@@ -113,19 +137,38 @@ describe('GCP single instances: add, drain, remove, initialized (fake Compute AP
     fake.compute.instanceBootMs = 60;
     await infra.scaleNodeGroup('worker_default', 4, ctx);
     const workers = (await infra.listInstances(ctx)).filter((i) => i.role === 'worker');
-    assert.deepEqual(workers.map((i) => i.state), ['running', 'running', 'running', 'running']);
+    assert.deepEqual(
+      workers.map((i) => i.state),
+      ['running', 'running', 'running', 'running'],
+    );
   });
 
   it('waits while a new key (invalid_grant) or role binding (403) takes effect before it creates anything', async () => {
-    fake.inject({ match: /^GET \/compute\/v1\/projects\/fake-project\/global\/networks/, status: 400, message: 'invalid_grant: Invalid JWT Signature.' });
-    fake.inject({ match: /^GET \/compute\/v1\/projects\/fake-project\/global\/networks/, status: 403, message: "Required 'compute.networks.list' permission for 'projects/fake-project'", reason: 'forbidden', times: 2 });
+    fake.inject({
+      match: /^GET \/compute\/v1\/projects\/fake-project\/global\/networks/,
+      status: 400,
+      message: 'invalid_grant: Invalid JWT Signature.',
+    });
+    fake.inject({
+      match: /^GET \/compute\/v1\/projects\/fake-project\/global\/networks/,
+      status: 403,
+      message: "Required 'compute.networks.list' permission for 'projects/fake-project'",
+      reason: 'forbidden',
+      times: 2,
+    });
     const ctx = providerContext();
     await infra.create(createRequest(), ctx);
-    assert.ok(ctx.messages.includes('waiting for the service account\'s key and roles to take effect'));
+    assert.ok(ctx.messages.includes("waiting for the service account's key and roles to take effect"));
     assert.equal(fake.compute.list('networks').length, 1);
     // A permission that never comes: the 403 is reported once the wait is over.
     fake.reset({ operationMs: 3 });
-    fake.inject({ match: /^GET \/compute\/v1\/projects\/fake-project\/global\/networks/, status: 403, message: "Required 'compute.networks.list' permission", reason: 'forbidden', times: 100 });
+    fake.inject({
+      match: /^GET \/compute\/v1\/projects\/fake-project\/global\/networks/,
+      status: 403,
+      message: "Required 'compute.networks.list' permission",
+      reason: 'forbidden',
+      times: 100,
+    });
     await assert.rejects(infra.create(createRequest(), providerContext()), /compute\.networks\.list/);
     assert.equal(fake.compute.list().length, 0);
   });
@@ -133,9 +176,14 @@ describe('GCP single instances: add, drain, remove, initialized (fake Compute AP
   it('refuses zones outside the region before any call', async () => {
     const request = createRequest();
     request.nodeGroups[1]!.zone = 'us-central1-a';
-    await assert.rejects(infra.create(request, providerContext()), (err: Error) => /us-central1-a\) is not in the region europe-west3/.test(err.message));
+    await assert.rejects(infra.create(request, providerContext()), (err: Error) =>
+      /us-central1-a\) is not in the region europe-west3/.test(err.message),
+    );
     await assert.rejects(
-      infra.create(createRequest({ providerConfig: { ...createRequest().providerConfig, zone: 'europe-west4-a' } }), providerContext()),
+      infra.create(
+        createRequest({ providerConfig: { ...createRequest().providerConfig, zone: 'europe-west4-a' } }),
+        providerContext(),
+      ),
       /provider\.gcp\.zone \(europe-west4-a\) is not in the region/,
     );
     assert.equal(fake.requests.length, 0);
@@ -144,7 +192,8 @@ describe('GCP single instances: add, drain, remove, initialized (fake Compute AP
   it('makes the network with MTU 8896 and the instances with their serial port on, as upstream', async () => {
     await infra.create(createRequest(), providerContext());
     assert.equal(fake.compute.list('networks')[0]!.mtu, 8896);
-    for (const template of fake.compute.list('instanceTemplates')) assert.equal(metadataOf(template.properties as Json)['serial-port-enable'], 'TRUE');
+    for (const template of fake.compute.list('instanceTemplates'))
+      assert.equal(metadataOf(template.properties as Json)['serial-port-enable'], 'TRUE');
   });
 });
 
@@ -172,7 +221,10 @@ describe('the fake GCP managed instance group (as GCP documents it)', function (
     const upgraded = new GcpInfrastructure(fake.providerOptions({ image: NEW_IMAGE }));
     const added = await upgraded.addInstance('control_plane_default', ctx);
     await infra.scaleNodeGroup('control_plane_default', 2, ctx);
-    assert.ok(members().some((i) => i.name === added.name), 'the instance on the current template stayed');
+    assert.ok(
+      members().some((i) => i.name === added.name),
+      'the instance on the current template stayed',
+    );
     assert.equal(members().length, 2);
   });
 });

@@ -24,10 +24,31 @@ export function createRequest(overrides: Partial<CreateRequest> = {}): CreateReq
     initSecretHash: INIT_SECRET_HASH,
     joinServiceKey: JOIN_SERVICE_KEY,
     tags: { team: 'Platform' },
-    providerConfig: { project: PROJECT, region: REGION, zone: ZONE, IAMServiceAccountVM: 'vm@fake-project.iam.gserviceaccount.com' },
+    providerConfig: {
+      project: PROJECT,
+      region: REGION,
+      zone: ZONE,
+      IAMServiceAccountVM: 'vm@fake-project.iam.gserviceaccount.com',
+    },
     nodeGroups: [
-      { name: 'control_plane_default', role: 'control-plane', zone: ZONE, instanceType: 'n2d-standard-4', stateDiskSizeGB: 30, stateDiskType: 'pd-ssd', initialCount: 3 },
-      { name: 'worker_default', role: 'worker', zone: ZONE, instanceType: 'n2d-standard-4', stateDiskSizeGB: 50, stateDiskType: 'pd-balanced', initialCount: 2 },
+      {
+        name: 'control_plane_default',
+        role: 'control-plane',
+        zone: ZONE,
+        instanceType: 'n2d-standard-4',
+        stateDiskSizeGB: 30,
+        stateDiskType: 'pd-ssd',
+        initialCount: 3,
+      },
+      {
+        name: 'worker_default',
+        role: 'worker',
+        zone: ZONE,
+        instanceType: 'n2d-standard-4',
+        stateDiskSizeGB: 50,
+        stateDiskType: 'pd-balanced',
+        initialCount: 2,
+      },
     ],
     ...overrides,
   };
@@ -40,6 +61,14 @@ export interface TestContext extends ProviderContext {
 
 export function providerContext(journal = new MemoryResourceJournal(), signal?: AbortSignal): TestContext {
   const messages: string[] = [];
-  const log = (msg: string, fields?: Record<string, unknown>) => messages.push(fields ? `${msg} ${JSON.stringify(fields)}` : msg);
-  return { journal, messages, log: { debug: log, info: log, warn: log }, progress: (m) => messages.push(m), workspaceDir: '/nonexistent-workspace', signal };
+  const log = (msg: string, fields?: Record<string, unknown>) =>
+    messages.push(fields ? `${msg} ${JSON.stringify(fields)}` : msg);
+  return {
+    journal,
+    messages,
+    log: { debug: log, info: log, warn: log },
+    progress: (m) => messages.push(m),
+    workspaceDir: '/nonexistent-workspace',
+    signal,
+  };
 }

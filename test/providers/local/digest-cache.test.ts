@@ -30,7 +30,10 @@ describe('local provider: the image digest cache', () => {
     await first.save();
     assert.equal((await fs.stat(cacheFile)).mode & 0o777, 0o600);
     await plant(cacheFile, file);
-    assert.equal((await new FileDigestCache(cacheFile, { now: later }).digests(file)).sha256.toString('hex'), 'aa'.repeat(32));
+    assert.equal(
+      (await new FileDigestCache(cacheFile, { now: later }).digests(file)).sha256.toString('hex'),
+      'aa'.repeat(32),
+    );
   });
 
   it('keeps every digest computed concurrently (as an image is hashed) from a cache file that exists', async () => {
@@ -95,7 +98,11 @@ describe('local provider: the image digest cache', () => {
     await fs.writeFile(file, 'node image v1');
     const cacheFile = path.join(dir, 'digests.json');
     let slept = 0;
-    const cache = new FileDigestCache(cacheFile, { waitToRest: true, now: () => Date.now() + slept, sleep: async (ms) => void (slept += ms) });
+    const cache = new FileDigestCache(cacheFile, {
+      waitToRest: true,
+      now: () => Date.now() + slept,
+      sleep: async (ms) => void (slept += ms),
+    });
     assert.deepEqual(await cache.digests(file), await hashFile(file));
     await cache.save();
     assert.ok(slept > 0 && slept <= RACY_MS + 10, `slept ${slept} ms`);
@@ -151,6 +158,9 @@ describe('local provider: the image digest cache', () => {
     const file = path.join(dir, 'image.bin');
     await fs.writeFile(file, 'x');
     await fs.writeFile(path.join(dir, 'digests.json'), '{"not": json', { mode: 0o600 });
-    assert.deepEqual(await new FileDigestCache(path.join(dir, 'digests.json'), { now: later }).digests(file), await hashFile(file));
+    assert.deepEqual(
+      await new FileDigestCache(path.join(dir, 'digests.json'), { now: later }).digests(file),
+      await hashFile(file),
+    );
   });
 });

@@ -41,11 +41,16 @@ describe('local provider: image measurement', () => {
 
   it('digests a directory over its sorted paths and contents, as documented', async () => {
     const h = (alg: string, data: string | Buffer) => createHash(alg).update(data).digest();
-    const entry = (alg: string, rel: string, content: string) => Buffer.concat([Buffer.from(`${rel}\0f`), h(alg, content)]);
+    const entry = (alg: string, rel: string, content: string) =>
+      Buffer.concat([Buffer.from(`${rel}\0f`), h(alg, content)]);
     for (const alg of ['sha256', 'sha384'] as const) {
       const expected = h(
         alg,
-        Buffer.concat([entry(alg, 'a.js', 'a'), entry(alg, 'b.js', 'b'), entry(alg, 'bootstrapper/main.js', 'console.log("node");\n')]),
+        Buffer.concat([
+          entry(alg, 'a.js', 'a'),
+          entry(alg, 'b.js', 'b'),
+          entry(alg, 'bootstrapper/main.js', 'console.log("node");\n'),
+        ]),
       );
       assert.deepEqual((await imageDirectoryDigests(image.imageDir))[alg], expected);
     }
@@ -63,16 +68,32 @@ describe('local provider: image measurement', () => {
       assert.equal((await imageDirectoryDigests(image.imageDir)).sha256.toString('hex'), base, 'back to the original');
     };
     const a = path.join(image.imageDir, 'a.js');
-    await variant(() => fs.writeFile(a, 'A'), () => fs.writeFile(a, 'a'));
-    await variant(() => fs.rename(a, `${a}x`), () => fs.rename(`${a}x`, a));
-    await variant(() => fs.writeFile(path.join(image.imageDir, 'empty'), ''), () => fs.rm(path.join(image.imageDir, 'empty')));
+    await variant(
+      () => fs.writeFile(a, 'A'),
+      () => fs.writeFile(a, 'a'),
+    );
+    await variant(
+      () => fs.rename(a, `${a}x`),
+      () => fs.rename(`${a}x`, a),
+    );
+    await variant(
+      () => fs.writeFile(path.join(image.imageDir, 'empty'), ''),
+      () => fs.rm(path.join(image.imageDir, 'empty')),
+    );
   });
 
   it('refuses an image holding a symbolic link, to a file inside or outside it, or a folder link, naming it', async () => {
-    for (const [rel, target] of [['link.js', 'a.js'], ['bootstrapper/out.js', '/etc/hostname'], ['dir', '/usr/lib']]) {
+    for (const [rel, target] of [
+      ['link.js', 'a.js'],
+      ['bootstrapper/out.js', '/etc/hostname'],
+      ['dir', '/usr/lib'],
+    ]) {
       const link = path.join(image.imageDir, rel);
       await fs.symlink(target, link);
-      await assert.rejects(imageDirectoryDigests(image.imageDir), (err: Error) => err instanceof UserError && err.message.includes(`holds a symbolic link (${rel})`));
+      await assert.rejects(
+        imageDirectoryDigests(image.imageDir),
+        (err: Error) => err instanceof UserError && err.message.includes(`holds a symbolic link (${rel})`),
+      );
       await assert.rejects(imageEventDigests(image), /an image holds only regular files and folders/);
       await fs.rm(link);
     }
@@ -88,15 +109,28 @@ describe('local provider: image measurement', () => {
     const real = { nodeBinary: image.nodeBinary, imageDir: copy, entry: path.join(copy, 'main.mjs') };
     const cache = new FileDigestCache();
     const base = await imageEventDigests(real, cache);
-    const files = (await fs.readdir(copy, { recursive: true, withFileTypes: true })).filter((e) => e.isFile()).map((e) => path.join(e.parentPath, e.name));
-    assert.ok(files.some((f) => f.endsWith('koffi.node')) && files.some((f) => f.endsWith('.proto')) && files.length > 10, 'the bundle, its chunks and its native and data files');
+    const files = (await fs.readdir(copy, { recursive: true, withFileTypes: true }))
+      .filter((e) => e.isFile())
+      .map((e) => path.join(e.parentPath, e.name));
+    assert.ok(
+      files.some((f) => f.endsWith('koffi.node')) && files.some((f) => f.endsWith('.proto')) && files.length > 10,
+      'the bundle, its chunks and its native and data files',
+    );
     for (const file of files) {
       const size = (await fs.stat(file)).size;
       await fs.appendFile(file, '\n');
       const changed = await imageEventDigests(real, cache);
       for (const alg of ['sha256', 'sha384'] as const) {
-        assert.notDeepEqual(changed[alg][9], base[alg][9], `PCR 9 (${alg}) after a byte appended to ${path.relative(copy, file)}`);
-        assert.notDeepEqual(changed[alg][11], base[alg][11], `PCR 11 (${alg}) after a byte appended to ${path.relative(copy, file)}`);
+        assert.notDeepEqual(
+          changed[alg][9],
+          base[alg][9],
+          `PCR 9 (${alg}) after a byte appended to ${path.relative(copy, file)}`,
+        );
+        assert.notDeepEqual(
+          changed[alg][11],
+          base[alg][11],
+          `PCR 11 (${alg}) after a byte appended to ${path.relative(copy, file)}`,
+        );
       }
       await fs.truncate(file, size);
     }
@@ -134,6 +168,9 @@ describe('local provider: image measurement', () => {
 
   it('refuses an entry outside the image and a missing entry, with a message', async () => {
     assert.throws(() => entryInImage({ ...image, entry: image.nodeBinary }), /is not inside its image directory/);
-    await assert.rejects(imageEventDigests({ ...image, entry: path.join(image.imageDir, 'missing.js') }), /does not exist/);
+    await assert.rejects(
+      imageEventDigests({ ...image, entry: path.join(image.imageDir, 'missing.js') }),
+      /does not exist/,
+    );
   });
 });

@@ -13,7 +13,11 @@ describe('local provider: module and address plan', () => {
     // (no instanceof: mocha may load this file as CommonJS while the registry imports the ES module)
     assert.equal(infra.name, 'local');
     assert.equal(typeof (infra as LocalInfrastructure).rebootNodes, 'function');
-    assert.deepEqual((infra as LocalInfrastructure).image, { nodeBinary: process.execPath, imageDir: '/img', entry: '/img/main.js' });
+    assert.deepEqual((infra as LocalInfrastructure).image, {
+      nodeBinary: process.execPath,
+      imageDir: '/img',
+      entry: '/img/main.js',
+    });
   });
 
   it('defaults the node program to the bundled bootstrapper in dist/node-program/', async () => {

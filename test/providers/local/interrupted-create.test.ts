@@ -115,7 +115,9 @@ describe('local provider: a CLI killed during create', function () {
     );
     const expected = await infra.expectedMeasurements();
     for (const instance of instances) {
-      const node = await waitForJson<{ pcrs: { sha256: Record<string, string> } }>(`http://${instance.privateIp}:9000/info`);
+      const node = await waitForJson<{ pcrs: { sha256: Record<string, string> } }>(
+        `http://${instance.privateIp}:9000/info`,
+      );
       assert.equal(node.pcrs.sha256['9'], expected['9'].expected, `${instance.name} measured once after its (re)boot`);
     }
     const pids = await findOwnedProcesses(clusterPaths(ws).dir);
@@ -124,7 +126,7 @@ describe('local provider: a CLI killed during create', function () {
     // One cloud daemon, and per node one swtpm and one launcher (which runs the node program): nothing doubled.
     assert.deepEqual([count('cloud-daemon'), count('swtpm\0socket'), count('launcher')], [1, 3, 3]);
     const { network, prefix } = await networkOf(ws);
-    assert.equal((await network.namespaces()).length, 4, 'one namespace per node and the gateway\'s, none doubled');
+    assert.equal((await network.namespaces()).length, 4, "one namespace per node and the gateway's, none doubled");
     await infra.terminate(ctx);
     for (const pid of pids) assert.equal(await isAlive(pid), false);
     await assert.rejects(fs.stat(clusterPaths(ws).dir), { code: 'ENOENT' });

@@ -18,7 +18,11 @@ const VALID = {
   stateDisk: '/ws/nodes/worker-0/state-disk',
   stateDir: '/ws/nodes/worker-0/state',
   tpm: { serverSocket: '/ws/tpm/swtpm.sock', ctrlSocket: '/ws/tpm/swtpm-ctrl.sock' },
-  image: { nodeBinary: '/usr/bin/node', imageDir: '/repo/dist/node-program', entry: '/repo/dist/node-program/main.mjs' },
+  image: {
+    nodeBinary: '/usr/bin/node',
+    imageDir: '/repo/dist/node-program',
+    entry: '/repo/dist/node-program/main.mjs',
+  },
 };
 
 describe('local provider: the node launcher', () => {
@@ -28,15 +32,28 @@ describe('local provider: the node launcher', () => {
     assert.equal(config.imageVersion, 'local');
     assert.equal(config.digestCache, undefined);
     assert.deepEqual(config.image, VALID.image);
-    assert.equal(parseLaunchConfig({ ...VALID, kubernetesBackend: 'kubeadm', imageVersion: 'v2', digestCache: '/c.json' }).imageVersion, 'v2');
+    assert.equal(
+      parseLaunchConfig({ ...VALID, kubernetesBackend: 'kubeadm', imageVersion: 'v2', digestCache: '/c.json' })
+        .imageVersion,
+      'v2',
+    );
   });
 
   it('refuses a launch config with a bad or missing field, naming it', () => {
     assert.throws(() => parseLaunchConfig(null), /launch config: the file must be an object/);
     assert.throws(() => parseLaunchConfig({ ...VALID, role: 'admin' }), /role must be control-plane or worker/);
-    assert.throws(() => parseLaunchConfig({ ...VALID, tpm: { serverSocket: 's' } }), /tpm\.ctrlSocket must be a string/);
-    assert.throws(() => parseLaunchConfig({ ...VALID, image: { ...VALID.image, entry: 3 } }), /image\.entry must be a string/);
-    assert.throws(() => parseLaunchConfig({ ...VALID, kubernetesBackend: 'k3s' }), /kubernetesBackend must be none or kubeadm/);
+    assert.throws(
+      () => parseLaunchConfig({ ...VALID, tpm: { serverSocket: 's' } }),
+      /tpm\.ctrlSocket must be a string/,
+    );
+    assert.throws(
+      () => parseLaunchConfig({ ...VALID, image: { ...VALID.image, entry: 3 } }),
+      /image\.entry must be a string/,
+    );
+    assert.throws(
+      () => parseLaunchConfig({ ...VALID, kubernetesBackend: 'k3s' }),
+      /kubernetesBackend must be none or kubeadm/,
+    );
     assert.throws(() => parseLaunchConfig({ ...VALID, imageVersion: '' }), /imageVersion must not be empty/);
   });
 

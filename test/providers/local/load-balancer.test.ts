@@ -42,7 +42,12 @@ describe('local provider: load balancer', () => {
       );
       try {
         for (const [i, s] of servers.entries()) await listen(s, `${candidate}.${['10', '11'][i]}`);
-        lb = await startLoadBalancer({ host: `${candidate}.1`, ports: [PORT], backends: () => registered, connectTimeoutMs: 500 });
+        lb = await startLoadBalancer({
+          host: `${candidate}.1`,
+          ports: [PORT],
+          backends: () => registered,
+          connectTimeoutMs: 500,
+        });
       } catch {
         for (const s of servers) s.close();
         continue;
@@ -62,8 +67,19 @@ describe('local provider: load balancer', () => {
     registered = [`${prefix}.10`, `${prefix}.11`];
     const answers = [];
     for (let i = 0; i < 4; i++) answers.push(await ask(`${prefix}.1`, `hello ${i}`));
-    assert.deepEqual(answers.sort(), [`${prefix}.10 got hello 0`, `${prefix}.10 got hello 2`, `${prefix}.11 got hello 1`, `${prefix}.11 got hello 3`].sort());
-    assert.ok(sources.every((s) => s === `${prefix}.1`), `sources: ${sources.join(', ')}`);
+    assert.deepEqual(
+      answers.sort(),
+      [
+        `${prefix}.10 got hello 0`,
+        `${prefix}.10 got hello 2`,
+        `${prefix}.11 got hello 1`,
+        `${prefix}.11 got hello 3`,
+      ].sort(),
+    );
+    assert.ok(
+      sources.every((s) => s === `${prefix}.1`),
+      `sources: ${sources.join(', ')}`,
+    );
   });
 
   it('skips a backend that refuses connections', async () => {
@@ -83,7 +99,12 @@ describe('local provider: load balancer', () => {
     const ten = net.createServer((socket) => socket.once('data', () => socket.end('10 answered')));
     await new Promise<void>((resolve) => ten.listen(PORT + 1, `${prefix}.10`, resolve));
     // A second load balancer whose first check finds .12 down, and which checks again only much later.
-    const checked = await startLoadBalancer({ host: `${prefix}.1`, ports: [PORT + 1], backends: () => [`${prefix}.12`, `${prefix}.10`], healthCheckIntervalMs: 60_000 });
+    const checked = await startLoadBalancer({
+      host: `${prefix}.1`,
+      ports: [PORT + 1],
+      backends: () => [`${prefix}.12`, `${prefix}.10`],
+      healthCheckIntervalMs: 60_000,
+    });
     try {
       await checked.healthChecked(); // the first health check found .12 down
       await new Promise<void>((resolve) => late.listen(PORT + 1, `${prefix}.12`, resolve));

@@ -18,7 +18,17 @@ import { ClusterNetwork, netnsPath, rangeLink } from '../../../providers/local/n
 import { localAkRegistry } from '../../../providers/local/node-metadata.js';
 import { findOwnedProcesses, isAlive, stopOwnedProcesses } from '../../../providers/local/processes.js';
 import { makeImage } from './fixtures/image.js';
-import { bindAsNobody, createRequest, getJson, killLeftovers, netnsOf, rootLinkExists, tempDir, testContext, waitForJson } from './support.js';
+import {
+  bindAsNobody,
+  createRequest,
+  getJson,
+  killLeftovers,
+  netnsOf,
+  rootLinkExists,
+  tempDir,
+  testContext,
+  waitForJson,
+} from './support.js';
 
 interface NodeInfo {
   name: string;
@@ -88,10 +98,17 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     assert.equal((await fs.readFile(np.address, 'utf8')).trim(), `${prefix}.101`);
     assert.ok((await fs.stat(path.join(np.tpmDir, 'tpm2-00.permall'))).isFile());
     const resources = (await ctx.journal.list()).map((r) => r.id).sort();
-    assert.deepEqual(resources, ['local-cloud', 'local-cluster', 'local-network', 'local-node/control-plane-0', 'local-node/worker-0', 'local-node/worker-1']);
+    assert.deepEqual(resources, [
+      'local-cloud',
+      'local-cluster',
+      'local-network',
+      'local-node/control-plane-0',
+      'local-node/worker-0',
+      'local-node/worker-1',
+    ]);
   });
 
-  it('runs each node in its own network namespace (in the root mount namespace), the cloud daemon in the gateway\'s', async () => {
+  it("runs each node in its own network namespace (in the root mount namespace), the cloud daemon in the gateway's", async () => {
     const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const network = new ClusterNetwork(file.record.netId as string);
     const rootMounts = await fs.readlink('/proc/self/ns/mnt');
@@ -101,7 +118,11 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       assert.ok(program.includes(node.launcherPid as number), `${name}: the launcher, which runs the node program`);
       for (const pid of program) {
         assert.equal(await netnsOf(pid), network.nodeNetns(name), `${name}: process ${pid}`);
-        assert.equal(await fs.readlink(`/proc/${pid}/ns/mnt`), rootMounts, `${name}: process ${pid} sees the provider's mounts`);
+        assert.equal(
+          await fs.readlink(`/proc/${pid}/ns/mnt`),
+          rootMounts,
+          `${name}: process ${pid} sees the provider's mounts`,
+        );
       }
       assert.equal(await netnsOf(node.swtpmPid as number), 'root', `${name}'s swtpm (unix sockets) needs no namespace`);
     }
@@ -115,7 +136,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     assert.ok(await rootLinkExists(rangeLink(file.record.prefix as string)), 'the link that reserves the range');
   });
 
-  it('lets no other user of the machine bind a node\'s address or the gateway\'s', async () => {
+  it("lets no other user of the machine bind a node's address or the gateway's", async () => {
     const addresses = [gateway, ...(await instances()).map((i) => i.privateIp)];
     const ports = [METADATA_PORT, ...LOAD_BALANCER_PORTS];
     const result = await bindAsNobody(addresses, ports);
@@ -136,7 +157,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       assert.equal(node.env.METADATA_URL, metadataUrl);
       assert.equal(node.env.STATE_DISK, nodePaths(ws, instance.name).stateDisk);
       assert.equal(node.env.STATE_DIR, nodePaths(ws, instance.name).stateDir);
-      assert.equal(node.env.KUBERNETES_BACKEND, 'kubeadm', 'the config\'s provider.local.kubernetesBackend');
+      assert.equal(node.env.KUBERNETES_BACKEND, 'kubeadm', "the config's provider.local.kubernetesBackend");
       assert.deepEqual(node.pcrs, expected, `${instance.name}'s PCRs`);
       for (const [index, m] of Object.entries(measurements)) assert.equal(node.pcrs.sha256[index], m.expected);
     }
@@ -159,13 +180,20 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     // This machine's address in the range (where the CLI's connections come from) is no node.
     const stranger = await getJson(`${metadataUrl}/v1/self`);
     assert.equal(stranger.status, 403);
-    assert.deepEqual(stranger.body, { error: `${gateway.slice(0, -2)}.2 is not the address of a node of this cluster` });
+    assert.deepEqual(stranger.body, {
+      error: `${gateway.slice(0, -2)}.2 is not the address of a node of this cluster`,
+    });
   });
 
   it('keeps node registration to the CLI side (the control API needs the workspace token)', async () => {
     const intruder = await fetch(`${metadataUrl}/v1/control/nodes/evil`, {
       method: 'PUT',
-      body: JSON.stringify({ role: 'worker', group: 'worker_default', address: `${gateway.slice(0, -2)}.200`, akPublic: 'AAAA' }),
+      body: JSON.stringify({
+        role: 'worker',
+        group: 'worker_default',
+        address: `${gateway.slice(0, -2)}.200`,
+        akPublic: 'AAAA',
+      }),
     });
     assert.equal(intruder.status, 401);
     assert.equal(await localAkRegistry(metadataUrl).lookup('evil'), undefined);
@@ -195,14 +223,22 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       let rogueAk: Uint8Array;
       try {
         const pcrs = await client.pcrRead(0x0b, [4, 9, 11]);
-        for (const index of [4, 9, 11]) assert.equal(Buffer.from(pcrs.get(index) as Uint8Array).toString('hex'), (await expectedPcrs()).sha256[String(index)]);
+        for (const index of [4, 9, 11])
+          assert.equal(
+            Buffer.from(pcrs.get(index) as Uint8Array).toString('hex'),
+            (await expectedPcrs()).sha256[String(index)],
+          );
         rogueAk = (await client.createAttestationKey()).publicArea;
       } finally {
         client.close();
       }
       const registry = localAkRegistry(metadataUrl);
       for (const instance of await instances()) {
-        assert.notDeepEqual(await registry.lookup(instance.name), rogueAk, `the AK registered for ${instance.name} is not the rogue's`);
+        assert.notDeepEqual(
+          await registry.lookup(instance.name),
+          rogueAk,
+          `the AK registered for ${instance.name} is not the rogue's`,
+        );
       }
       assert.equal(await registry.lookup('rogue'), undefined);
     } finally {
@@ -244,7 +280,11 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     await infra.startNodes(['worker-0'], ctx);
     const started = await byName('worker-0');
     assert.equal(started.state, 'running');
-    assert.deepEqual(await localAkRegistry(metadataUrl).lookup('worker-0'), akBefore, 'the TPM kept its state: same AK');
+    assert.deepEqual(
+      await localAkRegistry(metadataUrl).lookup('worker-0'),
+      akBefore,
+      'the TPM kept its state: same AK',
+    );
     assert.deepEqual((await info(started)).pcrs, await expectedPcrs());
   });
 
@@ -252,12 +292,18 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     const before = await instances();
     const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const network = new ClusterNetwork(file.record.netId as string);
-    await infra.stopNodes(before.map((i) => i.name), ctx);
+    await infra.stopNodes(
+      before.map((i) => i.name),
+      ctx,
+    );
     await stopOwnedProcesses(clusterPaths(ws).cloudOwner, [file.record.cloudPid as number]);
     await network.remove();
     assert.deepEqual(await network.namespaces(), []);
 
-    await infra.startNodes(before.map((i) => i.name), ctx);
+    await infra.startNodes(
+      before.map((i) => i.name),
+      ctx,
+    );
     const after = await instances();
     assert.deepEqual(
       after.map((i) => [i.name, i.privateIp, i.state]),
@@ -279,7 +325,9 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     const payload = await fs.readFile(changedImage.payload);
     payload[100] ^= 1;
     await fs.writeFile(changedImage.payload, payload);
-    const changedInfra = new LocalInfrastructure({ nodeProgram: { entry: changedImage.entry, imageDir: changedImage.imageDir } });
+    const changedInfra = new LocalInfrastructure({
+      nodeProgram: { entry: changedImage.entry, imageDir: changedImage.imageDir },
+    });
     const old = await infra.expectedMeasurements();
     const changed = await changedInfra.expectedMeasurements();
     assert.notEqual(changed['9'].expected, old['9'].expected);
@@ -306,12 +354,18 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     assert.ok(await localAkRegistry(metadataUrl).lookup(added.name));
 
     await infra.scaleNodeGroup('worker_default', 2, ctx);
-    assert.deepEqual((await instances()).map((i) => i.name), before, 'the newest node went');
+    assert.deepEqual(
+      (await instances()).map((i) => i.name),
+      before,
+      'the newest node went',
+    );
     assert.equal(await localAkRegistry(metadataUrl).lookup(added.name), undefined);
     assert.deepEqual(await findOwnedProcesses(nodePaths(ws, added.name).dir), []);
     await assert.rejects(fs.stat(nodePaths(ws, added.name).dir), { code: 'ENOENT' });
     const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
-    await assert.rejects(fs.stat(netnsPath(new ClusterNetwork(file.record.netId as string).nodeNetns(added.name))), { code: 'ENOENT' });
+    await assert.rejects(fs.stat(netnsPath(new ClusterNetwork(file.record.netId as string).nodeNetns(added.name))), {
+      code: 'ENOENT',
+    });
     await assert.rejects(infra.scaleNodeGroup('nope', 1, ctx), /no node group "nope"/);
   });
 
@@ -324,7 +378,10 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       assert.equal(first.state, 'running');
       assert.ok(!before.includes(first.name) && !before.includes(second.name) && first.name !== second.name);
       await infra.removeInstance(first.name, ctx);
-      assert.deepEqual((await instances()).map((i) => i.name), [...before, second.name].sort());
+      assert.deepEqual(
+        (await instances()).map((i) => i.name),
+        [...before, second.name].sort(),
+      );
       await assert.rejects(fs.stat(nodePaths(ws, first.name).dir), { code: 'ENOENT' });
       await infra.removeInstance(first.name, ctx); // again: gone already, no error
     } finally {

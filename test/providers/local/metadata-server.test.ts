@@ -23,7 +23,12 @@ describe('local provider: metadata server', () => {
     url = `http://${prefix}.1:${(server.address() as AddressInfo).port}`;
     control = new CloudControl(url, token);
     await control.setCluster({ initSecretHash: '$2a$10$hash', joinServiceKey: 'c2VydmljZS1rZXk=' });
-    await control.registerNode('control-plane-0', { role: 'control-plane', group: 'cp', address: `${prefix}.10`, akPublic: ak });
+    await control.registerNode('control-plane-0', {
+      role: 'control-plane',
+      group: 'cp',
+      address: `${prefix}.10`,
+      akPublic: ak,
+    });
     await control.registerNode('worker-0', { role: 'worker', group: 'w', address: `${prefix}.100`, akPublic: ak });
   });
 
@@ -34,13 +39,21 @@ describe('local provider: metadata server', () => {
 
   it('tells each node who it is by its source address', async () => {
     const worker = new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.100` });
-    assert.deepEqual(await worker.self(), { name: 'worker-0', providerId: 'local://worker-0', role: 'worker', vpcIp: `${prefix}.100` });
+    assert.deepEqual(await worker.self(), {
+      name: 'worker-0',
+      providerId: 'local://worker-0',
+      role: 'worker',
+      vpcIp: `${prefix}.100`,
+    });
     const cp = new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.10` });
     assert.equal((await cp.self()).name, 'control-plane-0');
-    assert.deepEqual((await cp.peers()).map((p) => [p.name, p.vpcIp]), [
-      ['control-plane-0', `${prefix}.10`],
-      ['worker-0', `${prefix}.100`],
-    ]);
+    assert.deepEqual(
+      (await cp.peers()).map((p) => [p.name, p.vpcIp]),
+      [
+        ['control-plane-0', `${prefix}.10`],
+        ['worker-0', `${prefix}.100`],
+      ],
+    );
     assert.equal(await cp.loadBalancerEndpoint(), `${prefix}.1`);
     assert.equal(await cp.initSecretHash(), '$2a$10$hash');
     assert.equal(await cp.joinServiceKey(), 'c2VydmljZS1rZXk=');
@@ -57,11 +70,17 @@ describe('local provider: metadata server', () => {
   it('refuses control requests without the token, and bad registrations', async () => {
     const body = { role: 'worker' as const, group: 'w', address: `${prefix}.101`, akPublic: ak };
     await assert.rejects(requestJson(`${url}/v1/control/nodes/evil`, { method: 'PUT', body }), /control token/);
-    await assert.rejects(requestJson(`${url}/v1/control/nodes/evil`, { method: 'PUT', body, token: 'd'.repeat(64) }), /control token/);
+    await assert.rejects(
+      requestJson(`${url}/v1/control/nodes/evil`, { method: 'PUT', body, token: 'd'.repeat(64) }),
+      /control token/,
+    );
     await assert.rejects(requestJson(`${url}/v1/control/nodes/worker-0`, { method: 'DELETE' }), /control token/);
     assert.equal(await localAkRegistry(url).lookup('evil'), undefined);
     await assert.rejects(control.registerNode('evil', { ...body, address: 'not an ip' } as never), /address/);
-    await assert.rejects(control.registerNode('evil', { ...body, address: `${prefix}.10` }), /belongs to control-plane-0/);
+    await assert.rejects(
+      control.registerNode('evil', { ...body, address: `${prefix}.10` }),
+      /belongs to control-plane-0/,
+    );
   });
 
   it('forgets an unregistered node', async () => {
@@ -69,13 +88,19 @@ describe('local provider: metadata server', () => {
     assert.ok(await localAkRegistry(url).lookup('worker-9'));
     await control.unregisterNode('worker-9');
     assert.equal(await localAkRegistry(url).lookup('worker-9'), undefined);
-    await assert.rejects(new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.109` }).self(), /403|not the address/);
+    await assert.rejects(
+      new LocalNodeMetadata({ metadataUrl: url, nodeIp: `${prefix}.109` }).self(),
+      /403|not the address/,
+    );
   });
 
   it('answers a path with a malformed %-escape with 400 and says so, not with a server error', async () => {
     const response = await fetch(`${url}/v1/ak/%E0%A4%A`);
     assert.equal(response.status, 400);
-    assert.match(((await response.json()) as { error: string }).error, /the path segment "%E0%A4%A" is not validly URL-encoded/);
+    assert.match(
+      ((await response.json()) as { error: string }).error,
+      /the path segment "%E0%A4%A" is not validly URL-encoded/,
+    );
   });
 
   it('answers a control body with a "constructor" key with 400 naming the key', async () => {
@@ -85,7 +110,10 @@ describe('local provider: metadata server', () => {
       body: '{"role":"worker","group":"w","address":"127.0.0.1","akPublic":"AA==","constructor":null}',
     });
     assert.equal(response.status, 400);
-    assert.match(((await response.json()) as { error: string }).error, /request body has the key "constructor", which is not allowed/);
+    assert.match(
+      ((await response.json()) as { error: string }).error,
+      /request body has the key "constructor", which is not allowed/,
+    );
   });
 
   it('needs METADATA_URL and NODE_IP on the node side', () => {

@@ -42,7 +42,11 @@ describe('local provider: address ranges', () => {
     assert.equal(left.has('10.213.200'), false, 'a host route inside the range');
     assert.equal(left.has('10.213.6'), true);
     assert.equal(left.size, 256 - 1 - 16 - 1);
-    assert.deepEqual(candidateRanges(pool, [parseCidr('10.128.0.0/9')!]), [], 'a route that covers the whole pool leaves nothing');
+    assert.deepEqual(
+      candidateRanges(pool, [parseCidr('10.128.0.0/9')!]),
+      [],
+      'a route that covers the whole pool leaves nothing',
+    );
   });
 
   it('reads the routes of `ip -j -4 route show table all`, without default routes', () => {
@@ -66,7 +70,12 @@ describe('local provider: address ranges', () => {
       ['10.213.300.0/24', /is not an IPv4 network/],
       ['fd00::/64', /is not an IPv4 network/],
     ] as const) {
-      assert.throws(() => parseAddressPool(text), (err: Error & { hint?: string }) => why.test(err.message) && /CONSTELLATION_LOCAL_ADDRESS_POOL/.test(err.hint ?? ''), text);
+      assert.throws(
+        () => parseAddressPool(text),
+        (err: Error & { hint?: string }) =>
+          why.test(err.message) && /CONSTELLATION_LOCAL_ADDRESS_POOL/.test(err.hint ?? ''),
+        text,
+      );
     }
   });
 
@@ -121,7 +130,10 @@ describe('local provider: network namespaces (root)', function () {
     await net.plugNode('worker-1', 101, `${prefix}.101`);
     assert.deepEqual(await net.ensureGateway(), { bridge: true, uplink: true });
     const inNode = await ipJson(['-n', net.nodeNetns('worker-0'), '-j', 'addr', 'show', 'dev', 'eth0']);
-    assert.deepEqual(inNode[0].addr_info.filter((a) => a.family === 'inet').map((a) => `${a.local}/${a.prefixlen}`), [`${prefix}.100/24`]);
+    assert.deepEqual(
+      inNode[0].addr_info.filter((a) => a.family === 'inet').map((a) => `${a.local}/${a.prefixlen}`),
+      [`${prefix}.100/24`],
+    );
     assert.equal(inNode[0].address, macAddress(`${prefix}.100`));
 
     await net.unplugNode('worker-1', 101);
@@ -141,8 +153,11 @@ describe('local provider: network namespaces (root)', function () {
       const { ClusterNetwork } = await import(${JSON.stringify(`${REPO_ROOT}/providers/local/network.ts`)});
       try { await new ClusterNetwork('0123456789ab').ensureGateway(); } catch (err) { console.log(JSON.stringify({ message: err.message, hint: err.hint })); }`;
     const out = await new Promise<string>((resolve, reject) =>
-      execFile(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script], { uid: NOBODY, gid: NOBODY, cwd: REPO_ROOT }, (err, stdout) =>
-        err ? reject(err) : resolve(stdout),
+      execFile(
+        process.execPath,
+        ['--import', 'tsx', '--input-type=module', '-e', script],
+        { uid: NOBODY, gid: NOBODY, cwd: REPO_ROOT },
+        (err, stdout) => (err ? reject(err) : resolve(stdout)),
       ),
     );
     const { message, hint } = JSON.parse(out) as { message: string; hint: string };
@@ -155,12 +170,18 @@ describe('local provider: network namespaces (root)', function () {
     try {
       await fs.chown(ws, NOBODY, NOBODY);
       const res = await new Promise<{ code: number; stderr: string }>((resolve) =>
-        execFile(process.execPath, [CLI, 'mini', 'up', '-C', ws], { uid: NOBODY, gid: NOBODY, cwd: ws, env: { ...process.env, HOME: ws } }, (err, _out, stderr) =>
-          resolve({ code: err ? Number(err.code) : 0, stderr }),
+        execFile(
+          process.execPath,
+          [CLI, 'mini', 'up', '-C', ws],
+          { uid: NOBODY, gid: NOBODY, cwd: ws, env: { ...process.env, HOME: ws } },
+          (err, _out, stderr) => resolve({ code: err ? Number(err.code) : 0, stderr }),
         ),
       );
       assert.notEqual(res.code, 0);
-      assert.match(res.stderr, /The local provider needs root: its nodes run in their own network namespaces\. Nothing was started or written\./);
+      assert.match(
+        res.stderr,
+        /The local provider needs root: its nodes run in their own network namespaces\. Nothing was started or written\./,
+      );
       assert.match(res.stderr, /Hint: Run the command as root/);
       await assert.rejects(fs.stat(path.join(ws, 'constellation-local', 'cluster.json')), { code: 'ENOENT' });
       await assert.rejects(fs.stat(path.join(ws, 'constellation-local', 'nodes')), { code: 'ENOENT' });
@@ -170,6 +191,10 @@ describe('local provider: network namespaces (root)', function () {
   });
 });
 
-function ipJson(args: string[]): Promise<{ address: string; addr_info: { family: string; local: string; prefixlen: number }[] }[]> {
-  return new Promise((resolve, reject) => execFile('ip', args, (err, stdout) => (err ? reject(err) : resolve(JSON.parse(stdout)))));
+function ipJson(
+  args: string[],
+): Promise<{ address: string; addr_info: { family: string; local: string; prefixlen: number }[] }[]> {
+  return new Promise((resolve, reject) =>
+    execFile('ip', args, (err, stdout) => (err ? reject(err) : resolve(JSON.parse(stdout)))),
+  );
 }

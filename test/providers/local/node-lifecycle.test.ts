@@ -12,7 +12,12 @@ import type { NodeRegistration } from '../../../providers/local/metadata-server.
 import { ClusterFile } from '../../../providers/local/cluster-file.js';
 import { clusterPaths, nodePaths, type NodePaths } from '../../../providers/local/layout.js';
 import { newNetworkId } from '../../../providers/local/network.js';
-import { LocalNodeLifecycle, type MachineNode, type NodeMachine, type NodeRegistry } from '../../../providers/local/node-lifecycle.js';
+import {
+  LocalNodeLifecycle,
+  type MachineNode,
+  type NodeMachine,
+  type NodeRegistry,
+} from '../../../providers/local/node-lifecycle.js';
 import { isAlive, spawnDetached } from '../../../providers/local/processes.js';
 import { killLeftovers, tempDir, testContext } from './support.js';
 
@@ -34,7 +39,13 @@ class FakeMachine implements NodeMachine {
 
   async startTpm(np: NodePaths, options: { readAk: boolean }): Promise<{ pid: number; akPublic?: string }> {
     this.calls.push(options.readAk ? 'startTpm+ak' : 'startTpm');
-    const { pid } = await spawnDetached({ file: CHILD, args: ['ready'], owner: np.dir, cwd: np.dir, logFile: path.join(np.dir, 'tpm.log') });
+    const { pid } = await spawnDetached({
+      file: CHILD,
+      args: ['ready'],
+      owner: np.dir,
+      cwd: np.dir,
+      logFile: path.join(np.dir, 'tpm.log'),
+    });
     // The lifecycle tells a running TPM by its control socket, as for swtpm.
     await fs.mkdir(np.socketDir, { recursive: true });
     await fs.writeFile(path.join(np.socketDir, 'swtpm.sock.ctrl'), '');
@@ -50,7 +61,13 @@ class FakeMachine implements NodeMachine {
     const fail = this.failNextStart;
     this.failNextStart = false;
     const np = target.paths;
-    const { pid } = await spawnDetached({ file: CHILD, args: [fail ? 'fail' : 'ready'], owner: np.dir, cwd: np.dir, logFile: np.log });
+    const { pid } = await spawnDetached({
+      file: CHILD,
+      args: [fail ? 'fail' : 'ready'],
+      owner: np.dir,
+      cwd: np.dir,
+      logFile: np.log,
+    });
     return fail ? { pid, failure: new Error('the node did not boot') } : { pid };
   }
 }
@@ -65,7 +82,7 @@ class FakeRegistry implements NodeRegistry {
   }
 }
 
-describe('local provider: a node\'s lifecycle over its machine', function () {
+describe("local provider: a node's lifecycle over its machine", function () {
   this.timeout(30_000);
   let tmp: string;
   let ws: string;
@@ -113,7 +130,10 @@ describe('local provider: a node\'s lifecycle over its machine', function () {
     assert.deepEqual(machine.calls, ['startTpm+ak']);
     assert.equal(node().akPublic, Buffer.from('ak of the fake').toString('base64'));
     assert.equal(await isAlive(node().swtpmPid as number), true);
-    assert.deepEqual((await ctx.journal.list()).map((r) => [r.id, r.data?.swtpmPid]), [[`local-node/${NODE}`, node().swtpmPid]]);
+    assert.deepEqual(
+      (await ctx.journal.list()).map((r) => [r.id, r.data?.swtpmPid]),
+      [[`local-node/${NODE}`, node().swtpmPid]],
+    );
   });
 
   it('boots a node that does not run: registered with its address and AK, plugged in, its machine started and recorded', async () => {
@@ -121,7 +141,12 @@ describe('local provider: a node\'s lifecycle over its machine', function () {
     const lifecycle = new LocalNodeLifecycle(machine);
     await lifecycle.ensure(file, NODE, registry, ctx);
     assert.deepEqual(machine.calls, ['startTpm+ak', 'plug', 'start']);
-    assert.deepEqual(registry.registered.get(NODE), { role: 'worker', group: 'worker_default', address: '10.213.7.100', akPublic: node().akPublic });
+    assert.deepEqual(registry.registered.get(NODE), {
+      role: 'worker',
+      group: 'worker_default',
+      address: '10.213.7.100',
+      akPublic: node().akPublic,
+    });
     assert.equal(await lifecycle.state(file, NODE, ctx), 'running');
     assert.equal((await fs.readFile(nodePaths(ws, NODE).launcherPid, 'utf8')).trim(), String(node().launcherPid));
     assert.equal((await ctx.journal.list())[0].data?.launcherPid, node().launcherPid);

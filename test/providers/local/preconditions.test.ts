@@ -13,13 +13,20 @@ describe('providers/local/preconditions', () => {
     dir = await fs.mkdtemp(path.join(os.tmpdir(), 'local-pre-'));
     bin = path.join(dir, 'bin');
     await fs.mkdir(bin);
-    for (const name of Object.keys(LOCAL_PROGRAMS)) await fs.writeFile(path.join(bin, name), '#!/bin/sh\n', { mode: 0o755 });
+    for (const name of Object.keys(LOCAL_PROGRAMS))
+      await fs.writeFile(path.join(bin, name), '#!/bin/sh\n', { mode: 0o755 });
     program = path.join(dir, 'main.js');
     await fs.writeFile(program, '');
   });
   afterEach(() => fs.rm(dir, { recursive: true, force: true }));
 
-  const everything = () => ({ uid: 0, searchPath: bin, fuseDevice: program, runtimeRoot: path.join(dir, 'run', 'constellation'), nodeProgram: program });
+  const everything = () => ({
+    uid: 0,
+    searchPath: bin,
+    fuseDevice: program,
+    runtimeRoot: path.join(dir, 'run', 'constellation'),
+    nodeProgram: program,
+  });
 
   it('finds nothing missing when root, the programs, /dev/fuse, the runtime folder and the node program are there', async () => {
     await fs.mkdir(path.join(dir, 'run'));
@@ -29,7 +36,12 @@ describe('providers/local/preconditions', () => {
   it('names every missing piece at once, each with its fix, and refuses before anything is done', async () => {
     await fs.rm(path.join(bin, 'swtpm'));
     await fs.rm(path.join(bin, 'etcd'));
-    const options = { ...everything(), uid: 1000, fuseDevice: path.join(dir, 'no-fuse'), nodeProgram: path.join(dir, 'no-build.js') };
+    const options = {
+      ...everything(),
+      uid: 1000,
+      fuseDevice: path.join(dir, 'no-fuse'),
+      nodeProgram: path.join(dir, 'no-build.js'),
+    };
     const problems = await localProblems(options);
     assert.deepEqual(
       problems.map((p) => p.problem),
@@ -51,6 +63,9 @@ describe('providers/local/preconditions', () => {
 
   it('says only that root is needed when that is all', async () => {
     await fs.mkdir(path.join(dir, 'run'));
-    await assert.rejects(requireLocalPreconditions({ ...everything(), uid: 1000 }), /^UserError: The local provider needs root: its nodes run in their own network namespaces\. Nothing was started or written\.$/);
+    await assert.rejects(
+      requireLocalPreconditions({ ...everything(), uid: 1000 }),
+      /^UserError: The local provider needs root: its nodes run in their own network namespaces\. Nothing was started or written\.$/,
+    );
   });
 });

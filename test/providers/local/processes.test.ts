@@ -4,7 +4,14 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { findOwnedProcesses, isAlive, isOwnedBy, spawnDetached, stopOwnedProcesses, type StartupMessage } from '../../../providers/local/processes.js';
+import {
+  findOwnedProcesses,
+  isAlive,
+  isOwnedBy,
+  spawnDetached,
+  stopOwnedProcesses,
+  type StartupMessage,
+} from '../../../providers/local/processes.js';
 import { tempDir } from './support.js';
 
 const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), 'fixtures', 'detached-child.ts');
@@ -27,8 +34,10 @@ describe('local provider: detached processes', function () {
     await fs.rm(tmp, { recursive: true, force: true });
   });
 
-  const start = (mode: string) => spawnDetached({ file: CHILD, args: [mode], owner, cwd: owner, logFile: path.join(owner, 'log') });
-  const grandchildOf = (started: { message: StartupMessage }) => (started.message as { grandchildPid?: number }).grandchildPid as number;
+  const start = (mode: string) =>
+    spawnDetached({ file: CHILD, args: [mode], owner, cwd: owner, logFile: path.join(owner, 'log') });
+  const grandchildOf = (started: { message: StartupMessage }) =>
+    (started.message as { grandchildPid?: number }).grandchildPid as number;
 
   it('starts a detached process that reports ready, recognised as owned by its folder and the folders above', async () => {
     const { pid, message } = await start('ready');
@@ -61,7 +70,13 @@ describe('local provider: detached processes', function () {
     const log = path.join(tmp, 'order.log');
     const server = path.join(tmp, 'gocryptfs');
     await fs.symlink(process.execPath, server);
-    const { pid } = await spawnDetached({ file: CHILD, args: ['ordered', log, server], owner, cwd: owner, logFile: path.join(owner, 'log') });
+    const { pid } = await spawnDetached({
+      file: CHILD,
+      args: ['ordered', log, server],
+      owner,
+      cwd: owner,
+      logFile: path.join(owner, 'log'),
+    });
     // Recorded twice (the cluster record and the journal): still one SIGTERM.
     await stopOwnedProcesses(owner, [pid, pid]);
     assert.deepEqual((await fs.readFile(log, 'utf8')).trim().split('\n'), ['node program', 'writer', 'server']);

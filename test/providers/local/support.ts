@@ -15,7 +15,11 @@ export async function tempDir(prefix: string): Promise<string> {
 
 export function testContext(workspaceDir: string): ProviderContext & { journal: FileResourceJournal } {
   const quiet = () => {};
-  return { journal: new FileResourceJournal(workspaceDir), log: { debug: quiet, info: quiet, warn: quiet }, workspaceDir };
+  return {
+    journal: new FileResourceJournal(workspaceDir),
+    log: { debug: quiet, info: quiet, warn: quiet },
+    workspaceDir,
+  };
 }
 
 export function createRequest(overrides: Partial<CreateRequest> = {}): CreateRequest {
@@ -59,7 +63,9 @@ export function getJson(url: string, localAddress?: string): Promise<{ status: n
       .get(url, { localAddress, agent: false, timeout: 10_000 }, (res) => {
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString() || 'null') }));
+        res.on('end', () =>
+          resolve({ status: res.statusCode ?? 0, body: JSON.parse(Buffer.concat(chunks).toString() || 'null') }),
+        );
       })
       .on('error', reject);
   });

@@ -10,7 +10,12 @@ import path from 'node:path';
 import { addressOfMac, dhcpReply, parseDhcpRequest } from '../../../providers/local/dhcp-server.js';
 import { chooseAccel } from '../../../providers/qemu/accel.js';
 import { resolveQemuImage } from '../../../providers/qemu/image.js';
-import { defaultGateway, findStateDisk, imageVersionOf, STATE_DISK_SERIAL } from '../../../providers/qemu/node-platform.js';
+import {
+  defaultGateway,
+  findStateDisk,
+  imageVersionOf,
+  STATE_DISK_SERIAL,
+} from '../../../providers/qemu/node-platform.js';
 import { qemuArgs } from '../../../providers/qemu/vm.js';
 
 /** A BOOTREQUEST as busybox udhcpc sends it: message type `type`, MAC 02:00:0a:d5:05:64 (10.213.5.100). */
@@ -28,7 +33,8 @@ function request(type: number, mac = [0x02, 0x00, 10, 213, 5, 100]): Buffer {
 /** The options of a reply: code → value. */
 function options(packet: Buffer): Map<number, Buffer> {
   const out = new Map<number, Buffer>();
-  for (let at = 240; packet[at] !== 255; at += 2 + packet[at + 1]!) out.set(packet[at]!, packet.subarray(at + 2, at + 2 + packet[at + 1]!));
+  for (let at = 240; packet[at] !== 255; at += 2 + packet[at + 1]!)
+    out.set(packet[at]!, packet.subarray(at + 2, at + 2 + packet[at + 1]!));
   return out;
 }
 
@@ -55,7 +61,7 @@ describe('qemu provider: DHCP of the cloud daemon', () => {
     assert.equal(addressOfMac(Buffer.from([0x52, 0x54, 0x00, 0x12, 0x34, 0x56])), undefined);
   });
 
-  it('offers the address with a /24, the gateway as router and server, and the request\'s transaction id', () => {
+  it("offers the address with a /24, the gateway as router and server, and the request's transaction id", () => {
     const offer = dhcpReply(parseDhcpRequest(request(1))!, 2, '10.213.5.100', '10.213.5.1');
     assert.equal(offer[0], 2);
     assert.equal(offer.readUInt32BE(4), 0x12345678);
@@ -70,7 +76,8 @@ describe('qemu provider: DHCP of the cloud daemon', () => {
 
 describe('qemu provider: what the guest reads', () => {
   it('finds the default gateway in /proc/net/route (little-endian hex)', () => {
-    const routes = 'Iface\tDestination\tGateway \tFlags\n' + 'eth0\t0005D50A\t00000000\t0001\n' + 'eth0\t00000000\t0105D50A\t0003\n';
+    const routes =
+      'Iface\tDestination\tGateway \tFlags\n' + 'eth0\t0005D50A\t00000000\t0001\n' + 'eth0\t00000000\t0105D50A\t0003\n';
     assert.equal(defaultGateway(routes), '10.213.5.1');
     assert.equal(defaultGateway('Iface\tDestination\tGateway\n'), undefined);
   });
@@ -98,8 +105,21 @@ describe('qemu provider: what the guest reads', () => {
 
 describe('qemu provider: host side', () => {
   it('boots with -nodefaults, the image disk as the only boot option and no option ROM on the network card', () => {
-    const paths = { bootDisk: '/n/boot.qcow2', stateDisk: '/n/state.raw', firmwareVars: '/n/VARS.fd', qmpSocket: '/r/qmp.sock', qemuLog: '/n/qemu.log', serialLog: '/n/node.log' };
-    const args = qemuArgs('worker-0', '10.213.5.100', paths, '/r/swtpm.sock.ctrl', { vcpus: 2, memoryMiB: 2048, firmware: '/fw/CODE.fd', firmwareVars: '/fw/VARS.fd', accel: 'tcg' });
+    const paths = {
+      bootDisk: '/n/boot.qcow2',
+      stateDisk: '/n/state.raw',
+      firmwareVars: '/n/VARS.fd',
+      qmpSocket: '/r/qmp.sock',
+      qemuLog: '/n/qemu.log',
+      serialLog: '/n/node.log',
+    };
+    const args = qemuArgs('worker-0', '10.213.5.100', paths, '/r/swtpm.sock.ctrl', {
+      vcpus: 2,
+      memoryMiB: 2048,
+      firmware: '/fw/CODE.fd',
+      firmwareVars: '/fw/VARS.fd',
+      accel: 'tcg',
+    });
     assert.ok(args.includes('-nodefaults'));
     assert.equal(args.filter((a) => a.includes('bootindex')).length, 1);
     assert.ok(args.includes('virtio-blk-pci,drive=boot,bootindex=1'));
@@ -112,7 +132,10 @@ describe('qemu provider: host side', () => {
     try {
       await fs.writeFile(path.join(dir, 'constellation-qemu-v1.raw'), '');
       await fs.writeFile(path.join(dir, 'measurements.json'), '{}');
-      await assert.rejects(resolveQemuImage(dir), /has no measurements\.json\.sig: an image without signed measurements is refused/);
+      await assert.rejects(
+        resolveQemuImage(dir),
+        /has no measurements\.json\.sig: an image without signed measurements is refused/,
+      );
       await fs.writeFile(path.join(dir, 'measurements.json.sig'), '');
       assert.equal((await resolveQemuImage(dir)).rawDisk, path.join(dir, 'constellation-qemu-v1.raw'));
     } finally {
@@ -120,17 +143,26 @@ describe('qemu provider: host side', () => {
     }
   });
 
-  it('chooses the accelerator: the config\'s, TCG without /dev/kvm, else a probe remembered per kernel', async () => {
+  it("chooses the accelerator: the config's, TCG without /dev/kvm, else a probe remembered per kernel", async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'qemu-accel-'));
     try {
-      const base = { rawDisk: '/x.raw', firmware: '/c', firmwareVars: '/v', kernelKey: 'linux@abc', rememberIn: path.join(dir, 'accel.json') };
+      const base = {
+        rawDisk: '/x.raw',
+        firmware: '/c',
+        firmwareVars: '/v',
+        kernelKey: 'linux@abc',
+        rememberIn: path.join(dir, 'accel.json'),
+      };
       let probes = 0;
       const probe = async () => (probes++, false);
       assert.equal((await chooseAccel('kvm', base, probe)).accel, 'kvm');
       assert.equal((await chooseAccel('auto', { ...base, kvmDevice: path.join(dir, 'no-kvm') }, probe)).accel, 'tcg');
       const device = path.join(dir, 'kvm');
       await fs.writeFile(device, '');
-      assert.deepEqual(await chooseAccel('auto', { ...base, kvmDevice: device }, probe), { accel: 'tcg', reason: 'a probe boot of this kernel under KVM hung' });
+      assert.deepEqual(await chooseAccel('auto', { ...base, kvmDevice: device }, probe), {
+        accel: 'tcg',
+        reason: 'a probe boot of this kernel under KVM hung',
+      });
       await chooseAccel('auto', { ...base, kvmDevice: device }, probe);
       assert.equal(probes, 1, 'the answer is remembered');
     } finally {

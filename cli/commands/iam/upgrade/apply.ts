@@ -7,7 +7,10 @@ export default class IamUpgradeApply extends BaseCommand<typeof IamUpgradeApply>
   static override description = `A newer CLI may give the nodes' identities other permissions than the CLI that made them (upstream Constellation's \`iam upgrade apply\`). This compares what the identities the workspace records as made by \`constellation iam create\` have with what this CLI gives them, shows every permission it would add or remove, asks, and updates them. AWS: the inline policy of each node role. Azure: the role assignments of the nodes' managed identity. GCP: the permissions of the nodes' custom role. Nothing else is changed; identities made outside this workspace are not looked at.`;
 
   static override examples = [
-    { description: 'Show the changes and apply them after a question:', command: '<%= config.bin %> <%= command.id %>' },
+    {
+      description: 'Show the changes and apply them after a question:',
+      command: '<%= config.bin %> <%= command.id %>',
+    },
     { description: 'In a script (no question):', command: '<%= config.bin %> <%= command.id %> -y' },
   ];
 
@@ -18,10 +21,18 @@ export default class IamUpgradeApply extends BaseCommand<typeof IamUpgradeApply>
   static override enableJsonFlag = true;
 
   public async run(): Promise<UpgradeIamResult> {
-    const [{ confirmOrStop }, { upgradeIam }] = await Promise.all([import('../../../confirm.js'), import('../../../iam/index.js')]);
+    const [{ confirmOrStop }, { upgradeIam }] = await Promise.all([
+      import('../../../confirm.js'),
+      import('../../../iam/index.js'),
+    ]);
     const { withWorkspaceSession } = await import('../../../cluster/session.js');
     const result = await withWorkspaceSession(this.workspaceDir, 'iam upgrade apply', async ({ journal, log }) => {
-      const run = { workspaceDir: this.workspaceDir, journal, log, progress: this.jsonEnabled() ? undefined : (m: string) => this.logToStderr(`  ${m}`) };
+      const run = {
+        workspaceDir: this.workspaceDir,
+        journal,
+        log,
+        progress: this.jsonEnabled() ? undefined : (m: string) => this.logToStderr(`  ${m}`),
+      };
       const plan = await upgradeIam({ ...run, apply: false });
       if (plan.changes.length === 0) return plan;
       if (!this.jsonEnabled()) {
@@ -32,13 +43,24 @@ export default class IamUpgradeApply extends BaseCommand<typeof IamUpgradeApply>
           for (const p of c.remove) this.log(`    - ${p}`);
         }
       }
-      await confirmOrStop(`Update the permissions of ${plan.changes.length} ${plan.changes.length === 1 ? 'identity' : 'identities'}?`, { yes: this.flags.yes }, 'Nothing was changed.');
+      await confirmOrStop(
+        `Update the permissions of ${plan.changes.length} ${plan.changes.length === 1 ? 'identity' : 'identities'}?`,
+        { yes: this.flags.yes },
+        'Nothing was changed.',
+      );
       return upgradeIam({ ...run, apply: true });
     });
     if (!this.jsonEnabled()) {
-      if (result.providers.length === 0) this.log('The workspace records no identities made by `iam create`: nothing to upgrade.');
-      else if (result.changes.length === 0) this.log(`The identities (${result.providers.join(', ')}) have the permissions this CLI needs: nothing to change.`);
-      else this.log(`Updated ${result.changes.length} ${result.changes.length === 1 ? 'identity' : 'identities'} (${result.providers.join(', ')}).`);
+      if (result.providers.length === 0)
+        this.log('The workspace records no identities made by `iam create`: nothing to upgrade.');
+      else if (result.changes.length === 0)
+        this.log(
+          `The identities (${result.providers.join(', ')}) have the permissions this CLI needs: nothing to change.`,
+        );
+      else
+        this.log(
+          `Updated ${result.changes.length} ${result.changes.length === 1 ? 'identity' : 'identities'} (${result.providers.join(', ')}).`,
+        );
     }
     return result;
   }

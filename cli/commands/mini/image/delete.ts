@@ -8,7 +8,10 @@ export default class MiniImageDelete extends BaseCommand<typeof MiniImageDelete>
   static override examples = ['<%= config.bin %> <%= command.id %> v1', '<%= config.bin %> <%= command.id %> v1 -y'];
 
   static override args = {
-    version: Args.string({ description: 'The version to delete (`constellation mini image list` shows them).', required: true }),
+    version: Args.string({
+      description: 'The version to delete (`constellation mini image list` shows them).',
+      required: true,
+    }),
   };
 
   static override flags = {
@@ -16,11 +19,18 @@ export default class MiniImageDelete extends BaseCommand<typeof MiniImageDelete>
   };
 
   public async run(): Promise<void> {
-    const [{ LocalImageStore }, { confirmOrStop }] = await Promise.all([import('../../../../providers/local/image-store.js'), import('../../../confirm.js')]);
+    const [{ LocalImageStore }, { confirmOrStop }] = await Promise.all([
+      import('../../../../providers/local/image-store.js'),
+      import('../../../confirm.js'),
+    ]);
     const store = new LocalImageStore();
     // An unknown version is refused before the question.
     if (!(await store.has(this.args.version))) await store.delete(this.args.version);
-    await confirmOrStop(`Delete local image ${this.args.version} (${store.imageDir(this.args.version)})?`, { yes: this.flags.yes }, 'Nothing was deleted.');
+    await confirmOrStop(
+      `Delete local image ${this.args.version} (${store.imageDir(this.args.version)})?`,
+      { yes: this.flags.yes },
+      'Nothing was deleted.',
+    );
     await store.delete(this.args.version);
     this.log(`Deleted local image ${this.args.version}.`);
   }
