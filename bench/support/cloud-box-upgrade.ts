@@ -7,22 +7,67 @@
  * rollout (its configured latency and operation times, BoxCloud.fakeDelayMs) is subtracted: from the rollout, and a
  * fifth of it from one replacement. Target ≤ 1.2.
  */
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { withWorkspaceSession } from '../../cli/cluster/session.js';
 import { upgradeCluster } from '../../cli/cluster/upgrade.js';
 import type { VariantName } from '../../lib/attestation/variant-table.js';
 import { loadConfig } from '../../lib/config/index.js';
-import type { SnpTestCa } from '../../test/attestation/snp/fixtures.js';
+import { pollUntil } from '../../lib/poll.js';
+import { makeSnpTestCa, type SnpTestCa } from '../../test/attestation/snp/fixtures.js';
 import { editConfig, publishImages, type BoxCluster } from '../../test/e2e/cloud-box/aws-scenarios.js';
+import { CloudBox } from '../../test/e2e/cloud-box/box.js';
+import type { ScenarioOptions } from '../../test/e2e/cloud-box/gcp-azure-scenarios.js';
 
 export const UPGRADE_TARGET = 1.2;
 
 /** Waits until the box's 3 + 2 cluster has every node joined. */
 export async function waitForFiveJoined(cluster: BoxCluster): Promise<void> {
-  for (let i = 0; ; i++) {
-    const status = await cluster.cloud.status();
-    if (status.nodes.length === 5 && status.nodes.every((n) => n.state === 'joined')) return;
-    if (i > 480) throw new Error(`the cluster did not form: ${JSON.stringify(status.nodes.map((n) => n.state))}`);
-    await new Promise((r) => setTimeout(r, 500));
+  let last: string[] = [];
+  await pollUntil(
+    async () => {
+      const status = await cluster.cloud.status();
+      last = status.nodes.map((n) => n.state);
+      return status.nodes.length === 5 && last.every((state) => state === 'joined') ? true : undefined;
+    },
+    {
+      timeoutMs: 240_000,
+      intervalMs: 500,
+      onTimeout: () => Promise.reject(new Error(`the cluster did not form: ${JSON.stringify(last)}`)),
+    },
+  );
+}
+
+/**
+ * The whole bench for a cloud whose box cluster `up` makes (GCP, Azure): a 3 + 2 cluster in a temporary folder, every
+ * node joined, then measureUpgrade to `target`; the box, the fake and the folder are gone afterwards.
+ */
+export async function runBoxUpgradeBench(
+  cloud: string,
+  up: (options: ScenarioOptions) => Promise<BoxCluster>,
+  target: { variant: VariantName; image: string },
+  out: (line: string) => void,
+): Promise<void> {
+  const ca = makeSnpTestCa('Milan');
+  // Short: swtpm's socket path below it, with the cloud's long instance names, must fit a unix socket address.
+  const root = await fs.mkdtemp(path.join(os.tmpdir(), `cl-bb-${cloud}-`));
+  const workspace = path.join(root, 'workspace');
+  const box = new CloudBox(path.join(root, 'vms'));
+  const octet = 20 + Math.floor(Math.random() * 200);
+  const cluster = await up({ workspace, box, ca, octet, controlPlanes: 3, workers: 2 }).catch(async (err: unknown) => {
+    await box.close();
+    await fs.rm(root, { recursive: true, force: true });
+    throw err;
+  });
+  try {
+    await waitForFiveJoined(cluster);
+    await measureUpgrade(cluster, ca, workspace, target, out);
+  } finally {
+    await cluster.close();
+    await box.close();
+    await cluster.cloud.close();
+    await fs.rm(root, { recursive: true, force: true });
   }
 }
 
