@@ -34,7 +34,6 @@ import {
   storeHealth,
   upAwsCluster,
   upgradeToNewImage,
-  type AwsBoxCluster,
   type BoxCluster,
 } from './cloud-box/aws-scenarios.js';
 import { AZ_NEW_IMAGE, GCP_NEW_IMAGE } from './cloud-box/clouds.js';
@@ -62,6 +61,33 @@ async function waitForStatus(
     },
     { timeoutMs, intervalMs: 500, onTimeout: () => assert.fail(`status did not settle: ${JSON.stringify(last)}`) },
   );
+}
+
+/**
+ * A box in a temporary folder for one describe's cluster: made before its tests; afterwards the cluster the test
+ * tracked, the box, the cloud's fake and the folder are gone, whatever the test left.
+ */
+function boxFixture(prefix: string): { root: string; box: CloudBox; track<C extends BoxCluster>(cluster: C): C } {
+  let cluster: BoxCluster | undefined;
+  const fixture = {
+    root: '',
+    box: undefined as unknown as CloudBox,
+    track<C extends BoxCluster>(made: C): C {
+      cluster = made;
+      return made;
+    },
+  };
+  before(async () => {
+    fixture.root = await fs.mkdtemp(path.join(os.tmpdir(), prefix));
+    fixture.box = new CloudBox(path.join(fixture.root, 'vms'));
+  });
+  after(async () => {
+    await cluster?.close();
+    await fixture.box?.close();
+    await cluster?.cloud.close();
+    if (fixture.root) await fs.rm(fixture.root, { recursive: true, force: true });
+  });
+  return fixture;
 }
 
 describe('cloud in a box', function () {
@@ -162,30 +188,20 @@ describe('cloud in a box', function () {
 
   describe('aws: scaling', function () {
     this.timeout(900_000);
-    let root: string;
-    let box: CloudBox;
-    let cluster: AwsBoxCluster | undefined;
-    before(async () => {
-      root = await fs.mkdtemp(path.join(os.tmpdir(), 'box-aws-ops-'));
-      box = new CloudBox(path.join(root, 'vms'));
-    });
-    after(async () => {
-      await cluster?.close();
-      await box?.close();
-      await cluster?.cloud.close();
-      if (root) await fs.rm(root, { recursive: true, force: true });
-    });
+    const fixture = boxFixture('box-aws-ops-');
 
     it("apply scales workers 2 → 4 → 1: new instances boot and join, scale-in terminates exactly the newest (not the group's choice); the join service answers through the LB every 100 ms; EC2 NotFound injected throughout", async () => {
-      const workspace = path.join(root, 'workspace');
-      const c = (cluster = await upAwsCluster({
-        workspace,
-        box,
-        ca,
-        octet: randomInt(20, 240),
-        consistencyMs: 300,
-        drainMs: 300,
-      }));
+      const workspace = path.join(fixture.root, 'workspace');
+      const c = fixture.track(
+        await upAwsCluster({
+          workspace,
+          box: fixture.box,
+          ca,
+          octet: randomInt(20, 240),
+          consistencyMs: 300,
+          drainMs: 300,
+        }),
+      );
       const fake = c.cloud.fake;
       await waitForStatus(c.cloud, (s) => s.nodes.length === 3 && s.nodes.every((n) => n.state === 'joined'), 180_000);
       const probe = probeJoinService(c.clusterEndpoint);
@@ -241,32 +257,22 @@ describe('cloud in a box', function () {
 
   describe('aws: upgrade and control-plane scaling', function () {
     this.timeout(900_000);
-    let root: string;
-    let box: CloudBox;
-    let cluster: AwsBoxCluster | undefined;
-    before(async () => {
-      root = await fs.mkdtemp(path.join(os.tmpdir(), 'box-aws-up-'));
-      box = new CloudBox(path.join(root, 'vms'));
-    });
-    after(async () => {
-      await cluster?.close();
-      await box?.close();
-      await cluster?.cloud.close();
-      if (root) await fs.rm(root, { recursive: true, force: true });
-    });
+    const fixture = boxFixture('box-aws-up-');
 
     it('upgrade apply of 3 + 2 to a new image with the join service probed through the LB every 100 ms and no failed probe; then control planes 3 → 5 → 3 with exactly the chosen ones gone; etcd 3/3; EC2 NotFound injected', async () => {
-      const workspace = path.join(root, 'workspace');
-      const c = (cluster = await upAwsCluster({
-        workspace,
-        box,
-        ca,
-        octet: randomInt(20, 240),
-        consistencyMs: 300,
-        drainMs: 300,
-        controlPlanes: 3,
-        workers: 2,
-      }));
+      const workspace = path.join(fixture.root, 'workspace');
+      const c = fixture.track(
+        await upAwsCluster({
+          workspace,
+          box: fixture.box,
+          ca,
+          octet: randomInt(20, 240),
+          consistencyMs: 300,
+          drainMs: 300,
+          controlPlanes: 3,
+          workers: 2,
+        }),
+      );
       const fake = c.cloud.fake;
       await waitForStatus(c.cloud, (s) => s.nodes.length === 5 && s.nodes.every((n) => n.state === 'joined'), 240_000);
       const oldImage = [...fake.state.instances.values()][0]!.imageId;
@@ -395,31 +401,21 @@ describe('cloud in a box', function () {
   for (const cloud of SCALING_CLOUDS) {
     describe(`${cloud.name}: upgrade and scaling`, function () {
       this.timeout(900_000);
-      let root: string;
-      let box: CloudBox;
-      let cluster: BoxCluster | undefined;
-      before(async () => {
-        root = await fs.mkdtemp(path.join(os.tmpdir(), `box-${cloud.name}-up-`));
-        box = new CloudBox(path.join(root, 'vms'));
-      });
-      after(async () => {
-        await cluster?.close();
-        await box?.close();
-        await cluster?.cloud.close();
-        if (root) await fs.rm(root, { recursive: true, force: true });
-      });
+      const fixture = boxFixture(`box-${cloud.name}-up-`);
 
       it('upgrade apply of 3 + 2 to a new image with the join service probed through the LB every 100 ms and no failed probe; apply scales control planes 3 → 5 → 3 and workers 2 → 4 → 1 removing exactly the newest; etcd 3/3; throttling injected', async () => {
-        const workspace = path.join(root, 'workspace');
+        const workspace = path.join(fixture.root, 'workspace');
         const started = Date.now();
-        const c = (cluster = await cloud.up({
-          workspace,
-          box,
-          ca,
-          octet: randomInt(20, 240),
-          controlPlanes: 3,
-          workers: 2,
-        }));
+        const c = fixture.track(
+          await cloud.up({
+            workspace,
+            box: fixture.box,
+            ca,
+            octet: randomInt(20, 240),
+            controlPlanes: 3,
+            workers: 2,
+          }),
+        );
         await waitForStatus(
           c.cloud,
           (s) => s.nodes.length === 5 && s.nodes.every((n) => n.state === 'joined'),
