@@ -6,6 +6,11 @@
  * from IMDS (./managed-identity.ts).
  */
 import type { CloudControllerValues, InstanceMetadata, NodeMetadata, NodeRole } from '../contract.js';
+import { X509Certificate } from 'node:crypto';
+import {
+  attestedDocumentSigner,
+  type AzureAttestedDocumentEvidence,
+} from '../../lib/attestation/azure-attested-document.js';
 import { UserError } from '../../lib/errors.js';
 import { createAzureClients, type AzureClients } from './clients.js';
 import { nodeCredentialOptions } from './managed-identity.js';
@@ -15,6 +20,7 @@ import { parseResourceId, TAG_INIT_SECRET_HASH, TAG_JOIN_SERVICE_KEY, TAG_ROLE, 
 import { collect, listScaleSetMembers } from './scale-set-members.js';
 
 const IMDS_API_VERSION = '2021-02-01';
+const ATTESTED_API_VERSION = '2020-09-01';
 
 /** The part of the IMDS instance document we read. */
 interface ImdsInstance {
@@ -140,6 +146,47 @@ export class AzureNodeMetadata implements NodeMetadata {
     const { resourceId, vmId } = (await this.imds()).compute;
     if (!vmId) throw new UserError('The Azure instance metadata service names no vmId for this VM.');
     return { resourceId, vmId };
+  }
+
+  /**
+   * IMDS's attested document for `nonce` (lib/attestation/azure-attested-document.ts), with the intermediate
+   * certificates its signer's Authority Information Access names, fetched as Azure's docs describe (the document
+   * carries only the signer's certificate). A verifier checks them against its pinned roots, so where they come from
+   * does not matter; an intermediate that cannot be fetched is left out, and the verifier then says the chain is broken.
+   */
+  async attestedDocument(nonce: string): Promise<AzureAttestedDocumentEvidence> {
+    const url = `${this.options.imdsEndpoint ?? IMDS_ENDPOINT}/metadata/attested/document?api-version=${ATTESTED_API_VERSION}&nonce=${nonce}`;
+    let response: Response;
+    try {
+      response = await fetch(url, { headers: { Metadata: 'true' }, signal: AbortSignal.timeout(10_000) });
+    } catch (err) {
+      throw new UserError(`The Azure instance metadata service (${url}) is not reachable: ${(err as Error).message}`, {
+        cause: err,
+      });
+    }
+    if (!response.ok)
+      throw new UserError(
+        `The Azure instance metadata service answered ${response.status} ${response.statusText} for the attested document.`,
+      );
+    const { signature } = (await response.json()) as { signature?: string };
+    if (!signature)
+      throw new UserError('The Azure instance metadata service returned an attested document without a signature.');
+    const intermediates: string[] = [];
+    let next = attestedDocumentSigner(signature);
+    for (let hop = 0; hop < 2 && next?.infoAccess; hop++) {
+      const caIssuers = /CA Issuers - URI:(\S+)/.exec(next.infoAccess)?.[1];
+      if (!caIssuers || !/^https?:\/\//.test(caIssuers)) break;
+      try {
+        const got = await fetch(caIssuers, { signal: AbortSignal.timeout(10_000) });
+        if (!got.ok) break;
+        const cert = new X509Certificate(Buffer.from(await got.arrayBuffer()));
+        intermediates.push(cert.toString());
+        next = cert.subject === cert.issuer ? undefined : cert;
+      } catch {
+        break;
+      }
+    }
+    return { signature, ...(intermediates.length > 0 ? { intermediates } : {}) };
   }
 
   /**

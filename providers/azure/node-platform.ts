@@ -7,8 +7,9 @@
  *                        IMDS's THIM service hands out (as upstream does), so verifiers need not ask AMD's KDS;
  *   azure-tdx            the same HCL report holds a TD report, which IMDS turns into a quote (POST /acc/tdquote);
  *   azure-trustedlaunch  the AK certificate from NV index 0x01c101d0.
- * Every variant's instanceInfo also carries the VM's resource id and vmId from IMDS (`identity`), which a join
- * service on this node resolves in ARM (./instance-identity.ts) to tell a control plane from a worker.
+ * Every variant's instanceInfo also carries the VM's resource id and vmId from IMDS (`identity`), with IMDS's attested
+ * document (signed by Microsoft, asked for with a nonce derived from the AK) vouching for the vmId; a join service on
+ * this node verifies it and resolves the VM in ARM (./instance-identity.ts) to tell a control plane from a worker.
  * At start the node reports Ready to Azure's wire server (./wire-server.ts): no guest agent runs.
  */
 import {
@@ -17,6 +18,7 @@ import {
   AZURE_HCL_REPORT_INDEX,
   parseHclReport,
 } from '../../lib/attestation/cloud-evidence.js';
+import { azureImdsNonce } from '../../lib/attestation/azure-attested-document.js';
 import { VtpmIssuer } from '../../lib/attestation/vtpm-issuer.js';
 import { UserError } from '../../lib/errors.js';
 import type { TpmClient } from '../../lib/tpm/client.js';
@@ -77,9 +79,13 @@ export async function azureNodePlatform(options: NodePlatformOptions): Promise<N
   const metadata = new AzureNodeMetadata(providerOptions);
   const base = cloudPlatformBase('azure', options, { metadata, stateDisk: AZURE_STATE_DISK });
   const variant = base.variant;
-  const instanceInfo = (tpm: TpmClient) => async () => {
-    // The VM as IMDS names it, covered by the quote: a join service names the instance from it (./instance-identity.ts).
-    const identity = await metadata.vmIdentity();
+  const instanceInfo = (tpm: TpmClient) => async (akPublic: Uint8Array) => {
+    // The VM as IMDS names it, covered by the quote, and IMDS's signed document vouching for its vmId, asked for with
+    // this AK's nonce: a join service names the instance from them (./instance-identity.ts).
+    const identity = {
+      ...(await metadata.vmIdentity()),
+      attested: await metadata.attestedDocument(azureImdsNonce(akPublic)),
+    };
     if (variant === 'azure-trustedlaunch')
       return jsonBytes({ akCert: b64(derPrefix(await tpm.nvRead(AZURE_AK_CERT_INDEX))), identity });
     const hcl = parseHclReport(await tpm.nvRead(AZURE_HCL_REPORT_INDEX));

@@ -43,6 +43,7 @@ import { startFakeKds, type FakeKds } from '../fakes/amd/kds-server.js';
 import { startFakeAws, type FakeAws } from '../fakes/aws/server.js';
 import { RSA_AK_TEMPLATE } from '../tpm/support.js';
 import { startFakeImds, type FakeImds } from '../fakes/azure/imds-server.js';
+import { imdsTestRoots } from '../fakes/azure/imds-pki.js';
 import { FakeGcp } from '../fakes/gcp/server.js';
 import { context as awsContext, createRequest as awsRequest, fakeOptions as awsOptions } from './aws/support.js';
 import { createRequest as gcpRequest, PROJECT, providerContext as gcpContext, ZONE } from './gcp/support.js';
@@ -291,6 +292,23 @@ describe('cloud node platforms (fake clouds, swtpm, emulated TEE)', function () 
         await createValidator('azure-sev-snp', { measurements }, { now, amdRoots: ca.roots, fetch })
       ).validate(document, nonce);
       assert.equal(kds.requests.length, 1);
+      // Its IMDS attested document (the fake's, signed by the test PKI, asked for with this AK's nonce) vouches for
+      // its vmId, so a join service names the VM; with Microsoft's roots it does not.
+      const naming = (roots?: string[]) =>
+        createValidator(
+          'azure-sev-snp',
+          { measurements },
+          {
+            now,
+            amdRoots: ca.roots,
+            fetch,
+            ...(roots ? { azureImdsRoots: roots } : {}),
+            azureInstanceIdentity: async (vm: { vmId: string }) => ({ name: vm.vmId }),
+          },
+        );
+      const named = await (await naming(imdsTestRoots())).validate(document, nonce);
+      assert.equal(named.instance?.name, '00000000-0000-4000-8000-0000000000a1');
+      await rejects((await naming()).validate(document, nonce), /does not chain to a trusted root/);
       // The same evidence with the test chain untrusted (AMD's real roots): refused.
       await rejects(
         (await createValidator('azure-sev-snp', { measurements }, { now, fetch })).validate(document, nonce),

@@ -73,7 +73,7 @@ export function azureSevSnpTrust(config: VariantConfig, deps: CloudDeps = {}): A
       report.reportData,
       ak,
     );
-    return azureAttestedInstance(info, deps);
+    return azureAttestedInstance(info, akPublic, deps);
   };
 }
 

@@ -77,7 +77,7 @@ export function azureTdxTrust(config: VariantConfig, deps: CloudDeps = {}): AkTr
       quote.body.reportData,
       ak,
     );
-    return azureAttestedInstance(info, deps);
+    return azureAttestedInstance(info, akPublic, deps);
   };
 }
 

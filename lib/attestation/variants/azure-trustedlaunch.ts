@@ -54,7 +54,7 @@ export function azureTrustedLaunchTrust(_config: VariantConfig, deps: CloudDeps 
     );
     if (!sameKey(cert.publicKey, ak.key))
       throw new AttestationError(`${VARIANT}: the AK certificate is not for the quote's attestation key`);
-    return azureAttestedInstance(info, deps);
+    return azureAttestedInstance(info, akPublic, deps);
   };
 }
 

@@ -23,6 +23,8 @@ import type { AmdRoots } from '../snp/certs.js';
 import type { TcbVersion } from '../snp/report.js';
 import { decodeBase64Field } from '../vtpm-document.js';
 import { parseJson } from '../../json.js';
+import { azureImdsNonce, verifyAzureAttestedDocument } from '../azure-attested-document.js';
+import { AZURE_IMDS_ROOTS } from './azure-imds-roots.js';
 
 /**
  * Checks that a document's AK is trustworthy for a variant; throws AttestationError otherwise. A variant whose
@@ -52,18 +54,43 @@ export type GcpInstanceIdentity = (instance: {
  */
 export type AzureInstanceIdentity = (vm: { resourceId: string; vmId: string }) => Promise<AttestedInstance | undefined>;
 
-/** instanceInfo.identity of the azure-* variants: the VM as IMDS names it. */
+/**
+ * instanceInfo.identity of the azure-* variants: the VM as IMDS names it, and IMDS's attested document (signed by
+ * Microsoft, ../azure-attested-document.ts) that vouches for the vmId.
+ */
 export const azureIdentityField = {
-  identity: z.object({ resourceId: z.string().min(1), vmId: z.string().min(1) }).optional(),
+  identity: z
+    .object({
+      resourceId: z.string().min(1),
+      vmId: z.string().min(1),
+      attested: z.object({ signature: z.string().min(1), intermediates: z.array(z.string()).optional() }).optional(),
+    })
+    .optional(),
 };
 
-/** The VM an azure-* document names, resolved by deps.azureInstanceIdentity (join services); undefined without either. */
+/**
+ * The VM an azure-* document names, resolved by deps.azureInstanceIdentity (join services); undefined without either.
+ * Its vmId counts only when IMDS's attested document, asked for with the nonce of this AK, vouches for it.
+ */
 export async function azureAttestedInstance(
-  info: { identity?: { resourceId: string; vmId: string } },
+  info: { identity?: z.infer<typeof azureIdentityField.identity> },
+  akPublic: Uint8Array,
   deps: CloudDeps,
 ): Promise<AttestedInstance | undefined> {
   if (!info.identity || !deps.azureInstanceIdentity) return undefined;
-  return deps.azureInstanceIdentity(info.identity);
+  const { resourceId, vmId, attested } = info.identity;
+  if (!attested)
+    throw new AttestationError(
+      "The attestation names an Azure VM without IMDS's attested document, so nothing vouches for its vmId.",
+      undefined,
+      { hint: 'The node program fetches it from IMDS (/metadata/attested/document); update the node image.' },
+    );
+  verifyAzureAttestedDocument(
+    attested,
+    { nonce: azureImdsNonce(akPublic), vmId },
+    deps.azureImdsRoots ?? AZURE_IMDS_ROOTS,
+  );
+  return deps.azureInstanceIdentity({ resourceId, vmId });
 }
 
 /** Test and advanced injection points beyond ValidatorDeps' documented ones. */
@@ -72,6 +99,8 @@ export interface CloudDeps extends ValidatorDeps {
   amdRoots?: AmdRoots;
   /** Trusted Intel roots, PEM (default: Intel's SGX Root CA, shipped). */
   intelRoots?: string[];
+  /** Trusted roots of Azure IMDS's attested-document certificates, PEM (default: shipped, ./azure-imds-roots.ts). */
+  azureImdsRoots?: readonly string[];
   /** Trusted Microsoft roots for vTPM AK certificates, PEM (default: shipped). */
   microsoftRoots?: string[];
   /** aws-sev-snp: who the instance of an identity document is (join services; without it no instance is named). */

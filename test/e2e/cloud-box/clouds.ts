@@ -51,6 +51,7 @@ import {
   type FakeArmOptions,
 } from '../../fakes/azure/arm-server.js';
 import { startFakeImds, type FakeImds } from '../../fakes/azure/imds-server.js';
+import { imdsTestRoots } from '../../fakes/azure/imds-pki.js';
 import { FakeGcp, type FakeGcpOptions } from '../../fakes/gcp/server.js';
 import { runCli } from '../../support/cli.js';
 import { RSA_AK_TEMPLATE } from '../../tpm/support.js';
@@ -454,6 +455,8 @@ export async function azureCloud(
           retryOptions: { maxRetries: 3, retryDelayInMs: 20, maxRetryDelayInMs: 100 },
         },
         trustedRoots: {},
+        // The fake IMDS signs the VM's attested document with the test PKI: the node's join service trusts its root.
+        imdsRoots: imdsTestRoots(),
         // The VM's image reports its version (`status` compares it with the config's image): the scale set model's when the VM was made.
         imageVersion: (
           fake.get(vm.resourceId) as

@@ -5,6 +5,7 @@
  *   - the kernel's TEE interface: configfs-tsm emulated in process, signing SEV-SNP reports with the test's VCEK/VLEK
  *     (or, for the refusal cases, with an untrusted key, or with REPORT_DATA that does not bind the AK);
  *   - the AMD roots the node's join service trusts: the test's ARK (the test option that makes the test chain count);
+ *     on Azure also the roots of IMDS's attested documents: the fake IMDS's test PKI;
  *   - the LUKS2 state disk without device-mapper: real cryptsetup headers and key checks, its mount point a folder;
  *   - Kubernetes: the `none` backend with its etcd cluster store (a kubeadm node's store is the Kubernetes API, and
  *     nothing here runs an API server);
@@ -46,6 +47,8 @@ export interface BoxNodeConfig {
   tee?: BoxTee;
   /** The AMD roots this node's join service trusts (the test chain). */
   trustedRoots: AmdRoots;
+  /** Azure: the roots of IMDS's attested documents this node's join service trusts (the fake IMDS's test PKI). */
+  imdsRoots?: string[];
   kubeadm: { pkiDir: string; adminConf: string; env: Record<string, string> };
   /**
    * The Kubernetes backend instead of the platform's (kubeadm on every cloud). The box runs `none`, whose nodes keep
@@ -84,7 +87,11 @@ function run(configFile: string): Promise<void> {
     const platform = {
       ...base,
       kubernetesBackend: config.kubernetesBackend ?? base.kubernetesBackend,
-      validatorDeps: async () => ({ ...(await base.validatorDeps()), amdRoots: config.trustedRoots }),
+      validatorDeps: async () => ({
+        ...(await base.validatorDeps()),
+        amdRoots: config.trustedRoots,
+        ...(config.imdsRoots ? { azureImdsRoots: config.imdsRoots } : {}),
+      }),
     };
     return startNode({
       ...context,

@@ -1,9 +1,12 @@
 /**
  * A control plane joining on Azure is identified by its attestation (providers/azure/instance-identity.ts): the
  * document's instanceInfo.identity (resource id and vmId from IMDS, covered by the quote) is looked up in the fake
- * ARM, and only a VM of this cluster's scale sets with that vmId is named, with its scale set's role.
+ * ARM, and only a VM of this cluster's scale sets with that vmId is named, with its scale set's role. The vmId
+ * counts only when IMDS's attested document (signed by the test PKI standing in for Microsoft's) vouches for it.
  */
 import assert from 'node:assert/strict';
+import { X509Certificate } from 'node:crypto';
+import { azureImdsNonce } from '../../../lib/attestation/azure-attested-document.js';
 import { azureAttestedInstance } from '../../../lib/attestation/variants/cloud-common.js';
 import { AttestationError } from '../../../lib/attestation/types.js';
 import { AzureInfrastructure } from '../../../providers/azure/infrastructure.js';
@@ -14,6 +17,14 @@ import { BootstrapTokenIssuer, MemoryTokenSink } from '../../../joinservice/boot
 import { JoinTicketIssuer } from '../../../joinservice/ticket-issuer.js';
 import type { JoinHello } from '../../../proto/gen/constellation/join.js';
 import { FakeArm } from '../../fakes/azure/arm-server.js';
+import {
+  attestedContent,
+  imdsTestIntermediateDer,
+  imdsTestRoots,
+  makeImdsSigner,
+  signAttestedContent,
+  type ImdsSigner,
+} from '../../fakes/azure/imds-pki.js';
 import { testContext } from './context.js';
 import { createRequest, RESOURCE_GROUP, SUBSCRIPTION } from './fixtures.js';
 
@@ -29,7 +40,12 @@ describe('azure provider: instance identity for control-plane tickets', function
     clock: () => new Date(),
   });
 
+  /** The node's AK (what the document's nonce is derived from). */
+  const ak = new Uint8Array([1, 2, 3, 4]);
+  let signer: ImdsSigner;
+
   before(async () => {
+    signer = await makeImdsSigner();
     fake = await FakeArm.start();
     fake.seed(`/subscriptions/${SUBSCRIPTION}/resourceGroups/${RESOURCE_GROUP}`, {
       location: 'westeurope',
@@ -77,18 +93,30 @@ describe('azure provider: instance identity for control-plane tickets', function
     assert.equal(await identify()({ resourceId: cp.id, vmId: '00000000-0000-4000-8000-00000000dead' }), undefined);
   });
 
+  /** instanceInfo.identity as the node sends it: IMDS's names plus the attested document vouching for `vouchedVmId`. */
+  const attestedIdentity = (instance: Instance, vouchedVmId = imdsIdentity(instance).vmId) => ({
+    ...imdsIdentity(instance),
+    attested: {
+      signature: signAttestedContent(
+        attestedContent({ nonce: azureImdsNonce(ak), vmId: vouchedVmId, subscriptionId: SUBSCRIPTION }),
+        signer,
+      ),
+      intermediates: [new X509Certificate(Buffer.from(imdsTestIntermediateDer())).toString()],
+    },
+  });
+
   it("a control plane's attested identity gets a control-plane ticket; a worker claiming a control plane's VM, or asking as itself, does not", async () => {
     const [cp, worker] = [
       instances.find((i) => i.role === 'control-plane')!,
       instances.find((i) => i.role === 'worker')!,
     ];
-    const deps = { azureInstanceIdentity: identify() };
-    const cpInstance = await azureAttestedInstance({ identity: imdsIdentity(cp) }, deps);
+    const deps = { azureInstanceIdentity: identify(), azureImdsRoots: imdsTestRoots() };
+    const cpInstance = await azureAttestedInstance({ identity: attestedIdentity(cp) }, ak, deps);
     issuer.checkIdentity(hello(cp.name, true), cpInstance);
 
     // A worker whose document named the control plane's VM (its IMDS never would) names that VM; its join request
     // carries its own node name, which is not the attested instance's.
-    const claimed = await azureAttestedInstance({ identity: imdsIdentity(cp) }, deps);
+    const claimed = await azureAttestedInstance({ identity: attestedIdentity(cp) }, ak, deps);
     assert.throws(
       () => issuer.checkIdentity(hello(worker.name, true), claimed),
       (err: unknown) =>
@@ -98,16 +126,38 @@ describe('azure provider: instance identity for control-plane tickets', function
         ),
     );
 
-    const workerInstance = await azureAttestedInstance({ identity: imdsIdentity(worker) }, deps);
+    const workerInstance = await azureAttestedInstance({ identity: attestedIdentity(worker) }, ak, deps);
     assert.throws(
       () => issuer.checkIdentity(hello(worker.name, true), workerInstance),
       /as a worker node: the cluster's CA keys go only to control-plane nodes/,
     );
     // Without an identity in the document nothing is named, so no control-plane ticket either.
-    const unnamed = await azureAttestedInstance({}, deps);
+    const unnamed = await azureAttestedInstance({}, ak, deps);
     assert.throws(
       () => issuer.checkIdentity(hello(cp.name, true), unnamed),
       /the attestation does not identify the instance/,
+    );
+  });
+
+  it("refuses a VM identity that IMDS's attested document does not vouch for, or that comes without one", async () => {
+    const cp = instances.find((i) => i.role === 'control-plane')!;
+    const deps = { azureInstanceIdentity: identify(), azureImdsRoots: imdsTestRoots() };
+    await assert.rejects(
+      azureAttestedInstance({ identity: imdsIdentity(cp) }, ak, deps),
+      /without IMDS's attested document, so nothing vouches for its vmId/,
+    );
+    await assert.rejects(
+      azureAttestedInstance({ identity: attestedIdentity(cp, '00000000-0000-4000-8000-00000000dead') }, ak, deps),
+      /names VM 00000000-0000-4000-8000-00000000dead, not /,
+    );
+    await assert.rejects(
+      azureAttestedInstance({ identity: attestedIdentity(cp) }, new Uint8Array([9]), deps),
+      /not the one derived from this node's attestation key/,
+    );
+    // The shipped roots (Microsoft's) do not trust the test PKI.
+    await assert.rejects(
+      azureAttestedInstance({ identity: attestedIdentity(cp) }, ak, { azureInstanceIdentity: identify() }),
+      /does not chain to a trusted root/,
     );
   });
 });
