@@ -136,7 +136,8 @@ for (const [cloud, csp] of Object.entries(clouds)) {
     `# Rendered by scripts/render-cloud-controllers.mjs from upstream Constellation's charts ccm${cloud === 'azure' ? ' and cnm' : ''}`,
     '# (edgelesssys/constellation@7cb5b83 internal/constellation/helm/charts/edgeless/constellation-services/charts) for',
     `# csp ${csp}. Do not edit: change the script and render again. The placeholders (*.invalid) are replaced`,
-    '# by bootstrapper/kubernetes/cloud-controller.ts; the images are pinned there, per Kubernetes minor version.',
+    '# by bootstrapper/kubernetes/cloud-controller.ts; the images are pinned there, per Kubernetes minor version',
+    "# (1.33 runs 1.32's: the CCMs' 1.33 digests were not established, see there).",
     ...(CHANGES[cloud].length ? ['# Changes to upstream:', ...CHANGES[cloud].map((c) => `#   ${c}`)] : []),
   ];
   const body = objects.map((o) => `---\n# Source: ${o.source}\n${stringify(o.object)}`).join('');

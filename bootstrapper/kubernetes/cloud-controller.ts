@@ -42,6 +42,11 @@ interface CloudImages {
 /**
  * Upstream's pins for Kubernetes 1.31 and 1.32. Kubernetes 1.33 runs 1.32's: the version-skew policy lets the
  * cloud-controller-manager be one minor version older than the API server, and upstream pins none for 1.33.
+ * The CCM projects have released 1.33 images (provider-aws v1.33.x on registry.k8s.io, the Azure cloud-controller-
+ * manager and cloud-node-manager v1.33.x on mcr.microsoft.com; GCP's is upstream's own build, v30.1.4 for every
+ * minor), but their digests were not established: this build was made without access to the registries, and an
+ * image is pinned here only by a digest read from the registry or from upstream's versions file, never a guessed one.
+ * Pinning them is left to a run with the registries at hand (`crane digest <image>:<tag>`).
  */
 const V1_31: Record<CloudName, CloudImages> = {
   aws: {
