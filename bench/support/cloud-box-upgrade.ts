@@ -5,7 +5,8 @@
  * joined, verify, drain, etcd member out, remove), so the ratio is what the rollout costs beyond its five
  * replacements (the measurement write, status rounds, the final check). What the fake waited on purpose during the
  * rollout (its configured latency and operation times, BoxCloud.fakeDelayMs) is subtracted: from the rollout, and a
- * fifth of it from one replacement. Target ≤ 1.2.
+ * fifth of it from one replacement. Target ≤ 1.2. Every progress line of the rollout is printed with its time since
+ * the start, and the replacements' times and the rollout's time outside them, so a ratio can be traced to its steps.
  */
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
@@ -84,6 +85,7 @@ export async function measureUpgrade(
   const validatorDeps = { ...(await cluster.cloud.validatorDeps()), amdRoots: ca.roots };
   const started = new Map<string, number>();
   const steps: number[] = [];
+  const trace: string[] = [];
   const delayBefore = cluster.cloud.fakeDelayMs();
   const t0 = Date.now();
   await withWorkspaceSession(workspace, 'upgrade apply', ({ workspaceDir, journal, log }) =>
@@ -97,6 +99,7 @@ export async function measureUpgrade(
       joinTimeoutMs: 180_000,
       pollIntervalMs: 200,
       progress: (line) => {
+        trace.push(`+${((Date.now() - t0) / 1000).toFixed(2)} s ${line}`);
         const adding = /^adding a node to \S+ to replace (\S+)$/.exec(line);
         if (adding) started.set(adding[1]!, Date.now());
         const replaced = /^replaced (\S+) with/.exec(line);
@@ -106,11 +109,16 @@ export async function measureUpgrade(
   );
   const fakeDelay = (cluster.cloud.fakeDelayMs() - delayBefore) / 1000;
   const rollout = (Date.now() - t0) / 1000;
+  for (const line of trace) out(line);
   const sorted = [...steps].sort((a, b) => a - b);
   const one = sorted[Math.floor(sorted.length / 2)]! / 1000;
   const ratio = (rollout - fakeDelay) / (5 * (one - fakeDelay / 5));
+  const outside = rollout - steps.reduce((sum, ms) => sum + ms, 0) / 1000;
   out(
     `${target.variant} rolling upgrade 3+2: rollout ${rollout.toFixed(2)} s, one replacement (median of ${steps.length}) ${one.toFixed(2)} s, fake delay ${fakeDelay.toFixed(2)} s`,
+  );
+  out(
+    `replacements ${sorted.map((ms) => (ms / 1000).toFixed(1)).join(', ')} s; outside them (before the first, between, after the last) ${outside.toFixed(2)} s`,
   );
   out(
     `rollout ÷ (5 × one replacement), fake delay subtracted = ${ratio.toFixed(2)} (target ≤ ${UPGRADE_TARGET}: ${ratio <= UPGRADE_TARGET ? 'met' : 'NOT met'})`,

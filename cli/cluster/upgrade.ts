@@ -382,6 +382,7 @@ async function replaceOne(
       await writeJournal(file, journal);
       progress(`adding a node to ${step.group} to replace ${step.old}`);
       step.new = (await provider.addInstance!(step.group, ctx)).name;
+      progress(`${step.new} is running; waiting until it joins the cluster`);
     }
     step.adding = false;
     await writeJournal(file, journal);
