@@ -23,10 +23,9 @@ import { ContentInfo, SignedData, id_signedData } from '@peculiar/asn1-cms';
 import { AsnConvert, OctetString } from '@peculiar/asn1-schema';
 import { set } from '../der.js';
 import { parseJson } from '../json.js';
-import { readCertificate } from './certificate.js';
+import { readCertificate, verifyCertChain } from './certificate.js';
 import { certificatesDer } from './snp/certs.js';
 import { AttestationError } from './types.js';
-import { verifyCertChain } from './variants/cloud-common.js';
 
 /** What the node carries in instanceInfo.identity.attested. */
 export interface AzureAttestedDocumentEvidence {

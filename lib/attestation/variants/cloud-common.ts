@@ -1,11 +1,12 @@
 /**
  * What the cloud variants share: reading a variant's instanceInfo (base64 JSON, validated with zod), the AK
  * of a document as a key, the SNP evidence check (VCEK from the evidence or AMD's KDS, config TCB minimums),
- * Azure's paravisor runtime-data binding (used by azure-sev-snp and azure-tdx) and certificate chains to
- * pinned roots (trusted launch). Not a variant itself.
+ * Azure's paravisor runtime-data binding (used by azure-sev-snp and azure-tdx), Azure's VM identity
+ * (../azure-attested-document.ts) and certificate chains to pinned roots (../certificate.ts, re-exported). Not a
+ * variant itself.
  */
-import { createHash, type X509Certificate, type KeyObject } from 'node:crypto';
-import { readCertificate, signedBy, type ReadCertificate } from '../certificate.js';
+import { createHash, type KeyObject } from 'node:crypto';
+export { verifyCertChain } from '../certificate.js';
 import { z } from 'zod';
 import { parseTpmPublic, publicKeyFromTpmPublic, type TpmPublic } from '../../tpm/structures.js';
 import { TPM_ALG } from '../../tpm/constants.js';
@@ -270,41 +271,6 @@ export function verifyHclRuntimeData(
       `${variant}: the quote's attestation key is not the one in the paravisor runtime data (HCLAkPub)`,
     );
   }
-}
-
-/**
- * Verifies `leaf` up through `intermediates` to one of `roots` (compared byte for byte), each certificate valid
- * at `now` and each issuer a CA. Returns the leaf's certificate; throws AttestationError saying what failed.
- */
-export function verifyCertChain(
-  what: string,
-  leafDer: Uint8Array,
-  intermediatesDer: Uint8Array[],
-  rootsDer: Uint8Array[],
-  now: Date,
-): X509Certificate {
-  const parse = (der: Uint8Array) => ({ der, ...readCertificate(der, `${what}: a certificate`) });
-  const leaf = parse(leafDer);
-  const pool = [...intermediatesDer, ...rootsDer].map(parse);
-  const isRoot = (der: Uint8Array) => rootsDer.some((r) => Buffer.from(r).equals(der));
-  const valid = (c: ReadCertificate) => now.getTime() >= c.notBefore && now.getTime() <= c.notAfter;
-  let current = leaf;
-  for (let depth = 0; depth < 6; depth++) {
-    if (!valid(current))
-      throw new AttestationError(
-        `${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" is not valid at ${now.toISOString()}`,
-      );
-    if (isRoot(current.der)) return leaf.cert;
-    const issuer = pool.find(
-      (p) => p.cert.ca && current.cert.checkIssued(p.cert) && signedBy(current.cert, p.publicKey),
-    );
-    if (!issuer)
-      throw new AttestationError(
-        `${what}: certificate "${current.cert.subject.replace(/\n/g, ', ')}" does not chain to a trusted root`,
-      );
-    current = issuer;
-  }
-  throw new AttestationError(`${what}: the certificate chain is too long`);
 }
 
 /** The AK of the document must be the key in `cert`. */
