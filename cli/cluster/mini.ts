@@ -130,23 +130,11 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
   // A VM boots its firmware, kernel and node program under emulation where KVM does not run it (minutes here).
   const vm = provider.name === 'qemu';
   step('init');
-  let storeClientLoading = false;
   const init = await initCluster({
     workspaceDir,
     log,
     random: options.random,
-    progress: (m) => {
-      step('init', m);
-      // The node now initializes for a while and this process only waits: load the store client that the join
-      // wait's status asks (its load parses etcd's API, a few hundred ms of CPU) instead of after init.
-      if (!storeClientLoading) {
-        storeClientLoading = true;
-        void import('../../lib/cluster-store/etcd.js').then(
-          ({ preloadEtcdClient }) => preloadEtcdClient(),
-          () => undefined,
-        );
-      }
-    },
+    progress: (m) => step('init', m),
     ...(vm ? { connectTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}),
     ...options.init,
   });
@@ -265,7 +253,12 @@ export type JoinWaitOptions = Pick<
   progress?: (step: 'join', message?: string) => void;
 };
 
-/** Polls status until every node has joined, or no node is still on its way (then the refused ones are named). */
+/**
+ * Polls the nodes' status until every node has joined, or no node is still on its way (then the refused ones are
+ * named). It asks only the nodes, and a node that answered "joined" is not asked again: on a loaded machine each
+ * question is a TLS handshake on both ends, and the cluster store's client (which only `constellation status` needs
+ * here) is the largest module the CLI would load.
+ */
 export async function waitUntilJoined(
   provider: InfrastructureProvider,
   clusterId: string,
@@ -273,6 +266,7 @@ export async function waitUntilJoined(
 ): Promise<NodeStatusEntry[]> {
   let last = '';
   let notJoined = (): UserError => new UserError('Not every node joined the cluster.');
+  const joined = new Map<string, NodeStatusEntry>();
   return pollUntil(
     async () => {
       const status = await clusterStatus({
@@ -283,7 +277,10 @@ export async function waitUntilJoined(
         clusterId,
         port: options.statusPort,
         timeoutMs: 2000,
+        store: false,
+        settled: joined,
       });
+      for (const n of status.nodes) if (n.state === 'joined') joined.set(n.name, n);
       const summary = summarizeStatus(status);
       if (summary !== last) options.progress?.('join', summary);
       last = summary;

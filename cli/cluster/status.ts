@@ -77,6 +77,13 @@ export interface StatusOptions {
   port?: number;
   /** Longest wait for one node's answer. */
   timeoutMs?: number;
+  /**
+   * Ask the cluster store for its health and measurements (default true). A wait for nodes to join asks only the
+   * nodes: the store's client is the largest module the CLI loads (etcd's API definitions, parsed at load).
+   */
+  store?: boolean;
+  /** Nodes whose answer is final for the caller (a wait's joined nodes), by name: not asked again. */
+  settled?: ReadonlyMap<string, NodeStatusEntry>;
 }
 
 export async function clusterStatus(options: StatusOptions): Promise<ClusterStatus> {
@@ -85,11 +92,12 @@ export async function clusterStatus(options: StatusOptions): Promise<ClusterStat
     log: options.log,
     workspaceDir: options.workspaceDir,
   });
+  const askStore = options.store !== false && Boolean(options.clusterId);
   const [nodes, store, trusted] = await Promise.all([
-    Promise.all(instances.map((instance) => nodeStatus(instance, options))),
-    options.clusterId ? workspaceStoreHealth(options.workspaceDir, instances, options.log) : undefined,
+    Promise.all(instances.map((instance) => options.settled?.get(instance.name) ?? nodeStatus(instance, options))),
+    askStore ? workspaceStoreHealth(options.workspaceDir, instances, options.log) : undefined,
     // What the join services accept, to compare with the config (a store that cannot answer shows as its health).
-    options.clusterId && options.expected
+    askStore && options.expected
       ? withWorkspaceStore(options.workspaceDir, instances, trustedMeasurements).catch(() => undefined)
       : undefined,
   ]);

@@ -66,6 +66,36 @@ describe('clusterStatus', () => {
     assert.match(entry.reason ?? '', /another cluster/);
   });
 
+  it('a node whose answer the caller settled is not asked again', async () => {
+    provider.instances = [instance('worker-0', 'worker'), instance('worker-1', 'worker')];
+    let asked = 0;
+    answer = { name: 'w', role: 'worker', state: 'joining', reason: '', clusterId: '' };
+    const counting = await startStandInNode({ issuer: new StandInIssuer({}), status: () => (asked++, answer) });
+    try {
+      const settled = new Map([
+        ['worker-0', { name: 'worker-0', role: 'worker', address: '127.0.0.1', state: 'joined' as const }],
+      ]);
+      const result = await clusterStatus({
+        workspaceDir: '/nowhere',
+        provider,
+        journal: new MemoryResourceJournal(),
+        log: nullLogger,
+        port: counting.port,
+        settled,
+      });
+      assert.deepEqual(
+        result.nodes.map((n) => [n.name, n.state]),
+        [
+          ['worker-0', 'joined'],
+          ['worker-1', 'joining'],
+        ],
+      );
+      assert.equal(asked, 1);
+    } finally {
+      await counting.close();
+    }
+  });
+
   it('unreachable bootstrappers and stopped instances', async () => {
     provider.instances = [
       instance('worker-0', 'worker', 'stopped'),
