@@ -39,7 +39,7 @@ import { createCluster } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
 import { preloadInitClient } from './init-exchange.js';
 import { loadInfrastructure, workspaceInfrastructure } from './provider.js';
-import { clusterStatus, summarizeStatus, type NodeStatusEntry } from './status.js';
+import { clusterStatus, NodeStatusConnections, summarizeStatus, type NodeStatusEntry } from './status.js';
 import { hasCluster, NO_CLUSTER_HINT, terminateCluster } from './terminate.js';
 
 export const MINI_STEPS = ['config', 'create', 'init', 'join'] as const;
@@ -258,9 +258,10 @@ export type JoinWaitOptions = Pick<
 
 /**
  * Polls the nodes' status until every node has joined, or no node is still on its way (then the refused ones are
- * named). It asks only the nodes, and a node that answered "joined" is not asked again: on a loaded machine each
- * question is a TLS handshake on both ends, and the cluster store's client (which only `constellation status` needs
- * here) is the largest module the CLI would load.
+ * named). It asks only the nodes, over one connection per node for the whole wait, and a node that answered "joined"
+ * is not asked again: a new connection per question is a TLS handshake on both ends (every 250 ms for each node of
+ * a 1+9 cluster, a tenth of this machine's two cores), and the cluster store's client (which only
+ * `constellation status` needs) is the largest module the CLI would load.
  */
 export async function waitUntilJoined(
   provider: InfrastructureProvider,
@@ -270,49 +271,55 @@ export async function waitUntilJoined(
   let last = '';
   let notJoined = (): UserError => new UserError('Not every node joined the cluster.');
   const joined = new Map<string, NodeStatusEntry>();
-  return pollUntil(
-    async () => {
-      const status = await clusterStatus({
-        workspaceDir: options.workspaceDir,
-        provider,
-        journal: options.journal,
-        log: options.log,
-        clusterId,
-        port: options.statusPort,
-        timeoutMs: 2000,
-        store: false,
-        settled: joined,
-      });
-      for (const n of status.nodes) if (n.state === 'joined') joined.set(n.name, n);
-      const summary = summarizeStatus(status);
-      if (summary !== last) options.progress?.('join', summary);
-      last = summary;
-      const pending = status.nodes.filter((n) => ['waiting', 'joining', 'unreachable'].includes(n.state));
-      const bad = status.nodes.filter((n) => n.state !== 'joined' && !pending.includes(n));
-      if (status.nodes.length > 0 && pending.length === 0 && bad.length === 0) return status.nodes;
-      notJoined = () => {
-        const listed = [...bad, ...pending]
-          .map((n) => `  ${n.name}: ${n.state}${n.reason ? ` (${n.reason})` : ''}`)
-          .join('\n');
-        return new UserError(`Not every node joined the cluster (${summary}):\n${listed}`, {
-          hint: bad.some((n) => n.state === 'refused')
-            ? "A refused node does not run what the config's measurements expect. `constellation status` shows the current state; `constellation mini down` removes the cluster."
-            : 'Nodes may still be starting: `constellation status` shows their state, and running mini up again waits again. `constellation mini down` removes the cluster.',
+  const connections = new NodeStatusConnections();
+  try {
+    return await pollUntil(
+      async () => {
+        const status = await clusterStatus({
+          workspaceDir: options.workspaceDir,
+          provider,
+          journal: options.journal,
+          log: options.log,
+          clusterId,
+          port: options.statusPort,
+          timeoutMs: 2000,
+          store: false,
+          settled: joined,
+          connections,
         });
-      };
-      if (pending.length === 0) throw notJoined(); // no node is still on its way
-      return undefined;
-    },
-    {
-      timeoutMs: options.joinTimeoutMs ?? 120_000,
-      intervalMs: options.pollIntervalMs ?? 250,
-      clock: options.clock,
-      sleep: options.sleep,
-      onTimeout: () => {
-        throw notJoined();
+        for (const n of status.nodes) if (n.state === 'joined') joined.set(n.name, n);
+        const summary = summarizeStatus(status);
+        if (summary !== last) options.progress?.('join', summary);
+        last = summary;
+        const pending = status.nodes.filter((n) => ['waiting', 'joining', 'unreachable'].includes(n.state));
+        const bad = status.nodes.filter((n) => n.state !== 'joined' && !pending.includes(n));
+        if (status.nodes.length > 0 && pending.length === 0 && bad.length === 0) return status.nodes;
+        notJoined = () => {
+          const listed = [...bad, ...pending]
+            .map((n) => `  ${n.name}: ${n.state}${n.reason ? ` (${n.reason})` : ''}`)
+            .join('\n');
+          return new UserError(`Not every node joined the cluster (${summary}):\n${listed}`, {
+            hint: bad.some((n) => n.state === 'refused')
+              ? "A refused node does not run what the config's measurements expect. `constellation status` shows the current state; `constellation mini down` removes the cluster."
+              : 'Nodes may still be starting: `constellation status` shows their state, and running mini up again waits again. `constellation mini down` removes the cluster.',
+          });
+        };
+        if (pending.length === 0) throw notJoined(); // no node is still on its way
+        return undefined;
       },
-    },
-  );
+      {
+        timeoutMs: options.joinTimeoutMs ?? 120_000,
+        intervalMs: options.pollIntervalMs ?? 250,
+        clock: options.clock,
+        sleep: options.sleep,
+        onTimeout: () => {
+          throw notJoined();
+        },
+      },
+    );
+  } finally {
+    await connections.close();
+  }
 }
 
 export interface MiniDownOptions {

@@ -84,6 +84,8 @@ export interface StatusOptions {
   store?: boolean;
   /** Nodes whose answer is final for the caller (a wait's joined nodes), by name: not asked again. */
   settled?: ReadonlyMap<string, NodeStatusEntry>;
+  /** Connections kept across calls (a wait's polls); default: one connection per question. */
+  connections?: NodeStatusConnections;
 }
 
 export async function clusterStatus(options: StatusOptions): Promise<ClusterStatus> {
@@ -186,7 +188,9 @@ async function nodeStatus(instance: Instance, options: StatusOptions): Promise<N
   if (!address) return { ...base, state: 'waiting', reason: 'the instance has no address yet' };
   let answer: NodeStatus;
   try {
-    answer = await getNodeStatus(`${address}:${options.port ?? VERIFY_PORT}`, options.timeoutMs ?? 3000);
+    const target = `${address}:${options.port ?? VERIFY_PORT}`;
+    const timeoutMs = options.timeoutMs ?? 3000;
+    answer = await (options.connections?.getStatus(target, timeoutMs) ?? getNodeStatus(target, timeoutMs));
   } catch (err) {
     const reason = (err as { details?: string }).details || (err as Error).message;
     options.log.debug('node did not answer GetStatus', { node: instance.name, reason });
@@ -263,6 +267,45 @@ function mapState(answer: NodeStatus): { state: NodeState; reason?: string } {
       return { state: 'failed', reason: reason ?? 'the bootstrapper failed' };
     default:
       return { state: 'failed', reason: `the bootstrapper reports an unknown state "${answer.state}"` };
+  }
+}
+
+/**
+ * GetStatus over one connection per node, kept open across calls until close(): a wait that asks every few hundred
+ * milliseconds then costs the nodes (busy joining) and itself no TLS handshake per question. A node that does not
+ * listen yet is retried every quarter second at most, as init's connection is, so it is found soon after it does.
+ */
+export class NodeStatusConnections {
+  private readonly clients = new Map<string, Promise<import('../../proto/gen/constellation/verify.js').VerifyClient>>();
+
+  async getStatus(address: string, timeoutMs: number): Promise<NodeStatus> {
+    let client = this.clients.get(address);
+    if (!client) {
+      client = (async () => {
+        const [{ VerifyClient }, { createAttestedClientCredentials, attestedChannelOptions }] = await Promise.all([
+          import('../../proto/gen/constellation/verify.js'),
+          import('../../lib/atls/credentials.js'),
+        ]);
+        return new VerifyClient(address, await createAttestedClientCredentials(), {
+          ...attestedChannelOptions,
+          'grpc.initial_reconnect_backoff_ms': 100,
+          'grpc.max_reconnect_backoff_ms': 250,
+        });
+      })();
+      this.clients.set(address, client);
+    }
+    const [c, { Metadata }] = await Promise.all([client, import('@grpc/grpc-js')]);
+    return new Promise<NodeStatus>((resolve, reject) => {
+      c.getStatus({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+        err ? reject(err) : resolve(res),
+      );
+    });
+  }
+
+  async close(): Promise<void> {
+    const clients = [...this.clients.values()];
+    this.clients.clear();
+    for (const client of await Promise.allSettled(clients)) if (client.status === 'fulfilled') client.value.close();
   }
 }
 

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { clusterStatus, configuredSoftware, expectedForStatus, summarizeStatus } from '../../cli/cluster/status.js';
+import {
+  clusterStatus,
+  configuredSoftware,
+  expectedForStatus,
+  NodeStatusConnections,
+  summarizeStatus,
+} from '../../cli/cluster/status.js';
 import { defaultConfig } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
@@ -92,6 +98,36 @@ describe('clusterStatus', () => {
       );
       assert.equal(asked, 1);
     } finally {
+      await counting.close();
+    }
+  });
+
+  it('connections kept across calls ask every node over one connection, and close ends them', async () => {
+    provider.instances = [instance('worker-0', 'worker')];
+    const peers: string[] = [];
+    answer = { name: 'w', role: 'worker', state: 'joining', reason: '', clusterId: '' };
+    const counting = await startStandInNode({
+      issuer: new StandInIssuer({}),
+      status: (peer) => (peers.push(peer), answer),
+    });
+    const connections = new NodeStatusConnections();
+    try {
+      const ask = () =>
+        clusterStatus({
+          workspaceDir: '/nowhere',
+          provider,
+          journal: new MemoryResourceJournal(),
+          log: nullLogger,
+          port: counting.port,
+          connections,
+        });
+      assert.equal((await ask()).nodes[0]?.state, 'joining');
+      answer = { ...answer, state: 'joined' };
+      assert.equal((await ask()).nodes[0]?.state, 'joined');
+      assert.equal(peers.length, 2);
+      assert.equal(new Set(peers).size, 1, `one connection, not ${peers.join(', ')}`);
+    } finally {
+      await connections.close();
       await counting.close();
     }
   });
