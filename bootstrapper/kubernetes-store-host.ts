@@ -10,7 +10,7 @@ import { promises as fs } from 'node:fs';
 import { KubernetesClusterStore } from '../lib/cluster-store/kubernetes.js';
 import type { ClusterStore } from '../lib/cluster-store/types.js';
 import { UserError } from '../lib/errors.js';
-import { DEFAULT_ADMIN_CONF } from './kubernetes/kubeadm.js';
+import { DEFAULT_ADMIN_CONF } from './kubernetes/types.js';
 import type { ClusterStoreHost, StoreCredentials } from './store-host.js';
 
 export interface KubernetesStoreHostOptions {

@@ -18,7 +18,8 @@ import { loadProvider } from '../providers/registry.js';
 import { readBootConfig, type BootConfigSources } from './boot-config.js';
 import { runBootstrapper, type Bootstrapper, type BootstrapperDeps } from './bootstrapper.js';
 import { describeError } from './errors.js';
-import { createBackend, type BackendOptions } from './kubernetes/backend.js';
+import type { BackendOptions } from './kubernetes/types.js';
+import { loadBackend } from './kubernetes/load-backend.js';
 import { KubernetesStoreHost, type KubernetesStoreHostOptions } from './kubernetes-store-host.js';
 import { LogTail } from './log-tail.js';
 import { openStateDisk } from './state-disk.js';
@@ -123,7 +124,7 @@ export async function startNode(options: StartNodeOptions): Promise<Bootstrapper
     issuer,
     metadata: platform.metadata,
     stateDisk,
-    backend: createBackend(platform.kubernetesBackend, {
+    backend: await loadBackend(platform.kubernetesBackend, {
       ...(platform.cloudController ? { cloudController: () => platform.cloudController!() } : {}),
       ...options.backend,
       workDir: path.join(stateDisk.mountPoint, 'kubernetes'),

@@ -10,7 +10,6 @@ export * from './types.js';
 export type { Exec, ExecOptions, ExecResult, OutputStream } from './exec.js';
 export { spawnExec } from './exec.js';
 export { NOT_RUN_NOTICE } from './none.js';
-export { DEFAULT_ADMIN_CONF, DEFAULT_PKI_DIR } from './kubeadm.js';
 
 /** The backend called `name` ("none" or "kubeadm"; a name from configuration is checked here). */
 export function createBackend(name: string, options: BackendOptions): KubernetesBackend {

@@ -57,10 +57,12 @@ import {
   type InitParams,
   type JoinParams,
   type KubernetesBackend,
+  DEFAULT_ADMIN_CONF,
+  DEFAULT_PKI_DIR,
 } from './types.js';
 
-export const DEFAULT_PKI_DIR = '/etc/kubernetes/pki';
-export const DEFAULT_ADMIN_CONF = '/etc/kubernetes/admin.conf';
+export { DEFAULT_ADMIN_CONF, DEFAULT_PKI_DIR };
+
 export const DEFAULT_MANIFESTS_DIR = '/etc/kubernetes/manifests';
 /** Phases `kubeadm init` skips: run before it (preflight, certs), and kube-proxy, which Cilium replaces. */
 export const INIT_SKIP_PHASES = 'preflight,certs,addon/kube-proxy';

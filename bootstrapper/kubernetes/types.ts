@@ -13,6 +13,10 @@ import type { Exec } from './exec.js';
 import type { CloudControllerValues } from '../../providers/contract.js';
 
 export type BackendName = 'none' | 'kubeadm';
+
+/** Where kubeadm keeps the cluster's PKI and the admin kubeconfig (here so that users need not load the backend). */
+export const DEFAULT_PKI_DIR = '/etc/kubernetes/pki';
+export const DEFAULT_ADMIN_CONF = '/etc/kubernetes/admin.conf';
 export const BACKEND_NAMES: readonly BackendName[] = ['none', 'kubeadm'];
 
 export interface InitParams {

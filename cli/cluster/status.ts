@@ -77,6 +77,15 @@ export interface StatusOptions {
   port?: number;
   /** Longest wait for one node's answer. */
   timeoutMs?: number;
+  /**
+   * Ask the cluster store for its health and measurements (default true). A wait for nodes to join asks only the
+   * nodes: the store's client is the largest module the CLI loads (etcd's API definitions, parsed at load).
+   */
+  store?: boolean;
+  /** Nodes whose answer is final for the caller (a wait's joined nodes), by name: not asked again. */
+  settled?: ReadonlyMap<string, NodeStatusEntry>;
+  /** Connections kept across calls (a wait's polls); default: one connection per question. */
+  connections?: NodeStatusConnections;
 }
 
 export async function clusterStatus(options: StatusOptions): Promise<ClusterStatus> {
@@ -85,11 +94,12 @@ export async function clusterStatus(options: StatusOptions): Promise<ClusterStat
     log: options.log,
     workspaceDir: options.workspaceDir,
   });
+  const askStore = options.store !== false && Boolean(options.clusterId);
   const [nodes, store, trusted] = await Promise.all([
-    Promise.all(instances.map((instance) => nodeStatus(instance, options))),
-    options.clusterId ? workspaceStoreHealth(options.workspaceDir, instances, options.log) : undefined,
+    Promise.all(instances.map((instance) => options.settled?.get(instance.name) ?? nodeStatus(instance, options))),
+    askStore ? workspaceStoreHealth(options.workspaceDir, instances, options.log) : undefined,
     // What the join services accept, to compare with the config (a store that cannot answer shows as its health).
-    options.clusterId && options.expected
+    askStore && options.expected
       ? withWorkspaceStore(options.workspaceDir, instances, trustedMeasurements).catch(() => undefined)
       : undefined,
   ]);
@@ -178,7 +188,9 @@ async function nodeStatus(instance: Instance, options: StatusOptions): Promise<N
   if (!address) return { ...base, state: 'waiting', reason: 'the instance has no address yet' };
   let answer: NodeStatus;
   try {
-    answer = await getNodeStatus(`${address}:${options.port ?? VERIFY_PORT}`, options.timeoutMs ?? 3000);
+    const target = `${address}:${options.port ?? VERIFY_PORT}`;
+    const timeoutMs = options.timeoutMs ?? 3000;
+    answer = await (options.connections?.getStatus(target, timeoutMs) ?? getNodeStatus(target, timeoutMs));
   } catch (err) {
     const reason = (err as { details?: string }).details || (err as Error).message;
     options.log.debug('node did not answer GetStatus', { node: instance.name, reason });
@@ -255,6 +267,45 @@ function mapState(answer: NodeStatus): { state: NodeState; reason?: string } {
       return { state: 'failed', reason: reason ?? 'the bootstrapper failed' };
     default:
       return { state: 'failed', reason: `the bootstrapper reports an unknown state "${answer.state}"` };
+  }
+}
+
+/**
+ * GetStatus over one connection per node, kept open across calls until close(): a wait that asks every few hundred
+ * milliseconds then costs the nodes (busy joining) and itself no TLS handshake per question. A node that does not
+ * listen yet is retried every quarter second at most, as init's connection is, so it is found soon after it does.
+ */
+export class NodeStatusConnections {
+  private readonly clients = new Map<string, Promise<import('../../proto/gen/constellation/verify.js').VerifyClient>>();
+
+  async getStatus(address: string, timeoutMs: number): Promise<NodeStatus> {
+    let client = this.clients.get(address);
+    if (!client) {
+      client = (async () => {
+        const [{ VerifyClient }, { createAttestedClientCredentials, attestedChannelOptions }] = await Promise.all([
+          import('../../proto/gen/constellation/verify.js'),
+          import('../../lib/atls/credentials.js'),
+        ]);
+        return new VerifyClient(address, await createAttestedClientCredentials(), {
+          ...attestedChannelOptions,
+          'grpc.initial_reconnect_backoff_ms': 100,
+          'grpc.max_reconnect_backoff_ms': 250,
+        });
+      })();
+      this.clients.set(address, client);
+    }
+    const [c, { Metadata }] = await Promise.all([client, import('@grpc/grpc-js')]);
+    return new Promise<NodeStatus>((resolve, reject) => {
+      c.getStatus({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+        err ? reject(err) : resolve(res),
+      );
+    });
+  }
+
+  async close(): Promise<void> {
+    const clients = [...this.clients.values()];
+    this.clients.clear();
+    for (const client of await Promise.allSettled(clients)) if (client.status === 'fulfilled') client.value.close();
   }
 }
 

@@ -2,7 +2,13 @@ import assert from 'node:assert/strict';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { clusterStatus, configuredSoftware, expectedForStatus, summarizeStatus } from '../../cli/cluster/status.js';
+import {
+  clusterStatus,
+  configuredSoftware,
+  expectedForStatus,
+  NodeStatusConnections,
+  summarizeStatus,
+} from '../../cli/cluster/status.js';
 import { defaultConfig } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
@@ -64,6 +70,66 @@ describe('clusterStatus', () => {
     const entry = await one('joined', '', 'bb'.repeat(32));
     assert.equal(entry.state, 'failed');
     assert.match(entry.reason ?? '', /another cluster/);
+  });
+
+  it('a node whose answer the caller settled is not asked again', async () => {
+    provider.instances = [instance('worker-0', 'worker'), instance('worker-1', 'worker')];
+    let asked = 0;
+    answer = { name: 'w', role: 'worker', state: 'joining', reason: '', clusterId: '' };
+    const counting = await startStandInNode({ issuer: new StandInIssuer({}), status: () => (asked++, answer) });
+    try {
+      const settled = new Map([
+        ['worker-0', { name: 'worker-0', role: 'worker', address: '127.0.0.1', state: 'joined' as const }],
+      ]);
+      const result = await clusterStatus({
+        workspaceDir: '/nowhere',
+        provider,
+        journal: new MemoryResourceJournal(),
+        log: nullLogger,
+        port: counting.port,
+        settled,
+      });
+      assert.deepEqual(
+        result.nodes.map((n) => [n.name, n.state]),
+        [
+          ['worker-0', 'joined'],
+          ['worker-1', 'joining'],
+        ],
+      );
+      assert.equal(asked, 1);
+    } finally {
+      await counting.close();
+    }
+  });
+
+  it('connections kept across calls ask every node over one connection, and close ends them', async () => {
+    provider.instances = [instance('worker-0', 'worker')];
+    const peers: string[] = [];
+    answer = { name: 'w', role: 'worker', state: 'joining', reason: '', clusterId: '' };
+    const counting = await startStandInNode({
+      issuer: new StandInIssuer({}),
+      status: (peer) => (peers.push(peer), answer),
+    });
+    const connections = new NodeStatusConnections();
+    try {
+      const ask = () =>
+        clusterStatus({
+          workspaceDir: '/nowhere',
+          provider,
+          journal: new MemoryResourceJournal(),
+          log: nullLogger,
+          port: counting.port,
+          connections,
+        });
+      assert.equal((await ask()).nodes[0]?.state, 'joining');
+      answer = { ...answer, state: 'joined' };
+      assert.equal((await ask()).nodes[0]?.state, 'joined');
+      assert.equal(peers.length, 2);
+      assert.equal(new Set(peers).size, 1, `one connection, not ${peers.join(', ')}`);
+    } finally {
+      await connections.close();
+      await counting.close();
+    }
   });
 
   it('unreachable bootstrappers and stopped instances', async () => {

@@ -75,7 +75,8 @@ export interface StandInNodeOptions {
   issuer: Issuer;
   /** What Init does after it received the secrets. */
   init?: 'succeed' | 'fail';
-  status?: () => Partial<NodeStatus>;
+  /** The answer to GetStatus; `peer` is the caller's address (its port tells its connection). */
+  status?: (peer: string) => Partial<NodeStatus>;
   /** Called when the challenge arrives (before anything secret could have been sent). */
   onChallenge?: () => void;
   /** The Kubernetes backend Init reports (default `none`: no kubeconfig is written for it). */
@@ -141,8 +142,13 @@ export async function startStandInNode(options: StandInNodeOptions): Promise<Sta
   } as never);
   server.addService(VerifyService, {
     getAttestation: (_call: unknown, cb: (err: unknown) => void) => cb({ code: 12, details: 'not here' }),
-    getStatus: (_call: unknown, cb: (err: unknown, res?: NodeStatus) => void) =>
-      cb(null, NodeStatus.fromPartial(options.status?.() ?? { name: 'node', role: 'control-plane', state: 'waiting' })),
+    getStatus: (call: { getPeer(): string }, cb: (err: unknown, res?: NodeStatus) => void) =>
+      cb(
+        null,
+        NodeStatus.fromPartial(
+          options.status?.(call.getPeer()) ?? { name: 'node', role: 'control-plane', state: 'waiting' },
+        ),
+      ),
   } as never);
   const credentials = await atls.createAttestedServerCredentials();
   node.port = await new Promise<number>((resolve, reject) =>

@@ -113,7 +113,9 @@ describe('local provider: image measurement', () => {
       .filter((e) => e.isFile())
       .map((e) => path.join(e.parentPath, e.name));
     assert.ok(
-      files.some((f) => f.endsWith('koffi.node')) && files.some((f) => f.endsWith('.proto')) && files.length > 10,
+      files.some((f) => f.endsWith('koffi.node')) &&
+        files.some((f) => f.endsWith('etcd3/rpc.json')) &&
+        files.length > 10,
       'the bundle, its chunks and its native and data files',
     );
     for (const file of files) {
