@@ -23,6 +23,7 @@ export default async function cloudBoxUpgradeAwsBench(out: (line: string) => voi
     ca,
     octet: 20 + Math.floor(Math.random() * 200),
     consistencyMs: 0,
+    consistencyMisses: 0,
     drainMs: 0,
     controlPlanes: 3,
     workers: 2,

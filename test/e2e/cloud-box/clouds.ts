@@ -58,6 +58,7 @@ import { RSA_AK_TEMPLATE } from '../../tpm/support.js';
 import type { BoxInstance, NodeSettings } from './box.js';
 import type { BoxTee } from './node-program.js';
 import { fillImageMeasurements } from '../../support/image-measurements.js';
+import type { InjectedErrors } from '../../fakes/injected.js';
 
 const AZ_SUBSCRIPTION = '00000000-1111-2222-3333-444444444444';
 const AZ_GROUP = 'box-rg';
@@ -92,6 +93,8 @@ export interface BoxCloud {
   lbTargets?(): string[];
   /** What the fake still holds after terminate (empty: nothing left). */
   leftovers(): string[];
+  /** What the fake answered on purpose, as the cloud does at times (eventual consistency, throttling), per kind. */
+  readonly injected: InjectedErrors;
   close(): Promise<void>;
 }
 
@@ -225,6 +228,7 @@ export async function awsCloud(
     },
     fakeDelayMs: () => fake.requests.length * fake.latencyMs,
     leftovers: () => fake.live(),
+    injected: fake.injected,
     close: () => fake.close(),
   };
 }
@@ -276,7 +280,9 @@ export async function gcpCloud(
     ...startOptions,
   });
   if (instanceBootMs) fake.compute.instanceBootMs = instanceBootMs;
-  const options = fake.providerOptions();
+  // Retries 20 ms to 200 ms apart: patient enough for inserts refused with resourceNotReady while another change to
+  // the network runs (upGcpCluster makes create's operations take 200 ms).
+  const options = fake.providerOptions({ retry: { attempts: 5, baseDelayMs: 20, maxDelayMs: 200 } });
   const infra = new GcpInfrastructure(options);
   const nodeEnv = {
     GCE_METADATA_HOST: fake.url.replace(/^http:\/\//, ''),
@@ -348,6 +354,7 @@ export async function gcpCloud(
     validatorDeps: async () => ({ gcpShieldedIdentity: shieldedIdentityClient(options) }),
     fakeDelayMs: () => fake.requests.length * fake.latencyMs,
     leftovers: () => [...fake.compute.resources.keys()],
+    injected: fake.injected,
     close: () => fake.close(),
   };
 }
@@ -502,6 +509,7 @@ export async function azureCloud(
         .filter(
           (id) => id.toLowerCase() !== `/subscriptions/${AZ_SUBSCRIPTION}/resourcegroups/${AZ_GROUP}`.toLowerCase(),
         ),
+    injected: fake.injected,
     async close() {
       for (const imds of imdsServers) await imds.stop();
       await fake.stop();

@@ -142,7 +142,8 @@ export const autoscalingHandlers: Record<string, Handler> = {
         `AutoScalingGroup by this name already exists - A group with the name ${name} already exists`,
       );
     const ltId = str((p.LaunchTemplate ?? {}) as Params, 'LaunchTemplateId') ?? '';
-    if (!s.launchTemplates.has(ltId) || s.notYetVisible(ltId)) {
+    if (!s.launchTemplates.has(ltId) || s.namedNotYetVisible(ltId)) {
+      if (s.launchTemplates.has(ltId)) s.injected.hit('ValidationError (launch template not yet visible)');
       throw new AwsFault(
         'ValidationError',
         `You must use a valid fully-formed launch template. The specified launch template, with template ID ${ltId}, does not exist.`,
@@ -150,8 +151,10 @@ export const autoscalingHandlers: Record<string, Handler> = {
     }
     const subnetIds = (str(p, 'VPCZoneIdentifier') ?? '').split(',').filter(Boolean);
     for (const id of subnetIds)
-      if (!s.subnets.has(id) || s.notYetVisible(id))
+      if (!s.subnets.has(id) || s.namedNotYetVisible(id)) {
+        if (s.subnets.has(id)) s.injected.hit('ValidationError (subnet not yet visible)');
         throw new AwsFault('ValidationError', `The subnet ID '${id}' does not exist`);
+      }
     const targetGroupArns = list<string>(p, 'TargetGroupARNs');
     for (const arn of targetGroupArns)
       if (!s.targetGroups.has(arn)) throw new AwsFault('ValidationError', `Target group ${arn} not found`);

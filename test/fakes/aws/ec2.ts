@@ -12,10 +12,14 @@ function notFound(code: string, what: string, id: string): AwsFault {
   return new AwsFault(code, `The ${what} '${id}' does not exist`);
 }
 
-/** By id; a resource made within the consistency window is not found yet (FakeAwsState.consistencyMs). */
+/** By id; a resource made within the consistency window is not found yet (FakeAwsState.consistencyMs, consistencyMisses). */
 function get<T>(map: Map<string, T>, id: string, code: string, what: string, s?: FakeAwsState): T {
   const v = map.get(id);
-  if (!v || s?.notYetVisible(id)) throw notFound(code, what, id);
+  if (!v) throw notFound(code, what, id);
+  if (s?.namedNotYetVisible(id)) {
+    s.injected.hit(code);
+    throw notFound(code, what, id);
+  }
   return v;
 }
 

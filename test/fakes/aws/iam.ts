@@ -110,7 +110,10 @@ export const iamHandlers: Record<string, Handler> = {
   GetInstanceProfile(s, p) {
     const ip = profile(s, required(p, 'InstanceProfileName'));
     // Eventual consistency: a new profile becomes readable after the operation time.
-    if (!s.done(ip.createdAt)) throw noSuchEntity('instance profile', ip.name);
+    if (!s.done(ip.createdAt)) {
+      s.injected.hit('NoSuchEntity (instance profile not yet visible)');
+      throw noSuchEntity('instance profile', ip.name);
+    }
     return { InstanceProfile: profileXml(s, ip) };
   },
   AddRoleToInstanceProfile(s, p) {

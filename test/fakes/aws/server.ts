@@ -14,6 +14,7 @@ import { ec2Handlers } from './ec2.js';
 import { elbHandlers } from './elb.js';
 import { iamHandlers } from './iam.js';
 import { FakeAwsState, type Image } from './state.js';
+import type { InjectedErrors } from '../injected.js';
 import { AwsFault, errorBody, parseForm, responseBody, type Params, type XmlValue } from './wire.js';
 
 export const FAKE_CREDENTIALS = { accessKeyId: 'AKIDFAKEAWS0000TEST', secretAccessKey: 'fake-secret-access-key' };
@@ -55,6 +56,8 @@ export interface FakeAwsOptions {
   publicIpBase?: string;
   /** EC2 eventual consistency window after a create (FakeAwsState.consistencyMs); default 0. */
   consistencyMs?: number;
+  /** The same in calls: how many calls naming a new resource do not find it (FakeAwsState.consistencyMisses); default 0. */
+  consistencyMisses?: number;
   /** How long a deregistered target drains (default lroMs). */
   drainMs?: number;
 }
@@ -77,6 +80,7 @@ export class FakeAws {
     this.state.privateIpBase = options.privateIpBase;
     this.state.publicIpBase = options.publicIpBase;
     this.state.consistencyMs = options.consistencyMs ?? 0;
+    this.state.consistencyMisses = options.consistencyMisses ?? 0;
     this.state.drainMs = options.drainMs;
     for (const image of options.images ?? [{ id: FAKE_IMAGE, bootMode: 'uefi', tpmSupport: 'v2.0' }])
       this.state.images.set(image.id, image);
@@ -99,6 +103,11 @@ export class FakeAws {
   /** The next `times` requests of `action` fail with this AWS error. */
   fail(fault: InjectedFault): void {
     this.faults.push({ times: 1, ...fault });
+  }
+
+  /** What the fake answered on purpose so far (eventual-consistency NotFound, injected faults), per kind. */
+  get injected(): InjectedErrors {
+    return this.state.injected;
   }
 
   calls(action: string): RecordedRequest[] {
@@ -145,6 +154,7 @@ export class FakeAws {
       );
       if (fault) {
         fault.times = (fault.times ?? 1) - 1;
+        this.state.injected.hit(fault.code);
         throw new AwsFault(fault.code, fault.message, fault.status ?? 400);
       }
       const handler = HANDLERS[service]?.[action];

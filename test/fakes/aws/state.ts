@@ -5,6 +5,7 @@
  */
 import type { Params } from './wire.js';
 import { list, str } from './wire.js';
+import { InjectedErrors } from '../injected.js';
 
 export interface Tagged {
   tags: Record<string, string>;
@@ -183,6 +184,15 @@ export class FakeAwsState {
    * `InvalidGroup.NotFound`), including DescribeInstances of a just-launched instance. 0: consistent at once.
    */
   consistencyMs = 0;
+  /**
+   * The same eventual consistency counted in calls instead of time: the first `consistencyMisses` calls that name a new
+   * resource do not find it, however long after the create they come (on a loaded machine the provider's next call may
+   * come later than any window). 0: only consistencyMs.
+   */
+  consistencyMisses = 0;
+  private readonly misses = new Map<string, number>();
+  /** What the fake answered on purpose (the NotFound codes of consistencyMs, injected faults), per kind. */
+  readonly injected = new InjectedErrors();
   /** How long a deregistered target drains (the deregistration delay, scaled like every operation here). */
   drainMs?: number;
   private readonly created = new Map<string, number>();
@@ -207,6 +217,7 @@ export class FakeAwsState {
     this.counter += 1;
     const id = `${prefix}-${this.counter.toString(16).padStart(17, '0')}`;
     this.created.set(id, this.now());
+    if (this.consistencyMisses > 0) this.misses.set(id, this.consistencyMisses);
     return id;
   }
 
@@ -214,6 +225,16 @@ export class FakeAwsState {
   notYetVisible(id: string): boolean {
     const at = this.created.get(id);
     return at !== undefined && this.now() < at + this.consistencyMs;
+  }
+
+  /** A call names `id`: whether it does not find it yet (consistencyMs, or a miss left, which this call uses up). */
+  namedNotYetVisible(id: string): boolean {
+    if (this.notYetVisible(id)) return true;
+    const left = this.misses.get(id) ?? 0;
+    if (left === 0) return false;
+    if (left === 1) this.misses.delete(id);
+    else this.misses.set(id, left - 1);
+    return true;
   }
 
   nextIp(base: string): string {

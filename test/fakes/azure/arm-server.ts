@@ -38,6 +38,7 @@ import http from 'node:http';
 import https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { InjectedErrors } from '../injected.js';
 import { makeTestTls } from './test-ca.js';
 
 export const FAKE_TOKEN = 'fake-arm-token';
@@ -169,6 +170,11 @@ export class FakeArm {
   /** Resources by lowercased id. */
   readonly resources = new Map<string, Stored>();
   readonly faults: Fault[] = [];
+  /**
+   * What the fake answered on purpose, per kind: injected faults ("429 TooManyRequests"), and "Creating until Ready"
+   * for each poll of a scale set operation still running because a VM of the set is Creating (see the header).
+   */
+  readonly injected = new InjectedErrors();
   /** Called for every request before it is answered (tests use it to interrupt a run at a chosen point). */
   onRequest?: (request: LoggedRequest) => void;
   latencyMs: number;
@@ -542,6 +548,11 @@ export class FakeArm {
     let asyncError: Fault['asyncError'];
     if (fault) {
       fault.times = (fault.times ?? 1) - 1;
+      this.injected.hit(
+        fault.asyncError
+          ? `async ${fault.asyncError.code}`
+          : `${fault.status ?? 500} ${fault.code ?? 'InternalServerError'}`,
+      );
       if (fault.asyncError) asyncError = fault.asyncError;
       else
         return {
@@ -663,8 +674,10 @@ export class FakeArm {
     let running = !op.finished;
     if (!running && op.waitFor && !op.error) {
       const progress = op.waitFor();
-      if (progress === 'running') running = true;
-      else if (progress) op.error = progress;
+      if (progress === 'running') {
+        running = true;
+        this.injected.hit('Creating until Ready');
+      } else if (progress) op.error = progress;
     }
     if (kind.toLowerCase() === 'operationresults')
       return { status: running ? 202 : 200, body: running ? undefined : {} };

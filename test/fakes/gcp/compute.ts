@@ -33,6 +33,7 @@
  * Google's guest agent has no local route for it and drops it.
  */
 import { randomBytes } from 'node:crypto';
+import { InjectedErrors } from '../injected.js';
 import { HttpError, json, type FakeRequest, type FakeResponse } from './http.js';
 
 type Json = Record<string, unknown>;
@@ -119,6 +120,11 @@ export class FakeCompute {
   private readonly booting = new Map<string, number>();
   /** How many inserts were refused with resourceNotReady. */
   notReadyRefusals = 0;
+  /**
+   * What the fake answered on purpose, per kind: resourceNotReady, injected HTTP faults (by the server), and
+   * "PROVISIONING" for each answer that showed an instance still PROVISIONING (see the header).
+   */
+  readonly injected = new InjectedErrors();
   /** Picks resize-down victims among equals; tests may replace it (default: random, as "arbitrarily"). */
   random: () => number = Math.random;
 
@@ -137,6 +143,7 @@ export class FakeCompute {
     this.booting.clear();
     this.instanceBootMs = 0;
     this.notReadyRefusals = 0;
+    this.injected.reset();
     this.random = Math.random;
   }
 
@@ -188,11 +195,11 @@ export class FakeCompute {
       if (req.method === 'GET')
         return json({
           kind: `compute#${collection}List`,
-          items: this.filtered(project, scope, collection, req.query.get('filter')),
+          items: this.served(this.filtered(project, scope, collection, req.query.get('filter'))),
         });
       if (req.method === 'POST') return this.insert(req, project, scope, collection, req.body as Json);
     } else if (!verb) {
-      if (req.method === 'GET') return json(this.mustGet(key).resource);
+      if (req.method === 'GET') return json(this.served([this.mustGet(key).resource])[0]);
       if (req.method === 'DELETE') return this.delete(project, scope, key);
     } else if (collection === 'instanceGroupManagers' && req.method === 'POST') {
       if (verb === 'resize') return this.resize(project, scope, key, Number(req.query.get('size')));
@@ -209,6 +216,13 @@ export class FakeCompute {
       return json({ kind: 'compute#shieldedInstanceIdentity', signingKey: identity, encryptionKey: identity });
     }
     throw new HttpError(404, `No route for ${req.method} ${req.path}`, 'notFound');
+  }
+
+  /** Resources about to be answered; counts the answer when it shows an instance still PROVISIONING. */
+  private served(resources: Json[]): Json[] {
+    if (resources.some((r) => r.kind === 'compute#instance' && r.status === 'PROVISIONING'))
+      this.injected.hit('PROVISIONING');
+    return resources;
   }
 
   private url(key: string): string {
@@ -235,6 +249,7 @@ export class FakeCompute {
       if (!m || m[1] !== project || !matchesFilter(s.resource, req.query.get('filter'))) continue;
       (items[`zones/${m[2]}`] ??= { instances: [] }).instances.push(s.resource);
     }
+    this.served(Object.values(items).flatMap((i) => i.instances));
     return json({ kind: 'compute#instanceAggregatedList', items });
   }
 
@@ -343,6 +358,7 @@ export class FakeCompute {
       );
       if (busy) {
         this.notReadyRefusals++;
+        this.injected.hit('resourceNotReady');
         throw new HttpError(400, `The resource '${network}' is not ready`, 'resourceNotReady');
       }
     }
@@ -687,6 +703,7 @@ export class FakeCompute {
 
   private listManaged(key: string): FakeResponse {
     this.mustGet(key);
+    this.served(this.members(key).map((m) => m.resource));
     return json({
       managedInstances: this.members(key).map((m) => ({
         instance: m.resource.selfLink,

@@ -12,6 +12,7 @@ import type { GcpProviderOptions } from '../../../providers/gcp/options.js';
 import { FakeCompute, type OperationFault, type ShieldedIdentity } from './compute.js';
 import { HttpError, type FakeRequest, type FakeResponse } from './http.js';
 import { FakeIam } from './iam.js';
+import type { InjectedErrors } from '../injected.js';
 
 export interface FakeGcpOptions {
   /** Added to every call before it is answered. */
@@ -169,6 +170,11 @@ export class FakeGcp {
     this.metadataInstance = undefined;
   }
 
+  /** What the fake answered on purpose so far, per kind (injected faults, resourceNotReady, PROVISIONING). */
+  get injected(): InjectedErrors {
+    return this.compute.injected;
+  }
+
   inject(fault: HttpFault): void {
     this.faults.push({ times: 1, ...fault });
   }
@@ -280,6 +286,7 @@ export class FakeGcp {
     const fault = this.faults.find((f) => (f.times ?? 1) > 0 && f.match.test(line));
     if (fault) {
       fault.times = (fault.times ?? 1) - 1;
+      this.injected.hit([fault.status, fault.reason].filter(Boolean).join(' '));
       throw new HttpError(fault.status, fault.message ?? defaultMessage(fault.status), fault.reason, fault.grpcStatus);
     }
     const response = (await this.compute.handle(req)) ?? this.iam.handle(req);
