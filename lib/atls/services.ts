@@ -65,7 +65,13 @@ export const joinServerAdapter = oneofAdapter<JoinResponse, JoinRequest>(
 
 /** The JoinHello fields a joining node binds into userData, in this order (both sides must use this). */
 export function joinHelloBoundFields(hello: JoinHello): Array<Uint8Array | string> {
-  return [hello.diskUuid, hello.certificateRequest, hello.isControlPlane ? '1' : '0', hello.nodeName];
+  return [
+    hello.diskUuid,
+    hello.certificateRequest,
+    hello.isControlPlane ? '1' : '0',
+    hello.nodeName,
+    hello.hostPublicKey,
+  ];
 }
 
 /**
