@@ -269,9 +269,12 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     assert.equal(await tampered.disk.isFormatted(), false);
   });
 
-  it('recovers a rebooted control plane with no join service left, through the recovery server', async () => {
+  it("recovers a rebooted control plane with no join service left, through the recovery server; the recover call gets its answer even when resuming the node outlasts the servers' close grace", async () => {
     await initialize();
     const worker = await joinedWorker();
+    // Resuming the store takes longer than the 2 s the node's servers give running calls when they close: the
+    // recovery server must not close (and cut the call off) before the node is back.
+    cp.storeResumeDelayMs = 2_500;
     await cp.reboot();
     assert.equal(cp.bootstrapper.status.get().state, 'waiting');
     const address = cp.address(cp.bootstrapper.ports.recovery!);

@@ -251,6 +251,7 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
 
   it('mini reboot of every control plane: it waits for recovery, `recover` brings it back, verify --all OK', async () => {
     const boots = (await nodeLog('control-plane-0')).split('CONSTELLATION-BOOT end').length;
+    const started = Date.now();
     const res = await cli(['mini', 'reboot', 'control-plane-0']);
     assert.equal(res.code, 0, res.stderr);
     const deadline = Date.now() + 20 * 60_000;
@@ -264,8 +265,12 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
       assert.ok(Date.now() < deadline, 'control-plane-0 did not boot again');
       await new Promise((resolve) => setTimeout(resolve, 2000));
     }
+    const booted = Date.now();
     const recovered = await cli(['recover']);
     assert.equal(recovered.code, 0, `recover failed:\n${recovered.stderr}\n${recovered.stdout}`);
+    // The recover call that brought the node back got its answer (the node did not cut it off while resuming).
+    assert.match(recovered.stdout, /recovered control-plane-0/);
+    const recoveredAt = Date.now();
     assert.match(
       await nodeLog('control-plane-0'),
       /"recovered: state disk unlocked with the master secret from the CLI"/,
@@ -274,6 +279,10 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     assert.equal(verified.code, 0, verified.stderr);
     for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes)
       assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    console.log(
+      `      reboot to "bootstrapper started" ${s(booted - started)}, recover ${s(recoveredAt - booted)}, verify --all ${s(Date.now() - recoveredAt)}`,
+    );
   });
 
   it('upgrade check offers the second image of the qemu image store; upgrade apply replaces both nodes with VMs of it, each verified', async () => {
