@@ -209,7 +209,11 @@ export async function runBootstrapper(deps: BootstrapperDeps): Promise<Bootstrap
       servers.push(server);
       started.recovery = server.port;
       // Back in the cluster (rejoined or recovered), the node has nothing to recover: `recover` stops finding it.
-      lock.onCommitted(() => void server.close());
+      // Not at the lock's commit: the recover call that committed it is still resuming the node (etcd member, join
+      // service: seconds on a loaded VM) and must receive its RecoverDone; closing at the commit cut that call off
+      // after the grace period, and the CLI had to find out from the node's status (docs/workflows/recovery.md).
+      // Until then a second recover call is refused by the node lock.
+      void status.waitFor('joined').then(() => server.close());
     }
 
     const kind = rebooted ? 'rejoin' : 'join';

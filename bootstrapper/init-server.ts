@@ -41,7 +41,7 @@ import { withPort } from '../lib/addresses.js';
 import { serveCliCall } from './cli-call.js';
 import { describeError } from './errors.js';
 import { initSecretPassword } from './init-secret.js';
-import { deriveSshCa, sshCaPublicKeyLine } from '../lib/ssh/certificate.js';
+import { deriveSshCa, signHostCertificate, sshCaPublicKeyLine } from '../lib/ssh/certificate.js';
 import { NODE_SSH_CA_FILE } from '../lib/ssh/sshd-config.js';
 
 export const API_SERVER_PORT = 6443;
@@ -279,10 +279,19 @@ export class InitServer {
       });
       if (how === 'formatted') await setup.recordClusterEntry(token, 'init');
       // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md), from the master secret.
-      await setup.writeNodeFile(
+      // The node certifies its own host key with that CA (as upstream's init server), for its address and name.
+      const sshCa = deriveSshCa(secrets.master);
+      await setup.writeNodeFile(token, NODE_SSH_CA_FILE, Buffer.from(sshCaPublicKeyLine(sshCa.publicKey)));
+      await setup.writeSshHostIdentity(
         token,
-        NODE_SSH_CA_FILE,
-        Buffer.from(sshCaPublicKeyLine(deriveSshCa(secrets.master).publicKey)),
+        Buffer.from(
+          signHostCertificate(
+            sshCa,
+            setup.sshHostPublicKey(),
+            [node.ip, node.name],
+            Math.floor(clock().getTime() / 1000) - 300,
+          ),
+        ),
       );
       status.setKubernetesVersion(secrets.kubernetesVersion);
       this.emit('state-disk', `${how} the state disk ${stateDisk.uuid} with its derived key`);

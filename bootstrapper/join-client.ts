@@ -241,6 +241,8 @@ export class JoinClient {
       certificateRequest: kind === 'join' ? Buffer.from(this.csr!.csr) : Buffer.alloc(0),
       isControlPlane: node.role === 'control-plane',
       nodeName: node.name,
+      // A joining node asks for a host certificate for its SSH host key; a rejoining one has both on its disk.
+      hostPublicKey: kind === 'join' ? Buffer.from(this.options.setup.sshHostPublicKey().blob) : Buffer.alloc(0),
     };
   }
 
@@ -328,6 +330,8 @@ export class JoinClient {
     // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md); a join service of an
     // older build sends none.
     if (ticket.sshCaPublicKey.length > 0) await setup.writeNodeFile(token, NODE_SSH_CA_FILE, ticket.sshCaPublicKey);
+    // The host key this join request carried, with the certificate the join service gave it.
+    if (ticket.hostCertificate.length > 0) await setup.writeSshHostIdentity(token, ticket.hostCertificate);
     const isControlPlane = node.role === 'control-plane';
     const kubernetes = await backend.join({
       nodeName: node.name,

@@ -5,7 +5,8 @@
  * disk, Kubernetes backend, join-service validator collaborators), asks it who the node is (which also confirms the
  * cloud), wires the rest the same way on every platform and runs runBootstrapper. What the node keeps (the join
  * service's files, Kubernetes work files) lives on the state disk, below its mount point. Logs JSON lines to stdout, never a
- * secret. SIGTERM/SIGINT close the servers, the TPM connection and the disk, then exit 0.
+ * secret. On an image that ships sshd, the emergency SSH server starts once the node is in its cluster
+ * (./emergency-ssh.ts). SIGTERM/SIGINT close the servers, the TPM connection and the disk, then exit 0.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -22,6 +23,7 @@ import type { BackendOptions } from './kubernetes/types.js';
 import { loadBackend } from './kubernetes/load-backend.js';
 import { KubernetesStoreHost, type KubernetesStoreHostOptions } from './kubernetes-store-host.js';
 import { LogTail } from './log-tail.js';
+import { EmergencySshServer, imageSshd } from './emergency-ssh.js';
 import { openStateDisk } from './state-disk.js';
 import { EtcdMember, type EtcdMemberOptions } from './etcd-member.js';
 import type { ClusterStoreHost } from './store-host.js';
@@ -98,6 +100,8 @@ export interface StartNodeOptions {
   backend?: Omit<Partial<BackendOptions>, 'workDir'>;
   /** Overrides of runBootstrapper's collaborators (ports, retry, ...). */
   overrides?: Partial<Pick<BootstrapperDeps, 'ports' | 'retry' | 'stepTimeoutMs' | 'host'>>;
+  /** false: never start the image's SSH server (tests that run the node program on a machine with the marker). */
+  emergencySsh?: false;
 }
 
 /** Loads the platform the node boots on and starts the bootstrapper on it. */
@@ -154,6 +158,23 @@ export async function startNode(options: StartNodeOptions): Promise<Bootstrapper
     ...options.overrides,
   });
   cleanup.push(() => bootstrapper.close());
+  // The image's emergency SSH server, once the node is in its cluster (./emergency-ssh.ts).
+  const sshd = options.emergencySsh === false ? undefined : await imageSshd();
+  if (sshd) {
+    const ssh = new EmergencySshServer({
+      sshdBinary: sshd,
+      runDir: '/run/constellation-ssh',
+      privsepDir: '/run/sshd',
+      mountPoint: stateDisk.mountPoint,
+      listenAddress: node.ip,
+      logger,
+    });
+    cleanup.push(() => ssh.close());
+    void bootstrapper.status
+      .waitFor('initialized', 'joined')
+      .then(() => ssh.start())
+      .catch((err: unknown) => logger.warn('the emergency SSH server did not start', { reason: describeError(err) }));
+  }
   return bootstrapper;
 }
 

@@ -23,6 +23,9 @@ import type { TokenSink } from '../joinservice/bootstrap-token.js';
 import type { ValidatorFactory } from '../joinservice/server.js';
 import type { StateDisk } from './state-disk/types.js';
 import { NodeLockError, type LockToken, type NodeLock } from './node-lock.js';
+import type { ParsedPublicKey } from '../lib/ssh/certificate.js';
+import { generateSshHostKey, type SshHostKey } from '../lib/ssh/host-key.js';
+import { NODE_SSH_HOST_CERT_FILE, NODE_SSH_HOST_KEY_FILE } from '../lib/ssh/sshd-config.js';
 
 /** The PCR that says which cluster a node belongs to (docs/design.md#keys-and-identities). */
 export const CLUSTER_PCR = 15;
@@ -79,6 +82,7 @@ export interface NodeSetupOptions {
 export class NodeSetup {
   private extendedWith: Buffer | undefined;
   private diskOpen = false;
+  private sshHostKey: SshHostKey | undefined;
   private joinService: Promise<JoinServiceHandle> | undefined;
 
   constructor(private readonly options: NodeSetupOptions) {}
@@ -185,6 +189,24 @@ export class NodeSetup {
   }
 
   /** Writes one of the node's files (below the state disk's mount point). */
+  /**
+   * The SSH host key this node enters its cluster with (made once per process, kept in memory until
+   * writeSshHostIdentity puts it on the state disk): its public half goes into the join request, or the init node
+   * certifies it itself. A rebooted node keeps the key and certificate its disk already holds.
+   */
+  sshHostPublicKey(): ParsedPublicKey {
+    this.sshHostKey ??= generateSshHostKey();
+    return this.sshHostKey.publicKey;
+  }
+
+  /** Writes the host key and its host certificate (from the CA) to the state disk, where the SSH server reads them. */
+  async writeSshHostIdentity(token: LockToken, certificate: Uint8Array): Promise<void> {
+    this.options.lock.check(token, 'write the SSH host key');
+    this.sshHostPublicKey();
+    await this.options.stateDisk.writeFile(NODE_SSH_HOST_KEY_FILE, Buffer.from(this.sshHostKey!.privateKeyFile));
+    await this.options.stateDisk.writeFile(NODE_SSH_HOST_CERT_FILE, certificate);
+  }
+
   async writeNodeFile(token: LockToken, name: string, data: Uint8Array): Promise<void> {
     this.options.lock.check(token, `write ${name}`);
     await this.options.stateDisk.writeFile(name, data);

@@ -2,7 +2,9 @@
  * What the join service hands a node that passed attestation (docs/design.md#nodes), as pure logic over the current
  * configuration: a JoinTicket (state-disk key for the node's disk, measurement salt and secret, a kubelet
  * certificate for its CSR's key, named with the provider's view of the instance, API endpoint, a fresh 15-minute
- * bootstrap token, discovery hash, Kubernetes version, the cluster's emergency SSH CA public key, and for
+ * bootstrap token, discovery hash, Kubernetes version, the cluster's emergency SSH CA public key and a host
+ * certificate for the node's SSH host key (named, like the kubelet certificate, with the node's name and the
+ * provider's addresses of the instance, never with what the node asks for), and for
  * control-plane nodes the cluster PKI and the cluster store's member endpoints) or a RejoinTicket
  * (disk key and measurement secret, for a rebooted node), each signed with the cluster's join-service identity key
  * (sign). No ticket carries the init secret. The server calls checkHello before attestation
@@ -13,7 +15,7 @@ import { AttestationError, type AttestedInstance } from '../lib/attestation/type
 import { UserError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import { checkNodeName, discoveryTokenCaCertHash, signKubeletCertificate } from '../lib/pki/cluster-pki.js';
-import { deriveSshCa, sshCaPublicKeyLine } from '../lib/ssh/certificate.js';
+import { deriveSshCa, publicKeyFromBlob, signHostCertificate, sshCaPublicKeyLine } from '../lib/ssh/certificate.js';
 import { SignedTicket, type JoinHello, type JoinTicket, type RejoinTicket } from '../proto/gen/constellation/join.js';
 import type { BootstrapTokenIssuer } from './bootstrap-token.js';
 import { controlPlaneFiles, type LoadedJoinConfig } from './join-config.js';
@@ -48,6 +50,7 @@ export class JoinTicketIssuer {
     if (kind === 'join' && hello.certificateRequest.length === 0) {
       throw new UserError('The join request has no certificate request for the kubelet.');
     }
+    if (hello.hostPublicKey.length > 0) publicKeyFromBlob(hello.hostPublicKey, "The join request's SSH host key");
   }
 
   /**
@@ -91,6 +94,17 @@ export class JoinTicketIssuer {
       clock: this.options.clock,
     });
     const token = await this.options.tokens.issue();
+    const ca = deriveSshCa(config.masterSecret);
+    const hostCertificate =
+      hello.hostPublicKey.length > 0
+        ? signHostCertificate(
+            ca,
+            publicKeyFromBlob(hello.hostPublicKey, "The join request's SSH host key"),
+            [...ips, hello.nodeName],
+            // A little in the past, as the cluster PKI does: a client whose clock lags still accepts it.
+            Math.floor(this.options.clock().getTime() / 1000) - 300,
+          )
+        : '';
     return {
       stateDiskKey: Buffer.from(deriveStateDiskKey(config.masterSecret, hello.diskUuid)),
       measurementSalt: Buffer.from(config.measurementSalt),
@@ -103,7 +117,8 @@ export class JoinTicketIssuer {
       controlPlaneFiles: hello.isControlPlane ? controlPlaneFiles(config) : [],
       kubernetesVersion: config.cluster.kubernetesVersion,
       storeEndpoints: hello.isControlPlane ? storeEndpoints : [],
-      sshCaPublicKey: Buffer.from(sshCaPublicKeyLine(deriveSshCa(config.masterSecret).publicKey)),
+      sshCaPublicKey: Buffer.from(sshCaPublicKeyLine(ca.publicKey)),
+      hostCertificate: Buffer.from(hostCertificate),
     };
   }
 

@@ -63,9 +63,14 @@ export const joinServerAdapter = oneofAdapter<JoinResponse, JoinRequest>(
   { evidence: 'evidence' },
 );
 
-/** The JoinHello fields a joining node binds into userData, in this order (both sides must use this). */
+/**
+ * The JoinHello fields a joining node binds into userData, in this order (both sides must use this). The SSH host
+ * key only when the hello carries one: a hello without it (a rejoin, a node of an older build) binds the same
+ * fields as before, so such nodes and join services of either build still agree.
+ */
 export function joinHelloBoundFields(hello: JoinHello): Array<Uint8Array | string> {
-  return [hello.diskUuid, hello.certificateRequest, hello.isControlPlane ? '1' : '0', hello.nodeName];
+  const fields = [hello.diskUuid, hello.certificateRequest, hello.isControlPlane ? '1' : '0', hello.nodeName];
+  return hello.hostPublicKey.length > 0 ? [...fields, hello.hostPublicKey] : fields;
 }
 
 /**

@@ -30,6 +30,9 @@ export const SSH_CERTIFICATE_PRINCIPALS: readonly string[] = ['root'];
 /** Sorted by name, as PROTOCOL.certkeys requires. */
 const EXTENSIONS = ['permit-port-forwarding', 'permit-pty'];
 const SSH_CERT_TYPE_USER = 1;
+const SSH_CERT_TYPE_HOST = 2;
+/** OpenSSH's "forever" as a certificate's valid-before. */
+const CERT_TIME_INFINITY = 0xffffffffffffffffn;
 const ED25519 = 'ssh-ed25519';
 /** PKCS#8 DER of an Ed25519 private key, up to the 32-byte seed (RFC 8410). */
 const PKCS8_PREFIX = Buffer.from('302e020100300506032b657004220420', 'hex');
@@ -132,7 +135,68 @@ export function certificateType(keyType: string): string {
 
 /** An OpenSSH user certificate for `key`, signed by `ca`, as the one line of an id_*-cert.pub file. */
 export function signUserCertificate(ca: SshCa, key: ParsedPublicKey, options: CertificateOptions): string {
-  if (!(options.validAfter < options.validBefore)) throw new Error('a certificate must be valid for some time');
+  return signCertificate(
+    ca,
+    key,
+    SSH_CERT_TYPE_USER,
+    options.principals ?? SSH_CERTIFICATE_PRINCIPALS,
+    EXTENSIONS,
+    options,
+  );
+}
+
+/**
+ * An OpenSSH host certificate for a node's host key (upstream's crypto.GenerateSSHHostCertificate): the principals
+ * are the names a client may reach the node by (its address and name), the key ID the first of them, valid from
+ * `validAfter` on with no end (upstream's ssh.CertTimeInfinity), no extensions. A client that trusts the CA with an
+ * `@cert-authority` known_hosts line (knownHostsCaLine) then accepts the node with no prompt.
+ */
+export function signHostCertificate(
+  ca: SshCa,
+  key: ParsedPublicKey,
+  principals: readonly string[],
+  validAfter: number,
+): string {
+  if (principals.length === 0) throw new Error('a host certificate needs at least one principal');
+  return signCertificate(ca, key, SSH_CERT_TYPE_HOST, principals, [], {
+    validAfter,
+    validBefore: CERT_TIME_INFINITY,
+    keyId: principals[0],
+  });
+}
+
+/**
+ * The known_hosts line that makes OpenSSH's client trust every host certificate of the cluster's CA (for any host
+ * name: the certificate's principals say which hosts it is for).
+ */
+export function knownHostsCaLine(publicKey: Uint8Array): string {
+  return `@cert-authority * ${sshCaPublicKeyLine(publicKey)}`;
+}
+
+/** A public key from its SSH wire encoding (the `host_public_key` of a join request); `what` names it in errors. */
+export function publicKeyFromBlob(blob: Uint8Array, what: string): ParsedPublicKey {
+  let type: string;
+  const reader = new WireReader(Buffer.from(blob));
+  try {
+    type = reader.string().toString('utf8');
+  } catch {
+    type = '';
+  }
+  if (!KEY_TYPES.includes(type) || reader.remaining() === 0)
+    throw new UserError(`${what} is not an SSH public key of a supported type.`);
+  return { type, blob: new Uint8Array(blob), comment: '' };
+}
+
+function signCertificate(
+  ca: SshCa,
+  key: ParsedPublicKey,
+  certKind: number,
+  principals: readonly string[],
+  extensions: readonly string[],
+  options: CertificateOptions | (Omit<CertificateOptions, 'validBefore'> & { validBefore: bigint }),
+): string {
+  if (!(BigInt(options.validAfter) < BigInt(options.validBefore)))
+    throw new Error('a certificate must be valid for some time');
   const certType = certificateType(key.type);
   const keyFields = key.blob.subarray(new WireReader(Buffer.from(key.blob)).skipString());
   const body = Buffer.concat([
@@ -140,13 +204,13 @@ export function signUserCertificate(ca: SshCa, key: ParsedPublicKey, options: Ce
     wireString(options.nonce ?? randomBytes(32)),
     keyFields,
     uint64(options.serial ?? 0n),
-    uint32(SSH_CERT_TYPE_USER),
+    uint32(certKind),
     wireString(options.keyId),
-    wireString(Buffer.concat((options.principals ?? SSH_CERTIFICATE_PRINCIPALS).map((p) => wireString(p)))),
+    wireString(Buffer.concat(principals.map((p) => wireString(p)))),
     uint64(BigInt(options.validAfter)),
     uint64(BigInt(options.validBefore)),
     wireString(Buffer.alloc(0)), // critical options: none
-    wireString(Buffer.concat(EXTENSIONS.map((name) => Buffer.concat([wireString(name), wireString(Buffer.alloc(0))])))),
+    wireString(Buffer.concat(extensions.map((name) => Buffer.concat([wireString(name), wireString(Buffer.alloc(0))])))),
     wireString(Buffer.alloc(0)), // reserved
     wireString(ed25519Blob(ca.publicKey)),
   ]);
@@ -155,11 +219,16 @@ export function signUserCertificate(ca: SshCa, key: ParsedPublicKey, options: Ce
   return `${certType} ${cert.toString('base64')}${key.comment ? ` ${key.comment}` : ''}\n`;
 }
 
+/** The SSH wire encoding of an Ed25519 public key (what a known_hosts or authorized_keys line holds in base64). */
+export function ed25519PublicKeyBlob(publicKey: Uint8Array): Uint8Array {
+  return new Uint8Array(ed25519Blob(publicKey));
+}
+
 function ed25519Blob(publicKey: Uint8Array): Buffer {
   return Buffer.concat([wireString(ED25519), wireString(publicKey)]);
 }
 
-function wireString(data: string | Uint8Array): Buffer {
+export function wireString(data: string | Uint8Array): Buffer {
   const bytes = typeof data === 'string' ? Buffer.from(data, 'utf8') : Buffer.from(data);
   return Buffer.concat([uint32(bytes.length), bytes]);
 }

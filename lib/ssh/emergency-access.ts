@@ -5,6 +5,11 @@
  * the name under which `ssh -i <key>` picks it up without further options. Upstream writes
  * `constellation_cert.pub` into the working directory instead; beside the key is where OpenSSH looks.
  *
+ * It also writes `constellation-known-hosts` into the workspace: one `@cert-authority` line with the CA's public
+ * key, which makes OpenSSH's client accept every node whose host certificate that CA signed (each node's SSH server
+ * presents one: bootstrapper/emergency-ssh.ts), so `ssh -o UserKnownHostsFile=<it> -o StrictHostKeyChecking=yes`
+ * connects with no prompt and refuses any other host key.
+ *
  * A certificate from an earlier run is replaced (they expire after a day, so a new one is the usual reason to run
  * this). Nothing secret is written or printed: the certificate holds only public keys and the CA's signature.
  */
@@ -16,6 +21,7 @@ import { readMasterSecret } from '../workspace/master-secret.js';
 import { readRequiredFile } from '../workspace/required-file.js';
 import {
   deriveSshCa,
+  knownHostsCaLine,
   parseSshPublicKey,
   signUserCertificate,
   sshCaPublicKeyLine,
@@ -42,7 +48,12 @@ export interface EmergencyCertificate {
   replaced: boolean;
   /** The CA's public key line (what nodes trust as TrustedUserCAKeys). */
   caPublicKey: string;
+  /** The workspace's known_hosts file with the CA's `@cert-authority` line. */
+  knownHostsFile: string;
 }
+
+/** The known_hosts file `constellation ssh` writes into the workspace. */
+export const KNOWN_HOSTS_FILE = 'constellation-known-hosts';
 
 /** The certificate file OpenSSH looks for beside a key: foo.pub → foo-cert.pub, foo → foo-cert.pub. */
 export function certificateFileFor(keyFile: string): string {
@@ -83,7 +94,10 @@ export async function writeEmergencyCertificate(request: EmergencyCertificateReq
       cause: err,
     });
   }
+  const knownHostsFile = path.resolve(request.workspaceDir, KNOWN_HOSTS_FILE);
+  await writeFileAtomic(knownHostsFile, knownHostsCaLine(ca.publicKey), { mode: 0o644, what: 'the known_hosts file' });
   return {
+    knownHostsFile,
     certificateFile,
     keyType: key.type,
     principals: [...SSH_CERTIFICATE_PRINCIPALS],

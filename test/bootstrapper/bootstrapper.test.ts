@@ -8,7 +8,7 @@ import { requestVerifiedAttestation } from '../../lib/atls/index.js';
 import { deriveClusterId, deriveMeasurementSecret, deriveStateDiskKey, expectedPcr15 } from '../../lib/kms/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { deriveSshCa, sshCaPublicKeyLine } from '../../lib/ssh/certificate.js';
-import { NODE_SSH_CA_FILE } from '../../lib/ssh/sshd-config.js';
+import { NODE_SSH_CA_FILE, NODE_SSH_HOST_CERT_FILE, NODE_SSH_HOST_KEY_FILE } from '../../lib/ssh/sshd-config.js';
 import { cliInit, cliRecover, getStatus, loopbackNet, TestCluster, type TestNode } from './support/test-cluster.js';
 import { pollUntil } from '../../lib/poll.js';
 import { requireTool } from '../support/require-tool.js';
@@ -196,7 +196,7 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     assert.equal(cp.bootstrapper.status.get().state, 'initialized');
   });
 
-  it('joins a worker through the join service: same clusterID, PCR 15, a formatted disk, the SSH CA; GetStatus says joined', async () => {
+  it('joins a worker through the join service: same clusterID, PCR 15, a formatted disk, the SSH CA and host certificates; GetStatus says joined', async () => {
     await initialize();
     const worker = await cluster.startNode({ name: 'worker-0', ip: ip(3), role: 'worker' });
     const status = await worker.bootstrapper.status.waitFor('joined', 'failed', 'refused');
@@ -213,6 +213,14 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     const caLine = sshCaPublicKeyLine(deriveSshCa({ key: cluster.masterKey, salt: cluster.masterSalt }).publicKey);
     assert.equal(Buffer.from((await worker.disk.readFile(NODE_SSH_CA_FILE))!).toString(), caLine);
     assert.equal(Buffer.from((await cp.disk.readFile(NODE_SSH_CA_FILE))!).toString(), caLine);
+    // Each node's SSH host key, with a host certificate for it: the init node signed its own, the join service the
+    // worker's (for the key the join request carried).
+    for (const node of [cp, worker]) {
+      const key = Buffer.from((await node.disk.readFile(NODE_SSH_HOST_KEY_FILE))!).toString();
+      assert.match(key, /^-----BEGIN OPENSSH PRIVATE KEY-----\n/);
+      const cert = Buffer.from((await node.disk.readFile(NODE_SSH_HOST_CERT_FILE))!).toString();
+      assert.match(cert, /^ssh-ed25519-cert-v01@openssh\.com \S+/);
+    }
 
     // The verify service proves the worker belongs to this cluster: PCR 15 as expected.
     const withPcr15 = {
@@ -261,9 +269,12 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     assert.equal(await tampered.disk.isFormatted(), false);
   });
 
-  it('recovers a rebooted control plane with no join service left, through the recovery server', async () => {
+  it("recovers a rebooted control plane with no join service left, through the recovery server; the recover call gets its answer even when resuming the node outlasts the servers' close grace", async () => {
     await initialize();
     const worker = await joinedWorker();
+    // Resuming the store takes longer than the 2 s the node's servers give running calls when they close: the
+    // recovery server must not close (and cut the call off) before the node is back.
+    cp.storeResumeDelayMs = 2_500;
     await cp.reboot();
     assert.equal(cp.bootstrapper.status.get().state, 'waiting');
     const address = cp.address(cp.bootstrapper.ports.recovery!);

@@ -172,6 +172,7 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
             certificateRequest: Buffer.from(csr),
             isControlPlane: false,
             nodeName: name,
+            hostPublicKey: Buffer.alloc(0),
           });
           assert.ok(attempt.error, `${name} was not refused`);
           assert.match(

@@ -325,6 +325,7 @@ export async function startProbeNode(
           certificateRequest: Buffer.from(csr),
           isControlPlane: false,
           nodeName: name,
+          hostPublicKey: Buffer.alloc(0),
         }),
       async close() {
         await control.unregisterNode(name).catch(() => undefined);

@@ -2,7 +2,9 @@
  * `mini up --vm` end to end, on real VMs (QEMU + OVMF + swtpm, TCG here): one cluster of 1 control plane and 1
  * worker that boots the shared built qemu image (test/support/built-image.ts) and goes through its life in order:
  * up (both nodes join), verify (PCR 4, 9 and 11 of every node are `image measure` of the image), the state disks
- * (LUKS2 with dm-integrity, formatted and opened inside the guest; only ciphertext on the host), a worker reset (it
+ * (LUKS2 with dm-integrity, formatted and opened inside the guest; only ciphertext on the host), emergency SSH
+ * (`constellation ssh --key`, then OpenSSH's client logs into each node's sshd with the certificate, accepting the
+ * host by its host certificate alone; a bare key is refused), a worker reset (it
  * rejoins and reads back what it wrote to its disk before), a reset of every control plane (it waits; `recover`
  * brings it back), `upgrade check` and `upgrade apply` to a second image (the same inputs built as another version:
  * its os-release differs, so PCR 4, 9 and 11 do; test/support/built-image.ts), and terminate (no process,
@@ -11,6 +13,7 @@
  * initrd differs from the one its signed measurements describe (an attacker's swap) and is refused.
  */
 import assert from 'node:assert/strict';
+import { execFile, execFileSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -47,6 +50,40 @@ function logRecords(log: string, msg: string): Record<string, unknown>[] {
     }
   }
   return records;
+}
+
+/** `ssh root@<address> <command>` with strict host checking against `knownHosts` only; exit code and output. */
+function ssh(
+  address: string,
+  keyFile: string,
+  certificateFile: string,
+  knownHosts: string,
+  command: string,
+): Promise<{ code: number; output: string }> {
+  const args = [
+    '-F',
+    '/dev/null',
+    '-i',
+    keyFile,
+    '-o',
+    `CertificateFile=${certificateFile}`,
+    '-o',
+    'IdentitiesOnly=yes',
+  ];
+  args.push('-o', 'BatchMode=yes', '-o', 'ConnectTimeout=30', '-o', 'StrictHostKeyChecking=yes');
+  args.push(
+    '-o',
+    `UserKnownHostsFile=${knownHosts}`,
+    '-o',
+    'GlobalKnownHostsFile=/dev/null',
+    `root@${address}`,
+    command,
+  );
+  return new Promise((resolve) => {
+    execFile('ssh', args, { timeout: 90_000, env: { ...process.env, SSH_AUTH_SOCK: '' } }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : -1) : 0, output: `${stdout}${stderr}` }),
+    );
+  });
 }
 
 /** The JSON metadata of a LUKS2 header (after the 4 KiB binary header, up to hdr_size). */
@@ -146,6 +183,38 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     }
   });
 
+  it("constellation ssh: the certificate logs into each node's sshd, which the CA's known_hosts line accepts with strict checking; a bare key is refused", async () => {
+    const keyFile = path.join(ws, 'id_ed25519');
+    execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'operator', '-f', keyFile]);
+    const res = await cli(['ssh', '--key', `${keyFile}.pub`]);
+    assert.equal(res.code, 0, res.stderr);
+    const knownHosts = path.join(ws, 'constellation-known-hosts');
+    assert.match(await fs.readFile(knownHosts, 'utf8'), /^@cert-authority \* ssh-ed25519 \S+ /);
+    const record = (await ClusterFile.load(clusterPaths(ws)))!.record;
+    for (const name of ['control-plane-0', 'worker-0']) {
+      const address = `${record.prefix}.${record.nodes[name]!.host}`;
+      // sshd starts once the node is in its cluster (after mini up returned, at most a moment later).
+      const deadline = Date.now() + 60_000;
+      while (logRecords(await nodeLog(name), 'emergency SSH server started').length === 0) {
+        assert.ok(Date.now() < deadline, `${name}: no "emergency SSH server started" in its log`);
+        await new Promise((resolve) => setTimeout(resolve, 1000));
+      }
+      const login = await ssh(
+        address,
+        keyFile,
+        `${keyFile}-cert.pub`,
+        knownHosts,
+        'cat /etc/os-release; ip -4 -o addr',
+      );
+      assert.equal(login.code, 0, `${name}: ${login.output}`);
+      assert.match(login.output, /IMAGE_VERSION="v0\.0\.1-test"/, `${name}: the command ran on the node`);
+      assert.match(login.output, new RegExp(`inet ${address.replace(/\./g, '\\.')}/`), `${name}: on its address`);
+      const bare = await ssh(address, keyFile, '/dev/null', knownHosts, 'true');
+      assert.equal(bare.code, 255, `${name}: the bare key`);
+      assert.match(bare.output, /Permission denied \(publickey\)/, `${name}: the bare key`);
+    }
+  });
+
   it('mini reboot worker-0 resets the VM (QMP system_reset): it boots again, rejoins reading back what it wrote to its disk, and verifies', async () => {
     const before = (await nodeLog('worker-0')).split('CONSTELLATION-BOOT end').length;
     // The boot history on the state disk: the join wrote its first entry; the rejoin reads it back and appends.
@@ -182,6 +251,7 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
 
   it('mini reboot of every control plane: it waits for recovery, `recover` brings it back, verify --all OK', async () => {
     const boots = (await nodeLog('control-plane-0')).split('CONSTELLATION-BOOT end').length;
+    const started = Date.now();
     const res = await cli(['mini', 'reboot', 'control-plane-0']);
     assert.equal(res.code, 0, res.stderr);
     const deadline = Date.now() + 20 * 60_000;
@@ -195,8 +265,12 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
       assert.ok(Date.now() < deadline, 'control-plane-0 did not boot again');
       await new Promise((resolve) => setTimeout(resolve, 2000));
     }
+    const booted = Date.now();
     const recovered = await cli(['recover']);
     assert.equal(recovered.code, 0, `recover failed:\n${recovered.stderr}\n${recovered.stdout}`);
+    // The recover call that brought the node back got its answer (the node did not cut it off while resuming).
+    assert.match(recovered.stdout, /recovered control-plane-0/);
+    const recoveredAt = Date.now();
     assert.match(
       await nodeLog('control-plane-0'),
       /"recovered: state disk unlocked with the master secret from the CLI"/,
@@ -205,6 +279,10 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     assert.equal(verified.code, 0, verified.stderr);
     for (const node of (JSON.parse(verified.stdout) as VerifyJson).nodes)
       assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
+    const s = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+    console.log(
+      `      reboot to "bootstrapper started" ${s(booted - started)}, recover ${s(recoveredAt - booted)}, verify --all ${s(Date.now() - recoveredAt)}`,
+    );
   });
 
   it('upgrade check offers the second image of the qemu image store; upgrade apply replaces both nodes with VMs of it, each verified', async () => {

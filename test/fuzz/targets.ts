@@ -285,6 +285,7 @@ export async function makeTargets(): Promise<FuzzTarget[]> {
             certificateRequest: Buffer.from(csr),
             isControlPlane: false,
             nodeName: 'worker-0',
+            hostPublicKey: Buffer.alloc(0),
           },
         },
       }).finish(),

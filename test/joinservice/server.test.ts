@@ -21,6 +21,7 @@ import { createLogger } from '../../lib/logging/index.js';
 import { TpmClient } from '../../lib/tpm/client.js';
 import { TPM_ALG } from '../../lib/tpm/constants.js';
 import { startSwtpm } from '../../lib/tpm/swtpm.js';
+import { generateSshHostKey } from '../../lib/ssh/host-key.js';
 import { JoinServiceClient } from '../../proto/gen/constellation/join.js';
 import { diskUuidOf, hello, kubeletCsr, requestTicket } from './support/join-client.js';
 import { makeTestStore, type TestStore } from './support/test-store.js';
@@ -279,6 +280,31 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
     const decision = decisions(h).find((d) => d.nodeName === 'worker-3')!;
     assert.equal(decision.level, 'warn');
     assert.match(String(decision.reason), /not bound to this join exchange/);
+  });
+
+  it('refuses a join request whose SSH host key is not the one the attestation binds (a swapped host key)', async () => {
+    const vtpm = node('worker-4');
+    const attested = generateSshHostKey().publicKey.blob;
+    const sent = hello({
+      nodeName: 'worker-4',
+      certificateRequest: await kubeletCsr(),
+      hostPublicKey: Buffer.from(generateSshHostKey().publicKey.blob),
+    });
+    const client = new JoinServiceClient(h.address, await createAttestedClientCredentials(), attestedChannelOptions);
+    try {
+      await assert.rejects(
+        attestedClient(client.issueJoinTicket(), joinClientAdapter, {
+          purpose: 'join',
+          peer: 'the join service',
+          issuer: vtpm,
+          bound: joinHelloBoundFields({ ...sent, hostPublicKey: Buffer.from(attested) }),
+          hello: { kind: { $case: 'hello', value: sent } },
+        }),
+        /not bound to this join exchange/,
+      );
+    } finally {
+      client.close();
+    }
   });
 
   it('refuses a malformed join request before attesting', async () => {

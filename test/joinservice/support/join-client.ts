@@ -110,6 +110,7 @@ export function hello(fields: Partial<JoinHello> = {}): JoinHello {
     certificateRequest: Buffer.alloc(0),
     isControlPlane: false,
     nodeName,
+    hostPublicKey: Buffer.alloc(0),
     ...fields,
   };
 }
