@@ -10,8 +10,8 @@
  * The initrd is compressed with zstd (level INITRD_ZSTD_LEVEL, one thread, no checksum) rather than gzip: under TCG the
  * firmware and the kernel's EFI stub hash the initrd's compressed bytes three times (the UKI's Authenticode digest
  * for PCR 4, its .initrd section for PCR 11, the initrd for PCR 9) at about 11 MB per CPU second, and the kernel
- * unpacks zstd about four times faster than gzip; zstd -9 makes the node userland ~15% smaller than gzip -6 and
- * compresses faster (docs/workflows/node-images.md, "Boot time").
+ * unpacks zstd faster than gzip; zstd -9 makes the node userland 15% smaller than gzip -6 in a few CPU seconds
+ * (docs/workflows/node-images.md, "Boot time").
  *
  * Everything that could vary between two builds is fixed: entry order, times (SOURCE_DATE_EPOCH or 0), owners, inode
  * numbers, GUIDs and volume ids (derived from the content), compression settings. The collaborators that are not
@@ -179,7 +179,7 @@ export function imageMeasurements(predicted: Record<string, string>): Measuremen
   return out;
 }
 
-/** zstd's level for the initrd: higher levels gain little (-19: 13% smaller again) for ten times the build time. */
+/** zstd's level for the initrd: higher levels gain little (-16: 6% smaller again) for over ten times the CPU time. */
 export const INITRD_ZSTD_LEVEL = 9;
 
 /** The cpio archive compressed as the kernel unpacks it (zstd frame, no checksum: the UKI is measured as a whole). */
