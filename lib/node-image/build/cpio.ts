@@ -2,7 +2,7 @@
  * A reproducible initrd archive: cpio "newc" (the format the Linux kernel unpacks into its initial root file system,
  * docs/workflows/node-images.md). Every byte is a function of the entries alone: entries sorted by path (a folder
  * before what it holds), mtime fixed (SOURCE_DATE_EPOCH or 0), uid/gid 0, inode numbers counted from 1 in that order,
- * device numbers 0, one link per file (the kernel needs no hard links). Compression is the caller's (gzip, ./initrd.ts).
+ * device numbers 0, one link per file (the kernel needs no hard links). Compression is the caller's (zstd, ./index.ts).
  */
 
 export type CpioEntry =

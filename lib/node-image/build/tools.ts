@@ -42,6 +42,7 @@ export const BUILD_TOOLS: Record<string, string> = {
   'mkfs.vfat': 'dosfstools',
   mcopy: 'mtools',
   sgdisk: 'gdisk',
+  zstd: 'zstd',
 };
 /** Needed only to download packages missing from the cache. */
 export const FETCH_TOOLS: Record<string, string> = { 'apt-get': 'apt' };
