@@ -3,7 +3,7 @@
  * bounds-checked reader, and the X.509 fields that the PKI (issuer name, key, extensions) and the SEV-SNP
  * verifier (signature algorithm, AMD's VCEK/VLEK extensions) read.
  *
- * Our own code rather than @peculiar/x509 (lib/x509.ts) for speed: that library's JavaScript ASN.1 work costs
+ * Our own code rather than @peculiar/x509 for speed: that library's JavaScript ASN.1 work costs
  * about 7 ms per kubelet certificate, over ten times the signature, and the join service signs one per joining
  * node (see lib/pki/certificates.ts); the SNP verifier reads a VCEK's extensions on every cold verification,
  * next to signature checks that take well under a millisecond. node:crypto verifies certificates but exposes

@@ -55,7 +55,7 @@ const OPTIONAL_PACKAGES = /^(bufferutil|utf-8-validate|encoding|@aws-sdk\/signat
 /**
  * A CommonJS package imported by an ES module: Node.js gives the module's named exports, but esbuild knows them only
  * at run time, so a chunk it splits off for `await import('@grpc/grpc-js')` exports only `default` (`Server` would
- * be undefined), and `export * from '@peculiar/x509'` (lib/x509.ts) re-exports nothing statically. Every CommonJS
+ * be undefined), and an `export * from` a CommonJS package re-exports nothing statically. Every CommonJS
  * module imported dynamically, or statically by our code, is imported through a facade that lists its export names,
  * taken from the module itself at build time; its default export is module.exports, as in Node.js.
  */
@@ -101,8 +101,6 @@ const RESERVED = new Set([
   'with',
   'yield',
 ]);
-// Loading @peculiar/x509 for its names needs the Reflect polyfill first, as at run time (lib/x509.ts).
-createRequire(import.meta.url)('reflect-metadata');
 
 const dynamicImportFacades = {
   name: 'dynamic-import-facades',

@@ -4,7 +4,7 @@ import { createPrivateKey, createPublicKey, X509Certificate } from 'node:crypto'
 import { createKubeletCsr } from '../../bootstrapper/kubelet-csr.js';
 import { createClusterPki, loadClusterPki, signKubeletCertificate } from '../../lib/pki/cluster-pki.js';
 import { readCertificateRequest } from '../../lib/pki/certificates.js';
-import * as x509 from '../../lib/x509.js';
+import * as x509 from '../support/x509.js';
 import { requireTool, toolRuns } from '../support/require-tool.js';
 
 const pemOf = (der: Uint8Array) =>

@@ -24,7 +24,7 @@ import {
   signKubeletCertificate,
   type PkiFiles,
 } from '../../lib/pki/cluster-pki.js';
-import * as x509 from '../../lib/x509.js';
+import * as x509 from '../support/x509.js';
 import { requireTool, toolRuns } from '../support/require-tool.js';
 
 const NOW = new Date('2031-03-04T05:06:07.000Z');

@@ -26,7 +26,7 @@ import {
 import { AsnConvert, OctetString } from '@peculiar/asn1-schema';
 import { AlgorithmIdentifier, Certificate } from '@peculiar/asn1-x509';
 import { oid, set } from '../../../lib/der.js';
-import * as x509 from '../../../lib/x509.js';
+import * as x509 from '../../support/x509.js';
 
 const ALGORITHM = {
   name: 'RSASSA-PKCS1-v1_5',

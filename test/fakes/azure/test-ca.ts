@@ -1,11 +1,11 @@
 /**
- * A throwaway CA and a server certificate for 127.0.0.1, made in memory with @peculiar/x509 (through lib/x509):
+ * A throwaway CA and a server certificate for 127.0.0.1, made in memory with @peculiar/x509 (through test/support/x509.ts):
  * the Azure SDK only sends bearer tokens over HTTPS, so the fake ARM server speaks TLS and the SDK trusts this
  * CA via tlsOptions.ca. Made once per process when this module loads, because WebCrypto signs asynchronously
  * and FakeArm.start takes the material synchronously; no test depends on servers having different CAs.
  */
 import { KeyObject, randomBytes, webcrypto } from 'node:crypto';
-import * as x509 from '../../../lib/x509.js';
+import * as x509 from '../../support/x509.js';
 
 export interface TestTls {
   caPem: string;

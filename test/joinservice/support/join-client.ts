@@ -20,7 +20,7 @@ import {
   type JoinHello,
   type JoinResponse,
 } from '../../../proto/gen/constellation/join.js';
-import * as x509 from '../../../lib/x509.js';
+import * as x509 from '../../support/x509.js';
 import { TEST_NODE_IP } from './software-vtpm.js';
 
 let credentials: ReturnType<typeof createAttestedClientCredentials> | undefined;
