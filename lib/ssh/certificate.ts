@@ -59,7 +59,11 @@ export interface SshCa {
 
 /** The cluster's emergency SSH CA, from the master secret. */
 export function deriveSshCa(master: MasterSecret): SshCa {
-  const seed = hkdfSha256(master.key, master.salt, SSH_CA_KEY_INFO, SSH_CA_SEED_LENGTH);
+  return ed25519KeyFromSeed(hkdfSha256(master.key, master.salt, SSH_CA_KEY_INFO, SSH_CA_SEED_LENGTH));
+}
+
+/** An Ed25519 key from its 32-byte seed (RFC 8410): the private key and the raw 32-byte public key. */
+export function ed25519KeyFromSeed(seed: Uint8Array): { privateKey: KeyObject; publicKey: Uint8Array } {
   const privateKey = createPrivateKey({ key: Buffer.concat([PKCS8_PREFIX, seed]), format: 'der', type: 'pkcs8' });
   const spki = createPublicKey(privateKey).export({ format: 'der', type: 'spki' });
   return { privateKey, publicKey: new Uint8Array(spki.subarray(SPKI_PREFIX.length)) };

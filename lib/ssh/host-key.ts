@@ -8,8 +8,8 @@
  * unencrypted), which every sshd reads; node:crypto makes the key but writes only PKCS#8, which OpenSSH 9.2 does not
  * read for Ed25519. The tests check the file with `ssh-keygen -y`.
  */
-import { createPublicKey, generateKeyPairSync, randomBytes } from 'node:crypto';
-import { ed25519PublicKeyBlob, wireString, type ParsedPublicKey } from './certificate.js';
+import { randomBytes } from 'node:crypto';
+import { ed25519KeyFromSeed, ed25519PublicKeyBlob, wireString, type ParsedPublicKey } from './certificate.js';
 
 export interface SshHostKey {
   /** The private key file's text (OpenSSH format). Secret: written only to the state disk, never logged. */
@@ -18,15 +18,12 @@ export interface SshHostKey {
   publicKey: ParsedPublicKey;
 }
 
-/** PKCS#8 DER of an Ed25519 private key ends with the 32-byte seed (RFC 8410). */
+/** An Ed25519 private key is its 32-byte seed (RFC 8032), which OpenSSH's format stores with the public key. */
 const SEED_LENGTH = 32;
 
 export function generateSshHostKey(comment = 'constellation-node'): SshHostKey {
-  const { privateKey } = generateKeyPairSync('ed25519');
-  const pkcs8 = privateKey.export({ format: 'der', type: 'pkcs8' });
-  const seed = pkcs8.subarray(pkcs8.length - SEED_LENGTH);
-  const spki = createPublicKey(privateKey).export({ format: 'der', type: 'spki' });
-  const raw = spki.subarray(spki.length - 32);
+  const seed = randomBytes(SEED_LENGTH);
+  const raw = ed25519KeyFromSeed(seed).publicKey;
   const blob = ed25519PublicKeyBlob(raw);
   return {
     privateKeyFile: openSshPrivateKey(seed, raw, comment),
