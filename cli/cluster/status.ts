@@ -9,7 +9,7 @@
  * what it runs is what the config asks for. What a node reports is informational: `constellation verify` proves it.
  */
 import type { Instance, InfrastructureProvider, ResourceJournal } from '../../providers/contract.js';
-import type { AttestationOutcome, NodeStatus } from '../../proto/gen/constellation/verify.js';
+import type { AttestationOutcome, NodeStatus, VerifyClient } from '../../proto/gen/constellation/verify.js';
 import type { Logger } from '../../lib/logging/index.js';
 import type { StoreHealth } from '../../lib/cluster-store/etcd-members.js';
 import { NO_QUORUM_MESSAGE } from '../../lib/cluster-store/types.js';
@@ -276,30 +276,18 @@ function mapState(answer: NodeStatus): { state: NodeState; reason?: string } {
  * listen yet is retried every quarter second at most, as init's connection is, so it is found soon after it does.
  */
 export class NodeStatusConnections {
-  private readonly clients = new Map<string, Promise<import('../../proto/gen/constellation/verify.js').VerifyClient>>();
+  private readonly clients = new Map<string, Promise<VerifyClient>>();
 
   async getStatus(address: string, timeoutMs: number): Promise<NodeStatus> {
     let client = this.clients.get(address);
     if (!client) {
-      client = (async () => {
-        const [{ VerifyClient }, { createAttestedClientCredentials, attestedChannelOptions }] = await Promise.all([
-          import('../../proto/gen/constellation/verify.js'),
-          import('../../lib/atls/credentials.js'),
-        ]);
-        return new VerifyClient(address, await createAttestedClientCredentials(), {
-          ...attestedChannelOptions,
-          'grpc.initial_reconnect_backoff_ms': 100,
-          'grpc.max_reconnect_backoff_ms': 250,
-        });
-      })();
+      client = verifyClient(address, {
+        'grpc.initial_reconnect_backoff_ms': 100,
+        'grpc.max_reconnect_backoff_ms': 250,
+      });
       this.clients.set(address, client);
     }
-    const [c, { Metadata }] = await Promise.all([client, import('@grpc/grpc-js')]);
-    return new Promise<NodeStatus>((resolve, reject) => {
-      c.getStatus({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
-        err ? reject(err) : resolve(res),
-      );
-    });
+    return askStatus(await client, timeoutMs);
   }
 
   async close(): Promise<void> {
@@ -311,22 +299,33 @@ export class NodeStatusConnections {
 
 /** One GetStatus call (plain TLS with the node's self-signed certificate: nothing secret crosses it). */
 export async function getNodeStatus(address: string, timeoutMs: number): Promise<NodeStatus> {
-  const [{ VerifyClient }, { Metadata }, { createAttestedClientCredentials, attestedChannelOptions }] =
-    await Promise.all([
-      import('../../proto/gen/constellation/verify.js'),
-      import('@grpc/grpc-js'),
-      import('../../lib/atls/credentials.js'),
-    ]);
-  const client = new VerifyClient(address, await createAttestedClientCredentials(), attestedChannelOptions);
+  const client = await verifyClient(address);
   try {
-    return await new Promise<NodeStatus>((resolve, reject) => {
-      client.getStatus({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
-        err ? reject(err) : resolve(res),
-      );
-    });
+    return await askStatus(client, timeoutMs);
   } finally {
     client.close();
   }
+}
+
+/** A client of a node's verify service over aTLS (its modules loaded on first use: the CLI's start stays light). */
+async function verifyClient(address: string, channelOptions: Record<string, number> = {}): Promise<VerifyClient> {
+  const [{ VerifyClient }, { createAttestedClientCredentials, attestedChannelOptions }] = await Promise.all([
+    import('../../proto/gen/constellation/verify.js'),
+    import('../../lib/atls/credentials.js'),
+  ]);
+  return new VerifyClient(address, await createAttestedClientCredentials(), {
+    ...attestedChannelOptions,
+    ...channelOptions,
+  });
+}
+
+async function askStatus(client: VerifyClient, timeoutMs: number): Promise<NodeStatus> {
+  const { Metadata } = await import('@grpc/grpc-js');
+  return new Promise<NodeStatus>((resolve, reject) => {
+    client.getStatus({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+      err ? reject(err) : resolve(res),
+    );
+  });
 }
 
 /**
