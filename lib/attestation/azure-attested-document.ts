@@ -95,17 +95,34 @@ function verifySignature(algorithm: string, key: KeyObject, signed: Uint8Array, 
 /** The document's certificate for metadata.azure.com (unverified: for fetching its issuers); undefined without one. */
 export function attestedDocumentSigner(signature: string): X509Certificate | undefined {
   try {
-    const info = AsnConvert.parse(Buffer.from(signature, 'base64'), ContentInfo);
-    const certs = AsnConvert.parse(info.content, SignedData).certificates ?? [];
-    for (const choice of certs) {
-      if (!choice.certificate) continue;
-      const cert = new X509Certificate(Buffer.from(AsnConvert.serialize(choice.certificate)));
+    for (const der of certificatesOf(signedDataOf(signature))) {
+      const cert = new X509Certificate(der);
       if (isSigner(cert)) return cert;
     }
   } catch {
     return undefined;
   }
   return undefined;
+}
+
+/** The document's PKCS#7 SignedData (an AttestationError when it is none). */
+function signedDataOf(signature: string): SignedData {
+  try {
+    const info = AsnConvert.parse(Buffer.from(signature, 'base64'), ContentInfo);
+    if (info.contentType !== id_signedData) fail('it is not a PKCS#7 SignedData');
+    return AsnConvert.parse(info.content, SignedData);
+  } catch (cause) {
+    if (cause instanceof AttestationError) throw cause;
+    return fail('it is not a PKCS#7 SignedData', cause);
+  }
+}
+
+/** The certificates the SignedData carries, as DER. */
+function certificatesOf(signedData: SignedData): Uint8Array[] {
+  return (signedData.certificates ?? [])
+    .map((c) => c.certificate)
+    .filter((c) => c !== undefined)
+    .map((c) => new Uint8Array(AsnConvert.serialize(c)));
 }
 
 function isSigner(cert: X509Certificate): boolean {
@@ -121,15 +138,7 @@ export function verifyAzureAttestedDocument(
   expected: { nonce: string; vmId: string },
   roots: readonly string[],
 ): AzureAttestedContent {
-  let signedData: SignedData;
-  try {
-    const info = AsnConvert.parse(Buffer.from(evidence.signature, 'base64'), ContentInfo);
-    if (info.contentType !== id_signedData) fail('it is not a PKCS#7 SignedData');
-    signedData = AsnConvert.parse(info.content, SignedData);
-  } catch (cause) {
-    if (cause instanceof AttestationError) throw cause;
-    return fail('it is not a PKCS#7 SignedData', cause);
-  }
+  const signedData = signedDataOf(evidence.signature);
   const content = signedData.encapContentInfo.eContent?.single?.buffer;
   if (!content) return fail('it carries no content');
   if (signedData.signerInfos.length !== 1) fail(`it has ${signedData.signerInfos.length} signers, not one`);
@@ -138,10 +147,7 @@ export function verifyAzureAttestedDocument(
   if (!hash) fail(`its digest algorithm ${signer.digestAlgorithm.algorithm} is not SHA-256, SHA-384 or SHA-512`);
 
   // The signer's certificate: the document's certificate for metadata.azure.com.
-  const certs = (signedData.certificates ?? [])
-    .map((c) => c.certificate)
-    .filter((c) => c !== undefined)
-    .map((c) => new Uint8Array(AsnConvert.serialize(c)));
+  const certs = certificatesOf(signedData);
   const leafIndex = certs.findIndex((der) => {
     return isSigner(readCertificate(der, 'a certificate of the attested document').cert);
   });
