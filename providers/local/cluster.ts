@@ -189,9 +189,9 @@ export abstract class LocalCluster implements InfrastructureProvider {
   }
 
   /**
-   * Reboots nodes at once, as a hypervisor would: each node's machine restarts (or resets in place) and its TPM is
-   * reset (PCRs to zero; swtpm keeps its state, so the AK stays), so the node is measured again. A stopped node is
-   * started.
+   * Reboots nodes at once, as a hypervisor would: each node's machine restarts (a VM with its swtpm: a power cycle)
+   * and its TPM is reset (PCRs to zero; swtpm keeps its state, so the AK stays), so the node is measured again. A
+   * stopped node is started.
    */
   async rebootNodes(names: string[], ctx: ProviderContext): Promise<void> {
     const file = await this.requireClusterFile(ctx);

@@ -4,7 +4,8 @@
  *   prepare   folder, state disk, a running TPM (swtpm) and the AK, read once before the first boot so the cloud
  *             daemon can register it; meanwhile the node is plugged into the cluster's network when it is new
  *   boot      registered with the cloud daemon (address, AK), plugged in, its machine started unless it runs
- *             (with `reboot`: restarted, or reset in place when the machine can)
+ *             (with `reboot`: the machine restarts; a machine whose TPM stops with it, a VM, is power-cycled:
+ *             machine and TPM stop, then prepare and boot start both again)
  *   stop      every process of the node ends, its TPM too; its folders stay (power off)
  *   drain     the load balancer stops picking it; calls it serves end first
  *   remove    drained, stopped, unplugged, its folders and its entries in the cluster file and the journal gone
@@ -49,8 +50,12 @@ export interface NodeMachine {
   startTpm(paths: NodePaths, options: { readAk: boolean }): Promise<{ pid: number; akPublic?: string }>;
   /** Plugs the node into the cluster's network (a process node: its namespace with its address; a VM: a tap device). */
   plug(network: ClusterNetwork, target: Pick<MachineNode, 'name' | 'node' | 'address'>): Promise<void>;
-  /** Resets a running machine in place, as a hypervisor does (a VM over QMP); without it, a reboot restarts the machine. */
-  reset?(target: MachineNode, ctx: ProviderContext): Promise<void>;
+  /**
+   * The node's TPM stops when its machine does (QEMU shuts its swtpm down when it exits), so a reboot power-cycles
+   * the node: machine and TPM stop, then both start again. Without it a reboot restarts only the machine, and the
+   * machine resets the TPM itself (a process node's launcher).
+   */
+  readonly tpmStopsWithMachine?: boolean;
   /**
    * Starts the node's machine in its namespace (the node is plugged in and no process of it but its TPM runs) and
    * returns its PID, recorded as the node's launcherPid. `failure`: it started but reported that the node did not boot;
@@ -70,7 +75,7 @@ const DRAIN_MS = 500;
 export class LocalNodeLifecycle {
   constructor(private readonly machine: NodeMachine) {}
 
-  /** Brings one node to "running": prepare, then boot. */
+  /** Brings one node to "running": prepare, then boot; with `reboot`, a power cycle first when the machine needs one. */
   async ensure(
     file: ClusterFile,
     name: string,
@@ -78,6 +83,10 @@ export class LocalNodeLifecycle {
     ctx: ProviderContext,
     options: { reboot?: boolean } = {},
   ): Promise<void> {
+    if (options.reboot && this.machine.tpmStopsWithMachine) {
+      ctx.progress?.(`power-cycling ${name}`);
+      await this.powerOff(file, name, ctx);
+    }
     await this.prepare(file, name, ctx);
     await this.boot(file, name, cloud, ctx, options);
   }
@@ -107,8 +116,8 @@ export class LocalNodeLifecycle {
 
   /**
    * Registers a prepared node (address, AK) with the metadata server and starts its machine in its namespace (plugged
-   * in first, unless `plugged` says prepare just did), unless it runs. With `reboot`, a running machine is reset in
-   * place when it can be, else stopped and started again (a process node's launcher resets the TPM).
+   * in first, unless `plugged` says prepare just did), unless it runs. With `reboot`, a running machine is stopped
+   * and started again (a process node's launcher resets the TPM; a VM was power-cycled by ensure already).
    */
   async boot(
     file: ClusterFile,
@@ -138,14 +147,7 @@ export class LocalNodeLifecycle {
       cluster: file.record,
       netns: network.nodeNetns(name),
     };
-    if (await this.machineRuns(node, np)) {
-      if (!options.reboot) return;
-      if (this.machine.reset) {
-        ctx.progress?.(`resetting ${name}`);
-        await this.machine.reset(target, ctx);
-        return;
-      }
-    }
+    if (!options.reboot && (await this.machineRuns(node, np))) return;
     // Everything of the node but its TPM: the machine and whatever it started.
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0], { keep: [node.swtpmPid as number] });
     if (!options.plugged) await this.machine.plug(network, target);
@@ -160,8 +162,12 @@ export class LocalNodeLifecycle {
 
   /** Powers a node off: every process of it stops, its TPM too; its folders (TPM state, state disk) stay. */
   async stop(file: ClusterFile, name: string, ctx: ProviderContext): Promise<void> {
-    const node = file.record.nodes[name];
     ctx.progress?.(`stopping ${name}`);
+    await this.powerOff(file, name, ctx);
+  }
+
+  private async powerOff(file: ClusterFile, name: string, ctx: ProviderContext): Promise<void> {
+    const node = file.record.nodes[name];
     // The recorded PIDs stay: they no longer run, so the instance reads as stopped, and start makes new ones.
     await stopOwnedProcesses(nodePaths(ctx.workspaceDir, name).dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
   }

@@ -5,10 +5,16 @@
  *
  *   startTpm   the AK is read once before the first boot (a short-lived swtpm on its server socket, as for a local
  *              node) so it can be registered with the metadata server; then the node's swtpm runs for QEMU (control
- *              socket only; QEMU resets the TPM at every VM reset and the firmware starts it)
+ *              socket only; QEMU initializes the TPM when it starts and the firmware starts it up)
  *   plug       the node's namespace holds a bridge and a tap device instead of an address (../local/network.ts)
- *   reset      a reboot of a running VM is a real reset over QMP (system_reset)
  *   start      QEMU, with the accelerator chosen once per image (./accel.ts); its PID is the node's launcherPid
+ *
+ * A reboot (`mini reboot`) is a power cycle: QEMU exits and shuts its swtpm down with it (tpmStopsWithMachine), then
+ * a new swtpm on the same state and a new QEMU on the same disks and firmware variables start. The TPM sees what any
+ * reset shows it: its seeds and NV (so the AK) stay, the PCRs start from zero, and the firmware measures the image
+ * again. It is not a reset inside the running QEMU (QMP system_reset) because under TCG the firmware after such a
+ * reset has run up to ten times slower than in a new QEMU process (minutes instead of seconds to reach the boot
+ * loader, in a guest that had run for a while; not every time, and the cause was not found).
  *
  * The image comes from the config (`image`: a folder or a version of the user's qemu image store, ./image.ts); a
  * node keeps the image it was made with, so an upgrade's new nodes boot the new one.
@@ -22,12 +28,12 @@ import type { ClusterNetwork } from '../local/network.js';
 import type { MachineNode, NodeMachine } from '../local/node-lifecycle.js';
 import { chooseAccel, type AccelChoice } from './accel.js';
 import { resolveQemuImage, type QemuImage } from './image.js';
-import { qmpCommand } from './qmp.js';
 import { prepareVmFiles, qemuArgs, startVm, TAP_DEVICE, vmPaths, type VmSettings } from './vm.js';
 
 export type VmMachineSettings = Omit<VmSettings, 'accel'> & { accel: 'auto' | 'kvm' | 'tcg' };
 
 export class VmMachine implements NodeMachine {
+  readonly tpmStopsWithMachine = true;
   private readonly accelChoices = new Map<string, Promise<AccelChoice>>();
 
   constructor(
@@ -98,10 +104,6 @@ export class VmMachine implements NodeMachine {
 
   async plug(network: ClusterNetwork, target: Pick<MachineNode, 'name' | 'node'>): Promise<void> {
     await network.plugVmNode(target.name, target.node.host, TAP_DEVICE);
-  }
-
-  async reset(target: MachineNode): Promise<void> {
-    await qmpCommand(vmPaths(target.paths).qmpSocket, 'system_reset');
   }
 
   async start(target: MachineNode, ctx: ProviderContext): Promise<{ pid: number }> {

@@ -9,7 +9,8 @@
  *   OVMF_VARS.fd     the node's own copy of the firmware's variable store
  *   node.log         the serial console (appended): firmware, kernel, /init's boot report and the node program's log
  *   qemu.log         QEMU's own messages
- *   <runtime>/<node>/qmp.sock   QMP, for system_reset and quit (./qmp.ts)
+ *   <runtime>/<node>/qmp.sock   QEMU's monitor (QMP): startVm takes its first accepted connection as "QEMU runs";
+ *                               power control is by process (a reboot starts a new QEMU: ./vm-machine.ts)
  *
  * The command line keeps the boot path that `image measure` predicts (docs/measured-boot.md): q35, -nodefaults (no
  * default CD-ROM whose failed boot option would add events to PCR 4), the image disk as the only boot option

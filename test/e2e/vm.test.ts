@@ -4,13 +4,13 @@
  * up (both nodes join), verify (PCR 4, 9 and 11 of every node are `image measure` of the image), the state disks
  * (LUKS2 with dm-integrity, formatted and opened inside the guest; only ciphertext on the host), emergency SSH
  * (`constellation ssh --key`, then OpenSSH's client logs into each node's sshd with the certificate, accepting the
- * host by its host certificate alone; a bare key is refused), a worker reset (it
- * rejoins and reads back what it wrote to its disk before), a reset of every control plane (it waits; `recover`
- * brings it back), `upgrade check` and `upgrade apply` to a second image (the same inputs built as another version:
- * its os-release differs, so PCR 4, 9 and 11 do; test/support/built-image.ts), and terminate (no process,
- * namespace, tap device or disk file left). One cluster for all, because each VM boot costs minutes here; each `it`
- * checks one thing and names it. A second, one-node cluster boots a disk whose
- * initrd differs from the one its signed measurements describe (an attacker's swap) and is refused.
+ * host by its host certificate alone; a bare key is refused), a worker reboot (a power cycle: a new QEMU on the same
+ * TPM state and disks; it rejoins and reads back what it wrote to its disk before), a reboot of every control plane
+ * (it waits; `recover` brings it back), `upgrade check` and `upgrade apply` to a second image (the same inputs built
+ * as another version: its os-release differs, so PCR 4, 9 and 11 do; test/support/built-image.ts), and terminate (no
+ * process, namespace, tap device or disk file left). One cluster for all, because each VM boot costs minutes here;
+ * each `it` checks one thing and names it. A second, one-node cluster boots a disk whose initrd differs from the one
+ * its signed measurements describe (an attacker's swap) and is refused.
  */
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
@@ -215,7 +215,7 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     }
   });
 
-  it('mini reboot worker-0 resets the VM (QMP system_reset): it boots again, rejoins reading back what it wrote to its disk, and verifies', async () => {
+  it('mini reboot worker-0 power-cycles the VM (a new QEMU and swtpm on the same TPM state and disks): it boots again, rejoins reading back what it wrote to its disk, and verifies', async () => {
     const before = (await nodeLog('worker-0')).split('CONSTELLATION-BOOT end').length;
     // The boot history on the state disk: the join wrote its first entry; the rejoin reads it back and appends.
     const written = logRecords(await nodeLog('worker-0'), 'boot history recorded');
@@ -241,7 +241,7 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     assert.equal(
       reread.first,
       written[0]!.first,
-      'the entry written before the reset reads back intact through dm-crypt and dm-integrity',
+      'the entry written before the reboot reads back intact through dm-crypt and dm-integrity',
     );
     const verified = await cli(['verify', '--all', '-o', 'json']);
     assert.equal(verified.code, 0, verified.stderr);

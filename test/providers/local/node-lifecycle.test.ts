@@ -1,6 +1,6 @@
 /**
  * A local node's lifecycle (providers/local/node-lifecycle.ts) over a NodeMachine of the test's: what the lifecycle
- * does itself for process and VM nodes alike (records, registration, when a machine starts, resets or stops), without
+ * does itself for process and VM nodes alike (records, registration, when a machine and its TPM start or stop), without
  * swtpm, QEMU or a network namespace. The fake machine's TPM and machine are real detached processes with the node's
  * owner mark (./fixtures/detached-child.ts), so "runs" means what it means for a real node.
  */
@@ -29,10 +29,10 @@ class FakeMachine implements NodeMachine {
   calls: string[] = [];
   /** The next start reports a failed boot. */
   failNextStart = false;
-  reset?: (target: MachineNode) => Promise<void>;
+  readonly tpmStopsWithMachine: boolean;
 
-  constructor(options: { canReset: boolean }) {
-    if (options.canReset) this.reset = async () => void this.calls.push('reset');
+  constructor(options: { tpmStopsWithMachine: boolean }) {
+    this.tpmStopsWithMachine = options.tpmStopsWithMachine;
   }
 
   async requireImage(): Promise<void> {}
@@ -123,7 +123,7 @@ describe("local provider: a node's lifecycle over its machine", function () {
   const node = () => file.record.nodes[NODE];
 
   it('prepares a node once: its TPM starts and its AK is read before the first boot, and not again', async () => {
-    const machine = new FakeMachine({ canReset: false });
+    const machine = new FakeMachine({ tpmStopsWithMachine: false });
     const lifecycle = new LocalNodeLifecycle(machine);
     await lifecycle.prepare(file, NODE, ctx);
     await lifecycle.prepare(file, NODE, ctx);
@@ -137,7 +137,7 @@ describe("local provider: a node's lifecycle over its machine", function () {
   });
 
   it('boots a node that does not run: registered with its address and AK, plugged in, its machine started and recorded', async () => {
-    const machine = new FakeMachine({ canReset: false });
+    const machine = new FakeMachine({ tpmStopsWithMachine: false });
     const lifecycle = new LocalNodeLifecycle(machine);
     await lifecycle.ensure(file, NODE, registry, ctx);
     assert.deepEqual(machine.calls, ['startTpm+ak', 'plug', 'start']);
@@ -155,19 +155,24 @@ describe("local provider: a node's lifecycle over its machine", function () {
     assert.deepEqual(machine.calls, ['startTpm+ak', 'plug', 'start']);
   });
 
-  it('reboots a running machine in place when the machine can reset (a VM), keeping its process', async () => {
-    const machine = new FakeMachine({ canReset: true });
+  it('reboots a machine whose TPM stops with it (a VM) by a power cycle: machine and TPM stop, both start anew, the AK is not read again', async () => {
+    const machine = new FakeMachine({ tpmStopsWithMachine: true });
     const lifecycle = new LocalNodeLifecycle(machine);
     await lifecycle.ensure(file, NODE, registry, ctx);
-    const pid = node().launcherPid;
+    const { launcherPid, swtpmPid, akPublic } = node();
     await lifecycle.ensure(file, NODE, registry, ctx, { reboot: true });
-    assert.deepEqual(machine.calls, ['startTpm+ak', 'plug', 'start', 'reset']);
-    assert.equal(node().launcherPid, pid);
-    assert.equal(await isAlive(pid as number), true);
+    assert.deepEqual(machine.calls, ['startTpm+ak', 'plug', 'start', 'startTpm', 'plug', 'start']);
+    assert.equal(await isAlive(launcherPid as number), false);
+    assert.equal(await isAlive(swtpmPid as number), false);
+    assert.notEqual(node().swtpmPid, swtpmPid);
+    assert.equal(await isAlive(node().swtpmPid as number), true);
+    assert.equal(await lifecycle.state(file, NODE, ctx), 'running');
+    assert.equal(node().akPublic, akPublic);
+    assert.equal((await ctx.journal.list())[0].data?.swtpmPid, node().swtpmPid);
   });
 
-  it('reboots a running machine that cannot reset (a process node) by stopping it and starting it anew, its TPM kept', async () => {
-    const machine = new FakeMachine({ canReset: false });
+  it('reboots a running machine whose TPM outlives it (a process node) by stopping it and starting it anew, its TPM kept', async () => {
+    const machine = new FakeMachine({ tpmStopsWithMachine: false });
     const lifecycle = new LocalNodeLifecycle(machine);
     await lifecycle.ensure(file, NODE, registry, ctx);
     const { launcherPid, swtpmPid } = node();
@@ -180,7 +185,7 @@ describe("local provider: a node's lifecycle over its machine", function () {
   });
 
   it('records the PID of a machine that reports a failed boot before it throws, so terminate finds it', async () => {
-    const machine = new FakeMachine({ canReset: false });
+    const machine = new FakeMachine({ tpmStopsWithMachine: false });
     machine.failNextStart = true;
     const lifecycle = new LocalNodeLifecycle(machine);
     await assert.rejects(lifecycle.ensure(file, NODE, registry, ctx), /the node did not boot/);
@@ -189,7 +194,7 @@ describe("local provider: a node's lifecycle over its machine", function () {
   });
 
   it('powers a node off and on: stop ends its machine and TPM, the next boot starts both and reads no AK again', async () => {
-    const machine = new FakeMachine({ canReset: false });
+    const machine = new FakeMachine({ tpmStopsWithMachine: false });
     const lifecycle = new LocalNodeLifecycle(machine);
     await lifecycle.ensure(file, NODE, registry, ctx);
     const { launcherPid, swtpmPid } = node();
@@ -203,7 +208,7 @@ describe("local provider: a node's lifecycle over its machine", function () {
   });
 
   it('removes a node: unregistered first, its processes, folders, record and journal entry gone', async () => {
-    const lifecycle = new LocalNodeLifecycle(new FakeMachine({ canReset: false }));
+    const lifecycle = new LocalNodeLifecycle(new FakeMachine({ tpmStopsWithMachine: false }));
     await lifecycle.ensure(file, NODE, registry, ctx);
     const { launcherPid, swtpmPid } = node();
     await lifecycle.remove(file, NODE, registry, ctx);
