@@ -285,7 +285,11 @@ export function providerFiles(metafile, outDir) {
   const loader = Object.keys(outputs).find((o) => REGISTRY in outputs[o].inputs);
   if (!main || !loader || providerEntries.size === 0 || [...providerEntries.values()].some((e) => !e))
     throw new Error(`the metafile lacks ${ENTRY}, ${REGISTRY} or the chunks of the providers the registry imports`);
-  // The cut below is the registry's choice only if nothing else in its chunk imports a provider's entry.
+  // The cut below is the booted provider's choice: main.ts alone loads providers (loadPlatform, once, the booted
+  // one), and nothing else in the registry's chunk imports a provider's entry.
+  const registryUsers = Object.keys(inputs).filter((f) => inputs[f].imports.some((i) => i.path === REGISTRY));
+  if (registryUsers.join() !== ENTRY)
+    throw new Error(`${registryUsers.join(', ')} import ${REGISTRY}: the provider lists assume only ${ENTRY} does`);
   for (const input of Object.keys(outputs[loader].inputs))
     for (const i of inputs[input]?.imports ?? [])
       if (input !== REGISTRY && /^providers\/[^/]+\/index\.ts$/.test(i.path))
