@@ -137,7 +137,7 @@ describe("the node program's files per provider (dist/node-program/providers.jso
     }
   });
 
-  it('an image build refuses a bundle without the lists, or a provider it does not list, saying how to make them', async () => {
+  it('an image build refuses a bundle without the lists, a provider they do not list, a listed file missing or outside the folder', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'node-program-lists-'));
     try {
       await fs.writeFile(path.join(dir, 'main.mjs'), '');
@@ -155,6 +155,16 @@ describe("the node program's files per provider (dist/node-program/providers.jso
       );
       await assert.rejects(nodeProgramFiles(dir, 'qemu'), /lists no files for provider "qemu"/);
       await assert.rejects(nodeProgramFiles(dir, 'aws'), /lacks gone\.mjs/);
+      for (const outside of ['../main.mjs', '/etc/passwd']) {
+        await fs.writeFile(
+          path.join(dir, 'providers.json'),
+          JSON.stringify({
+            loader: 'main.mjs',
+            providers: { aws: { entry: 'main.mjs', files: [outside], packages: [] } },
+          }),
+        );
+        await assert.rejects(nodeProgramFiles(dir, 'aws'), /is not a list of files per provider/, outside);
+      }
     } finally {
       await fs.rm(dir, { recursive: true, force: true });
     }
