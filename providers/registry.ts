@@ -2,7 +2,9 @@
  * Loads a provider by name, lazily: the built-in ones from providers/<name>/index.js, any other from an
  * installed package named `constellation-provider-<name>`. Nothing here imports a cloud SDK.
  * The built-in ones are imported by string literal, so that the bundler of the node program
- * (scripts/bundle-node-program.mjs) puts every built-in provider into the bundle.
+ * (scripts/bundle-node-program.mjs) puts every built-in provider into the bundle. In the node program only
+ * bootstrapper/main.ts loads a provider, the one the node booted on: the bundler relies on that to leave the other
+ * providers' files out of a node image (docs/workflows/node-images.md#what-the-image-holds).
  */
 import { PROVIDERS } from '../lib/attestation/variant.js';
 import { UserError } from '../lib/errors.js';

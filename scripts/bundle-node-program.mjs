@@ -9,6 +9,7 @@
  *     koffi.node            koffi's native add-on for linux-x64 (glibc), loaded by lib/attestation/tee/sev-guest.ts
  *     etcd3/rpc.json        the etcd API that etcd3 loads at run time, parsed from its .proto files at build time
  *     manifests/cilium/cilium.yaml   the network plugin's manifest (kubeadm backend)
+ *     providers.json        per built-in provider, the files of this folder its node can load (below)
  *
  * Nothing in it reads node_modules/ or the repository at run time: packages are bundled, the files they read at run
  * time are copied beside the bundle and found from it (the plugins below). The image of a local node is this folder
@@ -16,6 +17,15 @@
  * Output is deterministic: esbuild's whitespace and syntax minification (identifiers keep their names), no comments
  * with paths, chunk names from content.
  * Run by `npm run build` after tsc (it bundles the TypeScript sources, not dist/).
+ *
+ * providers.json: a node image holds only what its provider's node loads (docs/workflows/node-images.md, "Boot
+ * time"): the firmware hashes the initrd three times under emulation, and the GCP SDK alone is half the bundle. A node
+ * loads its provider through the registry (providers/registry.ts: one dynamic import per built-in provider, of which
+ * bootstrapper/main.ts calls the booted one), so a provider's files are the chunks reachable in esbuild's metafile
+ * from main.mjs over every static and dynamic import but the registry chunk's imports of the other providers'
+ * entries, plus the runtime files the modules in them read. The closure is over chunks, not modules: a loaded chunk
+ * may run any module in it. test/node-image/node-program-files.test.ts checks each list against the import
+ * statements of the chunks themselves and starts each provider's node from its files alone.
  */
 import { promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
@@ -178,11 +188,25 @@ const runtimeFiles = {
   },
 };
 
-/** The files the bundle loads at run time, copied beside it: [source relative to the repository, destination]. */
+/**
+ * The files the bundle loads at run time, copied beside it (etcd3/rpc.json is made, see etcdApiJson), each with the
+ * module that reads it: a provider's list (providers.json) holds the file when its node loads that module.
+ */
 const COPIES = [
-  ['node_modules/@koromix/koffi-linux-x64/linux_x64/koffi.node', 'koffi.node'],
-  ['manifests/cilium/cilium.yaml', 'manifests/cilium/cilium.yaml'],
+  {
+    from: 'node_modules/@koromix/koffi-linux-x64/linux_x64/koffi.node',
+    to: 'koffi.node',
+    readBy: 'node_modules/koffi/src/koffi/src/static.js',
+  },
+  {
+    from: 'manifests/cilium/cilium.yaml',
+    to: 'manifests/cilium/cilium.yaml',
+    readBy: 'bootstrapper/kubernetes/network-plugin.ts',
+  },
 ];
+const ETCD_API = { to: 'etcd3/rpc.json', readBy: 'node_modules/etcd3/lib/connection-pool.js' };
+const REGISTRY = 'providers/registry.ts';
+const ENTRY = 'bootstrapper/main.ts';
 
 /**
  * etcd's API as protobufjs parses it from etcd3's .proto files (rpc.proto imports kv.proto and auth.proto), with the
@@ -218,6 +242,7 @@ export async function bundleNodeProgram(outDir = OUT) {
     logLevel: 'warning',
     banner: { js: BANNER },
     plugins: [dynamicImportFacades, runtimeFiles],
+    metafile: true,
   });
   if (result.errors.length > 0) throw new Error('bundling the node program failed');
   // A chunk that exports only `default = require_x()` is a CommonJS package imported dynamically without its names.
@@ -229,12 +254,80 @@ export async function bundleNodeProgram(outDir = OUT) {
       );
     }
   }
-  for (const [from, to] of COPIES) {
+  for (const { from, to } of COPIES) {
     await fs.mkdir(path.dirname(path.join(outDir, to)), { recursive: true });
     await fs.copyFile(path.join(ROOT, from), path.join(outDir, to));
   }
-  await fs.mkdir(path.join(outDir, 'etcd3'), { recursive: true });
-  await fs.writeFile(path.join(outDir, 'etcd3', 'rpc.json'), await etcdApiJson());
+  await fs.mkdir(path.dirname(path.join(outDir, ETCD_API.to)), { recursive: true });
+  await fs.writeFile(path.join(outDir, ETCD_API.to), await etcdApiJson());
+  const lists = providerFiles(result.metafile, outDir);
+  await fs.writeFile(path.join(outDir, PROVIDER_FILES), `${JSON.stringify(lists, null, 2)}\n`);
+}
+
+/** The name of the per-provider file lists in the bundle's folder (read by lib/node-image/build/node-program.ts). */
+export const PROVIDER_FILES = 'providers.json';
+
+/**
+ * Per built-in provider (the registry's dynamic imports of providers/<name>/index.ts): its entry chunk, the files of
+ * the bundle's folder its node can load (see the module header), and the npm packages bundled into them. Sorted.
+ */
+export function providerFiles(metafile, outDir) {
+  const { inputs, outputs } = metafile;
+  const rel = (output) => path.relative(outDir, path.resolve(ROOT, output)).split(path.sep).join('/');
+  const entryOutput = new Map();
+  for (const [output, o] of Object.entries(outputs)) if (o.entryPoint) entryOutput.set(o.entryPoint, output);
+  const providerEntries = new Map();
+  for (const i of inputs[REGISTRY]?.imports ?? []) {
+    const m = /^providers\/([^/]+)\/index\.ts$/.exec(i.path);
+    if (i.kind === 'dynamic-import' && m) providerEntries.set(m[1], entryOutput.get(i.path));
+  }
+  const main = entryOutput.get(ENTRY);
+  const loader = Object.keys(outputs).find((o) => REGISTRY in outputs[o].inputs);
+  if (!main || !loader || providerEntries.size === 0 || [...providerEntries.values()].some((e) => !e))
+    throw new Error(`the metafile lacks ${ENTRY}, ${REGISTRY} or the chunks of the providers the registry imports`);
+  // The cut below is the booted provider's choice: main.ts alone loads providers (loadPlatform, once, the booted
+  // one), and nothing else in the registry's chunk imports a provider's entry.
+  const registryUsers = Object.keys(inputs).filter((f) => inputs[f].imports.some((i) => i.path === REGISTRY));
+  if (registryUsers.join() !== ENTRY)
+    throw new Error(`${registryUsers.join(', ')} import ${REGISTRY}: the provider lists assume only ${ENTRY} does`);
+  for (const input of Object.keys(outputs[loader].inputs))
+    for (const i of inputs[input]?.imports ?? [])
+      if (input !== REGISTRY && /^providers\/[^/]+\/index\.ts$/.test(i.path))
+        throw new Error(`${input} imports ${i.path} beside the registry: the provider lists would be wrong`);
+  for (const { readBy } of [...COPIES, ETCD_API])
+    if (!inputs[readBy])
+      throw new Error(`${readBy} is not in the bundle: update COPIES in scripts/bundle-node-program.mjs`);
+
+  const providers = {};
+  for (const [name, entry] of [...providerEntries].sort(([a], [b]) => a.localeCompare(b))) {
+    const others = new Set([...providerEntries.values()].filter((e) => e !== entry));
+    const files = new Set();
+    const todo = [main];
+    while (todo.length > 0) {
+      const output = todo.pop();
+      if (files.has(output)) continue;
+      files.add(output);
+      for (const i of outputs[output].imports) {
+        if (i.external || (output === loader && i.kind === 'dynamic-import' && others.has(i.path))) continue;
+        todo.push(i.path);
+      }
+    }
+    const modules = new Set([...files].flatMap((o) => Object.keys(outputs[o].inputs)));
+    const list = [...files].map(rel);
+    for (const { to, readBy } of [...COPIES, ETCD_API]) if (modules.has(readBy)) list.push(to);
+    const packages = new Set();
+    for (const m of modules) {
+      const p = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(m);
+      if (p) packages.add(p[1]);
+    }
+    providers[name] = { entry: rel(entry), files: list.sort(), packages: [...packages].sort() };
+  }
+  return {
+    about:
+      "Per provider, the files of this folder its node can load (scripts/bundle-node-program.mjs); a provider's node image holds only these.",
+    loader: rel(loader),
+    providers,
+  };
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url))

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { UserError } from '../../lib/errors.js';
 import { writeCpio, type CpioEntry } from '../../lib/node-image/build/cpio.js';
 import { derivedGuid } from '../../lib/node-image/build/disk.js';
-import { elfDependencies } from '../../lib/node-image/build/elf.js';
+import { elfDependencies, withoutUnmappedTail } from '../../lib/node-image/build/elf.js';
 import { vhdFooter, vhdGeometry, writeFixedVhd, writeGceTarball } from '../../lib/node-image/build/formats.js';
 import { addKubernetesBinaries, imageMeasurements } from '../../lib/node-image/build/index.js';
 import { kernelCommandLine } from '../../lib/node-image/build/init.js';
@@ -83,6 +83,29 @@ describe('image build parts', () => {
     assert.equal(deps?.interpreter, '/lib64/ld-linux-x86-64.so.2');
     assert.ok(deps?.needed.includes('libc.so.6'));
     assert.ok(deps?.needed.includes('libstdc++.so.6'));
+  });
+
+  it('drops from the pinned Node.js what no loader reads (symbols, debug information, section headers); it runs the same', async () => {
+    const original = await fs.readFile(NODE_BINARY);
+    const trimmed = withoutUnmappedTail(original);
+    assert.ok(trimmed.length < original.length - 10_000_000, `${trimmed.length} of ${original.length} bytes`);
+    assert.deepEqual(elfDependencies(trimmed), elfDependencies(original));
+    const header = (b: Buffer) => Buffer.concat([b.subarray(0, 0x28), b.subarray(0x30, 0x3c)]);
+    assert.ok(header(trimmed).equals(header(original)), 'the ELF header but the section header fields');
+    assert.ok(trimmed.subarray(0x40).equals(original.subarray(0x40, trimmed.length)), 'every mapped byte kept');
+    assert.equal(trimmed.readBigUInt64LE(0x28), 0n);
+    assert.equal(trimmed.readUInt16LE(0x3c), 0);
+    assert.equal(withoutUnmappedTail(trimmed), trimmed, 'nothing more to drop');
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'node-trimmed-'));
+    try {
+      const node = path.join(dir, 'node');
+      await fs.writeFile(node, trimmed, { mode: 0o755 });
+      const script =
+        "const c = require('node:crypto'); console.log(JSON.stringify([process.versions, c.generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.asymmetricKeyDetails, require('node:zlib').gunzipSync(require('node:zlib').gzipSync('x')).toString()]))";
+      assert.equal(execFileSync(node, ['-e', script]).toString(), execFileSync(NODE_BINARY, ['-e', script]).toString());
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
   });
 
   it("reads a kernel module's dependencies from its .modinfo", () => {

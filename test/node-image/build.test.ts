@@ -10,7 +10,15 @@ import { predictBootMeasurements } from '../../lib/node-image/measure.js';
 import { ukiSections } from '../../lib/node-image/uki.js';
 import { ALL_PACKAGES, debFileName } from '../../lib/node-image/build/packages.js';
 import type { ImageManifest } from '../../lib/node-image/build/index.js';
-import { builtQemuImage, missingPackages, runImageBuild, type BuiltTestImage } from '../support/built-image.js';
+import { readProviderFileLists } from '../../lib/node-image/build/node-program.js';
+import {
+  NODE_BINARY,
+  NODE_PROGRAM_DIR,
+  builtQemuImage,
+  missingPackages,
+  runImageBuild,
+  type BuiltTestImage,
+} from '../support/built-image.js';
 
 /** The initrd's cpio: the kernel unpacks a zstd frame; Node.js 20 has no zstd, so the zstd program decompresses it. */
 const unzstd = (data: Buffer): Buffer => execFileSync('zstd', ['-d', '-c', '-q'], { input: data, maxBuffer: 1 << 30 });
@@ -91,7 +99,7 @@ describe('constellation image build --provider qemu (a real build from the cache
     assert.match(sections.get('.osrel')!.toString(), /IMAGE_VERSION="v0\.0\.1-test"/);
   });
 
-  it('the initrd is a zstd-compressed cpio (no checksum) with fixed times, owner root and inode numbers in path order, holding the node userland', () => {
+  it("the initrd is a zstd-compressed cpio (no checksum) with fixed times, owner root and inode numbers in path order, holding the node userland and of the node program only a qemu node's files", async () => {
     const initrd = sections.get('.initrd')!;
     assert.equal(initrd.readUInt32LE(0), 0xfd2fb528, 'a zstd frame');
     assert.equal(initrd[4] & 0x04, 0, 'no content checksum');
@@ -114,7 +122,24 @@ describe('constellation image build --provider qemu (a real build from the cache
     ]) {
       assert.ok(entries.has(file), `${file} in the initrd`);
     }
-    assert.equal(sha256(entries.get('usr/bin/node')!.data), manifest.inputs.nodejs.sha256);
+    assert.equal(sha256(await fs.readFile(NODE_BINARY)), manifest.inputs.nodejs.sha256, "the package's binary");
+    assert.equal(sha256(entries.get('usr/bin/node')!.data), manifest.inputs.nodejs.shipped.sha256, 'the copy shipped');
+    // Of the node program, exactly the files a qemu node can load (providers.json), which carry no cloud SDK.
+    const prefix = 'usr/lib/constellation/node-program/';
+    const program = [...entries.keys()]
+      .filter((p) => p.startsWith(prefix) && (entries.get(p)!.mode & 0o170000) === 0o100000)
+      .map((p) => p.slice(prefix.length))
+      .sort();
+    const qemu = (await readProviderFileLists(NODE_PROGRAM_DIR)).providers.qemu!;
+    assert.deepEqual(program, qemu.files);
+    assert.deepEqual(
+      manifest.inputs.nodeProgram.files.map((f) => f.path),
+      program,
+    );
+    assert.deepEqual(
+      qemu.packages.filter((p) => /^@(google-cloud|aws-sdk|azure)\//.test(p)),
+      [],
+    );
     const modules = entries.get('etc/constellation/modules')!.data.toString().trim().split('\n');
     for (const m of ['virtio_blk', 'virtio_net', 'dm-crypt', 'dm-integrity', 'tun', 'fuse', 'dm-mod'])
       assert.ok(

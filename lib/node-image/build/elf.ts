@@ -74,3 +74,29 @@ export function elfDependencies(data: Buffer): ElfDeps | undefined {
   }
   return deps;
 }
+
+/**
+ * A 64-bit little-endian ELF without the bytes no loader reads: everything after the last byte a program header
+ * covers (the symbol tables and debug information of an unstripped program) and the section header table, whose
+ * offset, count and name index become zero. The kernel and ld.so map a program by its program headers alone, so the
+ * result runs the same; unlike `strip` it is a function of the bytes only (no tool version can change it). Returns
+ * the input itself when there is nothing after the mapped bytes or the section headers lie among them.
+ */
+export function withoutUnmappedTail(data: Buffer): Buffer {
+  if (!isElf(data) || data[4] !== 2 || data[5] !== 1) return data;
+  const phoff = Number(data.readBigUInt64LE(0x20));
+  const shoff = Number(data.readBigUInt64LE(0x28));
+  const phentsize = data.readUInt16LE(0x36);
+  const phnum = data.readUInt16LE(0x38);
+  let end = phoff + phentsize * phnum;
+  for (let i = 0; i < phnum; i++) {
+    const p = phoff + i * phentsize;
+    end = Math.max(end, Number(data.readBigUInt64LE(p + 8) + data.readBigUInt64LE(p + 32)));
+  }
+  if (end >= data.length || (shoff !== 0 && shoff < end)) return data;
+  const out = Buffer.from(data.subarray(0, end));
+  out.writeBigUInt64LE(0n, 0x28);
+  out.writeUInt16LE(0, 0x3c);
+  out.writeUInt16LE(0, 0x3e);
+  return out;
+}

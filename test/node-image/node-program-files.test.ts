@@ -1,0 +1,172 @@
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { IMAGE_PROVIDERS, IMAGE_VARIANTS } from '../../lib/node-image/build/init.js';
+import {
+  nodeProgramFiles,
+  readProviderFileLists,
+  type ProviderFileLists,
+} from '../../lib/node-image/build/node-program.js';
+import { UserError } from '../../lib/errors.js';
+import { NODE_PROGRAM_DIR } from '../support/built-image.js';
+
+/** The chunks a bundle file imports, read from its own text: statically (`from"./chunk-…"`) and dynamically. */
+async function chunkImports(file: string): Promise<{ static: string[]; dynamic: string[] }> {
+  const text = await fs.readFile(path.join(NODE_PROGRAM_DIR, file), 'utf8');
+  const dynamic = [...text.matchAll(/\bimport\(\s*"\.\/(chunk-[A-Z0-9]+\.mjs)"\s*\)/g)].map((m) => m[1]!);
+  const all = [...text.matchAll(/"\.\/(chunk-[A-Z0-9]+\.mjs)"/g)].map((m) => m[1]!);
+  return { static: all.filter((c) => !dynamic.includes(c)), dynamic };
+}
+
+const SDKS = /^@(google-cloud|aws-sdk|azure)\//;
+const OWN_SDK: Record<string, RegExp | undefined> = {
+  aws: /^@aws-sdk\//,
+  azure: /^@azure\/arm-/,
+  gcp: /^@google-cloud\/compute$/,
+};
+
+describe("the node program's files per provider (dist/node-program/providers.json of `npm run build`)", function () {
+  this.timeout(60_000);
+  let lists: ProviderFileLists;
+
+  before(async () => {
+    lists = await readProviderFileLists(NODE_PROGRAM_DIR);
+  });
+
+  it("lists each provider's files as the closure of the chunks' own imports from main.mjs, but the registry's of the other providers' entries", async () => {
+    const entries = new Set(Object.values(lists.providers).map((l) => l.entry));
+    assert.deepEqual(
+      (await chunkImports(lists.loader)).dynamic.filter((c) => entries.has(c)).sort(),
+      [...entries].sort(),
+      "the registry's chunk imports every provider's entry",
+    );
+    for (const [name, list] of Object.entries(lists.providers)) {
+      const reached = new Set<string>();
+      const todo = ['main.mjs'];
+      while (todo.length > 0) {
+        const file = todo.pop()!;
+        if (reached.has(file)) continue;
+        reached.add(file);
+        const imports = await chunkImports(file);
+        todo.push(...imports.static);
+        for (const chunk of imports.dynamic)
+          if (file !== lists.loader || !entries.has(chunk) || chunk === list.entry) todo.push(chunk);
+      }
+      assert.deepEqual(
+        list.files.filter((f) => f.endsWith('.mjs')),
+        [...reached].sort(),
+        name,
+      );
+    }
+  });
+
+  it("a qemu node's files carry no cloud SDK; each cloud's carry its own SDK and no other cloud's", () => {
+    assert.deepEqual(
+      lists.providers.qemu!.packages.filter((p) => SDKS.test(p)),
+      [],
+    );
+    assert.deepEqual(
+      lists.providers.local!.packages.filter((p) => SDKS.test(p)),
+      [],
+    );
+    for (const [cloud, own] of Object.entries(OWN_SDK)) {
+      const sdks = lists.providers[cloud]!.packages.filter((p) => SDKS.test(p));
+      assert.ok(
+        sdks.some((p) => own!.test(p)),
+        `${cloud}: ${sdks.join(', ')}`,
+      );
+      for (const [other, theirs] of Object.entries(OWN_SDK))
+        if (other !== cloud)
+          assert.deepEqual(
+            sdks.filter((p) => theirs!.test(p)),
+            [],
+            `${cloud} carries ${other}'s SDK`,
+          );
+    }
+  });
+
+  it("each image provider's node starts from its files alone and reaches its platform's metadata service", async () => {
+    const work = await fs.mkdtemp(path.join(os.tmpdir(), 'node-program-files-'));
+    const boot: Record<string, unknown> = {
+      qemu: { metadataUrl: 'http://127.0.0.1:1', nodeIp: '127.0.0.1' },
+      aws: { imdsEndpoint: 'http://127.0.0.1:1' },
+      azure: { imdsEndpoint: 'http://127.0.0.1:1' },
+      gcp: { metadataEndpoint: 'http://127.0.0.1:1' },
+    };
+    try {
+      await Promise.all(
+        IMAGE_PROVIDERS.map(async (provider) => {
+          const dir = path.join(work, provider);
+          for (const rel of await nodeProgramFiles(NODE_PROGRAM_DIR, provider)) {
+            await fs.mkdir(path.dirname(path.join(dir, rel)), { recursive: true });
+            await fs.copyFile(path.join(NODE_PROGRAM_DIR, rel), path.join(dir, rel));
+          }
+          const config = path.join(work, `${provider}.json`);
+          await fs.writeFile(
+            config,
+            JSON.stringify({
+              csp: provider,
+              attestationVariant: IMAGE_VARIANTS[provider],
+              providerOptions: boot[provider],
+              paths: { nodeDir: path.join(work, `${provider}-node`) },
+            }),
+          );
+          const child = spawn(process.execPath, [path.join(dir, 'main.mjs')], {
+            cwd: dir,
+            env: { PATH: process.env.PATH, NODE_PATH: '', CONSTELLATION_BOOT_CONFIG: config },
+            stdio: ['ignore', 'pipe', 'pipe'],
+          });
+          let output = '';
+          child.stdout.on('data', (d: Buffer) => (output += d.toString()));
+          child.stderr.on('data', (d: Buffer) => (output += d.toString()));
+          const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+          assert.equal(code, 1, `${provider}: ${output}`);
+          const line = JSON.parse(output.trim().split('\n').at(-1)!) as { reason: string };
+          assert.doesNotMatch(line.reason, /Cannot find module|ERR_MODULE_NOT_FOUND/, provider);
+          assert.match(
+            line.reason,
+            /says this node runs on \w+, but \w+'s metadata service does not confirm it/,
+            `${provider}: ${line.reason}`,
+          );
+        }),
+      );
+    } finally {
+      await fs.rm(work, { recursive: true, force: true });
+    }
+  });
+
+  it('an image build refuses a bundle without the lists, a provider they do not list, a listed file missing or outside the folder', async () => {
+    const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'node-program-lists-'));
+    try {
+      await fs.writeFile(path.join(dir, 'main.mjs'), '');
+      await assert.rejects(
+        nodeProgramFiles(dir, 'qemu'),
+        (err: unknown) =>
+          err instanceof UserError && /no providers\.json/.test(err.message) && /npm run build/.test(err.hint ?? ''),
+      );
+      await fs.writeFile(
+        path.join(dir, 'providers.json'),
+        JSON.stringify({
+          loader: 'main.mjs',
+          providers: { aws: { entry: 'main.mjs', files: ['main.mjs', 'gone.mjs'], packages: [] } },
+        }),
+      );
+      await assert.rejects(nodeProgramFiles(dir, 'qemu'), /lists no files for provider "qemu"/);
+      await assert.rejects(nodeProgramFiles(dir, 'aws'), /lacks gone\.mjs/);
+      for (const outside of ['../main.mjs', '/etc/passwd']) {
+        await fs.writeFile(
+          path.join(dir, 'providers.json'),
+          JSON.stringify({
+            loader: 'main.mjs',
+            providers: { aws: { entry: 'main.mjs', files: [outside], packages: [] } },
+          }),
+        );
+        await assert.rejects(nodeProgramFiles(dir, 'aws'), /is not a list of files per provider/, outside);
+      }
+    } finally {
+      await fs.rm(dir, { recursive: true, force: true });
+    }
+  });
+});
