@@ -237,6 +237,14 @@ export class FakeAwsState {
     return true;
   }
 
+  /**
+   * EC2 has caught up with every create so far (the time a consistency window lasts has passed): the misses still owed
+   * (consistencyMisses) are dropped, so a later command, e.g. terminate's, finds what create made.
+   */
+  caughtUp(): void {
+    this.misses.clear();
+  }
+
   nextIp(base: string): string {
     this.counter += 1;
     return `${base}.${Math.floor(this.counter / 250) % 250}.${(this.counter % 250) + 2}`;

@@ -16,7 +16,9 @@ describe('aws provider: as AWS behaves', function () {
   });
 
   it('creates while EC2 answers *.NotFound for what it made moments ago, retrying those calls only', async () => {
-    fake = await startFakeAws({ lroMs: 5, consistencyMs: 150 });
+    // Counted in calls, not time: the first call naming each new resource misses it, however late it comes on a loaded
+    // machine (a time window of 150 ms let a slow run meet no NotFound at all).
+    fake = await startFakeAws({ lroMs: 5, consistencyMisses: 1 });
     const infra = new AwsInfrastructure(fakeOptions(fake, { retryDelayMs: 20 }));
     const ctx = context();
     await infra.create(createRequest(), ctx);
@@ -36,6 +38,7 @@ describe('aws provider: as AWS behaves', function () {
       if (running < 5) await new Promise((r) => setTimeout(r, 20));
     }
     assert.equal(running, 5);
+    fake.state.caughtUp(); // terminate comes later than any consistency window
     await infra.terminate(ctx);
     assert.deepEqual(fake.live(), []);
   });
