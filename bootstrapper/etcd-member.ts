@@ -43,8 +43,6 @@ import type { ClusterStoreHost, StoreCredentials } from './store-host.js';
 
 /** How long a stopping member may take before it is killed (see close()). */
 const STOP_GRACE_MS = 1000;
-/** How often a member that was just started is asked whether it is healthy (and connected to again). */
-const HEALTH_POLL_MS = 25;
 
 /** Lifetime of the admin certificate a control plane makes in memory for init's writes or a membership change. */
 export const ADMIN_CERTIFICATE_LIFETIME_MS = 10 * 60_000;
@@ -304,13 +302,7 @@ export class EtcdMember implements ClusterStoreHost {
   /** Waits until the member answers a quorum read, or fails naming etcd's log. */
   private async waitHealthy(): Promise<void> {
     const deadline = Date.now() + (this.options.startTimeoutMs ?? 30_000);
-    // gRPC's own reconnect backoff (1 s) would hide a member that is ready a few tens of milliseconds after the
-    // first connect failed: connect again as often as the loop asks.
-    const client = await etcdClient({
-      ...(await this.connection()),
-      timeoutMs: 1000,
-      reconnectBackoffMs: HEALTH_POLL_MS,
-    });
+    const client = await etcdClient({ ...(await this.connection()), timeoutMs: 1000 });
     try {
       for (;;) {
         const exited = this.exitedEarly();
@@ -328,7 +320,7 @@ export class EtcdMember implements ClusterStoreHost {
               },
             );
           }
-          await new Promise((resolve) => setTimeout(resolve, HEALTH_POLL_MS));
+          await new Promise((resolve) => setTimeout(resolve, 25));
         }
       }
     } finally {

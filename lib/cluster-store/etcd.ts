@@ -51,12 +51,6 @@ export interface EtcdConnection {
 export interface EtcdStoreOptions extends EtcdConnection {
   /** Deadline of one call; default 3 s. */
   timeoutMs?: number;
-  /**
-   * The longest wait before gRPC connects again after a failed connect; default gRPC's (1 s, then up to 120 s). A
-   * client that waits for a member it just started sets it short: its first connect fails (etcd is not listening
-   * yet), and with gRPC's 1 s the member that was ready after a fraction of that was seen only a second later.
-   */
-  reconnectBackoffMs?: number;
 }
 
 /**
@@ -96,16 +90,7 @@ export async function etcdClient(options: EtcdStoreOptions): Promise<Etcd3> {
           : noop,
     },
     // Every member's certificate carries this name; a TLS server name must not be an IP address (RFC 6066).
-    grpcOptions: {
-      'grpc.enable_channelz': 0,
-      'grpc.ssl_target_name_override': ETCD_SERVER_NAME,
-      ...(options.reconnectBackoffMs === undefined
-        ? {}
-        : {
-            'grpc.initial_reconnect_backoff_ms': options.reconnectBackoffMs,
-            'grpc.max_reconnect_backoff_ms': options.reconnectBackoffMs,
-          }),
-    },
+    grpcOptions: { 'grpc.enable_channelz': 0, 'grpc.ssl_target_name_override': ETCD_SERVER_NAME },
   };
   return new Etcd3(clientOptions);
 }
