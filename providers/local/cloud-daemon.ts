@@ -26,6 +26,13 @@ export const cloudConfigSchema = z.object({
 });
 export type CloudConfig = z.infer<typeof cloudConfigSchema>;
 
+/**
+ * How long the load balancer holds a connection that no control plane takes yet (./load-balancer.ts): the CLI's init
+ * call and the nodes' join requests reach the control plane as soon as it listens. With no control plane up, a held
+ * connection is dropped after this long, as it was dropped at once before.
+ */
+export const LOAD_BALANCER_HOLD_MS = 2000;
+
 export interface RunningCloud {
   close(): Promise<void>;
 }
@@ -49,6 +56,7 @@ export async function startCloud(config: CloudConfig, controlToken: string): Pro
       host: gateway,
       ports: config.loadBalancerPorts,
       backends: () => registry.controlPlaneAddresses(),
+      holdMs: LOAD_BALANCER_HOLD_MS,
     });
   } catch (err) {
     server.close();
