@@ -56,6 +56,12 @@ export function parseCloudConfig(value: unknown): CloudConfig {
  * connection is dropped after this long, as it was dropped at once before.
  */
 export const LOAD_BALANCER_HOLD_MS = 2000;
+/**
+ * The ports whose connections are held: init (9000) and join (30090), the calls that wait for a control plane to come
+ * up. Not recover's (9999): `recover -e <load balancer>` asks until no recovery server answers, which a hold would
+ * only delay.
+ */
+export const LOAD_BALANCER_HELD_PORTS = [9000, 30090] as const;
 
 export interface RunningCloud {
   close(): Promise<void>;
@@ -81,6 +87,7 @@ export async function startCloud(config: CloudConfig, controlToken: string): Pro
       ports: config.loadBalancerPorts,
       backends: () => registry.controlPlaneAddresses(),
       holdMs: LOAD_BALANCER_HOLD_MS,
+      holdPorts: LOAD_BALANCER_HELD_PORTS,
     });
   } catch (err) {
     server.close();

@@ -6,7 +6,7 @@
  * since its last check costs a retry, not a failed connection). Upstream connections come from the gateway
  * address, so nodes see the load balancer, as in a cloud.
  *
- * With `holdMs`, a connection that no backend takes is held (its bytes wait) rather than dropped, and forwarded as
+ * With `holdMs`, a connection (on one of `holdPorts`) that no backend takes is held (its bytes wait) rather than dropped, and forwarded as
  * soon as a backend listens, for up to that long: while a cluster comes up, the CLI's init call and the nodes' join
  * requests then reach the control plane the moment its server listens, instead of after their next retry (up to half
  * a second later each), and a node waiting for the join service makes one attempt per hold instead of several. While
@@ -25,6 +25,8 @@ export interface LoadBalancerOptions {
   healthCheckIntervalMs?: number;
   /** How long a connection that no backend takes waits for one before it is dropped; default 0 (dropped at once). */
   holdMs?: number;
+  /** The ports whose connections are held (holdMs); default every port. */
+  holdPorts?: readonly number[];
 }
 
 /** How often the ports that held connections wait for are probed. */
@@ -102,7 +104,8 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
     track(client);
     client.pause();
     client.on('error', () => client.destroy());
-    const deadline = Date.now() + (options.holdMs ?? 0);
+    const held = options.holdPorts === undefined || options.holdPorts.includes(port);
+    const deadline = Date.now() + (held ? (options.holdMs ?? 0) : 0);
     while (!client.destroyed && !closed) {
       if (await tryBackends(client, port, next)) return;
       const left = deadline - Date.now();

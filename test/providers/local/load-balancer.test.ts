@@ -100,6 +100,7 @@ describe('local provider: load balancer', () => {
       ports: [PORT + 2],
       backends: () => [`${prefix}.13`],
       holdMs: 1000,
+      holdPorts: [PORT + 2],
       healthCheckIntervalMs: 60_000,
     });
     const late = net.createServer((socket) =>
