@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the local provider and the tests need, only when they are missing.
-# swtpm + swtpm-tools: a software TPM per node; tpm2-tools: cross-checks of our TPM client; iproute2 (ip) and
+# swtpm: a software TPM per node (lib/tpm/swtpm.ts makes its state: swtpm-tools' swtpm_setup is not needed);
+# tpm2-tools: cross-checks of our TPM client; iproute2 (ip) and
 # util-linux (nsenter): a network namespace per node; gocryptfs + fuse3: the local nodes' encrypted state
 # directories; etcd-server: the control planes' cluster store.
 # cryptsetup-bin: the LUKS2 state disk of cloud nodes (its tests format and check headers; no device-mapper here).
@@ -15,7 +16,6 @@
 set -euo pipefail
 missing=()
 command -v swtpm >/dev/null 2>&1 || missing+=(swtpm)
-command -v swtpm_setup >/dev/null 2>&1 || missing+=(swtpm-tools)
 command -v tpm2_checkquote >/dev/null 2>&1 || missing+=(tpm2-tools)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v nsenter >/dev/null 2>&1 || missing+=(util-linux)

@@ -31,6 +31,7 @@ import { TERMINATE_HINT, workspaceArg } from './next-steps.js';
 import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
+import { bcryptHashInWorker } from './init-secret-hash.js';
 
 /** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */
 const UID_BYTES = 4;
@@ -85,6 +86,23 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
   // Before the config's measurements or the state are written.
   await provider.checkPreconditions?.();
 
+  // The cluster's identity: the one an interrupted create persisted, else a new one (persisted below, after the
+  // measurements). Its init secret's bcrypt hash is made in a worker thread meanwhile (./init-secret-hash.ts).
+  const resumed = state.infrastructure.uid !== '';
+  if (resumed && !state.infrastructure.initSecret)
+    throw new UserError(`The state file ${statePath(workspaceDir)} has a uid but no init secret.`, {
+      hint: TERMINATE_HINT,
+    });
+  const identity = resumed
+    ? { uid: state.infrastructure.uid, initSecret: state.infrastructure.initSecret }
+    : {
+        uid: Buffer.from(random(UID_BYTES)).toString('hex'),
+        initSecret: Buffer.from(random(INIT_SECRET_BYTES)).toString('hex'),
+      };
+  const password = initSecretPassword(Buffer.from(identity.initSecret, 'hex'));
+  const hashing = bcryptHashInWorker(password, BCRYPT_COST);
+  hashing.catch(() => undefined); // awaited below; a step before that may fail first
+
   if ((providerName === 'local' && config.image !== LOCAL_BUILD_IMAGE) || providerName === 'qemu') {
     options.progress?.(`verifying the signed measurements of image ${config.image}`);
     const { loadImageMeasurements } = await import('../images/image-measurements.js');
@@ -96,18 +114,13 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     config = await editConfig(workspaceDir, { measurements: await provider.expectedMeasurements(workspaceDir) });
   }
 
-  const resumed = state.infrastructure.uid !== '';
   if (resumed) {
-    if (!state.infrastructure.initSecret)
-      throw new UserError(`The state file ${statePath(workspaceDir)} has a uid but no init secret.`, {
-        hint: TERMINATE_HINT,
-      });
     log.info('continuing an earlier create', { uid: state.infrastructure.uid });
   } else {
     state.infrastructure = {
       ...emptyState().infrastructure,
-      uid: Buffer.from(random(UID_BYTES)).toString('hex'),
-      initSecret: Buffer.from(random(INIT_SECRET_BYTES)).toString('hex'),
+      uid: identity.uid,
+      initSecret: identity.initSecret,
       name: config.name,
     };
     // Persisted before anything exists, so a killed create continues with the same identity.
@@ -115,9 +128,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     log.info('new cluster identity', { uid: state.infrastructure.uid });
   }
 
-  const { default: bcrypt } = await import('bcryptjs');
-  const password = initSecretPassword(Buffer.from(state.infrastructure.initSecret, 'hex'));
-  const initSecretHash = await bcrypt.hash(password, BCRYPT_COST);
+  const initSecretHash = await hashing;
   // The public half of the join-service identity key: nodes check every ticket against it (docs/join-service.md).
   const joinServiceKey = Buffer.from(joinServicePublicKey(deriveJoinServiceKeySeed(password))).toString('base64');
   const request: CreateRequest = {

@@ -51,6 +51,12 @@ export const DEFAULT_CONTROL_PLANES = 1;
 export const DEFAULT_WORKERS = 1;
 /** How long mini up waits for VM nodes to boot (to serve init, to join): TCG on a loaded 2-core machine takes minutes. */
 export const VM_BOOT_TIMEOUT_MS = 20 * 60_000;
+/**
+ * How often mini up asks the nodes that have not joined yet: over kept connections a question costs a few
+ * milliseconds of CPU on each end, and every interval is waiting time added to the end of mini up (half of it on
+ * average).
+ */
+const JOIN_POLL_MS = 100;
 
 export interface MiniUpOptions {
   workspaceDir: string;
@@ -309,7 +315,7 @@ export async function waitUntilJoined(
       },
       {
         timeoutMs: options.joinTimeoutMs ?? 120_000,
-        intervalMs: options.pollIntervalMs ?? 250,
+        intervalMs: options.pollIntervalMs ?? JOIN_POLL_MS,
         clock: options.clock,
         sleep: options.sleep,
         onTimeout: () => {

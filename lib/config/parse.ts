@@ -22,8 +22,26 @@ export type ParseOptions = ConfigSchemaOptions;
 
 const lenientSchema = buildConfigSchema({ allowIncomplete: true });
 
+/**
+ * Configs this process parsed, by options, file name and text: one command reads the same config several times
+ * (`mini up` six times: its edit, the provider, create and its edit, init), and each parse with its validation costs
+ * ten milliseconds or more of CPU on the path to the nodes' start. Errors are not kept; every caller gets its own copy.
+ */
+const parsed = new Map<string, Config>();
+const PARSED_KEPT = 8;
+
 /** Parses and validates a config; throws ConfigError naming every problem. */
 export function parseConfig(yamlText: string, fileName: string = CONFIG_FILE, options: ParseOptions = {}): Config {
+  const key = `${options.allowIncomplete ? 'lenient' : 'strict'}\0${fileName}\0${yamlText}`;
+  const known = parsed.get(key);
+  if (known) return structuredClone(known);
+  const config = parseUncached(yamlText, fileName, options);
+  if (parsed.size >= PARSED_KEPT) parsed.delete(parsed.keys().next().value as string);
+  parsed.set(key, structuredClone(config));
+  return config;
+}
+
+function parseUncached(yamlText: string, fileName: string, options: ParseOptions): Config {
   const schema = options.allowIncomplete ? lenientSchema : configSchema;
   if (Buffer.byteLength(yamlText) > SIZE_LIMITS.config) {
     throw new ConfigError(fileName, [

@@ -11,6 +11,7 @@ import {
   hashAlgInfo,
   hashAlgName,
   MAX_EVENT_DATA,
+  PCR_COUNT,
   PCR_SELECT_MAX,
   TPM_ALG,
   TPM_CAP,
@@ -241,6 +242,33 @@ export class TpmClient {
   async pcrBanks(): Promise<PcrSelection[]> {
     const cap = await this.getCapability(TPM_CAP.PCRS, 0, 1);
     return (cap.pcrs ?? []).filter((s) => s.pcrs.length > 0);
+  }
+
+  /**
+   * TPM2_PCR_Allocate with the platform's (empty) authorization: of the banks the TPM implements, those of `hashAlgs`
+   * get all 24 PCRs and the others none. The allocation is stored at once and takes effect at the next TPM reset.
+   */
+  async pcrAllocate(hashAlgs: number[]): Promise<void> {
+    const implemented = (await this.getCapability(TPM_CAP.PCRS, 0, 1)).pcrs ?? [];
+    const missing = hashAlgs.filter((alg) => !implemented.some((b) => b.hashAlg === alg));
+    if (missing.length > 0) {
+      throw new UserError(
+        `PCR_Allocate: the TPM has no ${missing.map(hashAlgName).join(', ')} PCR bank (it has ${implemented.map((b) => hashAlgName(b.hashAlg)).join(', ')})`,
+      );
+    }
+    const all = Array.from({ length: PCR_COUNT }, (_, i) => i);
+    const { r } = await this.command('PCR_Allocate', [TPM_RH.PLATFORM], true, (w) =>
+      writePcrSelections(
+        w,
+        implemented.map((b) => ({ hashAlg: b.hashAlg, pcrs: hashAlgs.includes(b.hashAlg) ? all : [] })),
+      ),
+    );
+    if (r.u8() !== 1) throw new UserError('PCR_Allocate: the TPM did not accept the PCR allocation');
+  }
+
+  /** TPM2_Shutdown: the TPM saves what it must before it loses power. */
+  async shutdown(type: number = TPM_SU.CLEAR): Promise<void> {
+    await this.command('Shutdown', [], false, (w) => w.u16(type));
   }
 
   async flushContext(handle: number): Promise<void> {

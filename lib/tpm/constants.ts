@@ -60,6 +60,7 @@ export const TPM_CC = {
   EvictControl: 0x00000120,
   NV_UndefineSpace: 0x00000122,
   NV_DefineSpace: 0x0000012a,
+  PCR_Allocate: 0x0000012b,
   CreatePrimary: 0x00000131,
   NV_Write: 0x00000137,
   NV_Read: 0x0000014e,

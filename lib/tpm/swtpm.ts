@@ -2,8 +2,9 @@
  * Runs and controls swtpm, the software TPM 2.0 every local node owns (docs/design.md#providers).
  * One swtpm process per state directory: TPM commands on `<socketDir>/swtpm.sock`, swtpm's control protocol on
  * `<socketDir>/swtpm.sock.ctrl` (power cycle, shutdown); the socket folder is the state directory unless the caller
- * names a shorter one (a unix socket path has at most 107 bytes, a state directory in a workspace can be longer). The state is manufactured once with swtpm_setup, so the
- * endorsement seed, and with it the attestation key, survives restarts. swtpm serves one connection at a time.
+ * names a shorter one (a unix socket path has at most 107 bytes, a state directory in a workspace can be longer). The
+ * state is manufactured once (as swtpm_setup would, see manufacture()), so the endorsement seed, and with it the
+ * attestation key, survives restarts. swtpm serves one connection at a time.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
@@ -13,7 +14,8 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { UserError } from '../errors.js';
 import { pollUntil } from '../poll.js';
 import { TpmClient } from './client.js';
-import { canConnect, processIsAlive, runProgram } from '../process.js';
+import { canConnect, processIsAlive } from '../process.js';
+import { HASH_ALGS } from './constants.js';
 
 export interface SwtpmOptions {
   /** Directory of the TPM's persistent state (created when missing). swtpm.log lives here too, and the sockets by default. */
@@ -51,6 +53,8 @@ const CMD_SHUTDOWN = 0x03;
 /** A unix socket path must fit sockaddr_un.sun_path (108 bytes with the terminating NUL). */
 const MAX_SOCKET_PATH = 107;
 const STATE_FILE = 'tpm2-00.permall';
+/** Where a new TPM state is made before it is moved into the state directory (see manufacture). */
+const MANUFACTURE_DIR = 'manufacture';
 
 export function swtpmPaths(
   stateDir: string,
@@ -72,7 +76,7 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
   await fs.mkdir(socketDir, { recursive: true, mode: 0o700 });
   if (!existsSync(path.join(stateDir, STATE_FILE)))
-    await manufacture(stateDir, options.pcrBanks ?? ['sha256', 'sha384']);
+    await manufacture(stateDir, socketDir, options.pcrBanks ?? ['sha256', 'sha384']);
   if (await canConnect(ctrlSocket)) {
     throw new SwtpmError(`A swtpm is already running on ${stateDir}`, {
       hint: 'Stop it first; a TPM state has one owner.',
@@ -95,31 +99,13 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
     '--log',
     `file=${logFile},level=1,truncate`,
   ];
-  const child = spawn('swtpm', args, { detached: options.detached ?? false, stdio: 'ignore' });
-  const exited = new Promise<number | null>((resolve) => {
-    child.once('exit', (code) => resolve(code));
-    child.once('error', () => resolve(-1));
+  const { pid, exited } = await runSwtpm(args, {
+    detached: options.detached ?? false,
+    sockets: vm ? [ctrlSocket] : [ctrlSocket, serverSocket],
+    stateDir,
+    logFile,
+    startTimeoutMs: options.startTimeoutMs ?? 10_000,
   });
-  if (options.detached) child.unref();
-  let exitCode: number | null | undefined;
-  void exited.then((code) => (exitCode = code));
-
-  const deadline = Date.now() + (options.startTimeoutMs ?? 10_000);
-  for (;;) {
-    if (exitCode !== undefined || child.pid === undefined) {
-      throw new SwtpmError(`swtpm exited before it was ready (exit code ${exitCode}).${await logTail(logFile)}`, {
-        hint: 'Is another swtpm using this state directory? Is swtpm installed (npm run system-deps)?',
-      });
-    }
-    // Both sockets accept: the server socket's file appears at bind(), before listen(), so test by connecting.
-    if ((await canConnect(ctrlSocket)) && (vm || (await canConnect(serverSocket)))) break;
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new SwtpmError(`swtpm did not open its sockets in ${stateDir} in time.${await logTail(logFile)}`);
-    }
-    await sleep(10);
-  }
-  const pid = child.pid;
   let stopped: Promise<void> | undefined;
   return {
     stateDir,
@@ -128,6 +114,46 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
     pid,
     stop: () => (stopped ??= stopSwtpm({ ctrlSocket, pid, exited })),
   };
+}
+
+/**
+ * Spawns swtpm and waits until every socket of `sockets` accepts connections; returns its PID and its exit. On
+ * failure (it exited, or the sockets did not open in time) nothing of it keeps running.
+ */
+async function runSwtpm(
+  args: string[],
+  options: { detached: boolean; sockets: string[]; stateDir: string; logFile: string; startTimeoutMs: number },
+): Promise<{ pid: number; exited: Promise<number | null> }> {
+  const child = spawn('swtpm', args, { detached: options.detached, stdio: 'ignore' });
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code) => resolve(code));
+    child.once('error', () => resolve(-1));
+  });
+  if (options.detached) child.unref();
+  let exitCode: number | null | undefined;
+  void exited.then((code) => (exitCode = code));
+
+  const deadline = Date.now() + options.startTimeoutMs;
+  for (;;) {
+    if (exitCode !== undefined || child.pid === undefined) {
+      throw new SwtpmError(
+        `swtpm exited before it was ready (exit code ${exitCode}).${await logTail(options.logFile)}`,
+        {
+          hint: 'Is another swtpm using this state directory? Is swtpm installed (npm run system-deps)?',
+        },
+      );
+    }
+    // Every socket accepts: the server socket's file appears at bind(), before listen(), so test by connecting.
+    if ((await Promise.all(options.sockets.map((socket) => canConnect(socket)))).every(Boolean)) break;
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new SwtpmError(
+        `swtpm did not open its sockets in ${options.stateDir} in time.${await logTail(options.logFile)}`,
+      );
+    }
+    await sleep(10);
+  }
+  return { pid: child.pid, exited };
 }
 
 /**
@@ -213,16 +239,68 @@ export function swtpmCtrl(
   });
 }
 
-async function manufacture(stateDir: string, pcrBanks: string[]): Promise<void> {
-  const args = ['--tpm2', '--tpmstate', stateDir, '--pcr-banks', pcrBanks.join(','), '--not-overwrite'];
-  const { code, output } = await runProgram('swtpm_setup', args);
-  if (code !== 0 || !existsSync(path.join(stateDir, STATE_FILE))) {
-    throw new SwtpmError(
-      `swtpm_setup could not create the TPM state in ${stateDir} (exit code ${code}): ${output.trim().slice(-500)}`,
-      {
-        hint: 'Install swtpm-tools (npm run system-deps) and check that the directory is writable.',
-      },
-    );
+/**
+ * Makes the TPM's state, as `swtpm_setup --tpm2 --pcr-banks <banks>` does (without an EK certificate), in a few
+ * milliseconds instead of swtpm_setup's 0.6 s (version 0.7 waits that long for the swtpm it ran to end, on the
+ * critical path of every node's first boot): a swtpm on a folder of its own makes a new TPM (with a new endorsement
+ * seed), gets the PCR banks allocated and shuts down, and its state file is then moved into `stateDir`. A state file
+ * in `stateDir` is thus always a finished one, even when this process was killed half-way.
+ */
+async function manufacture(stateDir: string, socketDir: string, pcrBanks: string[]): Promise<void> {
+  const algs = pcrBanks.map((name) => {
+    const alg = [...HASH_ALGS].find(([, info]) => info.name === name)?.[0];
+    if (alg === undefined) throw new SwtpmError(`Unknown PCR bank ${name}: one of sha1, sha256, sha384, sha512.`);
+    return alg;
+  });
+  const workDir = path.join(stateDir, MANUFACTURE_DIR);
+  const serverSocket = path.join(socketDir, 'mfg.sock'); // no longer than swtpm.sock: the path length was checked for that;
+  const ctrlSocket = `${serverSocket}.ctrl`;
+  const logFile = path.join(stateDir, 'swtpm.log');
+  const clean = async () => {
+    for (const file of [serverSocket, ctrlSocket]) await fs.rm(file, { force: true });
+    await fs.rm(workDir, { recursive: true, force: true });
+  };
+  await clean(); // what a killed manufacture left
+  await fs.mkdir(workDir, { mode: 0o700 });
+  const args = [
+    'socket',
+    '--tpm2',
+    '--tpmstate',
+    `dir=${workDir},mode=0600`,
+    '--server',
+    `type=unixio,path=${serverSocket},mode=0600`,
+    '--ctrl',
+    `type=unixio,path=${ctrlSocket},mode=0600`,
+    '--flags',
+    'not-need-init,startup-clear',
+    '--log',
+    `file=${logFile},level=1,truncate`,
+  ];
+  const swtpm = await runSwtpm(args, {
+    detached: false,
+    sockets: [ctrlSocket, serverSocket],
+    stateDir,
+    logFile,
+    startTimeoutMs: 10_000,
+  });
+  try {
+    const client = await TpmClient.connect(serverSocket, { flushLeftovers: false });
+    try {
+      await client.pcrAllocate(algs);
+      await client.shutdown();
+    } finally {
+      client.close();
+    }
+    await stopSwtpm({ ctrlSocket, pid: swtpm.pid, exited: swtpm.exited });
+    await fs.rename(path.join(workDir, STATE_FILE), path.join(stateDir, STATE_FILE));
+  } catch (err) {
+    await stopSwtpm({ ctrlSocket, pid: swtpm.pid, exited: swtpm.exited });
+    throw new SwtpmError(`Could not create the TPM state in ${stateDir}: ${(err as Error).message}`, {
+      hint: 'Check that swtpm is installed (npm run system-deps) and that the directory is writable.',
+      cause: err,
+    });
+  } finally {
+    await clean();
   }
 }
 

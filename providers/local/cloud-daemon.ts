@@ -8,23 +8,60 @@
  */
 import type { Server } from 'node:http';
 import { fileURLToPath } from 'node:url';
-import { z } from 'zod';
 import { readRegularFile, SIZE_LIMITS } from '../../lib/workspace/regular-file.js';
 import { startDhcpServer, type DhcpServer } from './dhcp-server.js';
 import { startLoadBalancer, type LoadBalancer } from './load-balancer.js';
 import { CloudRegistry, createMetadataServer } from './metadata-server.js';
 import { reportStartup } from './processes.js';
 
-export const cloudConfigSchema = z.object({
+export interface CloudConfig {
   /** The cluster's /24 ("10.213.5"). */
-  prefix: z.string().regex(/^\d{1,3}\.\d{1,3}\.\d{1,3}$/),
-  metadataPort: z.number().int().min(1).max(65535),
-  loadBalancerPorts: z.array(z.number().int().min(1).max(65535)),
-  controlTokenFile: z.string(),
+  prefix: string;
+  metadataPort: number;
+  loadBalancerPorts: number[];
+  controlTokenFile: string;
   /** Answer DHCP for the registered nodes (VM nodes, providers/qemu/; ./dhcp-server.ts). */
-  dhcp: z.boolean().optional(),
-});
-export type CloudConfig = z.infer<typeof cloudConfigSchema>;
+  dhcp?: boolean;
+}
+
+/**
+ * Checks a parsed cloud.json (written by the CLI side, ./cloud.ts); throws naming the first bad field. By hand, as
+ * the launcher checks its launch config: loading a schema library was most of this process's start, which is on
+ * the path to every node's boot.
+ */
+export function parseCloudConfig(value: unknown): CloudConfig {
+  const isPort = (v: unknown) => Number.isInteger(v) && (v as number) >= 1 && (v as number) <= 65535;
+  if (typeof value !== 'object' || value === null || Array.isArray(value))
+    throw new Error('cloud config: the file must hold an object');
+  const c = value as Record<string, unknown>;
+  if (typeof c.prefix !== 'string' || !/^\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(c.prefix))
+    throw new Error('cloud config: prefix must be the first three octets of an IPv4 address');
+  if (!isPort(c.metadataPort)) throw new Error('cloud config: metadataPort must be a port number');
+  if (!Array.isArray(c.loadBalancerPorts) || !c.loadBalancerPorts.every(isPort))
+    throw new Error('cloud config: loadBalancerPorts must be a list of port numbers');
+  if (typeof c.controlTokenFile !== 'string') throw new Error('cloud config: controlTokenFile must be a string');
+  if (c.dhcp !== undefined && typeof c.dhcp !== 'boolean') throw new Error('cloud config: dhcp must be true or false');
+  return {
+    prefix: c.prefix,
+    metadataPort: c.metadataPort as number,
+    loadBalancerPorts: c.loadBalancerPorts as number[],
+    controlTokenFile: c.controlTokenFile,
+    ...(c.dhcp !== undefined ? { dhcp: c.dhcp } : {}),
+  };
+}
+
+/**
+ * How long the load balancer holds a connection that no control plane takes yet (./load-balancer.ts): the CLI's init
+ * call and the nodes' join requests reach the control plane as soon as it listens. With no control plane up, a held
+ * connection is dropped after this long, as it was dropped at once before.
+ */
+export const LOAD_BALANCER_HOLD_MS = 2000;
+/**
+ * The ports whose connections are held: init (9000) and join (30090), the calls that wait for a control plane to come
+ * up. Not recover's (9999): `recover -e <load balancer>` asks until no recovery server answers, which a hold would
+ * only delay.
+ */
+export const LOAD_BALANCER_HELD_PORTS = [9000, 30090] as const;
 
 export interface RunningCloud {
   close(): Promise<void>;
@@ -49,6 +86,8 @@ export async function startCloud(config: CloudConfig, controlToken: string): Pro
       host: gateway,
       ports: config.loadBalancerPorts,
       backends: () => registry.controlPlaneAddresses(),
+      holdMs: LOAD_BALANCER_HOLD_MS,
+      holdPorts: LOAD_BALANCER_HELD_PORTS,
     });
   } catch (err) {
     server.close();
@@ -78,7 +117,7 @@ export async function startCloud(config: CloudConfig, controlToken: string): Pro
 async function main(configFile: string): Promise<void> {
   let cloud: RunningCloud;
   try {
-    const config = cloudConfigSchema.parse(
+    const config = parseCloudConfig(
       JSON.parse(
         (await readRegularFile(configFile, { what: 'the cloud config', maxBytes: SIZE_LIMITS.nodeFile })).toString(
           'utf8',

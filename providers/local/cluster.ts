@@ -113,12 +113,12 @@ export abstract class LocalCluster implements InfrastructureProvider {
     // node is plugged into the network as soon as it exists.
     const network = ensureNetwork(file, ctx, this.network);
     network.catch(() => undefined); // its failure is reported by those who wait for it
-    const [cloud, ...plugged] = await settleAll([
+    const [cloud, ...prepared] = await settleAll([
       ensureCloud(file, ctx, this.network, () => network),
       ...names.map((name) => this.nodes.prepare(file, name, ctx, network)),
     ]);
     await cloud.control.setCluster(clusterSettings(file.record));
-    await settleAll(names.map((name, i) => this.nodes.boot(file, name, cloud.control, ctx, { plugged: plugged[i] })));
+    await settleAll(names.map((name, i) => this.nodes.boot(file, name, cloud.control, ctx, prepared[i])));
     const gateway = gatewayAddress(file.record.prefix as string);
     return {
       clusterEndpoint: gateway,

@@ -5,6 +5,13 @@
  * probe), then over the others, skipping nodes that refuse or do not answer the connect (so a node that went down
  * since its last check costs a retry, not a failed connection). Upstream connections come from the gateway
  * address, so nodes see the load balancer, as in a cloud.
+ *
+ * With `holdMs`, a connection (on one of `holdPorts`) that no backend takes is held (its bytes wait) rather than dropped, and forwarded as
+ * soon as a backend listens, for up to that long: while a cluster comes up, the CLI's init call and the nodes' join
+ * requests then reach the control plane the moment its server listens, instead of after their next retry (up to half
+ * a second later each), and a node waiting for the join service makes one attempt per hold instead of several. While
+ * connections are held, the ports they wait for are probed every HOLD_PROBE_MS (a refused connect costs next to
+ * nothing), once for all of them.
  */
 import net from 'node:net';
 
@@ -16,7 +23,14 @@ export interface LoadBalancerOptions {
   connectTimeoutMs?: number;
   /** How often each backend's port is probed; default 500 ms. */
   healthCheckIntervalMs?: number;
+  /** How long a connection that no backend takes waits for one before it is dropped; default 0 (dropped at once). */
+  holdMs?: number;
+  /** The ports whose connections are held (holdMs); default every port. */
+  holdPorts?: readonly number[];
 }
+
+/** How often the ports that held connections wait for are probed. */
+export const HOLD_PROBE_MS = 25;
 
 export interface LoadBalancer {
   /** Resolves when the health-check round under way (the first one, right after the start) has ended. */
@@ -49,11 +63,10 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
     sockets.add(s);
     s.once('close', () => sockets.delete(s));
   };
+  let closed = false;
 
-  const forward = async (client: net.Socket, port: number, next: () => number) => {
-    track(client);
-    client.pause();
-    client.on('error', () => client.destroy());
+  /** Connects the client to a backend; false when none took it. */
+  const tryBackends = async (client: net.Socket, port: number, next: () => number): Promise<boolean> => {
     const all = options.backends();
     const start = next();
     const rotated = all.map((_, i) => all[(start + i) % all.length]);
@@ -73,7 +86,7 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
       track(upstream);
       if (client.destroyed) {
         upstream.destroy();
-        return;
+        return true; // the client is gone: nothing left to forward
       }
       upstream.on('error', () => client.destroy());
       client.on('error', () => upstream.destroy());
@@ -82,9 +95,62 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
       client.pipe(upstream);
       upstream.pipe(client);
       client.resume();
-      return;
+      return true;
+    }
+    return false;
+  };
+
+  const forward = async (client: net.Socket, port: number, next: () => number) => {
+    track(client);
+    client.pause();
+    client.on('error', () => client.destroy());
+    const held = options.holdPorts === undefined || options.holdPorts.includes(port);
+    const deadline = Date.now() + (held ? (options.holdMs ?? 0) : 0);
+    while (!client.destroyed && !closed) {
+      if (await tryBackends(client, port, next)) return;
+      const left = deadline - Date.now();
+      if (left <= 0) break;
+      await backendListens(port, left, client);
     }
     client.destroy();
+  };
+
+  // Held connections: port → wake-ups of the connections that wait for a backend on it.
+  const waiting = new Map<number, Set<() => void>>();
+  let holdProbe: NodeJS.Timeout | undefined;
+  /** Resolves when a probe finds a backend listening on `port`, after `ms`, or when the client or the balancer closes. */
+  const backendListens = (port: number, ms: number, client: net.Socket) =>
+    new Promise<void>((resolve) => {
+      const waiters = waiting.get(port) ?? new Set();
+      waiting.set(port, waiters);
+      const wake = () => {
+        clearTimeout(timer);
+        client.removeListener('close', wake);
+        waiters.delete(wake);
+        if (waiters.size === 0) waiting.delete(port);
+        resolve();
+      };
+      const timer = setTimeout(wake, ms);
+      client.once('close', wake);
+      waiters.add(wake);
+      holdProbe ??= setTimeout(probeHeld, HOLD_PROBE_MS);
+    });
+  const probeHeld = async () => {
+    await Promise.all(
+      [...waiting.keys()].map(async (port) => {
+        for (const backend of options.backends()) {
+          try {
+            (await connect(backend, port, options.host, timeoutMs)).destroy();
+          } catch {
+            continue;
+          }
+          healthy.set(`${backend}:${port}`, true);
+          for (const wake of [...(waiting.get(port) ?? [])]) wake();
+          return;
+        }
+      }),
+    );
+    holdProbe = waiting.size > 0 && !closed ? setTimeout(probeHeld, HOLD_PROBE_MS) : undefined;
   };
 
   // backend:port → whether its last probe connected.
@@ -109,7 +175,10 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
   checks.unref();
 
   const close = async () => {
+    closed = true;
     clearInterval(checks);
+    clearTimeout(holdProbe);
+    for (const waiters of waiting.values()) for (const wake of [...waiters]) wake();
     await probing;
     for (const s of sockets) s.destroy();
     await Promise.all(servers.map((s) => new Promise<void>((resolve) => s.close(() => resolve()))));

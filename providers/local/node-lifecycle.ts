@@ -87,21 +87,22 @@ export class LocalNodeLifecycle {
       ctx.progress?.(`power-cycling ${name}`);
       await this.powerOff(file, name, ctx);
     }
-    await this.prepare(file, name, ctx);
-    await this.boot(file, name, cloud, ctx, options);
+    const { swept } = await this.prepare(file, name, ctx);
+    await this.boot(file, name, cloud, ctx, { ...options, swept });
   }
 
   /**
    * What a node needs before it can boot, doing only what is missing: folder, state disk, a running swtpm, and the
    * AK. Needs no address yet, so it runs while the cloud daemon starts. Given the network that is being made, it
-   * also plugs a node that is not running into it meanwhile, and tells whether it did.
+   * also plugs a node that is not running into it meanwhile. Tells whether it plugged the node in, and whether it
+   * stopped every process of the node before it started the node's TPM (which boot then need not do again).
    */
   async prepare(
     file: ClusterFile,
     name: string,
     ctx: ProviderContext,
     network?: Promise<ClusterNetwork>,
-  ): Promise<boolean> {
+  ): Promise<{ plugged: boolean; swept: boolean }> {
     ctx.signal?.throwIfAborted();
     const node = file.record.nodes[name];
     const running = await this.machineRuns(node, nodePaths(ctx.workspaceDir, name));
@@ -110,21 +111,23 @@ export class LocalNodeLifecycle {
       await this.machine.plug(await network, { name, node, address: addressOf(file.record, name) });
       return true;
     };
-    const [, plugged] = await settleAll([this.prepareTpm(file, name, ctx), plug()]);
-    return plugged;
+    const [swept, plugged] = await settleAll([this.prepareTpm(file, name, ctx), plug()]);
+    return { plugged, swept };
   }
 
   /**
    * Registers a prepared node (address, AK) with the metadata server and starts its machine in its namespace (plugged
    * in first, unless `plugged` says prepare just did), unless it runs. With `reboot`, a running machine is stopped
-   * and started again (a process node's launcher resets the TPM; a VM was power-cycled by ensure already).
+   * and started again (a process node's launcher resets the TPM; a VM was power-cycled by ensure already). `swept`:
+   * prepare has just stopped every process of the node and started only its TPM, so no sweep of the machine's
+   * processes (a read of every process's /proc files) is needed before the machine starts.
    */
   async boot(
     file: ClusterFile,
     name: string,
     cloud: NodeRegistry,
     ctx: ProviderContext,
-    options: { reboot?: boolean; plugged?: boolean } = {},
+    options: { reboot?: boolean; plugged?: boolean; swept?: boolean } = {},
   ): Promise<void> {
     ctx.signal?.throwIfAborted();
     const node = file.record.nodes[name];
@@ -149,7 +152,7 @@ export class LocalNodeLifecycle {
     };
     if (!options.reboot && (await this.machineRuns(node, np))) return;
     // Everything of the node but its TPM: the machine and whatever it started.
-    await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0], { keep: [node.swtpmPid as number] });
+    if (!options.swept) await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0], { keep: [node.swtpmPid as number] });
     if (!options.plugged) await this.machine.plug(network, target);
     const { pid, failure } = await this.machine.start(target, ctx);
     await file.update(() => {
@@ -228,7 +231,8 @@ export class LocalNodeLifecycle {
     });
   }
 
-  private async prepareTpm(file: ClusterFile, name: string, ctx: ProviderContext): Promise<void> {
+  /** Starts the node's TPM unless it runs with its AK read; true when it did (every other process of the node stopped). */
+  private async prepareTpm(file: ClusterFile, name: string, ctx: ProviderContext): Promise<boolean> {
     const node = file.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
     await this.record(file, name, ctx);
@@ -241,7 +245,7 @@ export class LocalNodeLifecycle {
     // one. A node without its AK never booted: its TPM starts again, and the AK is read then.
     const tpmRuns =
       node.swtpmPid !== undefined && (await isOwnedBy(node.swtpmPid, np.dir)) && (await pathExists(sockets.ctrlSocket));
-    if (tpmRuns && node.akPublic !== undefined) return;
+    if (tpmRuns && node.akPublic !== undefined) return false;
     // A machine without its TPM is useless, and an orphaned swtpm would hold the TPM state.
     await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
     const { pid, akPublic } = await this.machine.startTpm(np, { readAk: node.akPublic === undefined });
@@ -251,6 +255,7 @@ export class LocalNodeLifecycle {
       if (akPublic !== undefined) node.akPublic = akPublic;
     });
     await this.record(file, name, ctx);
+    return true;
   }
 
   private async machineRuns(node: LocalNodeRecord, np: NodePaths): Promise<boolean> {

@@ -1,7 +1,7 @@
 /**
  * What the local provider needs of this machine, checked before anything is started or written
- * (docs/getting-started.md): root (every node gets its own network namespace), the programs it runs (swtpm,
- * swtpm_setup, ip, nsenter, gocryptfs, fusermount3, etcd), /dev/fuse (the nodes' encrypted state directories), a
+ * (docs/getting-started.md): root (every node gets its own network namespace), the programs it runs (swtpm, ip,
+ * nsenter, gocryptfs, fusermount3, etcd), /dev/fuse (the nodes' encrypted state directories), a
  * runtime folder for the nodes' sockets (./layout.ts) and the built node program. Every missing piece is named at
  * once, each with its fix, so one run tells the whole story; nothing here changes the machine.
  */
@@ -14,7 +14,6 @@ import { defaultNodeProgram } from './node-program.js';
 /** Program → the Debian package that has it (scripts/ensure-system-deps.sh installs them: `npm run setup`). */
 export const LOCAL_PROGRAMS: Record<string, string> = {
   swtpm: 'swtpm',
-  swtpm_setup: 'swtpm-tools',
   ip: 'iproute2',
   nsenter: 'util-linux',
   gocryptfs: 'gocryptfs',

@@ -33,7 +33,6 @@ const QEMU_PROGRAMS: Record<string, string> = {
   'qemu-system-x86_64': 'qemu-system-x86',
   'qemu-img': 'qemu-utils',
   swtpm: 'swtpm',
-  swtpm_setup: 'swtpm-tools',
   ip: 'iproute2',
   nsenter: 'util-linux',
 };

@@ -1,9 +1,9 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { after, describe, it } from 'mocha';
-import { TPM_ALG } from '../../lib/tpm/constants.js';
+import { hashAlgName, TPM_ALG } from '../../lib/tpm/constants.js';
 import { TpmClient } from '../../lib/tpm/client.js';
 import { parseTpmAttest } from '../../lib/tpm/structures.js';
 import { powerCycleSwtpm, startSwtpm, SwtpmError, type SwtpmHandle } from '../../lib/tpm/swtpm.js';
@@ -60,6 +60,33 @@ describe('swtpm lifecycle', () => {
     assert.throws(() => process.kill(first.pid, 0), /ESRCH/);
     const second = await start();
     assert.deepEqual((await resetCountAndPcr15(second.serverSocket)).ak, ak);
+  });
+
+  it('manufactures a new TPM with exactly the SHA-256 and SHA-384 PCR banks, leaving nothing of the manufacture behind', async () => {
+    const stateDir = path.join(dir, 'fresh');
+    const socketDir = path.join(dir, 'fresh-sockets');
+    // What a manufacture killed half-way leaves: a work folder and sockets, but no state file in the state directory.
+    mkdirSync(path.join(stateDir, 'manufacture'), { recursive: true });
+    writeFileSync(path.join(stateDir, 'manufacture', 'tpm2-00.permall'), 'half-made');
+    mkdirSync(socketDir);
+    writeFileSync(path.join(socketDir, 'mfg.sock'), '');
+    const h = await startSwtpm({ stateDir, socketDir });
+    try {
+      const client = await TpmClient.connect(h.serverSocket);
+      try {
+        const banks = (await client.pcrBanks()).map((b) => [hashAlgName(b.hashAlg), b.pcrs.length]);
+        assert.deepEqual(banks, [
+          ['sha256', 24],
+          ['sha384', 24],
+        ]);
+      } finally {
+        client.close();
+      }
+      assert.ok(!existsSync(path.join(stateDir, 'manufacture')));
+      assert.deepEqual(readdirSync(socketDir).sort(), ['swtpm.sock', 'swtpm.sock.ctrl']);
+    } finally {
+      await h.stop();
+    }
   });
 
   it('refuses a state directory whose socket path would be too long, naming the longest that fits (91 bytes)', async () => {

@@ -94,6 +94,42 @@ describe('local provider: load balancer', () => {
     assert.equal(await ask(`${prefix}.1`, 'x'), '');
   });
 
+  it('with holdMs, holds a connection no backend takes and forwards it once one listens, else drops it after the hold', async () => {
+    const held = await startLoadBalancer({
+      host: `${prefix}.1`,
+      ports: [PORT + 2],
+      backends: () => [`${prefix}.13`],
+      holdMs: 1000,
+      holdPorts: [PORT + 2],
+      healthCheckIntervalMs: 60_000,
+    });
+    const late = net.createServer((socket) =>
+      socket.once('data', (d: Buffer) => socket.end(`13 got ${d.toString().trim()}`)),
+    );
+    try {
+      const ask2 = (line: string) =>
+        new Promise<{ answer: string; ms: number }>((resolve, reject) => {
+          const started = Date.now();
+          const socket = net.connect(PORT + 2, `${prefix}.1`, () => socket.end(`${line}\n`));
+          let answer = '';
+          socket.on('data', (d: Buffer) => (answer += d.toString()));
+          socket.on('close', () => resolve({ answer, ms: Date.now() - started }));
+          socket.on('error', reject);
+        });
+      const dropped = await ask2('nobody');
+      assert.equal(dropped.answer, '');
+      assert.ok(dropped.ms >= 950, `dropped after ${dropped.ms} ms, before the hold ended`);
+      const waiting = ask2('early');
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      await new Promise<void>((resolve) => late.listen(PORT + 2, `${prefix}.13`, resolve));
+      const forwarded = await waiting;
+      assert.equal(forwarded.answer, '13 got early'); // a connection still held when the hold ended is dropped
+    } finally {
+      await held.close();
+      late.close();
+    }
+  });
+
   it('health-checks the backends and sends connections to the healthy ones first', async () => {
     const late = net.createServer((socket) => socket.once('data', () => socket.end('12 answered')));
     const ten = net.createServer((socket) => socket.once('data', () => socket.end('10 answered')));

@@ -78,6 +78,10 @@ describe('local provider: metadata server', () => {
     assert.equal(await localAkRegistry(url).lookup('evil'), undefined);
     await assert.rejects(control.registerNode('evil', { ...body, address: 'not an ip' } as never), /address/);
     await assert.rejects(
+      control.registerNode('evil', { ...body, role: 'admin', akPublic: 'not base64!' } as never),
+      /role: must be "control-plane" or "worker"; akPublic: must be non-empty base64/,
+    );
+    await assert.rejects(
       control.registerNode('evil', { ...body, address: `${prefix}.10` }),
       /belongs to control-plane-0/,
     );
