@@ -86,24 +86,14 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
   await fs.rm(serverSocket, { force: true });
   await fs.rm(ctrlSocket, { force: true });
 
+  // A VM's swtpm has no server socket (QEMU talks to it over the control socket) and leaves startup to the firmware.
   const vm = options.attach === 'vm';
-  const args = [
-    'socket',
-    '--tpm2',
-    '--tpmstate',
-    `dir=${stateDir},mode=0600`,
-    ...(vm ? [] : ['--server', `type=unixio,path=${serverSocket},mode=0600`]),
-    '--ctrl',
-    `type=unixio,path=${ctrlSocket},mode=0600`,
-    ...(vm ? [] : ['--flags', 'not-need-init,startup-clear']),
-    '--log',
-    `file=${logFile},level=1,truncate`,
-  ];
-  const { pid, exited } = await runSwtpm(args, {
-    detached: options.detached ?? false,
-    sockets: vm ? [ctrlSocket] : [ctrlSocket, serverSocket],
-    stateDir,
+  const { pid, exited } = await runSwtpm({
+    tpmStateDir: stateDir,
+    ctrlSocket,
+    serverSocket: vm ? undefined : serverSocket,
     logFile,
+    detached: options.detached ?? false,
     startTimeoutMs: options.startTimeoutMs ?? 10_000,
   });
   let stopped: Promise<void> | undefined;
@@ -117,13 +107,33 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
 }
 
 /**
- * Spawns swtpm and waits until every socket of `sockets` accepts connections; returns its PID and its exit. On
- * failure (it exited, or the sockets did not open in time) nothing of it keeps running.
+ * Spawns swtpm on a TPM state folder and waits until its sockets accept connections; returns its PID and its exit.
+ * With a server socket (TPM commands from us) the TPM is started at once (not-need-init, startup-clear); without one
+ * it waits for its user (QEMU's firmware) to start it. On failure (it exited, or the sockets did not open in time)
+ * nothing of it keeps running.
  */
-async function runSwtpm(
-  args: string[],
-  options: { detached: boolean; sockets: string[]; stateDir: string; logFile: string; startTimeoutMs: number },
-): Promise<{ pid: number; exited: Promise<number | null> }> {
+async function runSwtpm(options: {
+  tpmStateDir: string;
+  ctrlSocket: string;
+  serverSocket?: string;
+  logFile: string;
+  detached: boolean;
+  startTimeoutMs: number;
+}): Promise<{ pid: number; exited: Promise<number | null> }> {
+  const { serverSocket, ctrlSocket } = options;
+  const args = [
+    'socket',
+    '--tpm2',
+    '--tpmstate',
+    `dir=${options.tpmStateDir},mode=0600`,
+    ...(serverSocket ? ['--server', `type=unixio,path=${serverSocket},mode=0600`] : []),
+    '--ctrl',
+    `type=unixio,path=${ctrlSocket},mode=0600`,
+    ...(serverSocket ? ['--flags', 'not-need-init,startup-clear'] : []),
+    '--log',
+    `file=${options.logFile},level=1,truncate`,
+  ];
+  const sockets = serverSocket ? [ctrlSocket, serverSocket] : [ctrlSocket];
   const child = spawn('swtpm', args, { detached: options.detached, stdio: 'ignore' });
   const exited = new Promise<number | null>((resolve) => {
     child.once('exit', (code) => resolve(code));
@@ -144,11 +154,11 @@ async function runSwtpm(
       );
     }
     // Every socket accepts: the server socket's file appears at bind(), before listen(), so test by connecting.
-    if ((await Promise.all(options.sockets.map((socket) => canConnect(socket)))).every(Boolean)) break;
+    if ((await Promise.all(sockets.map((socket) => canConnect(socket)))).every(Boolean)) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new SwtpmError(
-        `swtpm did not open its sockets in ${options.stateDir} in time.${await logTail(options.logFile)}`,
+        `swtpm did not open its sockets in ${options.tpmStateDir} in time.${await logTail(options.logFile)}`,
       );
     }
     await sleep(10);
@@ -262,39 +272,28 @@ async function manufacture(stateDir: string, socketDir: string, pcrBanks: string
   };
   await clean(); // what a killed manufacture left
   await fs.mkdir(workDir, { mode: 0o700 });
-  const args = [
-    'socket',
-    '--tpm2',
-    '--tpmstate',
-    `dir=${workDir},mode=0600`,
-    '--server',
-    `type=unixio,path=${serverSocket},mode=0600`,
-    '--ctrl',
-    `type=unixio,path=${ctrlSocket},mode=0600`,
-    '--flags',
-    'not-need-init,startup-clear',
-    '--log',
-    `file=${logFile},level=1,truncate`,
-  ];
-  const swtpm = await runSwtpm(args, {
-    detached: false,
-    sockets: [ctrlSocket, serverSocket],
-    stateDir,
+  const swtpm = await runSwtpm({
+    tpmStateDir: workDir,
+    ctrlSocket,
+    serverSocket,
     logFile,
+    detached: false,
     startTimeoutMs: 10_000,
   });
   try {
-    const client = await TpmClient.connect(serverSocket, { flushLeftovers: false });
     try {
-      await client.pcrAllocate(algs);
-      await client.shutdown();
+      const client = await TpmClient.connect(serverSocket, { flushLeftovers: false });
+      try {
+        await client.pcrAllocate(algs);
+        await client.shutdown();
+      } finally {
+        client.close();
+      }
     } finally {
-      client.close();
+      await stopSwtpm({ ctrlSocket, pid: swtpm.pid, exited: swtpm.exited });
     }
-    await stopSwtpm({ ctrlSocket, pid: swtpm.pid, exited: swtpm.exited });
     await fs.rename(path.join(workDir, STATE_FILE), path.join(stateDir, STATE_FILE));
   } catch (err) {
-    await stopSwtpm({ ctrlSocket, pid: swtpm.pid, exited: swtpm.exited });
     throw new SwtpmError(`Could not create the TPM state in ${stateDir}: ${(err as Error).message}`, {
       hint: 'Check that swtpm is installed (npm run system-deps) and that the directory is writable.',
       cause: err,
