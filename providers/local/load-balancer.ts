@@ -65,6 +65,16 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
   };
   let closed = false;
 
+  /** Whether a backend accepts a connection on the port (a probe: the connection is closed at once). */
+  const reaches = async (backend: string, port: number): Promise<boolean> => {
+    try {
+      (await connect(backend, port, options.host, timeoutMs)).destroy();
+      return true;
+    } catch {
+      return false;
+    }
+  };
+
   /** Connects the client to a backend; false when none took it. */
   const tryBackends = async (client: net.Socket, port: number, next: () => number): Promise<boolean> => {
     const all = options.backends();
@@ -139,11 +149,7 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
     await Promise.all(
       [...waiting.keys()].map(async (port) => {
         for (const backend of options.backends()) {
-          try {
-            (await connect(backend, port, options.host, timeoutMs)).destroy();
-          } catch {
-            continue;
-          }
+          if (!(await reaches(backend, port))) continue;
           healthy.set(`${backend}:${port}`, true);
           for (const wake of [...(waiting.get(port) ?? [])]) wake();
           return;
@@ -158,14 +164,7 @@ export async function startLoadBalancer(options: LoadBalancerOptions): Promise<L
   const probe = async () => {
     const targets = options.backends().flatMap((b) => options.ports.map((port) => [b, port] as const));
     await Promise.all(
-      targets.map(async ([backend, port]) => {
-        try {
-          (await connect(backend, port, options.host, timeoutMs)).destroy();
-          healthy.set(`${backend}:${port}`, true);
-        } catch {
-          healthy.set(`${backend}:${port}`, false);
-        }
-      }),
+      targets.map(async ([backend, port]) => healthy.set(`${backend}:${port}`, await reaches(backend, port))),
     );
   };
   let probing: Promise<void> = probe();
