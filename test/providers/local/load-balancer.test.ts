@@ -94,10 +94,10 @@ describe('local provider: load balancer', () => {
     assert.equal(await ask(`${prefix}.1`, 'x'), '');
   });
 
-  it('with holdMs, holds a connection no backend takes and forwards it once one listens, else drops it after the hold', async () => {
+  it('with holdMs, holds a connection no backend takes on a held port and forwards it once one listens, else drops it after the hold; other ports drop at once', async () => {
     const held = await startLoadBalancer({
       host: `${prefix}.1`,
-      ports: [PORT + 2],
+      ports: [PORT + 2, PORT + 3],
       backends: () => [`${prefix}.13`],
       holdMs: 1000,
       holdPorts: [PORT + 2],
@@ -107,10 +107,10 @@ describe('local provider: load balancer', () => {
       socket.once('data', (d: Buffer) => socket.end(`13 got ${d.toString().trim()}`)),
     );
     try {
-      const ask2 = (line: string) =>
+      const ask2 = (line: string, port = PORT + 2) =>
         new Promise<{ answer: string; ms: number }>((resolve, reject) => {
           const started = Date.now();
-          const socket = net.connect(PORT + 2, `${prefix}.1`, () => socket.end(`${line}\n`));
+          const socket = net.connect(port, `${prefix}.1`, () => socket.end(`${line}\n`));
           let answer = '';
           socket.on('data', (d: Buffer) => (answer += d.toString()));
           socket.on('close', () => resolve({ answer, ms: Date.now() - started }));
@@ -119,6 +119,9 @@ describe('local provider: load balancer', () => {
       const dropped = await ask2('nobody');
       assert.equal(dropped.answer, '');
       assert.ok(dropped.ms >= 950, `dropped after ${dropped.ms} ms, before the hold ended`);
+      const unheld = await ask2('nobody', PORT + 3);
+      assert.equal(unheld.answer, '');
+      assert.ok(unheld.ms < 900, `a port outside holdPorts was held ${unheld.ms} ms`);
       const waiting = ask2('early');
       await new Promise((resolve) => setTimeout(resolve, 100));
       await new Promise<void>((resolve) => late.listen(PORT + 2, `${prefix}.13`, resolve));
