@@ -17,7 +17,8 @@
  * and node program start → "bootstrapper started" ≤ 5 s, both with the two VMs booting at once; the same up to
  * "node platform" is printed beside them. BENCH_VM_WORKERS=0 boots the control plane alone (the lenient reading: one
  * VM on this machine's cores), BENCH_VM_VCPUS sets provider.qemu.vcpus (default the config's, 2), BENCH_VM_REBOOT=0
- * leaves out the worker's reboot below.
+ * leaves out the worker's reboot below, BENCH_VM_LOG=<file> keeps a copy of the control plane's serial console (its
+ * node.log, e.g. for a trace of the node program's start).
  *
  * Then a worker reboot (`mini reboot`: a power cycle, a new QEMU on the same TPM state and disks) until its log says
  * it rejoined, against its first boot (QEMU start → joined). Target (issue 19): mini up --vm 1 + 1 ≤ 90 s here under
@@ -183,6 +184,13 @@ export default async function vmMiniUpBench(out: (line: string) => void): Promis
       `worker reboot (power cycle) → rejoined: ${((Date.now() - r0) / 1000).toFixed(1)} s; its first boot (mini up start → joined) was within ${(upMs / 1000).toFixed(1)} s`,
     );
   } finally {
+    if (process.env.BENCH_VM_LOG)
+      await fs
+        .copyFile(
+          path.join(ws, 'constellation-local', 'nodes', 'control-plane-0', 'node.log'),
+          process.env.BENCH_VM_LOG,
+        )
+        .catch(() => undefined);
     await cli(['terminate', '-y'], ws, env);
     await fs.rm(ws, { recursive: true, force: true });
   }

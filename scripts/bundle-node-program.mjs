@@ -173,6 +173,20 @@ const runtimeFiles = {
         "(0, proto_loader_1.fromJSON)(JSON.parse(require('node:fs').readFileSync(`${__dirname}/etcd3/rpc.json`, 'utf8')),",
       ),
     );
+    // gRPC's channelz and ORCA services load their .proto files through @grpc/proto-loader on first use (neither is
+    // used here, and their .proto files are not in the bundle). esbuild bundles a require() where it stands, so that
+    // one lazy require put proto-loader, protobufjs and long (~180 KB) into the chunk every node compiles before it
+    // listens; under emulation in a VM, compiling is the node program's largest start-up cost
+    // (docs/workflows/node-images.md, "Boot time"). Without it they are only in the etcd client's chunk, loaded later.
+    for (const file of ['channelz', 'orca'])
+      build.onLoad(
+        { filter: new RegExp(`[\\\\/]@grpc[\\\\/]grpc-js[\\\\/]build[\\\\/]src[\\\\/]${file}\\.js$`) },
+        patchSource(
+          `@grpc/grpc-js/build/src/${file}.js`,
+          "require('@grpc/proto-loader')",
+          `(() => { throw new Error('gRPC ${file} is not part of the node program'); })()`,
+        ),
+      );
     // The package's version and folder: the bundle's own (no package.json above it in an image).
     build.onLoad({ filter: /[\\/]lib[\\/]config[\\/]package-info\.ts$/ }, () => ({
       contents: [

@@ -15,6 +15,13 @@
  * The command line keeps the boot path that `image measure` predicts (docs/measured-boot.md): q35, -nodefaults (no
  * default CD-ROM whose failed boot option would add events to PCR 4), the image disk as the only boot option
  * (bootindex=1), the network card without option ROM. The TPM is the node's swtpm (tpm-crb over its control socket).
+ * The guest gets the host's randomness through a virtio-rng device (from /dev/urandom): the firmware offers it to the
+ * boot loader as EFI_RNG_PROTOCOL, the kernel's EFI stub seeds the kernel's random pool from it and Debian's kernel
+ * trusts that seed (RANDOM_TRUST_BOOTLOADER), so the pool is ready from the kernel's first line ("random: crng init
+ * done" at 0.0 s). Without it the emulated CPU (no RDRAND under TCG) leaves the pool unseeded when Node.js, whose
+ * start calls getrandom(), begins (docs/workflows/node-images.md, "Boot time"). A device without option ROM or disk
+ * adds no boot option, so PCR 4 is unchanged. Trusting the host's seed adds no trust: this host already runs the VM's
+ * TPM (swtpm) and sees its memory; cloud VMs have RDRAND and no such device.
  * The network card is a tap device (tap0) in the node's namespace with the MAC made from the node's address
  * (providers/local/network.ts), so the cloud daemon's DHCP server gives the guest exactly that address.
  * QEMU carries the node folder as its owner mark (providers/local/processes.ts), so stop and terminate find it.
@@ -162,6 +169,10 @@ export function qemuArgs(
     'emulator,id=tpm0,chardev=tpmchr',
     '-device',
     'tpm-crb,tpmdev=tpm0',
+    '-object',
+    'rng-random,id=rng0,filename=/dev/urandom',
+    '-device',
+    'virtio-rng-pci,rng=rng0',
     '-netdev',
     `tap,id=net0,ifname=${TAP_DEVICE},script=no,downscript=no`,
     '-device',

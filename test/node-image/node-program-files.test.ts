@@ -87,6 +87,23 @@ describe("the node program's files per provider (dist/node-program/providers.jso
     }
   });
 
+  it('what main.mjs imports statically (compiled before the node listens) holds gRPC but not protobufjs, which only the etcd client loads', async () => {
+    const reached = new Set<string>();
+    const todo = ['main.mjs'];
+    while (todo.length > 0) {
+      const file = todo.pop()!;
+      if (reached.has(file)) continue;
+      reached.add(file);
+      todo.push(...(await chunkImports(file)).static);
+    }
+    const text = (await Promise.all([...reached].map((f) => fs.readFile(path.join(NODE_PROGRAM_DIR, f), 'utf8')))).join(
+      '\n',
+    );
+    assert.match(text, /"node_modules\/@grpc\/grpc-js\/build\/src\/server\.js"/);
+    for (const pkg of ['protobufjs', '@grpc/proto-loader', 'long'])
+      assert.doesNotMatch(text, new RegExp(`"node_modules/${pkg}/`), pkg);
+  });
+
   it("each image provider's node starts from its files alone and reaches its platform's metadata service", async () => {
     const work = await fs.mkdtemp(path.join(os.tmpdir(), 'node-program-files-'));
     const boot: Record<string, unknown> = {

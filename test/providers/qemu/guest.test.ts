@@ -104,7 +104,7 @@ describe('qemu provider: what the guest reads', () => {
 });
 
 describe('qemu provider: host side', () => {
-  it('boots with -nodefaults, the image disk as the only boot option and no option ROM on the network card', () => {
+  it('boots with -nodefaults, the image disk as the only boot option, no option ROM on the network card and a virtio-rng device', () => {
     const paths = {
       bootDisk: '/n/boot.qcow2',
       stateDisk: '/n/state.raw',
@@ -125,6 +125,9 @@ describe('qemu provider: host side', () => {
     assert.ok(args.includes('virtio-blk-pci,drive=boot,bootindex=1'));
     assert.ok(args.includes('virtio-net-pci,netdev=net0,mac=02:00:0a:d5:05:64,romfile='));
     assert.ok(args.includes('tpm-crb,tpmdev=tpm0'));
+    // The host's randomness for the guest (the firmware's EFI_RNG_PROTOCOL seeds the kernel before Node.js starts).
+    assert.ok(args.includes('rng-random,id=rng0,filename=/dev/urandom'));
+    assert.ok(args.includes('virtio-rng-pci,rng=rng0'));
   });
 
   it('refuses an image folder without signed measurements, naming the missing file', async () => {
