@@ -40,7 +40,7 @@ const LOCATIONS = {
 
 /**
  * A qemu node's VM: what one node program with its etcd member needs; KVM where it works; Debian's OVMF build with the
- * 2 MB flash layout (128 KB variable store): under TCG it reaches its boot manager in about 4 fewer CPU seconds than
+ * 2 MB flash layout (128 KB variable store): under TCG it reaches its boot manager in 3–6 fewer CPU seconds than
  * the 4 MB one, and it measures the node image into PCR 4, 9 and 11 alike (only PCR 0, the firmware itself, differs;
  * docs/workflows/node-images.md#boot-time). Nodes boot without Secure Boot, so the larger store's room for keys is not
  * needed.

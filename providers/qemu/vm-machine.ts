@@ -7,8 +7,8 @@
  *              node) so it can be registered with the metadata server; then the node's swtpm runs for QEMU (control
  *              socket only; QEMU initializes the TPM when it starts and the firmware starts it up). The TPM has the
  *              SHA-256 PCR bank only (VM_PCR_BANKS): the firmware and the boot stages hash every measured byte once
- *              per active bank, under TCG at a few MB per CPU second, and nothing reads a qemu node's SHA-384 bank
- *              (its quotes, `image measure`, the boot report and the measurements are SHA-256;
+ *              per active bank (under TCG SHA-256 hashes about 13 MB per CPU second), and nothing reads a qemu
+ *              node's SHA-384 bank (its quotes, `image measure`, the boot report and the measurements are SHA-256;
  *              docs/workflows/node-images.md#boot-time)
  *   plug       the node's namespace holds a bridge and a tap device instead of an address (../local/network.ts)
  *   start      QEMU, with the accelerator chosen once per image (./accel.ts); its PID is the node's launcherPid

@@ -1,6 +1,7 @@
 /**
  * Boots a raw disk image as a VM node would boot: QEMU (q35) + OVMF (UEFI firmware, the qemu provider's default) +
- * swtpm as the TPM (tpm-crb, with a qemu node's PCR banks: SHA-256 only), and reads the boot report the guest prints on its serial console:
+ * swtpm as the TPM (tpm-crb, with a qemu node's PCR banks: SHA-256 only), and reads the boot report the guest prints
+ * on its serial console:
  *
  *     CONSTELLATION-BOOT pcr-sha256 <N> <64 lowercase hex>   N = 0..23, from /sys/class/tpm/tpm0/pcr-sha256/N
  *     CONSTELLATION-BOOT eventlog <base64 chunk>            repeated: /sys/kernel/security/tpm0/binary_bios_measurements
