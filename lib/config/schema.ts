@@ -174,7 +174,7 @@ function providerSchemas(allowIncomplete: boolean) {
         firmware: z
           .string()
           .min(1)
-          .describe("The UEFI firmware's code (OVMF), e.g. Debian's /usr/share/OVMF/OVMF_CODE_4M.fd."),
+          .describe("The UEFI firmware's code (OVMF), e.g. Debian's /usr/share/OVMF/OVMF_CODE.fd."),
         firmwareVars: z
           .string()
           .min(1)

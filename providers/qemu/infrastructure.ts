@@ -6,6 +6,7 @@
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { QEMU_DEFAULTS } from '../../lib/config/defaults.js';
 import { UserError } from '../../lib/errors.js';
 import { userConfigDir as defaultUserConfigDir } from '../../lib/user-config-dir.js';
 import { LocalCluster } from '../local/cluster.js';
@@ -46,8 +47,8 @@ export class QemuInfrastructure extends LocalCluster {
       {
         vcpus: options.vcpus ?? 2,
         memoryMiB: options.memoryMiB ?? 2048,
-        firmware: options.firmware ?? '/usr/share/OVMF/OVMF_CODE_4M.fd',
-        firmwareVars: options.firmwareVars ?? '/usr/share/OVMF/OVMF_VARS_4M.fd',
+        firmware: options.firmware ?? QEMU_DEFAULTS.firmware,
+        firmwareVars: options.firmwareVars ?? QEMU_DEFAULTS.firmwareVars,
         accel: options.accel ?? 'auto',
       },
       options.image ?? '',

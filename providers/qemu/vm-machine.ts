@@ -5,7 +5,11 @@
  *
  *   startTpm   the AK is read once before the first boot (a short-lived swtpm on its server socket, as for a local
  *              node) so it can be registered with the metadata server; then the node's swtpm runs for QEMU (control
- *              socket only; QEMU initializes the TPM when it starts and the firmware starts it up)
+ *              socket only; QEMU initializes the TPM when it starts and the firmware starts it up). The TPM has the
+ *              SHA-256 PCR bank only (VM_PCR_BANKS): the firmware and the boot stages hash every measured byte once
+ *              per active bank (under TCG SHA-256 hashes about 13 MB per CPU second), and nothing reads a qemu
+ *              node's SHA-384 bank (its quotes, `image measure`, the boot report and the measurements are SHA-256;
+ *              docs/workflows/node-images.md#boot-time)
  *   plug       the node's namespace holds a bridge and a tap device instead of an address (../local/network.ts)
  *   start      QEMU, with the accelerator chosen once per image (./accel.ts); its PID is the node's launcherPid
  *
@@ -29,6 +33,9 @@ import type { MachineNode, NodeMachine } from '../local/node-lifecycle.js';
 import { chooseAccel, type AccelChoice } from './accel.js';
 import { resolveQemuImage, type QemuImage } from './image.js';
 import { prepareVmFiles, qemuArgs, startVm, TAP_DEVICE, vmPaths, type VmSettings } from './vm.js';
+
+/** The PCR banks of a qemu node's TPM (see the module header). */
+export const VM_PCR_BANKS: readonly string[] = ['sha256'];
 
 export type VmMachineSettings = Omit<VmSettings, 'accel'> & { accel: 'auto' | 'kvm' | 'tcg' };
 
@@ -83,7 +90,7 @@ export class VmMachine implements NodeMachine {
     const { startSwtpm } = await import('../../lib/tpm/swtpm.js');
     let akPublic: string | undefined;
     if (options.readAk) {
-      const swtpm = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir });
+      const swtpm = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, pcrBanks: [...VM_PCR_BANKS] });
       try {
         const { TpmClient } = await import('../../lib/tpm/client.js');
         const client = await TpmClient.connect(swtpm.serverSocket);
@@ -98,7 +105,13 @@ export class VmMachine implements NodeMachine {
         await swtpm.stop();
       }
     }
-    const { pid } = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, detached: true, attach: 'vm' });
+    const { pid } = await startSwtpm({
+      stateDir: np.tpmDir,
+      socketDir: np.socketDir,
+      pcrBanks: [...VM_PCR_BANKS],
+      detached: true,
+      attach: 'vm',
+    });
     return { pid, akPublic };
   }
 

@@ -227,8 +227,8 @@ describe('config migrate: upstream Constellation configs (test/testdata/upstream
     assert.deepEqual(v2.config.provider.qemu, {
       vcpus: 2,
       memoryMiB: 2048,
-      firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd',
-      firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd',
+      firmware: '/usr/share/OVMF/OVMF_CODE.fd',
+      firmwareVars: '/usr/share/OVMF/OVMF_VARS.fd',
       accel: 'auto',
     });
     assert.match(
@@ -253,8 +253,8 @@ describe('config migrate: upstream Constellation configs (test/testdata/upstream
     assert.deepEqual(bad.config.provider.qemu, {
       vcpus: 2,
       memoryMiB: 2048,
-      firmware: '/usr/share/OVMF/OVMF_CODE_4M.fd',
-      firmwareVars: '/usr/share/OVMF/OVMF_VARS_4M.fd',
+      firmware: '/usr/share/OVMF/OVMF_CODE.fd',
+      firmwareVars: '/usr/share/OVMF/OVMF_VARS.fd',
       accel: 'auto',
     });
   });

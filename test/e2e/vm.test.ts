@@ -1,7 +1,8 @@
 /**
  * `mini up --vm` end to end, on real VMs (QEMU + OVMF + swtpm, TCG here): one cluster of 1 control plane and 1
  * worker that boots the shared built qemu image (test/support/built-image.ts) and goes through its life in order:
- * up (both nodes join), verify (PCR 4, 9 and 11 of every node are `image measure` of the image), the state disks
+ * up (both nodes join), verify (PCR 4, 9 and 11 of every node are `image measure` of the image), the TPM's one PCR
+ * bank (SHA-256: the boot report's event log lists no other and replays to the reported PCRs), the state disks
  * (LUKS2 with dm-integrity, formatted and opened inside the guest; only ciphertext on the host), emergency SSH
  * (`constellation ssh --key`, then OpenSSH's client logs into each node's sshd with the certificate, accepting the
  * host by its host certificate alone; a bare key is refused), a worker reboot (a power cycle: a new QEMU on the same
@@ -32,6 +33,9 @@ import {
   type BuiltTestImage,
 } from '../support/built-image.js';
 import { runCli, type CliResult } from '../support/cli.js';
+import { parseBootReport } from '../support/vm-boot.js';
+import { parseEventLog, replayEventLog } from '../../lib/attestation/eventlog.js';
+import { TPM_ALG } from '../../lib/tpm/constants.js';
 
 interface VerifyJson {
   nodes: { node: string; outcome: string; reason?: string; pcrs?: Record<string, string> }[];
@@ -158,6 +162,25 @@ describe('mini up --vm: a cluster of QEMU VMs that boot the node image (TCG)', f
     for (const node of nodes) {
       assert.equal(node.outcome, 'verified', `${node.node}: ${node.reason}`);
       for (const pcr of ['4', '9', '11']) assert.equal(node.pcrs?.[pcr], predicted[pcr], `${node.node} PCR ${pcr}`);
+    }
+  });
+
+  it("each node's TPM has the SHA-256 PCR bank alone (the firmware hashes each measured byte once): the event log of its boot report lists SHA-256 only and replays to the PCRs the report shows", async () => {
+    for (const name of ['control-plane-0', 'worker-0']) {
+      const { pcrs, eventLog } = parseBootReport(await nodeLog(name));
+      const log = parseEventLog(eventLog);
+      assert.deepEqual(
+        log.specId.algorithms.map((a) => a.algorithmId),
+        [TPM_ALG.SHA256],
+        `${name}: the event log's banks`,
+      );
+      const replayed = replayEventLog(log).get(TPM_ALG.SHA256)!;
+      for (const pcr of [0, 1, 2, 3, 4, 5, 6, 7, 9, 11])
+        assert.equal(
+          Buffer.from(replayed.get(pcr) ?? Buffer.alloc(32)).toString('hex'),
+          pcrs.get(pcr),
+          `${name} PCR ${pcr}`,
+        );
     }
   });
 

@@ -1,6 +1,7 @@
 /**
- * Boots a raw disk image as a VM node would boot: QEMU (q35) + OVMF (UEFI firmware) + swtpm as the TPM (tpm-crb),
- * and reads the boot report the guest prints on its serial console:
+ * Boots a raw disk image as a VM node would boot: QEMU (q35) + OVMF (UEFI firmware, the qemu provider's default) +
+ * swtpm as the TPM (tpm-crb, with a qemu node's PCR banks: SHA-256 only), and reads the boot report the guest prints
+ * on its serial console:
  *
  *     CONSTELLATION-BOOT pcr-sha256 <N> <64 lowercase hex>   N = 0..23, from /sys/class/tpm/tpm0/pcr-sha256/N
  *     CONSTELLATION-BOOT eventlog <base64 chunk>            repeated: /sys/kernel/security/tpm0/binary_bios_measurements
@@ -25,9 +26,13 @@ import {
 } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { QEMU_DEFAULTS } from '../../lib/config/defaults.js';
+import { startSwtpm, type SwtpmHandle } from '../../lib/tpm/swtpm.js';
+import { VM_PCR_BANKS } from '../../providers/qemu/vm-machine.js';
 
-export const OVMF_CODE = '/usr/share/OVMF/OVMF_CODE_4M.fd';
-export const OVMF_VARS = '/usr/share/OVMF/OVMF_VARS_4M.fd';
+/** The qemu provider's default firmware (lib/config/defaults.ts). */
+export const OVMF_CODE = QEMU_DEFAULTS.firmware;
+export const OVMF_VARS = QEMU_DEFAULTS.firmwareVars;
 const REPORT = 'CONSTELLATION-BOOT ';
 
 export interface BootReport {
@@ -104,21 +109,15 @@ function waitFor(
 /** Boots `diskPath` (read-only for the guest) and returns the report it printed. */
 export async function bootDisk(diskPath: string, options: BootOptions = {}): Promise<BootResult> {
   const dir = mkdtempSync(path.join(tmpdir(), 'vm-boot-'));
-  let swtpm: ChildProcess | undefined;
+  let swtpm: SwtpmHandle | undefined;
   let qemu: ChildProcess | undefined;
   const stderr: string[] = [];
   try {
     const vars = path.join(dir, 'OVMF_VARS.fd');
     copyFileSync(OVMF_VARS, vars);
-    const ctrl = path.join(dir, 'swtpm.ctrl');
     const serialPath = path.join(dir, 'serial.log');
-    swtpm = spawn('swtpm', ['socket', '--tpm2', '--tpmstate', `dir=${dir}`, '--ctrl', `type=unixio,path=${ctrl}`], {
-      stdio: ['ignore', 'ignore', 'pipe'],
-    });
-    swtpm.stderr?.on('data', (d: Buffer) => stderr.push(`swtpm: ${d.toString()}`));
-    const swtpmDone = () =>
-      swtpm!.exitCode !== null ? `swtpm exited (${swtpm!.exitCode}): ${stderr.join('')}` : undefined;
-    await waitFor(() => existsSync(ctrl), 10_000, "swtpm's control socket", swtpmDone);
+    swtpm = await startSwtpm({ stateDir: path.join(dir, 'tpm'), pcrBanks: [...VM_PCR_BANKS], attach: 'vm' });
+    const ctrl = swtpm.ctrlSocket;
     const started = Date.now();
     qemu = spawn(
       'qemu-system-x86_64',
@@ -164,7 +163,7 @@ export async function bootDisk(diskPath: string, options: BootOptions = {}): Pro
       () =>
         qemu!.exitCode !== null && !/CONSTELLATION-BOOT end/.test(serial())
           ? `QEMU exited (${qemu!.exitCode}) before the boot report ended: ${stderr.join('')}\nserial tail:\n${serial().slice(-2000)}`
-          : swtpmDone(),
+          : undefined,
     ).catch((err: Error) => {
       throw new Error(`${err.message}\nserial tail:\n${serial().slice(-2000)}`);
     });
@@ -174,7 +173,7 @@ export async function bootDisk(diskPath: string, options: BootOptions = {}): Pro
     return { report: parseBootReport(text), bootMs, serial: text };
   } finally {
     await kill(qemu);
-    await kill(swtpm);
+    await swtpm?.stop();
     rmSync(dir, { recursive: true, force: true });
   }
 }
