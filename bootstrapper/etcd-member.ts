@@ -117,7 +117,8 @@ export class EtcdMember implements ClusterStoreHost {
       // A join retried after the member started once: it is a member already.
       await this.start();
     } else {
-      const client = await etcdClient(this.adminConnection(pki, endpoints));
+      const connection = this.adminConnection(pki, endpoints);
+      const client = await etcdClient(connection);
       try {
         const { member, members } = await addLearner(client, this.peerUrl);
         const initialCluster = members
@@ -126,7 +127,7 @@ export class EtcdMember implements ClusterStoreHost {
           .join(',');
         await this.start({ initialCluster, state: 'existing' });
         // A learner serves no reads: it is healthy once promoted, which etcd allows when it has caught up.
-        await promoteLearner(client, member.id, {
+        await promoteLearner(connection, member.id, {
           timeoutMs: this.options.startTimeoutMs ?? 30_000,
           exited: () => this.exitedEarly(),
         });

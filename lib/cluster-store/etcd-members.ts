@@ -81,43 +81,64 @@ export async function addLearner(
  * until it is in sync or `timeoutMs` passed, or until `exited` reports that the learner's process ended. It also waits
  * while the voters that have started (the learner counts as one) would be no quorum of the grown cluster: the check
  * etcd's strict reconfiguration mode makes, which the members run without (bootstrapper/etcd-member.ts).
+ *
+ * The promotion is asked of the leader itself, on its client URLs. A follower passes a MemberPromote on to the leader
+ * over the peer API without the caller's user, and with access control on (ours) the leader refuses it ("auth: user
+ * name is empty"; etcd issue 20757, fixed in later 3.5 and 3.6 releases, not in the 3.4 the nodes run). The follower
+ * retries that in a busy loop until the call's deadline, so each promotion that went to a follower cost a whole
+ * deadline (3 s) and loaded both members. `connection` reaches the members the learner was added through; the
+ * leader is the one they name.
  */
 export async function promoteLearner(
-  client: Etcd3,
+  connection: EtcdConnection,
   id: string,
   options: { timeoutMs?: number; sleep?: Sleep; clock?: Clock; exited?: () => Error | undefined } = {},
 ): Promise<void> {
   let last: unknown;
-  await pollUntil(
-    async () => {
-      const exited = options.exited?.();
-      if (exited) throw exited;
-      try {
-        const members = await listMembers(client);
-        if (members.some((m) => m.id === id && !m.isLearner)) return true; // promoted already (a retried join)
-        const refusal = promotionRefusal(members);
-        if (refusal) throw new Error(refusal);
-        await client.cluster.memberPromote({ ID: id });
-        return true;
-      } catch (err) {
-        const message = String((err as Error).message);
-        if (/not a learner/i.test(message)) return true; // promoted already (a retried join)
-        last = err;
-        return undefined;
-      }
-    },
-    {
-      timeoutMs: options.timeoutMs ?? 30_000,
-      intervalMs: 100,
-      clock: options.clock,
-      sleep: options.sleep,
-      onTimeout: () => {
-        throw new StoreUnavailableError(`the learner ${id} could not be promoted: ${etcdErrorDetail(last)}`, {
-          cause: last,
-        });
+  const client = await etcdClient(connection);
+  let leader: { urls: string; client: Etcd3 } | undefined;
+  try {
+    await pollUntil(
+      async () => {
+        const exited = options.exited?.();
+        if (exited) throw exited;
+        try {
+          const members = await listMembers(client);
+          if (members.some((m) => m.id === id && !m.isLearner)) return true; // promoted already (a retried join)
+          const refusal = promotionRefusal(members);
+          if (refusal) throw new Error(refusal);
+          const leaderId = String((await unavailableOnError(() => client.maintenance.status())).leader);
+          const urls = members.find((m) => m.id === leaderId)?.clientUrls ?? [];
+          if (urls.length === 0) throw new Error(`the members name no leader with a client URL (leader ${leaderId})`);
+          if (leader?.urls !== urls.join(',')) {
+            leader?.client.close();
+            leader = { urls: urls.join(','), client: await etcdClient({ ...connection, endpoints: urls }) };
+          }
+          await leader.client.cluster.memberPromote({ ID: id });
+          return true;
+        } catch (err) {
+          const message = String((err as Error).message);
+          if (/not a learner/i.test(message)) return true; // promoted already (a retried join)
+          last = err;
+          return undefined;
+        }
       },
-    },
-  );
+      {
+        timeoutMs: options.timeoutMs ?? 30_000,
+        intervalMs: 100,
+        clock: options.clock,
+        sleep: options.sleep,
+        onTimeout: () => {
+          throw new StoreUnavailableError(`the learner ${id} could not be promoted: ${etcdErrorDetail(last)}`, {
+            cause: last,
+          });
+        },
+      },
+    );
+  } finally {
+    leader?.client.close();
+    client.close();
+  }
 }
 
 /** Why promoting a learner now would leave the started voters (the learner one of them) no quorum; else undefined. */
