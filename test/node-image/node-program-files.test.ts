@@ -27,6 +27,20 @@ const OWN_SDK: Record<string, RegExp | undefined> = {
   gcp: /^@google-cloud\/compute$/,
 };
 
+/** The chunks reached from main.mjs over each chunk's static imports and the dynamic ones `follow` accepts. */
+async function reachedFromMain(follow: (file: string, chunk: string) => boolean): Promise<Set<string>> {
+  const reached = new Set<string>();
+  const todo = ['main.mjs'];
+  while (todo.length > 0) {
+    const file = todo.pop()!;
+    if (reached.has(file)) continue;
+    reached.add(file);
+    const imports = await chunkImports(file);
+    todo.push(...imports.static, ...imports.dynamic.filter((chunk) => follow(file, chunk)));
+  }
+  return reached;
+}
+
 describe("the node program's files per provider (dist/node-program/providers.json of `npm run build`)", function () {
   this.timeout(60_000);
   let lists: ProviderFileLists;
@@ -43,17 +57,9 @@ describe("the node program's files per provider (dist/node-program/providers.jso
       "the registry's chunk imports every provider's entry",
     );
     for (const [name, list] of Object.entries(lists.providers)) {
-      const reached = new Set<string>();
-      const todo = ['main.mjs'];
-      while (todo.length > 0) {
-        const file = todo.pop()!;
-        if (reached.has(file)) continue;
-        reached.add(file);
-        const imports = await chunkImports(file);
-        todo.push(...imports.static);
-        for (const chunk of imports.dynamic)
-          if (file !== lists.loader || !entries.has(chunk) || chunk === list.entry) todo.push(chunk);
-      }
+      const reached = await reachedFromMain(
+        (file, chunk) => file !== lists.loader || !entries.has(chunk) || chunk === list.entry,
+      );
       assert.deepEqual(
         list.files.filter((f) => f.endsWith('.mjs')),
         [...reached].sort(),
@@ -88,14 +94,7 @@ describe("the node program's files per provider (dist/node-program/providers.jso
   });
 
   it('what main.mjs imports statically (compiled before the node listens) holds gRPC but not protobufjs, which only the etcd client loads', async () => {
-    const reached = new Set<string>();
-    const todo = ['main.mjs'];
-    while (todo.length > 0) {
-      const file = todo.pop()!;
-      if (reached.has(file)) continue;
-      reached.add(file);
-      todo.push(...(await chunkImports(file)).static);
-    }
+    const reached = await reachedFromMain(() => false);
     const text = (await Promise.all([...reached].map((f) => fs.readFile(path.join(NODE_PROGRAM_DIR, f), 'utf8')))).join(
       '\n',
     );
