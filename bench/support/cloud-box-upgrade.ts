@@ -41,7 +41,7 @@ export async function waitForFiveJoined(cluster: BoxCluster): Promise<void> {
 }
 
 /**
- * The whole bench for a cloud whose box cluster `up` makes (GCP, Azure): a 3 + 2 cluster in a temporary folder, every
+ * The whole bench for a cloud whose box cluster `up` makes: a 3 + 2 cluster in a temporary folder, every
  * node joined, then measureUpgrade to `target`; the box, the fake and the folder are gone afterwards.
  */
 export async function runBoxUpgradeBench(
