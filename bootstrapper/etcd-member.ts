@@ -127,7 +127,7 @@ export class EtcdMember implements ClusterStoreHost {
           .join(',');
         await this.start({ initialCluster, state: 'existing' });
         // A learner serves no reads: it is healthy once promoted, which etcd allows when it has caught up.
-        await promoteLearner(connection, member.id, {
+        await promoteLearner(client, connection, member.id, {
           timeoutMs: this.options.startTimeoutMs ?? 30_000,
           exited: () => this.exitedEarly(),
         });

@@ -86,16 +86,16 @@ export async function addLearner(
  * over the peer API without the caller's user, and with access control on (ours) the leader refuses it ("auth: user
  * name is empty"; etcd issue 20757, fixed in later 3.5 and 3.6 releases, not in the 3.4 the nodes run). The follower
  * retries that in a busy loop until the call's deadline, so each promotion that went to a follower cost a whole
- * deadline (3 s) and loaded both members. `connection` reaches the members the learner was added through; the
- * leader is the one they name.
+ * deadline (3 s) and loaded both members. `client` reaches the members the learner was added through, over
+ * `connection`; the leader is the one they name, reached with the same credentials.
  */
 export async function promoteLearner(
+  client: Etcd3,
   connection: EtcdConnection,
   id: string,
   options: { timeoutMs?: number; sleep?: Sleep; clock?: Clock; exited?: () => Error | undefined } = {},
 ): Promise<void> {
   let last: unknown;
-  const client = await etcdClient(connection);
   let leader: { urls: string; client: Etcd3 } | undefined;
   try {
     await pollUntil(
@@ -137,7 +137,6 @@ export async function promoteLearner(
     );
   } finally {
     leader?.client.close();
-    client.close();
   }
 }
 

@@ -25,7 +25,7 @@ export interface SwtpmOptions {
   /** Let swtpm outlive this process (own process group, no pipes to us). */
   detached?: boolean;
   /** PCR banks activated when the state is first manufactured. Default sha256 and sha384. */
-  pcrBanks?: string[];
+  pcrBanks?: readonly string[];
   /** How long to wait for the sockets, in ms. Default 10 s. */
   startTimeoutMs?: number;
   /**
@@ -256,7 +256,7 @@ export function swtpmCtrl(
  * seed), gets the PCR banks allocated and shuts down, and its state file is then moved into `stateDir`. A state file
  * in `stateDir` is thus always a finished one, even when this process was killed half-way.
  */
-async function manufacture(stateDir: string, socketDir: string, pcrBanks: string[]): Promise<void> {
+async function manufacture(stateDir: string, socketDir: string, pcrBanks: readonly string[]): Promise<void> {
   const algs = pcrBanks.map((name) => {
     const alg = [...HASH_ALGS].find(([, info]) => info.name === name)?.[0];
     if (alg === undefined) throw new SwtpmError(`Unknown PCR bank ${name}: one of sha1, sha256, sha384, sha512.`);

@@ -90,7 +90,7 @@ export class VmMachine implements NodeMachine {
     const { startSwtpm } = await import('../../lib/tpm/swtpm.js');
     let akPublic: string | undefined;
     if (options.readAk) {
-      const swtpm = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, pcrBanks: [...VM_PCR_BANKS] });
+      const swtpm = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, pcrBanks: VM_PCR_BANKS });
       try {
         const { TpmClient } = await import('../../lib/tpm/client.js');
         const client = await TpmClient.connect(swtpm.serverSocket);
@@ -108,7 +108,7 @@ export class VmMachine implements NodeMachine {
     const { pid } = await startSwtpm({
       stateDir: np.tpmDir,
       socketDir: np.socketDir,
-      pcrBanks: [...VM_PCR_BANKS],
+      pcrBanks: VM_PCR_BANKS,
       detached: true,
       attach: 'vm',
     });

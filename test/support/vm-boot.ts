@@ -116,7 +116,7 @@ export async function bootDisk(diskPath: string, options: BootOptions = {}): Pro
     const vars = path.join(dir, 'OVMF_VARS.fd');
     copyFileSync(OVMF_VARS, vars);
     const serialPath = path.join(dir, 'serial.log');
-    swtpm = await startSwtpm({ stateDir: path.join(dir, 'tpm'), pcrBanks: [...VM_PCR_BANKS], attach: 'vm' });
+    swtpm = await startSwtpm({ stateDir: path.join(dir, 'tpm'), pcrBanks: VM_PCR_BANKS, attach: 'vm' });
     const ctrl = swtpm.ctrlSocket;
     const started = Date.now();
     qemu = spawn(
