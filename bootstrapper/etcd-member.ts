@@ -77,6 +77,8 @@ const FILES = {
 export class EtcdMember implements ClusterStoreHost {
   private process: ChildProcess | undefined;
   private exited: Promise<void> | undefined;
+  /** The create() under way: init starts it early and awaits it later; a retried init in between shares it. */
+  private creating: Promise<void> | undefined;
 
   constructor(private readonly options: EtcdMemberOptions) {}
 
@@ -93,7 +95,12 @@ export class EtcdMember implements ClusterStoreHost {
     return `https://${this.options.ip}:${ETCD_PEER_PORT}`;
   }
 
-  async create(pki: ClusterPki): Promise<void> {
+  create(pki: ClusterPki): Promise<void> {
+    this.creating ??= this.createMember(pki).finally(() => (this.creating = undefined));
+    return this.creating;
+  }
+
+  private async createMember(pki: ClusterPki): Promise<void> {
     if (this.process) return;
     await this.writeCertificates(pki);
     await this.start({ initialCluster: `${this.options.name}=${this.peerUrl}`, state: 'new' });

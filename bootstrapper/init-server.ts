@@ -278,26 +278,31 @@ export class InitServer {
         kubernetesVersion: secrets.kubernetesVersion,
       });
       if (how === 'formatted') await setup.recordClusterEntry(token, 'init');
+      // The cluster store starts now, on the open disk: a new etcd member's first election waits up to an election
+      // timeout, and that wait runs while this node writes its SSH identity and brings up Kubernetes below.
+      this.pki ??= createClusterPki({ clock, clusterName: secrets.clusterName });
+      const pki = loadClusterPki(this.pki);
+      const storeCreated = setup.createStore(token, pki);
+      storeCreated.catch(() => undefined); // Awaited below; a step that fails before must not leave it unhandled.
       // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md), from the master secret.
       // The node certifies its own host key with that CA (as upstream's init server), for its address and name.
       const sshCa = deriveSshCa(secrets.master);
-      await setup.writeNodeFile(token, NODE_SSH_CA_FILE, Buffer.from(sshCaPublicKeyLine(sshCa.publicKey)));
-      await setup.writeSshHostIdentity(
-        token,
-        Buffer.from(
-          signHostCertificate(
-            sshCa,
-            setup.sshHostPublicKey(),
-            [node.ip, node.name],
-            Math.floor(clock().getTime() / 1000) - 300,
+      await Promise.all([
+        setup.writeNodeFile(token, NODE_SSH_CA_FILE, Buffer.from(sshCaPublicKeyLine(sshCa.publicKey))),
+        setup.writeSshHostIdentity(
+          token,
+          Buffer.from(
+            signHostCertificate(
+              sshCa,
+              setup.sshHostPublicKey(),
+              [node.ip, node.name],
+              Math.floor(clock().getTime() / 1000) - 300,
+            ),
           ),
         ),
-      );
+      ]);
       status.setKubernetesVersion(secrets.kubernetesVersion);
       this.emit('state-disk', `${how} the state disk ${stateDisk.uuid} with its derived key`);
-
-      this.pki ??= createClusterPki({ clock, clusterName: secrets.clusterName });
-      const pki = loadClusterPki(this.pki);
       this.emit('pki', 'created the cluster PKI (CA, front-proxy CA, etcd CA, service-account key)');
 
       const apiServerEndpoint = withPort(await this.options.metadata.loadBalancerEndpoint(), API_SERVER_PORT);
@@ -324,7 +329,7 @@ export class InitServer {
       });
       this.emit('kubernetes', kubernetes.message);
 
-      await setup.createStore(token, pki);
+      await storeCreated;
       const store = await setup.openStoreAsAdmin(token, pki);
       try {
         await store.writeJoinConfig({
@@ -340,15 +345,18 @@ export class InitServer {
           pki: this.pki,
         });
         const now = clock().toISOString();
-        await store.claimDisk(stateDisk.uuid, node.name);
-        await store.putNode({
-          name: node.name,
-          role: node.role,
-          diskUuid: stateDisk.uuid,
-          joinedAt: now,
-          lastEntry: 'init',
-          lastEntryAt: now,
-        });
+        // Two keys of their own: one round of consensus for both.
+        await Promise.all([
+          store.claimDisk(stateDisk.uuid, node.name),
+          store.putNode({
+            name: node.name,
+            role: node.role,
+            diskUuid: stateDisk.uuid,
+            joinedAt: now,
+            lastEntry: 'init',
+            lastEntryAt: now,
+          }),
+        ]);
       } finally {
         await store.close();
       }

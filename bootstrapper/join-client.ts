@@ -10,7 +10,10 @@
  *
  * A join service that cannot be reached is retried quietly (the cluster may not be up yet); one that refuses
  * the node (its Failure names the PCR that differs) puts the node in state `refused` with that reason, and it
- * keeps asking, with a capped backoff, since a fixed node or updated measurements may be accepted later.
+ * keeps asking, with a capped backoff, since a fixed node or updated measurements may be accepted later. The wait
+ * after a round in which no join service answered counts from the round's start: a round that waited already (a
+ * load balancer holds a connection until a control plane listens, then drops it) starts the next one at once, so
+ * the node is not asleep when the join service comes up (docs/bootstrapper.md).
  */
 import {
   attestedChannelOptions,
@@ -63,6 +66,8 @@ export interface JoinClientOptions extends NodeRoleOptions {
   retry?: RetryPolicy;
   /** Waits between rounds; default: real time. */
   sleep?: Sleep;
+  /** Milliseconds of a monotonic clock, to time rounds; default performance.now. */
+  now?: () => number;
   /** Asks one join service for a ticket; default: over gRPC with the attested exchange (tests hand in tickets). */
   ask?: AskJoinService;
 }
@@ -97,8 +102,10 @@ export class JoinClient {
     let wait = retry.initialMs;
     let round = 0;
     const ask = this.options.ask ?? ((address, k, h, sig) => this.attempt(address, k, h, sig));
+    const now = this.options.now ?? (() => performance.now());
     while (!signal.aborted && !lock.committed) {
       round++;
+      const started = now();
       let refused = false;
       let noQuorum: string | undefined;
       const endpoints = await this.discover();
@@ -146,8 +153,10 @@ export class JoinClient {
       }
       if (!refused && kind === 'rejoin') this.noJoinServiceAnswers(noQuorum);
       else if (!refused && noQuorum) this.report('waiting', noQuorum);
+      // A refusal waits the whole backoff; a round that found no join service only what is left of it.
+      const pause = refused ? wait : Math.round(wait - (now() - started));
       try {
-        await (this.options.sleep ?? realSleep)(wait, signal);
+        if (pause > 0) await (this.options.sleep ?? realSleep)(pause, signal);
       } catch {
         return; // aborted
       }
@@ -325,13 +334,16 @@ export class JoinClient {
     this.options.status.setKubernetesVersion(ticket.kubernetesVersion);
     const kubeletKey = Buffer.from(this.csr!.privateKeyPem);
     const kubeletCert = Buffer.from(pem('CERTIFICATE', ticket.kubeletCert));
-    await setup.writeNodeFile(token, KUBELET_KEY_FILE, kubeletKey);
-    await setup.writeNodeFile(token, KUBELET_CERT_FILE, kubeletCert);
-    // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md); a join service of an
-    // older build sends none.
-    if (ticket.sshCaPublicKey.length > 0) await setup.writeNodeFile(token, NODE_SSH_CA_FILE, ticket.sshCaPublicKey);
-    // The host key this join request carried, with the certificate the join service gave it.
-    if (ticket.hostCertificate.length > 0) await setup.writeSshHostIdentity(token, ticket.hostCertificate);
+    // Files of their own, written together (each is atomic: its own temporary file, fsync and rename).
+    await Promise.all([
+      setup.writeNodeFile(token, KUBELET_KEY_FILE, kubeletKey),
+      setup.writeNodeFile(token, KUBELET_CERT_FILE, kubeletCert),
+      // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md); a join service of an
+      // older build sends none.
+      ticket.sshCaPublicKey.length > 0 && setup.writeNodeFile(token, NODE_SSH_CA_FILE, ticket.sshCaPublicKey),
+      // The host key this join request carried, with the certificate the join service gave it.
+      ticket.hostCertificate.length > 0 && setup.writeSshHostIdentity(token, ticket.hostCertificate),
+    ]);
     const isControlPlane = node.role === 'control-plane';
     const kubernetes = await backend.join({
       nodeName: node.name,

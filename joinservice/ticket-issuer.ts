@@ -15,7 +15,13 @@ import { AttestationError, type AttestedInstance } from '../lib/attestation/type
 import { UserError } from '../lib/errors.js';
 import type { Clock } from '../lib/clock.js';
 import { checkNodeName, discoveryTokenCaCertHash, signKubeletCertificate } from '../lib/pki/cluster-pki.js';
-import { deriveSshCa, publicKeyFromBlob, signHostCertificate, sshCaPublicKeyLine } from '../lib/ssh/certificate.js';
+import {
+  deriveSshCa,
+  publicKeyFromBlob,
+  signHostCertificate,
+  sshCaPublicKeyLine,
+  type SshCa,
+} from '../lib/ssh/certificate.js';
 import { SignedTicket, type JoinHello, type JoinTicket, type RejoinTicket } from '../proto/gen/constellation/join.js';
 import type { BootstrapTokenIssuer } from './bootstrap-token.js';
 import { controlPlaneFiles, type LoadedJoinConfig } from './join-config.js';
@@ -38,6 +44,8 @@ export interface JoinTicketIssuerOptions {
 export class JoinTicketIssuer {
   /** Per loaded configuration: the discovery hash, computed once. */
   private readonly discoveryHashes = new WeakMap<LoadedJoinConfig, string>();
+  /** Per loaded configuration: the emergency SSH CA derived from its master secret, once (not for every join). */
+  private readonly sshCas = new WeakMap<LoadedJoinConfig, { ca: SshCa; publicKeyLine: string }>();
 
   constructor(private readonly options: JoinTicketIssuerOptions) {}
 
@@ -94,7 +102,7 @@ export class JoinTicketIssuer {
       clock: this.options.clock,
     });
     const token = await this.options.tokens.issue();
-    const ca = deriveSshCa(config.masterSecret);
+    const { ca, publicKeyLine } = this.sshCa(config);
     const hostCertificate =
       hello.hostPublicKey.length > 0
         ? signHostCertificate(
@@ -117,7 +125,7 @@ export class JoinTicketIssuer {
       controlPlaneFiles: hello.isControlPlane ? controlPlaneFiles(config) : [],
       kubernetesVersion: config.cluster.kubernetesVersion,
       storeEndpoints: hello.isControlPlane ? storeEndpoints : [],
-      sshCaPublicKey: Buffer.from(sshCaPublicKeyLine(ca.publicKey)),
+      sshCaPublicKey: Buffer.from(publicKeyLine),
       hostCertificate: Buffer.from(hostCertificate),
     };
   }
@@ -137,6 +145,16 @@ export class JoinTicketIssuer {
   sign(ticket: Uint8Array, kind: TicketKind, nodePublicKey: Uint8Array, config: LoadedJoinConfig): Uint8Array {
     const signature = signTicket(config.joinServiceKey, kind, nodePublicKey, ticket);
     return SignedTicket.encode({ ticket: Buffer.from(ticket), signature: Buffer.from(signature) }).finish();
+  }
+
+  private sshCa(config: LoadedJoinConfig): { ca: SshCa; publicKeyLine: string } {
+    let derived = this.sshCas.get(config);
+    if (derived === undefined) {
+      const ca = deriveSshCa(config.masterSecret);
+      derived = { ca, publicKeyLine: sshCaPublicKeyLine(ca.publicKey) };
+      this.sshCas.set(config, derived);
+    }
+    return derived;
   }
 
   private discoveryHash(config: LoadedJoinConfig): string {

@@ -44,29 +44,35 @@ export const JOIN_SERVICE_GRANTS: readonly Grant[] = [
  */
 export async function enableAccessControl(client: Etcd3): Promise<void> {
   const { Range } = await import('etcd3');
-  const existingUsers = new Set((await client.getUsers()).map((u) => u.name));
-  const existingRoles = new Set((await client.getRoles()).map((r) => r.name));
-  for (const name of ['root', ETCD_JOIN_SERVICE_USER]) {
-    if (!existingRoles.has(name)) await client.role(name).create();
-  }
-  await client
-    .role(ETCD_JOIN_SERVICE_USER)
-    .grant(
-      JOIN_SERVICE_GRANTS.map((g) =>
-        'prefix' in g
-          ? { permission: g.permission, range: Range.prefix(g.prefix) }
-          : { permission: g.permission, key: g.key },
-      ),
-    );
-  const users: Array<[string, string]> = [
+  // Requests that do not depend on each other go together: etcd commits what arrives at once in one round.
+  const [users, roles] = await Promise.all([client.getUsers(), client.getRoles()]);
+  const existingUsers = new Set(users.map((u) => u.name));
+  const existingRoles = new Set(roles.map((r) => r.name));
+  await Promise.all(
+    ['root', ETCD_JOIN_SERVICE_USER]
+      .filter((name) => !existingRoles.has(name))
+      .map((name) => client.role(name).create()),
+  );
+  const memberships: Array<[string, string]> = [
     [ETCD_ROOT_USER, 'root'],
     [ETCD_ADMIN_USER, 'root'],
     [ETCD_JOIN_SERVICE_USER, ETCD_JOIN_SERVICE_USER],
   ];
-  for (const [user, role] of users) {
-    // No password: these users authenticate only by the common name of a certificate of the etcd CA.
-    if (!existingUsers.has(user)) await client.auth.userAdd({ name: user, options: { no_password: true } });
-    await client.user(user).addRole(role);
-  }
+  await Promise.all([
+    client
+      .role(ETCD_JOIN_SERVICE_USER)
+      .grant(
+        JOIN_SERVICE_GRANTS.map((g) =>
+          'prefix' in g
+            ? { permission: g.permission, range: Range.prefix(g.prefix) }
+            : { permission: g.permission, key: g.key },
+        ),
+      ),
+    ...memberships.map(async ([user, role]) => {
+      // No password: these users authenticate only by the common name of a certificate of the etcd CA.
+      if (!existingUsers.has(user)) await client.auth.userAdd({ name: user, options: { no_password: true } });
+      await client.user(user).addRole(role);
+    }),
+  ]);
   await client.auth.authEnable();
 }

@@ -42,6 +42,8 @@ function options(metadata: Partial<NodeMetadata>, overrides: Partial<JoinClientO
     }),
     backend: unused<KubernetesBackend>('backend'),
     joinServicePort: 30090,
+    // A clock that stands still: each round takes no time, so every wait is the whole backoff.
+    now: () => 0,
     ...overrides,
   };
 }
@@ -82,6 +84,32 @@ describe('join client backoff (fake clock)', () => {
     await client.run('rejoin', stop.signal);
     assert.deepEqual(waits, [250, 500, 500]);
     assert.equal(asked, 3);
+  });
+
+  it('counts the wait after an unreachable round from its start: a round that was held starts the next at once', async () => {
+    const stop = new AbortController();
+    let time = 0;
+    const spent = [100, 2000, 100, 100];
+    let asked = 0;
+    const { waits, sleep } = recordingSleep(3, () => stop.abort());
+    const client = new JoinClient(
+      options(
+        { loadBalancerEndpoint: async () => '10.0.0.1' },
+        {
+          sleep,
+          now: () => time,
+          retry: { initialMs: 250, maxMs: 5000, unreachableMaxMs: 500 },
+          ask: async () => {
+            time += spent[asked++]!;
+            return { unreachable: 'the load balancer dropped the connection' };
+          },
+        },
+      ),
+    );
+    await client.run('rejoin', stop.signal);
+    // 250 - 100; the 2 s round (a held connection) waits nothing; then 500 - 100 twice.
+    assert.deepEqual(waits, [150, 400, 400]);
+    assert.equal(asked, 4);
   });
 
   it('stops as soon as another owner commits the node lock (the node was initialized instead)', async () => {
