@@ -236,8 +236,10 @@ export class EtcdMember implements ClusterStoreHost {
       [FILES.clientCert, client.cert],
       [FILES.clientKey, client.key],
     ];
-    for (const [name, content] of files)
-      await writeFileAtomic(path.join(this.options.dir, name), content, { mode: 0o600 });
+    // Seven files of their own, written together (each atomic), before etcd can start.
+    await Promise.all(
+      files.map(([name, content]) => writeFileAtomic(path.join(this.options.dir, name), content, { mode: 0o600 })),
+    );
   }
 
   private async start(initial?: { initialCluster: string; state: 'new' | 'existing' }): Promise<void> {
