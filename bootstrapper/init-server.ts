@@ -270,16 +270,8 @@ export class InitServer {
       this.emit('pcr15', 'extended PCR 15 with the clusterID');
 
       const how = await setup.openStateDisk(token, deriveStateDiskKey(secrets.master, stateDisk.uuid));
-      await setup.writeClusterRecord(token, {
-        origin: 'init',
-        role: node.role,
-        clusterId: Buffer.from(clusterId).toString('hex'),
-        measurementSalt: Buffer.from(secrets.measurementSalt).toString('hex'),
-        kubernetesVersion: secrets.kubernetesVersion,
-      });
-      if (how === 'formatted') await setup.recordClusterEntry(token, 'init');
       // The cluster store starts now, on the open disk: a new etcd member's first election waits up to an election
-      // timeout, and that wait runs while this node writes its SSH identity and brings up Kubernetes below.
+      // timeout, and that wait runs while this node writes its files and brings up Kubernetes below.
       this.pki ??= createClusterPki({ clock, clusterName: secrets.clusterName });
       const pki = loadClusterPki(this.pki);
       const storeCreated = setup.createStore(token, pki);
@@ -287,7 +279,16 @@ export class InitServer {
       // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md), from the master secret.
       // The node certifies its own host key with that CA (as upstream's init server), for its address and name.
       const sshCa = deriveSshCa(secrets.master);
+      // Files of their own, written together (each is atomic: its own temporary file, fsync and rename).
       await Promise.all([
+        setup.writeClusterRecord(token, {
+          origin: 'init',
+          role: node.role,
+          clusterId: Buffer.from(clusterId).toString('hex'),
+          measurementSalt: Buffer.from(secrets.measurementSalt).toString('hex'),
+          kubernetesVersion: secrets.kubernetesVersion,
+        }),
+        how === 'formatted' && setup.recordClusterEntry(token, 'init'),
         setup.writeNodeFile(token, NODE_SSH_CA_FILE, Buffer.from(sshCaPublicKeyLine(sshCa.publicKey))),
         setup.writeSshHostIdentity(
           token,

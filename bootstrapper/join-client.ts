@@ -323,19 +323,19 @@ export class JoinClient {
     const clusterId = deriveClusterId(ticket.measurementSecret, ticket.measurementSalt);
     await setup.extendClusterPcr(token, clusterId);
     await setup.openStateDisk(token, ticket.stateDiskKey);
-    await setup.writeClusterRecord(token, {
-      origin: 'join',
-      role: node.role,
-      clusterId: Buffer.from(clusterId).toString('hex'),
-      measurementSalt: Buffer.from(ticket.measurementSalt).toString('hex'),
-      kubernetesVersion: ticket.kubernetesVersion,
-    });
-    await setup.recordClusterEntry(token, 'join');
     this.options.status.setKubernetesVersion(ticket.kubernetesVersion);
     const kubeletKey = Buffer.from(this.csr!.privateKeyPem);
     const kubeletCert = Buffer.from(pem('CERTIFICATE', ticket.kubeletCert));
     // Files of their own, written together (each is atomic: its own temporary file, fsync and rename).
     await Promise.all([
+      setup.writeClusterRecord(token, {
+        origin: 'join',
+        role: node.role,
+        clusterId: Buffer.from(clusterId).toString('hex'),
+        measurementSalt: Buffer.from(ticket.measurementSalt).toString('hex'),
+        kubernetesVersion: ticket.kubernetesVersion,
+      }),
+      setup.recordClusterEntry(token, 'join'),
       setup.writeNodeFile(token, KUBELET_KEY_FILE, kubeletKey),
       setup.writeNodeFile(token, KUBELET_CERT_FILE, kubeletCert),
       // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md); a join service of an
