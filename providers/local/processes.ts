@@ -206,8 +206,9 @@ async function ownerFolderOf(pid: number, clusterDir: string): Promise<string | 
     .split('\0')
     .find((entry) => entry.startsWith(`${OWNER_ENV}=`))
     ?.slice(OWNER_ENV.length + 1);
-  const candidates = owner !== undefined ? [owner] : await swtpmFolders(pid);
-  const under = candidates.find((c) => underFolder(c, clusterDir));
+  // As isOwnedBy: the owner mark, else a swtpm's folders (a swtpm that carries another folder's mark is still ours).
+  let under = owner !== undefined && underFolder(owner, clusterDir) ? owner : undefined;
+  under ??= (await swtpmFolders(pid)).find((c) => underFolder(c, clusterDir));
   if (under === undefined || !(await isAlive(pid))) return undefined;
   const parts = path.relative(clusterDir, under).split(path.sep);
   return path.join(clusterDir, ...parts.slice(0, parts[0] === 'nodes' ? 2 : 1));
