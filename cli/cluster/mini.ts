@@ -203,11 +203,11 @@ async function prepareConfig(options: MiniUpOptions): Promise<{ continued: boole
         image,
       });
     }
-    await generateConfigFiles(workspaceDir, kind);
-    await editConfig(workspaceDir, {
+    // Written with the counts and image asked for, and checked before it is written (one parse, not an edit's three).
+    await generateConfigFiles(workspaceDir, kind, {
       initialCounts: wanted(),
       ...(image ? { image } : {}),
-      ...(options.vm ? { allowIncomplete: true } : {}),
+      validate: { allowIncomplete: options.vm ?? false },
     });
     log.info(`generated a ${kind} config`, { ...wanted(), image: image ?? 'local' });
     return { continued: false };

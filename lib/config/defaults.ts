@@ -29,6 +29,10 @@ export interface DefaultConfigOptions {
   attestationVariant?: string;
   tags?: Record<string, string>;
   name?: string;
+  /** Node counts of the default groups (control_plane_default, worker_default), in place of the defaults. */
+  initialCounts?: Record<string, number>;
+  /** The image, in place of the provider's default. */
+  image?: string;
 }
 
 /** Region and zone defaults, and zones of the node groups. */
@@ -81,14 +85,17 @@ export function defaultConfig(provider: string, options: DefaultConfigOptions = 
     version: 'v4',
     name: options.name ?? 'constell',
     kubernetesVersion,
-    image: provider === 'local' ? 'local' : '',
+    image: options.image ?? (provider === 'local' ? 'local' : ''),
     microserviceVersion: `v${cliVersion()}`,
     serviceCIDR: '10.96.0.0/12',
     tags: options.tags ?? {},
     provider: { [provider]: providerSection(provider) },
     nodeGroups: {
-      control_plane_default: group('control-plane', provider === 'local' || provider === 'qemu' ? 1 : 3),
-      worker_default: group('worker', 1),
+      control_plane_default: group(
+        'control-plane',
+        options.initialCounts?.control_plane_default ?? (provider === 'local' || provider === 'qemu' ? 1 : 3),
+      ),
+      worker_default: group('worker', options.initialCounts?.worker_default ?? 1),
     },
     attestation: { [variantConfigKey(variant)]: attestationSection(variant) },
   };

@@ -10,6 +10,7 @@ import { writeFileAtomic } from '../workspace/atomic-file.js';
 import { CONFIG_FILE, pathExists, STATE_FILE } from '../workspace/files.js';
 import { emptyState, writeState } from '../workspace/state.js';
 import { defaultConfig, type DefaultConfigOptions } from './defaults.js';
+import { parseConfig, type ParseOptions } from './parse.js';
 import { renderConfig, type RenderOptions } from './render.js';
 import type { Config } from './schema.js';
 
@@ -22,9 +23,13 @@ export interface GeneratedFiles {
 export async function generateConfigFiles(
   workspaceDir: string,
   provider: string,
-  options: DefaultConfigOptions & RenderOptions = {},
+  options: DefaultConfigOptions & RenderOptions & { validate?: ParseOptions } = {},
 ): Promise<GeneratedFiles> {
   const config = defaultConfig(provider, options);
+  const text = renderConfig(config, options);
+  // Options a user chose (node counts, image) are checked like any config before anything is written; the parse is
+  // kept (./parse.ts), so the command's next read of the file costs nothing.
+  if (options.validate) parseConfig(text, path.join(workspaceDir, CONFIG_FILE), options.validate);
   const configFile = path.join(workspaceDir, CONFIG_FILE);
   const stateFile = path.join(workspaceDir, STATE_FILE);
   const existing = (
@@ -38,7 +43,7 @@ export async function generateConfigFiles(
       },
     );
   }
-  await writeFileAtomic(configFile, renderConfig(config, options), { exclusive: true, what: 'the config' });
+  await writeFileAtomic(configFile, text, { exclusive: true, what: 'the config' });
   try {
     await writeState(workspaceDir, emptyState(), { exclusive: true });
   } catch (err) {

@@ -133,7 +133,7 @@ async function runSwtpm(options: {
     '--log',
     `file=${options.logFile},level=1,truncate`,
   ];
-  const sockets = serverSocket ? [ctrlSocket, serverSocket] : [ctrlSocket];
+  const waiting = new Set(serverSocket ? [ctrlSocket, serverSocket] : [ctrlSocket]);
   const child = spawn('swtpm', args, { detached: options.detached, stdio: 'ignore' });
   const exited = new Promise<number | null>((resolve) => {
     child.once('exit', (code) => resolve(code));
@@ -154,7 +154,11 @@ async function runSwtpm(options: {
       );
     }
     // Every socket accepts: the server socket's file appears at bind(), before listen(), so test by connecting.
-    if ((await Promise.all(sockets.map((socket) => canConnect(socket)))).every(Boolean)) break;
+    // A socket that accepted once is not probed again: swtpm serves one connection at a time and its listen backlog
+    // is short, so probes piling up behind the first one (while the other socket is not open yet) made the caller's
+    // own connection fail with EAGAIN on a loaded machine.
+    for (const socket of [...waiting]) if (await canConnect(socket)) waiting.delete(socket);
+    if (waiting.size === 0) break;
     if (Date.now() > deadline) {
       child.kill('SIGKILL');
       throw new SwtpmError(

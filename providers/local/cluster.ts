@@ -109,13 +109,13 @@ export abstract class LocalCluster implements InfrastructureProvider {
     });
     const names = Object.keys(file.record.nodes);
     ctx.progress?.(`starting ${names.length} nodes`);
-    // The network (which fixes the address range) and the cloud daemon start while the nodes' TPMs are made; each
-    // node is plugged into the network as soon as it exists.
+    // The network (which fixes the address range) and the cloud daemon start while the nodes' TPMs are made; the
+    // nodes are plugged into the network as soon as it exists.
     const network = ensureNetwork(file, ctx, this.network);
     network.catch(() => undefined); // its failure is reported by those who wait for it
-    const [cloud, ...prepared] = await settleAll([
+    const [cloud, prepared] = await settleAll([
       ensureCloud(file, ctx, this.network, () => network),
-      ...names.map((name) => this.nodes.prepare(file, name, ctx, network)),
+      this.nodes.prepareAll(file, names, ctx, network),
     ]);
     await cloud.control.setCluster(clusterSettings(file.record));
     await settleAll(names.map((name, i) => this.nodes.boot(file, name, cloud.control, ctx, prepared[i])));

@@ -17,14 +17,15 @@
  * continues or terminates whatever a crashed one left (./processes.ts: processes carry their node folder as owner).
  */
 import { promises as fs } from 'node:fs';
+import { detachMountsUnder } from '../../lib/mounts.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { pathExists } from '../../lib/workspace/files.js';
 import type { InstanceState, ProviderContext } from '../contract.js';
 import { CLUSTER_RESOURCE_ID, type CloudControl } from './cloud.js';
 import type { ClusterFile, LocalClusterRecord, LocalNodeRecord } from './cluster-file.js';
-import { nodeAddress, nodePaths, type NodePaths } from './layout.js';
+import { clusterPaths, nodeAddress, nodePaths, type NodePaths } from './layout.js';
 import { ClusterNetwork } from './network.js';
-import { isOwnedBy, stopOwnedProcesses } from './processes.js';
+import { isOwnedBy, processesByOwner, stopOwnedProcesses } from './processes.js';
 
 /** The node a machine acts on: its record, folders, address and the cluster it belongs to. */
 export interface MachineNode {
@@ -50,6 +51,8 @@ export interface NodeMachine {
   startTpm(paths: NodePaths, options: { readAk: boolean }): Promise<{ pid: number; akPublic?: string }>;
   /** Plugs the node into the cluster's network (a process node: its namespace with its address; a VM: a tap device). */
   plug(network: ClusterNetwork, target: Pick<MachineNode, 'name' | 'node' | 'address'>): Promise<void>;
+  /** Plugs several nodes at once, as plug does each (fewer `ip` runs); without it they are plugged one by one. */
+  plugAll?(network: ClusterNetwork, targets: Pick<MachineNode, 'name' | 'node' | 'address'>[]): Promise<void>;
   /**
    * The node's TPM stops when its machine does (QEMU shuts its swtpm down when it exits), so a reboot power-cycles
    * the node: machine and TPM stop, then both start again. Without it a reboot restarts only the machine, and the
@@ -103,16 +106,44 @@ export class LocalNodeLifecycle {
     ctx: ProviderContext,
     network?: Promise<ClusterNetwork>,
   ): Promise<{ plugged: boolean; swept: boolean }> {
+    return (await this.prepareAll(file, [name], ctx, network))[0];
+  }
+
+  /**
+   * prepare for several nodes at once, with the work that is the same for all of them done once: one sweep of the
+   * machine's processes finds what earlier runs left of every node (instead of one sweep per node), and the nodes
+   * that are not running are plugged into the network together (./network.ts plugNodes: fewer `ip` runs).
+   */
+  async prepareAll(
+    file: ClusterFile,
+    names: readonly string[],
+    ctx: ProviderContext,
+    network?: Promise<ClusterNetwork>,
+  ): Promise<{ plugged: boolean; swept: boolean }[]> {
     ctx.signal?.throwIfAborted();
-    const node = file.record.nodes[name];
-    const running = await this.machineRuns(node, nodePaths(ctx.workspaceDir, name));
+    const running = await Promise.all(
+      names.map((name) => this.machineRuns(file.record.nodes[name], nodePaths(ctx.workspaceDir, name))),
+    );
+    const toPlug = names.filter((_, i) => !running[i]);
     const plug = async () => {
-      if (!network || running) return false;
-      await this.machine.plug(await network, { name, node, address: addressOf(file.record, name) });
-      return true;
+      if (!network || toPlug.length === 0) return;
+      const net = await network;
+      const targets = toPlug.map((name) => ({
+        name,
+        node: file.record.nodes[name],
+        address: addressOf(file.record, name),
+      }));
+      if (this.machine.plugAll) await this.machine.plugAll(net, targets);
+      else await Promise.all(targets.map((target) => this.machine.plug(net, target)));
     };
-    const [swept, plugged] = await settleAll([this.prepareTpm(file, name, ctx), plug()]);
-    return { plugged, swept };
+    // Taken by the first node that needs it, before that node starts anything; see processesByOwner.
+    let sweep: Promise<Map<string, number[]>> | undefined;
+    const leftovers = () => (sweep ??= processesByOwner(clusterPaths(ctx.workspaceDir).dir));
+    const [swept] = await settleAll([
+      settleAll(names.map((name) => this.prepareTpm(file, name, ctx, leftovers))),
+      plug(),
+    ]);
+    return names.map((name, i) => ({ plugged: !!network && toPlug.includes(name), swept: swept[i] }));
   }
 
   /**
@@ -232,7 +263,12 @@ export class LocalNodeLifecycle {
   }
 
   /** Starts the node's TPM unless it runs with its AK read; true when it did (every other process of the node stopped). */
-  private async prepareTpm(file: ClusterFile, name: string, ctx: ProviderContext): Promise<boolean> {
+  private async prepareTpm(
+    file: ClusterFile,
+    name: string,
+    ctx: ProviderContext,
+    leftovers: () => Promise<Map<string, number[]>>,
+  ): Promise<boolean> {
     const node = file.record.nodes[name];
     const np = nodePaths(ctx.workspaceDir, name);
     await this.record(file, name, ctx);
@@ -246,8 +282,10 @@ export class LocalNodeLifecycle {
     const tpmRuns =
       node.swtpmPid !== undefined && (await isOwnedBy(node.swtpmPid, np.dir)) && (await pathExists(sockets.ctrlSocket));
     if (tpmRuns && node.akPublic !== undefined) return false;
-    // A machine without its TPM is useless, and an orphaned swtpm would hold the TPM state.
-    await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
+    // A machine without its TPM is useless, and an orphaned swtpm would hold the TPM state. A node of which no process
+    // runs (the sweep found none) has nothing to stop; only a mount whose server died may be left.
+    if ((await leftovers()).has(np.dir)) await stopOwnedProcesses(np.dir, [node.launcherPid ?? 0, node.swtpmPid ?? 0]);
+    else await detachMountsUnder(np.dir);
     const { pid, akPublic } = await this.machine.startTpm(np, { readAk: node.akPublic === undefined });
     await file.update(() => {
       node.swtpmPid = pid;

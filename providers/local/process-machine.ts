@@ -103,6 +103,11 @@ export class ProcessMachine implements NodeMachine {
     await network.plugNode(target.name, target.node.host, target.address);
   }
 
+  /** The nodes' namespaces, with their addresses, made together. */
+  async plugAll(network: ClusterNetwork, targets: Pick<MachineNode, 'name' | 'node' | 'address'>[]): Promise<void> {
+    await network.plugNodes(targets.map((t) => ({ node: t.name, host: t.node.host, address: t.address })));
+  }
+
   /** The launcher, which measures the image and runs the node program; it reports whether the node program started. */
   async start(target: MachineNode, ctx: ProviderContext): Promise<{ pid: number; failure?: Error }> {
     const { name, node, paths: np, address, cluster } = target;

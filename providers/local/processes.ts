@@ -107,8 +107,8 @@ export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: numb
 
 /**
  * A /proc file of the process, or undefined when it is gone. Read synchronously: the kernel makes these files in
- * memory, so a read never waits for a disk, and a sweep of every process of the machine (findOwnedProcesses, twice
- * per node that is started) costs a fraction of what a thread-pool round trip per file did (about a second of the
+ * memory, so a read never waits for a disk, and a sweep of every process of the machine (findOwnedProcesses,
+ * processesByOwner) costs a fraction of what a thread-pool round trip per file did (about a second of the
  * CLI's CPU in a profile of mini up 1+9 on this machine with ~150 other processes).
  */
 async function readProc(pid: number, file: string): Promise<Buffer | undefined> {
@@ -167,15 +167,7 @@ async function isMarkedOrSwtpmOf(pid: number, folder: string): Promise<boolean> 
  * command: these processes run on by design, and the same command continues with them.
  */
 export async function describeClusterProcesses(clusterDir: string): Promise<string[]> {
-  const pids = (await fs.readdir('/proc')).filter((e) => /^\d+$/.test(e)).map(Number);
-  const byOwner = new Map<string, number[]>();
-  await Promise.all(
-    pids.map(async (pid) => {
-      const owner = await ownerFolderOf(pid, clusterDir);
-      if (owner !== undefined) byOwner.set(owner, [...(byOwner.get(owner) ?? []), pid]);
-    }),
-  );
-  return [...byOwner]
+  return [...(await processesByOwner(clusterDir))]
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([owner, list]) => {
       const [first, name] = path.relative(clusterDir, owner).split(path.sep);
@@ -185,18 +177,39 @@ export async function describeClusterProcesses(clusterDir: string): Promise<stri
     });
 }
 
-/** The folder below `clusterDir` (a node folder, or the cloud daemon's) that owns the process, if any. */
+/**
+ * One sweep of every process of the machine: the live processes of the local cluster in `clusterDir` (its
+ * constellation-local/ folder), by the folder that owns them (a node folder, or the cloud daemon's). A folder that is
+ * not in the map had no process at the time of the sweep, and none can appear later but those the caller starts:
+ * only a process of the folder (which passes its owner mark on) or the CLI holding the workspace lock makes them.
+ * Creating a cluster sweeps once for all nodes instead of once per node (findOwnedProcesses).
+ */
+export async function processesByOwner(clusterDir: string): Promise<Map<string, number[]>> {
+  const pids = (await fs.readdir('/proc')).filter((e) => /^\d+$/.test(e)).map(Number);
+  const byOwner = new Map<string, number[]>();
+  for (const pid of pids) {
+    const owner = await ownerFolderOf(pid, clusterDir);
+    if (owner !== undefined) byOwner.set(owner, [...(byOwner.get(owner) ?? []), pid]);
+  }
+  return byOwner;
+}
+
+/**
+ * The folder below `clusterDir` (a node folder, or the cloud daemon's) that owns the process, if any. The owner mark
+ * and the command line are read first and the state only of a match: most processes a sweep looks at are not ours.
+ */
 async function ownerFolderOf(pid: number, clusterDir: string): Promise<string | undefined> {
-  if (pid === process.pid || !(await isAlive(pid))) return undefined;
+  if (pid === process.pid) return undefined;
   const environ = await readProc(pid, 'environ');
   const owner = environ
     ?.toString('utf8')
     .split('\0')
     .find((entry) => entry.startsWith(`${OWNER_ENV}=`))
     ?.slice(OWNER_ENV.length + 1);
-  const candidates = owner !== undefined ? [owner] : await swtpmFolders(pid);
-  const under = candidates.find((c) => underFolder(c, clusterDir));
-  if (under === undefined) return undefined;
+  // As isOwnedBy: the owner mark, else a swtpm's folders (a swtpm that carries another folder's mark is still ours).
+  let under = owner !== undefined && underFolder(owner, clusterDir) ? owner : undefined;
+  under ??= (await swtpmFolders(pid)).find((c) => underFolder(c, clusterDir));
+  if (under === undefined || !(await isAlive(pid))) return undefined;
   const parts = path.relative(clusterDir, under).split(path.sep);
   return path.join(clusterDir, ...parts.slice(0, parts[0] === 'nodes' ? 2 : 1));
 }

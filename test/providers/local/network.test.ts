@@ -11,6 +11,7 @@ import path from 'node:path';
 import {
   candidateRanges,
   ClusterNetwork,
+  type IpRunner,
   macAddress,
   netnsPath,
   newNetworkId,
@@ -18,6 +19,7 @@ import {
   parseCidr,
   parseRoutes,
   rangeLink,
+  runIp,
 } from '../../../providers/local/network.js';
 import { CLI, REPO_ROOT } from '../../support/cli.js';
 import { NOBODY, rootLinkExists } from './support.js';
@@ -89,8 +91,8 @@ describe('local provider: address ranges', () => {
 describe('local provider: network namespaces (root)', function () {
   this.timeout(30_000);
   const networks: ClusterNetwork[] = [];
-  const network = () => {
-    const made = new ClusterNetwork(newNetworkId());
+  const network = (ip: IpRunner = runIp) => {
+    const made = new ClusterNetwork(newNetworkId(), ip);
     networks.push(made);
     return made;
   };
@@ -120,21 +122,38 @@ describe('local provider: network namespaces (root)', function () {
 
   it('plugs nodes into the bridge and removes every namespace and link it made', async () => {
     const prefix = await free();
-    const net = network();
+    let ipRuns = 0;
+    const net = network((args, batch) => {
+      ipRuns++;
+      return runIp(args, batch);
+    });
     const present = await net.ensureGateway();
     assert.deepEqual(present, { bridge: false, uplink: false });
     assert.equal(await net.claimRange(prefix), true);
     await net.configure(prefix, present);
     await net.plugNode('worker-0', 100, `${prefix}.100`);
-    await net.plugNode('worker-0', 100, `${prefix}.100`); // again, as on a reboot
-    await net.plugNode('worker-1', 101, `${prefix}.101`);
+    ipRuns = 0;
+    // Together, as create plugs its nodes: worker-0 again (as on a reboot) and two new ones, in 2 + 3 runs of ip
+    // (worker-0's old link on the bridge is deleted first), not 3 per node.
+    await net.plugNodes([
+      { node: 'worker-0', host: 100, address: `${prefix}.100` },
+      { node: 'worker-1', host: 101, address: `${prefix}.101` },
+      { node: 'worker-2', host: 102, address: `${prefix}.102` },
+    ]);
+    assert.equal(ipRuns, 6);
     assert.deepEqual(await net.ensureGateway(), { bridge: true, uplink: true });
-    const inNode = await ipJson(['-n', net.nodeNetns('worker-0'), '-j', 'addr', 'show', 'dev', 'eth0']);
-    assert.deepEqual(
-      inNode[0].addr_info.filter((a) => a.family === 'inet').map((a) => `${a.local}/${a.prefixlen}`),
-      [`${prefix}.100/24`],
-    );
-    assert.equal(inNode[0].address, macAddress(`${prefix}.100`));
+    for (const [node, address] of [
+      ['worker-0', `${prefix}.100`],
+      ['worker-2', `${prefix}.102`],
+    ]) {
+      const inNode = await ipJson(['-n', net.nodeNetns(node), '-j', 'addr', 'show', 'dev', 'eth0']);
+      assert.deepEqual(
+        inNode[0].addr_info.filter((a) => a.family === 'inet').map((a) => `${a.local}/${a.prefixlen}`),
+        [`${address}/24`],
+      );
+      assert.equal(inNode[0].address, macAddress(address));
+    }
+    await net.unplugNode('worker-2', 102);
 
     await net.unplugNode('worker-1', 101);
     await fs.access(netnsPath(net.nodeNetns('worker-1'))).then(

@@ -8,6 +8,7 @@ import {
   findOwnedProcesses,
   isAlive,
   isOwnedBy,
+  processesByOwner,
   spawnDetached,
   stopOwnedProcesses,
   type StartupMessage,
@@ -52,6 +53,13 @@ describe('local provider: detached processes', function () {
     // (tsx may add its esbuild service process: ours too, by inheritance)
     assert.ok(found.includes(pid) && found.includes(grandchild), `found ${found.join(', ')}`);
     assert.equal((await findOwnedProcesses(path.join(tmp, 'nodes', 'n2'))).length, 0);
+    // One sweep for every node (create): the same processes, under their node's folder, and no other folder.
+    const byOwner = await processesByOwner(tmp);
+    assert.deepEqual([...byOwner.keys()], [owner]);
+    assert.deepEqual(
+      byOwner.get(owner)?.sort((a, b) => a - b),
+      found.sort((a, b) => a - b),
+    );
   });
 
   it('stops a process and its children, but keeps what it is told to keep', async () => {
