@@ -47,12 +47,13 @@ export interface EtcdStoreOptions extends EtcdConnection {
 }
 
 /**
- * Starts loading the etcd3 client's modules in the background, for a process that idles before it needs the store:
- * their load parses etcd's API definitions (a few hundred milliseconds of CPU on this machine, many seconds in a VM
- * under emulation), which a later etcdClient() then need not wait for. Errors surface there, not here.
+ * Starts loading the etcd3 client's modules and the entries' codec (with its zod schemas) in the background, for a
+ * process that idles before it needs the store: their load parses etcd's API definitions and compiles zod (a few
+ * hundred milliseconds of CPU on this machine, many seconds in a VM under emulation), which a later etcdClient() or
+ * EtcdClusterStore.connect() then need not wait for. Errors surface there, not here.
  */
 export function preloadEtcdClient(): void {
-  void Promise.all([import('etcd3'), import('cockatiel')]).catch(() => undefined);
+  void Promise.all([import('etcd3'), import('cockatiel'), import('./codec.js')]).catch(() => undefined);
 }
 
 /** An etcd3 client without retries or circuit breakers of its own, every unary call with a deadline. */
