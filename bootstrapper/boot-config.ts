@@ -8,8 +8,8 @@
  * provider by asking the cloud's metadata service who the node is (NodePlatform.identity).
  */
 import { promises as fs } from 'node:fs';
-import { z } from 'zod';
 import { UserError } from '../lib/errors.js';
+import { checkShape, type ObjectField } from '../lib/json-shape.js';
 import type { NodePlatformOptions } from '../providers/contract.js';
 
 export const KERNEL_CMDLINE = '/proc/cmdline';
@@ -28,22 +28,39 @@ export interface BootConfigSources {
   env?: NodeJS.ProcessEnv;
 }
 
-const fileSchema = z.strictObject({
-  csp: z.string().min(1).optional(),
-  attestationVariant: z.string().min(1).optional(),
-  paths: z
-    .strictObject({
-      tpm: z.string().min(1).optional(),
-      stateDisk: z.string().min(1).optional(),
-      stateDir: z.string().min(1).optional(),
-      nodeDir: z.string().min(1).optional(),
-      tsmRoot: z.string().min(1).optional(),
-      sevGuest: z.string().min(1).optional(),
-    })
-    .optional(),
-  providerOptions: z.record(z.string(), z.unknown()).optional(),
-  imageVersion: z.string().min(1).optional(),
-});
+interface BootConfigFile {
+  csp?: string;
+  attestationVariant?: string;
+  paths?: NodePlatformOptions['paths'];
+  providerOptions?: Record<string, unknown>;
+  imageVersion?: string;
+}
+
+// Checked by hand, not with zod: the node program reads it before it listens (lib/json-shape.ts says why).
+const nonEmpty = { kind: 'string', min: 1, optional: true } as const;
+export const bootConfigFileShape: ObjectField = {
+  kind: 'object',
+  strict: true,
+  fields: {
+    csp: nonEmpty,
+    attestationVariant: nonEmpty,
+    paths: {
+      kind: 'object',
+      strict: true,
+      optional: true,
+      fields: {
+        tpm: nonEmpty,
+        stateDisk: nonEmpty,
+        stateDir: nonEmpty,
+        nodeDir: nonEmpty,
+        tsmRoot: nonEmpty,
+        sevGuest: nonEmpty,
+      },
+    },
+    providerOptions: { kind: 'record', optional: true },
+    imageVersion: nonEmpty,
+  },
+};
 
 /** `key=value` words of a kernel command line (values may be double-quoted). */
 export function parseCmdline(text: string): Map<string, string> {
@@ -67,7 +84,7 @@ export async function readBootConfig(sources: BootConfigSources = {}): Promise<B
   const cmdline = parseCmdline((await readOptional(sources.cmdlineFile ?? KERNEL_CMDLINE)) ?? '');
   const configFile = sources.configFile ?? env.CONSTELLATION_BOOT_CONFIG ?? BOOT_CONFIG_FILE;
   const text = await readOptional(configFile);
-  let file: z.infer<typeof fileSchema> = {};
+  let file: BootConfigFile = {};
   if (text !== undefined) {
     let json: unknown;
     try {
@@ -75,14 +92,14 @@ export async function readBootConfig(sources: BootConfigSources = {}): Promise<B
     } catch (cause) {
       throw new UserError(`The boot config ${configFile} is not JSON.`, { cause });
     }
-    const parsed = fileSchema.safeParse(json);
+    const parsed = checkShape(json, bootConfigFileShape);
     if (!parsed.success) {
-      const issue = parsed.error.issues[0];
+      const { issue } = parsed;
       throw new UserError(
         `The boot config ${configFile} is invalid: ${issue.path.join('.') || '(root)'}: ${issue.message}.`,
       );
     }
-    file = parsed.data;
+    file = parsed.data as BootConfigFile;
   }
   const csp = cmdline.get('constellation.csp');
   const variant = cmdline.get('constellation.attestation-variant');

@@ -20,7 +20,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
-import { ENTRY } from '../lib/cluster-store/codec.js';
+import { ENTRY } from '../lib/cluster-store/entries.js';
 import { enableAccessControl, ETCD_ADMIN_USER, ETCD_JOIN_SERVICE_USER } from '../lib/cluster-store/etcd-access.js';
 import { addLearner, promoteLearner } from '../lib/cluster-store/etcd-members.js';
 import {

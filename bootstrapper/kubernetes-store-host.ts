@@ -7,7 +7,6 @@
  * (constellation-admin.conf), which it has already: its credentials are only the name of the backend.
  */
 import { promises as fs } from 'node:fs';
-import { KubernetesClusterStore } from '../lib/cluster-store/kubernetes.js';
 import type { ClusterStore } from '../lib/cluster-store/types.js';
 import { UserError } from '../lib/errors.js';
 import { DEFAULT_ADMIN_CONF } from './kubernetes/types.js';
@@ -52,6 +51,8 @@ export class KubernetesStoreHost implements ClusterStoreHost {
         },
       );
     }
+    // Loaded here, not at start: with its codec's zod schemas it would be compiled before the node program listens.
+    const { KubernetesClusterStore } = await import('../lib/cluster-store/kubernetes.js');
     return KubernetesClusterStore.connect({
       kubeconfig: { path: this.adminConfPath },
       timeoutMs: this.options.timeoutMs,

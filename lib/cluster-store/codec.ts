@@ -20,6 +20,7 @@ import { JsonInputError, parseJson as parseJsonText } from '../json.js';
 import { JOIN_SERVICE_KEY_SEED_LENGTH, MEASUREMENT_SALT_LENGTH } from '../kms/index.js';
 import { PKI_FILE_NAMES, type PkiFiles } from '../pki/cluster-pki.js';
 import { masterSecretToJson, parseMasterSecret } from '../workspace/master-secret.js';
+import { ENTRY } from './entries.js';
 import {
   StoreNotInitializedError,
   type AttestationConfigRecord,
@@ -29,21 +30,7 @@ import {
   type NodeRecord,
 } from './types.js';
 
-export const ENTRY = {
-  attestationConfig: 'join/attestation-config',
-  cluster: 'join/cluster',
-  measurementSalt: 'join/measurement-salt',
-  masterSecret: 'join/master-secret',
-  joinServiceKey: 'join/service-key',
-  pki: (name: string) => `join/pki/${name}`,
-  node: (name: string) => `nodes/${name}`,
-  // UUIDs name disks case-insensitively (Kubernetes object names are lowercase): one entry per disk on every backend.
-  disk: (uuid: string) => `disks/${uuid.toLowerCase()}`,
-  kubernetesUpgrade: 'upgrades/kubernetes',
-} as const;
-
-export const JOIN_CONFIG_PREFIX = 'join/';
-export const NODES_PREFIX = 'nodes/';
+export { ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './entries.js';
 
 /** Every entry of a complete join configuration. */
 export const JOIN_CONFIG_ENTRIES: readonly string[] = [

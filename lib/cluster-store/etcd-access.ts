@@ -18,7 +18,7 @@
  * enableAccessControl is idempotent (a retried init runs it again).
  */
 import type { Etcd3 } from 'etcd3';
-import { ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './codec.js';
+import { ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './entries.js';
 import { STORE_PREFIX as PREFIX } from './etcd.js';
 
 /** The etcd user of the CLI's certificate (constellation-store.json). */

@@ -12,17 +12,8 @@ import type { Etcd3, IOptions } from 'etcd3';
 import { UserError } from '../errors.js';
 import { ETCD_SERVER_NAME } from '../pki/cluster-pki.js';
 import { pollUntil } from '../poll.js';
-import {
-  decodeJoinConfig,
-  decodeKubernetesUpgrade,
-  decodeNode,
-  encodeJoinConfig,
-  encodeKubernetesUpgrade,
-  encodeNode,
-  ENTRY,
-  JOIN_CONFIG_PREFIX,
-  NODES_PREFIX,
-} from './codec.js';
+import type * as CodecModule from './codec.js';
+import { ENTRY, JOIN_CONFIG_PREFIX, NODES_PREFIX } from './entries.js';
 import {
   StoreUnavailableError,
   type ClusterStore,
@@ -30,6 +21,8 @@ import {
   type KubernetesUpgrade,
   type NodeRecord,
 } from './types.js';
+
+type Codec = typeof CodecModule;
 
 export const STORE_PREFIX = '/constellation/';
 export const ETCD_CLIENT_PORT = 2379;
@@ -54,12 +47,13 @@ export interface EtcdStoreOptions extends EtcdConnection {
 }
 
 /**
- * Starts loading the etcd3 client's modules in the background, for a process that idles before it needs the store:
- * their load parses etcd's API definitions (a few hundred milliseconds of CPU on this machine, many seconds in a VM
- * under emulation), which a later etcdClient() then need not wait for. Errors surface there, not here.
+ * Starts loading the etcd3 client's modules and the entries' codec (with its zod schemas) in the background, for a
+ * process that idles before it needs the store: their load parses etcd's API definitions and compiles zod (a few
+ * hundred milliseconds of CPU on this machine, many seconds in a VM under emulation), which a later etcdClient() or
+ * EtcdClusterStore.connect() then need not wait for. Errors surface there, not here.
  */
 export function preloadEtcdClient(): void {
-  void Promise.all([import('etcd3'), import('cockatiel')]).catch(() => undefined);
+  void Promise.all([import('etcd3'), import('cockatiel'), import('./codec.js')]).catch(() => undefined);
 }
 
 /** An etcd3 client without retries or circuit breakers of its own, every unary call with a deadline. */
@@ -101,13 +95,14 @@ export class EtcdClusterStore implements ClusterStore {
   private constructor(
     private readonly client: Etcd3,
     private readonly where: string,
+    private readonly codec: Codec,
   ) {}
 
   static async connect(options: EtcdStoreOptions): Promise<EtcdClusterStore> {
-    return new EtcdClusterStore(
-      await etcdClient(options),
-      `the cluster store (etcd at ${options.endpoints.join(', ')})`,
-    );
+    // The codec (and its zod schemas) loads with the first store, not with the node program that imports this
+    // module before it listens.
+    const [client, codec] = await Promise.all([etcdClient(options), import('./codec.js')]);
+    return new EtcdClusterStore(client, `the cluster store (etcd at ${options.endpoints.join(', ')})`, codec);
   }
 
   async readJoinConfig(): Promise<{ config: JoinConfig; revision: string }> {
@@ -119,11 +114,11 @@ export class EtcdClusterStore implements ClusterStore {
       const mod = BigInt(kv.mod_revision);
       if (mod > revision) revision = mod;
     }
-    return { config: decodeJoinConfig(entries, this.where), revision: `${revision}:${response.kvs.length}` };
+    return { config: this.codec.decodeJoinConfig(entries, this.where), revision: `${revision}:${response.kvs.length}` };
   }
 
   async writeJoinConfig(parts: Partial<JoinConfig>): Promise<void> {
-    const entries = encodeJoinConfig(parts);
+    const entries = this.codec.encodeJoinConfig(parts);
     // One transaction: readers see all of the parts or none of them.
     await this.call(async () => {
       const txn = this.client.if(`${STORE_PREFIX}${ENTRY.cluster}`, 'Version', '>', -1); // always true
@@ -152,7 +147,7 @@ export class EtcdClusterStore implements ClusterStore {
     await this.call(() =>
       this.client
         .put(`${STORE_PREFIX}${ENTRY.node(record.name)}`)
-        .value(encodeNode(record))
+        .value(this.codec.encodeNode(record))
         .exec(),
     );
   }
@@ -160,12 +155,14 @@ export class EtcdClusterStore implements ClusterStore {
   async getNode(name: string): Promise<NodeRecord | undefined> {
     const key = `${STORE_PREFIX}${ENTRY.node(name)}`;
     const text = await this.read(() => this.client.get(key).string());
-    return text === null ? undefined : decodeNode(text, `${this.where}: ${key}`);
+    return text === null ? undefined : this.codec.decodeNode(text, `${this.where}: ${key}`);
   }
 
   async listNodes(): Promise<NodeRecord[]> {
     const response = await this.read(() => this.client.getAll().prefix(`${STORE_PREFIX}${NODES_PREFIX}`).exec());
-    return response.kvs.map((kv) => decodeNode(kv.value.toString('utf8'), `${this.where}: ${kv.key.toString('utf8')}`));
+    return response.kvs.map((kv) =>
+      this.codec.decodeNode(kv.value.toString('utf8'), `${this.where}: ${kv.key.toString('utf8')}`),
+    );
   }
 
   async deleteNode(name: string): Promise<void> {
@@ -183,7 +180,7 @@ export class EtcdClusterStore implements ClusterStore {
     const kv = response.kvs[0];
     return kv
       ? {
-          upgrade: decodeKubernetesUpgrade(kv.value.toString('utf8'), `${this.where}: ${key}`),
+          upgrade: this.codec.decodeKubernetesUpgrade(kv.value.toString('utf8'), `${this.where}: ${key}`),
           revision: String(kv.mod_revision),
         }
       : undefined;
@@ -192,7 +189,7 @@ export class EtcdClusterStore implements ClusterStore {
   /** One transaction conditional on the key's mod revision (or on its absence). */
   async swapKubernetesUpgrade(upgrade: KubernetesUpgrade, revision: string | undefined): Promise<boolean> {
     const key = `${STORE_PREFIX}${ENTRY.kubernetesUpgrade}`;
-    const value = encodeKubernetesUpgrade(upgrade);
+    const value = this.codec.encodeKubernetesUpgrade(upgrade);
     const result = await this.call(() =>
       (revision === undefined ? this.client.if(key, 'Create', '==', 0) : this.client.if(key, 'Mod', '==', revision))
         .then(this.client.put(key).value(value))
