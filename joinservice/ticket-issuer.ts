@@ -41,11 +41,16 @@ export interface JoinTicketIssuerOptions {
   instanceAddresses?: (nodeName: string) => Promise<string[] | undefined>;
 }
 
+/** The kubeadm discovery hash of the cluster CA, and the emergency SSH CA from the master secret. */
+interface ConfigDerivations {
+  discoveryHash: string;
+  sshCa: SshCa;
+  sshCaPublicKeyLine: string;
+}
+
 export class JoinTicketIssuer {
-  /** Per loaded configuration: the discovery hash, computed once. */
-  private readonly discoveryHashes = new WeakMap<LoadedJoinConfig, string>();
-  /** Per loaded configuration: the emergency SSH CA derived from its master secret, once (not for every join). */
-  private readonly sshCas = new WeakMap<LoadedJoinConfig, { ca: SshCa; publicKeyLine: string }>();
+  /** What every join ticket of a loaded configuration shares, derived once per configuration (not per join). */
+  private readonly derived = new WeakMap<LoadedJoinConfig, ConfigDerivations>();
 
   constructor(private readonly options: JoinTicketIssuerOptions) {}
 
@@ -102,11 +107,11 @@ export class JoinTicketIssuer {
       clock: this.options.clock,
     });
     const token = await this.options.tokens.issue();
-    const { ca, publicKeyLine } = this.sshCa(config);
+    const derived = this.derivedFrom(config);
     const hostCertificate =
       hello.hostPublicKey.length > 0
         ? signHostCertificate(
-            ca,
+            derived.sshCa,
             publicKeyFromBlob(hello.hostPublicKey, "The join request's SSH host key"),
             [...ips, hello.nodeName],
             // A little in the past, as the cluster PKI does: a client whose clock lags still accepts it.
@@ -121,11 +126,11 @@ export class JoinTicketIssuer {
       apiServerEndpoint: config.cluster.apiServerEndpoint,
       token: token.token,
       tokenExpiresAt: Math.floor(token.expiresAt.getTime() / 1000),
-      discoveryTokenCaCertHash: this.discoveryHash(config),
+      discoveryTokenCaCertHash: derived.discoveryHash,
       controlPlaneFiles: hello.isControlPlane ? controlPlaneFiles(config) : [],
       kubernetesVersion: config.cluster.kubernetesVersion,
       storeEndpoints: hello.isControlPlane ? storeEndpoints : [],
-      sshCaPublicKey: Buffer.from(publicKeyLine),
+      sshCaPublicKey: Buffer.from(derived.sshCaPublicKeyLine),
       hostCertificate: Buffer.from(hostCertificate),
     };
   }
@@ -147,22 +152,17 @@ export class JoinTicketIssuer {
     return SignedTicket.encode({ ticket: Buffer.from(ticket), signature: Buffer.from(signature) }).finish();
   }
 
-  private sshCa(config: LoadedJoinConfig): { ca: SshCa; publicKeyLine: string } {
-    let derived = this.sshCas.get(config);
+  private derivedFrom(config: LoadedJoinConfig): ConfigDerivations {
+    let derived = this.derived.get(config);
     if (derived === undefined) {
-      const ca = deriveSshCa(config.masterSecret);
-      derived = { ca, publicKeyLine: sshCaPublicKeyLine(ca.publicKey) };
-      this.sshCas.set(config, derived);
+      const sshCa = deriveSshCa(config.masterSecret);
+      derived = {
+        discoveryHash: discoveryTokenCaCertHash(config.pki['ca.crt']),
+        sshCa,
+        sshCaPublicKeyLine: sshCaPublicKeyLine(sshCa.publicKey),
+      };
+      this.derived.set(config, derived);
     }
     return derived;
-  }
-
-  private discoveryHash(config: LoadedJoinConfig): string {
-    let hash = this.discoveryHashes.get(config);
-    if (hash === undefined) {
-      hash = discoveryTokenCaCertHash(config.pki['ca.crt']);
-      this.discoveryHashes.set(config, hash);
-    }
-    return hash;
   }
 }

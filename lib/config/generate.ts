@@ -27,10 +27,10 @@ export async function generateConfigFiles(
 ): Promise<GeneratedFiles> {
   const config = defaultConfig(provider, options);
   const text = renderConfig(config, options);
+  const configFile = path.join(workspaceDir, CONFIG_FILE);
   // Options a user chose (node counts, image) are checked like any config before anything is written; the parse is
   // kept (./parse.ts), so the command's next read of the file costs nothing.
-  if (options.validate) parseConfig(text, path.join(workspaceDir, CONFIG_FILE), options.validate);
-  const configFile = path.join(workspaceDir, CONFIG_FILE);
+  if (options.validate) parseConfig(text, configFile, options.validate);
   const stateFile = path.join(workspaceDir, STATE_FILE);
   const existing = (
     await Promise.all([configFile, stateFile].map(async (f) => ((await pathExists(f)) ? f : undefined)))
