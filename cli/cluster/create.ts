@@ -48,6 +48,11 @@ export interface CreateOptions {
   signal?: AbortSignal;
   /** Where versioned images and their key are (tests: another user config folder). */
   imageSource?: ImageSourceOptions;
+  /**
+   * The identity of a new cluster, made earlier so its hash is under way sooner (mini up makes it before it writes
+   * the config). Unused when the state holds the identity of an interrupted create. Default: made here.
+   */
+  identity?: ClusterIdentity;
 }
 
 export interface CreateClusterResult {
@@ -63,6 +68,29 @@ export interface CreateClusterResult {
  */
 export function initSecretPassword(initSecret: Uint8Array): string {
   return Buffer.from(initSecret).toString('hex');
+}
+
+/** A cluster's identity (hex uid and init secret) with the init secret's bcrypt hash under way in a worker thread. */
+export interface ClusterIdentity {
+  uid: string;
+  initSecret: string;
+  /** The bcrypt hash for the nodes; a rejection is handled here too, so an identity that is never used is harmless. */
+  hashing: Promise<string>;
+}
+
+/**
+ * A new identity from `random` (or the given one, e.g. of an interrupted create), its hash started at once: the
+ * hash takes about a quarter second of a worker thread, so the sooner it starts, the less create waits for it.
+ */
+export function newClusterIdentity(
+  random: RandomSource = randomBytes,
+  given?: { uid: string; initSecret: string },
+): ClusterIdentity {
+  const uid = given?.uid ?? Buffer.from(random(UID_BYTES)).toString('hex');
+  const initSecret = given?.initSecret ?? Buffer.from(random(INIT_SECRET_BYTES)).toString('hex');
+  const hashing = bcryptHashInWorker(initSecretPassword(Buffer.from(initSecret, 'hex')), BCRYPT_COST);
+  hashing.catch(() => undefined); // awaited by create; a step before that may fail first
+  return { uid, initSecret, hashing };
 }
 
 export async function createCluster(options: CreateOptions): Promise<CreateClusterResult> {
@@ -86,22 +114,18 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
   // Before the config's measurements or the state are written.
   await provider.checkPreconditions?.();
 
-  // The cluster's identity: the one an interrupted create persisted, else a new one (persisted below, after the
-  // measurements). Its init secret's bcrypt hash is made in a worker thread meanwhile (./init-secret-hash.ts).
+  // The cluster's identity: the one an interrupted create persisted, else the caller's new one or one made here
+  // (persisted below, after the measurements). Its init secret's bcrypt hash is made in a worker thread meanwhile
+  // (./init-secret-hash.ts).
   const resumed = state.infrastructure.uid !== '';
   if (resumed && !state.infrastructure.initSecret)
     throw new UserError(`The state file ${statePath(workspaceDir)} has a uid but no init secret.`, {
       hint: TERMINATE_HINT,
     });
   const identity = resumed
-    ? { uid: state.infrastructure.uid, initSecret: state.infrastructure.initSecret }
-    : {
-        uid: Buffer.from(random(UID_BYTES)).toString('hex'),
-        initSecret: Buffer.from(random(INIT_SECRET_BYTES)).toString('hex'),
-      };
+    ? newClusterIdentity(random, { uid: state.infrastructure.uid, initSecret: state.infrastructure.initSecret })
+    : (options.identity ?? newClusterIdentity(random));
   const password = initSecretPassword(Buffer.from(identity.initSecret, 'hex'));
-  const hashing = bcryptHashInWorker(password, BCRYPT_COST);
-  hashing.catch(() => undefined); // awaited below; a step before that may fail first
 
   if ((providerName === 'local' && config.image !== LOCAL_BUILD_IMAGE) || providerName === 'qemu') {
     options.progress?.(`verifying the signed measurements of image ${config.image}`);
@@ -128,7 +152,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     log.info('new cluster identity', { uid: state.infrastructure.uid });
   }
 
-  const initSecretHash = await hashing;
+  const initSecretHash = await identity.hashing;
   // The public half of the join-service identity key: nodes check every ticket against it (docs/join-service.md).
   const joinServiceKey = Buffer.from(joinServicePublicKey(deriveJoinServiceKeySeed(password))).toString('base64');
   const request: CreateRequest = {

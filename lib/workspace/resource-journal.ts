@@ -2,8 +2,9 @@
  * The resource journal: what a provider made, recorded as soon as
  * the cloud accepted it, so a re-run continues and `terminate` deletes exactly that.
  * FileResourceJournal keeps it in constellation-resources.json (`{"version":1,"resources":[...]}`, atomic
- * writes, mode 0600). Operations of one journal run one after another, so concurrent record() calls from
- * one process never lose an entry; other processes are kept out by the workspace lock. An unreadable
+ * writes, mode 0600). Operations of one journal run in the order they were called, so concurrent record() calls
+ * from one process never lose an entry (those that wait for their turn together share one read and one write);
+ * other processes are kept out by the workspace lock. An unreadable
  * journal is never replaced: every operation fails with a message naming the file.
  * MemoryResourceJournal has the same semantics in memory, for tests.
  */
@@ -72,35 +73,90 @@ function checkResource(resource: RecordedResource): RecordedResource {
   return structuredClone(result.data);
 }
 
+/** One queued journal operation: what it does to the list (a read changes nothing) and how its caller is answered. */
+interface JournalOp {
+  apply(resources: RecordedResource[]): { resources: RecordedResource[]; changed: boolean; value?: unknown };
+  resolve(value: unknown): void;
+  reject(err: unknown): void;
+}
+
 export class FileResourceJournal implements ResourceJournal {
   readonly file: string;
-  private queue: Promise<unknown> = Promise.resolve();
+  private queue: Promise<void> = Promise.resolve();
+  /** The operations that wait for their turn together (none is running yet); undefined when none waits. */
+  private waiting: JournalOp[] | undefined;
 
   constructor(workspaceDir: string) {
     this.file = path.join(workspaceDir, RESOURCES_FILE);
   }
 
   list(): Promise<RecordedResource[]> {
-    return this.serialised(() => this.load());
+    return this.enqueue((resources) => ({ resources, changed: false, value: structuredClone(resources) }));
   }
 
   record(resource: RecordedResource): Promise<void> {
-    return this.serialised(async () => this.save(upsert(await this.load(), resource)));
+    return this.enqueue((resources) => ({ resources: upsert(resources, resource), changed: true }));
   }
 
   remove(id: string): Promise<void> {
-    return this.serialised(async () => {
-      const resources = await this.load();
+    return this.enqueue((resources) => {
       const remaining = resources.filter((r) => r.id !== id);
-      if (remaining.length !== resources.length) await this.save(remaining);
+      return { resources: remaining, changed: remaining.length !== resources.length };
     });
   }
 
-  /** Runs `op` after every earlier operation of this journal has finished (successfully or not). */
-  private serialised<T>(op: () => Promise<T>): Promise<T> {
-    const run = this.queue.then(op, op);
-    this.queue = run.catch(() => undefined);
-    return run;
+  /**
+   * Runs `apply` after every earlier operation of this journal. Operations that arrive while an earlier one runs
+   * wait together and then share one read and one write of the file, in the order they arrived (a create that
+   * starts ten nodes records each twice: one write each was twenty reads and fsynced writes in a row). Each still
+   * resolves only once what it changed is on disk.
+   */
+  private enqueue<T>(apply: JournalOp['apply']): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      const op: JournalOp = { apply, resolve: resolve as (value: unknown) => void, reject };
+      if (this.waiting) {
+        this.waiting.push(op);
+        return;
+      }
+      const batch = [op];
+      this.waiting = batch;
+      const run = () => this.runBatch(batch);
+      this.queue = this.queue.then(run, run);
+    });
+  }
+
+  private async runBatch(batch: JournalOp[]): Promise<void> {
+    if (this.waiting === batch) this.waiting = undefined; // operations from now on wait for the next turn
+    let resources: RecordedResource[];
+    try {
+      resources = await this.load();
+    } catch (err) {
+      for (const op of batch) op.reject(err);
+      return;
+    }
+    const done: { op: JournalOp; value: unknown; afterChange: boolean }[] = [];
+    let changed = false;
+    for (const op of batch) {
+      try {
+        const result = op.apply(resources);
+        resources = result.resources;
+        changed ||= result.changed;
+        done.push({ op, value: result.value, afterChange: changed });
+      } catch (err) {
+        op.reject(err);
+      }
+    }
+    if (changed) {
+      try {
+        await this.save(resources);
+      } catch (err) {
+        // What was not written did not happen: every operation that changed the list, or read it changed, fails.
+        for (const d of done) if (d.afterChange) d.op.reject(err);
+        for (const d of done) if (!d.afterChange) d.op.resolve(d.value);
+        return;
+      }
+    }
+    for (const d of done) d.op.resolve(d.value);
   }
 
   private async load(): Promise<RecordedResource[]> {

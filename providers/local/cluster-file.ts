@@ -69,6 +69,8 @@ export type LocalClusterRecord = z.infer<typeof clusterRecordSchema>;
 
 export class ClusterFile {
   private queue: Promise<unknown> = Promise.resolve();
+  /** The write that has not started yet (it will write every change made so far); undefined when none waits. */
+  private waitingWrite: Promise<void> | undefined;
 
   private constructor(
     readonly paths: ClusterPaths,
@@ -109,12 +111,20 @@ export class ClusterFile {
     return file;
   }
 
-  /** Changes the record and writes it; resolves when this change (and every earlier one) is on disk. */
+  /**
+   * Changes the record and writes it; resolves when this change (and every earlier one) is on disk. Changes made
+   * while a write waits for its turn share that write: it writes the record as it is when it starts (the nodes of a
+   * create each update it twice; one fsynced write each was a queue of twenty).
+   */
   update(change: (record: LocalClusterRecord) => void): Promise<void> {
     change(this.record);
-    const write = () =>
-      writeFileAtomic(this.paths.clusterFile, `${JSON.stringify(this.record, null, 2)}\n`, { mode: 0o600 });
+    if (this.waitingWrite) return this.waitingWrite;
+    const write = () => {
+      this.waitingWrite = undefined; // what changes from now on needs another write
+      return writeFileAtomic(this.paths.clusterFile, `${JSON.stringify(this.record, null, 2)}\n`, { mode: 0o600 });
+    };
     const run = this.queue.then(write, write);
+    this.waitingWrite = run;
     this.queue = run.catch(() => undefined);
     return run;
   }

@@ -8,7 +8,9 @@ import {
   createCluster,
   createClusterWithRollBack,
   initSecretPassword,
+  newClusterIdentity,
   ROLL_BACK_QUESTION,
+  type ClusterIdentity,
   type RollBackOptions,
 } from '../../cli/cluster/create.js';
 import { UserError } from '../../lib/errors.js';
@@ -94,6 +96,29 @@ describe('createCluster', () => {
     assert.equal(second.infrastructure.uid, first.infrastructure.uid);
     assert.equal(second.infrastructure.initSecret, first.infrastructure.initSecret);
     assert.equal(provider.requests[1].uid, first.infrastructure.uid);
+  });
+
+  it('uses an identity made before it for a new cluster, but not over the one an interrupted create persisted', async () => {
+    const provider = new MemoryProvider();
+    const early = newClusterIdentity();
+    const withIdentity = (identity: ClusterIdentity) =>
+      createCluster({ workspaceDir: ws, provider, journal: new MemoryResourceJournal(), log: nullLogger, identity });
+    provider.onCreate = () => {
+      throw new Error('killed');
+    };
+    await assert.rejects(withIdentity(early), /killed/);
+    const state = await readState(ws);
+    assert.deepEqual([state.infrastructure.uid, state.infrastructure.initSecret], [early.uid, early.initSecret]);
+    assert.equal(provider.requests[0].initSecretHash, await early.hashing);
+    provider.onCreate = undefined;
+    await withIdentity(newClusterIdentity());
+    assert.equal(provider.requests[1].uid, early.uid);
+    assert.ok(
+      await bcrypt.compare(
+        initSecretPassword(Buffer.from(early.initSecret, 'hex')),
+        provider.requests[1].initSecretHash,
+      ),
+    );
   });
 
   it('writes the measurements of the image a measuring provider boots into the config, keeping the others', async () => {

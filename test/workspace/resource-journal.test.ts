@@ -95,6 +95,23 @@ describe('workspace/resource-journal', () => {
       assert.equal(await fs.readFile(file, 'utf8'), 'not json');
     });
 
+    it('answers operations that waited together in the order they were called; a bad one fails alone', async () => {
+      const journal = new FileResourceJournal(dir);
+      // The first runs at once; the rest wait for it together and share one read and one write.
+      const [, listedBefore, , listedAfter, bad] = await Promise.allSettled([
+        journal.record(vpc),
+        journal.list(),
+        journal.record(subnet),
+        journal.list(),
+        journal.record({ kind: 'x', id: '' }),
+        journal.remove('vpc-1'),
+      ]);
+      assert.deepEqual(listedBefore, { status: 'fulfilled', value: [vpc] });
+      assert.deepEqual(listedAfter, { status: 'fulfilled', value: [vpc, subnet] });
+      assert.equal(bad.status, 'rejected');
+      assert.deepEqual(await new FileResourceJournal(dir).list(), [subnet]);
+    });
+
     it('keeps working after a failed operation', async () => {
       const journal = new FileResourceJournal(dir);
       await assert.rejects(journal.record({ kind: '', id: 'x' }));
