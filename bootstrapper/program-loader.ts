@@ -49,8 +49,8 @@ export interface LoadedBundle {
   rejected(): number;
 }
 
-/** A loader for the bundle in `dir`; `useCache: false` compiles every file from its source. */
-export function bundleLoader(dir: string, options: { useCache?: boolean } = {}): LoadedBundle {
+/** A loader for the bundle in `dir`. */
+export function bundleLoader(dir: string): LoadedBundle {
   const nodeRequire = createRequire(path.join(dir, PROGRAM_FILE));
   const modules = new Map<string, { exports: Record<string, unknown> }>();
   let rejected = 0;
@@ -65,17 +65,20 @@ export function bundleLoader(dir: string, options: { useCache?: boolean } = {}):
     const module = { exports: {} as Record<string, unknown> };
     modules.set(rel, module);
     let cachedData: Buffer | undefined;
-    if (options.useCache !== false) {
-      try {
-        cachedData = fs.readFileSync(file + CACHE_SUFFIX);
-      } catch {
-        // no cache for this file: compiled from its source
-      }
+    try {
+      cachedData = fs.readFileSync(file + CACHE_SUFFIX);
+    } catch {
+      // no cache for this file: compiled from its source
     }
     const script = new vm.Script(wrap(fs.readFileSync(file, 'utf8')), { filename: file, cachedData });
     if (cachedData && script.cachedDataRejected) rejected++;
     const fn = script.runInThisContext() as (...args: unknown[]) => void;
-    fn.call(module.exports, module.exports, chunkRequire, module, file, dir, pathToFileURL(file).href);
+    try {
+      fn.call(module.exports, module.exports, chunkRequire, module, file, dir, pathToFileURL(file).href);
+    } catch (err) {
+      modules.delete(rel); // as Node.js's require: a file that threw is run again by the next require
+      throw err;
+    }
     return module.exports;
   }
   return { load, rejected: () => rejected };
