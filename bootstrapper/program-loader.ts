@@ -108,13 +108,16 @@ export function makeCodeCaches(dir: string, files: readonly string[]): void {
   for (const [rel, script] of scripts) fs.writeFileSync(path.join(dir, rel + CACHE_SUFFIX), script.createCachedData());
 }
 
-/** Starts the node program of the bundle this entry is in (main.cjs run by Node.js). */
-export function startBundledProgram(dir: string): void {
+/**
+ * Starts the node program of the bundle in `dir`: what main.cjs's main() does, whether Node.js runs main.cjs or the
+ * local launcher imports it and calls main() (providers/local/launcher.ts).
+ */
+export function runBundledProgram(dir: string): Promise<void> {
   const bundle = bundleLoader(dir);
   const program = bundle.load(PROGRAM_FILE) as { main: () => Promise<void> };
   if (bundle.rejected() > 0)
     process.stderr.write(
       `node program: V8 rejected the code cache of ${bundle.rejected()} files (compiled from source instead)\n`,
     );
-  void program.main();
+  return program.main();
 }

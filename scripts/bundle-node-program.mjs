@@ -329,7 +329,7 @@ async function commonJs(outDir) {
 
 /**
  * The entry: bootstrapper/program-loader.ts as CommonJS, starting the node when run (or making the caches, with
- * MAKE_CACHES), its functions when required.
+ * MAKE_CACHES), its functions and main() (which the local launcher calls) when imported.
  */
 async function bundleLoader(outDir) {
   const result = await esbuild.build({
@@ -337,11 +337,12 @@ async function bundleLoader(outDir) {
     stdin: {
       contents: [
         `export * from './${LOADER}';`,
-        `import { startBundledProgram } from './${LOADER}';`,
-        `import { makeCodeCaches } from './${LOADER}';`,
+        `import { makeCodeCaches, runBundledProgram } from './${LOADER}';`,
+        // main(): the local launcher imports the entry and calls it (providers/local/launcher.ts).
+        'export function main() { return runBundledProgram(__dirname); }',
         'if (require.main === module) {',
         `  if (process.argv[2] === '${MAKE_CACHES}') makeCodeCaches(process.argv[3], process.argv.slice(4));`,
-        '  else startBundledProgram(__dirname);',
+        '  else void main();',
         '}',
       ].join('\n'),
       resolveDir: ROOT,

@@ -28,6 +28,13 @@ describe("the node program's loader and its code caches (bootstrapper/program-lo
     await fs.rm(dir, { recursive: true, force: true });
   });
 
+  it('the entry starts the node when run, and exports main() for the local launcher, which imports it (providers/local/launcher.ts)', async () => {
+    assert.equal(
+      (await inPinnedNode(`console.log(typeof require(${JSON.stringify(ENTRY)}).main);`)).trim(),
+      'function',
+    );
+  });
+
   it("the build's caches are accepted by the images' Node.js, and making them again gives the same bytes", async () => {
     const load = `const l = require(${JSON.stringify(ENTRY)}).bundleLoader(${JSON.stringify(NODE_PROGRAM_DIR)}); l.load('program.cjs'); console.log(l.rejected());`;
     assert.equal((await inPinnedNode(load)).trim(), '0');
