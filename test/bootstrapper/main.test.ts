@@ -60,7 +60,7 @@ async function bundledProgram(dir: string): Promise<Program & { trapped: () => P
     await fs.writeFile(path.join(pkg, 'index.js'), trap.replace('__TRAP__', JSON.stringify(name)));
   }
   return {
-    args: [path.join(program, 'main.mjs')],
+    args: [path.join(program, 'main.cjs')],
     cwd: program,
     env: { NODE_PATH: '' },
     trapped: async () => (await fs.readFile(trapFile, 'utf8').catch(() => '')).split('\n').filter(Boolean),

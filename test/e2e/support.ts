@@ -40,7 +40,7 @@ export async function copyBuiltCli(dir: string): Promise<CliCopy> {
   }
   await fs.symlink(path.join(REPO_ROOT, 'node_modules'), path.join(root, 'node_modules'));
   const imageDir = path.join(root, 'dist', 'node-program');
-  return { root, cli: path.join(root, 'bin', 'constellation'), imageDir, entry: path.join(imageDir, 'main.mjs') };
+  return { root, cli: path.join(root, 'bin', 'constellation'), imageDir, entry: path.join(imageDir, 'main.cjs') };
 }
 
 /**
@@ -50,7 +50,7 @@ export async function copyBuiltCli(dir: string): Promise<CliCopy> {
 export async function changedBuild(copy: CliCopy, dir: string, marker: string): Promise<string> {
   await fs.mkdir(path.join(dir, 'dist'), { recursive: true });
   await fs.cp(copy.imageDir, path.join(dir, 'dist', 'node-program'), { recursive: true });
-  await fs.appendFile(path.join(dir, 'dist', 'node-program', 'main.mjs'), `// ${marker}\n`);
+  await fs.appendFile(path.join(dir, 'dist', 'node-program', 'main.cjs'), `// ${marker}\n`);
   return dir;
 }
 

@@ -62,7 +62,7 @@ describe('e2e: rolling upgrade of 3 control planes + 2 workers from image v1 to 
     ({ tmp, copy, ws, env, images } = w);
     await ok(['mini', 'image', 'create', 'v1', '--from', copy.root]);
     for (const version of ['v2', 'v3', 'v4']) await makeImage(version);
-    await tamper(path.join(images.imageDir('v3'), 'node-program', 'main.mjs'), '// tampered after signing');
+    await tamper(path.join(images.imageDir('v3'), 'node-program', 'main.cjs'), '// tampered after signing');
     const v4 = path.join(images.imageDir('v4'), 'measurements.json');
     await fs.chmod(v4, 0o644); // images are read-only: their owner can make a file writable
     await fs.writeFile(

@@ -396,7 +396,7 @@ describe('mini up --vm on a disk whose initrd changed after its measurements wer
     // The other disk: the same build with one more line in the node program, so only the initrd differs.
     const program = path.join(work, 'node-program');
     await fs.cp(NODE_PROGRAM_DIR, program, { recursive: true });
-    await fs.appendFile(path.join(program, 'main.mjs'), '// changed after measuring\n');
+    await fs.appendFile(path.join(program, 'main.cjs'), '// changed after measuring\n');
     const other = path.join(work, 'other');
     const built = await buildNodeImage(
       {

@@ -74,8 +74,8 @@ export async function fakeBuild(dir: string, marker = 'build 1'): Promise<string
   const program = path.join(dir, 'dist', 'node-program');
   await fs.mkdir(path.join(program, 'etcd3'), { recursive: true });
   await fs.mkdir(path.join(dir, 'node_modules', 'dep'), { recursive: true });
-  await fs.writeFile(path.join(program, 'main.mjs'), `// ${marker}\n`);
-  await fs.writeFile(path.join(program, 'chunk-ABC.mjs'), 'export const x = 1;\n');
+  await fs.writeFile(path.join(program, 'main.cjs'), `// ${marker}\n`);
+  await fs.writeFile(path.join(program, 'chunk-ABC.cjs'), 'exports.x = 1;\n');
   await fs.writeFile(path.join(program, 'etcd3', 'rpc.proto'), 'syntax = "proto3";\n');
   await fs.writeFile(path.join(dir, 'package.json'), '{"type":"module"}\n');
   await fs.writeFile(path.join(dir, 'node_modules', 'dep', 'index.js'), 'module.exports = 1;\n');

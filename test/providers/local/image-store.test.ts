@@ -36,7 +36,7 @@ describe('local images (mini image create / list)', () => {
   it('copies the build, measures it as the launcher will measure a node of it, and signs the measurements', async () => {
     const image = await store.create('v1', build);
     assert.equal(image.dir, path.join(dir, 'config', 'images', 'v1'));
-    assert.equal(await fs.readFile(path.join(image.dir, 'node-program', 'main.mjs'), 'utf8'), '// build 1\n');
+    assert.equal(await fs.readFile(path.join(image.dir, 'node-program', 'main.cjs'), 'utf8'), '// build 1\n');
     // Only what the node program runs: its folder, the measurements, the signature, the info.
     assert.deepEqual((await fs.readdir(image.dir)).sort(), [
       'image.json',
@@ -45,10 +45,10 @@ describe('local images (mini image create / list)', () => {
       'node-program',
     ]);
     assert.deepEqual((await fs.readdir(path.join(image.dir, 'node-program'), { recursive: true })).sort(), [
-      'chunk-ABC.mjs',
+      'chunk-ABC.cjs',
       'etcd3',
       'etcd3/rpc.proto',
-      'main.mjs',
+      'main.cjs',
     ]);
 
     // What a node booted from the image shows: the launcher measures store.nodeImage(v1).
@@ -95,7 +95,7 @@ describe('local images (mini image create / list)', () => {
 
   it("copies the node program (never links), read-only: files 0444, folders 0555, owned by the store's owner", async () => {
     const image = await store.create('v1', build);
-    for (const rel of ['main.mjs', 'chunk-ABC.mjs', 'etcd3/rpc.proto']) {
+    for (const rel of ['main.cjs', 'chunk-ABC.cjs', 'etcd3/rpc.proto']) {
       const [src, img] = await Promise.all([
         fs.stat(path.join(build, 'dist', 'node-program', rel)),
         fs.stat(path.join(image.dir, 'node-program', rel)),
@@ -110,8 +110,8 @@ describe('local images (mini image create / list)', () => {
     for (const rel of ['measurements.json', 'measurements.json.sig', 'image.json'])
       assert.equal((await fs.stat(path.join(image.dir, rel))).mode & 0o777, 0o444, rel);
     // A rebuild (or the source's owner) changing the source changes nothing in the image.
-    await fs.appendFile(path.join(build, 'dist', 'node-program', 'main.mjs'), '// build 2\n');
-    assert.equal(await fs.readFile(path.join(image.dir, 'node-program', 'main.mjs'), 'utf8'), '// build 1\n');
+    await fs.appendFile(path.join(build, 'dist', 'node-program', 'main.cjs'), '// build 2\n');
+    assert.equal(await fs.readFile(path.join(image.dir, 'node-program', 'main.cjs'), 'utf8'), '// build 1\n');
   });
 
   it('refuses a build whose node program holds a symbolic link (it could lead out of the image), leaving no image', async () => {
@@ -143,7 +143,7 @@ describe('local images (mini image create / list)', () => {
       const out = {};
       for (const [name, f] of Object.entries(tries)) { try { f(); out[name] = 'done'; } catch (e) { out[name] = e.code; } }
       console.log(JSON.stringify(out));`;
-    const main = path.join(image.dir, 'node-program', 'main.mjs');
+    const main = path.join(image.dir, 'node-program', 'main.cjs');
     const res = spawnSync(process.execPath, ['-e', script, main, path.join(image.dir, 'node-program', 'payload.mjs')], {
       uid: nobody,
       gid: nobody,
@@ -164,7 +164,7 @@ describe('local images (mini image create / list)', () => {
       [
         '-e',
         "require('node:fs').appendFileSync(process.argv[1], '// payload\\n')",
-        path.join(build, 'dist', 'node-program', 'main.mjs'),
+        path.join(build, 'dist', 'node-program', 'main.cjs'),
       ],
       { uid: nobody, gid: nobody },
     );
@@ -240,10 +240,10 @@ describe('local images (mini image create / list)', () => {
   it('refuses `local`, names that are no versions, and folders that are not a build', async () => {
     await assert.rejects(store.create('local', build), /"local" names the current build, not an image version/);
     await assert.rejects(store.create('../v1', build), /is not an image version/);
-    await fs.rm(path.join(build, 'dist', 'node-program', 'main.mjs'));
+    await fs.rm(path.join(build, 'dist', 'node-program', 'main.cjs'));
     await assert.rejects(
       store.create('v1', build),
-      new RegExp(`${build} is not a build to make an image of: dist/node-program/main.mjs is missing`),
+      new RegExp(`${build} is not a build to make an image of: dist/node-program/main.cjs is missing`),
     );
     assert.deepEqual(await store.list(), []);
   });

@@ -21,7 +21,7 @@ const VALID = {
   image: {
     nodeBinary: '/usr/bin/node',
     imageDir: '/repo/dist/node-program',
-    entry: '/repo/dist/node-program/main.mjs',
+    entry: '/repo/dist/node-program/main.cjs',
   },
 };
 
