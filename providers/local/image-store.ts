@@ -20,7 +20,7 @@
  * its folders writable first (removeImageTree).
  */
 import { randomBytes } from 'node:crypto';
-import { constants as fsConstants, promises as fs } from 'node:fs';
+import { constants as fsConstants, existsSync, promises as fs } from 'node:fs';
 import path from 'node:path';
 import { imageMeasurementsDigest } from '../../lib/attestation/measurements.js';
 import type { Measurements } from '../../lib/attestation/types.js';
@@ -43,6 +43,9 @@ import { userConfigDir } from '../../lib/user-config-dir.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { expectedImageMeasurements, type NodeImage } from './image-pcrs.js';
 import { buildFolder, defaultNodeProgram, NODE_PROGRAM_DIR, NODE_PROGRAM_ENTRY } from './node-program.js';
+
+/** The entry of images made before the node program's files became CommonJS with code caches. */
+const LEGACY_NODE_PROGRAM_ENTRY = 'main.mjs';
 
 export const LOCAL_IMAGE_VARIANT = 'local-vtpm';
 const MEASUREMENTS_FILE = 'measurements.json';
@@ -109,10 +112,19 @@ export class LocalImageStore {
     return path.join(this.imagesDir, version);
   }
 
-  /** What the launcher boots for a node of this image. */
+  /**
+   * What the launcher boots for a node of this image. An image made before the node program became CommonJS has
+   * no main.cjs; its nodes start, as they always did, from its main.mjs (which its measurements were made with).
+   */
   nodeImage(version: string): NodeImage {
     const program = path.join(this.imageDir(version), PROGRAM_DIR);
-    return { nodeBinary: this.nodeBinary, imageDir: program, entry: path.join(program, NODE_PROGRAM_ENTRY) };
+    const legacyEntry = path.join(program, LEGACY_NODE_PROGRAM_ENTRY);
+    const entry = path.join(program, NODE_PROGRAM_ENTRY);
+    return {
+      nodeBinary: this.nodeBinary,
+      imageDir: program,
+      entry: !existsSync(entry) && existsSync(legacyEntry) ? legacyEntry : entry,
+    };
   }
 
   /** The user's image key (its public half), or undefined before the first image was made. */

@@ -80,6 +80,17 @@ describe('local images (mini image create / list)', () => {
     });
   });
 
+  it('boots an image made before the node program became CommonJS from its main.mjs, as it was measured', async () => {
+    const image = await store.create('v1', build);
+    const program = path.join(image.dir, 'node-program');
+    // Such an image: main.mjs where main.cjs is now (the store's files are read-only; the folder is made writable here).
+    await fs.chmod(program, 0o755);
+    await fs.rename(path.join(program, 'main.cjs'), path.join(program, 'main.mjs'));
+    assert.equal(store.nodeImage('v1').entry, path.join(program, 'main.mjs'));
+    await fs.rename(path.join(program, 'main.mjs'), path.join(program, 'main.cjs'));
+    assert.equal(store.nodeImage('v1').entry, path.join(program, 'main.cjs'));
+  });
+
   it('makes the image key on first use, private key 0600, and signs every later image with the same key', async () => {
     const first = await store.create('v1', build);
     assert.equal(first.keyCreated, true);
