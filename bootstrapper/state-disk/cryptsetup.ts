@@ -2,10 +2,13 @@
  * The state disk of cloud nodes (docs/design.md#state-disk): the VM's state block device encrypted with LUKS2 through cryptsetup,
  * behind the StateDisk interface.
  *
- *   uuid          the LUKS header's UUID (`cryptsetup luksUUID`; the header is plaintext, so it is read before the
- *                 key is known). A blank disk has no header yet: it gets a fresh v4 UUID at open, which format()
- *                 writes into the header (a node that restarts before formatting simply picks another).
- *   isFormatted   `cryptsetup isLuks`.
+ *   uuid          the LUKS header's UUID (`cryptsetup luksUUID`, or the header's field; the header is plaintext,
+ *                 so it is read before the key is known). A blank disk has no header yet: it gets a fresh v4 UUID
+ *                 at open, which format() writes into the header (a node that restarts before formatting simply
+ *                 picks another).
+ *   isFormatted   `cryptsetup isLuks`; at open the header is read directly where that gives cryptsetup's answer for
+ *                 certain (./luks-header.ts: a blank disk, or a LUKS2 header cryptsetup wrote), so a node's start
+ *                 spawns no cryptsetup.
  *   format(key)   `cryptsetup luksFormat --type luks2` (AES-XTS, 512-bit volume key) with the derived disk key on
  *                 stdin as the passphrase, then the volume is activated fresh (a new file system). Where
  *                 device-mapper works (a cloud or qemu VM), the volume is authenticated as upstream's disk-mapper
@@ -37,6 +40,7 @@ import { spawn } from 'node:child_process';
 import { randomUUID as nodeRandomUUID } from 'node:crypto';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import { readLuksHeader } from './luks-header.js';
 import { checkDiskKey, fileInMount, readMountedFile, writeMountedFile } from './mounted-files.js';
 import { StateDiskError, type StateDisk } from './types.js';
 
@@ -191,12 +195,19 @@ export async function openLuksStateDisk(device: string, options: LuksStateDiskOp
       hint: "The VM needs its state disk attached; check the node group's stateDiskSizeGB.",
     });
   }
-  const formatted = (await run('cryptsetup', ['isLuks', device])).code === 0;
-  const uuid = formatted
-    ? (await must(run, `Reading the LUKS UUID of ${device}`, 'cryptsetup', ['luksUUID', device])).stdout
-        .trim()
-        .toLowerCase()
-    : (options.randomUUID ?? nodeRandomUUID)().toLowerCase();
+  // The header itself where its answer is certain, else cryptsetup (./luks-header.ts: a VM's first cryptsetup is
+  // slow to start without KVM).
+  const header = await readLuksHeader(device);
+  const formatted =
+    header.kind === 'unsure' ? (await run('cryptsetup', ['isLuks', device])).code === 0 : header.kind === 'luks2';
+  const uuid =
+    header.kind === 'luks2'
+      ? header.uuid
+      : formatted
+        ? (await must(run, `Reading the LUKS UUID of ${device}`, 'cryptsetup', ['luksUUID', device])).stdout
+            .trim()
+            .toLowerCase()
+        : (options.randomUUID ?? nodeRandomUUID)().toLowerCase();
   return new LuksStateDisk(
     device,
     path.resolve(options.mountPoint ?? STATE_MOUNT),

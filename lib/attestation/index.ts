@@ -17,10 +17,10 @@ export { comparePcrs, formatMismatch, formatMismatchReport, validateMeasurements
 export {
   qualifyingData,
   encodeVtpmAttestation,
-  decodeVtpmAttestation,
   type DecodedQuote,
   type DecodedVtpmAttestation,
 } from './vtpm-document.js';
+export { decodeVtpmAttestation } from './vtpm-document-decode.js';
 export { VtpmIssuer, type VtpmIssuerOptions } from './vtpm-issuer.js';
 export { createVtpmValidator, type TrustAk, type VtpmValidatorOptions } from './vtpm-validator.js';
 export { createValidator, KNOWN_VARIANTS, isKnownVariant, type VariantName } from './registry.js';

@@ -1,11 +1,13 @@
 /**
- * The vTPM evidence inside an attestation document (docs/design.md#attestation, lib/attestation/types.ts) in both directions:
- * decoded (bytes and maps, what issuers and validators work with) and encoded (base64 and hex, the JSON on the
- * wire); and the qualifying data that binds a quote to instance, user data and nonce.
+ * The vTPM evidence inside an attestation document (docs/design.md#attestation, lib/attestation/types.ts): its
+ * decoded form (bytes and maps, what issuers and validators work with), the encoding issuers put on the wire
+ * (base64 and hex JSON), and the qualifying data that binds a quote to instance, user data and nonce. Decoding a
+ * peer's document, which checks its shape with zod, is in ./vtpm-document-decode.ts, which only validators load: a
+ * node issues its first documents before zod is compiled (docs/workflows/node-images.md, "The node program's start
+ * in the VM").
  */
 import { createHash } from 'node:crypto';
-import { z } from 'zod';
-import { AttestationError, type AttestationDocument, type VtpmAttestation } from './types.js';
+import { AttestationError, type VtpmAttestation } from './types.js';
 
 export interface DecodedQuote {
   hashAlg: number;
@@ -20,25 +22,8 @@ export interface DecodedVtpmAttestation {
   eventLog?: Uint8Array;
 }
 
-const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
-const base64 = z.string().regex(BASE64, 'is not standard base64');
-const hex = z.string().regex(/^([0-9a-fA-F]{2})*$/, 'is not hex');
-
-const vtpmSchema = z.object({
-  akPublic: base64,
-  quotes: z
-    .array(
-      z.object({
-        hashAlg: z.number().int(),
-        quote: base64,
-        signature: base64,
-        pcrs: z.record(z.string().regex(/^(?:[0-9]|1[0-9]|2[0-3])$/, 'is not a PCR index 0-23'), hex),
-      }),
-    )
-    .min(1, 'holds no quote')
-    .max(8),
-  eventLog: base64.optional(),
-});
+/** Standard base64 (the document's byte fields). */
+export const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
 /** SHA-256(instanceInfo ‖ SHA-256(userData ‖ nonce)), the extraData of every quote (docs/design.md#attestation). */
 export function qualifyingData(instanceInfo: Uint8Array, userData: Uint8Array, nonce: Uint8Array): Uint8Array {
@@ -62,28 +47,6 @@ export function encodeVtpmAttestation(a: DecodedVtpmAttestation): VtpmAttestatio
   return out;
 }
 
-/** Decodes and shape-checks a document's vTPM evidence; AttestationError names the offending field. */
-export function decodeVtpmAttestation(attestation: AttestationDocument['attestation']): DecodedVtpmAttestation {
-  const parsed = vtpmSchema.safeParse(attestation);
-  if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new AttestationError(
-      `The document's vTPM evidence is malformed: attestation.${issue.path.join('.') || '(root)'} ${issue.message}`,
-    );
-  }
-  const a = parsed.data;
-  return {
-    akPublic: fromB64(a.akPublic),
-    quotes: a.quotes.map((q) => ({
-      hashAlg: q.hashAlg,
-      quote: fromB64(q.quote),
-      signature: fromB64(q.signature),
-      pcrs: new Map(Object.entries(q.pcrs).map(([i, v]) => [Number(i), new Uint8Array(Buffer.from(v, 'hex'))])),
-    })),
-    eventLog: a.eventLog === undefined ? undefined : fromB64(a.eventLog),
-  };
-}
-
 /** Decodes one base64 field of a document (instanceInfo, userData). */
 export function decodeBase64Field(what: string, value: unknown): Uint8Array {
   if (typeof value !== 'string' || !BASE64.test(value))
@@ -95,6 +58,6 @@ function b64(b: Uint8Array): string {
   return Buffer.from(b).toString('base64');
 }
 
-function fromB64(s: string): Uint8Array {
+export function fromB64(s: string): Uint8Array {
   return new Uint8Array(Buffer.from(s, 'base64'));
 }

@@ -27,7 +27,7 @@ import {
   type Validator,
   type ValidatorDeps,
 } from './types.js';
-import { decodeBase64Field, decodeVtpmAttestation, qualifyingData } from './vtpm-document.js';
+import { decodeBase64Field, qualifyingData } from './vtpm-document.js';
 
 /**
  * Throws (preferably AttestationError) unless the AK is trusted for this instance; returns the instance when the
@@ -76,6 +76,9 @@ export function createVtpmValidator(options: VtpmValidatorOptions): Validator {
           `The document is of variant "${String(document?.variant)}", but this cluster expects "${variant}"`,
         );
       }
+      // Loaded at the first validation: the decoder brings zod, which a node's issuer, loaded with this module on
+      // most platforms, does not need before the node listens (./vtpm-document-decode.ts).
+      const { decodeVtpmAttestation } = await import('./vtpm-document-decode.js');
       const evidence = decodeVtpmAttestation(document.attestation);
       const instanceInfo = decodeBase64Field('instanceInfo', document.instanceInfo);
       const userData = decodeBase64Field('userData', document.userData);

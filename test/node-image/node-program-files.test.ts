@@ -126,6 +126,30 @@ describe("the node program's files per provider (dist/node-program/providers.jso
     assert.doesNotMatch(text, /\bZodType\b/, 'zod');
   });
 
+  it("a qemu node's platform (loaded before it listens) imports no zod: its issuer does not load the document decoder", async () => {
+    const chunks = lists.providers.qemu!.files.filter((f) => f.endsWith('.mjs'));
+    const texts = new Map(
+      await Promise.all(
+        chunks.map(async (f) => [f, await fs.readFile(path.join(NODE_PROGRAM_DIR, f), 'utf8')] as const),
+      ),
+    );
+    const platform = chunks.filter((f) => /\bfunction qemuNodePlatform\(/.test(texts.get(f)!));
+    assert.equal(platform.length, 1, 'one chunk defines qemuNodePlatform');
+    const reached = new Set<string>();
+    const todo = [...platform];
+    while (todo.length > 0) {
+      const file = todo.pop()!;
+      if (reached.has(file)) continue;
+      reached.add(file);
+      todo.push(...(await chunkImports(file)).static);
+    }
+    assert.ok(
+      [...reached].some((f) => /\bVtpmIssuer=class\b/.test(texts.get(f)!)),
+      'the issuer is reached',
+    );
+    for (const file of reached) assert.doesNotMatch(texts.get(file)!, /\bZodType\b/, file);
+  });
+
   it("each image provider's node starts from its files alone and reaches its platform's metadata service", async () => {
     const work = await fs.mkdtemp(path.join(os.tmpdir(), 'node-program-files-'));
     const boot: Record<string, unknown> = {
