@@ -127,7 +127,7 @@ describe("the node program's files per provider (dist/node-program/providers.jso
   });
 
   it("a qemu node's platform (loaded before it listens) imports no zod: its issuer does not load the document decoder", async () => {
-    const chunks = lists.providers.qemu!.files.filter((f) => f.endsWith('.mjs'));
+    const chunks = lists.providers.qemu!.files.filter((f) => f.endsWith('.cjs'));
     const texts = new Map(
       await Promise.all(
         chunks.map(async (f) => [f, await fs.readFile(path.join(NODE_PROGRAM_DIR, f), 'utf8')] as const),
