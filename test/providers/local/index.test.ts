@@ -22,7 +22,7 @@ describe('local provider: module and address plan', () => {
 
   it('defaults the node program to the bundled bootstrapper in dist/node-program/', async () => {
     const infra = new LocalInfrastructure();
-    assert.match(infra.image.entry, /\/dist\/node-program\/main\.mjs$/);
+    assert.match(infra.image.entry, /\/dist\/node-program\/main\.cjs$/);
     assert.match(infra.image.imageDir, /\/dist\/node-program$/);
   });
 
