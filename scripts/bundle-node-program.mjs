@@ -362,15 +362,18 @@ async function bundleLoader(outDir) {
   if (result.errors.length > 0) throw new Error('bundling the node program loader failed');
 }
 
-/** The bundle files `outputs` (esbuild metafile names) import statically, with themselves. */
-function staticClosure(outputs, from) {
+/**
+ * The bundle files reachable from `from` (esbuild metafile names) over the imports `follows(output, import)` takes,
+ * with themselves; external imports are never followed.
+ */
+function closure(outputs, from, follows) {
   const files = new Set();
   const todo = [...from];
   while (todo.length > 0) {
     const output = todo.pop();
     if (files.has(output)) continue;
     files.add(output);
-    for (const i of outputs[output].imports) if (!i.external && i.kind === 'import-statement') todo.push(i.path);
+    for (const i of outputs[output].imports) if (!i.external && follows(output, i)) todo.push(i.path);
   }
   return files;
 }
@@ -428,21 +431,16 @@ export function providerFiles(metafile, outDir) {
   const providers = {};
   for (const [name, entry] of [...providerEntries].sort(([a], [b]) => a.localeCompare(b))) {
     const others = new Set([...providerEntries.values()].filter((e) => e !== entry));
-    const files = new Set();
-    const todo = [main];
-    while (todo.length > 0) {
-      const output = todo.pop();
-      if (files.has(output)) continue;
-      files.add(output);
-      for (const i of outputs[output].imports) {
-        if (i.external || (output === loader && i.kind === 'dynamic-import' && others.has(i.path))) continue;
-        todo.push(i.path);
-      }
-    }
+    const files = closure(
+      outputs,
+      [main],
+      (output, i) => !(output === loader && i.kind === 'dynamic-import' && others.has(i.path)),
+    );
     const modules = new Set([...files].flatMap((o) => Object.keys(outputs[o].inputs)));
     const list = [...files].map(rel);
     for (const { to, readBy } of [...COPIES, ETCD_API]) if (modules.has(readBy)) list.push(to);
-    list.push(LOADER_ENTRY, ...[...staticClosure(outputs, [main, entry])].map((f) => rel(f) + CACHE_SUFFIX));
+    const compiledBeforeListening = closure(outputs, [main, entry], (_, i) => i.kind === 'import-statement');
+    list.push(LOADER_ENTRY, ...[...compiledBeforeListening].map((f) => rel(f) + CACHE_SUFFIX));
     const packages = new Set();
     for (const m of modules) {
       const p = /(?:^|\/)node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(m);

@@ -200,14 +200,12 @@ export async function openLuksStateDisk(device: string, options: LuksStateDiskOp
   const header = await readLuksHeader(device);
   const formatted =
     header.kind === 'unsure' ? (await run('cryptsetup', ['isLuks', device])).code === 0 : header.kind === 'luks2';
-  const uuid =
-    header.kind === 'luks2'
-      ? header.uuid
-      : formatted
-        ? (await must(run, `Reading the LUKS UUID of ${device}`, 'cryptsetup', ['luksUUID', device])).stdout
-            .trim()
-            .toLowerCase()
-        : (options.randomUUID ?? nodeRandomUUID)().toLowerCase();
+  let uuid: string;
+  if (header.kind === 'luks2') uuid = header.uuid;
+  else if (formatted)
+    uuid = (await must(run, `Reading the LUKS UUID of ${device}`, 'cryptsetup', ['luksUUID', device])).stdout.trim();
+  else uuid = (options.randomUUID ?? nodeRandomUUID)();
+  uuid = uuid.toLowerCase();
   return new LuksStateDisk(
     device,
     path.resolve(options.mountPoint ?? STATE_MOUNT),
