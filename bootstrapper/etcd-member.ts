@@ -3,7 +3,10 @@
  * stacks it: certificates for clients and peers from the cluster's etcd CA (made by this node from the CA in the
  * PKI), data below the encrypted state disk's mount point, the log beside the node's own.
  *
- *   init    create():  a one-member cluster (--initial-cluster-state new), then wait until it is healthy
+ *   init    create():  a one-member cluster (--initial-cluster-state new) on ALONE_TIMEOUTS, then wait until it
+ *                      is healthy
+ *   peers   beforePeerJoins(): before a control plane is told where to join, a member still on ALONE_TIMEOUTS starts
+ *                      again on PEER_TIMEOUTS (see there)
  *   join    join():    MemberAdd as a learner through the ticket's endpoints → start with every member named
  *                      (--initial-cluster-state existing) → MemberPromote once the learner caught up
  *   reboot  resume():  start from the data directory (etcd ignores the initial-cluster flags then); no wait for a
@@ -44,6 +47,22 @@ import type { ClusterStoreHost, StoreCredentials } from './store-host.js';
 /** How long a stopping member may take before it is killed (see close()). */
 const STOP_GRACE_MS = 1000;
 
+/**
+ * Raft's timing (--heartbeat-interval, --election-timeout, ms) of a member with peers. Local clusters share two
+ * cores: a quick election after a failure, without flapping under load.
+ */
+const PEER_TIMEOUTS = { heartbeatMs: 100, electionMs: 1000 } as const;
+/**
+ * The timing of the member init creates, while it is the only one. A new one-member cluster elects itself only once
+ * its first election timeout has passed: etcd fast-forwards all ticks but one, and raft draws that timeout from
+ * [T, 2T), so the wait is one tick to T (0.1-1 s on PEER_TIMEOUTS, on the critical path of every init). Alone, a
+ * member cannot lose an election or a quorum, so short timeouts change nothing else; with peers they would make the
+ * cluster flap under load, so the member starts again on PEER_TIMEOUTS before the first peer is told where to join
+ * (beforePeerJoins). A reboot starts every member on PEER_TIMEOUTS.
+ */
+const ALONE_TIMEOUTS = { heartbeatMs: 10, electionMs: 100 } as const;
+type RaftTimeouts = typeof PEER_TIMEOUTS | typeof ALONE_TIMEOUTS;
+
 /** Lifetime of the admin certificate a control plane makes in memory for init's writes or a membership change. */
 export const ADMIN_CERTIFICATE_LIFETIME_MS = 10 * 60_000;
 
@@ -79,6 +98,10 @@ export class EtcdMember implements ClusterStoreHost {
   private exited: Promise<void> | undefined;
   /** The create() under way: init starts it early and awaits it later; a retried init in between shares it. */
   private creating: Promise<void> | undefined;
+  /** The timing the running member was started with. */
+  private timeouts: RaftTimeouts = PEER_TIMEOUTS;
+  /** The restart of beforePeerJoins() under way or done; control planes joining at once share it. */
+  private leavingAlone: Promise<void> | undefined;
 
   constructor(private readonly options: EtcdMemberOptions) {}
 
@@ -103,7 +126,7 @@ export class EtcdMember implements ClusterStoreHost {
   private async createMember(pki: ClusterPki): Promise<void> {
     if (this.process) return;
     await this.writeCertificates(pki);
-    await this.start({ initialCluster: `${this.options.name}=${this.peerUrl}`, state: 'new' });
+    await this.start({ initialCluster: `${this.options.name}=${this.peerUrl}`, state: 'new' }, ALONE_TIMEOUTS);
     await this.waitHealthy();
     const admin = await etcdClient(this.adminConnection(pki, [this.clientUrl]));
     try {
@@ -147,6 +170,24 @@ export class EtcdMember implements ClusterStoreHost {
       member: this.options.name,
       clientUrl: this.clientUrl,
     });
+  }
+
+  /**
+   * Called before this node's join service tells a control plane where to join the store: a member still running on
+   * ALONE_TIMEOUTS starts again on PEER_TIMEOUTS (its data stays; the store is away for about a second), so that no
+   * member with peers runs on the short ones. Does nothing otherwise.
+   */
+  beforePeerJoins(): Promise<void> {
+    if (!this.process || this.timeouts === PEER_TIMEOUTS) return Promise.resolve();
+    this.leavingAlone ??= (async () => {
+      this.options.logger.info('etcd member starts again with the timeouts of a member with peers', {
+        member: this.options.name,
+      });
+      await this.close();
+      await this.start();
+      await this.waitHealthy();
+    })().finally(() => (this.leavingAlone = undefined));
+    return this.leavingAlone;
   }
 
   async hosted(): Promise<boolean> {
@@ -242,7 +283,10 @@ export class EtcdMember implements ClusterStoreHost {
     );
   }
 
-  private async start(initial?: { initialCluster: string; state: 'new' | 'existing' }): Promise<void> {
+  private async start(
+    initial?: { initialCluster: string; state: 'new' | 'existing' },
+    timeouts: RaftTimeouts = PEER_TIMEOUTS,
+  ): Promise<void> {
     const { dir, ip, name } = this.options;
     const file = (f: string) => path.join(dir, f);
     await fs.mkdir(file(FILES.data), { recursive: true, mode: 0o700 });
@@ -261,9 +305,8 @@ export class EtcdMember implements ClusterStoreHost {
       `--peer-cert-file=${file(FILES.peerCert)}`,
       `--peer-key-file=${file(FILES.peerKey)}`,
       '--peer-client-cert-auth',
-      // Local clusters share two cores: a quick election after a failure, without flapping under load.
-      '--heartbeat-interval=100',
-      '--election-timeout=1000',
+      `--heartbeat-interval=${timeouts.heartbeatMs}`,
+      `--election-timeout=${timeouts.electionMs}`,
       // etcd's strict check refuses every membership change until the leader has been connected to all voters for
       // 5 s, so each control plane that joins right after another waited 5 s. Members are only ever added as
       // learners (no effect on the quorum); the checks that matter are ours (lib/cluster-store/etcd-members.ts): a
@@ -290,6 +333,7 @@ export class EtcdMember implements ClusterStoreHost {
         );
       });
       this.process = child;
+      this.timeouts = timeouts;
       this.options.logger.info('etcd member started', {
         member: name,
         address: ip,

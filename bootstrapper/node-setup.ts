@@ -296,6 +296,7 @@ export class NodeSetup {
           createValidator: settings.createValidator,
           tokenSink: settings.tokenSink,
           instanceAddresses: settings.instanceAddresses,
+          beforePeerJoins: () => this.options.store.beforePeerJoins?.() ?? Promise.resolve(),
           logger: this.options.logger,
           clock: this.options.clock,
         });

@@ -29,6 +29,11 @@ export interface ClusterStoreHost {
    * join service, so that the step does not wait for it.
    */
   preload?(): void;
+  /**
+   * Optional: called before this node's join service tells a control plane where to join the store (etcd: a member
+   * init started alone leaves its short election timeouts first, ./etcd-member.ts).
+   */
+  beforePeerJoins?(): Promise<void>;
   /** Stops this node's part of the store. */
   close(): Promise<void>;
 }

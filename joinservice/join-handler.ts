@@ -49,6 +49,8 @@ export interface JoinHandlerOptions {
   stepTimeoutMs?: number;
   /** The provider's instance listing (JoinTicketIssuerOptions.instanceAddresses), for kubelet certificate names. */
   instanceAddresses?: (nodeName: string) => Promise<string[] | undefined>;
+  /** Runs before a control plane's ticket names the store's members (bootstrapper/store-host.ts beforePeerJoins). */
+  beforePeerJoins?: () => Promise<void>;
 }
 
 export interface JoinHandler {
@@ -64,6 +66,10 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
   const { store } = options;
   const tokens = new BootstrapTokenIssuer({ sink: options.tokenSink ?? new MemoryTokenSink(clock), clock });
   const tickets = new JoinTicketIssuer({ tokens, clock, instanceAddresses: options.instanceAddresses });
+  const memberEndpoints = async () => {
+    await options.beforePeerJoins?.();
+    return store.memberEndpoints();
+  };
 
   // One validator per configuration, built when it is read: a configuration whose validator cannot be built
   // (unknown variant, malformed measurements) is refused like a malformed one, keeping the last good one.
@@ -134,7 +140,7 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
                     await tickets.joinTicket(
                       hello!,
                       config!,
-                      hello!.isControlPlane ? await store.memberEndpoints() : [],
+                      hello!.isControlPlane ? await memberEndpoints() : [],
                       verified.result.instance,
                     ),
                   ).finish()

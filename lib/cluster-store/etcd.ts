@@ -83,8 +83,15 @@ export async function etcdClient(options: EtcdStoreOptions): Promise<Etcd3> {
             })
           : noop,
     },
-    // Every member's certificate carries this name; a TLS server name must not be an IP address (RFC 6066).
-    grpcOptions: { 'grpc.enable_channelz': 0, 'grpc.ssl_target_name_override': ETCD_SERVER_NAME },
+    grpcOptions: {
+      'grpc.enable_channelz': 0,
+      // Every member's certificate carries this name; a TLS server name must not be an IP address (RFC 6066).
+      'grpc.ssl_target_name_override': ETCD_SERVER_NAME,
+      // A member that was away (restarted, rebooted) is tried again within a second or two, not after gRPC's default
+      // backoff (1 s, growing to 2 min), during which every call fails at once.
+      'grpc.initial_reconnect_backoff_ms': 100,
+      'grpc.max_reconnect_backoff_ms': 2000,
+    },
   };
   return new Etcd3(clientOptions);
 }

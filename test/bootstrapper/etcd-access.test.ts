@@ -190,6 +190,35 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
     }
   });
 
+  /** The raft timing flags and the PID of the running etcd whose data folder is below `name`'s folder. */
+  async function raftFlagsOf(name: string): Promise<{ pid: number; flags: string[] }> {
+    const dataDir = `--data-dir=${path.join(dir, name, 'data')}`;
+    for (const entry of await fs.readdir('/proc')) {
+      if (!/^\d+$/.test(entry)) continue;
+      const argv = await fs.readFile(`/proc/${entry}/cmdline`, 'utf8').then(
+        (text) => text.split('\0'),
+        () => [],
+      );
+      if (argv.includes(dataDir))
+        return { pid: Number(entry), flags: argv.filter((a) => /^--(heartbeat-interval|election-timeout)=/.test(a)) };
+    }
+    throw new Error(`no etcd runs on ${dataDir}`);
+  }
+
+  it('the member init created runs on short raft timeouts while alone, and starts again on the peer timeouts (its data kept) before a control plane is told where to join', async () => {
+    const alone = await raftFlagsOf('control-plane-0');
+    assert.deepEqual(alone.flags, ['--heartbeat-interval=10', '--election-timeout=100']);
+    // Two control planes asking for tickets at once share one restart.
+    await Promise.all([first.beforePeerJoins(), first.beforePeerJoins()]);
+    const withPeers = await raftFlagsOf('control-plane-0');
+    assert.deepEqual(withPeers.flags, ['--heartbeat-interval=100', '--election-timeout=1000']);
+    assert.notEqual(withPeers.pid, alone.pid);
+    const joinService = track(await first.open());
+    assert.equal((await joinService.readJoinConfig()).config.cluster.apiServerEndpoint, '10.0.0.1:6443');
+    await first.beforePeerJoins();
+    assert.equal((await raftFlagsOf('control-plane-0')).pid, withPeers.pid, 'started again only once');
+  });
+
   it('a second control plane joins through the first (membership changes with an in-memory admin certificate) and serves its join service', async () => {
     second = member('control-plane-1', 11);
     await second.join(pki, [first.clientUrl]);

@@ -35,6 +35,8 @@ interface Harness {
   registry: TestAkRegistry;
   sink: MemoryTokenSink;
   log: string[];
+  /** How often the service called beforePeerJoins (before a control plane's ticket names the store's members). */
+  peerJoins: number;
 }
 
 async function startHarness(measurements: Measurements): Promise<Harness> {
@@ -42,6 +44,7 @@ async function startHarness(measurements: Measurements): Promise<Harness> {
   const registry = new TestAkRegistry();
   const sink = new MemoryTokenSink();
   const log: string[] = [];
+  let peerJoins = 0;
   try {
     const join = await startJoinService({
       host: '127.0.0.1',
@@ -51,8 +54,19 @@ async function startHarness(measurements: Measurements): Promise<Harness> {
       logger: createLogger((line) => log.push(line)),
       tokenSink: sink,
       stepTimeoutMs: 10_000,
+      beforePeerJoins: async () => void peerJoins++,
     });
-    return { service, join, address: `127.0.0.1:${join.port}`, registry, sink, log };
+    return {
+      service,
+      join,
+      address: `127.0.0.1:${join.port}`,
+      registry,
+      sink,
+      log,
+      get peerJoins() {
+        return peerJoins;
+      },
+    };
   } catch (err) {
     await service.store.close();
     throw err;
@@ -124,9 +138,11 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
     const decision = decisions(h).find((d) => d.nodeName === 'worker-1')!;
     assert.equal(decision.verdict, 'accepted');
     assertNoSecretsLogged(h, [ticket.stateDiskKey, ticket.measurementSecret, ticket.token, h.service.masterSecret.key]);
+    assert.equal(h.peerJoins, 0, 'a worker does not join the store');
   });
 
   it('gives an attested control-plane node the CA files; a rejoining node gets its disk key back', async () => {
+    const peerJoinsBefore = h.peerJoins;
     const cp = await requestTicket(
       h.address,
       node('cp-1', goodPcrs, true, 'control-plane'),
@@ -138,9 +154,15 @@ describe('joinservice/server (software vTPM nodes, real local-vtpm validator, gR
       cp.ticket!.controlPlaneFiles.find((f) => f.name === 'ca.key')?.data.toString(),
       h.service.pki['ca.key'],
     );
+    assert.equal(
+      h.peerJoins,
+      peerJoinsBefore + 1,
+      "the store host heard of the new member before the ticket named the store's members",
+    );
 
     const rejoin = await requestTicket(h.address, node('worker-2'), hello({ nodeName: 'worker-2' }), 'rejoin');
     assert.equal(rejoin.error, undefined);
+    assert.equal(h.peerJoins, peerJoinsBefore + 1, 'a rejoin adds no member');
     assert.deepEqual(
       new Uint8Array(rejoin.ticket!.stateDiskKey),
       deriveStateDiskKey(h.service.masterSecret, diskUuidOf('worker-2')),
