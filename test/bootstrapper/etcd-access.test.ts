@@ -197,7 +197,7 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
       if (!/^\d+$/.test(entry)) continue;
       const argv = await fs.readFile(`/proc/${entry}/cmdline`, 'utf8').then(
         (text) => text.split('\0'),
-        () => [],
+        (): string[] => [],
       );
       if (argv.includes(dataDir))
         return { pid: Number(entry), flags: argv.filter((a) => /^--(heartbeat-interval|election-timeout)=/.test(a)) };
