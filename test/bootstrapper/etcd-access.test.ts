@@ -207,7 +207,7 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
 
   it('the member init created runs on short raft timeouts while alone, and starts again on the peer timeouts (its data kept) before a control plane is told where to join', async () => {
     const alone = await raftFlagsOf('control-plane-0');
-    assert.deepEqual(alone.flags, ['--heartbeat-interval=10', '--election-timeout=100']);
+    assert.deepEqual(alone.flags, ['--heartbeat-interval=20', '--election-timeout=100']);
     // Two control planes asking for tickets at once share one restart.
     await Promise.all([first.beforePeerJoins(), first.beforePeerJoins()]);
     const withPeers = await raftFlagsOf('control-plane-0');
