@@ -3,8 +3,8 @@
  * stacks it: certificates for clients and peers from the cluster's etcd CA (made by this node from the CA in the
  * PKI), data below the encrypted state disk's mount point, the log beside the node's own.
  *
- *   init    create():  a one-member cluster (--initial-cluster-state new) on ALONE_TIMEOUTS, then wait until it
- *                      is healthy
+ *   init    create():  a one-member cluster (--initial-cluster-state new), on ALONE_TIMEOUTS when the provider
+ *                      knows of no other control plane, then wait until it is healthy
  *   peers   beforePeerJoins(): before a control plane is told where to join, a member still on ALONE_TIMEOUTS starts
  *                      again on PEER_TIMEOUTS (see there)
  *   join    join():    MemberAdd as a learner through the ticket's endpoints → start with every member named
@@ -57,8 +57,10 @@ const PEER_TIMEOUTS = { heartbeatMs: 100, electionMs: 1000 } as const;
  * its first election timeout has passed: etcd fast-forwards all ticks but one, and raft draws that timeout from
  * [T, 2T), so the wait is one tick to T (0.1-1 s on PEER_TIMEOUTS, on the critical path of every init). Alone, a
  * member cannot lose an election or a quorum, so short timeouts change nothing else; with peers they would make the
- * cluster flap under load, so the member starts again on PEER_TIMEOUTS before the first peer is told where to join
- * (beforePeerJoins). A reboot starts every member on PEER_TIMEOUTS. Here the wait is 20-100 ms; the ratio is the
+ * cluster flap under load. So init uses them only when the provider knows of no other control plane (a cluster
+ * created with several starts on PEER_TIMEOUTS at once), and the member starts again on PEER_TIMEOUTS before the
+ * first peer is told where to join (beforePeerJoins: a control plane added later). A reboot starts every member on
+ * PEER_TIMEOUTS. Here the wait is 20-100 ms; the ratio is the
  * least etcd allows (5), as each tick costs a little CPU for as long as the member runs (an idle member on 10 ms ticks
  * used twice the CPU of one on 100 ms ticks).
  */
@@ -120,15 +122,17 @@ export class EtcdMember implements ClusterStoreHost {
     return `https://${this.options.ip}:${ETCD_PEER_PORT}`;
   }
 
-  create(pki: ClusterPki): Promise<void> {
-    this.creating ??= this.createMember(pki).finally(() => (this.creating = undefined));
+  create(pki: ClusterPki, options: { alone?: boolean } = {}): Promise<void> {
+    this.creating ??= this.createMember(pki, options.alone ? ALONE_TIMEOUTS : PEER_TIMEOUTS).finally(
+      () => (this.creating = undefined),
+    );
     return this.creating;
   }
 
-  private async createMember(pki: ClusterPki): Promise<void> {
+  private async createMember(pki: ClusterPki, timeouts: RaftTimeouts): Promise<void> {
     if (this.process) return;
     await this.writeCertificates(pki);
-    await this.start({ initialCluster: `${this.options.name}=${this.peerUrl}`, state: 'new' }, ALONE_TIMEOUTS);
+    await this.start({ initialCluster: `${this.options.name}=${this.peerUrl}`, state: 'new' }, timeouts);
     await this.waitHealthy();
     const admin = await etcdClient(this.adminConnection(pki, [this.clientUrl]));
     try {

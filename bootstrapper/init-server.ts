@@ -255,6 +255,16 @@ export class InitServer {
     for (const listener of this.listeners) listener(step, message);
   }
 
+  /** Whether the provider lists no other control plane than this node; metadata that cannot be read says no. */
+  private async onlyControlPlane(): Promise<boolean> {
+    const { metadata, node } = this.options;
+    try {
+      return (await metadata.peers()).every((peer) => peer.role !== 'control-plane' || peer.name === node.name);
+    } catch {
+      return false;
+    }
+  }
+
   /** The steps after the lock; each is safe to run again when an earlier attempt failed. */
   private async run(secrets: CheckedInitSecrets, attempt: InitAttempt): Promise<InitResult> {
     const { node, setup, stateDisk, status, clock } = this.options;
@@ -262,6 +272,8 @@ export class InitServer {
     status.attested('accepted', 'the CLI (init)', { now: clock() });
     status.set('initializing', {}, token);
     try {
+      // Asked now, used when the cluster store starts below (ClusterStoreHost.create's `alone`).
+      const alone = this.onlyControlPlane();
       const measurementSecret = deriveMeasurementSecret(secrets.master);
       const clusterId = deriveClusterId(measurementSecret, secrets.measurementSalt);
       this.emit('keys', `derived the cluster keys; clusterID ${Buffer.from(clusterId).toString('hex')}`);
@@ -274,7 +286,7 @@ export class InitServer {
       // timeout, and that wait runs while this node writes its files and brings up Kubernetes below.
       this.pki ??= createClusterPki({ clock, clusterName: secrets.clusterName });
       const pki = loadClusterPki(this.pki);
-      const storeCreated = setup.createStore(token, pki);
+      const storeCreated = alone.then((only) => setup.createStore(token, pki, { alone: only }));
       storeCreated.catch(() => undefined); // Awaited below; a step that fails before must not leave it unhandled.
       // The emergency SSH CA the node's SSH server trusts (docs/workflows/emergency-ssh.md), from the master secret.
       // The node certifies its own host key with that CA (as upstream's init server), for its address and name.

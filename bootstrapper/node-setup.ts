@@ -253,9 +253,9 @@ export class NodeSetup {
   }
 
   /** The first control plane at init: creates the cluster store with this node in it. */
-  async createStore(token: LockToken, pki: ClusterPki): Promise<void> {
+  async createStore(token: LockToken, pki: ClusterPki, options: { alone?: boolean } = {}): Promise<void> {
     this.options.lock.check(token, 'create the cluster store', ['init']);
-    return this.options.store.create(pki);
+    return this.options.store.create(pki, options);
   }
 
   /** A control plane that joined: becomes part of the cluster store through the ticket's endpoints. */

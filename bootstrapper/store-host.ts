@@ -10,8 +10,11 @@ import type { ClusterPki } from '../lib/pki/cluster-pki.js';
 export type { StoreCredentials };
 
 export interface ClusterStoreHost {
-  /** The first control plane, at init: a new store with this node in it. Idempotent (a retried init). */
-  create(pki: ClusterPki): Promise<void>;
+  /**
+   * The first control plane, at init: a new store with this node in it. Idempotent (a retried init). `alone`: the
+   * provider knows of no other control plane (etcd: the member may start on short timeouts, ./etcd-member.ts).
+   */
+  create(pki: ClusterPki, options?: { alone?: boolean }): Promise<void>;
   /** A control plane that joined: become part of the store through the endpoints its ticket named. Idempotent. */
   join(pki: ClusterPki, endpoints: string[]): Promise<void>;
   /** Whether this node is part of the store already (it created or joined it before a reboot). */

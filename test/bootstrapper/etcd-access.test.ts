@@ -94,7 +94,7 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
     pkiFiles = createClusterPki({ clock, clusterName: 'least-privilege' });
     pki = loadClusterPki(pkiFiles);
     first = member('control-plane-0', 10);
-    await first.create(pki);
+    await first.create(pki, { alone: true }); // as init creates it when the provider lists no other control plane
     // What init does: the join configuration, written with an admin certificate made in memory.
     const admin = track(await first.openAsAdmin(pki));
     await admin.writeJoinConfig(joinConfig());

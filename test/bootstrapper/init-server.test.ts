@@ -21,6 +21,7 @@ import type { TpmDigest } from '../../lib/tpm/client.js';
 import { InitSecrets } from '../../proto/gen/constellation/init.js';
 import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 import { unused } from '../support/unused.js';
+import type { InstanceMetadata } from '../../providers/contract.js';
 
 const INIT_SECRET = 'a'.repeat(64);
 /** Every image PCR (a validator refuses less), zero: these tests attest no node. */
@@ -58,14 +59,14 @@ describe('bootstrapper/init-server', () => {
   let setup: NodeSetup;
   let lock: NodeLock;
 
-  async function server(backend: KubernetesBackend) {
+  async function server(backend: KubernetesBackend, peers: () => Promise<InstanceMetadata[]> = async () => []) {
     const status = new NodeStatusTracker('cp-0', 'control-plane', { lock });
     const init = new InitServer({
       node: { name: 'cp-0', ip: '127.0.0.1', role: 'control-plane' },
       issuer: unused<Issuer>('issuer'), // the attested exchange is not part of these tests: initialize() is called directly
       metadata: {
         self: async () => ({ name: 'cp-0', providerId: 'test://cp-0', role: 'control-plane', vpcIp: '127.0.0.1' }),
-        peers: async () => [],
+        peers,
         loadBalancerEndpoint: async () => '127.0.0.1',
         initSecretHash: async () => bcrypt.hashSync(INIT_SECRET, 4),
         joinServiceKey: async () => '',
@@ -120,6 +121,28 @@ describe('bootstrapper/init-server', () => {
     await disk.close();
     await fs.rm(dir, { recursive: true, force: true });
   });
+
+  const instance = (name: string, role: 'control-plane' | 'worker'): InstanceMetadata => ({
+    name,
+    providerId: `test://${name}`,
+    role,
+    vpcIp: '127.0.0.1',
+  });
+  for (const [what, peers, alone] of [
+    ['lists itself and workers', async () => [instance('cp-0', 'control-plane'), instance('w-0', 'worker')], true],
+    [
+      'lists another control plane',
+      async () => [instance('cp-0', 'control-plane'), instance('cp-1', 'control-plane')],
+      false,
+    ],
+    ['cannot be read', async () => Promise.reject(new Error('metadata down')), false],
+  ] as [string, () => Promise<InstanceMetadata[]>, boolean][]) {
+    it(`creates the cluster store ${alone ? 'as a member alone (short etcd timeouts)' : 'for peers'} when the metadata ${what}`, async () => {
+      const { init } = await server(new CountingBackend(), peers);
+      await init.initialize(secrets());
+      assert.deepEqual(storeHost.createdAlone, [alone]);
+    });
+  }
 
   it('runs once for concurrent inits with the same secrets, and both get the same result', async () => {
     const backend = new CountingBackend();

@@ -6,12 +6,15 @@ import type { ClusterStore } from '../../lib/cluster-store/types.js';
 export class MemoryStoreHost implements ClusterStoreHost {
   readonly store = new MemoryClusterStore();
   created = 0;
+  /** The `alone` of each create(). */
+  createdAlone: (boolean | undefined)[] = [];
   joined: string[][] = [];
   resumed = 0;
   private member = false;
 
-  async create(): Promise<void> {
+  async create(_pki: unknown, options: { alone?: boolean } = {}): Promise<void> {
     this.created++;
+    this.createdAlone.push(options.alone);
     this.member = true;
   }
 
