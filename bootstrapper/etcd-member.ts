@@ -53,16 +53,15 @@ const STOP_GRACE_MS = 1000;
  */
 const PEER_TIMEOUTS = { heartbeatMs: 100, electionMs: 1000 } as const;
 /**
- * The timing of the member init creates, while it is the only one. A new one-member cluster elects itself only once
+ * The timing of the member init creates when it is the only one. A new one-member cluster elects itself only once
  * its first election timeout has passed: etcd fast-forwards all ticks but one, and raft draws that timeout from
- * [T, 2T), so the wait is one tick to T (0.1-1 s on PEER_TIMEOUTS, on the critical path of every init). Alone, a
- * member cannot lose an election or a quorum, so short timeouts change nothing else; with peers they would make the
- * cluster flap under load. So init uses them only when the provider knows of no other control plane (a cluster
- * created with several starts on PEER_TIMEOUTS at once), and the member starts again on PEER_TIMEOUTS before the
- * first peer is told where to join (beforePeerJoins: a control plane added later). A reboot starts every member on
- * PEER_TIMEOUTS. Here the wait is 20-100 ms; the ratio is the
- * least etcd allows (5), as each tick costs a little CPU for as long as the member runs (an idle member on 10 ms ticks
- * used twice the CPU of one on 100 ms ticks).
+ * [T, 2T), so the wait is one tick to T: 0.1-1 s on PEER_TIMEOUTS, on the path of every init; 20-100 ms here.
+ * Alone, a member cannot lose an election or its quorum, so short timeouts change nothing else; with peers they
+ * would make the cluster flap under load. So init uses them only when the provider lists no other control plane (a
+ * cluster created with several starts on PEER_TIMEOUTS at once), the member starts again on PEER_TIMEOUTS before a
+ * control plane added later is told where to join (beforePeerJoins), and a reboot starts every member on
+ * PEER_TIMEOUTS. The election timeout is 5 ticks, the least etcd allows: ticks cost CPU for as long as the member
+ * runs (an idle member on 10 ms ticks used twice the CPU of one on 100 ms ticks).
  */
 const ALONE_TIMEOUTS = { heartbeatMs: 20, electionMs: 100 } as const;
 type RaftTimeouts = typeof PEER_TIMEOUTS | typeof ALONE_TIMEOUTS;
