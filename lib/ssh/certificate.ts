@@ -8,8 +8,9 @@
  *   (`crypto.GenerateEmergencySSHCAKey`). The same master secret gives the same CA here and upstream, and every
  *   holder of the master secret (the CLI, the first control plane at init, every join service) derives the same
  *   CA, so nodes need no other key to trust it.
- * - A certificate is for the principal `root`, valid from now for 24 hours (upstream's validity), with the
- *   extensions `permit-port-forwarding` and `permit-pty` (upstream's), and no critical options.
+ * - A certificate is for the principal `root`, valid for 24 hours (upstream's validity) from five minutes before its
+ *   signing (./emergency-access.ts), with the extensions `permit-port-forwarding` and `permit-pty` (upstream's), and
+ *   no critical options.
  *
  * Why our own encoder: the OpenSSH certificate format (PROTOCOL.certkeys in OpenSSH's sources) is a short sequence
  * of SSH wire strings and integers, signed with the CA key; node:crypto signs Ed25519. The npm libraries that write

@@ -61,6 +61,13 @@ export function certificateFileFor(keyFile: string): string {
   return `${base}-cert.pub`;
 }
 
+/**
+ * How long before its signing a certificate is valid: a node whose clock lags this machine's must accept it at once
+ * (a VM sets its clock at boot from a real-time clock that counts whole seconds; an sshd that sees a certificate
+ * from its future refuses it). The node's host certificates allow the same (bootstrapper/init-server.ts).
+ */
+const CLOCK_SLACK_SECONDS = 300;
+
 export async function writeEmergencyCertificate(request: EmergencyCertificateRequest): Promise<EmergencyCertificate> {
   const keyFile = path.resolve(request.keyFile);
   // The key first: a wrong --key is the likelier mistake, and reading it needs no secret.
@@ -74,9 +81,10 @@ export async function writeEmergencyCertificate(request: EmergencyCertificateReq
   const master = await readMasterSecret(request.workspaceDir);
   const ca = deriveSshCa(master);
   const now = Math.floor(request.now ?? Date.now() / 1000);
+  const validAfter = now - CLOCK_SLACK_SECONDS;
   const validBefore = now + SSH_CERTIFICATE_VALIDITY_SECONDS;
   const certificate = signUserCertificate(ca, key, {
-    validAfter: now,
+    validAfter,
     validBefore,
     keyId: 'constellation-emergency-access',
   });
@@ -101,7 +109,7 @@ export async function writeEmergencyCertificate(request: EmergencyCertificateReq
     certificateFile,
     keyType: key.type,
     principals: [...SSH_CERTIFICATE_PRINCIPALS],
-    validAfter: new Date(now * 1000),
+    validAfter: new Date(validAfter * 1000),
     validBefore: new Date(validBefore * 1000),
     replaced,
     caPublicKey: sshCaPublicKeyLine(ca.publicKey).trim(),
