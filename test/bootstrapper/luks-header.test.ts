@@ -108,7 +108,17 @@ describe('bootstrapper/state-disk/luks-header (the header read without cryptsetu
       'a byte of the primary JSON area changed (checksum wrong)',
       () => damaged(luks2, 'json.img', 5000, Buffer.from('X')),
     ],
-    ['the primary UUID field changed (checksum wrong)', () => damaged(luks2, 'uuid.img', 168, Buffer.from('0'))],
+    [
+      'the primary UUID field changed (checksum wrong)',
+      async () => {
+        // Another hex digit than the UUID's first (a fixed one left the header unchanged for one UUID in 16).
+        const handle = await fs.open(luks2, 'r');
+        const { buffer } = await handle.read(Buffer.alloc(1), 0, 1, 168);
+        await handle.close();
+        const first = buffer.toString('latin1');
+        return damaged(luks2, 'uuid.img', 168, Buffer.from(first === '0' ? '1' : '0'));
+      },
+    ],
   ];
   for (const [what, make] of unsure) {
     it(`leaves ${what} to cryptsetup, which finds it formatted`, async () => {
