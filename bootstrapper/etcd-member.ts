@@ -103,7 +103,7 @@ export class EtcdMember implements ClusterStoreHost {
   private creating: Promise<void> | undefined;
   /** The timing the running member was started with. */
   private timeouts: RaftTimeouts = PEER_TIMEOUTS;
-  /** The restart of beforePeerJoins() under way or done; control planes joining at once share it. */
+  /** The restart of beforePeerJoins() while it runs; control planes joining at once share it. */
   private leavingAlone: Promise<void> | undefined;
 
   constructor(private readonly options: EtcdMemberOptions) {}

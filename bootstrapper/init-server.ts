@@ -41,7 +41,12 @@ import { withPort } from '../lib/addresses.js';
 import { serveCliCall } from './cli-call.js';
 import { describeError } from './errors.js';
 import { initSecretPassword } from './init-secret.js';
-import { deriveSshCa, signHostCertificate, sshCaPublicKeyLine } from '../lib/ssh/certificate.js';
+import {
+  deriveSshCa,
+  signHostCertificate,
+  SSH_CLOCK_SLACK_SECONDS,
+  sshCaPublicKeyLine,
+} from '../lib/ssh/certificate.js';
 import { NODE_SSH_CA_FILE } from '../lib/ssh/sshd-config.js';
 
 export const API_SERVER_PORT = 6443;
@@ -309,7 +314,7 @@ export class InitServer {
               sshCa,
               setup.sshHostPublicKey(),
               [node.ip, node.name],
-              Math.floor(clock().getTime() / 1000) - 300,
+              Math.floor(clock().getTime() / 1000) - SSH_CLOCK_SLACK_SECONDS,
             ),
           ),
         ),

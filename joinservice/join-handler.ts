@@ -66,7 +66,8 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
   const { store } = options;
   const tokens = new BootstrapTokenIssuer({ sink: options.tokenSink ?? new MemoryTokenSink(clock), clock });
   const tickets = new JoinTicketIssuer({ tokens, clock, instanceAddresses: options.instanceAddresses });
-  const memberEndpoints = async () => {
+  /** Where a control plane joins the store; the store host hears of the new member first. */
+  const endpointsForNewMember = async () => {
     await options.beforePeerJoins?.();
     return store.memberEndpoints();
   };
@@ -140,7 +141,7 @@ export async function createJoinHandler(options: JoinHandlerOptions): Promise<Jo
                     await tickets.joinTicket(
                       hello!,
                       config!,
-                      hello!.isControlPlane ? await memberEndpoints() : [],
+                      hello!.isControlPlane ? await endpointsForNewMember() : [],
                       verified.result.instance,
                     ),
                   ).finish()

@@ -19,6 +19,7 @@ import {
   deriveSshCa,
   publicKeyFromBlob,
   signHostCertificate,
+  SSH_CLOCK_SLACK_SECONDS,
   sshCaPublicKeyLine,
   type SshCa,
 } from '../lib/ssh/certificate.js';
@@ -115,7 +116,7 @@ export class JoinTicketIssuer {
             publicKeyFromBlob(hello.hostPublicKey, "The join request's SSH host key"),
             [...ips, hello.nodeName],
             // A little in the past, as the cluster PKI does: a client whose clock lags still accepts it.
-            Math.floor(this.options.clock().getTime() / 1000) - 300,
+            Math.floor(this.options.clock().getTime() / 1000) - SSH_CLOCK_SLACK_SECONDS,
           )
         : '';
     return {

@@ -26,6 +26,12 @@ export const SSH_CA_KEY_INFO = 'key-ca_emergency_ssh';
 export const SSH_CA_SEED_LENGTH = 32;
 /** Upstream's validity of an emergency certificate. */
 export const SSH_CERTIFICATE_VALIDITY_SECONDS = 24 * 60 * 60;
+/**
+ * How long before its signing a certificate (user or host) is valid: its checker's clock may lag the signer's (a VM
+ * sets its clock at boot from a real-time clock that counts whole seconds), and OpenSSH refuses a certificate from
+ * its future.
+ */
+export const SSH_CLOCK_SLACK_SECONDS = 300;
 /** The user a certificate lets in (upstream's only principal). */
 export const SSH_CERTIFICATE_PRINCIPALS: readonly string[] = ['root'];
 /** Sorted by name, as PROTOCOL.certkeys requires. */

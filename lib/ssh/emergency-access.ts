@@ -27,6 +27,7 @@ import {
   sshCaPublicKeyLine,
   SSH_CERTIFICATE_PRINCIPALS,
   SSH_CERTIFICATE_VALIDITY_SECONDS,
+  SSH_CLOCK_SLACK_SECONDS,
 } from './certificate.js';
 
 export interface EmergencyCertificateRequest {
@@ -61,13 +62,6 @@ export function certificateFileFor(keyFile: string): string {
   return `${base}-cert.pub`;
 }
 
-/**
- * How long before its signing a certificate is valid: a node whose clock lags this machine's must accept it at once
- * (a VM sets its clock at boot from a real-time clock that counts whole seconds; an sshd that sees a certificate
- * from its future refuses it). The node's host certificates allow the same (bootstrapper/init-server.ts).
- */
-const CLOCK_SLACK_SECONDS = 300;
-
 export async function writeEmergencyCertificate(request: EmergencyCertificateRequest): Promise<EmergencyCertificate> {
   const keyFile = path.resolve(request.keyFile);
   // The key first: a wrong --key is the likelier mistake, and reading it needs no secret.
@@ -81,7 +75,7 @@ export async function writeEmergencyCertificate(request: EmergencyCertificateReq
   const master = await readMasterSecret(request.workspaceDir);
   const ca = deriveSshCa(master);
   const now = Math.floor(request.now ?? Date.now() / 1000);
-  const validAfter = now - CLOCK_SLACK_SECONDS;
+  const validAfter = now - SSH_CLOCK_SLACK_SECONDS;
   const validBefore = now + SSH_CERTIFICATE_VALIDITY_SECONDS;
   const certificate = signUserCertificate(ca, key, {
     validAfter,
