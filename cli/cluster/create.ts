@@ -14,6 +14,7 @@
  * delete it. The roll back is `terminate` (./terminate.ts) with the same provider, inside the same workspace session.
  */
 import { randomBytes } from 'node:crypto';
+import bcrypt from 'bcryptjs';
 import type {
   CreateRequest,
   InfrastructureProvider,
@@ -31,12 +32,17 @@ import { TERMINATE_HINT, workspaceArg } from './next-steps.js';
 import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import type { ImageSourceOptions } from '../images/image-measurements.js';
-import { bcryptHashInWorker } from './init-secret-hash.js';
 
 /** 4 random bytes, hex: the cluster's uid (part of resource names and tags, like Constellation's). */
 const UID_BYTES = 4;
 const INIT_SECRET_BYTES = 32;
-const BCRYPT_COST = 10;
+/**
+ * bcrypt's least cost (2^4 rounds, about 2 ms in JavaScript): the init secret is 32 random bytes, so guessing it from
+ * its hash is out of reach at any cost, and a cost only stretches guessable passwords. At cost 10 (Go's default) the
+ * hash took a tenth of a second of the CLI's CPU and the check as much on the first control plane's path of init.
+ * A node checks any cost a hash names (docs/bootstrapper.md).
+ */
+const BCRYPT_COST = 4;
 
 export interface CreateOptions {
   workspaceDir: string;
@@ -48,11 +54,6 @@ export interface CreateOptions {
   signal?: AbortSignal;
   /** Where versioned images and their key are (tests: another user config folder). */
   imageSource?: ImageSourceOptions;
-  /**
-   * The identity of a new cluster, made earlier so its hash is under way sooner (mini up makes it before it writes
-   * the config). Unused when the state holds the identity of an interrupted create. Default: made here.
-   */
-  identity?: ClusterIdentity;
 }
 
 export interface CreateClusterResult {
@@ -68,29 +69,6 @@ export interface CreateClusterResult {
  */
 export function initSecretPassword(initSecret: Uint8Array): string {
   return Buffer.from(initSecret).toString('hex');
-}
-
-/** A cluster's identity (hex uid and init secret) with the init secret's bcrypt hash under way in a worker thread. */
-export interface ClusterIdentity {
-  uid: string;
-  initSecret: string;
-  /** The bcrypt hash for the nodes; a rejection is handled here too, so an identity that is never used is harmless. */
-  hashing: Promise<string>;
-}
-
-/**
- * A new identity from `random` (or the given one, e.g. of an interrupted create), its hash started at once: the
- * hash takes about a quarter second of a worker thread, so the sooner it starts, the less create waits for it.
- */
-export function newClusterIdentity(
-  random: RandomSource = randomBytes,
-  given?: { uid: string; initSecret: string },
-): ClusterIdentity {
-  const uid = given?.uid ?? Buffer.from(random(UID_BYTES)).toString('hex');
-  const initSecret = given?.initSecret ?? Buffer.from(random(INIT_SECRET_BYTES)).toString('hex');
-  const hashing = bcryptHashInWorker(initSecretPassword(Buffer.from(initSecret, 'hex')), BCRYPT_COST);
-  hashing.catch(() => undefined); // awaited by create; a step before that may fail first
-  return { uid, initSecret, hashing };
 }
 
 export async function createCluster(options: CreateOptions): Promise<CreateClusterResult> {
@@ -114,18 +92,18 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
   // Before the config's measurements or the state are written.
   await provider.checkPreconditions?.();
 
-  // The cluster's identity: the one an interrupted create persisted, else the caller's new one or one made here
-  // (persisted below, after the measurements). Its init secret's bcrypt hash is made in a worker thread meanwhile
-  // (./init-secret-hash.ts).
+  // The cluster's identity: the one an interrupted create persisted, else a new one (persisted below, after the
+  // measurements).
   const resumed = state.infrastructure.uid !== '';
   if (resumed && !state.infrastructure.initSecret)
     throw new UserError(`The state file ${statePath(workspaceDir)} has a uid but no init secret.`, {
       hint: TERMINATE_HINT,
     });
-  const identity = resumed
-    ? newClusterIdentity(random, { uid: state.infrastructure.uid, initSecret: state.infrastructure.initSecret })
-    : (options.identity ?? newClusterIdentity(random));
-  const password = initSecretPassword(Buffer.from(identity.initSecret, 'hex'));
+  const uid = resumed ? state.infrastructure.uid : Buffer.from(random(UID_BYTES)).toString('hex');
+  const initSecret = resumed
+    ? state.infrastructure.initSecret
+    : Buffer.from(random(INIT_SECRET_BYTES)).toString('hex');
+  const password = initSecretPassword(Buffer.from(initSecret, 'hex'));
 
   if ((providerName === 'local' && config.image !== LOCAL_BUILD_IMAGE) || providerName === 'qemu') {
     options.progress?.(`verifying the signed measurements of image ${config.image}`);
@@ -143,8 +121,8 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
   } else {
     state.infrastructure = {
       ...emptyState().infrastructure,
-      uid: identity.uid,
-      initSecret: identity.initSecret,
+      uid,
+      initSecret,
       name: config.name,
     };
     // Persisted before anything exists, so a killed create continues with the same identity.
@@ -152,7 +130,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     log.info('new cluster identity', { uid: state.infrastructure.uid });
   }
 
-  const initSecretHash = await identity.hashing;
+  const initSecretHash = bcrypt.hashSync(password, BCRYPT_COST);
   // The public half of the join-service identity key: nodes check every ticket against it (docs/join-service.md).
   const joinServiceKey = Buffer.from(joinServicePublicKey(deriveJoinServiceKeySeed(password))).toString('base64');
   const request: CreateRequest = {

@@ -35,7 +35,7 @@ import {
 } from '../../lib/workspace/files.js';
 import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import { editConfig } from '../../lib/config/edit.js';
-import { createCluster, newClusterIdentity } from './create.js';
+import { createCluster } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
 import { preloadInitClient } from './init-exchange.js';
 import { loadInfrastructure, workspaceInfrastructure } from './provider.js';
@@ -116,11 +116,6 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
   checkCount('control-plane', options.controlPlanes, 1, 90);
   checkCount('worker', options.workers, 0, 150);
 
-  // A fresh workspace's cluster identity is made first: its hash (for the nodes) runs in a worker thread while the
-  // config is written and the image measured, instead of after.
-  const identity = (await pathExists(path.join(workspaceDir, STATE_FILE)))
-    ? undefined
-    : newClusterIdentity(options.random);
   step('config');
   const { continued } = await prepareConfig(options);
   if (continued) step('config', 'continuing the cluster of an earlier run in this workspace');
@@ -137,7 +132,6 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
       journal: options.journal,
       log,
       random: options.random,
-      identity,
       progress: (m) => step('create', m),
     });
   }
