@@ -10,6 +10,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { openGocryptfsStateDisk, StateDiskError, type GocryptfsStateDisk } from '../../bootstrapper/state-disk.js';
+import { writeGocryptfsConfig } from '../../bootstrapper/state-disk/gocryptfs.js';
 import { deriveStateDiskKey, generateMasterSecret } from '../../lib/kms/index.js';
 import { REPO_ROOT } from '../support/cli.js';
 import { pollUntil } from '../../lib/poll.js';
@@ -85,6 +86,38 @@ describe('bootstrapper/state-disk (gocryptfs)', function () {
       assert.ok(!name.includes('kubelet') && !name.includes('etcd'), `file names are encrypted: ${name}`);
       assert.ok(!content.includes(Buffer.from('private key material')), `${name} holds plaintext`);
     }
+  });
+
+  it('formats as `gocryptfs -init -scryptn 10` does: the same files, modes, parameters and feature flags', async () => {
+    const ours = path.join(dir, 'ours');
+    const theirs = path.join(dir, 'theirs');
+    await fs.mkdir(ours);
+    await fs.mkdir(theirs);
+    const password = Buffer.from(key()).toString('hex');
+    await writeGocryptfsConfig(ours, password);
+    const init = spawn('gocryptfs', ['-init', '-q', '-nosyslog', '-scryptn', '10', theirs], {
+      stdio: ['pipe', 'ignore', 'ignore'],
+    });
+    init.stdin!.end(password);
+    assert.equal(await new Promise((resolve) => init.once('exit', resolve)), 0);
+    const describe = async (folder: string) => {
+      const files = (await fs.readdir(folder)).sort();
+      const modes = await Promise.all(files.map(async (f) => (await fs.stat(path.join(folder, f))).mode & 0o777));
+      const config = JSON.parse(await fs.readFile(path.join(folder, 'gocryptfs.conf'), 'utf8'));
+      const { Salt, ...scrypt } = config.ScryptObject;
+      return {
+        files,
+        modes,
+        diriv: (await fs.readFile(path.join(folder, 'gocryptfs.diriv'))).length,
+        keys: Object.keys(config).sort(),
+        encryptedKey: Buffer.from(config.EncryptedKey, 'base64').length,
+        salt: Buffer.from(Salt, 'base64').length,
+        scrypt,
+        version: config.Version,
+        flags: [...config.FeatureFlags].sort(),
+      };
+    };
+    assert.deepEqual(await describe(ours), await describe(theirs));
   });
 
   it('refuses to read or write while locked, and names outside the disk', async () => {
