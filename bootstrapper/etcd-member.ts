@@ -38,6 +38,7 @@ import {
 import type { ClusterStore } from '../lib/cluster-store/types.js';
 import type { Clock } from '../lib/clock.js';
 import { UserError } from '../lib/errors.js';
+import { canConnect } from '../lib/process.js';
 import type { Logger } from '../lib/logging/index.js';
 import { issueEtcdClientCertificate, issueEtcdMemberCertificates, type ClusterPki } from '../lib/pki/cluster-pki.js';
 import { writeFileAtomic } from '../lib/workspace/atomic-file.js';
@@ -360,26 +361,33 @@ export class EtcdMember implements ClusterStoreHost {
 
   /** Waits until the member answers a quorum read, or fails naming etcd's log. */
   private async waitHealthy(): Promise<void> {
-    const deadline = Date.now() + (this.options.startTimeoutMs ?? 30_000);
+    const timeoutMs = this.options.startTimeoutMs ?? 30_000;
+    const deadline = Date.now() + timeoutMs;
+    const waitOrGiveUp = async (ms: number) => {
+      const exited = this.exitedEarly();
+      if (exited) throw exited;
+      if (Date.now() > deadline) {
+        throw new UserError(
+          `The etcd member of ${this.options.name} did not become healthy within ${Math.round(timeoutMs / 1000)} s.`,
+          { hint: `See its log: ${this.options.logFile}` },
+        );
+      }
+      await new Promise((resolve) => setTimeout(resolve, ms));
+    };
+    // First the client port (a refused connect costs next to nothing): a gRPC client whose first connection was
+    // refused tries again only after its reconnect backoff (100 ms), and etcd listens some 50 ms before it serves.
+    // A connection made then waits until etcd serves it.
+    const { hostname, port } = new URL(this.clientUrl);
+    while (!(await canConnect({ host: hostname, port: Number(port) }))) await waitOrGiveUp(10);
     const client = await etcdClient({ ...(await this.connection()), timeoutMs: 1000 });
     try {
       for (;;) {
-        const exited = this.exitedEarly();
-        if (exited) throw exited;
         try {
           // A linearizable read the join service's user may make (with access control on, it may read nothing else).
           await client.get(`${STORE_PREFIX}${ENTRY.cluster}`).exec();
           return;
         } catch {
-          if (Date.now() > deadline) {
-            throw new UserError(
-              `The etcd member of ${this.options.name} did not become healthy within ${Math.round((this.options.startTimeoutMs ?? 30_000) / 1000)} s.`,
-              {
-                hint: `See its log: ${this.options.logFile}`,
-              },
-            );
-          }
-          await new Promise((resolve) => setTimeout(resolve, 25));
+          await waitOrGiveUp(25);
         }
       }
     } finally {
