@@ -66,7 +66,9 @@ export default async function bench(out: (line: string) => void): Promise<void> 
     await session.channel.receive(['other'], 'RecoverDone');
   };
   const plain = (client: VerifyClient) =>
-    new Promise<void>((resolve, reject) => client.getStatus({}, (err) => (err ? reject(err) : resolve())));
+    new Promise<void>((resolve, reject) =>
+      client.getStatus({ knownState: '', waitMs: 0 }, (err) => (err ? reject(err) : resolve())),
+    );
   const fresh =
     <C extends { close(): void }>(make: () => C, run: (c: C) => Promise<void>) =>
     async () => {

@@ -186,4 +186,28 @@ export class NodeStatusTracker {
     if (states.includes(this.current.state)) return Promise.resolve(this.get());
     return new Promise((resolve) => this.waiters.push({ states, resolve }));
   }
+
+  /**
+   * The status once the node's state is another than `known`, or as it is after `timeoutMs` (GetStatus's long poll:
+   * a caller that waits for a change sees it when it happens, without asking again and again).
+   */
+  changedFrom(known: NodeState, timeoutMs: number): Promise<NodeStatusSnapshot> {
+    if (this.current.state !== known || timeoutMs <= 0) return Promise.resolve(this.get());
+    return new Promise((resolve) => {
+      const waiter = {
+        states: NODE_STATES.filter((s) => s !== known),
+        resolve: (snapshot: NodeStatusSnapshot) => {
+          clearTimeout(timer);
+          resolve(snapshot);
+        },
+      };
+      const timer = setTimeout(() => {
+        const index = this.waiters.indexOf(waiter);
+        if (index >= 0) this.waiters.splice(index, 1);
+        resolve(this.get());
+      }, timeoutMs);
+      timer.unref();
+      this.waiters.push(waiter);
+    });
+  }
 }

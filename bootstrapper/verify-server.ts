@@ -8,13 +8,24 @@ import type { ServerUnaryCall, sendUnaryData } from '@grpc/grpc-js';
 import type { Issuer } from '../lib/attestation/types.js';
 import { createVerifyHandler } from '../lib/atls/index.js';
 import { NodeStatus, type GetStatusRequest, type VerifyServer } from '../proto/gen/constellation/verify.js';
-import type { NodeStatusTracker } from './node-status.js';
+import { NODE_STATES, type NodeState, type NodeStatusTracker } from './node-status.js';
+
+/**
+ * The longest a GetStatus long poll is held (verify.proto): short, so that a node that stops finds no call of it
+ * still open beyond its shutdown grace, and a caller's deadline of a few seconds is never reached.
+ */
+export const STATUS_WAIT_MAX_MS = 1000;
 
 export function createVerifyService(issuer: Issuer, status: NodeStatusTracker): VerifyServer {
   return {
     ...createVerifyHandler(issuer),
-    getStatus(_call: ServerUnaryCall<GetStatusRequest, NodeStatus>, callback: sendUnaryData<NodeStatus>) {
-      callback(null, NodeStatus.fromPartial(status.get()));
+    getStatus(call: ServerUnaryCall<GetStatusRequest, NodeStatus>, callback: sendUnaryData<NodeStatus>) {
+      const { knownState, waitMs } = call.request;
+      const known = NODE_STATES.includes(knownState as NodeState) ? (knownState as NodeState) : undefined;
+      if (!known) return callback(null, NodeStatus.fromPartial(status.get()));
+      void status
+        .changedFrom(known, Math.min(waitMs, STATUS_WAIT_MAX_MS))
+        .then((snapshot) => callback(null, NodeStatus.fromPartial(snapshot)));
     },
   };
 }

@@ -100,9 +100,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
       hint: TERMINATE_HINT,
     });
   const uid = resumed ? state.infrastructure.uid : Buffer.from(random(UID_BYTES)).toString('hex');
-  const initSecret = resumed
-    ? state.infrastructure.initSecret
-    : Buffer.from(random(INIT_SECRET_BYTES)).toString('hex');
+  const initSecret = resumed ? state.infrastructure.initSecret : Buffer.from(random(INIT_SECRET_BYTES)).toString('hex');
   const password = initSecretPassword(Buffer.from(initSecret, 'hex'));
 
   if ((providerName === 'local' && config.image !== LOCAL_BUILD_IMAGE) || providerName === 'qemu') {

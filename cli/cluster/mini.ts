@@ -19,7 +19,7 @@ import {
 import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
-import type { Clock, Sleep } from '../../lib/clock.js';
+import { realSleep, systemClock, type Clock, type Sleep } from '../../lib/clock.js';
 import { pollUntil } from '../../lib/poll.js';
 import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
@@ -52,9 +52,10 @@ export const DEFAULT_WORKERS = 1;
 /** How long mini up waits for VM nodes to boot (to serve init, to join): TCG on a loaded 2-core machine takes minutes. */
 export const VM_BOOT_TIMEOUT_MS = 20 * 60_000;
 /**
- * How often mini up asks the nodes that have not joined yet: over kept connections a question costs a few
- * milliseconds of CPU on each end, and every interval is waiting time added to the end of mini up (half of it on
- * average).
+ * The least time a round of questions to the nodes that have not joined yet takes when it brought no news. A node
+ * answers when its state changes (a long poll, NodeStatusConnections in ./status.ts), so a round that saw a change
+ * is followed by the next at once; one without (a node that does not answer yet, or does not hold the call) is
+ * spaced out to this, so the CLI does not ask in a tight loop.
  */
 const JOIN_POLL_MS = 100;
 
@@ -278,9 +279,12 @@ export async function waitUntilJoined(
   let notJoined = (): UserError => new UserError('Not every node joined the cluster.');
   const joined = new Map<string, NodeStatusEntry>();
   const connections = new NodeStatusConnections();
+  const clock = options.clock ?? systemClock;
+  const sleep = options.sleep ?? realSleep;
   try {
     return await pollUntil(
       async () => {
+        const started = clock().getTime();
         const status = await clusterStatus({
           workspaceDir: options.workspaceDir,
           provider,
@@ -295,7 +299,8 @@ export async function waitUntilJoined(
         });
         for (const n of status.nodes) if (n.state === 'joined') joined.set(n.name, n);
         const summary = summarizeStatus(status);
-        if (summary !== last) options.progress?.('join', summary);
+        const news = summary !== last;
+        if (news) options.progress?.('join', summary);
         last = summary;
         const pending = status.nodes.filter((n) => ['waiting', 'joining', 'unreachable'].includes(n.state));
         const bad = status.nodes.filter((n) => n.state !== 'joined' && !pending.includes(n));
@@ -311,11 +316,13 @@ export async function waitUntilJoined(
           });
         };
         if (pending.length === 0) throw notJoined(); // no node is still on its way
+        const spaced = (options.pollIntervalMs ?? JOIN_POLL_MS) - (clock().getTime() - started);
+        if (!news && spaced > 0) await sleep(spaced);
         return undefined;
       },
       {
         timeoutMs: options.joinTimeoutMs ?? 120_000,
-        intervalMs: options.pollIntervalMs ?? JOIN_POLL_MS,
+        intervalMs: 0,
         clock: options.clock,
         sleep: options.sleep,
         onTimeout: () => {

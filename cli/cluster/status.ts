@@ -270,14 +270,25 @@ function mapState(answer: NodeStatus): { state: NodeState; reason?: string } {
   }
 }
 
+/** How long a node is asked to hold a GetStatus until its state changes (verify.proto's long poll). */
+const STATUS_WAIT_MS = 1000;
+
 /**
- * GetStatus over one connection per node, kept open across calls until close(): a wait that asks every few hundred
- * milliseconds then costs the nodes (busy joining) and itself no TLS handshake per question. A node that does not
- * listen yet is retried every quarter second at most, as init's connection is, so it is found soon after it does.
+ * GetStatus over one connection per node, kept open across calls until close(): a wait that asks again and again
+ * then costs the nodes (busy joining) and itself no TLS handshake per question. A node that does not listen yet is
+ * retried every quarter second at most, as init's connection is, so it is found soon after it does.
  */
+
 export class NodeStatusConnections {
   private readonly clients = new Map<string, Promise<VerifyClient>>();
+  /** Each node's state in its last answer. */
+  private readonly known = new Map<string, string>();
 
+  /**
+   * GetStatus over the node's kept connection. After a first answer the node is asked to answer when its state is
+   * another than that answer's, or after STATUS_WAIT_MS: a change is seen when it happens. (A node that does not
+   * know the long poll answers at once; the caller spaces its questions.)
+   */
   async getStatus(address: string, timeoutMs: number): Promise<NodeStatus> {
     let client = this.clients.get(address);
     if (!client) {
@@ -287,7 +298,10 @@ export class NodeStatusConnections {
       });
       this.clients.set(address, client);
     }
-    return askStatus(await client, timeoutMs);
+    const known = this.known.get(address);
+    const answer = await askStatus(await client, timeoutMs, known ? { knownState: known, waitMs: STATUS_WAIT_MS } : {});
+    this.known.set(address, answer.state);
+    return answer;
   }
 
   async close(): Promise<void> {
@@ -319,10 +333,15 @@ async function verifyClient(address: string, channelOptions: Record<string, numb
   });
 }
 
-async function askStatus(client: VerifyClient, timeoutMs: number): Promise<NodeStatus> {
+async function askStatus(
+  client: VerifyClient,
+  timeoutMs: number,
+  longPoll: { knownState?: string; waitMs?: number } = {},
+): Promise<NodeStatus> {
   const { Metadata } = await import('@grpc/grpc-js');
+  const request = { knownState: '', waitMs: 0, ...longPoll };
   return new Promise<NodeStatus>((resolve, reject) => {
-    client.getStatus({}, new Metadata(), { deadline: Date.now() + timeoutMs }, (err, res) =>
+    client.getStatus(request, new Metadata(), { deadline: Date.now() + timeoutMs + request.waitMs }, (err, res) =>
       err ? reject(err) : resolve(res),
     );
   });

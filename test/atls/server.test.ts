@@ -75,7 +75,9 @@ describe('atls/server', () => {
       attestedChannelOptions,
     );
     try {
-      const ended = new Promise<grpc.ServiceError>((resolve) => client.getStatus({}, (err) => resolve(err!)));
+      const ended = new Promise<grpc.ServiceError>((resolve) =>
+        client.getStatus({ knownState: '', waitMs: 0 }, (err) => resolve(err!)),
+      );
       await running;
       await server.close();
       const error = await Promise.race([

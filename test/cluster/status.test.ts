@@ -9,6 +9,9 @@ import {
   NodeStatusConnections,
   summarizeStatus,
 } from '../../cli/cluster/status.js';
+import { NodeLock } from '../../bootstrapper/node-lock.js';
+import { NodeStatusTracker } from '../../bootstrapper/node-status.js';
+import { createVerifyService } from '../../bootstrapper/verify-server.js';
 import { defaultConfig } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
@@ -129,6 +132,42 @@ describe('clusterStatus', () => {
     } finally {
       await connections.close();
       await counting.close();
+    }
+  });
+
+  it("connections long-poll: a bootstrapper answers the next question when the node's state changes", async () => {
+    provider.instances = [instance('worker-0', 'worker')];
+    const lock = new NodeLock();
+    const tracker = new NodeStatusTracker('worker-0', 'worker', { lock });
+    const issuer = new StandInIssuer({});
+    const bootstrapper = await startStandInNode({ issuer, getStatus: createVerifyService(issuer, tracker).getStatus });
+    const connections = new NodeStatusConnections();
+    const ask = async () => {
+      const started = Date.now();
+      const { state } = (
+        await clusterStatus({
+          workspaceDir: '/nowhere',
+          provider,
+          journal: new MemoryResourceJournal(),
+          log: nullLogger,
+          port: bootstrapper.port,
+          connections,
+        })
+      ).nodes[0];
+      return { state, ms: Date.now() - started };
+    };
+    try {
+      assert.equal((await ask()).state, 'waiting', 'the first question is answered at once');
+      setTimeout(() => tracker.set('joining', {}, lock.tryLock('join')!), 300);
+      const changed = await ask();
+      assert.equal(changed.state, 'joining');
+      assert.ok(changed.ms >= 250 && changed.ms < 900, `answered at the change, after ${changed.ms} ms`);
+      const unchanged = await ask();
+      assert.equal(unchanged.state, 'joining');
+      assert.ok(unchanged.ms >= 900, `held until the wait ended: ${unchanged.ms} ms`);
+    } finally {
+      await connections.close();
+      await bootstrapper.close();
     }
   });
 

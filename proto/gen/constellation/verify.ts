@@ -39,6 +39,13 @@ export interface GetAttestationResponse {
 }
 
 export interface GetStatusRequest {
+  /**
+   * A long poll: when set and still the node's state, the node answers once its state is another, or after wait_ms
+   * (it holds a call at most 1 s). Empty: the answer comes at once. A node that does not know these fields answers
+   * at once too, so a caller that long-polls must still space its questions.
+   */
+  knownState: string;
+  waitMs: number;
 }
 
 export interface NodeStatus {
@@ -217,11 +224,17 @@ export const GetAttestationResponse: MessageFns<GetAttestationResponse> = {
 };
 
 function createBaseGetStatusRequest(): GetStatusRequest {
-  return {};
+  return { knownState: "", waitMs: 0 };
 }
 
 export const GetStatusRequest: MessageFns<GetStatusRequest> = {
-  encode(_: GetStatusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+  encode(message: GetStatusRequest, writer: BinaryWriter = new BinaryWriter()): BinaryWriter {
+    if (message.knownState !== "") {
+      writer.uint32(10).string(message.knownState);
+    }
+    if (message.waitMs !== 0) {
+      writer.uint32(16).uint32(message.waitMs);
+    }
     return writer;
   },
 
@@ -238,6 +251,22 @@ export const GetStatusRequest: MessageFns<GetStatusRequest> = {
       while (reader.pos < end) {
         const tag = reader.uint32();
         switch (tag >>> 3) {
+          case 1: {
+            if (tag !== 10) {
+              break;
+            }
+
+            message.knownState = reader.string();
+            continue;
+          }
+          case 2: {
+            if (tag !== 16) {
+              break;
+            }
+
+            message.waitMs = reader.uint32();
+            continue;
+          }
         }
         if ((tag & 7) === 4 || tag === 0) {
           break;
@@ -250,20 +279,39 @@ export const GetStatusRequest: MessageFns<GetStatusRequest> = {
     }
   },
 
-  fromJSON(_: any): GetStatusRequest {
-    return {};
+  fromJSON(object: any): GetStatusRequest {
+    return {
+      knownState: isSet(object.knownState)
+        ? globalThis.String(object.knownState)
+        : isSet(object.known_state)
+        ? globalThis.String(object.known_state)
+        : "",
+      waitMs: isSet(object.waitMs)
+        ? globalThis.Number(object.waitMs)
+        : isSet(object.wait_ms)
+        ? globalThis.Number(object.wait_ms)
+        : 0,
+    };
   },
 
-  toJSON(_: GetStatusRequest): unknown {
+  toJSON(message: GetStatusRequest): unknown {
     const obj: any = {};
+    if (message.knownState !== "") {
+      obj.knownState = message.knownState;
+    }
+    if (message.waitMs !== 0) {
+      obj.waitMs = Math.round(message.waitMs);
+    }
     return obj;
   },
 
   create<I extends Exact<DeepPartial<GetStatusRequest>, I>>(base?: I): GetStatusRequest {
     return GetStatusRequest.fromPartial(base ?? ({} as any));
   },
-  fromPartial<I extends Exact<DeepPartial<GetStatusRequest>, I>>(_: I): GetStatusRequest {
+  fromPartial<I extends Exact<DeepPartial<GetStatusRequest>, I>>(object: I): GetStatusRequest {
     const message = createBaseGetStatusRequest();
+    message.knownState = object.knownState ?? "";
+    message.waitMs = object.waitMs ?? 0;
     return message;
   },
 };

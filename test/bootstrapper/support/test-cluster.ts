@@ -383,7 +383,7 @@ export async function getStatus(address: string): Promise<NodeStatus> {
   const client = new VerifyClient(address, await createAttestedClientCredentials(), attestedChannelOptions);
   try {
     return await new Promise<NodeStatus>((resolve, reject) =>
-      client.getStatus({}, (err, status) => (err ? reject(err) : resolve(status))),
+      client.getStatus({ knownState: '', waitMs: 0 }, (err, status) => (err ? reject(err) : resolve(status))),
     );
   } finally {
     client.close();

@@ -21,7 +21,7 @@ import type {
   ProviderContext,
 } from '../../../providers/contract.js';
 import type { InitSecrets } from '../../../proto/gen/constellation/init.js';
-import { NodeStatus } from '../../../proto/gen/constellation/verify.js';
+import { NodeStatus, type VerifyServer } from '../../../proto/gen/constellation/verify.js';
 
 export const KUBECONFIG = 'apiVersion: v1\nkind: Config\n';
 
@@ -77,6 +77,8 @@ export interface StandInNodeOptions {
   init?: 'succeed' | 'fail';
   /** The answer to GetStatus; `peer` is the caller's address (its port tells its connection). */
   status?: (peer: string) => Partial<NodeStatus>;
+  /** GetStatus served by this handler instead (a bootstrapper's own, bootstrapper/verify-server.ts). */
+  getStatus?: VerifyServer['getStatus'];
   /** Called when the challenge arrives (before anything secret could have been sent). */
   onChallenge?: () => void;
   /** The Kubernetes backend Init reports (default `none`: no kubeconfig is written for it). */
@@ -142,13 +144,15 @@ export async function startStandInNode(options: StandInNodeOptions): Promise<Sta
   } as never);
   server.addService(VerifyService, {
     getAttestation: (_call: unknown, cb: (err: unknown) => void) => cb({ code: 12, details: 'not here' }),
-    getStatus: (call: { getPeer(): string }, cb: (err: unknown, res?: NodeStatus) => void) =>
-      cb(
-        null,
-        NodeStatus.fromPartial(
-          options.status?.(call.getPeer()) ?? { name: 'node', role: 'control-plane', state: 'waiting' },
-        ),
-      ),
+    getStatus:
+      options.getStatus ??
+      ((call: { getPeer(): string }, cb: (err: unknown, res?: NodeStatus) => void) =>
+        cb(
+          null,
+          NodeStatus.fromPartial(
+            options.status?.(call.getPeer()) ?? { name: 'node', role: 'control-plane', state: 'waiting' },
+          ),
+        )),
   } as never);
   const credentials = await atls.createAttestedServerCredentials();
   node.port = await new Promise<number>((resolve, reject) =>
