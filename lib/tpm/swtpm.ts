@@ -2,9 +2,10 @@
  * Runs and controls swtpm, the software TPM 2.0 every local node owns (docs/design.md#providers).
  * One swtpm process per state directory: TPM commands on `<socketDir>/swtpm.sock`, swtpm's control protocol on
  * `<socketDir>/swtpm.sock.ctrl` (power cycle, shutdown); the socket folder is the state directory unless the caller
- * names a shorter one (a unix socket path has at most 107 bytes, a state directory in a workspace can be longer). The
- * state is manufactured once (as swtpm_setup would, see manufacture()), so the endorsement seed, and with it the
- * attestation key, survives restarts. swtpm serves one connection at a time.
+ * names a shorter one (a unix socket path has at most 107 bytes, a state directory in a workspace can be longer).
+ * swtpm makes a new TPM (with a new endorsement seed) when the state directory has no state file, and keeps it: the
+ * endorsement seed, and with it the attestation key, survives restarts. Its PCR banks are set by the swtpm that serves
+ * it, at every start (see ensurePcrBanks), and by manufacture() for a VM's TPM. swtpm serves one connection at a time.
  */
 import { spawn } from 'node:child_process';
 import { existsSync, promises as fs } from 'node:fs';
@@ -15,7 +16,7 @@ import { UserError } from '../errors.js';
 import { pollUntil } from '../poll.js';
 import { TpmClient } from './client.js';
 import { canConnect, processIsAlive } from '../process.js';
-import { HASH_ALGS } from './constants.js';
+import { HASH_ALGS, hashAlgName, PCR_COUNT } from './constants.js';
 
 export interface SwtpmOptions {
   /** Directory of the TPM's persistent state (created when missing). swtpm.log lives here too, and the sockets by default. */
@@ -24,7 +25,10 @@ export interface SwtpmOptions {
   socketDir?: string;
   /** Let swtpm outlive this process (own process group, no pipes to us). */
   detached?: boolean;
-  /** PCR banks activated when the state is first manufactured. Default sha256 and sha384. */
+  /**
+   * The TPM's PCR banks: allocated at every start when they differ (socket), or when the state is made (vm).
+   * Default sha256 and sha384.
+   */
   pcrBanks?: readonly string[];
   /** How long to wait for the sockets, in ms. Default 10 s. */
   startTimeoutMs?: number;
@@ -53,7 +57,7 @@ const CMD_SHUTDOWN = 0x03;
 /** A unix socket path must fit sockaddr_un.sun_path (108 bytes with the terminating NUL). */
 const MAX_SOCKET_PATH = 107;
 const STATE_FILE = 'tpm2-00.permall';
-/** Where a new TPM state is made before it is moved into the state directory (see manufacture). */
+/** Where manufacture() makes a VM's new TPM state before it moves it into the state directory. */
 const MANUFACTURE_DIR = 'manufacture';
 
 export function swtpmPaths(
@@ -73,10 +77,13 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
       hint: `Use a folder whose path has at most ${MAX_SOCKET_PATH - Buffer.byteLength(ctrlSocket) + Buffer.byteLength(socketDir)} bytes.`,
     });
   }
+  const pcrBanks = pcrBankAlgs(options.pcrBanks ?? ['sha256', 'sha384']);
+  // A VM's swtpm has no server socket (QEMU talks to it over the control socket) and leaves startup to the firmware.
+  const vm = options.attach === 'vm';
   await fs.mkdir(stateDir, { recursive: true, mode: 0o700 });
   await fs.mkdir(socketDir, { recursive: true, mode: 0o700 });
-  if (!existsSync(path.join(stateDir, STATE_FILE)))
-    await manufacture(stateDir, socketDir, options.pcrBanks ?? ['sha256', 'sha384']);
+  // QEMU's firmware starts a VM's TPM, so its banks must be allocated before QEMU attaches: made apart, then moved in.
+  if (vm && !existsSync(path.join(stateDir, STATE_FILE))) await manufacture(stateDir, socketDir, pcrBanks);
   if (await canConnect(ctrlSocket)) {
     throw new SwtpmError(`A swtpm is already running on ${stateDir}`, {
       hint: 'Stop it first; a TPM state has one owner.',
@@ -85,9 +92,9 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
   // Stale sockets of a swtpm that was killed would make us believe the new one is ready.
   await fs.rm(serverSocket, { force: true });
   await fs.rm(ctrlSocket, { force: true });
+  // A server-socket TPM is made in place (ensurePcrBanks); what a killed manufacture of an earlier version left goes.
+  if (!vm) await removeManufactureLeftovers(stateDir, socketDir);
 
-  // A VM's swtpm has no server socket (QEMU talks to it over the control socket) and leaves startup to the firmware.
-  const vm = options.attach === 'vm';
   const { pid, exited } = await runSwtpm({
     tpmStateDir: stateDir,
     ctrlSocket,
@@ -97,13 +104,68 @@ export async function startSwtpm(options: SwtpmOptions): Promise<SwtpmHandle> {
     startTimeoutMs: options.startTimeoutMs ?? 10_000,
   });
   let stopped: Promise<void> | undefined;
-  return {
-    stateDir,
-    serverSocket,
-    ctrlSocket,
-    pid,
-    stop: () => (stopped ??= stopSwtpm({ ctrlSocket, pid, exited })),
-  };
+  const stop = () => (stopped ??= stopSwtpm({ ctrlSocket, pid, exited }));
+  if (!vm) {
+    try {
+      await ensurePcrBanks(serverSocket, ctrlSocket, pcrBanks);
+    } catch (err) {
+      await stop();
+      throw err instanceof SwtpmError
+        ? err
+        : new SwtpmError(`Could not set up the TPM in ${stateDir}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  return { stateDir, serverSocket, ctrlSocket, pid, stop };
+}
+
+/**
+ * Gets the TPM's PCR banks to exactly `algs` in the swtpm that serves it: a new TPM (or one whose first start was
+ * killed before this) has libtpms's default banks. TPM2_PCR_Allocate takes effect at the next TPM reset, so the TPM is
+ * shut down and reset through the control channel, which keeps this swtpm process (one spawn per start, not two).
+ * Where the banks are right already (every later start) this costs one TPM2_GetCapability.
+ */
+async function ensurePcrBanks(serverSocket: string, ctrlSocket: string, algs: readonly number[]): Promise<void> {
+  // No flush: the callers flush when they connect. The client is closed before we return: swtpm serves one
+  // connection at a time, and the callers connect next.
+  const client = await TpmClient.connect(serverSocket, { flushLeftovers: false });
+  try {
+    if (hasBanks(await client.pcrBanks(), algs)) return;
+    await client.pcrAllocate([...algs]);
+    await client.shutdown();
+    await powerCycleSwtpm(ctrlSocket, { client });
+    const banks = await client.pcrBanks();
+    if (!hasBanks(banks, algs)) {
+      throw new SwtpmError(
+        `The TPM did not take the PCR banks ${algs.map(hashAlgName).join(', ')}: it has ${banks.map((b) => hashAlgName(b.hashAlg)).join(', ')}`,
+      );
+    }
+  } finally {
+    client.close();
+  }
+}
+
+function hasBanks(banks: readonly { hashAlg: number; pcrs: readonly number[] }[], algs: readonly number[]): boolean {
+  return banks.length === algs.length && banks.every((b) => algs.includes(b.hashAlg) && b.pcrs.length === PCR_COUNT);
+}
+
+function pcrBankAlgs(names: readonly string[]): number[] {
+  return names.map((name) => {
+    const alg = [...HASH_ALGS].find(([, info]) => info.name === name)?.[0];
+    if (alg === undefined) throw new SwtpmError(`Unknown PCR bank ${name}: one of sha1, sha256, sha384, sha512.`);
+    return alg;
+  });
+}
+
+/** What manufacture() uses, and leaves when it is killed: its work folder and its sockets. */
+function manufacturePaths(stateDir: string, socketDir: string) {
+  const serverSocket = path.join(socketDir, 'mfg.sock'); // no longer than swtpm.sock: the path length was checked for that
+  return { workDir: path.join(stateDir, MANUFACTURE_DIR), serverSocket, ctrlSocket: `${serverSocket}.ctrl` };
+}
+
+async function removeManufactureLeftovers(stateDir: string, socketDir: string): Promise<void> {
+  const { workDir, serverSocket, ctrlSocket } = manufacturePaths(stateDir, socketDir);
+  for (const file of [serverSocket, ctrlSocket]) await fs.rm(file, { force: true });
+  await fs.rm(workDir, { recursive: true, force: true });
 }
 
 /**
@@ -254,26 +316,16 @@ export function swtpmCtrl(
 }
 
 /**
- * Makes the TPM's state, as `swtpm_setup --tpm2 --pcr-banks <banks>` does (without an EK certificate), in a few
- * milliseconds instead of swtpm_setup's 0.6 s (version 0.7 waits that long for the swtpm it ran to end, on the
- * critical path of every node's first boot): a swtpm on a folder of its own makes a new TPM (with a new endorsement
- * seed), gets the PCR banks allocated and shuts down, and its state file is then moved into `stateDir`. A state file
- * in `stateDir` is thus always a finished one, even when this process was killed half-way.
+ * Makes a VM's TPM state, as `swtpm_setup --tpm2 --pcr-banks <banks>` does (without an EK certificate), in a few
+ * milliseconds instead of swtpm_setup's 0.6 s (version 0.7 waits that long for the swtpm it ran to end): a swtpm on
+ * a folder of its own makes a new TPM (with a new endorsement seed), gets the PCR banks allocated and shuts down, and
+ * its state file is then moved into `stateDir`. A state file in `stateDir` is thus always a finished one, even when
+ * this process was killed half-way: QEMU's swtpm has no server socket through which a later start could fix the banks.
  */
-async function manufacture(stateDir: string, socketDir: string, pcrBanks: readonly string[]): Promise<void> {
-  const algs = pcrBanks.map((name) => {
-    const alg = [...HASH_ALGS].find(([, info]) => info.name === name)?.[0];
-    if (alg === undefined) throw new SwtpmError(`Unknown PCR bank ${name}: one of sha1, sha256, sha384, sha512.`);
-    return alg;
-  });
-  const workDir = path.join(stateDir, MANUFACTURE_DIR);
-  const serverSocket = path.join(socketDir, 'mfg.sock'); // no longer than swtpm.sock: the path length was checked for that;
-  const ctrlSocket = `${serverSocket}.ctrl`;
+async function manufacture(stateDir: string, socketDir: string, algs: readonly number[]): Promise<void> {
+  const { workDir, serverSocket, ctrlSocket } = manufacturePaths(stateDir, socketDir);
   const logFile = path.join(stateDir, 'swtpm.log');
-  const clean = async () => {
-    for (const file of [serverSocket, ctrlSocket]) await fs.rm(file, { force: true });
-    await fs.rm(workDir, { recursive: true, force: true });
-  };
+  const clean = () => removeManufactureLeftovers(stateDir, socketDir);
   await clean(); // what a killed manufacture left
   await fs.mkdir(workDir, { mode: 0o700 });
   const swtpm = await runSwtpm({
@@ -288,7 +340,7 @@ async function manufacture(stateDir: string, socketDir: string, pcrBanks: readon
     try {
       const client = await TpmClient.connect(serverSocket, { flushLeftovers: false });
       try {
-        await client.pcrAllocate(algs);
+        await client.pcrAllocate([...algs]);
         await client.shutdown();
       } finally {
         client.close();

@@ -1,13 +1,93 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  watch,
+  writeFileSync,
+} from 'node:fs';
+
 import os from 'node:os';
 import path from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, it } from 'mocha';
+import { canConnect } from '../../lib/process.js';
 import { hashAlgName, TPM_ALG } from '../../lib/tpm/constants.js';
 import { TpmClient } from '../../lib/tpm/client.js';
 import { parseTpmAttest } from '../../lib/tpm/structures.js';
-import { powerCycleSwtpm, startSwtpm, SwtpmError, type SwtpmHandle } from '../../lib/tpm/swtpm.js';
+import { powerCycleSwtpm, startSwtpm, stopSwtpm, SwtpmError, type SwtpmHandle } from '../../lib/tpm/swtpm.js';
 import { hex } from './support.js';
+
+/** The active PCR banks and the number of PCRs of each, e.g. [['sha256', 24]]. */
+async function banksOf(serverSocket: string): Promise<[string, number][]> {
+  const client = await TpmClient.connect(serverSocket, { flushLeftovers: false });
+  try {
+    return (await client.pcrBanks()).map((b) => [hashAlgName(b.hashAlg), b.pcrs.length]);
+  } finally {
+    client.close();
+  }
+}
+
+async function akOf(serverSocket: string): Promise<Uint8Array> {
+  const client = await TpmClient.connect(serverSocket);
+  try {
+    const ak = await client.createAttestationKey();
+    await client.flushContext(ak.handle);
+    return ak.publicArea;
+  } finally {
+    client.close();
+  }
+}
+
+/**
+ * Runs `use` with a swtpm of our own on `stateDir`, started as a bare `swtpm socket` (no PCR allocation), and stops
+ * it: a state made this way has swtpm's default PCR banks, as a start that was killed before its allocation leaves it.
+ */
+async function withRawSwtpm<T>(stateDir: string, use: (serverSocket: string) => Promise<T>): Promise<T> {
+  mkdirSync(stateDir, { recursive: true });
+  const serverSocket = path.join(stateDir, 'raw.sock');
+  const ctrlSocket = `${serverSocket}.ctrl`;
+  const child = spawn(
+    'swtpm',
+    [
+      'socket',
+      '--tpm2',
+      '--tpmstate',
+      `dir=${stateDir}`,
+      '--server',
+      `type=unixio,path=${serverSocket}`,
+      '--ctrl',
+      `type=unixio,path=${ctrlSocket}`,
+      '--flags',
+      'not-need-init,startup-clear',
+    ],
+    { stdio: 'ignore' },
+  );
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  try {
+    for (const socket of [ctrlSocket, serverSocket]) while (!(await canConnect(socket))) await sleep(10);
+    return await use(serverSocket);
+  } finally {
+    await stopSwtpm({ ctrlSocket, pid: child.pid!, exited });
+    rmSync(serverSocket, { force: true });
+    rmSync(ctrlSocket, { force: true });
+  }
+}
+
+/** The real swtpm's path, for a stand-in that counts its starts. */
+function realSwtpm(): string {
+  const found = (process.env.PATH ?? '')
+    .split(':')
+    .map((dir) => path.join(dir, 'swtpm'))
+    .find((file) => existsSync(file));
+  assert.ok(found, 'swtpm is installed');
+  return found;
+}
 
 describe('swtpm lifecycle', () => {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'swtpm-life-'));
@@ -62,31 +142,134 @@ describe('swtpm lifecycle', () => {
     assert.deepEqual((await resetCountAndPcr15(second.serverSocket)).ak, ak);
   });
 
-  it('manufactures a new TPM with exactly the SHA-256 and SHA-384 PCR banks, leaving nothing of the manufacture behind', async () => {
+  it('makes a new TPM with exactly the SHA-256 and SHA-384 PCR banks in the one swtpm that serves it', async () => {
     const stateDir = path.join(dir, 'fresh');
     const socketDir = path.join(dir, 'fresh-sockets');
-    // What a manufacture killed half-way leaves: a work folder and sockets, but no state file in the state directory.
+    mkdirSync(stateDir);
+    mkdirSync(socketDir);
+    // A stand-in swtpm on PATH counts the swtpm processes started; watches record every name that ever appeared.
+    const bin = path.join(dir, 'bin');
+    const starts = path.join(dir, 'swtpm-starts');
+    mkdirSync(bin, { recursive: true });
+    writeFileSync(path.join(bin, 'swtpm'), `#!/bin/sh\necho "$*" >> '${starts}'\nexec '${realSwtpm()}' "$@"\n`);
+    chmodSync(path.join(bin, 'swtpm'), 0o755);
+    const seen = new Set<string>();
+    const watchers = [stateDir, socketDir].map((d) => watch(d, (_, name) => name && seen.add(name)));
+    const savedPath = process.env.PATH;
+    process.env.PATH = `${bin}:${savedPath}`;
+    let h: SwtpmHandle;
+    try {
+      h = await startSwtpm({ stateDir, socketDir });
+    } finally {
+      process.env.PATH = savedPath;
+      for (const w of watchers) w.close();
+    }
+    try {
+      assert.equal(readFileSync(starts, 'utf8').trim().split('\n').length, 1, 'one swtpm process');
+      assert.deepEqual(
+        [...seen].filter((name) => /manufacture|mfg\.sock/.test(name)),
+        [],
+        'no manufacture folder or socket',
+      );
+      assert.deepEqual(await banksOf(h.serverSocket), [
+        ['sha256', 24],
+        ['sha384', 24],
+      ]);
+      assert.deepEqual(readdirSync(socketDir).sort(), ['swtpm.sock', 'swtpm.sock.ctrl']);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('repairs the PCR banks of a state that never had them allocated, keeping its endorsement seed (the AK)', async () => {
+    const stateDir = path.join(dir, 'unallocated');
+    const { banks, ak } = await withRawSwtpm(stateDir, async (socket) => ({
+      banks: await banksOf(socket),
+      ak: await akOf(socket),
+    }));
+    assert.notDeepEqual(banks, [
+      ['sha256', 24],
+      ['sha384', 24],
+    ]);
+    const h = await startSwtpm({ stateDir });
+    try {
+      assert.deepEqual(await banksOf(h.serverSocket), [
+        ['sha256', 24],
+        ['sha384', 24],
+      ]);
+      assert.deepEqual(await akOf(h.serverSocket), ak);
+    } finally {
+      await h.stop();
+    }
+    // Another start finds the banks right and leaves the state as it is.
+    const again = await startSwtpm({ stateDir, pcrBanks: ['sha256', 'sha384'] });
+    try {
+      assert.deepEqual(await banksOf(again.serverSocket), [
+        ['sha256', 24],
+        ['sha384', 24],
+      ]);
+      assert.deepEqual(await akOf(again.serverSocket), ak);
+    } finally {
+      await again.stop();
+    }
+  });
+
+  it('sets other PCR banks when asked at a later start (socket)', async () => {
+    const stateDir = path.join(dir, 'rebank');
+    const first = await startSwtpm({ stateDir });
+    const ak = await akOf(first.serverSocket);
+    await first.stop();
+    const h = await startSwtpm({ stateDir, pcrBanks: ['sha256'] });
+    try {
+      assert.deepEqual(await banksOf(h.serverSocket), [['sha256', 24]]);
+      assert.deepEqual(await akOf(h.serverSocket), ak);
+    } finally {
+      await h.stop();
+    }
+  });
+
+  it('starts on a state directory that an earlier manufacture left its work folder and sockets in (socket)', async () => {
+    const stateDir = path.join(dir, 'leftovers');
+    const socketDir = path.join(dir, 'leftovers-sockets');
     mkdirSync(path.join(stateDir, 'manufacture'), { recursive: true });
     writeFileSync(path.join(stateDir, 'manufacture', 'tpm2-00.permall'), 'half-made');
     mkdirSync(socketDir);
     writeFileSync(path.join(socketDir, 'mfg.sock'), '');
+    writeFileSync(path.join(socketDir, 'mfg.sock.ctrl'), '');
     const h = await startSwtpm({ stateDir, socketDir });
     try {
-      const client = await TpmClient.connect(h.serverSocket);
-      try {
-        const banks = (await client.pcrBanks()).map((b) => [hashAlgName(b.hashAlg), b.pcrs.length]);
-        assert.deepEqual(banks, [
-          ['sha256', 24],
-          ['sha384', 24],
-        ]);
-      } finally {
-        client.close();
-      }
+      assert.deepEqual(await banksOf(h.serverSocket), [
+        ['sha256', 24],
+        ['sha384', 24],
+      ]);
       assert.ok(!existsSync(path.join(stateDir, 'manufacture')));
       assert.deepEqual(readdirSync(socketDir).sort(), ['swtpm.sock', 'swtpm.sock.ctrl']);
     } finally {
       await h.stop();
     }
+  });
+
+  it('manufactures the new TPM of a VM with exactly its PCR banks before QEMU attaches, leaving nothing of the manufacture behind', async () => {
+    const stateDir = path.join(dir, 'vm');
+    const socketDir = path.join(dir, 'vm-sockets');
+    // What a manufacture killed half-way leaves: a work folder and sockets, but no state file in the state directory.
+    mkdirSync(path.join(stateDir, 'manufacture'), { recursive: true });
+    writeFileSync(path.join(stateDir, 'manufacture', 'tpm2-00.permall'), 'half-made');
+    mkdirSync(socketDir);
+    writeFileSync(path.join(socketDir, 'mfg.sock'), '');
+    const h = await startSwtpm({ stateDir, socketDir, attach: 'vm' });
+    try {
+      assert.ok(existsSync(path.join(stateDir, 'tpm2-00.permall')), 'the state is made before QEMU attaches');
+      assert.ok(!existsSync(path.join(stateDir, 'manufacture')));
+      assert.deepEqual(readdirSync(socketDir).sort(), ['swtpm.sock.ctrl']);
+    } finally {
+      await h.stop();
+    }
+    // The banks as QEMU's firmware finds them: read by a swtpm that allocates nothing.
+    assert.deepEqual(await withRawSwtpm(stateDir, banksOf), [
+      ['sha256', 24],
+      ['sha384', 24],
+    ]);
   });
 
   it('refuses a state directory whose socket path would be too long, naming the longest that fits (91 bytes)', async () => {
