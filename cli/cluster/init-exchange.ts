@@ -34,20 +34,6 @@ export class InitFailedError extends UserError {
   }
 }
 
-/**
- * Starts loading what runInitExchange and the validator need (gRPC, the init API, aTLS, the attestation variants) in
- * the background, for a caller that waits for the nodes to boot first (mini up): their load (about a tenth of a
- * second of CPU here) then no longer delays the init request once the node listens. Errors surface in the exchange.
- */
-export function preloadInitClient(): void {
-  void Promise.all([
-    import('@grpc/grpc-js'),
-    import('../../proto/gen/constellation/init.js'),
-    import('../../lib/atls/index.js'),
-    import('../../lib/attestation/registry.js'),
-  ]).catch(() => undefined);
-}
-
 export async function runInitExchange(options: InitExchangeOptions): Promise<InitResult> {
   const [{ InitClient, InitSecrets: InitSecretsCodec, InitResult: InitResultCodec }, atls] = await Promise.all([
     import('../../proto/gen/constellation/init.js'),

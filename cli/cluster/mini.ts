@@ -37,7 +37,6 @@ import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { createCluster } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
-import { preloadInitClient } from './init-exchange.js';
 import { loadInfrastructure, workspaceInfrastructure } from './provider.js';
 import { clusterStatus, NodeStatusConnections, summarizeStatus, type NodeStatusEntry } from './status.js';
 import { hasCluster, NO_CLUSTER_HINT, terminateCluster } from './terminate.js';
@@ -125,8 +124,6 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
   const state = await readStateOrEmpty(workspaceDir);
   if (!state.clusterValues.clusterID) {
     step('create');
-    // While the nodes boot this process mostly waits for them: it loads the init client meanwhile.
-    preloadInitClient();
     await createCluster({
       workspaceDir,
       provider,
