@@ -36,6 +36,7 @@ import {
   type EtcdConnection,
 } from '../lib/cluster-store/etcd.js';
 import type { ClusterStore } from '../lib/cluster-store/types.js';
+import type { Etcd3 } from 'etcd3';
 import type { Clock } from '../lib/clock.js';
 import { UserError } from '../lib/errors.js';
 import { canConnect } from '../lib/process.js';
@@ -133,9 +134,10 @@ export class EtcdMember implements ClusterStoreHost {
     if (this.process) return;
     await this.writeCertificates(pki);
     await this.start({ initialCluster: `${this.options.name}=${this.peerUrl}`, state: 'new' }, timeouts);
-    await this.waitHealthy();
+    // One client (one TLS connection) for the wait and the access control: authentication is not on yet.
     const admin = await etcdClient(this.adminConnection(pki, [this.clientUrl]));
     try {
+      await this.waitHealthy(admin);
       await enableAccessControl(admin);
     } finally {
       admin.close();
@@ -360,7 +362,8 @@ export class EtcdMember implements ClusterStoreHost {
   }
 
   /** Waits until the member answers a quorum read, or fails naming etcd's log. */
-  private async waitHealthy(): Promise<void> {
+  /** Waits until the member serves reads; `through`: a client to ask with (default: one of the join service's user). */
+  private async waitHealthy(through?: Etcd3): Promise<void> {
     const timeoutMs = this.options.startTimeoutMs ?? 30_000;
     const deadline = Date.now() + timeoutMs;
     const waitOrGiveUp = async (ms: number) => {
@@ -379,7 +382,7 @@ export class EtcdMember implements ClusterStoreHost {
     // A connection made then waits until etcd serves it.
     const { hostname, port } = new URL(this.clientUrl);
     while (!(await canConnect({ host: hostname, port: Number(port) }))) await waitOrGiveUp(10);
-    const client = await etcdClient({ ...(await this.connection()), timeoutMs: 1000 });
+    const client = through ?? (await etcdClient({ ...(await this.connection()), timeoutMs: 1000 }));
     try {
       for (;;) {
         try {
@@ -391,7 +394,7 @@ export class EtcdMember implements ClusterStoreHost {
         }
       }
     } finally {
-      client.close();
+      if (!through) client.close();
     }
   }
 }

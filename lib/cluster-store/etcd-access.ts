@@ -43,16 +43,21 @@ export const JOIN_SERVICE_GRANTS: readonly Grant[] = [
  * that when it is on already). `client` acts as root (or as anyone, before authentication is on).
  */
 export async function enableAccessControl(client: Etcd3): Promise<void> {
-  const { Range } = await import('etcd3');
-  // Requests that do not depend on each other go together: etcd commits what arrives at once in one round.
-  const [users, roles] = await Promise.all([client.getUsers(), client.getRoles()]);
-  const existingUsers = new Set(users.map((u) => u.name));
-  const existingRoles = new Set(roles.map((r) => r.name));
-  await Promise.all(
-    ['root', ETCD_JOIN_SERVICE_USER]
-      .filter((name) => !existingRoles.has(name))
-      .map((name) => client.role(name).create()),
-  );
+  const { Range, EtcdRoleExistsError, EtcdUserExistsError } = await import('etcd3');
+  // Three rounds of consensus, each of requests that do not depend on each other (etcd commits what arrives at once
+  // together): what exists already (a retried init) is not looked up first, its "already exists" is taken as done.
+  const existed = (kind: new (...args: never[]) => Error) => (err: unknown) => {
+    if (!(err instanceof kind)) throw err;
+  };
+  await Promise.all([
+    ...['root', ETCD_JOIN_SERVICE_USER].map((name) =>
+      client.role(name).create().then(undefined, existed(EtcdRoleExistsError)),
+    ),
+    // No password: these users authenticate only by the common name of a certificate of the etcd CA.
+    ...[ETCD_ROOT_USER, ETCD_ADMIN_USER, ETCD_JOIN_SERVICE_USER].map((name) =>
+      client.auth.userAdd({ name, options: { no_password: true } }).then(undefined, existed(EtcdUserExistsError)),
+    ),
+  ]);
   const memberships: Array<[string, string]> = [
     [ETCD_ROOT_USER, 'root'],
     [ETCD_ADMIN_USER, 'root'],
@@ -68,11 +73,7 @@ export async function enableAccessControl(client: Etcd3): Promise<void> {
             : { permission: g.permission, key: g.key },
         ),
       ),
-    ...memberships.map(async ([user, role]) => {
-      // No password: these users authenticate only by the common name of a certificate of the etcd CA.
-      if (!existingUsers.has(user)) await client.auth.userAdd({ name: user, options: { no_password: true } });
-      await client.user(user).addRole(role);
-    }),
+    ...memberships.map(([user, role]) => client.user(user).addRole(role)),
   ]);
   await client.auth.authEnable();
 }

@@ -9,7 +9,7 @@ import { promises as fs } from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { EtcdMember } from '../../bootstrapper/etcd-member.js';
-import { ETCD_JOIN_SERVICE_USER } from '../../lib/cluster-store/etcd-access.js';
+import { enableAccessControl, ETCD_JOIN_SERVICE_USER } from '../../lib/cluster-store/etcd-access.js';
 import {
   EtcdClusterStore,
   StoreAccessDeniedError,
@@ -142,6 +142,19 @@ describe('etcd cluster store: least privilege (real etcd members)', function () 
     await cli.writeJoinConfig({ attestation });
     assert.deepEqual((await cli.readJoinConfig()).config.attestation, attestation);
     await cli.writeJoinConfig({ attestation: joinConfig().attestation });
+  });
+
+  it('enabling access control again (a retried init) takes what exists as done and changes no rule', async () => {
+    const admin = await etcdClient((await first.adminCredentials(pki)) as EtcdConnection);
+    try {
+      await enableAccessControl(admin);
+    } finally {
+      admin.close();
+    }
+    const joinService = track(await first.open());
+    assert.equal((await joinService.readJoinConfig()).config.cluster.kubernetesVersion, 'v1.31.1');
+    const empty = { variant: 'local-vtpm', config: { measurements: imageMeasurements('00') } };
+    await assert.rejects(joinService.writeJoinConfig({ attestation: empty }), StoreAccessDeniedError);
   });
 
   it("a member's own peer or server certificate, and a certificate of any other name, read and write nothing", async () => {
