@@ -23,6 +23,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
+import type { Etcd3 } from 'etcd3';
 import { ENTRY } from '../lib/cluster-store/entries.js';
 import { enableAccessControl, ETCD_ADMIN_USER, ETCD_JOIN_SERVICE_USER } from '../lib/cluster-store/etcd-access.js';
 import { addLearner, promoteLearner } from '../lib/cluster-store/etcd-members.js';
@@ -36,7 +37,6 @@ import {
   type EtcdConnection,
 } from '../lib/cluster-store/etcd.js';
 import type { ClusterStore } from '../lib/cluster-store/types.js';
-import type { Etcd3 } from 'etcd3';
 import type { Clock } from '../lib/clock.js';
 import { UserError } from '../lib/errors.js';
 import { canConnect } from '../lib/process.js';
@@ -361,8 +361,10 @@ export class EtcdMember implements ClusterStoreHost {
     });
   }
 
-  /** Waits until the member answers a quorum read, or fails naming etcd's log. */
-  /** Waits until the member serves reads; `through`: a client to ask with (default: one of the join service's user). */
+  /**
+   * Waits until the member answers a quorum read, or fails naming etcd's log. `through`: the client to ask with
+   * (default: one of the join service's user, made here).
+   */
   private async waitHealthy(through?: Etcd3): Promise<void> {
     const timeoutMs = this.options.startTimeoutMs ?? 30_000;
     const deadline = Date.now() + timeoutMs;

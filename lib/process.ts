@@ -29,7 +29,7 @@ export function runProgram(program: string, args: string[]): Promise<{ code: num
 /** Whether a program listens on this Unix socket or TCP port yet (a connection is accepted, then closed at once). */
 export function canConnect(target: string | { host: string; port: number }): Promise<boolean> {
   return new Promise((resolve) => {
-    const s = typeof target === 'string' ? net.connect(target) : net.connect(target);
+    const s = net.connect(typeof target === 'string' ? { path: target } : target);
     s.once('connect', () => {
       s.destroy();
       resolve(true);
