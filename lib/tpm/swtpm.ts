@@ -256,6 +256,21 @@ export async function stopSwtpm(target: { ctrlSocket: string; pid: number; exite
 }
 
 /**
+ * The public area of the TPM's attestation key, read through its server socket. The TPM derives the same key from
+ * its endorsement seed each time, so the node re-creates exactly this one (the provider registers it for the node).
+ */
+export async function readAttestationKey(serverSocket: string): Promise<Uint8Array> {
+  const client = await TpmClient.connect(serverSocket);
+  try {
+    const ak = await client.createAttestationKey();
+    await client.flushContext(ak.handle);
+    return ak.publicArea;
+  } finally {
+    client.close();
+  }
+}
+
+/**
  * A reboot: TPM reset through the control channel (PCRs back to their reset values, transient objects gone),
  * then TPM2_Startup(CLEAR) on the server socket, or through `client` when the caller holds the connection
  * (swtpm serves one connection at a time, so a second one would wait for the first to close).

@@ -87,7 +87,7 @@ export class ProcessMachine implements NodeMachine {
 
   /** The node's swtpm, detached; the launcher talks to it on its server socket and resets it through the control socket. */
   async startTpm(np: NodePaths, options: { readAk: boolean }): Promise<{ pid: number; akPublic?: string }> {
-    const { startSwtpm } = await import('../../lib/tpm/swtpm.js');
+    const { readAttestationKey, startSwtpm } = await import('../../lib/tpm/swtpm.js');
     const swtpm = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, detached: true });
     if (!options.readAk) return { pid: swtpm.pid };
     try {
@@ -151,18 +151,5 @@ export class ProcessMachine implements NodeMachine {
     }
     ctx.log.debug('local node booted', { name, address, launcherPid: pid, programPid: message.programPid });
     return { pid };
-  }
-}
-
-/** The node's AK public area; the TPM derives the same key each time, so the node re-creates exactly this one. */
-async function readAttestationKey(serverSocket: string): Promise<Uint8Array> {
-  const { TpmClient } = await import('../../lib/tpm/client.js');
-  const client = await TpmClient.connect(serverSocket);
-  try {
-    const ak = await client.createAttestationKey();
-    await client.flushContext(ak.handle);
-    return ak.publicArea;
-  } finally {
-    client.close();
   }
 }

@@ -87,20 +87,12 @@ export class VmMachine implements NodeMachine {
 
   /** The AK once (a short-lived swtpm on its server socket), then the node's swtpm for QEMU (control socket only). */
   async startTpm(np: NodePaths, options: { readAk: boolean }): Promise<{ pid: number; akPublic?: string }> {
-    const { startSwtpm } = await import('../../lib/tpm/swtpm.js');
+    const { readAttestationKey, startSwtpm } = await import('../../lib/tpm/swtpm.js');
     let akPublic: string | undefined;
     if (options.readAk) {
       const swtpm = await startSwtpm({ stateDir: np.tpmDir, socketDir: np.socketDir, pcrBanks: VM_PCR_BANKS });
       try {
-        const { TpmClient } = await import('../../lib/tpm/client.js');
-        const client = await TpmClient.connect(swtpm.serverSocket);
-        try {
-          const ak = await client.createAttestationKey();
-          await client.flushContext(ak.handle);
-          akPublic = Buffer.from(ak.publicArea).toString('base64');
-        } finally {
-          client.close();
-        }
+        akPublic = Buffer.from(await readAttestationKey(swtpm.serverSocket)).toString('base64');
       } finally {
         await swtpm.stop();
       }

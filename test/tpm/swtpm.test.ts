@@ -20,7 +20,14 @@ import { canConnect } from '../../lib/process.js';
 import { hashAlgName, TPM_ALG } from '../../lib/tpm/constants.js';
 import { TpmClient } from '../../lib/tpm/client.js';
 import { parseTpmAttest } from '../../lib/tpm/structures.js';
-import { powerCycleSwtpm, startSwtpm, stopSwtpm, SwtpmError, type SwtpmHandle } from '../../lib/tpm/swtpm.js';
+import {
+  powerCycleSwtpm,
+  readAttestationKey,
+  startSwtpm,
+  stopSwtpm,
+  SwtpmError,
+  type SwtpmHandle,
+} from '../../lib/tpm/swtpm.js';
 import { hex } from './support.js';
 
 /** The active PCR banks and the number of PCRs of each, e.g. [['sha256', 24]]. */
@@ -28,17 +35,6 @@ async function banksOf(serverSocket: string): Promise<[string, number][]> {
   const client = await TpmClient.connect(serverSocket, { flushLeftovers: false });
   try {
     return (await client.pcrBanks()).map((b) => [hashAlgName(b.hashAlg), b.pcrs.length]);
-  } finally {
-    client.close();
-  }
-}
-
-async function akOf(serverSocket: string): Promise<Uint8Array> {
-  const client = await TpmClient.connect(serverSocket);
-  try {
-    const ak = await client.createAttestationKey();
-    await client.flushContext(ak.handle);
-    return ak.publicArea;
   } finally {
     client.close();
   }
@@ -185,7 +181,7 @@ describe('swtpm lifecycle', () => {
     const stateDir = path.join(dir, 'unallocated');
     const { banks, ak } = await withRawSwtpm(stateDir, async (socket) => ({
       banks: await banksOf(socket),
-      ak: await akOf(socket),
+      ak: await readAttestationKey(socket),
     }));
     assert.notDeepEqual(banks, [
       ['sha256', 24],
@@ -197,7 +193,7 @@ describe('swtpm lifecycle', () => {
         ['sha256', 24],
         ['sha384', 24],
       ]);
-      assert.deepEqual(await akOf(h.serverSocket), ak);
+      assert.deepEqual(await readAttestationKey(h.serverSocket), ak);
     } finally {
       await h.stop();
     }
@@ -208,7 +204,7 @@ describe('swtpm lifecycle', () => {
         ['sha256', 24],
         ['sha384', 24],
       ]);
-      assert.deepEqual(await akOf(again.serverSocket), ak);
+      assert.deepEqual(await readAttestationKey(again.serverSocket), ak);
     } finally {
       await again.stop();
     }
@@ -217,12 +213,12 @@ describe('swtpm lifecycle', () => {
   it('sets other PCR banks when asked at a later start (socket)', async () => {
     const stateDir = path.join(dir, 'rebank');
     const first = await startSwtpm({ stateDir });
-    const ak = await akOf(first.serverSocket);
+    const ak = await readAttestationKey(first.serverSocket);
     await first.stop();
     const h = await startSwtpm({ stateDir, pcrBanks: ['sha256'] });
     try {
       assert.deepEqual(await banksOf(h.serverSocket), [['sha256', 24]]);
-      assert.deepEqual(await akOf(h.serverSocket), ak);
+      assert.deepEqual(await readAttestationKey(h.serverSocket), ak);
     } finally {
       await h.stop();
     }
