@@ -19,7 +19,7 @@ import {
 import { clusterJournalView } from '../../lib/workspace/journal-views.js';
 import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../lib/config/index.js';
 import { UserError } from '../../lib/errors.js';
-import { realSleep, systemClock, type Clock, type Sleep } from '../../lib/clock.js';
+import { systemClock, type Clock, type Sleep } from '../../lib/clock.js';
 import { pollUntil } from '../../lib/poll.js';
 import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
@@ -277,11 +277,13 @@ export async function waitUntilJoined(
   const joined = new Map<string, NodeStatusEntry>();
   const connections = new NodeStatusConnections();
   const clock = options.clock ?? systemClock;
-  const sleep = options.sleep ?? realSleep;
+  // A round that brought news is followed by the next at once; one without waits out the rest of the interval.
+  let started = 0;
+  let news = false;
   try {
     return await pollUntil(
       async () => {
-        const started = clock().getTime();
+        started = clock().getTime();
         const status = await clusterStatus({
           workspaceDir: options.workspaceDir,
           provider,
@@ -296,7 +298,7 @@ export async function waitUntilJoined(
         });
         for (const n of status.nodes) if (n.state === 'joined') joined.set(n.name, n);
         const summary = summarizeStatus(status);
-        const news = summary !== last;
+        news = summary !== last;
         if (news) options.progress?.('join', summary);
         last = summary;
         const pending = status.nodes.filter((n) => ['waiting', 'joining', 'unreachable'].includes(n.state));
@@ -313,13 +315,12 @@ export async function waitUntilJoined(
           });
         };
         if (pending.length === 0) throw notJoined(); // no node is still on its way
-        const spaced = (options.pollIntervalMs ?? JOIN_POLL_MS) - (clock().getTime() - started);
-        if (!news && spaced > 0) await sleep(spaced);
         return undefined;
       },
       {
         timeoutMs: options.joinTimeoutMs ?? 120_000,
-        intervalMs: 0,
+        intervalMs: () =>
+          news ? 0 : Math.max(0, (options.pollIntervalMs ?? JOIN_POLL_MS) - (clock().getTime() - started)),
         clock: options.clock,
         sleep: options.sleep,
         onTimeout: () => {
