@@ -40,6 +40,12 @@ export interface CreateRequest {
   joinServiceKey: string;
   tags: Record<string, string>;
   providerConfig: Record<string, unknown>;
+  /**
+   * create may return once the control-plane nodes are up, while the workers still start (CreateResult.workersStarting),
+   * so that the caller initializes the cluster meanwhile (mini up). Ignored by providers whose create does not wait for
+   * nodes to boot (the clouds').
+   */
+  returnWhenControlPlanesUp?: boolean;
 }
 
 /** What `create` returns; the CLI writes it to constellation-state.yaml `infrastructure`. */
@@ -51,6 +57,11 @@ export interface CreateResult {
   providerState: Record<string, unknown>;
   /** The nodes' network (infrastructure.ipCidrNode): the network plugin's encryption covers it. */
   ipCidrNode?: string;
+  /**
+   * Given when create returned before every worker was up (CreateRequest.returnWhenControlPlanesUp): resolves when
+   * they are, or rejects with the first worker's failure once every one has settled. Never an unhandled rejection.
+   */
+  workersStarting?: Promise<void>;
 }
 
 export type InstanceState = 'pending' | 'running' | 'stopped' | 'terminated' | 'unknown';

@@ -54,6 +54,8 @@ export interface CreateOptions {
   signal?: AbortSignal;
   /** Where versioned images and their key are (tests: another user config folder). */
   imageSource?: ImageSourceOptions;
+  /** Return once the control planes are up, the workers still starting (CreateRequest.returnWhenControlPlanesUp). */
+  returnWhenControlPlanesUp?: boolean;
 }
 
 export interface CreateClusterResult {
@@ -61,6 +63,8 @@ export interface CreateClusterResult {
   clusterEndpoint: string;
   /** True when an interrupted create was continued (same uid and init secret). */
   resumed: boolean;
+  /** The workers' start, when create returned before it ended (CreateResult.workersStarting). */
+  workersStarting?: Promise<void>;
 }
 
 /**
@@ -142,6 +146,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     joinServiceKey,
     tags: config.tags,
     providerConfig: ((config.provider as Record<string, unknown>)[providerName] ?? {}) as Record<string, unknown>,
+    ...(options.returnWhenControlPlanesUp ? { returnWhenControlPlanesUp: true } : {}),
   };
   log.info('creating infrastructure', {
     provider: providerName,
@@ -164,8 +169,18 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     [providerName]: result.providerState,
   };
   await writeState(workspaceDir, state);
-  log.info('infrastructure created', { clusterEndpoint: result.clusterEndpoint });
-  return { uid: state.infrastructure.uid, clusterEndpoint: result.clusterEndpoint, resumed };
+  log.info(
+    result.workersStarting ? 'infrastructure created; the workers are still starting' : 'infrastructure created',
+    {
+      clusterEndpoint: result.clusterEndpoint,
+    },
+  );
+  return {
+    uid: state.infrastructure.uid,
+    clusterEndpoint: result.clusterEndpoint,
+    resumed,
+    ...(result.workersStarting ? { workersStarting: result.workersStarting } : {}),
+  };
 }
 
 export function nodeGroupSpecs(config: Config): NodeGroupSpec[] {

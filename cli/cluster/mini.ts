@@ -21,6 +21,7 @@ import { generateConfigFiles, loadConfig, providerOf, type Config } from '../../
 import { UserError } from '../../lib/errors.js';
 import { systemClock, type Clock, type Sleep } from '../../lib/clock.js';
 import { pollUntil } from '../../lib/poll.js';
+import { settleAll } from '../../lib/settle.js';
 import type { RandomSource } from '../../lib/kms/index.js';
 import type { Logger } from '../../lib/logging/index.js';
 import {
@@ -122,29 +123,52 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
 
   const provider = options.provider ?? (await workspaceInfrastructure(workspaceDir));
   const state = await readStateOrEmpty(workspaceDir);
+  // The cluster is initialized while the workers still start: init needs only the control planes (a 1+9 cluster's
+  // workers take most of the machine's CPU for more than a second while they boot).
+  let workersStarting: Promise<void> | undefined;
   if (!state.clusterValues.clusterID) {
     step('create');
-    await createCluster({
+    ({ workersStarting } = await createCluster({
       workspaceDir,
       provider,
       journal: options.journal,
       log,
       random: options.random,
       progress: (m) => step('create', m),
-    });
+      returnWhenControlPlanesUp: true,
+    }));
   }
+  const workersUp = workersStarting?.catch((err: unknown) => {
+    throw new UserError(`A worker did not start: ${err instanceof Error ? err.message : String(err)}`, {
+      hint: `${err instanceof UserError && err.hint ? `${err.hint}. ` : ''}\`constellation mini start <node>\` starts it again; \`constellation mini up\` then waits for it to join.`,
+    });
+  });
+  workersUp?.catch(() => undefined); // awaited below
 
   // A VM boots its firmware, kernel and node program under emulation where KVM does not run it (minutes here).
   const vm = provider.name === 'qemu';
   step('init');
-  const init = await initCluster({
-    workspaceDir,
-    log,
-    random: options.random,
-    progress: (m) => step('init', m),
-    ...(vm ? { connectTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}),
-    ...options.init,
-  });
+  const ctx = { journal: clusterJournalView(options.journal), log, workspaceDir };
+  const [init] = await settleAll([
+    initCluster({
+      workspaceDir,
+      log,
+      random: options.random,
+      progress: (m) => step('init', m),
+      ...(vm ? { connectTimeoutMs: VM_BOOT_TIMEOUT_MS } : {}),
+      // The cluster file is written by the workers' start too: recorded as initialized only once they are up.
+      ...(workersUp
+        ? {
+            markInitialized: async () => {
+              await workersUp.catch(() => undefined);
+              await provider.markInitialized?.(ctx);
+            },
+          }
+        : {}),
+      ...options.init,
+    }),
+    workersUp,
+  ]);
 
   step('join');
   const nodes = await waitUntilJoined(provider, init.clusterId, {

@@ -8,11 +8,12 @@
  * Everything is recorded in the cluster file and the workspace's resource journal before or right after it exists,
  * every process carries its folder as owner mark, and every namespace the cluster's network id, so any later CLI
  * process continues an interrupted create or terminates whatever exists (see ./processes.ts). Nodes start in
- * parallel.
+ * parallel; create can return once the control planes are up (CreateRequest.returnWhenControlPlanesUp).
  */
 import { promises as fs } from 'node:fs';
 import { LOCAL_BUILD_IMAGE } from '../../lib/config/image-version.js';
 import { UserError } from '../../lib/errors.js';
+import { settleAll } from '../../lib/settle.js';
 import type { CreateRequest, CreateResult, InfrastructureProvider, Instance, ProviderContext } from '../contract.js';
 import {
   CloudControl,
@@ -26,7 +27,7 @@ import {
 import { clusterSettings, ClusterFile, type LocalClusterRecord, type LocalNodeRecord } from './cluster-file.js';
 import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR } from './layout.js';
 import { ClusterNetwork, isNetworkId, newNetworkId, requireRoot } from './network.js';
-import { addressOf, LocalNodeLifecycle, settleAll, type NodeMachine } from './node-lifecycle.js';
+import { addressOf, LocalNodeLifecycle, type NodeMachine } from './node-lifecycle.js';
 import { stopOwnedProcesses } from './processes.js';
 
 export interface LocalClusterSettings {
@@ -118,13 +119,30 @@ export abstract class LocalCluster implements InfrastructureProvider {
       this.nodes.prepareAll(file, names, ctx, network),
     ]);
     await cloud.control.setCluster(clusterSettings(file.record));
-    await settleAll(names.map((name, i) => this.nodes.boot(file, name, cloud.control, ctx, prepared[i])));
+    // Every node boots at once; the control planes are waited for first, the workers too unless the caller takes them.
+    const boot = (role: 'control-plane' | 'worker') =>
+      settleAll(
+        names.flatMap((name, i) =>
+          file.record.nodes[name].role === role ? [this.nodes.boot(file, name, cloud.control, ctx, prepared[i])] : [],
+        ),
+      ).then(() => undefined);
+    const controlPlanes = boot('control-plane');
+    const workers = boot('worker');
+    workers.catch(() => undefined); // awaited below, or by the caller (CreateResult.workersStarting)
+    if (!request.returnWhenControlPlanesUp) await settleAll([controlPlanes, workers]);
+    else {
+      await controlPlanes.catch(async (err: unknown) => {
+        await workers.catch(() => undefined); // nothing of a failed create keeps running
+        throw err;
+      });
+    }
     const gateway = gatewayAddress(file.record.prefix as string);
     return {
       clusterEndpoint: gateway,
       inClusterEndpoint: gateway,
       apiServerCertSANs: [gateway],
       providerState: { prefix: file.record.prefix, metadataUrl: cloud.control.metadataUrl, dir: LOCAL_DIR },
+      ...(request.returnWhenControlPlanesUp ? { workersStarting: workers } : {}),
     };
   }
 

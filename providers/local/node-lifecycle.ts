@@ -18,6 +18,7 @@
  */
 import { promises as fs } from 'node:fs';
 import { detachMountsUnder } from '../../lib/mounts.js';
+import { settleAll } from '../../lib/settle.js';
 import { writeFileAtomic } from '../../lib/workspace/atomic-file.js';
 import { pathExists } from '../../lib/workspace/files.js';
 import type { InstanceState, ProviderContext } from '../contract.js';
@@ -322,19 +323,4 @@ export function addressOf(record: LocalClusterRecord, name: string): string {
 /** The cluster's network; its id exists once ensureCloud ran (which every operation that boots nodes calls first). */
 export function clusterNetwork(file: ClusterFile): ClusterNetwork {
   return new ClusterNetwork(file.record.netId as string);
-}
-
-/**
- * Like Promise.all, but waits for every operation to end before rejecting with the first error, so nothing keeps
- * running in the background after a failed create (the workspace lock is released only then).
- */
-export async function settleAll<T extends readonly unknown[]>(
-  promises: T,
-): Promise<{ -readonly [K in keyof T]: Awaited<T[K]> }> {
-  const results = await Promise.allSettled(promises);
-  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
-  if (failed) throw failed.reason;
-  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as {
-    -readonly [K in keyof T]: Awaited<T[K]>;
-  };
 }

@@ -6,6 +6,8 @@ import { generateConfigFiles, loadConfig } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
 import { CONFIG_FILE, DEBUG_LOG_FILE, MASTER_SECRET_FILE, STATE_FILE } from '../../lib/workspace/files.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
+import { UserError } from '../../lib/errors.js';
+import type { CreateRequest, CreateResult, ProviderContext } from '../../providers/contract.js';
 import type { NodeStatus } from '../../proto/gen/constellation/verify.js';
 import {
   MeasuringMemoryProvider,
@@ -15,6 +17,12 @@ import {
   type StandInNode,
 } from './support/stand-in.js';
 import { IMAGE_MEASUREMENTS, NODE_PCRS, tempDir } from './support/workspace.js';
+
+/** Polls `done` every 5 ms for up to 5 s. */
+async function waitFor(done: () => boolean): Promise<void> {
+  for (let i = 0; i < 1000 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
+  assert.ok(done(), 'waited 5 s in vain');
+}
 
 describe('miniUp and miniDown', () => {
   let ws: string;
@@ -87,6 +95,52 @@ describe('miniUp and miniDown', () => {
       assert.match(err.hint ?? '', /constellation status/);
       return true;
     });
+  });
+
+  /** A provider whose create returns with its workers still starting, until the test settles `workers`. */
+  class StartingWorkersProvider extends MeasuringMemoryProvider {
+    readonly events: string[] = [];
+    settle!: { resolve: () => void; reject: (err: Error) => void };
+    override async create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult> {
+      const result = await super.create(request, ctx);
+      const workersStarting = new Promise<void>((resolve, reject) => (this.settle = { resolve, reject }));
+      return { ...result, ...(request.returnWhenControlPlanesUp ? { workersStarting } : {}) };
+    }
+    async markInitialized(): Promise<void> {
+      this.events.push('marked initialized');
+    }
+  }
+
+  it('initializes while the workers start, marks the cluster initialized only once they are up, and then waits for the joins', async () => {
+    const starting = new StartingWorkersProvider(IMAGE_MEASUREMENTS);
+    provider = starting;
+    const result = up({ workers: 2 });
+    await waitFor(() => node.received.length === 1);
+    starting.events.push('workers up');
+    starting.settle.resolve();
+    assert.equal((await result).nodes.length, 3);
+    assert.equal(starting.requests[0].returnWhenControlPlanesUp, true);
+    assert.deepEqual(starting.events, ['workers up', 'marked initialized']);
+  });
+
+  it('fails naming a worker that did not start, with what to do, after the cluster was initialized', async () => {
+    const starting = new StartingWorkersProvider(IMAGE_MEASUREMENTS);
+    provider = starting;
+    const result = up({ workers: 2 });
+    await waitFor(() => node.received.length === 1);
+    starting.settle.reject(
+      new UserError('Local node worker-1 did not boot: exited (code 1)', { hint: 'See its log: /x/node.log' }),
+    );
+    await assert.rejects(result, (err: Error & { hint?: string }) => {
+      assert.equal(err.message, 'A worker did not start: Local node worker-1 did not boot: exited (code 1)');
+      assert.match(err.hint ?? '', /^See its log: \/x\/node\.log\. `constellation mini start <node>` starts it again/);
+      return true;
+    });
+    assert.deepEqual(
+      starting.events,
+      ['marked initialized'],
+      'the cluster is initialized: no node added later serves Init',
+    );
   });
 
   it('refuses a workspace of a cloud config, and a different size for a cluster already started', async () => {

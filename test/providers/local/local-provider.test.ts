@@ -45,6 +45,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   let ctx: ReturnType<typeof testContext>;
   let metadataUrl: string;
   let gateway: string;
+  let controlPlaneAtReturn: string;
 
   const info = (instance: Instance) => waitForJson<NodeInfo>(`http://${instance.privateIp}:9000/info`);
   const instances = () => infra.listInstances(ctx);
@@ -65,7 +66,14 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     infra = new LocalInfrastructure({ nodeProgram: { entry: image.entry, imageDir: image.imageDir } });
     ctx = testContext(ws);
     // kubeadm: the config's provider.local.kubernetesBackend must reach every node (the stand-in runs no backend).
-    const result = await infra.create(createRequest({ providerConfig: { kubernetesBackend: 'kubeadm' } }), ctx);
+    // Made as mini up makes it: create returns once the control plane is up, the workers still starting.
+    const result = await infra.create(
+      createRequest({ providerConfig: { kubernetesBackend: 'kubeadm' }, returnWhenControlPlanesUp: true }),
+      ctx,
+    );
+    controlPlaneAtReturn = (await byName('control-plane-0')).state;
+    assert.ok(result.workersStarting instanceof Promise, 'the workers are handed over as a promise');
+    await result.workersStarting;
     metadataUrl = result.providerState.metadataUrl as string;
     gateway = result.clusterEndpoint;
   });
@@ -82,6 +90,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   });
 
   it('creates one running node per planned instance, on its own address of the cluster range', async () => {
+    assert.equal(controlPlaneAtReturn, 'running', 'create returned with the control plane up');
     assert.match(gateway, /^10\.213\.\d+\.1$/, 'in the default address pool 10.213.0.0/16');
     const prefix = gateway.slice(0, -2);
     assert.deepEqual(
