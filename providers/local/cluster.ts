@@ -25,10 +25,10 @@ import {
   type NetworkOptions,
 } from './cloud.js';
 import { clusterSettings, ClusterFile, type LocalClusterRecord, type LocalNodeRecord } from './cluster-file.js';
-import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR } from './layout.js';
+import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, nodePaths } from './layout.js';
 import { ClusterNetwork, isNetworkId, newNetworkId, requireRoot } from './network.js';
 import { addressOf, LocalNodeLifecycle, type NodeMachine } from './node-lifecycle.js';
-import { stopOwnedProcesses } from './processes.js';
+import { isOwnedBy, setSessionNice, stopOwnedProcesses } from './processes.js';
 
 export interface LocalClusterSettings {
   /** The image new nodes boot (the config's `image`); a node keeps the image it was made with. */
@@ -120,14 +120,17 @@ export abstract class LocalCluster implements InfrastructureProvider {
     ]);
     await cloud.control.setCluster(clusterSettings(file.record));
     // Every node boots at once; the control planes are waited for first, the workers too unless the caller takes them.
-    const boot = (role: 'control-plane' | 'worker') =>
+    // Workers the caller does not wait for start in the background, so that the control planes' init goes first.
+    const boot = (role: 'control-plane' | 'worker', options: { background?: boolean } = {}) =>
       settleAll(
         names.flatMap((name, i) =>
-          file.record.nodes[name].role === role ? [this.nodes.boot(file, name, cloud.control, ctx, prepared[i])] : [],
+          file.record.nodes[name].role === role
+            ? [this.nodes.boot(file, name, cloud.control, ctx, { ...prepared[i], ...options })]
+            : [],
         ),
       ).then(() => undefined);
     const controlPlanes = boot('control-plane');
-    const workers = boot('worker');
+    const workers = boot('worker', { background: request.returnWhenControlPlanesUp });
     workers.catch(() => undefined); // awaited below, or by the caller (CreateResult.workersStarting)
     if (!request.returnWhenControlPlanesUp) await settleAll([controlPlanes, workers]);
     else {
@@ -247,6 +250,15 @@ export abstract class LocalCluster implements InfrastructureProvider {
     if (!file.record.initialized) await file.update((r) => void (r.initialized = true));
     const cloud = await this.cloud(file, ctx);
     await cloud.setCluster(clusterSettings(file.record));
+    // Nodes started in the background (MachineNode.background) run at the usual priority from now on.
+    await Promise.all(
+      Object.entries(file.record.nodes).map(
+        async ([name, n]) =>
+          n.launcherPid !== undefined &&
+          (await isOwnedBy(n.launcherPid, nodePaths(ctx.workspaceDir, name).dir)) &&
+          setSessionNice(n.launcherPid, 0),
+      ),
+    );
   }
 
   async terminate(ctx: ProviderContext): Promise<void> {

@@ -38,6 +38,11 @@ export interface MachineNode {
   cluster: LocalClusterRecord;
   /** The node's network namespace (./network.ts). */
   netns: string;
+  /**
+   * The node starts while the control planes initialize the cluster (CreateRequest.returnWhenControlPlanesUp): its
+   * processes run at a lower CPU priority until the cluster is initialized (LocalCluster.markInitialized).
+   */
+  background?: boolean;
 }
 
 /** What a node runs on: the one part of a local node's lifecycle that differs between process nodes and VM nodes. */
@@ -152,14 +157,15 @@ export class LocalNodeLifecycle {
    * in first, unless `plugged` says prepare just did), unless it runs. With `reboot`, a running machine is stopped
    * and started again (a process node's launcher resets the TPM; a VM was power-cycled by ensure already). `swept`:
    * prepare has just stopped every process of the node and started only its TPM, so no sweep of the machine's
-   * processes (a read of every process's /proc files) is needed before the machine starts.
+   * processes (a read of every process's /proc files) is needed before the machine starts. `background`: see
+   * MachineNode.background.
    */
   async boot(
     file: ClusterFile,
     name: string,
     cloud: NodeRegistry,
     ctx: ProviderContext,
-    options: { reboot?: boolean; plugged?: boolean; swept?: boolean } = {},
+    options: { reboot?: boolean; plugged?: boolean; swept?: boolean; background?: boolean } = {},
   ): Promise<void> {
     ctx.signal?.throwIfAborted();
     const node = file.record.nodes[name];
@@ -181,6 +187,7 @@ export class LocalNodeLifecycle {
       address,
       cluster: file.record,
       netns: network.nodeNetns(name),
+      ...(options.background ? { background: true } : {}),
     };
     if (!options.reboot && (await this.machineRuns(node, np))) return;
     // Everything of the node but its TPM: the machine and whatever it started.

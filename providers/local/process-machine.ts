@@ -22,7 +22,7 @@ import type { LaunchConfig } from './launcher.js';
 import type { NodePaths } from './layout.js';
 import type { ClusterNetwork } from './network.js';
 import type { MachineNode, NodeMachine } from './node-lifecycle.js';
-import { siblingModule, spawnDetached } from './processes.js';
+import { BACKGROUND_NICE, siblingModule, spawnDetached } from './processes.js';
 
 export interface ProcessMachineOptions {
   /** For image `local`: the node program the launcher starts, and the image directory it measures (entry inside it). */
@@ -140,6 +140,7 @@ export class ProcessMachine implements NodeMachine {
       cwd: np.dir,
       logFile: np.log,
       netns: target.netns,
+      ...(target.background ? { sessionNice: BACKGROUND_NICE } : {}),
     });
     if (message.type === 'error') {
       return {

@@ -63,6 +63,8 @@ export interface DetachedSpawn {
   execPath?: string;
   /** The named network namespace to run it in (default: this process's). */
   netns?: string;
+  /** The nice value of its session (setSessionNice); default: that of a new session, 0. */
+  sessionNice?: number;
 }
 
 /**
@@ -82,6 +84,9 @@ export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: numb
       env: { ...process.env, [OWNER_ENV]: options.owner },
       stdio: ['ignore', log.fd, log.fd, 'ipc'],
     });
+    // Its session exists now: spawn() returns once the child ran setsid() and exec'd.
+    if (options.sessionNice !== undefined && child.pid !== undefined)
+      await setSessionNice(child.pid, options.sessionNice);
     const message = await new Promise<StartupMessage>((resolve) => {
       const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
         resolve({
@@ -103,6 +108,20 @@ export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: numb
   } finally {
     await log.close();
   }
+}
+
+/** The session nice value of a node that starts in the background (MachineNode.background). */
+export const BACKGROUND_NICE = 10;
+
+/**
+ * Sets the CPU priority of the session (process group leader's autogroup) the process leads. With autogroups, which
+ * Debian's kernel enables, the scheduler shares the CPU between sessions first, whatever the nice values of the
+ * processes in them: a detached process started with `nice` competes as an equal of every other session. A session
+ * at nice 10 gets about a tenth of a nice-0 session's share when both want the CPU. Best effort: without autogroups
+ * (no /proc/<pid>/autogroup), or once the process is gone, nothing changes.
+ */
+export async function setSessionNice(pid: number, nice: number): Promise<void> {
+  await fs.writeFile(`/proc/${pid}/autogroup`, `${nice}\n`).catch(() => undefined);
 }
 
 /**

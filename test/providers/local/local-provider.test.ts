@@ -16,7 +16,13 @@ import { measureBoot, swtpmLauncherTpm } from '../../../providers/local/launcher
 import { clusterPaths, LOAD_BALANCER_PORTS, METADATA_PORT, nodePaths } from '../../../providers/local/layout.js';
 import { ClusterNetwork, netnsPath, rangeLink } from '../../../providers/local/network.js';
 import { localAkRegistry } from '../../../providers/local/node-metadata.js';
-import { findOwnedProcesses, isAlive, stopOwnedProcesses } from '../../../providers/local/processes.js';
+import {
+  BACKGROUND_NICE,
+  findOwnedProcesses,
+  isAlive,
+  setSessionNice,
+  stopOwnedProcesses,
+} from '../../../providers/local/processes.js';
 import { makeImage } from './fixtures/image.js';
 import {
   bindAsNobody,
@@ -46,6 +52,19 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   let metadataUrl: string;
   let gateway: string;
   let controlPlaneAtReturn: string;
+  let sessionNice: Record<string, string>;
+
+  /** Per node, the nice value of its launcher's session (autogroup), e.g. "nice 10". */
+  async function launcherSessionNice(): Promise<Record<string, string>> {
+    const { record } = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
+    const entries = await Promise.all(
+      Object.entries(record.nodes).map(async ([name, n]) => [
+        name,
+        (await fs.readFile(`/proc/${n.launcherPid}/autogroup`, 'utf8')).trim().replace(/^.* (nice -?\d+)$/, '$1'),
+      ]),
+    );
+    return Object.fromEntries(entries);
+  }
 
   const info = (instance: Instance) => waitForJson<NodeInfo>(`http://${instance.privateIp}:9000/info`);
   const instances = () => infra.listInstances(ctx);
@@ -74,6 +93,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     controlPlaneAtReturn = (await byName('control-plane-0')).state;
     assert.ok(result.workersStarting instanceof Promise, 'the workers are handed over as a promise');
     await result.workersStarting;
+    sessionNice = await launcherSessionNice();
     metadataUrl = result.providerState.metadataUrl as string;
     gateway = result.clusterEndpoint;
   });
@@ -91,6 +111,11 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('creates one running node per planned instance, on its own address of the cluster range', async () => {
     assert.equal(controlPlaneAtReturn, 'running', 'create returned with the control plane up');
+    assert.deepEqual(
+      sessionNice,
+      { 'control-plane-0': 'nice 0', 'worker-0': 'nice 10', 'worker-1': 'nice 10' },
+      'the workers it did not wait for start at a lower CPU priority',
+    );
     assert.match(gateway, /^10\.213\.\d+\.1$/, 'in the default address pool 10.213.0.0/16');
     const prefix = gateway.slice(0, -2);
     assert.deepEqual(
@@ -397,6 +422,20 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
       await infra.removeInstance(first.name, ctx);
       await infra.removeInstance(second.name, ctx);
     }
+  });
+
+  it('marked initialized: serves no init-secret hash any more, and its workers run at the usual CPU priority', async () => {
+    // As create left them (the nodes have been rebooted since).
+    const { record } = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
+    for (const [name, n] of Object.entries(record.nodes))
+      if (name.startsWith('worker-')) await setSessionNice(n.launcherPid as number, BACKGROUND_NICE);
+    assert.ok(Object.values(await launcherSessionNice()).includes('nice 10'));
+    await infra.markInitialized(ctx);
+    const controlPlane = await byName('control-plane-0');
+    assert.equal(await waitForJson(`http://${controlPlane.privateIp}:9000/metadata/init-secret-hash`), '');
+    const nice = await launcherSessionNice();
+    assert.ok(Object.keys(nice).some((name) => name.startsWith('worker-')));
+    for (const [name, value] of Object.entries(nice)) assert.equal(value, 'nice 0', name);
   });
 });
 

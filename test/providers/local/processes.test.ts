@@ -9,6 +9,7 @@ import {
   isAlive,
   isOwnedBy,
   processesByOwner,
+  setSessionNice,
   spawnDetached,
   stopOwnedProcesses,
   type StartupMessage,
@@ -60,6 +61,31 @@ describe('local provider: detached processes', function () {
       byOwner.get(owner)?.sort((a, b) => a - b),
       found.sort((a, b) => a - b),
     );
+  });
+
+  it("starts a process in a session of lower CPU priority, and sets that session's priority back", async function () {
+    const autogroup = async (pid: number) => (await fs.readFile(`/proc/${pid}/autogroup`, 'utf8')).trim();
+    if (
+      !(await fs.access(`/proc/${process.pid}/autogroup`).then(
+        () => true,
+        () => false,
+      ))
+    )
+      this.skip(); // a kernel without autogroups: nothing to set
+    const { pid, message } = await spawnDetached({
+      file: CHILD,
+      args: ['ready'],
+      owner,
+      cwd: owner,
+      logFile: path.join(owner, 'log'),
+      sessionNice: 10,
+    });
+    assert.match(await autogroup(pid), /nice 10$/);
+    assert.match(await autogroup(grandchildOf({ message })), /nice 10$/, 'its children share its session');
+    assert.match(await autogroup(process.pid), /nice 0$/, "this process's session is left alone");
+    await setSessionNice(pid, 0);
+    assert.match(await autogroup(pid), /nice 0$/);
+    await setSessionNice(2 ** 22 + 1, 0); // no such process: nothing happens
   });
 
   it('stops a process and its children, but keeps what it is told to keep', async () => {
