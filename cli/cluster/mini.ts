@@ -5,8 +5,9 @@
  * mini up = config generate local (with the node counts asked for) → create → init → wait until every node has
  * joined. Each step first looks at what the workspace already holds, so running mini up again after it was killed
  * at any point continues where it stopped: an existing config and state are used, create continues with the uid and
- * init secret it persisted, init reuses the master secret and salt it wrote before sending. mini down = terminate,
- * then removal of every workspace file mini up made, the master secret included.
+ * init secret it persisted, init reuses the master secret and salt it wrote before sending, and nodes of an
+ * initialized cluster that do not run are started. mini down = terminate, then removal of every workspace file mini
+ * up made, the master secret included.
  */
 import { promises as fs } from 'node:fs';
 import path from 'node:path';
@@ -126,6 +127,7 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
   // The cluster is initialized while the workers still start: init needs only the control planes (a 1+9 cluster's
   // workers take most of the machine's CPU for more than a second while they boot).
   let workersStarting: Promise<void> | undefined;
+  const ctx: ProviderContext = { journal: clusterJournalView(options.journal), log, workspaceDir };
   if (!state.clusterValues.clusterID) {
     step('create');
     ({ workersStarting } = await createCluster({
@@ -137,10 +139,13 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
       progress: (m) => step('create', m),
       returnWhenControlPlanesUp: true,
     }));
+  } else if (hasPowerControl(provider)) {
+    // An earlier run may have stopped after init with workers that never started (they start while init runs).
+    await provider.startNodes(await provider.nodeNames(ctx), ctx);
   }
   const workersUp = workersStarting?.catch((err: unknown) => {
     throw new UserError(`A worker did not start: ${err instanceof Error ? err.message : String(err)}`, {
-      hint: `${err instanceof UserError && err.hint ? `${err.hint}. ` : ''}\`constellation mini start <node>\` starts it again; \`constellation mini up\` then waits for it to join.`,
+      hint: `${err instanceof UserError && err.hint ? `${err.hint}. ` : ''}Run \`constellation mini up\` again to start it and wait for it to join.`,
     });
   });
   workersUp?.catch(() => undefined); // awaited below
@@ -148,7 +153,6 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
   // A VM boots its firmware, kernel and node program under emulation where KVM does not run it (minutes here).
   const vm = provider.name === 'qemu';
   step('init');
-  const ctx = { journal: clusterJournalView(options.journal), log, workspaceDir };
   const [init] = await settleAll([
     initCluster({
       workspaceDir,

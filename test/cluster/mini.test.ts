@@ -133,7 +133,7 @@ describe('miniUp and miniDown', () => {
     );
     await assert.rejects(result, (err: Error & { hint?: string }) => {
       assert.equal(err.message, 'A worker did not start: Local node worker-1 did not boot: exited (code 1)');
-      assert.match(err.hint ?? '', /^See its log: \/x\/node\.log\. `constellation mini start <node>` starts it again/);
+      assert.match(err.hint ?? '', /^See its log: \/x\/node\.log\. Run `constellation mini up` again to start it/);
       return true;
     });
     assert.deepEqual(
@@ -141,6 +141,26 @@ describe('miniUp and miniDown', () => {
       ['marked initialized'],
       'the cluster is initialized: no node added later serves Init',
     );
+  });
+
+  it('run again on an initialized cluster, starts every node first (a worker may never have started)', async () => {
+    class PoweredProvider extends MeasuringMemoryProvider {
+      started: string[][] = [];
+      async nodeNames(): Promise<string[]> {
+        return this.instances.map((i) => i.name);
+      }
+      async startNodes(names: string[]): Promise<void> {
+        this.started.push(names);
+      }
+      async stopNodes(): Promise<void> {}
+      async rebootNodes(): Promise<void> {}
+    }
+    const powered = new PoweredProvider(IMAGE_MEASUREMENTS);
+    provider = powered;
+    await up({ workers: 2 });
+    assert.deepEqual(powered.started, [], 'a new cluster is started by create');
+    await up();
+    assert.deepEqual(powered.started, [['control-plane-0', 'worker-0', 'worker-1']]);
   });
 
   it('refuses a workspace of a cloud config, and a different size for a cluster already started', async () => {
