@@ -169,12 +169,10 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     [providerName]: result.providerState,
   };
   await writeState(workspaceDir, state);
-  log.info(
-    result.workersStarting ? 'infrastructure created; the workers are still starting' : 'infrastructure created',
-    {
-      clusterEndpoint: result.clusterEndpoint,
-    },
-  );
+  const created = result.workersStarting
+    ? 'infrastructure created; the workers are still starting'
+    : 'infrastructure created';
+  log.info(created, { clusterEndpoint: result.clusterEndpoint });
   return {
     uid: state.infrastructure.uid,
     clusterEndpoint: result.clusterEndpoint,

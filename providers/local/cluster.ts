@@ -119,8 +119,7 @@ export abstract class LocalCluster implements InfrastructureProvider {
       this.nodes.prepareAll(file, names, ctx, network),
     ]);
     await cloud.control.setCluster(clusterSettings(file.record));
-    // Every node boots at once; the control planes are waited for first, the workers too unless the caller takes them.
-    // Workers the caller does not wait for start in the background, so that the control planes' init goes first.
+    // Every node boots at once. Workers the caller does not wait for start in the background (MachineNode.background).
     const boot = (role: 'control-plane' | 'worker', options: { background?: boolean } = {}) =>
       settleAll(
         names.flatMap((name, i) =>

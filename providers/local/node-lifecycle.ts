@@ -39,8 +39,9 @@ export interface MachineNode {
   /** The node's network namespace (./network.ts). */
   netns: string;
   /**
-   * The node starts while the control planes initialize the cluster (CreateRequest.returnWhenControlPlanesUp): its
-   * processes run at a lower CPU priority until the cluster is initialized (LocalCluster.markInitialized).
+   * The node starts while the control planes initialize the cluster (CreateRequest.returnWhenControlPlanesUp), so
+   * their init goes first: a process node's processes run at a lower CPU priority until the cluster is initialized
+   * (LocalCluster.markInitialized). VM nodes start as usual.
    */
   background?: boolean;
 }
