@@ -25,10 +25,10 @@ import {
   type NetworkOptions,
 } from './cloud.js';
 import { clusterSettings, ClusterFile, type LocalClusterRecord, type LocalNodeRecord } from './cluster-file.js';
-import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR, nodePaths } from './layout.js';
+import { allocateHost, clusterPaths, gatewayAddress, LOCAL_DIR } from './layout.js';
 import { ClusterNetwork, isNetworkId, newNetworkId, requireRoot } from './network.js';
 import { addressOf, LocalNodeLifecycle, type NodeMachine } from './node-lifecycle.js';
-import { isOwnedBy, setSessionNice, stopOwnedProcesses } from './processes.js';
+import { setSessionNice, stopOwnedProcesses } from './processes.js';
 
 export interface LocalClusterSettings {
   /** The image new nodes boot (the config's `image`); a node keeps the image it was made with. */
@@ -253,9 +253,7 @@ export abstract class LocalCluster implements InfrastructureProvider {
     await Promise.all(
       Object.entries(file.record.nodes).map(
         async ([name, n]) =>
-          n.launcherPid !== undefined &&
-          (await isOwnedBy(n.launcherPid, nodePaths(ctx.workspaceDir, name).dir)) &&
-          setSessionNice(n.launcherPid, 0),
+          (await this.nodes.state(file, name, ctx)) === 'running' && setSessionNice(n.launcherPid as number, 0),
       ),
     );
   }
