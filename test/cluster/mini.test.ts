@@ -4,6 +4,7 @@ import path from 'node:path';
 import { miniDown, miniUp, type MiniStep, type MiniUpOptions } from '../../cli/cluster/mini.js';
 import { generateConfigFiles, loadConfig } from '../../lib/config/index.js';
 import { nullLogger } from '../../lib/logging/index.js';
+import { pollUntil } from '../../lib/poll.js';
 import { CONFIG_FILE, DEBUG_LOG_FILE, MASTER_SECRET_FILE, STATE_FILE } from '../../lib/workspace/files.js';
 import { MemoryResourceJournal } from '../../lib/workspace/resource-journal.js';
 import { UserError } from '../../lib/errors.js';
@@ -17,12 +18,6 @@ import {
   type StandInNode,
 } from './support/stand-in.js';
 import { IMAGE_MEASUREMENTS, NODE_PCRS, tempDir } from './support/workspace.js';
-
-/** Polls `done` every 5 ms for up to 5 s. */
-async function waitFor(done: () => boolean): Promise<void> {
-  for (let i = 0; i < 1000 && !done(); i++) await new Promise((resolve) => setTimeout(resolve, 5));
-  assert.ok(done(), 'waited 5 s in vain');
-}
 
 describe('miniUp and miniDown', () => {
   let ws: string;
@@ -115,7 +110,7 @@ describe('miniUp and miniDown', () => {
     const starting = new StartingWorkersProvider(IMAGE_MEASUREMENTS);
     provider = starting;
     const result = up({ workers: 2 });
-    await waitFor(() => node.received.length === 1);
+    await pollUntil(() => node.received.length === 1 || undefined, { timeoutMs: 5000, intervalMs: 5, what: 'init' });
     starting.events.push('workers up');
     starting.settle.resolve();
     assert.equal((await result).nodes.length, 3);
@@ -127,7 +122,7 @@ describe('miniUp and miniDown', () => {
     const starting = new StartingWorkersProvider(IMAGE_MEASUREMENTS);
     provider = starting;
     const result = up({ workers: 2 });
-    await waitFor(() => node.received.length === 1);
+    await pollUntil(() => node.received.length === 1 || undefined, { timeoutMs: 5000, intervalMs: 5, what: 'init' });
     starting.settle.reject(
       new UserError('Local node worker-1 did not boot: exited (code 1)', { hint: 'See its log: /x/node.log' }),
     );
