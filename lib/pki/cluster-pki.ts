@@ -345,9 +345,12 @@ export interface AdminKubeconfigOptions {
   clock: Clock;
 }
 
-/** An admin kubeconfig (YAML) with a fresh client certificate CN=kubernetes-admin, O=system:masters, one year. */
+/**
+ * An admin kubeconfig with a fresh client certificate CN=kubernetes-admin, O=system:masters, one year. Written as
+ * JSON, which is YAML (kubectl and client libraries read it as any kubeconfig): a control plane makes it during init,
+ * and the YAML library would cost it tens of milliseconds to load there.
+ */
 export async function createAdminKubeconfig(options: AdminKubeconfigOptions): Promise<string> {
-  const { stringify } = await import('yaml');
   const { privateKey, publicKey } = generateKeyPairSync('ec', { namedCurve: 'prime256v1' });
   const now = options.clock().getTime();
   const cert = issueCertificate(
@@ -370,7 +373,7 @@ export async function createAdminKubeconfig(options: AdminKubeconfigOptions): Pr
   );
   const b64 = (text: string) => Buffer.from(text).toString('base64');
   const context = `${ADMIN_USER}@${options.clusterName}`;
-  return stringify({
+  const kubeconfig = {
     apiVersion: 'v1',
     kind: 'Config',
     clusters: [
@@ -391,7 +394,8 @@ export async function createAdminKubeconfig(options: AdminKubeconfigOptions): Pr
         },
       },
     ],
-  });
+  };
+  return `${JSON.stringify(kubeconfig, null, 2)}\n`;
 }
 
 export function pem(label: string, der: Uint8Array): string {
