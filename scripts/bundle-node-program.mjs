@@ -52,15 +52,18 @@ const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const OUT = path.join(ROOT, 'dist', 'node-program');
 const pkg = JSON.parse(await fs.readFile(path.join(ROOT, 'package.json'), 'utf8'));
 
-/** Replaces a module's source for the bundle (onLoad), checking the replaced text is still there. */
-function patchSource(file, from, to) {
+/** Replaces text of a module's source for the bundle (onLoad), each [from, to] in turn, checking each is still there. */
+function patchSource(file, ...replacements) {
   return async (args) => {
-    const text = await fs.readFile(args.path, 'utf8');
-    if (!text.includes(from))
-      throw new Error(
-        `${file}: expected text not found (${from}); the package changed: update scripts/bundle-node-program.mjs`,
-      );
-    return { contents: text.replace(from, to), loader: 'js' };
+    let text = await fs.readFile(args.path, 'utf8');
+    for (const [from, to] of replacements) {
+      if (!text.includes(from))
+        throw new Error(
+          `${file}: expected text not found (${from}); the package changed: update scripts/bundle-node-program.mjs`,
+        );
+      text = text.replace(from, to);
+    }
+    return { contents: text, loader: 'js' };
   };
 }
 
@@ -176,8 +179,12 @@ const runtimeFiles = {
       { filter: /[\\/]etcd3[\\/]lib[\\/]connection-pool\.js$/ },
       patchSource(
         'etcd3/lib/connection-pool.js',
-        '(0, proto_loader_1.loadSync)(`${__dirname}/../proto/rpc.proto`,',
-        `require(${JSON.stringify(path.join(ROOT, ETCD_GRPC_API))}).grpcServiceDefinitions(JSON.parse(require('node:fs').readFileSync(\`\${__dirname}/etcd3/rpc.json\`, 'utf8')),`,
+        [
+          '(0, proto_loader_1.loadSync)(`${__dirname}/../proto/rpc.proto`,',
+          `require(${JSON.stringify(path.join(ROOT, ETCD_GRPC_API))}).grpcServiceDefinitions(JSON.parse(require('node:fs').readFileSync(\`\${__dirname}/etcd3/rpc.json\`, 'utf8')),`,
+        ],
+        // Unused then, and its load alone builds protobufjs's descriptor types (about 30 ms).
+        ['const proto_loader_1 = require("@grpc/proto-loader");', ''],
       ),
     );
     // gRPC's channelz and ORCA services load their .proto files through @grpc/proto-loader on first use (neither is
@@ -188,11 +195,10 @@ const runtimeFiles = {
     for (const file of ['channelz', 'orca'])
       build.onLoad(
         { filter: new RegExp(`[\\\\/]@grpc[\\\\/]grpc-js[\\\\/]build[\\\\/]src[\\\\/]${file}\\.js$`) },
-        patchSource(
-          `@grpc/grpc-js/build/src/${file}.js`,
+        patchSource(`@grpc/grpc-js/build/src/${file}.js`, [
           "require('@grpc/proto-loader')",
           `(() => { throw new Error('gRPC ${file} is not part of the node program'); })()`,
-        ),
+        ]),
       );
     // The package's version and folder: the bundle's own (no package.json above it in an image).
     build.onLoad({ filter: /[\\/]lib[\\/]config[\\/]package-info\.ts$/ }, () => ({
