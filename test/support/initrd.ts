@@ -57,13 +57,18 @@ export function cpioNewc(entries: readonly CpioEntry[]): Buffer {
   return Buffer.concat(parts);
 }
 
-/** The /init script: mounts what the report needs, prints it on the console, powers off. */
+/**
+ * The /init script: mounts what the report needs, prints it on the console, powers off. Kernel messages are off
+ * the console first (console loglevel 1: emergencies only): the kernel writes them straight to the serial port,
+ * into the middle of a report line if it comes to that, and the report would be damaged.
+ */
 export const BOOT_REPORT_INIT = `#!/bin/busybox sh
 /bin/busybox mkdir -p /proc /sys /dev /tmp
 /bin/busybox mount -t devtmpfs devtmpfs /dev
 exec </dev/console >/dev/console 2>&1
 /bin/busybox --install -s /bin
 mount -t proc proc /proc
+echo 1 > /proc/sys/kernel/printk
 mount -t sysfs sysfs /sys
 mount -t securityfs securityfs /sys/kernel/security
 for n in $(seq 0 23); do
