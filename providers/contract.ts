@@ -96,6 +96,12 @@ export interface ProviderContext {
   signal?: AbortSignal;
   /** The workspace directory (the local provider keeps node folders below it). */
   workspaceDir: string;
+  /**
+   * Called at most once by `create`, when every control-plane machine it starts runs and it only waits for them to
+   * boot: a caller that goes on to init can load what init needs meanwhile (mini up does). A provider may not call
+   * it at all (cloud providers do not; a resumed create whose control planes already run does not).
+   */
+  whileControlPlanesBoot?: () => void;
 }
 
 export interface TerminateOptions {

@@ -56,6 +56,8 @@ export interface CreateOptions {
   imageSource?: ImageSourceOptions;
   /** Return once the control planes are up, the workers still starting (CreateRequest.returnWhenControlPlanesUp). */
   returnWhenControlPlanesUp?: boolean;
+  /** See ProviderContext.whileControlPlanesBoot. */
+  whileControlPlanesBoot?: () => void;
 }
 
 export interface CreateClusterResult {
@@ -158,6 +160,7 @@ export async function createCluster(options: CreateOptions): Promise<CreateClust
     progress: options.progress,
     signal: options.signal,
     workspaceDir,
+    whileControlPlanesBoot: options.whileControlPlanesBoot,
   });
 
   state.infrastructure = {

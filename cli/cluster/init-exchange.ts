@@ -34,6 +34,18 @@ export class InitFailedError extends UserError {
   }
 }
 
+/**
+ * Loads the modules the init call needs (gRPC, the init API, aTLS) without running anything, for a caller that
+ * waits anyway (mini up, while the control planes boot). Loaded when the call starts, they took 0.07-0.15 s of the
+ * CLI's CPU after the control plane already listened, in half the runs of a 1+2 `mini up` here. A failed load
+ * surfaces when the call loads them again.
+ */
+export function preloadInitExchange(): void {
+  void Promise.all([import('../../proto/gen/constellation/init.js'), import('../../lib/atls/index.js')]).catch(
+    () => undefined,
+  );
+}
+
 export async function runInitExchange(options: InitExchangeOptions): Promise<InitResult> {
   const [{ InitClient, InitSecrets: InitSecretsCodec, InitResult: InitResultCodec }, atls] = await Promise.all([
     import('../../proto/gen/constellation/init.js'),

@@ -39,6 +39,7 @@ import { readStateOrEmpty } from '../../lib/workspace/state.js';
 import { editConfig } from '../../lib/config/edit.js';
 import { createCluster } from './create.js';
 import { initCluster, type InitOptions } from './init.js';
+import { preloadInitExchange } from './init-exchange.js';
 import { loadInfrastructure, workspaceInfrastructure } from './provider.js';
 import { clusterStatus, NodeStatusConnections, summarizeStatus, type NodeStatusEntry } from './status.js';
 import { hasCluster, NO_CLUSTER_HINT, terminateCluster } from './terminate.js';
@@ -138,6 +139,8 @@ export async function miniUp(options: MiniUpOptions): Promise<MiniUpResult> {
       random: options.random,
       progress: (m) => step('create', m),
       returnWhenControlPlanesUp: true,
+      // Init follows at once: its client loads while the CLI has nothing else to do.
+      whileControlPlanesBoot: preloadInitExchange,
     }));
   } else if (hasPowerControl(provider)) {
     // An earlier run may have stopped after init with workers that never started (they start while init runs).

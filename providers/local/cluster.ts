@@ -120,7 +120,12 @@ export abstract class LocalCluster implements InfrastructureProvider {
     ]);
     await cloud.control.setCluster(clusterSettings(file.record));
     // Every node boots at once. Workers the caller does not wait for start in the background (MachineNode.background).
-    const boot = (role: 'control-plane' | 'worker', options: { background?: boolean } = {}) =>
+    // Once every control plane's machine runs, the caller is told that create only waits (whileControlPlanesBoot).
+    let controlPlanesToStart = names.filter((name) => file.record.nodes[name].role === 'control-plane').length;
+    const controlPlaneStarted = () => {
+      if (--controlPlanesToStart === 0) ctx.whileControlPlanesBoot?.();
+    };
+    const boot = (role: 'control-plane' | 'worker', options: { background?: boolean; started?: () => void } = {}) =>
       settleAll(
         names.flatMap((name, i) =>
           file.record.nodes[name].role === role
@@ -128,7 +133,7 @@ export abstract class LocalCluster implements InfrastructureProvider {
             : [],
         ),
       ).then(() => undefined);
-    const controlPlanes = boot('control-plane');
+    const controlPlanes = boot('control-plane', { started: controlPlaneStarted });
     const workers = boot('worker', { background: request.returnWhenControlPlanesUp });
     workers.catch(() => undefined); // awaited below, or by the caller (CreateResult.workersStarting)
     if (!request.returnWhenControlPlanesUp) await settleAll([controlPlanes, workers]);

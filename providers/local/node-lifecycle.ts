@@ -44,6 +44,8 @@ export interface MachineNode {
    * (LocalCluster.markInitialized). VM nodes start as usual.
    */
   background?: boolean;
+  /** Called once the machine runs (a process node's launcher is spawned), before it has booted. */
+  started?: () => void;
 }
 
 /** What a node runs on: the one part of a local node's lifecycle that differs between process nodes and VM nodes. */
@@ -158,15 +160,21 @@ export class LocalNodeLifecycle {
    * in first, unless `plugged` says prepare just did), unless it runs. With `reboot`, a running machine is stopped
    * and started again (a process node's launcher resets the TPM; a VM was power-cycled by ensure already). `swept`:
    * prepare has just stopped every process of the node and started only its TPM, so no sweep of the machine's
-   * processes (a read of every process's /proc files) is needed before the machine starts. `background`: see
-   * MachineNode.background.
+   * processes (a read of every process's /proc files) is needed before the machine starts. `background` and
+   * `started`: see MachineNode.
    */
   async boot(
     file: ClusterFile,
     name: string,
     cloud: NodeRegistry,
     ctx: ProviderContext,
-    options: { reboot?: boolean; plugged?: boolean; swept?: boolean; background?: boolean } = {},
+    options: {
+      reboot?: boolean;
+      plugged?: boolean;
+      swept?: boolean;
+      background?: boolean;
+      started?: () => void;
+    } = {},
   ): Promise<void> {
     ctx.signal?.throwIfAborted();
     const node = file.record.nodes[name];
@@ -189,6 +197,7 @@ export class LocalNodeLifecycle {
       cluster: file.record,
       netns: network.nodeNetns(name),
       ...(options.background ? { background: true } : {}),
+      ...(options.started ? { started: options.started } : {}),
     };
     if (!options.reboot && (await this.machineRuns(node, np))) return;
     // Everything of the node but its TPM: the machine and whatever it started.

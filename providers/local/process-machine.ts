@@ -141,6 +141,7 @@ export class ProcessMachine implements NodeMachine {
       logFile: np.log,
       netns: target.netns,
       ...(target.background ? { sessionNice: BACKGROUND_NICE } : {}),
+      ...(target.started ? { spawned: target.started } : {}),
     });
     if (message.type === 'error') {
       return {

@@ -65,6 +65,8 @@ export interface DetachedSpawn {
   netns?: string;
   /** The nice value of its session (setSessionNice); default: that of a new session, 0. */
   sessionNice?: number;
+  /** Called once the process runs, before its startup message. */
+  spawned?: () => void;
 }
 
 /**
@@ -87,6 +89,7 @@ export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: numb
     // Its session exists now: spawn() returns once the child ran setsid() and exec'd.
     if (options.sessionNice !== undefined && child.pid !== undefined)
       await setSessionNice(child.pid, options.sessionNice);
+    if (child.pid !== undefined) options.spawned?.();
     const message = await new Promise<StartupMessage>((resolve) => {
       const onExit = (code: number | null, signal: NodeJS.Signals | null) =>
         resolve({

@@ -131,6 +131,7 @@ export class VmMachine implements NodeMachine {
       paths,
     });
     ctx.log.debug('qemu node started', { name, address, qemuPid: pid, accel: choice.accel, image: image.dir });
+    target.started?.();
     return { pid };
   }
 }

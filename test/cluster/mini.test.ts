@@ -97,6 +97,7 @@ describe('miniUp and miniDown', () => {
     readonly events: string[] = [];
     settle!: { resolve: () => void; reject: (err: Error) => void };
     override async create(request: CreateRequest, ctx: ProviderContext): Promise<CreateResult> {
+      if (ctx.whileControlPlanesBoot) this.events.push('told create what to do while the control planes boot');
       const result = await super.create(request, ctx);
       const workersStarting = new Promise<void>((resolve, reject) => (this.settle = { resolve, reject }));
       return { ...result, ...(request.returnWhenControlPlanesUp ? { workersStarting } : {}) };
@@ -115,7 +116,11 @@ describe('miniUp and miniDown', () => {
     starting.settle.resolve();
     assert.equal((await result).nodes.length, 3);
     assert.equal(starting.requests[0].returnWhenControlPlanesUp, true);
-    assert.deepEqual(starting.events, ['workers up', 'marked initialized']);
+    assert.deepEqual(starting.events, [
+      'told create what to do while the control planes boot',
+      'workers up',
+      'marked initialized',
+    ]);
   });
 
   it('fails naming a worker that did not start, with what to do, after the cluster was initialized', async () => {
@@ -133,7 +138,7 @@ describe('miniUp and miniDown', () => {
     });
     assert.deepEqual(
       starting.events,
-      ['marked initialized'],
+      ['told create what to do while the control planes boot', 'marked initialized'],
       'the cluster is initialized: no node added later serves Init',
     );
   });

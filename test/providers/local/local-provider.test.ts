@@ -53,6 +53,8 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
   let gateway: string;
   let controlPlaneAtReturn: string;
   let sessionNice: Record<string, string>;
+  let hookCalls = 0;
+  let launcherRanAtHook: Promise<boolean> | undefined;
 
   /** Per node, the nice value of its launcher's session (autogroup), e.g. "nice 10". */
   async function launcherSessionNice(): Promise<Record<string, string>> {
@@ -88,7 +90,17 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     // Made as mini up makes it: create returns once the control plane is up, the workers still starting.
     const result = await infra.create(
       createRequest({ providerConfig: { kubernetesBackend: 'kubeadm' }, returnWhenControlPlanesUp: true }),
-      ctx,
+      {
+        ...ctx,
+        // Told once the control plane's launcher runs: whether it does is read then (its PID is not recorded yet).
+        whileControlPlanesBoot: () => {
+          hookCalls++;
+          launcherRanAtHook = findOwnedProcesses(nodePaths(ws, 'control-plane-0').dir).then(async (pids) => {
+            const commands = await Promise.all(pids.map((pid) => fs.readFile(`/proc/${pid}/cmdline`, 'utf8')));
+            return commands.some((c) => c.includes('launcher'));
+          });
+        },
+      },
     );
     controlPlaneAtReturn = (await byName('control-plane-0')).state;
     assert.ok(result.workersStarting instanceof Promise, 'the workers are handed over as a promise');
@@ -111,6 +123,8 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
 
   it('creates one running node per planned instance, on its own address of the cluster range', async () => {
     assert.equal(controlPlaneAtReturn, 'running', 'create returned with the control plane up');
+    assert.equal(hookCalls, 1, 'create told once that it only waits for the control plane to boot');
+    assert.equal(await launcherRanAtHook, true, "by then the control plane's launcher ran");
     assert.deepEqual(
       sessionNice,
       { 'control-plane-0': 'nice 0', 'worker-0': 'nice 10', 'worker-1': 'nice 10' },

@@ -83,6 +83,21 @@ describe('local provider: detached processes', function () {
     await setSessionNice(2 ** 22 + 1, 0); // no such process: nothing happens
   });
 
+  it('tells when the process runs, before its startup message arrives', async () => {
+    const seen: string[] = [];
+    const { pid, message } = await spawnDetached({
+      file: CHILD,
+      args: ['ready'],
+      owner,
+      cwd: owner,
+      logFile: path.join(owner, 'log'),
+      spawned: () => seen.push('spawned'),
+    });
+    seen.push(`startup message: ${message.type}`);
+    assert.deepEqual(seen, ['spawned', 'startup message: ready']);
+    await stopOwnedProcesses(owner, [pid]);
+  });
+
   it('stops a process and its children, but keeps what it is told to keep', async () => {
     const first = await start('ready');
     const second = await start('ready');
