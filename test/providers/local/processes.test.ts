@@ -12,6 +12,7 @@ import {
   setSessionNice,
   spawnDetached,
   stopOwnedProcesses,
+  type DetachedSpawn,
   type StartupMessage,
 } from '../../../providers/local/processes.js';
 import { tempDir } from './support.js';
@@ -36,8 +37,8 @@ describe('local provider: detached processes', function () {
     await fs.rm(tmp, { recursive: true, force: true });
   });
 
-  const start = (mode: string) =>
-    spawnDetached({ file: CHILD, args: [mode], owner, cwd: owner, logFile: path.join(owner, 'log') });
+  const start = (mode: string, options: Pick<DetachedSpawn, 'sessionNice' | 'spawned'> = {}) =>
+    spawnDetached({ file: CHILD, args: [mode], owner, cwd: owner, logFile: path.join(owner, 'log'), ...options });
   const grandchildOf = (started: { message: StartupMessage }) =>
     (started.message as { grandchildPid?: number }).grandchildPid as number;
 
@@ -67,14 +68,7 @@ describe('local provider: detached processes', function () {
     if (!existsSync(`/proc/${process.pid}/autogroup`)) this.skip(); // a kernel without autogroups: nothing to set
     const autogroup = async (pid: number) => (await fs.readFile(`/proc/${pid}/autogroup`, 'utf8')).trim();
     const own = await autogroup(process.pid);
-    const { pid, message } = await spawnDetached({
-      file: CHILD,
-      args: ['ready'],
-      owner,
-      cwd: owner,
-      logFile: path.join(owner, 'log'),
-      sessionNice: 10,
-    });
+    const { pid, message } = await start('ready', { sessionNice: 10 });
     assert.match(await autogroup(pid), /nice 10$/);
     assert.match(await autogroup(grandchildOf({ message })), /nice 10$/, 'its children share its session');
     assert.equal(await autogroup(process.pid), own, "this process's session is left alone");
@@ -85,14 +79,7 @@ describe('local provider: detached processes', function () {
 
   it('tells when the process runs, before its startup message arrives', async () => {
     const seen: string[] = [];
-    const { pid, message } = await spawnDetached({
-      file: CHILD,
-      args: ['ready'],
-      owner,
-      cwd: owner,
-      logFile: path.join(owner, 'log'),
-      spawned: () => seen.push('spawned'),
-    });
+    const { pid, message } = await start('ready', { spawned: () => seen.push('spawned') });
     seen.push(`startup message: ${message.type}`);
     assert.deepEqual(seen, ['spawned', 'startup message: ready']);
     await stopOwnedProcesses(owner, [pid]);
