@@ -4,8 +4,9 @@
  * method with the path, streaming flags, name and (de)serializers that @grpc/proto-loader gives it, with the same
  * options. What it leaves out is what only gRPC reflection reads: proto-loader also makes a descriptor of every
  * message and enum and encodes every file's descriptor, at once: 55-65 ms here against 15-20 ms for the services
- * alone, on a control plane's path to answering the CLI's init call (docs/workflows/mini.md, "How long it takes"). Written here because no package builds a service-only definition; its equality with
- * proto-loader's, method by method, is tested (test/cluster-store/etcd-grpc-api.test.ts).
+ * alone, on a control plane's path to answering the CLI's init call (docs/workflows/mini.md, "How long it takes").
+ * Written here because no package builds a service-only definition; its equality with proto-loader's, method by
+ * method, is tested (test/cluster-store/etcd-grpc-api.test.ts).
  */
 import type { MethodDefinition, ServiceDefinition } from '@grpc/grpc-js';
 import protobuf from 'protobufjs';
