@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
+import { parse } from 'yaml';
 import { openGocryptfsStateDisk } from '../../bootstrapper/state-disk.js';
 import { MemoryTokenSink } from '../../joinservice/bootstrap-token.js';
 import { requestVerifiedAttestation } from '../../lib/atls/index.js';
@@ -124,12 +125,12 @@ describe('bootstrapper (in-process nodes with real swtpm, gRPC on loopback addre
     const result = outcome.result!;
     assert.deepEqual(new Uint8Array(result.clusterId), clusterId());
     assert.equal(result.kubernetesBackend, 'none');
-    assert.match(Buffer.from(result.kubeconfig).toString(), /kubernetes-admin/);
-    assert.ok(
-      Buffer.from(result.kubeconfig)
-        .toString()
-        .includes(`server: https://${ip(2)}:6443`),
-    );
+    const kubeconfig = parse(Buffer.from(result.kubeconfig).toString()) as {
+      'current-context': string;
+      clusters: { cluster: { server: string } }[];
+    };
+    assert.match(kubeconfig['current-context'], /^kubernetes-admin@/);
+    assert.equal(kubeconfig.clusters[0]!.cluster.server, `https://${ip(2)}:6443`);
 
     assert.deepEqual(new Uint8Array(await cp.pcr(15)), expectedPcr15(clusterId()));
     assert.equal(cp.bootstrapper.lock.owner, 'init');
