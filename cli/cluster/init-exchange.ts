@@ -41,16 +41,16 @@ export class InitFailedError extends UserError {
  * surfaces when the call loads them again.
  */
 export function preloadInitExchange(): void {
-  void Promise.all([import('../../proto/gen/constellation/init.js'), import('../../lib/atls/index.js')]).catch(
-    () => undefined,
-  );
+  void initExchangeModules().catch(() => undefined);
+}
+
+function initExchangeModules() {
+  return Promise.all([import('../../proto/gen/constellation/init.js'), import('../../lib/atls/index.js')]);
 }
 
 export async function runInitExchange(options: InitExchangeOptions): Promise<InitResult> {
-  const [{ InitClient, InitSecrets: InitSecretsCodec, InitResult: InitResultCodec }, atls] = await Promise.all([
-    import('../../proto/gen/constellation/init.js'),
-    import('../../lib/atls/index.js'),
-  ]);
+  const [{ InitClient, InitSecrets: InitSecretsCodec, InitResult: InitResultCodec }, atls] =
+    await initExchangeModules();
   const peer = `the bootstrapper at ${options.address}`;
   const client = new InitClient(options.address, await atls.createAttestedClientCredentials(), {
     ...atls.attestedChannelOptions,
