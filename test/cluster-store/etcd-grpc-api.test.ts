@@ -56,8 +56,9 @@ function sample(type: protobuf.Type, depth = 0): Record<string, unknown> {
 
 describe('etcd gRPC services for the bundled node program', () => {
   const expected = protoLoader.loadSync(RPC_PROTO, OPTIONS);
-  const actual = grpcServiceDefinitions(etcdApiJson(), OPTIONS);
-  const root = protobuf.Root.fromJSON(etcdApiJson()).resolveAll();
+  const json = etcdApiJson();
+  const actual = grpcServiceDefinitions(json, OPTIONS);
+  const root = protobuf.Root.fromJSON(json).resolveAll();
   const expectedServices = Object.entries(expected).filter(([, def]) => !('format' in def)) as [
     string,
     ServiceDefinition,
