@@ -51,6 +51,24 @@ export function reportStartup(message: StartupMessage): void {
   });
 }
 
+/**
+ * Variables that change how Node.js itself runs rather than what our program does: NODE_OPTIONS (flags, and
+ * `--require` of any file), NODE_EXTRA_CA_CERTS, NODE_TLS_REJECT_UNAUTHORIZED, NODE_PATH, NODE_V8_COVERAGE and every
+ * other NODE_* of Node.js, libuv's UV_*, and OPENSSL_CONF (crypto providers).
+ */
+const NODE_RUNTIME_VARIABLE = /^(NODE_|UV_|OPENSSL_CONF$)/;
+
+/**
+ * The environment of a process we start, without Node.js's own variables (NODE_RUNTIME_VARIABLE): a node runs the
+ * program its image holds and the launcher measured, not code or settings from the shell that ran the CLI
+ * (docs/workflows/local-provider.md, "Boot measurements"). It also spares each start what the shell's variables
+ * cost: NODE_EXTRA_CA_CERTS alone makes Node.js parse a CA bundle before it runs anything (about 65 ms of a start
+ * on this project's 2-core test machine, where the environment sets it).
+ */
+export function withoutNodeRuntimeVariables(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(Object.entries(env).filter(([name]) => !NODE_RUNTIME_VARIABLE.test(name)));
+}
+
 export interface DetachedSpawn {
   file: string;
   args: string[];
@@ -83,7 +101,7 @@ export async function spawnDetached(options: DetachedSpawn): Promise<{ pid: numb
     const child = spawn(file, args, {
       cwd: options.cwd,
       detached: true,
-      env: { ...process.env, [OWNER_ENV]: options.owner },
+      env: { ...withoutNodeRuntimeVariables(process.env), [OWNER_ENV]: options.owner },
       stdio: ['ignore', log.fd, log.fd, 'ipc'],
     });
     // Its session exists now: spawn() returns once the child ran setsid() and exec'd.
