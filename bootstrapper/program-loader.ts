@@ -38,7 +38,7 @@ const CHUNK = /^\.\/(chunk-[A-Z0-9]+\.cjs)$/;
  * A file's source as the loader compiles it: a function of CommonJS's names and `__importMetaUrl` (the bundle step
  * replaces `import.meta.url` by it), strict as the ES module it was. The same text at build and run time.
  */
-function wrap(source: string): string {
+export function wrap(source: string): string {
   return `(function (exports, require, module, __filename, __dirname, __importMetaUrl) {"use strict";${source}\n})`;
 }
 
