@@ -2,7 +2,7 @@
  * The CLI from its bundle (dist/cli-bundle/, made by scripts/bundle-cli.mjs; docs/architecture.md, "How the CLI
  * starts"). This module becomes the bundle's loader.cjs, which bin/constellation requires when the bundle exists.
  *
- * Why: a command's start was mostly Node.js loading modules. `mini up` resolved, read and compiled some 300 ES
+ * Why: a command's start was mostly Node.js loading modules. `mini up` resolved, read and compiled a few hundred ES
  * modules of dist/ and node_modules/ before its first step, and Node.js 20 keeps no code cache for ES modules.
  * The bundle is one CommonJS file, cli.cjs, with every command and what it loads on the way of a local cluster
  * (oclif, gRPC, zod, yaml, …), run through `vm.Script` with V8's code cache, as the node program is
