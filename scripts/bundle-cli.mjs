@@ -71,16 +71,11 @@ export function commandId(rel) {
 }
 
 async function commandFiles() {
-  const files = [];
-  const walk = async (dir) => {
-    for (const entry of await fs.readdir(path.join(ROOT, COMMANDS_DIR, dir), { withFileTypes: true })) {
-      const rel = dir ? `${dir}/${entry.name}` : entry.name;
-      if (entry.isDirectory()) await walk(rel);
-      else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) files.push(rel);
-    }
-  };
-  await walk('');
-  return files.sort();
+  const files = await fs.readdir(path.join(ROOT, COMMANDS_DIR), { recursive: true });
+  return files
+    .map((f) => f.split(path.sep).join('/'))
+    .filter((f) => f.endsWith('.ts') && !f.endsWith('.d.ts'))
+    .sort();
 }
 
 /** A module of ours sees the URL of its compiled file in dist/ as import.meta.url (see the header). */
@@ -116,6 +111,8 @@ export async function bundleCli(outDir = OUT) {
     absWorkingDir: ROOT,
     stdin: { contents: entry, resolveDir: ROOT, sourcefile: ENTRY_NAME, loader: 'ts' },
     outfile: path.join(outDir, 'cli.cjs'),
+    // Kept in memory: its dynamic imports are rewritten below before the file is written.
+    write: false,
     bundle: true,
     format: 'cjs',
     platform: 'node',
@@ -132,11 +129,12 @@ export async function bundleCli(outDir = OUT) {
     metafile: true,
   });
   if (result.errors.length > 0) throw new Error('bundling the CLI failed');
+  await fs.mkdir(outDir, { recursive: true });
   // What each module imports, and how (test/cli/help.test.ts checks what runs when the bundle loads).
   await fs.writeFile(path.join(outDir, META_FILE), JSON.stringify({ inputs: result.metafile.inputs }));
   // `import()` of what is not bundled (ES module packages, oclif's plugins and hooks) goes through loader.cjs, a
   // module Node.js loads itself: in code that vm.Script compiled with a code cache, Node.js 20 has no import().
-  const text = (await fs.readFile(path.join(outDir, 'cli.cjs'), 'utf8')).replace(DYNAMIC_IMPORT, '__import(');
+  const text = result.outputFiles[0].text.replace(DYNAMIC_IMPORT, '__import(');
   await fs.writeFile(path.join(outDir, 'cli.cjs'), text);
   for (const name of ESM_ONLY_EXTERNAL)
     if (text.includes(`require(${JSON.stringify(name)})`))
