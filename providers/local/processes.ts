@@ -61,9 +61,9 @@ const NODE_RUNTIME_VARIABLE = /^(NODE_|UV_|OPENSSL_CONF$)/;
 /**
  * The environment of a process we start, without Node.js's own variables (NODE_RUNTIME_VARIABLE): a node runs the
  * program its image holds and the launcher measured, not code or settings from the shell that ran the CLI
- * (docs/workflows/local-provider.md, "The node program's environment"). It also spares each start what the shell's variables
- * cost: NODE_EXTRA_CA_CERTS alone makes Node.js parse a CA bundle before it runs anything (about 65 ms of a start
- * on this project's 2-core test machine, where the environment sets it).
+ * (docs/workflows/local-provider.md, "The node program's environment"). It also spares each start what the shell's
+ * variables cost: NODE_EXTRA_CA_CERTS alone makes Node.js parse a CA bundle before it runs anything (about 65 ms of a
+ * start on this project's 2-core test machine, where the environment sets it).
  */
 export function withoutNodeRuntimeVariables(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return Object.fromEntries(Object.entries(env).filter(([name]) => !NODE_RUNTIME_VARIABLE.test(name)));
