@@ -55,7 +55,7 @@ export default async function bench(out: (line: string) => void): Promise<void> 
     const validator = await createValidator(
       'local-vtpm',
       { measurements },
-      { akRegistry: { lookup: async () => ak.publicArea } },
+      { akRegistry: { lookup: async () => ({ akPublic: ak.publicArea }) } },
     );
 
     const run = async (limits: ExchangeLimits, rounds: number, attack: Attacker | undefined) => {

@@ -49,7 +49,7 @@ export default async function (out: (line: string) => void): Promise<void> {
     const validator = await createValidator(
       'local-vtpm',
       { measurements },
-      { akRegistry: { lookup: async () => ak.publicArea } },
+      { akRegistry: { lookup: async () => ({ akPublic: ak.publicArea }) } },
     );
     const nonce = randomBytes(32);
     const doc = await issuer.issue(randomBytes(32), nonce);

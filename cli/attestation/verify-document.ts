@@ -79,7 +79,7 @@ export async function verifyDocumentFile(options: VerifyDocumentFileOptions): Pr
     ...providerDeps,
     warn: (message) => warnings.push(message),
   };
-  if (ak) deps.akRegistry = { lookup: async () => ak };
+  if (ak) deps.akRegistry = { lookup: async () => ({ akPublic: ak }) };
   if (options.qualifyingDataHex !== undefined)
     deps.quoteQualifyingData = parseHex(options.qualifyingDataHex, '--qualifying-data');
   const validator = await createValidator(variant, variantConfig, deps);

@@ -103,14 +103,23 @@ export interface VariantConfig {
   [key: string]: unknown;
 }
 
-/** Looks up the AK a provider registered for an instance (local-vtpm; like GCP's shielded-instance identity). */
+/** What a provider registered for an instance it created. */
+export interface RegisteredInstance {
+  /** The TPMT_PUBLIC of the instance's AK. */
+  akPublic: Uint8Array;
+  /** The role the provider created the instance with, when it recorded one. */
+  role?: 'control-plane' | 'worker';
+  /** The IP addresses the provider gave the instance, when it recorded them. */
+  addresses?: string[];
+}
+
+/**
+ * Looks up the AK a provider registered for an instance (local-vtpm; like GCP's shielded-instance identity). One
+ * lookup gives the AK with the instance's role and addresses: a validation asks once, not once per fact.
+ */
 export interface AkRegistry {
-  /** The registered TPMT_PUBLIC of the instance's AK, or undefined when the instance is unknown. */
-  lookup(instance: string): Promise<Uint8Array | undefined>;
-  /** The role the provider created the instance with, or undefined when unknown. */
-  role?(instance: string): Promise<'control-plane' | 'worker' | undefined>;
-  /** The IP addresses the provider gave the instance, or undefined when unknown. */
-  addresses?(instance: string): Promise<string[] | undefined>;
+  /** The instance's registration, or undefined when the instance is unknown. */
+  lookup(instance: string): Promise<RegisteredInstance | undefined>;
 }
 
 /**

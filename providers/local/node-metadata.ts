@@ -3,7 +3,7 @@
  * cluster's metadata server. A node is identified by its source address, so every request leaves from NODE_IP.
  * Also the AK registry client (local-vtpm: `GET /v1/ak/<instance>`: AK, role and address) for the join service and the CLI.
  */
-import type { AkRegistry } from '../../lib/attestation/types.js';
+import type { AkRegistry, RegisteredInstance } from '../../lib/attestation/types.js';
 import { UserError } from '../../lib/errors.js';
 import type { InstanceMetadata, NodeMetadata } from '../contract.js';
 import { HttpStatusError, requestJson } from './http-json.js';
@@ -58,7 +58,7 @@ export class LocalNodeMetadata implements NodeMetadata {
   }
 }
 
-/** The AK registry of a local cluster: the AK the provider registered for an instance, or undefined. */
+/** The AK registry of a local cluster: what the provider registered for an instance (one request), or undefined. */
 export function localAkRegistry(metadataUrl: string, options: { localAddress?: string } = {}): AkRegistry {
   const base = metadataUrl.replace(/\/$/, '');
   const registered = async (instance: string) => {
@@ -73,16 +73,14 @@ export function localAkRegistry(metadataUrl: string, options: { localAddress?: s
     }
   };
   return {
-    async lookup(instance: string): Promise<Uint8Array | undefined> {
+    async lookup(instance: string): Promise<RegisteredInstance | undefined> {
       const node = await registered(instance);
-      return node && new Uint8Array(Buffer.from(node.akPublic, 'base64'));
-    },
-    async role(instance: string) {
-      return (await registered(instance))?.role;
-    },
-    async addresses(instance: string) {
-      const address = (await registered(instance))?.address;
-      return address === undefined ? undefined : [address];
+      if (!node) return undefined;
+      return {
+        akPublic: new Uint8Array(Buffer.from(node.akPublic, 'base64')),
+        role: node.role,
+        ...(node.address === undefined ? {} : { addresses: [node.address] }),
+      };
     },
   };
 }

@@ -161,7 +161,7 @@ describe('e2e: mini up 1+2, a changed image, a rogue node, a restarted worker, t
           const trusting = await createValidator(
             'local-vtpm',
             { measurements },
-            { akRegistry: { lookup: async () => publicArea } },
+            { akRegistry: { lookup: async () => ({ akPublic: publicArea }) } },
           );
           const nonce = randomBytes(32);
           await trusting.validate(await issuer.issue(new Uint8Array(32), nonce), nonce);

@@ -48,7 +48,7 @@ export function registeredAkValidator(
           },
         );
       }
-      if (!bytesEqual(registered, akPublic)) {
+      if (!bytesEqual(registered.akPublic, akPublic)) {
         throw new AttestationError(
           `${variant}: the attestation key differs from the one registered for instance "${instance}"`,
           undefined,
@@ -57,7 +57,7 @@ export function registeredAkValidator(
           },
         );
       }
-      const [role, addresses] = await Promise.all([registry.role?.(instance), registry.addresses?.(instance)]);
+      const { role, addresses } = registered;
       return { name: instance, role, ...(addresses ? { addresses } : {}) };
     },
   });

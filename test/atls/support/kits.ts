@@ -84,7 +84,9 @@ export async function swtpmKit(): Promise<AttestationKit> {
         localVtpm.createValidator(
           { measurements },
           {
-            akRegistry: { lookup: async (name) => (name === instance && options?.trustAk !== false ? ak : undefined) },
+            akRegistry: {
+              lookup: async (name) => (name === instance && options?.trustAk !== false ? { akPublic: ak } : undefined),
+            },
           },
         ),
       close,

@@ -20,7 +20,12 @@ describe('local-vtpm variant', () => {
   let client: TpmClient;
   let ak: Uint8Array;
   const registered = new Map<string, Uint8Array>();
-  const akRegistry: AkRegistry = { lookup: async (instance) => registered.get(instance) };
+  const akRegistry: AkRegistry = {
+    lookup: async (instance) => {
+      const akPublic = registered.get(instance);
+      return akPublic && { akPublic };
+    },
+  };
   // Every image PCR (a validator refuses less) and PCR 15: a fresh TPM, nothing extended.
   const measurements = Object.fromEntries(
     [...IMAGE_PCRS, 15].map((i) => [String(i), { expected: '00'.repeat(32), warnOnly: false }]),
@@ -49,6 +54,22 @@ describe('local-vtpm variant', () => {
     assert.equal(Buffer.from(doc.instanceInfo, 'base64').toString(), '{"instance":"node-1"}');
     const result = await validator.validate(doc, nonce);
     assert.deepEqual(result.userData, new Uint8Array([1, 2, 3]));
+  });
+
+  it('asks the registry once per document, and names the instance with its registered role and addresses', async () => {
+    // The local registry is an HTTP request to the metadata server per lookup (on the join service's thread).
+    const asked: string[] = [];
+    const counting: AkRegistry = {
+      lookup: async (instance) => {
+        asked.push(instance);
+        return { akPublic: ak, role: 'worker', addresses: ['10.0.0.7'] };
+      },
+    };
+    const validator = await createValidator('local-vtpm', { measurements }, { akRegistry: counting });
+    const nonce = randomBytes(32);
+    const result = await validator.validate(await issuerFor('node-1').issue(new Uint8Array(0), nonce), nonce);
+    assert.deepEqual(asked, ['node-1']);
+    assert.deepEqual(result.instance, { name: 'node-1', role: 'worker', addresses: ['10.0.0.7'] });
   });
 
   it('rejects an instance without a registered AK', async () => {

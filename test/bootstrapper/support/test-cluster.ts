@@ -22,7 +22,7 @@ import {
   recoverClientAdapter,
   verifierClient,
 } from '../../../lib/atls/index.js';
-import type { AkRegistry, Measurements, Validator } from '../../../lib/attestation/types.js';
+import type { AkRegistry, Measurements, RegisteredInstance, Validator } from '../../../lib/attestation/types.js';
 import * as localVtpm from '../../../lib/attestation/variants/local-vtpm.js';
 import { VtpmIssuer } from '../../../lib/attestation/vtpm-issuer.js';
 import { createLogger } from '../../../lib/logging/index.js';
@@ -77,13 +77,10 @@ export class TestProvider implements AkRegistry {
   /** The join-service identity key's public half (base64), as `create` publishes it. */
   joinServiceKey = '';
 
-  async lookup(instance: string): Promise<Uint8Array | undefined> {
-    return this.aks.get(instance);
-  }
-
-  async addresses(instance: string): Promise<string[] | undefined> {
+  async lookup(instance: string): Promise<RegisteredInstance | undefined> {
+    const akPublic = this.aks.get(instance);
     const node = this.nodes.find((n) => n.name === instance);
-    return node && [node.vpcIp];
+    return akPublic && { akPublic, ...(node ? { addresses: [node.vpcIp] } : {}) };
   }
 
   metadataFor(name: string): NodeMetadata {

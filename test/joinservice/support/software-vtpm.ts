@@ -8,7 +8,13 @@ import { createHash, generateKeyPairSync, sign, type KeyObject } from 'node:cryp
 import { localInstanceInfo, VARIANT } from '../../../lib/attestation/variants/local-vtpm.js';
 import { qualifyingData, encodeVtpmAttestation } from '../../../lib/attestation/vtpm-document.js';
 import { pcrDigest } from '../../../lib/attestation/tpm-quote.js';
-import type { AkRegistry, AttestationDocument, Issuer, Measurements } from '../../../lib/attestation/types.js';
+import type {
+  AkRegistry,
+  AttestationDocument,
+  Issuer,
+  Measurements,
+  RegisteredInstance,
+} from '../../../lib/attestation/types.js';
 import { AK_TEMPLATE } from '../../../lib/tpm/client.js';
 import { TPM_ALG, TPM_GENERATED_VALUE, TPM_ST } from '../../../lib/tpm/constants.js';
 import { TpmWriter } from '../../../lib/tpm/marshal.js';
@@ -112,15 +118,7 @@ export class TestAkRegistry implements AkRegistry {
     this.nodes.set(instance, { akPublic, role, addresses });
   }
 
-  async lookup(instance: string): Promise<Uint8Array | undefined> {
-    return this.nodes.get(instance)?.akPublic;
-  }
-
-  async role(instance: string): Promise<'control-plane' | 'worker' | undefined> {
-    return this.nodes.get(instance)?.role;
-  }
-
-  async addresses(instance: string): Promise<string[] | undefined> {
-    return this.nodes.get(instance)?.addresses;
+  async lookup(instance: string): Promise<RegisteredInstance | undefined> {
+    return this.nodes.get(instance);
   }
 }

@@ -251,7 +251,7 @@ describe('local provider: a 1+2 cluster of process nodes', function () {
     const file = (await ClusterFile.load(clusterPaths(ws))) as ClusterFile;
     const registry = localAkRegistry(metadataUrl);
     for (const [name, node] of Object.entries(file.record.nodes)) {
-      const ak = await registry.lookup(name);
+      const ak = (await registry.lookup(name))?.akPublic;
       assert.ok(ak && ak.length > 64, `an AK for ${name}`);
       assert.equal(Buffer.from(ak).toString('base64'), node.akPublic);
       assert.equal(Buffer.from(ak).readUInt16BE(0), 0x0023, 'TPMT_PUBLIC of an ECC key');

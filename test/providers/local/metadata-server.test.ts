@@ -61,9 +61,14 @@ describe('local provider: metadata server', () => {
     await assert.rejects(stranger.self(), /403|not the address of a node/);
   });
 
-  it('serves registered AKs and nothing for unknown instances', async () => {
+  it('serves registered AKs with their role and address, and nothing for unknown instances', async () => {
     const registry = localAkRegistry(url);
-    assert.equal(Buffer.from((await registry.lookup('worker-0')) as Uint8Array).toString('base64'), ak);
+    const worker = await registry.lookup('worker-0');
+    assert.ok(worker, 'worker-0 is registered');
+    assert.equal(Buffer.from(worker.akPublic).toString('base64'), ak);
+    assert.equal(worker.role, 'worker');
+    assert.deepEqual(worker.addresses, [`${prefix}.100`]);
+    assert.equal((await registry.lookup('control-plane-0'))?.role, 'control-plane');
     assert.equal(await registry.lookup('worker-1'), undefined);
   });
 
