@@ -61,21 +61,15 @@ export class LocalNodeMetadata implements NodeMetadata {
 /** The AK registry of a local cluster: what the provider registered for an instance (one request), or undefined. */
 export function localAkRegistry(metadataUrl: string, options: { localAddress?: string } = {}): AkRegistry {
   const base = metadataUrl.replace(/\/$/, '');
-  const registered = async (instance: string) => {
-    try {
-      return await requestJson<{ akPublic: string; role: 'control-plane' | 'worker'; address?: string }>(
-        `${base}/v1/ak/${encodeURIComponent(instance)}`,
-        options,
-      );
-    } catch (err) {
-      if (err instanceof HttpStatusError && err.status === 404) return undefined;
-      throw err;
-    }
-  };
   return {
     async lookup(instance: string): Promise<RegisteredInstance | undefined> {
-      const node = await registered(instance);
-      if (!node) return undefined;
+      let node: { akPublic: string; role: 'control-plane' | 'worker'; address?: string };
+      try {
+        node = await requestJson(`${base}/v1/ak/${encodeURIComponent(instance)}`, options);
+      } catch (err) {
+        if (err instanceof HttpStatusError && err.status === 404) return undefined;
+        throw err;
+      }
       return {
         akPublic: new Uint8Array(Buffer.from(node.akPublic, 'base64')),
         role: node.role,
