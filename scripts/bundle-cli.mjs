@@ -85,7 +85,8 @@ const distImportMetaUrl = {
     build.onLoad({ filter: /\.ts$/ }, async (args) => {
       if (/[\\/]node_modules[\\/]/.test(args.path)) return undefined;
       const text = await fs.readFile(args.path, 'utf8');
-      if (!text.includes('import.meta.url')) return undefined;
+      // Read once: returned as it is when it has nothing to rewrite, rather than read again by esbuild.
+      if (!text.includes('import.meta.url')) return { contents: text, loader: 'ts' };
       const compiled = path.join(ROOT, 'dist', path.relative(ROOT, args.path)).replace(/\.ts$/, '.js');
       const rel = path.relative(OUT, compiled).split(path.sep).join('/');
       return {
