@@ -50,6 +50,7 @@ describe('constellation --help', () => {
   });
 
   describe('start-up path', () => {
+    const BUNDLE_DIR = path.join(REPO_ROOT, 'dist', 'cli-bundle');
     const HEAVY = /(^|\/)node_modules\/(@aws-sdk|@azure|@google-cloud|@grpc|@kubernetes|zod|yaml)\//;
     let dir: string;
     before(async () => {
@@ -91,7 +92,7 @@ Module._resolveFilename = function (...args) {
         const res = await runCli(args, { env: { NODE_OPTIONS: hooks, RESOLVE_LOG: log } });
         assert.equal(res.code, 0, res.stderr);
         const files = (await fs.readFile(log, 'utf8')).split('\n').filter(Boolean);
-        assert.ok(files.includes(path.join(REPO_ROOT, 'dist', 'cli-bundle', 'loader.cjs')), files.join('\n'));
+        assert.ok(files.includes(path.join(BUNDLE_DIR, 'loader.cjs')), files.join('\n'));
         assert.deepEqual(
           files.filter((f) => f.includes('/node_modules/')),
           [],
@@ -100,12 +101,10 @@ Module._resolveFilename = function (...args) {
     }
 
     it("the bundle's commands are the manifest's, each a command class", () => {
-      const { cliBundle } = createRequire(import.meta.url)(
-        path.join(REPO_ROOT, 'dist', 'cli-bundle', 'loader.cjs'),
-      ) as {
+      const { cliBundle } = createRequire(import.meta.url)(path.join(BUNDLE_DIR, 'loader.cjs')) as {
         cliBundle: (dir: string) => { COMMANDS: Record<string, { run?: unknown }> };
       };
-      const { COMMANDS } = cliBundle(path.join(REPO_ROOT, 'dist', 'cli-bundle'));
+      const { COMMANDS } = cliBundle(BUNDLE_DIR);
       assert.deepEqual(Object.keys(COMMANDS).sort(), Object.keys(manifest().commands).sort());
       for (const [id, command] of Object.entries(COMMANDS)) assert.equal(typeof command.run, 'function', id);
       assert.equal(commandId('mini/image/create.ts'), 'mini:image:create');
@@ -115,7 +114,7 @@ Module._resolveFilename = function (...args) {
     it('what runs when the bundle loads holds no cloud SDK, Kubernetes client, gRPC, zod or yaml', () => {
       // The modules the bundle's entry reaches over static imports and requires (esbuild runs those as it loads);
       // a command reaches the rest with import(), when it runs.
-      const { inputs } = JSON.parse(readFileSync(path.join(REPO_ROOT, 'dist', 'cli-bundle', META_FILE), 'utf8')) as {
+      const { inputs } = JSON.parse(readFileSync(path.join(BUNDLE_DIR, META_FILE), 'utf8')) as {
         inputs: Record<string, { imports: { path: string; kind: string; external?: boolean }[] }>;
       };
       const loaded = new Set<string>();
