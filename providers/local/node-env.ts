@@ -4,7 +4,6 @@
  * NODE_DIR); a missing or malformed one is a UserError naming the variable, never a stack trace.
  */
 import { isIP } from 'node:net';
-import { z } from 'zod';
 import { UserError } from '../../lib/errors.js';
 import type { NodeRole } from '../contract.js';
 
@@ -27,46 +26,66 @@ export interface NodeEnv {
   imageVersion: string;
 }
 
-const nonEmpty = (what: string) =>
-  z.string({ error: `is not set; it must be ${what}` }).min(1, `is empty; it must be ${what}`);
+/** The variables the launcher sets, each with what it must be (in the error when it is missing or empty). */
+const REQUIRED = {
+  NODE_NAME: 'the node name',
+  NODE_IP: "the node's IP address",
+  NODE_ROLE: 'the node role',
+  METADATA_URL: 'the metadata server URL',
+  TPM_SOCKET: 'the path of the TPM socket',
+  STATE_DISK: 'the path of the state disk',
+  STATE_DIR: 'the directory where the state disk is mounted',
+  NODE_DIR: "the node's folder",
+} as const;
 
-const envSchema = z.object({
-  NODE_NAME: nonEmpty('the node name').regex(
-    /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/,
-    'must be a node name (lowercase letters, digits, "-" and ".")',
-  ),
-  NODE_IP: nonEmpty("the node's IP address").refine((v) => isIP(v) !== 0, 'must be an IP address'),
-  NODE_ROLE: z.enum(['control-plane', 'worker'], { error: 'must be "control-plane" or "worker"' }),
-  METADATA_URL: nonEmpty('the metadata server URL').refine((v) => /^https?:\/\/\S+$/.test(v), 'must be an http(s) URL'),
-  TPM_SOCKET: nonEmpty('the path of the TPM socket'),
-  STATE_DISK: nonEmpty('the path of the state disk'),
-  STATE_DIR: nonEmpty('the directory where the state disk is mounted'),
-  NODE_DIR: nonEmpty("the node's folder"),
-  CONSTELLATION_PROVIDER: z.string().min(1).default('local'),
-  KUBERNETES_BACKEND: z.enum(['none', 'kubeadm'], { error: 'must be "none" or "kubeadm"' }).default('none'),
-  IMAGE_VERSION: z.string().min(1).default('local'),
-});
+/** What else a set variable must satisfy: the problem, or undefined. */
+const FORMATS: Partial<Record<keyof typeof REQUIRED, (v: string) => string | undefined>> = {
+  NODE_NAME: (v) =>
+    /^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/.test(v)
+      ? undefined
+      : 'must be a node name (lowercase letters, digits, "-" and ".")',
+  NODE_IP: (v) => (isIP(v) !== 0 ? undefined : 'must be an IP address'),
+  NODE_ROLE: (v) => (v === 'control-plane' || v === 'worker' ? undefined : 'must be "control-plane" or "worker"'),
+  METADATA_URL: (v) => (/^https?:\/\/\S+$/.test(v) ? undefined : 'must be an http(s) URL'),
+};
 
+/**
+ * Checked by hand, not with a schema library: this runs in every local node's start, where zod's chunk (its compile
+ * and its module initialization, about 40 ms of CPU per node here) was the one load of zod on a worker's way to
+ * joining (docs/workflows/mini.md, "How long it takes").
+ */
 export function readNodeEnv(env: NodeJS.ProcessEnv = process.env): NodeEnv {
-  const parsed = envSchema.safeParse(env);
-  if (!parsed.success) {
-    const problems = parsed.error.issues.map((issue) => `${issue.path.join('.')} ${issue.message}`);
+  const problems: string[] = [];
+  const value = {} as Record<keyof typeof REQUIRED, string>;
+  for (const [name, what] of Object.entries(REQUIRED) as [keyof typeof REQUIRED, string][]) {
+    const v = env[name];
+    const problem =
+      v === undefined
+        ? `is not set; it must be ${what}`
+        : v === ''
+          ? `is empty; it must be ${what}`
+          : FORMATS[name]?.(v);
+    if (problem) problems.push(`${name} ${problem}`);
+    else value[name] = v as string;
+  }
+  const backend = env.KUBERNETES_BACKEND || 'none';
+  if (backend !== 'none' && backend !== 'kubeadm') problems.push('KUBERNETES_BACKEND must be "none" or "kubeadm"');
+  if (problems.length > 0) {
     throw new UserError(`The bootstrapper's environment is incomplete: ${problems.join('; ')}.`, {
       hint: 'The node launcher sets NODE_NAME, NODE_IP, NODE_ROLE, METADATA_URL, TPM_SOCKET, STATE_DISK, STATE_DIR and NODE_DIR; set them when running the bootstrapper by hand.',
     });
   }
-  const e = parsed.data;
   return {
-    name: e.NODE_NAME,
-    ip: e.NODE_IP,
-    role: e.NODE_ROLE,
-    metadataUrl: e.METADATA_URL,
-    tpmSocket: e.TPM_SOCKET,
-    stateDisk: e.STATE_DISK,
-    stateDir: e.STATE_DIR,
-    nodeDir: e.NODE_DIR,
-    provider: e.CONSTELLATION_PROVIDER,
-    backend: e.KUBERNETES_BACKEND,
-    imageVersion: e.IMAGE_VERSION,
+    name: value.NODE_NAME,
+    ip: value.NODE_IP,
+    role: value.NODE_ROLE as NodeRole,
+    metadataUrl: value.METADATA_URL,
+    tpmSocket: value.TPM_SOCKET,
+    stateDisk: value.STATE_DISK,
+    stateDir: value.STATE_DIR,
+    nodeDir: value.NODE_DIR,
+    provider: env.CONSTELLATION_PROVIDER || 'local',
+    backend: backend as NodeEnv['backend'],
+    imageVersion: env.IMAGE_VERSION || 'local',
   };
 }

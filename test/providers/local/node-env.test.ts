@@ -41,4 +41,33 @@ describe('providers/local/node-env', () => {
         /NODE_DIR is not set/.test(err.message),
     );
   });
+
+  it('refuses an empty variable, a malformed node name or URL and an unknown backend, naming each', () => {
+    assert.throws(
+      () =>
+        readNodeEnv({
+          ...ENV,
+          NODE_NAME: 'Worker_0',
+          METADATA_URL: 'ftp://x',
+          STATE_DIR: '',
+          KUBERNETES_BACKEND: 'k3s',
+        }),
+      (err: Error) =>
+        err instanceof UserError &&
+        /NODE_NAME must be a node name/.test(err.message) &&
+        /METADATA_URL must be an http\(s\) URL/.test(err.message) &&
+        /STATE_DIR is empty; it must be the directory where the state disk is mounted/.test(err.message) &&
+        /KUBERNETES_BACKEND must be "none" or "kubeadm"/.test(err.message),
+    );
+  });
+
+  it('takes the backend, provider and image version the launcher sets', () => {
+    const env = readNodeEnv({
+      ...ENV,
+      KUBERNETES_BACKEND: 'kubeadm',
+      CONSTELLATION_PROVIDER: 'qemu',
+      IMAGE_VERSION: 'v1',
+    });
+    assert.deepEqual([env.backend, env.provider, env.imageVersion], ['kubeadm', 'qemu', 'v1']);
+  });
 });
