@@ -12,7 +12,7 @@
  * close() unmounts. A node that was killed leaves a dead FUSE mount behind; opening the disk at the next boot clears
  * it, as a VM boots with nothing mounted. The key goes to gocryptfs on stdin, never on a command line.
  */
-import { spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import {
   createCipheriv,
   hkdfSync,
@@ -159,25 +159,28 @@ export class GocryptfsStateDisk implements StateDisk {
     if (this.mounted) return;
     await this.clearDeadMount();
     await fs.mkdir(this.mountPoint, { recursive: true, mode: 0o700 });
-    // gocryptfs forks a daemon that serves the mount; the parent exits 0 once the mount is ready.
-    const result = await this.gocryptfs(['-q', '-nosyslog', this.cipherDir, this.mountPoint], key);
+    // In the foreground: gocryptfs serves the mount in the process started here. (Without -fg it starts itself a
+    // second time as its daemon and waits for that one: two starts of a Go program per mount instead of one.)
+    const result = await serveUntilMounted(
+      this.options.gocryptfsBinary ?? 'gocryptfs',
+      ['-fg', '-q', '-nosyslog', this.cipherDir, this.mountPoint],
+      { input: hexPassword(key), logFile: this.logFile, mountPoint: this.mountPoint },
+    );
     if (result.code === WRONG_PASSWORD) {
       throw new StateDiskError(`The key does not unlock the state disk ${this.uuid}; nothing was changed.`, {
         hint: 'The disk belongs to another cluster, or the master secret is not the one the cluster was initialized with.',
       });
     }
+    if (result.code === MOUNT_TIMED_OUT)
+      throw new StateDiskError(
+        `gocryptfs did not mount the state disk ${this.uuid} within ${MOUNT_TIMEOUT_MS / 1000} s; it was stopped.`,
+        { hint: `See its messages in ${this.logFile}.` },
+      );
     if (result.code !== 0)
       throw new StateDiskError(
         `gocryptfs could not mount the state disk ${this.uuid}: ${result.stderr || `exit code ${result.code}`}`,
       );
     this.mounted = true;
-  }
-
-  private gocryptfs(args: string[], key: Uint8Array): Promise<RunResult> {
-    return run(this.options.gocryptfsBinary ?? 'gocryptfs', args, {
-      input: hexPassword(key),
-      logFile: this.logFile,
-    });
   }
 
   private pathOf(name: string): string {
@@ -249,22 +252,34 @@ interface RunResult {
   stderr: string;
 }
 
+/** How long a mount may take before gocryptfs is given up (it is stopped, the mount fails). */
+const MOUNT_TIMEOUT_MS = 30_000;
+/** serveUntilMounted's code for a server that neither mounted nor ended in time (it was stopped). */
+const MOUNT_TIMED_OUT = -1;
+/** How often the mount point is looked at while gocryptfs mounts (a mount takes some 30-40 ms here). */
+const MOUNT_POLL_MS = 5;
+
 /**
- * Runs a program with `input` on stdin; its stderr goes to `logFile` (appended). A pipe would not do: gocryptfs's
- * daemon child inherits stderr, and a Go program dies of SIGPIPE when it writes to a closed one.
+ * Runs a program with `input` on stdin and its stderr appended to `logFile` (a pipe would not do: a mount's server
+ * outlives this call, and a Go program dies of SIGPIPE when it writes to a closed pipe) until `done` settles with the
+ * code the call reports (by default the program's exit code), and reads what it wrote there when that code is not 0.
  */
-async function run(
+async function runLogged(
   file: string,
   args: string[],
-  options: { input?: string; logFile?: string } = {},
+  options: { input?: string; logFile?: string; detached?: boolean },
+  done: (child: ChildProcess, exited: Promise<number>) => Promise<number> = (_, exited) => exited,
 ): Promise<RunResult> {
   const log = options.logFile
     ? await openRegularFileForAppend(options.logFile, { what: 'the gocryptfs log', mode: 0o600, read: true })
     : undefined;
   const start = log ? (await log.stat()).size : 0;
   try {
-    const code = await new Promise<number>((resolve, reject) => {
-      const child = spawn(file, args, { stdio: ['pipe', 'ignore', log ? log.fd : 'ignore'] });
+    const child = spawn(file, args, {
+      stdio: ['pipe', 'ignore', log ? log.fd : 'ignore'],
+      detached: options.detached ?? false,
+    });
+    const exited = new Promise<number>((resolve, reject) => {
       child.once('error', (err: NodeJS.ErrnoException) => {
         reject(
           err.code === 'ENOENT'
@@ -275,9 +290,10 @@ async function run(
         );
       });
       child.once('exit', (exitCode, signal) => resolve(exitCode ?? (signal ? 128 : 1)));
-      child.stdin!.on('error', () => undefined);
-      child.stdin!.end(options.input ?? '');
     });
+    child.stdin!.on('error', () => undefined);
+    child.stdin!.end(options.input ?? '');
+    const code = await done(child, exited);
     let stderr = '';
     if (log && code !== 0) {
       const { size } = await log.stat();
@@ -290,4 +306,47 @@ async function run(
   } finally {
     await log?.close();
   }
+}
+
+/** Runs a program to its end (fusermount3). */
+function run(file: string, args: string[]): Promise<RunResult> {
+  return runLogged(file, args, {});
+}
+
+/**
+ * Starts a FUSE server in the foreground, detached (in a session of its own, as a daemon: it serves the mount until
+ * the mount goes), and returns once `mountPoint` is a mount of another device than its folder (code 0), or with the
+ * exit code when the server ends first (gocryptfs: 12 for a wrong password). A server that neither mounts nor ends
+ * within MOUNT_TIMEOUT_MS is stopped.
+ */
+function serveUntilMounted(
+  file: string,
+  args: string[],
+  options: { input: string; logFile: string; mountPoint: string },
+): Promise<RunResult> {
+  return runLogged(file, args, { ...options, detached: true }, async (child, exited) => {
+    const folderDevice = (await fs.stat(path.dirname(options.mountPoint))).dev;
+    let ended = false;
+    exited.then(
+      () => (ended = true),
+      () => (ended = true),
+    );
+    for (const deadline = Date.now() + MOUNT_TIMEOUT_MS; !ended;) {
+      const device = await fs.stat(options.mountPoint).then(
+        (stat) => stat.dev,
+        () => folderDevice,
+      );
+      if (device !== folderDevice) {
+        child.unref(); // it serves the mount on its own; this process does not wait for it to end
+        return 0;
+      }
+      if (Date.now() > deadline) {
+        child.kill('SIGKILL');
+        await exited.catch(() => undefined);
+        return MOUNT_TIMED_OUT;
+      }
+      await new Promise((resolve) => setTimeout(resolve, MOUNT_POLL_MS));
+    }
+    return exited;
+  });
 }

@@ -88,6 +88,29 @@ describe('bootstrapper/state-disk (gocryptfs)', function () {
     }
   });
 
+  it('one gocryptfs process, started by the node itself, serves the mount in a session of its own and ends with the unmount', async () => {
+    const disk = await openDisk();
+    await disk.format(key());
+    const servers: number[] = [];
+    for (const pid of (await fs.readdir('/proc')).filter((p) => /^\d+$/.test(p))) {
+      const args = await fs.readFile(`/proc/${pid}/cmdline`, 'utf8').catch(() => '');
+      if (args.split('\0').includes(mountPoint)) servers.push(Number(pid));
+    }
+    assert.equal(servers.length, 1, `one server of ${mountPoint}: ${servers.join(', ')}`);
+    // /proc/<pid>/stat: "pid (comm) state ppid pgrp session ..."; the comm holds no ")" here.
+    const stat = (await fs.readFile(`/proc/${servers[0]}/stat`, 'utf8')).split(') ')[1]!.split(' ');
+    // Started by this process itself, not by a gocryptfs that started it and exited (two Go starts per mount).
+    assert.equal(Number(stat[1]), process.pid, 'its parent is the process that mounted');
+    assert.equal(Number(stat[3]), servers[0], 'it leads its own session, as a daemon');
+    await disk.close();
+    const gone = () =>
+      fs.access(`/proc/${servers[0]}`).then(
+        () => undefined,
+        () => true,
+      );
+    await pollUntil(gone, { timeoutMs: 5000, intervalMs: 20, what: 'gocryptfs to end with its unmount' });
+  });
+
   it('formats as `gocryptfs -init -scryptn 10` does: the same files, modes, parameters and feature flags', async () => {
     const ours = path.join(dir, 'ours');
     const theirs = path.join(dir, 'theirs');
