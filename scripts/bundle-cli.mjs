@@ -10,6 +10,7 @@
  *     loader.cjs      cli/bundled-cli.ts: loads cli.cjs with its cache and runs oclif on it (bin/constellation)
  *     commands.cjs    oclif's explicit command target: the COMMANDS of the loaded bundle
  *     meta.json       esbuild's metafile inputs: every bundled module and its imports
+ *     launcher.cjs, cloud-daemon.cjs   the programs the CLI starts detached, one file each (bundleDetachedPrograms)
  *
  * Packages that are large and used by few commands are not bundled (EXTERNAL): they load from node_modules/ on first
  * use, as without the bundle. A module of ours gets, as `import.meta.url`, the URL of its compiled file in dist/
@@ -171,6 +172,43 @@ export async function bundleCli(outDir = OUT) {
   // The cache is made by the Node.js that runs the build, the one the CLI runs on; V8 rejects it on another.
   const res = spawnSync(process.execPath, [path.join(outDir, 'loader.cjs'), MAKE_CACHES], { encoding: 'utf8' });
   if (res.status !== 0) throw new Error(`making the CLI bundle's code cache failed: ${res.error ?? res.stderr}`);
+  await bundleDetachedPrograms(outDir);
+}
+
+/**
+ * The programs the CLI starts detached (providers/local/processes.ts, detachedProgram), each one CommonJS file
+ * beside the CLI's bundle: <name>.cjs runs `run` of `module` with the program's argument. Like the launcher's
+ * sources, its bundle holds no package: the launcher's process becomes the node's, which loads nothing from
+ * node_modules/ (providers/local/launcher.ts).
+ */
+export const DETACHED_PROGRAMS = [
+  { name: 'launcher', module: 'providers/local/launcher.ts', run: 'runLauncher' },
+  { name: 'cloud-daemon', module: 'providers/local/cloud-daemon.ts', run: 'runCloudDaemon' },
+];
+
+async function bundleDetachedPrograms(outDir) {
+  for (const program of DETACHED_PROGRAMS) {
+    const result = await esbuild.build({
+      absWorkingDir: ROOT,
+      stdin: {
+        contents: `import { ${program.run} } from './${program.module}';\nvoid ${program.run}(process.argv[2] ?? '');`,
+        resolveDir: ROOT,
+        sourcefile: `${program.name}-entry.ts`,
+        loader: 'ts',
+      },
+      outfile: path.join(outDir, `${program.name}.cjs`),
+      bundle: true,
+      format: 'cjs',
+      platform: 'node',
+      target: 'node20',
+      minifyWhitespace: true,
+      minifySyntax: true,
+      legalComments: 'none',
+      logLevel: 'warning',
+      plugins: [distImportMetaUrl],
+    });
+    if (result.errors.length > 0) throw new Error(`bundling ${program.module} failed`);
+  }
 }
 
 if (process.argv[1] === fileURLToPath(import.meta.url))

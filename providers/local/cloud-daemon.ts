@@ -114,7 +114,8 @@ export async function startCloud(config: CloudConfig, controlToken: string): Pro
   };
 }
 
-async function main(configFile: string): Promise<void> {
+/** The daemon's main: run by its bundle (dist/cli-bundle/cloud-daemon.cjs) or as this module (from the sources). */
+export async function runCloudDaemon(configFile: string): Promise<void> {
   let cloud: RunningCloud;
   try {
     const config = parseCloudConfig(
@@ -149,4 +150,4 @@ async function main(configFile: string): Promise<void> {
   reportStartup({ type: 'ready' });
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) void main(process.argv[2] ?? '');
+if (process.argv[1] === fileURLToPath(import.meta.url)) void runCloudDaemon(process.argv[2] ?? '');

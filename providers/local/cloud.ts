@@ -16,7 +16,7 @@ import { requestJson } from './http-json.js';
 import { gatewayAddress, LOAD_BALANCER_PORTS } from './layout.js';
 import type { ClusterSettings, NodeRegistration } from './metadata-server.js';
 import { ADDRESS_POOL_ENV, candidateRanges, ClusterNetwork, newNetworkId, parseAddressPool } from './network.js';
-import { isOwnedBy, siblingModule, spawnDetached, stopOwnedProcesses } from './processes.js';
+import { detachedProgram, isOwnedBy, spawnDetached, stopOwnedProcesses } from './processes.js';
 
 export const CLOUD_RESOURCE_ID = 'local-cloud';
 export const CLUSTER_RESOURCE_ID = 'local-cluster';
@@ -171,7 +171,7 @@ export async function ensureCloud(
   await writeFileAtomic(paths.cloudConfig, `${JSON.stringify(config, null, 2)}\n`, { mode: 0o600 });
   ctx.progress?.(`starting metadata server and load balancer on ${gateway}`);
   const { pid, message } = await spawnDetached({
-    file: siblingModule('cloud-daemon'),
+    file: detachedProgram('cloud-daemon'),
     args: [paths.cloudConfig],
     owner: paths.cloudOwner,
     cwd: paths.dir,

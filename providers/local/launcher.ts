@@ -149,7 +149,8 @@ export async function swtpmLauncherTpm(tpm: LaunchConfig['tpm']): Promise<Launch
 
 const stamp = () => new Date().toISOString();
 
-async function main(configFile: string): Promise<void> {
+/** The launcher's main: run by its bundle (dist/cli-bundle/launcher.cjs) or as this module (from the sources). */
+export async function runLauncher(configFile: string): Promise<void> {
   let config: LaunchConfig;
   try {
     config = parseLaunchConfig(
@@ -189,4 +190,4 @@ async function main(configFile: string): Promise<void> {
   }
 }
 
-if (process.argv[1] === fileURLToPath(import.meta.url)) void main(process.argv[2] ?? '');
+if (process.argv[1] === fileURLToPath(import.meta.url)) void runLauncher(process.argv[2] ?? '');

@@ -22,7 +22,7 @@ import type { LaunchConfig } from './launcher.js';
 import type { NodePaths } from './layout.js';
 import type { ClusterNetwork } from './network.js';
 import type { MachineNode, NodeMachine } from './node-lifecycle.js';
-import { BACKGROUND_NICE, siblingModule, spawnDetached } from './processes.js';
+import { BACKGROUND_NICE, detachedProgram, spawnDetached } from './processes.js';
 
 export interface ProcessMachineOptions {
   /** For image `local`: the node program the launcher starts, and the image directory it measures (entry inside it). */
@@ -132,7 +132,7 @@ export class ProcessMachine implements NodeMachine {
     await writeFileAtomic(np.launchConfig, `${JSON.stringify(launch, null, 2)}\n`);
     ctx.progress?.(`booting ${name}`);
     const { pid, message } = await spawnDetached({
-      file: siblingModule('launcher'),
+      file: detachedProgram('launcher'),
       // The launcher runs the node program in its own process: on the Node.js binary that is measured into PCR 4.
       execPath: launch.image.nodeBinary,
       args: [np.launchConfig],

@@ -4,7 +4,11 @@
  * code in the node's process, where an attacker's payload could read the node's secrets).
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { promises as fs } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
+import { pathToFileURL } from 'node:url';
 import * as esbuild from 'esbuild';
 import { parseLaunchConfig } from '../../../providers/local/launcher.js';
 import { REPO_ROOT } from '../../support/cli.js';
@@ -73,4 +77,31 @@ describe('local provider: the node launcher', () => {
     const packages = Object.keys(result.metafile.inputs).filter((file) => file.includes('node_modules/'));
     assert.deepEqual(packages, []);
   });
+
+  // The provider starts the launcher and the cloud daemon of a build from their bundles (detachedProgram).
+  for (const { program, failure } of [
+    { program: 'launcher' as const, failure: /launcher: boot failed: ENOENT/ },
+    { program: 'cloud-daemon' as const, failure: /cloud daemon failed: ENOENT/ },
+  ]) {
+    it(`a build's ${program} is one CommonJS file that loads only Node.js's own modules, and runs`, async function () {
+      this.timeout(30_000);
+      const { detachedProgram } = (await import(
+        pathToFileURL(path.join(REPO_ROOT, 'dist/providers/local/processes.js')).href
+      )) as typeof import('../../../providers/local/processes.js');
+      const file = detachedProgram(program);
+      assert.equal(file, path.join(REPO_ROOT, 'dist', 'cli-bundle', `${program}.cjs`));
+      const required = [...(await fs.readFile(file, 'utf8')).matchAll(/\brequire\("([^"]+)"\)/g)].map((m) => m[1]!);
+      assert.ok(required.length > 0);
+      assert.deepEqual(
+        required.filter((name) => !name.startsWith('node:')),
+        [],
+      );
+      // Without its config it says so in its log and exits 1, as the module does.
+      const run = spawnSync(process.execPath, [file, path.join(os.tmpdir(), 'no-such-config.json')], {
+        encoding: 'utf8',
+      });
+      assert.equal(run.status, 1, run.stderr);
+      assert.match(run.stderr, failure);
+    });
+  }
 });
