@@ -2,7 +2,8 @@
  * The local cluster's "cloud": one detached process per cluster that runs the metadata server and the TCP load
  * balancer on the gateway address <prefix>.1, in the cluster's gateway network namespace (./network.ts), where no
  * other process of the machine can bind that address. Started by the CLI side (./cloud.ts) as
- * `nsenter --net=<gateway namespace> -- node cloud-daemon.js <cluster folder>/cloud.json`; it reports {type:'ready'}
+ * `nsenter --net=<gateway namespace> -- node cloud-daemon.cjs <cluster folder>/cloud.json` (its bundle, see
+ * ./processes.ts detachedProgram); it reports {type:'ready'}
  * or {type:'error', code} over IPC and runs until SIGTERM.
  * It keeps no state on disk: the CLI side registers the nodes again whenever it (re)starts the daemon.
  */

@@ -1,6 +1,6 @@
 /**
  * The node launcher: plays firmware for one local node. Run detached by the CLI side (one per node, once per boot)
- * as `node launcher.js <node folder>/launch.json`, it
+ * as `node launcher.cjs <node folder>/launch.json` (its bundle, see ./processes.ts detachedProgram), it
  *   1. resets the node's TPM through swtpm's control channel (PCRs back to zero: a reboot),
  *   2. measures the node image (./image-pcrs.ts) into PCR 4, 9 and 11 of every allocated SHA-256/SHA-384 bank,
  *   3. closes its TPM connection (swtpm serves one connection at a time), sets NODE_NAME, NODE_IP, NODE_ROLE,
