@@ -325,12 +325,13 @@ function serveUntilMounted(
   options: { input: string; logFile: string; mountPoint: string },
 ): Promise<RunResult> {
   return runLogged(file, args, { ...options, detached: true }, async (child, exited) => {
-    const folderDevice = (await fs.stat(path.dirname(options.mountPoint))).dev;
+    // Handled at once: a program that cannot start (ENOENT) rejects `exited` before the first stat returns.
     let ended = false;
     exited.then(
       () => (ended = true),
       () => (ended = true),
     );
+    const folderDevice = (await fs.stat(path.dirname(options.mountPoint))).dev;
     for (const deadline = Date.now() + MOUNT_TIMEOUT_MS; !ended;) {
       const device = await fs.stat(options.mountPoint).then(
         (stat) => stat.dev,

@@ -111,6 +111,17 @@ describe('bootstrapper/state-disk (gocryptfs)', function () {
     await pollUntil(gone, { timeoutMs: 5000, intervalMs: 20, what: 'gocryptfs to end with its unmount' });
   });
 
+  it('names a gocryptfs that is not installed, with what to install', async () => {
+    const disk = await openGocryptfsStateDisk({ diskDir, mountPoint, gocryptfsBinary: path.join(dir, 'no-gocryptfs') });
+    open.push(disk);
+    await assert.rejects(
+      disk.format(key()),
+      (err: Error) =>
+        err instanceof StateDiskError && /is not installed/.test(err.message) && /fuse3/.test(err.hint ?? ''),
+    );
+    assert.equal(await mounted(mountPoint), false);
+  });
+
   it('formats as `gocryptfs -init -scryptn 10` does: the same files, modes, parameters and feature flags', async () => {
     const ours = path.join(dir, 'ours');
     const theirs = path.join(dir, 'theirs');
