@@ -181,7 +181,7 @@ export async function bundleCli(outDir = OUT) {
  * sources, its bundle holds no package: the launcher's process becomes the node's, which loads nothing from
  * node_modules/ (providers/local/launcher.ts).
  */
-export const DETACHED_PROGRAMS = [
+const DETACHED_PROGRAMS = [
   { name: 'launcher', module: 'providers/local/launcher.ts', run: 'runLauncher' },
   { name: 'cloud-daemon', module: 'providers/local/cloud-daemon.ts', run: 'runCloudDaemon' },
 ];
