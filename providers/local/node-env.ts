@@ -50,9 +50,9 @@ const FORMATS: Partial<Record<keyof typeof REQUIRED, (v: string) => string | und
 };
 
 /**
- * Checked by hand, not with a schema library: this runs in every local node's start, where zod's chunk (its compile
- * and its module initialization, about 40 ms of CPU per node here) was the one load of zod on a worker's way to
- * joining (docs/workflows/mini.md, "How long it takes").
+ * Checked by hand, not with a schema library: this runs in every local node's start, where zod (its chunk's compile,
+ * its initialization and the schema's construction: about 80 ms of CPU per worker in a 1+9 `mini up`) was the one
+ * load of zod on a worker's way to joining (docs/workflows/mini.md, "Less to load at each node's start").
  */
 export function readNodeEnv(env: NodeJS.ProcessEnv = process.env): NodeEnv {
   const problems: string[] = [];
